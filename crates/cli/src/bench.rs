@@ -1,0 +1,131 @@
+//! `hif8lab bench`: throughput figures, each measured against a reference in the same run.
+//!
+//! Figures are best-of-N wall times on one thread; the machine is named in the output so
+//! numbers are never quoted without their context.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use anyhow::Result;
+use clap::Subcommand;
+use hif8lab_format::{FakeQuant, Format, Overflow, Rounding};
+
+use crate::Outcome;
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// CPU fake-quantization throughput (one thread) and its ratio to a plain copy.
+    Codec {
+        /// Elements per buffer.
+        #[arg(long, default_value_t = 1 << 22)]
+        elements: usize,
+        /// Timed repetitions (the best is reported).
+        #[arg(long, default_value_t = 7)]
+        reps: usize,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(cmd: BenchCommand) -> Result<Outcome> {
+    match cmd {
+        BenchCommand::Codec {
+            elements,
+            reps,
+            json,
+        } => bench_codec(elements.max(1), reps.max(1), json),
+    }
+}
+
+/// Best wall time in seconds of `reps` runs of `f`.
+fn best_of(reps: usize, mut f: impl FnMut()) -> f64 {
+    (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn bench_codec(n: usize, reps: usize, json: bool) -> Result<Outcome> {
+    // Log-uniform magnitudes over 2^-20..2^20 from a fixed integer generator.
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let src: Vec<f32> = (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            let r = (state >> 32) as u32;
+            let exp = 127 - 20 + (r >> 26) % 41;
+            f32::from_bits((r & 0x8000_0000) | exp << 23 | (r & 0x7F_FFFF))
+        })
+        .collect();
+    let mut dst = vec![0.0f32; n];
+    let copy_s = best_of(reps, || {
+        dst.copy_from_slice(black_box(&src));
+        black_box(&mut dst);
+    });
+    let cases = [
+        ("hif8", FakeQuant::new(Format::HiF8)),
+        (
+            "hif8-saturate",
+            FakeQuant::new(Format::HiF8).with_overflow(Overflow::Saturate),
+        ),
+        (
+            "hif8-hybrid",
+            FakeQuant::new(Format::HiF8).with_rounding(Rounding::Hybrid { seed: 1 }),
+        ),
+        ("e4m3", FakeQuant::new(Format::E4M3)),
+        ("e5m2", FakeQuant::new(Format::E5M2)),
+    ];
+    let scale = 15.0f32 / 1024.0;
+    let copy_eps = n as f64 / copy_s;
+    let mut rows = Vec::new();
+    for (name, quant) in cases {
+        let secs = best_of(reps, || {
+            quant.qdq_into(black_box(&src), &mut dst, scale);
+            black_box(&mut dst);
+        });
+        let eps = n as f64 / secs;
+        rows.push((name, eps, eps / copy_eps));
+    }
+    let cpu = cpu_name();
+    if json {
+        let list: Vec<String> = rows
+            .iter()
+            .map(|(name, eps, ratio)| {
+                format!(
+                    "{{\"mode\":\"{name}\",\"elements_per_s\":{eps:.0},\"ratio_to_copy\":{ratio:.4}}}"
+                )
+            })
+            .collect();
+        println!(
+            "{{\"cpu\":\"{}\",\"threads\":1,\"elements\":{n},\"copy_elements_per_s\":{copy_eps:.0},\"qdq\":[{}]}}",
+            cpu.replace('"', "'"),
+            list.join(",")
+        );
+    } else {
+        println!("bench codec: CPU '{cpu}', one thread, {n} f32 elements, best of {reps}");
+        println!("{:<16} {:>14} {:>10}", "mode", "Melem/s", "vs copy");
+        println!("{:<16} {:>14.1} {:>10}", "copy", copy_eps / 1e6, "1.000");
+        for (name, eps, ratio) in rows {
+            println!("{:<16} {:>14.1} {:>10.3}", name, eps / 1e6, ratio);
+        }
+    }
+    Ok(Outcome::Ok)
+}
+
+/// The CPU model name where the OS tells it, else the architecture.
+fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|v| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_owned())
+}

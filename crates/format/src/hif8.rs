@@ -1,0 +1,343 @@
+//! HiF8 (HiFloat8): decode, encode, fake quantization and tiers, exactly as SPEC.md §2.
+//!
+//! Layout of a code: `sign | dot (prefix code) | exponent (sign-magnitude) | mantissa`.
+//! The dot field says how many exponent and mantissa bits follow, so precision tapers
+//! with the magnitude of the exponent: 3 mantissa bits for |E| ≤ 3, 2 for |E| ≤ 7,
+//! 1 for |E| ≤ 15, and seven power-of-two denormals below 2^-15.
+//!
+//! All rounding here works on the integer bits of the f32 (never on float `round()`),
+//! so the GPU kernel in `shaders/` can be a line-for-line twin.
+//! Other formats live in [`crate::ocp`]; the common entry point is [`crate::FakeQuant`].
+
+use crate::Overflow;
+
+/// The only NaN code.
+pub const NAN_CODE: u8 = 0x80;
+/// +Inf (the pattern that would otherwise be 1.5·2^15).
+pub const POS_INF_CODE: u8 = 0x6F;
+/// −Inf.
+pub const NEG_INF_CODE: u8 = 0xEF;
+/// Largest finite value, 2^15 (code 0x6E).
+pub const MAX_FINITE: f32 = 32768.0;
+/// Smallest normal value, 2^-15 (code 0x7E).
+pub const MIN_NORMAL: f32 = 1.0 / 32768.0;
+/// Smallest denormal value, 2^-22 (code 0x01).
+pub const MIN_DENORMAL: f32 = 1.0 / 4_194_304.0;
+/// |x| at or above this overflows under ties-away rounding (midpoint of 2^15 and 1.5·2^15).
+pub const OVERFLOW_THRESHOLD: f32 = 40960.0;
+/// Largest value with 3 mantissa bits (code 0x2F): 15.
+pub const TOP_OF_3BIT_TIER: f32 = 15.0;
+/// Largest value with 2 mantissa bits (code 0x4F): 224.
+pub const TOP_OF_2BIT_TIER: f32 = 224.0;
+
+const SIGN_BIT: u32 = 0x8000_0000;
+const ABS_MASK: u32 = 0x7FFF_FFFF;
+const F32_INF_BITS: u32 = 0x7F80_0000;
+const OVERFLOW_BITS: u32 = 0x4720_0000; // 40960.0
+const MAX_FINITE_BITS: u32 = 0x4700_0000; // 32768.0
+const STOCHASTIC_OVERFLOW_BITS: u32 = 0x4740_0000; // 49152.0 = 1.5·2^15, the Inf pattern
+const UNDERFLOW_BITS: u32 = 0x3400_0000; // 2^-23
+const MIN_DENORMAL_BITS: u32 = 0x3480_0000; // 2^-22
+
+/// Decodes one HiF8 code to its exact value.
+pub fn decode(code: u8) -> f32 {
+    let negative = code & 0x80 != 0;
+    let body = code & 0x7F;
+    let magnitude = match body {
+        0x00 => {
+            return if negative { f32::NAN } else { 0.0 };
+        }
+        0x6F => f32::INFINITY,
+        0x01..=0x07 => exp2i(i32::from(body) - 23),
+        0x08..=0x0F => normal(0, body & 0x07, 3),
+        0x10..=0x1F => {
+            let e = signed_exp(body >> 3 & 1, 1);
+            normal(e, body & 0x07, 3)
+        }
+        0x20..=0x3F => {
+            let e = signed_exp(body >> 4 & 1, 2 + i32::from(body >> 3 & 1));
+            normal(e, body & 0x07, 3)
+        }
+        0x40..=0x5F => {
+            let e = signed_exp(body >> 4 & 1, 4 + i32::from(body >> 2 & 0x3));
+            normal(e, body & 0x03, 2)
+        }
+        _ => {
+            // 0x60..=0x7F
+            let e = signed_exp(body >> 4 & 1, 8 + i32::from(body >> 1 & 0x7));
+            normal(e, body & 0x01, 1)
+        }
+    };
+    if negative { -magnitude } else { magnitude }
+}
+
+fn signed_exp(sign: u8, magnitude: i32) -> i32 {
+    if sign == 1 { -magnitude } else { magnitude }
+}
+
+fn normal(exponent: i32, mantissa: u8, mantissa_bits: u32) -> f32 {
+    exp2i(exponent) * (1.0 + f32::from(mantissa) / (1u32 << mantissa_bits) as f32)
+}
+
+/// 2^e for e in the f32 normal range, built from bits (exact).
+pub(crate) fn exp2i(e: i32) -> f32 {
+    debug_assert!((-126..=127).contains(&e));
+    f32::from_bits(((e + 127) as u32) << 23)
+}
+
+/// Mantissa bits HiF8 keeps in the binade 2^e (e is the unbiased f32 exponent).
+///
+/// 3 for |e| ≤ 3, 2 for |e| ≤ 7, 1 for |e| ≤ 15, 0 in the denormal binades below.
+pub fn mantissa_bits_for_exponent(e: i32) -> u32 {
+    match e.unsigned_abs() {
+        0..=3 => 3,
+        4..=7 => 2,
+        8..=15 => 1,
+        _ => 0,
+    }
+}
+
+/// Exact HiF8 fake quantization of one f32 with ties-away rounding (SPEC.md §2 `qdq`).
+pub fn qdq(x: f32, overflow: Overflow) -> f32 {
+    let bits = x.to_bits();
+    let sign = bits & SIGN_BIT;
+    let a = bits & ABS_MASK;
+    if a >= F32_INF_BITS {
+        if a > F32_INF_BITS {
+            return x; // NaN
+        }
+        return f32::from_bits(sign | overflow_bits(overflow));
+    }
+    if a >= OVERFLOW_BITS {
+        return f32::from_bits(sign | overflow_bits(overflow));
+    }
+    if a < UNDERFLOW_BITS {
+        return 0.0;
+    }
+    let e = (a >> 23) as i32 - 127;
+    if e == -23 {
+        return f32::from_bits(sign | MIN_DENORMAL_BITS);
+    }
+    let shift = 23 - mantissa_bits_for_exponent(e);
+    let rounded = (a + (1 << (shift - 1))) & !((1u32 << shift) - 1);
+    f32::from_bits(sign | rounded)
+}
+
+/// HiF8 "hybrid" rounding: ties-away for |E| ≤ 3, stochastic above.
+///
+/// `random` supplies the stochastic bits (uniform u32); the caller derives it from a seed
+/// and the element index (see [`crate::hash_u32`]) so results are reproducible.
+/// Overflow follows the ties-away threshold first; a stochastic round up onto the Inf
+/// pattern (1.5·2^15) overflows too.
+pub fn qdq_hybrid(x: f32, overflow: Overflow, random: u32) -> f32 {
+    let bits = x.to_bits();
+    let sign = bits & SIGN_BIT;
+    let a = bits & ABS_MASK;
+    if !(UNDERFLOW_BITS..OVERFLOW_BITS).contains(&a) {
+        return qdq(x, overflow);
+    }
+    let e = (a >> 23) as i32 - 127;
+    if e.abs() <= 3 {
+        return qdq(x, overflow);
+    }
+    if e == -23 {
+        // Between 0 and 2^-22: round up with probability x / 2^-22.
+        let significand = a & 0x7F_FFFF | 0x80_0000; // x / 2^-23 in 1.23 fixed point
+        let threshold = significand << 8; // x / 2^-22 as a 0.32 fraction
+        return if random < threshold {
+            f32::from_bits(sign | MIN_DENORMAL_BITS)
+        } else {
+            0.0
+        };
+    }
+    let shift = 23 - mantissa_bits_for_exponent(e);
+    let mask = (1u32 << shift) - 1;
+    let rounded = (a + (random & mask)) & !mask;
+    if rounded >= STOCHASTIC_OVERFLOW_BITS {
+        return f32::from_bits(sign | overflow_bits(overflow));
+    }
+    f32::from_bits(sign | rounded)
+}
+
+fn overflow_bits(overflow: Overflow) -> u32 {
+    match overflow {
+        Overflow::Inf => F32_INF_BITS,
+        Overflow::Saturate => MAX_FINITE_BITS,
+    }
+}
+
+/// Encodes one f32 to a HiF8 code with ties-away rounding.
+pub fn encode(x: f32, overflow: Overflow) -> u8 {
+    code_of_exact(qdq(x, overflow))
+}
+
+/// Code of a value that is exactly representable in HiF8 (the output of [`qdq`]).
+///
+/// A value that is not representable is truncated to the code below it in magnitude;
+/// callers pass quantized values only.
+pub fn code_of_exact(v: f32) -> u8 {
+    if v.is_nan() {
+        return NAN_CODE;
+    }
+    let negative = v.is_sign_negative();
+    let sign_bit: u8 = if negative { 0x80 } else { 0x00 };
+    let a = v.abs();
+    if a == 0.0 {
+        return 0x00;
+    }
+    if a.is_infinite() {
+        return if negative { NEG_INF_CODE } else { POS_INF_CODE };
+    }
+    let bits = a.to_bits();
+    let e = (bits >> 23) as i32 - 127;
+    if e < -15 {
+        return sign_bit | (e + 23).clamp(1, 7) as u8;
+    }
+    let mb = mantissa_bits_for_exponent(e);
+    let m = (bits & 0x7F_FFFF) >> (23 - mb);
+    let m = m as u8;
+    let neg_e = u8::from(e < 0);
+    let mag = e.unsigned_abs() as u8;
+    let body = match mag {
+        0 => 0x08 | m,
+        1 => 0x10 | neg_e << 3 | m,
+        2..=3 => 0x20 | neg_e << 4 | (mag - 2) << 3 | m,
+        4..=7 => 0x40 | neg_e << 4 | (mag - 4) << 2 | m,
+        _ => 0x60 | neg_e << 4 | (mag - 8) << 1 | m,
+    };
+    sign_bit | body
+}
+
+/// Where a value falls among HiF8's precision tiers (by the binade of |x|, before rounding).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tier {
+    /// |x| < 2^-23: quantizes to zero.
+    Underflow,
+    /// 2^-23 ≤ |x| < 2^-15: the power-of-two denormals, no mantissa bits.
+    Denormal,
+    /// A normal binade keeping this many mantissa bits (3, 2 or 1).
+    Mantissa(u8),
+    /// |x| ≥ 40960 or infinite: becomes Inf (or saturates).
+    Overflow,
+    /// NaN input.
+    NaN,
+}
+
+impl Tier {
+    /// Short label used by plots and tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Tier::Underflow => "underflow",
+            Tier::Denormal => "denormal",
+            Tier::Mantissa(3) => "3-bit",
+            Tier::Mantissa(2) => "2-bit",
+            Tier::Mantissa(_) => "1-bit",
+            Tier::Overflow => "overflow",
+            Tier::NaN => "nan",
+        }
+    }
+}
+
+/// The tier of any f32 value.
+pub fn tier(x: f32) -> Tier {
+    let a = x.to_bits() & ABS_MASK;
+    if a > F32_INF_BITS {
+        return Tier::NaN;
+    }
+    if a >= OVERFLOW_BITS {
+        return Tier::Overflow;
+    }
+    if a < UNDERFLOW_BITS {
+        return Tier::Underflow;
+    }
+    let e = (a >> 23) as i32 - 127;
+    if e < -15 {
+        return Tier::Denormal;
+    }
+    Tier::Mantissa(mantissa_bits_for_exponent(e) as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_landmarks() {
+        assert_eq!(decode(0x00).to_bits(), 0.0f32.to_bits());
+        assert!(decode(0x80).is_nan());
+        assert_eq!(decode(POS_INF_CODE), f32::INFINITY);
+        assert_eq!(decode(NEG_INF_CODE), f32::NEG_INFINITY);
+        assert_eq!(decode(0x6E), MAX_FINITE);
+        assert_eq!(decode(0x7E), MIN_NORMAL);
+        assert_eq!(decode(0x01), MIN_DENORMAL);
+        assert_eq!(decode(0x2F), TOP_OF_3BIT_TIER);
+        assert_eq!(decode(0x4F), TOP_OF_2BIT_TIER);
+        assert_eq!(decode(0x08), 1.0);
+    }
+
+    #[test]
+    fn value_set_has_126_positive_finite_nonzero_values() {
+        let mut values: Vec<u32> = (0u8..=0x7F)
+            .map(decode)
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .map(f32::to_bits)
+            .collect();
+        values.sort_unstable();
+        values.dedup();
+        assert_eq!(values.len(), 126);
+    }
+
+    #[test]
+    fn rounding_edges() {
+        let inf = Overflow::Inf;
+        assert_eq!(qdq(40959.996, inf), MAX_FINITE);
+        assert_eq!(qdq(40960.0, inf), f32::INFINITY);
+        assert_eq!(qdq(-40960.0, Overflow::Saturate), -MAX_FINITE);
+        assert_eq!(qdq(f32::NEG_INFINITY, Overflow::Saturate), -MAX_FINITE);
+        assert_eq!(qdq(exp2i(-23), inf), MIN_DENORMAL);
+        assert_eq!(qdq(f32::from_bits(0x33FF_FFFF), inf).to_bits(), 0);
+        assert_eq!(qdq(-1e-30, inf).to_bits(), 0, "no negative zero");
+        assert_eq!(qdq(1.0625, inf), 1.125, "tie rounds away");
+        assert_eq!(qdq(-1.0625, inf), -1.125, "tie rounds away");
+        assert_eq!(qdq(15.5, inf), 16.0, "carry into the next binade");
+        assert_eq!(qdq(36864.0, inf), MAX_FINITE);
+    }
+
+    #[test]
+    fn hybrid_is_ties_away_in_the_3bit_tier_and_unbiased_above() {
+        for r in [0u32, 1, u32::MAX / 2, u32::MAX] {
+            assert_eq!(qdq_hybrid(1.0625, Overflow::Inf, r), 1.125);
+        }
+        // 2 mantissa bits at e=4 step by 4: 18 lies halfway between 16 and 20, 17 a quarter.
+        let n = 4096u32;
+        let ups = |x: f32| {
+            (0..n)
+                .map(|i| qdq_hybrid(x, Overflow::Inf, crate::hash_u32(7, i)))
+                .filter(|v| *v == 20.0)
+                .count()
+        };
+        assert!((1900..2200).contains(&ups(18.0)), "ups = {}", ups(18.0));
+        assert!((900..1150).contains(&ups(17.0)), "ups = {}", ups(17.0));
+        assert_eq!(qdq_hybrid(18.0, Overflow::Inf, 0), 16.0);
+        assert_eq!(qdq_hybrid(18.0, Overflow::Inf, u32::MAX), 20.0);
+        assert_eq!(
+            qdq_hybrid(20.0, Overflow::Inf, u32::MAX),
+            20.0,
+            "exact stays"
+        );
+        assert_eq!(qdq_hybrid(40000.0, Overflow::Inf, u32::MAX), f32::INFINITY);
+        assert_eq!(qdq_hybrid(40000.0, Overflow::Saturate, 0), MAX_FINITE);
+    }
+
+    #[test]
+    fn tiers() {
+        assert_eq!(tier(15.0), Tier::Mantissa(3));
+        assert_eq!(tier(16.0), Tier::Mantissa(2));
+        assert_eq!(tier(224.0), Tier::Mantissa(2));
+        assert_eq!(tier(256.0), Tier::Mantissa(1));
+        assert_eq!(tier(40960.0), Tier::Overflow);
+        assert_eq!(tier(1e-5), Tier::Denormal);
+        assert_eq!(tier(1e-9), Tier::Underflow);
+        assert_eq!(tier(f32::NAN), Tier::NaN);
+    }
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The one test command of hif8lab.
+#
+# On a fresh Debian machine (root, apt available) it first installs what is missing and
+# says so, then runs: rustfmt check, clippy (native and wasm32) with -D warnings, every
+# workspace test, and the crate dependency-direction check. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '\n==> %s\n' "$*"; }
+SUDO=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
+
+# --- system packages --------------------------------------------------------------
+apt_missing=()
+[ -e /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ] || apt_missing+=(mesa-vulkan-drivers)
+ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1 ' || apt_missing+=(libvulkan1)
+if [ ${#apt_missing[@]} -gt 0 ]; then
+  say "installing with apt: ${apt_missing[*]} (lavapipe: Vulkan on the CPU for GPU tests)"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${apt_missing[@]}"
+fi
+
+# --- Rust toolchain (pinned in rust-toolchain.toml) --------------------------------
+if ! command -v rustup >/dev/null; then
+  echo "error: rustup is required (https://rustup.rs); it installs the pinned toolchain" >&2
+  exit 1
+fi
+channel=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)
+if ! rustup toolchain list | grep -q "^${channel}[.-]"; then
+  say "installing Rust toolchain ${channel} (rustfmt, clippy, wasm32 target)"
+  rustup toolchain install "$channel" --profile minimal -c rustfmt,clippy -t wasm32-unknown-unknown
+fi
+if ! rustup target list --installed --toolchain "$channel" | grep -q wasm32-unknown-unknown; then
+  say "installing the wasm32-unknown-unknown target"
+  rustup target add --toolchain "$channel" wasm32-unknown-unknown
+fi
+
+# --- checks ----------------------------------------------------------------------
+say "cargo fmt --check"
+cargo fmt --all --check
+
+say "cargo clippy (native, all targets, -D warnings)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+say "cargo clippy (wasm32: the crates the browser build uses)"
+cargo clippy --locked --target wasm32-unknown-unknown -p hif8lab-format -- -D warnings
+
+say "cargo test (workspace)"
+cargo test --workspace --locked
+
+say "dependency direction"
+scripts/check-deps.sh
+
+say "all checks passed"
