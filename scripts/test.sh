@@ -44,7 +44,7 @@ say "cargo clippy (native, all targets, -D warnings)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 say "cargo clippy (wasm32: the crates the browser build uses)"
-cargo clippy --locked --target wasm32-unknown-unknown -p hif8lab-format -- -D warnings
+cargo clippy --locked --target wasm32-unknown-unknown -p hif8lab-format -p hif8lab-scaling -- -D warnings
 
 say "cargo test (workspace)"
 cargo test --workspace --locked

@@ -5,6 +5,8 @@
 //! `pip install en-dtypes ml-dtypes numpy`). Inputs of the `.codes` files are not stored:
 //! both sides produce them with the same seeded generator (`fixture_input`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
 use std::fs;
 
 use hif8lab_format::{Format, Overflow};

@@ -1,11 +1,12 @@
 //! `hif8lab`: the command line of hif8lab.
 //!
-//! Subcommands: `codec` (inspect and apply the 8-bit formats) and `bench` (measured
-//! figures). Each subcommand lives in its own module; this file only parses arguments
+//! Subcommands: `codec` (inspect and apply the 8-bit formats), `bench` (measured
+//! figures), `trace synth`, `replay` and `export te-recipe` (delayed scaling offline). Each subcommand lives in its own module; this file only parses arguments
 //! and maps outcomes to exit codes (0 ok, 1 failure, 2 bad input).
 
 mod bench;
 mod codec;
+mod scaling_cmds;
 
 use std::process::ExitCode;
 
@@ -27,6 +28,14 @@ enum Command {
     /// Measure throughput; figures name the machine they ran on.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Work with amax traces (synthetic traces for lessons and tests).
+    #[command(subcommand)]
+    Trace(scaling_cmds::TraceCommand),
+    /// Recompute every estimator over a recorded amax trace (JSONL, CSV or TE log).
+    Replay(scaling_cmds::ReplayArgs),
+    /// Export settings for other tools (Transformer Engine, Megatron-LM).
+    #[command(subcommand)]
+    Export(scaling_cmds::ExportCommand),
 }
 
 /// How a command ended, mapped to the process exit code.
@@ -42,6 +51,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Codec(cmd) => codec::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Trace(cmd) => scaling_cmds::run_trace(cmd),
+        Command::Replay(args) => scaling_cmds::run_replay(args),
+        Command::Export(cmd) => scaling_cmds::run_export(cmd),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

@@ -1,5 +1,7 @@
 //! End-to-end tests of `hif8lab codec` through the real binary.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 

@@ -1,6 +1,8 @@
 //! Property tests of the codecs: exhaustive code round trips, and qdq idempotent,
 //! monotone and odd-symmetric on arbitrary f32 inputs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
 use hif8lab_format::{FakeQuant, Format, Overflow, Rounding, hif8};
 use proptest::prelude::*;
 

@@ -1,0 +1,335 @@
+//! `hif8lab trace synth`, `hif8lab replay` and `hif8lab export te-recipe`: the command-line
+//! face of the scaling crate.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use hif8lab_format::Format;
+use hif8lab_scaling::config::ColdStart;
+use hif8lab_scaling::import::import_file;
+use hif8lab_scaling::replay::{EstimatorReplay, ReplayOptions, ReplayReport, replay};
+use hif8lab_scaling::synth::{Pattern, synth, to_csv};
+use hif8lab_scaling::te::te_recipe;
+use hif8lab_scaling::{EstimatorSpec, ScalingConfig};
+
+use crate::Outcome;
+
+#[derive(Subcommand, Debug)]
+pub enum TraceCommand {
+    /// Write a synthetic amax trace as CSV (step,layer,role,amax).
+    Synth {
+        /// Shape of the amax sequence.
+        #[arg(long, value_parser = parse_pattern)]
+        pattern: Pattern,
+        /// Quantizer calls per layer.
+        #[arg(long, default_value_t = 1000)]
+        calls: usize,
+        /// Random seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Output file (written atomically); stdout when absent.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+fn parse_pattern(s: &str) -> Result<Pattern, String> {
+    s.parse()
+}
+
+/// Arguments of `hif8lab replay`.
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// A hif8lab trace (JSONL), a CSV `step,layer,role,amax`, or a Transformer Engine log.
+    trace: PathBuf,
+    /// History length, and the window of max_window / mean_window.
+    #[arg(long, default_value_t = 64)]
+    window: usize,
+    /// Estimators to compare, comma-separated (default: most_recent, ema(0.1),
+    /// mean_window(N), max_window(N), current).
+    #[arg(long)]
+    estimators: Option<String>,
+    /// Scaling target (15 = top of HiF8's 3-bit tier).
+    #[arg(long, default_value_t = 15.0)]
+    target: f32,
+    /// Margin (power-of-two headroom).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    margin: i32,
+    /// Number format for the tier and overflow counts.
+    #[arg(long, default_value = "hif8")]
+    format: Format,
+    /// Cold start: jit (first call uses its own amax) or te (scale 1.0).
+    #[arg(long, default_value = "jit", value_parser = parse_cold_start)]
+    cold_start: ColdStart,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_cold_start(s: &str) -> Result<ColdStart, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "jit" => Ok(ColdStart::Jit),
+        "te" => Ok(ColdStart::Te),
+        _ => Err(format!("unknown cold start '{s}' (expected jit or te)")),
+    }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ExportCommand {
+    /// Print the Transformer Engine DelayedScaling recipe and Megatron-LM flags for a config.
+    TeRecipe {
+        /// A TOML config: a run config with a [scaling] table, or the scaling table itself.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Active estimator (overrides the config).
+        #[arg(long)]
+        estimator: Option<EstimatorSpec>,
+        /// History length (overrides the config).
+        #[arg(long)]
+        window: Option<usize>,
+        /// Scaling target (overrides the config).
+        #[arg(long)]
+        target: Option<f32>,
+        /// Margin (overrides the config).
+        #[arg(long, allow_negative_numbers = true)]
+        margin: Option<i32>,
+        /// Number format (overrides the config).
+        #[arg(long)]
+        format: Option<Format>,
+    },
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so
+/// a reader never sees a half-written file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .with_context(|| format!("{}: not a file path", path.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.with_context(|| format!("writing {}", path.display()))
+}
+
+pub fn run_trace(cmd: TraceCommand) -> Result<Outcome> {
+    match cmd {
+        TraceCommand::Synth {
+            pattern,
+            calls,
+            seed,
+            out,
+        } => {
+            if calls == 0 {
+                bail!("--calls must be at least 1");
+            }
+            let csv = to_csv(&synth(pattern, calls, seed));
+            match out {
+                Some(path) => write_atomic(&path, csv.as_bytes())?,
+                None => std::io::stdout().write_all(csv.as_bytes())?,
+            }
+            Ok(Outcome::Ok)
+        }
+    }
+}
+
+/// Splits a comma-separated list at top-level commas (commas inside parentheses stay).
+pub fn split_top_level(s: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut depth = 0i32;
+    let mut cur = String::new();
+    for c in s.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    parts.push(cur);
+    parts
+        .into_iter()
+        .map(|p| p.trim().to_owned())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+pub fn run_replay(args: ReplayArgs) -> Result<Outcome> {
+    if args.window == 0 {
+        bail!("--window must be at least 1");
+    }
+    if !(args.target.is_finite() && args.target > 0.0) {
+        bail!("--target must be a finite number > 0");
+    }
+    let estimators = match &args.estimators {
+        None => EstimatorSpec::default_set(),
+        Some(list) => split_top_level(list)
+            .iter()
+            .map(|s| s.parse::<EstimatorSpec>().map_err(anyhow::Error::from))
+            .collect::<Result<Vec<_>>>()
+            .context("--estimators")?,
+    };
+    if estimators.is_empty() {
+        bail!("--estimators: no estimator given");
+    }
+    let imported = import_file(&args.trace)?;
+    for w in &imported.warnings {
+        eprintln!("warning: {}: {w}", args.trace.display());
+    }
+    let options = ReplayOptions {
+        window: args.window,
+        estimators,
+        target: args.target,
+        margin: args.margin,
+        format: args.format,
+        cold_start: args.cold_start,
+    };
+    let report = replay(&imported.series, &options);
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print_report(&report, &args, imported.kind);
+    }
+    Ok(Outcome::Ok)
+}
+
+fn print_table(title: &str, rows: &[(&String, &EstimatorReplay)], hif8: bool) {
+    println!("{title}");
+    println!(
+        "  {:<22} {:>8} {:>15} {:>11} {:>15} {:>11} {:>9}",
+        "estimator",
+        "calls",
+        "calls_above_est",
+        "worst_ratio",
+        "median_headroom",
+        if hif8 { "beyond_3bit" } else { "" },
+        "overflow"
+    );
+    for (name, r) in rows {
+        println!(
+            "  {:<22} {:>8} {:>15} {:>11.3} {:>15.3} {:>11} {:>9}",
+            name,
+            r.calls,
+            r.calls_above_est,
+            r.worst_ratio,
+            r.median_headroom,
+            r.beyond_3bit_tier
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
+            r.beyond_overflow
+        );
+    }
+}
+
+fn print_report(report: &ReplayReport, args: &ReplayArgs, kind: &str) {
+    let hif8 = args.format == Format::HiF8;
+    println!(
+        "replay of {} ({kind}, {} quantizer(s)); format {}, target {}, margin {}, window {}",
+        args.trace.display(),
+        report.quantizers.len(),
+        args.format,
+        args.target,
+        args.margin,
+        args.window
+    );
+    println!(
+        "calls_above_est: amax > estimate; worst_ratio: max amax/est; median_headroom: est/amax{}\n",
+        if hif8 {
+            "; beyond_3bit: amax·scale ≥ 16 (left HiF8's 3-bit tier); overflow: amax·scale ≥ 40960"
+        } else {
+            ""
+        }
+    );
+    for q in &report.quantizers {
+        let rows: Vec<_> = report
+            .order
+            .iter()
+            .filter_map(|n| q.estimators.get_key_value(n))
+            .collect();
+        print_table(&format!("{} ({} calls)", q.name, q.calls), &rows, hif8);
+    }
+    let rows: Vec<_> = report
+        .order
+        .iter()
+        .filter_map(|n| report.total.get_key_value(n))
+        .collect();
+    println!();
+    print_table("TOTAL", &rows, hif8);
+}
+
+pub fn run_export(cmd: ExportCommand) -> Result<Outcome> {
+    match cmd {
+        ExportCommand::TeRecipe {
+            config,
+            estimator,
+            window,
+            target,
+            margin,
+            format,
+        } => {
+            let mut c = match &config {
+                Some(path) => load_scaling_config(path)?,
+                None => ScalingConfig::default(),
+            };
+            if let Some(e) = estimator {
+                c.estimator = e;
+            }
+            if let Some(w) = window {
+                c.window = w;
+            }
+            if let Some(t) = target {
+                c.target = t;
+            }
+            if let Some(m) = margin {
+                c.margin = m;
+            }
+            if let Some(f) = format {
+                c.format = f;
+            }
+            c.validate().map_err(anyhow::Error::msg)?;
+            print!("{}", te_recipe(&c));
+            Ok(Outcome::Ok)
+        }
+    }
+}
+
+/// Loads a scaling config from TOML: the `[scaling]` table of a run config, or a file that
+/// is the scaling table itself. Errors name the file and the key.
+pub fn load_scaling_config(path: &Path) -> Result<ScalingConfig> {
+    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let table: toml::Table =
+        toml::from_str(&text).with_context(|| format!("{}: not valid TOML", path.display()))?;
+    let scaling = match table.get("scaling") {
+        Some(toml::Value::Table(t)) => t.clone(),
+        Some(_) => bail!("{}: 'scaling' must be a table", path.display()),
+        None => table,
+    };
+    let config: ScalingConfig = scaling.try_into().map_err(|e: toml::de::Error| {
+        anyhow::anyhow!("{}: [scaling]: {}", path.display(), e.message())
+    })?;
+    config
+        .validate()
+        .map_err(|e| anyhow::anyhow!("{}: [scaling]: {e}", path.display()))?;
+    Ok(config)
+}

@@ -1,0 +1,176 @@
+//! End-to-end tests of `hif8lab trace synth`, `hif8lab replay` and `hif8lab export te-recipe`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn hif8lab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hif8lab"))
+        .args(args)
+        .output()
+        .expect("run hif8lab")
+}
+
+fn temp_path(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("hif8lab-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir.join(name)
+}
+
+fn fixture(name: &str) -> String {
+    format!(
+        "{}/../../tests/fixtures/scaling/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[test]
+fn synth_then_replay_json_on_a_spike_trace() {
+    let csv = temp_path("spike.csv");
+    let out = hif8lab(&[
+        "trace",
+        "synth",
+        "--pattern",
+        "spike",
+        "--calls",
+        "500",
+        "--seed",
+        "3",
+        "--out",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&csv).expect("written");
+    assert!(text.starts_with("step,layer,role,amax\n"));
+    assert_eq!(text.lines().count(), 1 + 3 * 500);
+    let out = hif8lab(&["replay", csv.to_str().unwrap(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let total = &v["total"];
+    for name in [
+        "most_recent",
+        "ema(0.1)",
+        "mean_window(64)",
+        "max_window(64)",
+        "current",
+    ] {
+        assert_eq!(total[name]["calls"], 1500, "{name}");
+        for field in ["calls_above_est", "worst_ratio", "median_headroom"] {
+            assert!(total[name][field].is_number(), "{name}.{field}");
+        }
+    }
+    let mr = total["most_recent"]["calls_above_est"].as_u64().unwrap();
+    let mw = total["max_window(64)"]["calls_above_est"].as_u64().unwrap();
+    assert!(mw * 5 < mr, "max_window {mw} vs most_recent {mr}");
+    assert_eq!(total["current"]["calls_above_est"], 0);
+    assert_eq!(v["quantizers"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn replay_accepts_estimator_lists_with_parameters_and_te_logs() {
+    let out = hif8lab(&[
+        "replay",
+        &fixture("sample_te.log"),
+        "--estimators",
+        "holt(0.5,0.1,0.9),max_window(2)",
+        "--window",
+        "2",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("holt(0.5,0.1,0.9)") && text.contains("max_window(2)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("decoder.layers.1.mlp.linear_fc1.activation (3 calls)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn replay_errors_name_the_file_line_and_field() {
+    let out = hif8lab(&["replay", &fixture("bad_amax.csv")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad_amax.csv:3: field 'amax'"), "{err}");
+    let out = hif8lab(&[
+        "replay",
+        &fixture("sample.csv"),
+        "--estimators",
+        "median(3)",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown estimator"));
+    let out = hif8lab(&["trace", "synth", "--pattern", "sawtooth"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn te_recipe_export() {
+    let out = hif8lab(&[
+        "export",
+        "te-recipe",
+        "--estimator",
+        "max_window",
+        "--window",
+        "64",
+        "--format",
+        "e4m3",
+        "--target",
+        "448",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("DelayedScaling(fp8_format=Format.E4M3, margin=0, amax_history_len=64, amax_compute_algo=\"max\")"), "{text}");
+    assert!(
+        text.contains("--fp8-amax-history-len 64 --fp8-amax-compute-algo max"),
+        "{text}"
+    );
+    let out = hif8lab(&["export", "te-recipe"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("HiF8 has no TE format"), "{text}");
+    assert!(
+        text.contains("target 15 is not a power-of-two fraction"),
+        "{text}"
+    );
+    let config = temp_path("run.toml");
+    std::fs::write(
+        &config,
+        "[scaling]\namax_compute_algo = \"most_recent\"\namax_history_len = 16\nmargin = 1\n",
+    )
+    .unwrap();
+    let out = hif8lab(&[
+        "export",
+        "te-recipe",
+        "--config",
+        config.to_str().unwrap(),
+        "--format",
+        "e4m3",
+        "--target",
+        "448",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("margin=1, amax_history_len=16, amax_compute_algo=\"most_recent\""),
+        "{text}"
+    );
+    std::fs::write(&config, "[scaling]\nwindw = 3\n").unwrap();
+    let out = hif8lab(&["export", "te-recipe", "--config", config.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("run.toml") && err.contains("windw"), "{err}");
+}

@@ -1,0 +1,197 @@
+//! Serde configuration of delayed scaling, with the names of SPEC.md §7 and the Transformer
+//! Engine / Megatron spellings accepted on input (`amax_history_len`, `amax_compute_algo`).
+
+use hif8lab_format::{Format, Overflow};
+use serde::{Deserialize, Serialize};
+
+use crate::estimator::EstimatorSpec;
+use crate::state::ScaleRule;
+
+/// What the first call after a (re)start does when the history is empty.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ColdStart {
+    /// "Just in time": the first call uses its own amax (the paper's code).
+    #[default]
+    Jit,
+    /// Transformer Engine style: the first call keeps the initial scale 1.0.
+    Te,
+}
+
+impl ColdStart {
+    /// Lower-case name as written in configs.
+    pub fn name(self) -> &'static str {
+        match self {
+            ColdStart::Jit => "jit",
+            ColdStart::Te => "te",
+        }
+    }
+}
+
+/// Delayed-scaling configuration of the quantizers of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScalingConfig {
+    /// The estimator that drives quantization (TE: `amax_compute_algo = "max" | "most_recent"`).
+    #[serde(default = "default_estimator", alias = "amax_compute_algo")]
+    pub estimator: EstimatorSpec,
+    /// History length in quantizer calls, and the default `N` of windowed estimators
+    /// (TE: `amax_history_len`).
+    #[serde(default = "default_window", alias = "amax_history_len")]
+    pub window: usize,
+    /// Where the estimated amax lands after scaling.
+    #[serde(default = "default_target")]
+    pub target: f32,
+    /// Extra power-of-two headroom: `scale = target / est / 2^margin`.
+    #[serde(default)]
+    pub margin: i32,
+    /// Cold-start behaviour on an empty history.
+    #[serde(default)]
+    pub cold_start: ColdStart,
+    /// Estimators evaluated beside the active one on the same calls (shadow comparison).
+    #[serde(default = "EstimatorSpec::default_set")]
+    pub shadow: Vec<EstimatorSpec>,
+    /// Number format of the quantizers.
+    #[serde(default, with = "format_name")]
+    pub format: Format,
+    /// Overflow behaviour of the quantizers.
+    #[serde(default, with = "overflow_name")]
+    pub overflow: Overflow,
+}
+
+fn default_estimator() -> EstimatorSpec {
+    EstimatorSpec::MaxWindow(None)
+}
+
+fn default_window() -> usize {
+    64
+}
+
+fn default_target() -> f32 {
+    15.0
+}
+
+impl Default for ScalingConfig {
+    fn default() -> Self {
+        ScalingConfig {
+            estimator: default_estimator(),
+            window: default_window(),
+            target: default_target(),
+            margin: 0,
+            cold_start: ColdStart::Jit,
+            shadow: EstimatorSpec::default_set(),
+            format: Format::HiF8,
+            overflow: Overflow::Inf,
+        }
+    }
+}
+
+impl ScalingConfig {
+    /// The scale rule (target and margin).
+    pub fn rule(&self) -> ScaleRule {
+        ScaleRule {
+            target: self.target,
+            margin: self.margin,
+        }
+    }
+
+    /// Every estimator evaluated at each call, windows resolved, duplicates removed: the
+    /// shadow list in its order, with the active estimator first if the list lacks it.
+    pub fn estimators(&self) -> Vec<EstimatorSpec> {
+        let active = self.estimator.resolve(self.window);
+        let mut list: Vec<EstimatorSpec> = Vec::new();
+        for spec in &self.shadow {
+            let spec = spec.resolve(self.window);
+            if !list.contains(&spec) {
+                list.push(spec);
+            }
+        }
+        if !list.contains(&active) {
+            list.insert(0, active);
+        }
+        list
+    }
+
+    /// Index of the active estimator in [`Self::estimators`].
+    pub fn active_index(&self) -> usize {
+        let active = self.estimator.resolve(self.window);
+        self.estimators()
+            .iter()
+            .position(|s| *s == active)
+            .unwrap_or(0)
+    }
+
+    /// Entries each quantizer keeps: the window, or more if a windowed estimator asks.
+    pub fn history_len(&self) -> usize {
+        use crate::estimator::Estimator;
+        self.estimators()
+            .iter()
+            .map(|s| match s.history_needed() {
+                usize::MAX => self.window,
+                n => n,
+            })
+            .chain([self.window])
+            .max()
+            .unwrap_or(self.window)
+    }
+
+    /// Checks value ranges; each message names the field (`window`, `target`, …).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.window == 0 {
+            return Err("window (amax_history_len) must be at least 1".into());
+        }
+        if self.window > 1 << 16 {
+            return Err(format!("window must be at most 65536, got {}", self.window));
+        }
+        if !(self.target.is_finite() && self.target > 0.0) {
+            return Err(format!(
+                "target must be a finite number > 0, got {}",
+                self.target
+            ));
+        }
+        if !(-64..=64).contains(&self.margin) {
+            return Err(format!("margin must be in -64..=64, got {}", self.margin));
+        }
+        for spec in std::iter::once(&self.estimator).chain(&self.shadow) {
+            spec.validate()
+                .map_err(|e| format!("estimator '{spec}': {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Serde of [`Format`] by its name (`hif8`, `e4m3`, `e5m2`).
+pub mod format_name {
+    use hif8lab_format::Format;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Serializes the name.
+    pub fn serialize<S: Serializer>(f: &Format, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(f.name())
+    }
+
+    /// Parses a name.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Format, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Serde of [`Overflow`] by its name (`inf`, `saturate`).
+pub mod overflow_name {
+    use hif8lab_format::Overflow;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Serializes the name.
+    pub fn serialize<S: Serializer>(o: &Overflow, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(o.name())
+    }
+
+    /// Parses a name.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Overflow, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}

@@ -1,0 +1,420 @@
+//! Scale estimators: pure functions from the amax history of earlier calls to the amax
+//! the next scale should be computed from (SPEC.md §3).
+//!
+//! Each estimator is a small type implementing [`Estimator`]; [`EstimatorSpec`] names one
+//! with its parameters, parses from and prints to the config spelling (`max_window(64)`,
+//! `ema(0.1)`, …) and delegates to the types. Cold start, the scale rule and fallbacks live
+//! in [`crate::state`], not here.
+//!
+//! All arithmetic is f32 in a fixed order (oldest entry first) so the GPU `scale_update`
+//! kernel can reproduce every estimate bit for bit. Non-finite entries propagate (a NaN or
+//! Inf in the window makes the estimate non-finite), so a poisoned history is visible and the
+//! scale rule falls back to the previous scale.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// An estimator: the amax expected at the next call, from earlier calls' amax values.
+pub trait Estimator {
+    /// Canonical name with parameters, e.g. `max_window(64)`.
+    fn name(&self) -> String;
+    /// The estimate. `history` holds earlier calls' amax, oldest first, newest last, and is
+    /// never empty (the caller handles cold start); `current` is this call's own amax, used
+    /// only by current-tensor scaling.
+    fn estimate(&self, history: &[f32], current: f32) -> f32;
+    /// How many history entries this estimator reads (0 for current-tensor scaling).
+    fn history_needed(&self) -> usize;
+}
+
+/// NaN-propagating maximum: NaN wins, then the larger value.
+pub fn max_nan(a: f32, b: f32) -> f32 {
+    if a.is_nan() || a > b { a } else { b }
+}
+
+fn last_n(history: &[f32], n: usize) -> &[f32] {
+    &history[history.len().saturating_sub(n.max(1))..]
+}
+
+/// The previous call's amax (Transformer Engine's `most_recent`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MostRecent;
+
+impl Estimator for MostRecent {
+    fn name(&self) -> String {
+        "most_recent".into()
+    }
+    fn estimate(&self, history: &[f32], _current: f32) -> f32 {
+        history[history.len() - 1]
+    }
+    fn history_needed(&self) -> usize {
+        1
+    }
+}
+
+/// Max over the last `n` calls (Transformer Engine's `max`; the paper's fix with n = 64).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MaxWindow {
+    /// Window length in calls.
+    pub n: usize,
+}
+
+impl Estimator for MaxWindow {
+    fn name(&self) -> String {
+        format!("max_window({})", self.n)
+    }
+    fn estimate(&self, history: &[f32], _current: f32) -> f32 {
+        last_n(history, self.n)
+            .iter()
+            .fold(f32::NEG_INFINITY, |m, a| max_nan(*a, m))
+    }
+    fn history_needed(&self) -> usize {
+        self.n
+    }
+}
+
+/// Mean over the last `n` calls (summed oldest first in f32, then divided).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MeanWindow {
+    /// Window length in calls.
+    pub n: usize,
+}
+
+impl Estimator for MeanWindow {
+    fn name(&self) -> String {
+        format!("mean_window({})", self.n)
+    }
+    fn estimate(&self, history: &[f32], _current: f32) -> f32 {
+        let w = last_n(history, self.n);
+        let sum = w.iter().fold(0.0f32, |s, a| s + a);
+        sum / w.len() as f32
+    }
+    fn history_needed(&self) -> usize {
+        self.n
+    }
+}
+
+/// Exponential smoothing `e ← alpha·amax + (1 − alpha)·e`, seeded with the oldest entry of
+/// the stored history and folded over it (so it is a pure function of the history; entries
+/// older than the history length weigh less than (1 − alpha)^len).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ema {
+    /// Weight of the newest amax, in (0, 1].
+    pub alpha: f32,
+}
+
+impl Estimator for Ema {
+    fn name(&self) -> String {
+        format!("ema({})", self.alpha)
+    }
+    fn estimate(&self, history: &[f32], _current: f32) -> f32 {
+        let keep = 1.0 - self.alpha;
+        history[1..]
+            .iter()
+            .fold(history[0], |e, a| self.alpha * a + keep * e)
+    }
+    fn history_needed(&self) -> usize {
+        usize::MAX
+    }
+}
+
+/// Damped-trend Holt smoothing: level `l`, trend `b`, damping `phi`; the estimate is the
+/// one-step forecast `l + phi·b`. Seeded with `l = h[0]`, `b = 0`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Holt {
+    /// Level smoothing weight.
+    pub alpha: f32,
+    /// Trend smoothing weight.
+    pub beta: f32,
+    /// Trend damping in [0, 1].
+    pub damping: f32,
+}
+
+impl Estimator for Holt {
+    fn name(&self) -> String {
+        format!("holt({},{},{})", self.alpha, self.beta, self.damping)
+    }
+    fn estimate(&self, history: &[f32], _current: f32) -> f32 {
+        let (alpha, beta, phi) = (self.alpha, self.beta, self.damping);
+        let mut level = history[0];
+        let mut trend = 0.0f32;
+        for a in &history[1..] {
+            let previous = level;
+            level = alpha * a + (1.0 - alpha) * (level + phi * trend);
+            trend = beta * (level - previous) + (1.0 - beta) * phi * trend;
+        }
+        level + phi * trend
+    }
+    fn history_needed(&self) -> usize {
+        usize::MAX
+    }
+}
+
+/// Current-tensor scaling (CTS): this call's own amax; no delay, but it needs the amax
+/// before quantizing (an extra reduction pass).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Current;
+
+impl Estimator for Current {
+    fn name(&self) -> String {
+        "current".into()
+    }
+    fn estimate(&self, _history: &[f32], current: f32) -> f32 {
+        current
+    }
+    fn history_needed(&self) -> usize {
+        0
+    }
+}
+
+/// An estimator with its parameters, as written in configs and on the command line.
+///
+/// Windowed estimators may omit `n` (`max_window`): [`EstimatorSpec::resolve`] then fills in
+/// the configured `window`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum EstimatorSpec {
+    /// `most_recent` (alias `most-recent`, TE's `most_recent`).
+    MostRecent,
+    /// `max_window(n)` (aliases `max`, TE's `max`).
+    MaxWindow(Option<usize>),
+    /// `mean_window(n)` (alias `mean`).
+    MeanWindow(Option<usize>),
+    /// `ema(alpha)`; `ema` alone means alpha 0.1.
+    Ema(f32),
+    /// `holt(alpha,beta,damping)`; `holt` alone means holt(0.5,0.1,0.9).
+    Holt(f32, f32, f32),
+    /// `current` (alias `cts`).
+    Current,
+}
+
+/// Default smoothing weight of `ema`.
+pub const DEFAULT_EMA_ALPHA: f32 = 0.1;
+/// Default parameters of `holt` (alpha, beta, damping).
+pub const DEFAULT_HOLT: (f32, f32, f32) = (0.5, 0.1, 0.9);
+
+impl EstimatorSpec {
+    /// The default shadow set of SPEC.md §3: most_recent, ema(0.1), mean_window, max_window,
+    /// current (windows from the configured `window`).
+    pub fn default_set() -> Vec<EstimatorSpec> {
+        vec![
+            EstimatorSpec::MostRecent,
+            EstimatorSpec::Ema(DEFAULT_EMA_ALPHA),
+            EstimatorSpec::MeanWindow(None),
+            EstimatorSpec::MaxWindow(None),
+            EstimatorSpec::Current,
+        ]
+    }
+
+    /// Fills a missing window length with `window`.
+    pub fn resolve(self, window: usize) -> EstimatorSpec {
+        match self {
+            EstimatorSpec::MaxWindow(None) => EstimatorSpec::MaxWindow(Some(window)),
+            EstimatorSpec::MeanWindow(None) => EstimatorSpec::MeanWindow(Some(window)),
+            other => other,
+        }
+    }
+
+    /// Whether this is current-tensor scaling (no history, needs this call's amax first).
+    pub fn is_current(&self) -> bool {
+        matches!(self, EstimatorSpec::Current)
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&dyn Estimator) -> R) -> R {
+        const UNRESOLVED: usize = 64;
+        match *self {
+            EstimatorSpec::MostRecent => f(&MostRecent),
+            EstimatorSpec::MaxWindow(n) => f(&MaxWindow {
+                n: n.unwrap_or(UNRESOLVED),
+            }),
+            EstimatorSpec::MeanWindow(n) => f(&MeanWindow {
+                n: n.unwrap_or(UNRESOLVED),
+            }),
+            EstimatorSpec::Ema(alpha) => f(&Ema { alpha }),
+            EstimatorSpec::Holt(alpha, beta, damping) => f(&Holt {
+                alpha,
+                beta,
+                damping,
+            }),
+            EstimatorSpec::Current => f(&Current),
+        }
+    }
+
+    /// Checks parameter ranges; the message names the bad parameter.
+    pub fn validate(&self) -> Result<(), String> {
+        let unit = |name: &str, v: f32, open_zero: bool| {
+            let ok = if open_zero {
+                v > 0.0 && v <= 1.0
+            } else {
+                (0.0..=1.0).contains(&v)
+            };
+            if ok {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{name} must be in {} 1], got {v}",
+                    if open_zero { "(0," } else { "[0," }
+                ))
+            }
+        };
+        match *self {
+            EstimatorSpec::MaxWindow(Some(0)) | EstimatorSpec::MeanWindow(Some(0)) => {
+                Err("window length must be at least 1".into())
+            }
+            EstimatorSpec::Ema(alpha) => unit("ema alpha", alpha, true),
+            EstimatorSpec::Holt(alpha, beta, damping) => {
+                unit("holt alpha", alpha, true)?;
+                unit("holt beta", beta, false)?;
+                unit("holt damping", damping, false)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Estimator for EstimatorSpec {
+    fn name(&self) -> String {
+        match self {
+            EstimatorSpec::MaxWindow(None) => "max_window".into(),
+            EstimatorSpec::MeanWindow(None) => "mean_window".into(),
+            _ => self.with(|e| e.name()),
+        }
+    }
+    fn estimate(&self, history: &[f32], current: f32) -> f32 {
+        self.with(|e| e.estimate(history, current))
+    }
+    fn history_needed(&self) -> usize {
+        self.with(|e| e.history_needed())
+    }
+}
+
+impl fmt::Display for EstimatorSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// Why an estimator spelling was rejected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "bad estimator '{given}': {reason} (expected most_recent, max_window(N), mean_window(N), ema(ALPHA), holt(ALPHA,BETA,DAMPING) or current)"
+)]
+pub struct EstimatorParseError {
+    /// The text given.
+    pub given: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl FromStr for EstimatorSpec {
+    type Err = EstimatorParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = |reason: String| EstimatorParseError {
+            given: s.to_owned(),
+            reason,
+        };
+        let t = s.trim().to_ascii_lowercase();
+        let (name, args) = match t.split_once('(') {
+            Some((name, rest)) => {
+                let inner = rest
+                    .strip_suffix(')')
+                    .ok_or_else(|| err("missing ')'".into()))?;
+                let args: Vec<&str> = inner.split(',').map(str::trim).collect();
+                (name.trim().to_owned(), args)
+            }
+            None => (t.clone(), Vec::new()),
+        };
+        let float = |v: &str| {
+            v.parse::<f32>()
+                .map_err(|_| err(format!("'{v}' is not a number")))
+        };
+        let count = |v: &str| {
+            v.parse::<usize>()
+                .map_err(|_| err(format!("'{v}' is not a window length")))
+        };
+        let arity = |n: usize| {
+            if args.len() == n {
+                Ok(())
+            } else {
+                Err(err(format!("takes {n} argument(s), got {}", args.len())))
+            }
+        };
+        let spec = match (name.as_str(), args.is_empty()) {
+            ("most_recent" | "most-recent" | "mostrecent", true) => EstimatorSpec::MostRecent,
+            ("current" | "cts", true) => EstimatorSpec::Current,
+            ("max_window" | "max-window" | "max", true) => EstimatorSpec::MaxWindow(None),
+            ("max_window" | "max-window" | "max", false) => {
+                arity(1)?;
+                EstimatorSpec::MaxWindow(Some(count(args[0])?))
+            }
+            ("mean_window" | "mean-window" | "mean", true) => EstimatorSpec::MeanWindow(None),
+            ("mean_window" | "mean-window" | "mean", false) => {
+                arity(1)?;
+                EstimatorSpec::MeanWindow(Some(count(args[0])?))
+            }
+            ("ema", true) => EstimatorSpec::Ema(DEFAULT_EMA_ALPHA),
+            ("ema", false) => {
+                arity(1)?;
+                EstimatorSpec::Ema(float(args[0])?)
+            }
+            ("holt", true) => {
+                let (a, b, d) = DEFAULT_HOLT;
+                EstimatorSpec::Holt(a, b, d)
+            }
+            ("holt", false) => {
+                arity(3)?;
+                EstimatorSpec::Holt(float(args[0])?, float(args[1])?, float(args[2])?)
+            }
+            (_, _) => return Err(err("unknown estimator".into())),
+        };
+        spec.validate().map_err(err)?;
+        Ok(spec)
+    }
+}
+
+impl serde::Serialize for EstimatorSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for EstimatorSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spellings_round_trip() {
+        for text in [
+            "most_recent",
+            "max_window(64)",
+            "mean_window(8)",
+            "ema(0.1)",
+            "holt(0.5,0.1,0.9)",
+            "current",
+            "max_window",
+        ] {
+            let spec: EstimatorSpec = text.parse().expect(text);
+            assert_eq!(spec.to_string(), text);
+        }
+        assert_eq!("max".parse(), Ok(EstimatorSpec::MaxWindow(None)));
+        assert_eq!("CTS".parse(), Ok(EstimatorSpec::Current));
+        assert_eq!(" ema ( 0.25 ) ".parse(), Ok(EstimatorSpec::Ema(0.25)));
+    }
+
+    #[test]
+    fn bad_spellings_say_why() {
+        let e = "ema(2)".parse::<EstimatorSpec>().unwrap_err();
+        assert!(e.to_string().contains("ema alpha must be in (0, 1]"), "{e}");
+        let e = "max_window(x)".parse::<EstimatorSpec>().unwrap_err();
+        assert!(e.to_string().contains("'x' is not a window length"), "{e}");
+        let e = "median".parse::<EstimatorSpec>().unwrap_err();
+        assert!(e.to_string().contains("unknown estimator"), "{e}");
+        assert!("max_window(0)".parse::<EstimatorSpec>().is_err());
+        assert!("holt(0.5,0.1)".parse::<EstimatorSpec>().is_err());
+    }
+}

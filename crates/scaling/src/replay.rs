@@ -1,0 +1,209 @@
+//! Offline replay: every estimator recomputed over recorded amax sequences (no tensors
+//! needed), with the same semantics as training ([`crate::QuantizerState`]).
+
+use std::collections::BTreeMap;
+
+use hif8lab_format::{Format, hif8};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{ColdStart, ScalingConfig};
+use crate::estimator::EstimatorSpec;
+use crate::import::AmaxSeries;
+use crate::state::QuantizerState;
+use crate::trace::json_f32;
+
+/// What to replay with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayOptions {
+    /// History length and default window.
+    pub window: usize,
+    /// Estimators to compare (windows resolved with `window`).
+    pub estimators: Vec<EstimatorSpec>,
+    /// Scaling target.
+    pub target: f32,
+    /// Margin.
+    pub margin: i32,
+    /// Format (tiers and overflow threshold).
+    pub format: Format,
+    /// Cold start.
+    pub cold_start: ColdStart,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            window: 64,
+            estimators: EstimatorSpec::default_set(),
+            target: 15.0,
+            margin: 0,
+            format: Format::HiF8,
+            cold_start: ColdStart::Jit,
+        }
+    }
+}
+
+/// One estimator's figures on one quantizer (or in total).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EstimatorReplay {
+    /// Calls replayed.
+    pub calls: u64,
+    /// Calls whose amax exceeded the estimate in effect.
+    pub calls_above_est: u64,
+    /// Worst amax / est over the calls (1 or less means never exceeded).
+    #[serde(with = "json_f32")]
+    pub worst_ratio: f32,
+    /// Median est / amax over calls with a positive finite amax.
+    #[serde(with = "json_f32")]
+    pub median_headroom: f32,
+    /// HiF8 only: calls whose scaled amax left the 3-bit tier (amax·scale ≥ 16).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub beyond_3bit_tier: Option<u64>,
+    /// Calls whose scaled amax reached the overflow threshold.
+    pub beyond_overflow: u64,
+}
+
+/// Replay of one quantizer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuantizerReplay {
+    /// Quantizer name.
+    pub name: String,
+    /// Calls in its sequence.
+    pub calls: u64,
+    /// Per estimator name.
+    pub estimators: BTreeMap<String, EstimatorReplay>,
+}
+
+/// The whole replay: per quantizer and in total.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReplayReport {
+    /// Per quantizer, in input order.
+    pub quantizers: Vec<QuantizerReplay>,
+    /// Per estimator name, over all quantizers.
+    pub total: BTreeMap<String, EstimatorReplay>,
+    /// Estimator names in the order given.
+    #[serde(skip)]
+    pub order: Vec<String>,
+}
+
+#[derive(Default)]
+struct Acc {
+    calls: u64,
+    above: u64,
+    worst: f32,
+    headrooms: Vec<f32>,
+    beyond_tier: u64,
+    beyond_overflow: u64,
+}
+
+impl Acc {
+    fn merge(&mut self, other: &Acc) {
+        self.calls += other.calls;
+        self.above += other.above;
+        self.worst = self.worst.max(other.worst);
+        self.headrooms.extend_from_slice(&other.headrooms);
+        self.beyond_tier += other.beyond_tier;
+        self.beyond_overflow += other.beyond_overflow;
+    }
+
+    fn finish(&self, hif8: bool) -> EstimatorReplay {
+        EstimatorReplay {
+            calls: self.calls,
+            calls_above_est: self.above,
+            worst_ratio: self.worst,
+            median_headroom: median(&self.headrooms),
+            beyond_3bit_tier: hif8.then_some(self.beyond_tier),
+            beyond_overflow: self.beyond_overflow,
+        }
+    }
+}
+
+/// Median (mean of the two middle values for an even count; NaN when empty).
+pub fn median(values: &[f32]) -> f32 {
+    if values.is_empty() {
+        return f32::NAN;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f32::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Whether a scaled HiF8 value lies above the 3-bit tier (in a 2-bit or 1-bit binade, or
+/// overflowing): |x| ≥ 16.
+pub fn beyond_3bit_tier(scaled: f32) -> bool {
+    matches!(
+        hif8::tier(scaled),
+        hif8::Tier::Mantissa(1 | 2) | hif8::Tier::Overflow
+    )
+}
+
+/// Replays every series with every estimator.
+pub fn replay(series: &[AmaxSeries], options: &ReplayOptions) -> ReplayReport {
+    let specs: Vec<EstimatorSpec> = options
+        .estimators
+        .iter()
+        .map(|s| s.resolve(options.window))
+        .collect();
+    let config = ScalingConfig {
+        estimator: specs.first().copied().unwrap_or(EstimatorSpec::MostRecent),
+        window: options.window,
+        target: options.target,
+        margin: options.margin,
+        cold_start: options.cold_start,
+        shadow: specs,
+        format: options.format,
+        overflow: Default::default(),
+    };
+    let estimators = config.estimators();
+    let names: Vec<String> = estimators.iter().map(ToString::to_string).collect();
+    let hif8 = options.format == Format::HiF8;
+    let overflow_at = options.format.facts().overflow_threshold;
+    let mut totals: Vec<Acc> = names.iter().map(|_| Acc::default()).collect();
+    let mut quantizers = Vec::new();
+    for s in series {
+        let mut state = QuantizerState::new(&config);
+        let mut accs: Vec<Acc> = names.iter().map(|_| Acc::default()).collect();
+        for &amax in &s.amax {
+            let decisions = state.call(amax);
+            for (acc, d) in accs.iter_mut().zip(&decisions) {
+                acc.calls += 1;
+                acc.above += u64::from(amax > d.est);
+                let ratio = amax / d.est;
+                if ratio.is_finite() {
+                    acc.worst = acc.worst.max(ratio);
+                }
+                if amax.is_finite() && amax > 0.0 {
+                    acc.headrooms.push(d.est / amax);
+                }
+                let scaled = amax * d.scale;
+                acc.beyond_tier += u64::from(beyond_3bit_tier(scaled));
+                acc.beyond_overflow += u64::from(scaled >= overflow_at);
+            }
+        }
+        for (t, a) in totals.iter_mut().zip(&accs) {
+            t.merge(a);
+        }
+        quantizers.push(QuantizerReplay {
+            name: s.name.clone(),
+            calls: s.amax.len() as u64,
+            estimators: names
+                .iter()
+                .cloned()
+                .zip(accs.iter().map(|a| a.finish(hif8)))
+                .collect(),
+        });
+    }
+    ReplayReport {
+        quantizers,
+        total: names
+            .iter()
+            .cloned()
+            .zip(totals.iter().map(|a| a.finish(hif8)))
+            .collect(),
+        order: names,
+    }
+}
