@@ -125,6 +125,13 @@ impl QuantizerState {
         &self.scales
     }
 
+    /// Overrides every estimator's current scale (tools and tests); the history is untouched.
+    pub fn set_scales(&mut self, scales: &[f32]) {
+        for (s, v) in self.scales.iter_mut().zip(scales) {
+            *s = *v;
+        }
+    }
+
     /// Quantizer calls observed since creation (not reset by [`Self::reset`]).
     pub fn calls(&self) -> u64 {
         self.calls

@@ -1,0 +1,112 @@
+//! The quantizer bank: what both backends keep per quantizer (amax history, each
+//! estimator's estimate and scale, the statistics of the last call), and its snapshot.
+
+use hif8lab_format::{FakeQuant, Rounding};
+use hif8lab_scaling::ScalingConfig;
+
+use crate::EngineError;
+
+/// Most estimators a bank evaluates per call (the statistics slot has room for this many).
+pub const MAX_ESTIMATORS: usize = 8;
+
+/// Configuration of a bank of quantizers sharing one scaling config and format.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BankConfig {
+    /// Number of quantizers.
+    pub quantizers: usize,
+    /// Estimators (active and shadows), window, target, margin, cold start, format, overflow.
+    pub scaling: ScalingConfig,
+    /// Rounding mode of the fake quantization.
+    pub rounding: Rounding,
+}
+
+impl BankConfig {
+    /// A bank of `quantizers` quantizers with `scaling`, nearest rounding.
+    pub fn new(quantizers: usize, scaling: ScalingConfig) -> Self {
+        BankConfig {
+            quantizers,
+            scaling,
+            rounding: Rounding::Nearest,
+        }
+    }
+
+    /// The fake quantizer of the bank's format, overflow and rounding.
+    pub fn quant(&self) -> FakeQuant {
+        FakeQuant::new(self.scaling.format)
+            .with_overflow(self.scaling.overflow)
+            .with_rounding(self.rounding)
+    }
+
+    /// Estimators per quantizer.
+    pub fn estimators(&self) -> usize {
+        self.scaling.estimators().len()
+    }
+
+    /// Checks the bank fits the engine's layout.
+    pub fn validate(&self) -> Result<(), EngineError> {
+        self.scaling.validate().map_err(EngineError::Config)?;
+        if self.quantizers == 0 {
+            return Err(EngineError::Config(
+                "a bank needs at least one quantizer".into(),
+            ));
+        }
+        if self.estimators() > MAX_ESTIMATORS {
+            return Err(EngineError::Config(format!(
+                "{} estimators configured, at most {MAX_ESTIMATORS} fit a statistics slot",
+                self.estimators()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks a quantizer index.
+    pub fn check_index(&self, quantizer: usize) -> Result<(), EngineError> {
+        if quantizer < self.quantizers {
+            Ok(())
+        } else {
+            Err(EngineError::Shape(format!(
+                "quantizer {quantizer} out of range (bank has {})",
+                self.quantizers
+            )))
+        }
+    }
+}
+
+/// Statistics of a quantizer's last `quant_stats` call.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StatsSnapshot {
+    /// max |x| over non-NaN elements.
+    pub amax: f32,
+    /// NaN/Inf elements.
+    pub nonfinite: u64,
+    /// Non-zero elements that quantize to zero at the active scale.
+    pub underflow: u64,
+    /// Per estimator: |x| > est.
+    pub above_est: Vec<u64>,
+    /// Per estimator: |x·scale| ≥ overflow threshold.
+    pub overflow: Vec<u64>,
+}
+
+/// One quantizer's state as read back.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QuantizerSnapshot {
+    /// The amax measured by the last `amax` call (input of `scale_update`).
+    pub measured_amax: f32,
+    /// Per estimator: the estimate in effect.
+    pub est: Vec<f32>,
+    /// Per estimator: the scale.
+    pub scales: Vec<f32>,
+    /// The amax history, oldest first.
+    pub history: Vec<f32>,
+    /// Statistics of the last `quant_stats` call.
+    pub stats: StatsSnapshot,
+}
+
+/// The whole bank as read back.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BankSnapshot {
+    /// Index of the active estimator.
+    pub active: usize,
+    /// Per quantizer.
+    pub quantizers: Vec<QuantizerSnapshot>,
+}

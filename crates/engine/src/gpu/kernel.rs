@@ -1,0 +1,79 @@
+//! Shared machinery of the GPU kernels: shader source assembly, pipeline creation and
+//! recording one dispatch with its uniform parameters.
+
+use wgpu::util::DeviceExt;
+
+/// `shaders/common/quant.wgsl`: format functions shared by several kernels.
+pub(crate) const COMMON_QUANT: &str = include_str!("../../../../shaders/common/quant.wgsl");
+
+/// A kernel's full WGSL: the common snippets it needs, then its own file.
+pub fn source(kernel: &str, needs_common: bool) -> String {
+    if needs_common {
+        format!("{COMMON_QUANT}\n{kernel}")
+    } else {
+        kernel.to_owned()
+    }
+}
+
+/// Builds a compute pipeline (entry point `main`, layout derived from the shader).
+pub(crate) fn pipeline(device: &wgpu::Device, name: &str, wgsl: &str) -> wgpu::ComputePipeline {
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(name),
+        source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+    });
+    device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(name),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    })
+}
+
+/// Records one dispatch of `pipeline` with `params` as binding 0 and `buffers` as bindings
+/// 1.. (each a whole-buffer binding unless a size is given).
+pub(crate) fn dispatch<P: bytemuck::Pod>(
+    device: &wgpu::Device,
+    encoder: &mut wgpu::CommandEncoder,
+    pipeline: &wgpu::ComputePipeline,
+    name: &str,
+    params: &P,
+    buffers: &[wgpu::BindingResource<'_>],
+    groups: (u32, u32, u32),
+) {
+    let uniform = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        label: Some(name),
+        contents: bytemuck::bytes_of(params),
+        usage: wgpu::BufferUsages::UNIFORM,
+    });
+    let mut entries = vec![wgpu::BindGroupEntry {
+        binding: 0,
+        resource: uniform.as_entire_binding(),
+    }];
+    for (i, resource) in buffers.iter().enumerate() {
+        entries.push(wgpu::BindGroupEntry {
+            binding: i as u32 + 1,
+            resource: resource.clone(),
+        });
+    }
+    let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some(name),
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &entries,
+    });
+    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+        label: Some(name),
+        timestamp_writes: None,
+    });
+    pass.set_pipeline(pipeline);
+    pass.set_bind_group(0, &bind_group, &[]);
+    pass.dispatch_workgroups(groups.0, groups.1, groups.2);
+}
+
+/// Workgroups for a grid-stride kernel over `n` elements with `wg` invocations each:
+/// enough to cover `n` once, capped so the loop strides (and 1-D dispatch limits hold).
+pub(crate) fn grid_stride_groups(n: usize, wg: u32) -> u32 {
+    const MAX_GROUPS: usize = 4096;
+    n.div_ceil(wg as usize).clamp(1, MAX_GROUPS) as u32
+}

@@ -1,0 +1,842 @@
+//! The wgpu backend: one module per WGSL kernel (`copy`, `qdq`, `amax`, `quant_stats`,
+//! `scale_update`, `matmul`), the device context, pooled buffers and asynchronous readback.
+//!
+//! Work is recorded into one command encoder and submitted on [`Backend::flush`] (or when a
+//! readback needs it), so a training step can be one submission. The backend either creates
+//! its own device (honouring `WGPU_BACKEND` and `WGPU_ADAPTER_NAME`) or adopts a device and
+//! queue handed in (eframe's, required in the browser).
+
+pub mod amax;
+pub mod copy;
+pub mod kernel;
+pub mod matmul;
+pub mod qdq;
+pub mod quant_stats;
+pub mod scale_update;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use bytemuck::{Pod, Zeroable};
+use hif8lab_format::{FakeQuant, Format, Overflow, Rounding};
+use wgpu::util::DeviceExt;
+
+use crate::bank::{BankConfig, BankSnapshot, QuantizerSnapshot, StatsSnapshot};
+use crate::{Backend, BackendInfo, Counters, EngineError, MatmulSpec, Readback, check_matmul};
+
+/// Quantizer configuration as the kernels see it; keep in sync with `QuantParams` in
+/// `shaders/common/quant.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct QuantParams {
+    /// 0 HiF8, 1 E4M3, 2 E5M2.
+    pub format: u32,
+    /// 0 non-finite, 1 saturate.
+    pub overflow: u32,
+    /// 0 nearest, 1 hybrid.
+    pub rounding: u32,
+    /// Seed of hybrid rounding.
+    pub seed: u32,
+}
+
+impl From<FakeQuant> for QuantParams {
+    fn from(q: FakeQuant) -> Self {
+        let (rounding, seed) = match q.rounding {
+            Rounding::Nearest => (0, 0),
+            Rounding::Hybrid { seed } => (1, seed),
+        };
+        QuantParams {
+            format: match q.format {
+                Format::HiF8 => 0,
+                Format::E4M3 => 1,
+                Format::E5M2 => 2,
+            },
+            overflow: match q.overflow {
+                Overflow::Inf => 0,
+                Overflow::Saturate => 1,
+            },
+            rounding,
+            seed,
+        }
+    }
+}
+
+type Pool = Mutex<HashMap<u64, Vec<wgpu::Buffer>>>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A GPU tensor: a pooled storage buffer of at least `len` f32 (returned to the pool on drop).
+pub struct GpuTensor {
+    buffer: Option<wgpu::Buffer>,
+    len: usize,
+    pool: Arc<Pool>,
+}
+
+impl GpuTensor {
+    fn buffer(&self) -> &wgpu::Buffer {
+        self.buffer.as_ref().expect("buffer present until drop")
+    }
+
+    fn bytes(&self) -> u64 {
+        self.len as u64 * 4
+    }
+
+    fn binding(&self) -> wgpu::BindingResource<'_> {
+        wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer: self.buffer(),
+            offset: 0,
+            size: wgpu::BufferSize::new(self.bytes()),
+        })
+    }
+}
+
+impl Drop for GpuTensor {
+    fn drop(&mut self) {
+        if let Some(b) = self.buffer.take() {
+            lock(&self.pool).entry(b.size()).or_default().push(b);
+        }
+    }
+}
+
+/// A GPU quantizer bank (layout in `shaders/scale_update.wgsl` and `quant_stats.wgsl`).
+pub struct GpuBank {
+    config: BankConfig,
+    quant: QuantParams,
+    k: usize,
+    cap: usize,
+    active: usize,
+    needs_measured_amax: bool,
+    estimators: wgpu::Buffer,
+    history: wgpu::Buffer,
+    meta: wgpu::Buffer,
+    amax_bits: wgpu::Buffer,
+    est: wgpu::Buffer,
+    scales: wgpu::Buffer,
+    stats: wgpu::Buffer,
+}
+
+impl GpuBank {
+    /// Index of a quantizer's active scale in the scale array.
+    fn active_scale_index(&self, quantizer: usize) -> u32 {
+        (quantizer * self.k + self.active) as u32
+    }
+
+    /// Whether `scale_update` needs the call's own amax measured first (JIT cold start or
+    /// current scaling among the estimators).
+    pub fn needs_measured_amax(&self) -> bool {
+        self.needs_measured_amax
+    }
+}
+
+struct Pipelines {
+    copy: wgpu::ComputePipeline,
+    qdq: wgpu::ComputePipeline,
+    amax: wgpu::ComputePipeline,
+    quant_stats: wgpu::ComputePipeline,
+    scale_update: wgpu::ComputePipeline,
+    matmul: wgpu::ComputePipeline,
+}
+
+impl Pipelines {
+    fn new(device: &wgpu::Device) -> Self {
+        use kernel::{pipeline, source};
+        Pipelines {
+            copy: pipeline(device, "copy", &source(copy::WGSL, false)),
+            qdq: pipeline(device, "qdq", &source(qdq::WGSL, true)),
+            amax: pipeline(device, "amax", &source(amax::WGSL, false)),
+            quant_stats: pipeline(device, "quant_stats", &source(quant_stats::WGSL, true)),
+            scale_update: pipeline(device, "scale_update", &source(scale_update::WGSL, true)),
+            matmul: pipeline(device, "matmul", &source(matmul::WGSL, true)),
+        }
+    }
+}
+
+/// The wgpu backend.
+pub struct GpuBackend {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    adapter: wgpu::AdapterInfo,
+    limits: wgpu::Limits,
+    pipelines: Pipelines,
+    encoder: Mutex<Option<wgpu::CommandEncoder>>,
+    pool: Arc<Pool>,
+    submits: AtomicU64,
+    blocking_syncs: Arc<AtomicU64>,
+    one_scale: wgpu::Buffer,
+}
+
+impl GpuBackend {
+    /// Creates a device on the adapter named by `WGPU_ADAPTER_NAME` (substring, case
+    /// insensitive) or the default one, on the backends allowed by `WGPU_BACKEND`.
+    pub async fn new() -> Result<Self, EngineError> {
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let wanted = std::env::var("WGPU_ADAPTER_NAME")
+            .ok()
+            .filter(|s| !s.is_empty());
+        let adapter = match wanted {
+            Some(name) => {
+                let needle = name.to_lowercase();
+                let adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
+                let names: Vec<String> = adapters.iter().map(|a| a.get_info().name).collect();
+                adapters
+                    .into_iter()
+                    .find(|a| a.get_info().name.to_lowercase().contains(&needle))
+                    .ok_or_else(|| {
+                        EngineError::NoAdapter(format!(
+                            "WGPU_ADAPTER_NAME={name} matches none of {names:?}"
+                        ))
+                    })?
+            }
+            None => instance
+                .request_adapter(&wgpu::RequestAdapterOptions {
+                    power_preference: wgpu::PowerPreference::HighPerformance,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| {
+                    EngineError::NoAdapter(format!(
+                        "{e} (on Linux without a GPU install lavapipe: apt-get install mesa-vulkan-drivers libvulkan1)"
+                    ))
+                })?,
+        };
+        let limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("hif8lab-engine"),
+                required_limits: limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| EngineError::Device(e.to_string()))?;
+        Ok(Self::from_device(device, queue, adapter.get_info()))
+    }
+
+    /// [`GpuBackend::new`], blocking (native only).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn new_blocking() -> Result<Self, EngineError> {
+        pollster::block_on(Self::new())
+    }
+
+    /// Adopts a device and queue created elsewhere (eframe's `wgpu_render_state`).
+    pub fn from_device(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        adapter: wgpu::AdapterInfo,
+    ) -> Self {
+        let limits = device.limits();
+        let pipelines = Pipelines::new(&device);
+        let one_scale = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("unit scale"),
+            contents: bytemuck::cast_slice(&[1.0f32; 4]),
+            usage: wgpu::BufferUsages::STORAGE,
+        });
+        GpuBackend {
+            device,
+            queue,
+            adapter,
+            limits,
+            pipelines,
+            encoder: Mutex::new(None),
+            pool: Arc::new(Mutex::new(HashMap::new())),
+            submits: AtomicU64::new(0),
+            blocking_syncs: Arc::new(AtomicU64::new(0)),
+            one_scale,
+        }
+    }
+
+    /// The device limits in force.
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.limits
+    }
+
+    /// The adapter description.
+    pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
+        &self.adapter
+    }
+
+    fn with_encoder<R>(&self, f: impl FnOnce(&wgpu::Device, &mut wgpu::CommandEncoder) -> R) -> R {
+        let mut guard = lock(&self.encoder);
+        let encoder = guard.get_or_insert_with(|| {
+            self.device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("hif8lab step"),
+                })
+        });
+        f(&self.device, encoder)
+    }
+
+    fn tensor(&self, len: usize) -> Result<GpuTensor, EngineError> {
+        let bytes = len as u64 * 4;
+        let limit = self.limits.max_storage_buffer_binding_size;
+        if bytes > limit {
+            return Err(EngineError::TooLarge {
+                what: format!("tensor of {len} f32"),
+                bytes,
+                limit,
+            });
+        }
+        // Size classes: powers of two, so buffers are reused across similar shapes.
+        let class = bytes.max(256).next_power_of_two().min(limit.max(256));
+        let class = class.max(bytes);
+        let reused = lock(&self.pool).get_mut(&class).and_then(Vec::pop);
+        let buffer = match reused {
+            Some(b) => b,
+            None => self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("tensor"),
+                size: class,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+        };
+        Ok(GpuTensor {
+            buffer: Some(buffer),
+            len,
+            pool: self.pool.clone(),
+        })
+    }
+
+    /// Reads `ranges` of buffers (each `(buffer, offset, bytes)`) into one staging buffer and
+    /// converts the bytes when they arrive.
+    fn readback<T: Send + 'static>(
+        &self,
+        ranges: &[(&wgpu::Buffer, u64, u64)],
+        convert: impl FnOnce(&[u8]) -> T + Send + 'static,
+    ) -> Readback<T> {
+        let total: u64 = ranges.iter().map(|r| r.2).sum::<u64>().max(4);
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback staging"),
+            size: total,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.with_encoder(|_, encoder| {
+            let mut at = 0;
+            for (buffer, offset, bytes) in ranges {
+                if *bytes > 0 {
+                    encoder.copy_buffer_to_buffer(buffer, *offset, &staging, at, *bytes);
+                }
+                at += bytes;
+            }
+        });
+        self.flush();
+        let device = self.device.clone();
+        let syncs = self.blocking_syncs.clone();
+        let (readback, slot) = Readback::pending(Box::new(move || {
+            syncs.fetch_add(1, Ordering::Relaxed);
+            let _ = device.poll(wgpu::PollType::wait_indefinitely());
+        }));
+        let mapped = staging.clone();
+        staging.map_async(wgpu::MapMode::Read, .., move |result| {
+            let value = result
+                .map_err(|e| EngineError::Readback(e.to_string()))
+                .and_then(|()| {
+                    let view = mapped
+                        .get_mapped_range(..)
+                        .map_err(|e| EngineError::Readback(e.to_string()))?;
+                    let value = convert(&view);
+                    drop(view);
+                    Ok(value)
+                });
+            mapped.unmap();
+            if let Ok(mut s) = slot.lock() {
+                *s = Some(value);
+            }
+        });
+        readback
+    }
+
+    /// Polls the device without blocking so finished readbacks deliver (native; the browser
+    /// does this by itself).
+    pub fn poll(&self) {
+        let _ = self.device.poll(wgpu::PollType::Poll);
+    }
+
+    /// Runs the plain copy kernel (the bandwidth reference of the benchmark).
+    pub fn copy_kernel(&self, src: &GpuTensor, dst: &GpuTensor) -> Result<(), EngineError> {
+        same_len("copy_kernel", src.len, dst.len)?;
+        let params = copy::CopyParams {
+            n: src.len as u32,
+            _pad: [0; 3],
+        };
+        self.with_encoder(|device, encoder| {
+            kernel::dispatch(
+                device,
+                encoder,
+                &self.pipelines.copy,
+                "copy",
+                &params,
+                &[src.binding(), dst.binding()],
+                (kernel::grid_stride_groups(src.len, copy::WG), 1, 1),
+            );
+        });
+        Ok(())
+    }
+
+    /// Blocks until all submitted work is done (benchmarks; counts as a blocking sync).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn wait_idle(&self) {
+        self.flush();
+        self.blocking_syncs.fetch_add(1, Ordering::Relaxed);
+        let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
+    }
+
+    fn bank_binding(buffer: &wgpu::Buffer) -> wgpu::BindingResource<'_> {
+        buffer.as_entire_binding()
+    }
+}
+
+fn same_len(what: &str, a: usize, b: usize) -> Result<(), EngineError> {
+    if a == b {
+        Ok(())
+    } else {
+        Err(EngineError::Shape(format!(
+            "{what}: lengths {a} and {b} differ"
+        )))
+    }
+}
+
+fn words(bytes: &[u8]) -> Vec<u32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+impl Backend for GpuBackend {
+    type Tensor = GpuTensor;
+    type Bank = GpuBank;
+
+    fn info(&self) -> BackendInfo {
+        BackendInfo {
+            kind: "gpu",
+            adapter: self.adapter.name.clone(),
+            api: format!("{:?}", self.adapter.backend),
+            device_type: format!("{:?}", self.adapter.device_type),
+        }
+    }
+
+    fn upload(&self, data: &[f32]) -> Result<GpuTensor, EngineError> {
+        let t = self.tensor(data.len())?;
+        self.write(&t, data)?;
+        Ok(t)
+    }
+
+    fn zeros(&self, len: usize) -> Result<GpuTensor, EngineError> {
+        let t = self.tensor(len)?;
+        if len > 0 {
+            self.with_encoder(|_, encoder| encoder.clear_buffer(t.buffer(), 0, Some(t.bytes())));
+        }
+        Ok(t)
+    }
+
+    fn len(&self, t: &GpuTensor) -> usize {
+        t.len
+    }
+
+    fn write(&self, t: &GpuTensor, data: &[f32]) -> Result<(), EngineError> {
+        same_len("write", t.len, data.len())?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.write_ordered(t.buffer(), 0, bytemuck::cast_slice(data));
+        Ok(())
+    }
+
+    fn read(&self, t: &GpuTensor) -> Readback<Vec<f32>> {
+        self.readback(&[(t.buffer(), 0, t.bytes())], |bytes| {
+            bytemuck::cast_slice::<u8, f32>(bytes).to_vec()
+        })
+    }
+
+    fn copy(&self, src: &GpuTensor, dst: &GpuTensor) -> Result<(), EngineError> {
+        same_len("copy", src.len, dst.len)?;
+        if src.len > 0 {
+            self.with_encoder(|_, encoder| {
+                encoder.copy_buffer_to_buffer(src.buffer(), 0, dst.buffer(), 0, src.bytes());
+            });
+        }
+        Ok(())
+    }
+
+    fn new_bank(&self, config: &BankConfig) -> Result<GpuBank, EngineError> {
+        config.validate()?;
+        let specs = config.scaling.estimators();
+        let k = specs.len();
+        let q = config.quantizers;
+        let cap = config.scaling.history_len();
+        let descs: Vec<scale_update::EstimatorDesc> = specs
+            .iter()
+            .map(|s| scale_update::EstimatorDesc::from_spec(s, config.scaling.window))
+            .collect();
+        let rule = config.scaling.rule();
+        let init = |label: &str, contents: &[u8]| -> Result<wgpu::Buffer, EngineError> {
+            let limit = self.limits.max_storage_buffer_binding_size;
+            if contents.len() as u64 > limit {
+                return Err(EngineError::TooLarge {
+                    what: format!("bank {label}"),
+                    bytes: contents.len() as u64,
+                    limit,
+                });
+            }
+            Ok(self
+                .device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some(label),
+                    contents,
+                    usage: wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_SRC
+                        | wgpu::BufferUsages::COPY_DST,
+                }))
+        };
+        let zero_words = |n: usize| vec![0u32; n.max(4)];
+        let bank = GpuBank {
+            quant: config.quant().into(),
+            k,
+            cap,
+            active: config.scaling.active_index(),
+            needs_measured_amax: config.scaling.cold_start == hif8lab_scaling::ColdStart::Jit
+                || specs.iter().any(|s| s.is_current()),
+            estimators: init("bank estimators", bytemuck::cast_slice(&descs))?,
+            history: init("bank history", bytemuck::cast_slice(&zero_words(q * cap)))?,
+            meta: init("bank meta", bytemuck::cast_slice(&zero_words(q * 2)))?,
+            amax_bits: init("bank amax", bytemuck::cast_slice(&zero_words(q)))?,
+            est: init(
+                "bank est",
+                bytemuck::cast_slice(&vec![rule.implied_est(1.0); q * k]),
+            )?,
+            scales: init("bank scales", bytemuck::cast_slice(&vec![1.0f32; q * k]))?,
+            stats: init(
+                "bank stats",
+                bytemuck::cast_slice(&zero_words(q * quant_stats::slot_words(k))),
+            )?,
+            config: config.clone(),
+        };
+        Ok(bank)
+    }
+
+    fn set_scales(&self, bank: &GpuBank, scales: &[f32]) -> Result<(), EngineError> {
+        same_len("set_scales", scales.len(), bank.config.quantizers * bank.k)?;
+        let rule = bank.config.scaling.rule();
+        let est: Vec<f32> = scales.iter().map(|s| rule.implied_est(*s)).collect();
+        self.write_ordered(&bank.scales, 0, bytemuck::cast_slice(scales));
+        self.write_ordered(&bank.est, 0, bytemuck::cast_slice(&est));
+        Ok(())
+    }
+
+    fn qdq(
+        &self,
+        x: &GpuTensor,
+        out: &GpuTensor,
+        bank: &GpuBank,
+        quantizer: usize,
+    ) -> Result<(), EngineError> {
+        bank.config.check_index(quantizer)?;
+        same_len("qdq", x.len, out.len)?;
+        let params = qdq::QdqParams {
+            n: x.len as u32,
+            scale_index: bank.active_scale_index(quantizer),
+            _pad: [0; 2],
+            quant: bank.quant,
+        };
+        self.with_encoder(|device, encoder| {
+            kernel::dispatch(
+                device,
+                encoder,
+                &self.pipelines.qdq,
+                "qdq",
+                &params,
+                &[x.binding(), out.binding(), Self::bank_binding(&bank.scales)],
+                (kernel::grid_stride_groups(x.len, qdq::WG), 1, 1),
+            );
+        });
+        Ok(())
+    }
+
+    fn amax(&self, x: &GpuTensor, bank: &GpuBank, quantizer: usize) -> Result<(), EngineError> {
+        bank.config.check_index(quantizer)?;
+        let params = amax::AmaxParams {
+            n: x.len as u32,
+            slot: quantizer as u32,
+            _pad: [0; 2],
+        };
+        self.with_encoder(|device, encoder| {
+            encoder.clear_buffer(&bank.amax_bits, quantizer as u64 * 4, Some(4));
+            kernel::dispatch(
+                device,
+                encoder,
+                &self.pipelines.amax,
+                "amax",
+                &params,
+                &[x.binding(), Self::bank_binding(&bank.amax_bits)],
+                (kernel::grid_stride_groups(x.len, amax::WG), 1, 1),
+            );
+        });
+        Ok(())
+    }
+
+    fn scale_update(&self, bank: &GpuBank, first: usize, count: usize) -> Result<(), EngineError> {
+        if count == 0 {
+            return Ok(());
+        }
+        bank.config.check_index(first + count - 1)?;
+        self.record_scale_update(bank, first, count, 0);
+        Ok(())
+    }
+
+    fn reset(&self, bank: &GpuBank) -> Result<(), EngineError> {
+        self.record_scale_update(bank, 0, bank.config.quantizers, 1);
+        Ok(())
+    }
+
+    fn quant_stats(
+        &self,
+        x: &GpuTensor,
+        bank: &GpuBank,
+        quantizer: usize,
+    ) -> Result<(), EngineError> {
+        bank.config.check_index(quantizer)?;
+        let stride = quant_stats::slot_words(bank.k);
+        let params = quant_stats::StatsParams {
+            n: x.len as u32,
+            quantizer: quantizer as u32,
+            k: bank.k as u32,
+            active: bank.active as u32,
+            stride: stride as u32,
+            overflow_threshold: bank.config.scaling.format.facts().overflow_threshold,
+            _pad: [0; 2],
+            quant: bank.quant,
+        };
+        self.with_encoder(|device, encoder| {
+            encoder.clear_buffer(
+                &bank.stats,
+                (quantizer * stride * 4) as u64,
+                Some((stride * 4) as u64),
+            );
+            kernel::dispatch(
+                device,
+                encoder,
+                &self.pipelines.quant_stats,
+                "quant_stats",
+                &params,
+                &[
+                    x.binding(),
+                    Self::bank_binding(&bank.est),
+                    Self::bank_binding(&bank.scales),
+                    Self::bank_binding(&bank.stats),
+                ],
+                (kernel::grid_stride_groups(x.len, quant_stats::WG), 1, 1),
+            );
+        });
+        Ok(())
+    }
+
+    fn read_bank(&self, bank: &GpuBank) -> Readback<BankSnapshot> {
+        let q = bank.config.quantizers;
+        let (k, cap) = (bank.k, bank.cap);
+        let stride = quant_stats::slot_words(k);
+        let sizes = [q * cap, q * 2, q, q * k, q * k, q * stride];
+        let buffers = [
+            &bank.history,
+            &bank.meta,
+            &bank.amax_bits,
+            &bank.est,
+            &bank.scales,
+            &bank.stats,
+        ];
+        let ranges: Vec<(&wgpu::Buffer, u64, u64)> = buffers
+            .iter()
+            .zip(sizes)
+            .map(|(b, n)| (*b, 0, n as u64 * 4))
+            .collect();
+        let active = bank.active;
+        self.readback(&ranges, move |bytes| {
+            let all = words(bytes);
+            let mut parts = Vec::new();
+            let mut at = 0;
+            for n in sizes {
+                parts.push(all[at..at + n].to_vec());
+                at += n;
+            }
+            let f = |w: u32| f32::from_bits(w);
+            let (history, meta, amax, est, scales, stats) = (
+                &parts[0], &parts[1], &parts[2], &parts[3], &parts[4], &parts[5],
+            );
+            let quantizers = (0..q)
+                .map(|i| {
+                    let len = meta[2 * i] as usize;
+                    let next = meta[2 * i + 1] as usize;
+                    let oldest = (next + cap - len.min(cap)) % cap.max(1);
+                    let s = &stats[i * stride..(i + 1) * stride];
+                    QuantizerSnapshot {
+                        measured_amax: f(amax[i]),
+                        est: est[i * k..(i + 1) * k].iter().map(|w| f(*w)).collect(),
+                        scales: scales[i * k..(i + 1) * k].iter().map(|w| f(*w)).collect(),
+                        history: (0..len)
+                            .map(|j| f(history[i * cap + (oldest + j) % cap]))
+                            .collect(),
+                        stats: StatsSnapshot {
+                            amax: f(s[0]),
+                            nonfinite: u64::from(s[1]),
+                            underflow: u64::from(s[2]),
+                            above_est: s[3..3 + k].iter().map(|v| u64::from(*v)).collect(),
+                            overflow: s[3 + k..3 + 2 * k].iter().map(|v| u64::from(*v)).collect(),
+                        },
+                    }
+                })
+                .collect();
+            BankSnapshot { active, quantizers }
+        })
+    }
+
+    fn matmul(
+        &self,
+        a: &GpuTensor,
+        b: &GpuTensor,
+        c: &GpuTensor,
+        spec: &MatmulSpec,
+        bank: Option<&GpuBank>,
+    ) -> Result<(), EngineError> {
+        check_matmul(spec, a.len, b.len, c.len)?;
+        let max_groups = self.limits.max_compute_workgroups_per_dimension as usize;
+        if spec.batch > max_groups {
+            return Err(EngineError::Shape(format!(
+                "matmul batch {} exceeds {max_groups} workgroups per dimension",
+                spec.batch
+            )));
+        }
+        if spec.batch == 0 || spec.m == 0 || spec.n == 0 {
+            return Ok(());
+        }
+        let need_bank = spec.fuse_a.is_some() || spec.fuse_b.is_some();
+        let bank = match (bank, need_bank) {
+            (Some(bank), _) => Some(bank),
+            (None, false) => None,
+            (None, true) => {
+                return Err(EngineError::Shape(
+                    "matmul: fused quantization needs a bank".into(),
+                ));
+            }
+        };
+        let scale_index = |fuse: Option<usize>| -> Result<u32, EngineError> {
+            match (fuse, bank) {
+                (Some(q), Some(bank)) => {
+                    bank.config.check_index(q)?;
+                    Ok(bank.active_scale_index(q))
+                }
+                _ => Ok(0),
+            }
+        };
+        let (sa, sb, sc) = spec.sizes();
+        let params = matmul::MatmulParams {
+            m: spec.m as u32,
+            n: spec.n as u32,
+            k: spec.k as u32,
+            layout: spec.layout.id(),
+            batch_stride_a: sa as u32,
+            batch_stride_b: sb as u32,
+            batch_stride_c: sc as u32,
+            accumulate: u32::from(spec.accumulate),
+            fuse_a: u32::from(spec.fuse_a.is_some()),
+            fuse_b: u32::from(spec.fuse_b.is_some()),
+            scale_index_a: scale_index(spec.fuse_a)?,
+            scale_index_b: scale_index(spec.fuse_b)?,
+            quant: bank.map(|b| b.quant).unwrap_or_default(),
+        };
+        let scales = bank.map(|b| &b.scales).unwrap_or(&self.one_scale);
+        let groups = (
+            (spec.n as u32).div_ceil(matmul::TILE.1),
+            (spec.m as u32).div_ceil(matmul::TILE.0),
+            spec.batch as u32,
+        );
+        self.with_encoder(|device, encoder| {
+            kernel::dispatch(
+                device,
+                encoder,
+                &self.pipelines.matmul,
+                "matmul",
+                &params,
+                &[
+                    a.binding(),
+                    b.binding(),
+                    c.binding(),
+                    Self::bank_binding(scales),
+                ],
+                groups,
+            );
+        });
+        Ok(())
+    }
+
+    fn flush(&self) {
+        let mut guard = lock(&self.encoder);
+        self.submit_locked(&mut guard);
+    }
+
+    fn counters(&self) -> Counters {
+        Counters {
+            submits: self.submits.load(Ordering::Relaxed),
+            blocking_syncs: self.blocking_syncs.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl GpuBackend {
+    /// Submits the recorded encoder. Called with the encoder lock held, so no queue write
+    /// of another thread can slip between taking the commands and submitting them (queue
+    /// writes land before the next submission: a write issued in that gap would overtake
+    /// commands recorded before it).
+    fn submit_locked(&self, encoder: &mut Option<wgpu::CommandEncoder>) {
+        if let Some(encoder) = encoder.take() {
+            self.queue.submit([encoder.finish()]);
+            self.submits.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes `bytes` into `buffer` at `offset`, ordered after every command recorded so far.
+    fn write_ordered(&self, buffer: &wgpu::Buffer, offset: u64, bytes: &[u8]) {
+        let mut guard = lock(&self.encoder);
+        self.submit_locked(&mut guard);
+        self.queue.write_buffer(buffer, offset, bytes);
+    }
+
+    fn record_scale_update(&self, bank: &GpuBank, first: usize, count: usize, mode: u32) {
+        let rule = bank.config.scaling.rule();
+        let params = scale_update::UpdateParams {
+            first: first as u32,
+            count: count as u32,
+            k: bank.k as u32,
+            cap: bank.cap as u32,
+            target: rule.target,
+            margin_scale: hif8lab_scaling::state::pow2(rule.margin),
+            cold_start: match bank.config.scaling.cold_start {
+                hif8lab_scaling::ColdStart::Jit => 0,
+                hif8lab_scaling::ColdStart::Te => 1,
+            },
+            mode,
+        };
+        self.with_encoder(|device, encoder| {
+            kernel::dispatch(
+                device,
+                encoder,
+                &self.pipelines.scale_update,
+                "scale_update",
+                &params,
+                &[
+                    Self::bank_binding(&bank.estimators),
+                    Self::bank_binding(&bank.history),
+                    Self::bank_binding(&bank.meta),
+                    Self::bank_binding(&bank.amax_bits),
+                    Self::bank_binding(&bank.est),
+                    Self::bank_binding(&bank.scales),
+                ],
+                ((count as u32).div_ceil(scale_update::WG), 1, 1),
+            );
+        });
+    }
+}

@@ -1,0 +1,231 @@
+//! # hif8lab-engine
+//!
+//! The compute engine: a [`Backend`] trait for the tensor operations the trainer calls, with
+//! two implementations —
+//! - [`cpu::CpuBackend`]: plain Rust, the **oracle** every GPU kernel is tested against and the
+//!   fallback where WebGPU is missing (builds for wasm32);
+//! - [`gpu::GpuBackend`]: wgpu + WGSL kernels from `shaders/` (one kernel per file), running
+//!   natively (Vulkan/Metal/DX12) and in the browser (WebGPU).
+//!
+//! Kernels in this crate: `qdq` (fake quantization with a per-tensor scale read from the
+//! quantizer bank), `amax`, `quant_stats` (amax, non-finite, and every estimator's shadow
+//! counts in one pass), `scale_update` (delayed scaling for many quantizers at once, the twin
+//! of `hif8lab_scaling::QuantizerState`), `matmul` (tiled GEMM, three layouts, batched,
+//! optional fused fake quantization of either operand) and `copy` (bandwidth reference).
+//!
+//! The semantics of formats and scaling live in `hif8lab-format` and `hif8lab-scaling`; the
+//! model and the training loop live in `hif8lab-train`, not here.
+
+pub mod bank;
+pub mod cpu;
+mod error;
+pub mod gpu;
+pub mod readback;
+
+pub use bank::{BankConfig, BankSnapshot, QuantizerSnapshot, StatsSnapshot};
+pub use error::EngineError;
+pub use readback::Readback;
+
+/// Operand layout of a matrix product (row-major storage throughout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// `C = A·B`, A: M×K, B: K×N.
+    NN,
+    /// `C = A·Bᵀ`, A: M×K, B: N×K.
+    NT,
+    /// `C = Aᵀ·B`, A: K×M, B: K×N.
+    TN,
+}
+
+impl Layout {
+    /// All layouts.
+    pub const ALL: [Layout; 3] = [Layout::NN, Layout::NT, Layout::TN];
+
+    /// Short name (`nn`, `nt`, `tn`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::NN => "nn",
+            Layout::NT => "nt",
+            Layout::TN => "tn",
+        }
+    }
+
+    pub(crate) fn id(self) -> u32 {
+        match self {
+            Layout::NN => 0,
+            Layout::NT => 1,
+            Layout::TN => 2,
+        }
+    }
+}
+
+/// A (batched) matrix product `C[b] (+)= op(A[b])·op(B[b])`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatmulSpec {
+    /// Rows of C.
+    pub m: usize,
+    /// Columns of C.
+    pub n: usize,
+    /// Inner dimension.
+    pub k: usize,
+    /// Number of independent products; operands are packed one after another.
+    pub batch: usize,
+    /// Operand layout.
+    pub layout: Layout,
+    /// Add to C instead of overwriting it.
+    pub accumulate: bool,
+    /// Fake-quantize A on load with this bank quantizer's active scale.
+    pub fuse_a: Option<usize>,
+    /// Fake-quantize B on load with this bank quantizer's active scale.
+    pub fuse_b: Option<usize>,
+}
+
+impl MatmulSpec {
+    /// A plain product of one batch, no accumulation, no fused quantization.
+    pub fn new(m: usize, n: usize, k: usize, layout: Layout) -> Self {
+        MatmulSpec {
+            m,
+            n,
+            k,
+            batch: 1,
+            layout,
+            accumulate: false,
+            fuse_a: None,
+            fuse_b: None,
+        }
+    }
+
+    /// Elements of one A, one B and one C.
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        (self.m * self.k, self.k * self.n, self.m * self.n)
+    }
+}
+
+/// Who computes: shown in reports and benchmarks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackendInfo {
+    /// `cpu` or `gpu`.
+    pub kind: &'static str,
+    /// Adapter or CPU name.
+    pub adapter: String,
+    /// Graphics API (`Vulkan`, `Metal`, `Dx12`, `BrowserWebGpu`) or `native` for the CPU.
+    pub api: String,
+    /// Device type (`DiscreteGpu`, `IntegratedGpu`, `Cpu`, …).
+    pub device_type: String,
+}
+
+/// Counters of host/device interaction, for tests and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Command submissions.
+    pub submits: u64,
+    /// Times the host blocked waiting for the device.
+    pub blocking_syncs: u64,
+}
+
+/// The tensor operations of the trainer, implemented by the CPU oracle and the GPU engine.
+///
+/// Tensors are flat f32 buffers (handles: outputs are written through `&Tensor`). An output
+/// must not alias an input of the same call. GPU work is recorded and submitted on
+/// [`Backend::flush`] (or when something is read back); results arrive through
+/// [`Readback`]s, never by blocking inside an operation.
+pub trait Backend {
+    /// A flat f32 tensor.
+    type Tensor;
+    /// A quantizer bank: amax histories, estimates, scales and statistics of many quantizers.
+    type Bank;
+
+    /// What computes.
+    fn info(&self) -> BackendInfo;
+    /// A tensor holding `data`.
+    fn upload(&self, data: &[f32]) -> Result<Self::Tensor, EngineError>;
+    /// A zero-filled tensor of `len` elements.
+    fn zeros(&self, len: usize) -> Result<Self::Tensor, EngineError>;
+    /// Elements in a tensor.
+    fn len(&self, t: &Self::Tensor) -> usize;
+    /// Overwrites a tensor's contents (`data.len()` must equal its length).
+    fn write(&self, t: &Self::Tensor, data: &[f32]) -> Result<(), EngineError>;
+    /// Reads a tensor back (asynchronously on the GPU).
+    fn read(&self, t: &Self::Tensor) -> Readback<Vec<f32>>;
+    /// `dst = src` (same lengths).
+    fn copy(&self, src: &Self::Tensor, dst: &Self::Tensor) -> Result<(), EngineError>;
+
+    /// A quantizer bank for `config`: empty histories, every scale 1.0.
+    fn new_bank(&self, config: &BankConfig) -> Result<Self::Bank, EngineError>;
+    /// Sets every estimator's current scale (`[quantizer][estimator]`, flattened); the
+    /// estimate in effect becomes the amax each scale aims at.
+    fn set_scales(&self, bank: &Self::Bank, scales: &[f32]) -> Result<(), EngineError>;
+    /// `out = qdq(x·s)/s` with `s` the quantizer's active scale.
+    fn qdq(
+        &self,
+        x: &Self::Tensor,
+        out: &Self::Tensor,
+        bank: &Self::Bank,
+        quantizer: usize,
+    ) -> Result<(), EngineError>;
+    /// Measures this call's amax of `x` for the quantizer (input of `scale_update`).
+    fn amax(
+        &self,
+        x: &Self::Tensor,
+        bank: &Self::Bank,
+        quantizer: usize,
+    ) -> Result<(), EngineError>;
+    /// One delayed-scaling call for quantizers `first..first+count`: every estimator's
+    /// estimate and scale from the history (and the measured amax where needed), then push
+    /// the amax.
+    fn scale_update(
+        &self,
+        bank: &Self::Bank,
+        first: usize,
+        count: usize,
+    ) -> Result<(), EngineError>;
+    /// Empties every history and sets every scale to 1.0.
+    fn reset(&self, bank: &Self::Bank) -> Result<(), EngineError>;
+    /// The statistics of `x` for the quantizer against its current estimates and scales.
+    fn quant_stats(
+        &self,
+        x: &Self::Tensor,
+        bank: &Self::Bank,
+        quantizer: usize,
+    ) -> Result<(), EngineError>;
+    /// Reads the whole bank back.
+    fn read_bank(&self, bank: &Self::Bank) -> Readback<BankSnapshot>;
+    /// A matrix product; fused quantization reads scales from `bank`.
+    fn matmul(
+        &self,
+        a: &Self::Tensor,
+        b: &Self::Tensor,
+        c: &Self::Tensor,
+        spec: &MatmulSpec,
+        bank: Option<&Self::Bank>,
+    ) -> Result<(), EngineError>;
+    /// Submits recorded work (no-op on the CPU).
+    fn flush(&self);
+    /// Submissions and blocking waits so far.
+    fn counters(&self) -> Counters;
+}
+
+/// Checks a matmul's operand sizes against the spec; shared by both backends.
+pub(crate) fn check_matmul(
+    spec: &MatmulSpec,
+    a_len: usize,
+    b_len: usize,
+    c_len: usize,
+) -> Result<(), EngineError> {
+    let (sa, sb, sc) = spec.sizes();
+    let need = [("A", sa, a_len), ("B", sb, b_len), ("C", sc, c_len)];
+    for (name, per_batch, have) in need {
+        let want = per_batch * spec.batch;
+        if have < want {
+            return Err(EngineError::Shape(format!(
+                "matmul {}×{}×{} batch {} ({}): operand {name} has {have} elements, needs {want}",
+                spec.m,
+                spec.n,
+                spec.k,
+                spec.batch,
+                spec.layout.name()
+            )));
+        }
+    }
+    Ok(())
+}

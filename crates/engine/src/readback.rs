@@ -1,0 +1,71 @@
+//! "Results available later": the value of an asynchronous GPU readback (or an immediate
+//! CPU result), consumable from a frame loop (`try_take`) or a thread (`wait`).
+
+use std::sync::{Arc, Mutex};
+
+use crate::EngineError;
+
+type Slot<T> = Arc<Mutex<Option<Result<T, EngineError>>>>;
+
+/// A result that arrives later. Poll with [`Readback::try_take`] (never blocks; what a
+/// browser frame loop uses) or block with [`Readback::wait`] (native only).
+pub struct Readback<T> {
+    slot: Slot<T>,
+    waiter: Option<Box<dyn Fn() + Send>>,
+}
+
+impl<T> Readback<T> {
+    /// An already available result.
+    pub fn ready(value: Result<T, EngineError>) -> Self {
+        Readback {
+            slot: Arc::new(Mutex::new(Some(value))),
+            waiter: None,
+        }
+    }
+
+    /// A pending result filled through the returned slot; `waiter` blocks until the device
+    /// has completed the work that fills it.
+    pub(crate) fn pending(waiter: Box<dyn Fn() + Send>) -> (Self, Slot<T>) {
+        let slot: Slot<T> = Arc::new(Mutex::new(None));
+        (
+            Readback {
+                slot: slot.clone(),
+                waiter: Some(waiter),
+            },
+            slot,
+        )
+    }
+
+    /// The result if it has arrived; `None` while pending. Takes it out.
+    pub fn try_take(&self) -> Option<Result<T, EngineError>> {
+        self.slot.lock().ok().and_then(|mut s| s.take())
+    }
+
+    /// Whether the result has arrived.
+    pub fn is_ready(&self) -> bool {
+        self.slot.lock().map(|s| s.is_some()).unwrap_or(true)
+    }
+
+    /// Blocks until the result arrives (counts as a blocking sync on the GPU).
+    ///
+    /// Another thread polling the same device may be the one that runs the completion
+    /// callback, a moment after this thread's wait returned; so the wait repeats (yielding)
+    /// until the value is there, for at most a minute.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn wait(self) -> Result<T, EngineError> {
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(v) = self.try_take() {
+                return v;
+            }
+            match &self.waiter {
+                Some(w) => w(),
+                None => return Err(EngineError::NotReady),
+            }
+            if start.elapsed() > std::time::Duration::from_secs(60) {
+                return Err(EngineError::NotReady);
+            }
+            std::thread::yield_now();
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! CPU-only checks of every WGSL kernel: it parses and validates with naga (no adapter
+//! needed), and each params struct mirrored in WGSL has the size of its Rust twin.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
+use hif8lab_engine::gpu::{
+    QuantParams, amax, copy, kernel, matmul, qdq, quant_stats, scale_update,
+};
+
+fn module(name: &str, wgsl: &str, common: bool) -> naga::Module {
+    let src = kernel::source(wgsl, common);
+    let module = naga::front::wgsl::parse_str(&src)
+        .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(&src)));
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::default(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(&src)));
+    module
+}
+
+fn struct_size(module: &naga::Module, name: &str) -> u32 {
+    module
+        .types
+        .iter()
+        .find(|(_, t)| t.name.as_deref() == Some(name))
+        .map(|(_, t)| match t.inner {
+            naga::TypeInner::Struct { span, .. } => span,
+            _ => panic!("{name} is not a struct"),
+        })
+        .unwrap_or_else(|| panic!("struct {name} not found"))
+}
+
+#[test]
+fn every_kernel_validates_and_params_match_rust() {
+    let cases: [(&str, &str, bool, &str, usize); 6] = [
+        (
+            "copy",
+            copy::WGSL,
+            false,
+            "CopyParams",
+            size_of::<copy::CopyParams>(),
+        ),
+        (
+            "qdq",
+            qdq::WGSL,
+            true,
+            "QdqParams",
+            size_of::<qdq::QdqParams>(),
+        ),
+        (
+            "amax",
+            amax::WGSL,
+            false,
+            "AmaxParams",
+            size_of::<amax::AmaxParams>(),
+        ),
+        (
+            "quant_stats",
+            quant_stats::WGSL,
+            true,
+            "StatsParams",
+            size_of::<quant_stats::StatsParams>(),
+        ),
+        (
+            "scale_update",
+            scale_update::WGSL,
+            true,
+            "UpdateParams",
+            size_of::<scale_update::UpdateParams>(),
+        ),
+        (
+            "matmul",
+            matmul::WGSL,
+            true,
+            "MatmulParams",
+            size_of::<matmul::MatmulParams>(),
+        ),
+    ];
+    for (name, wgsl, common, params, rust_size) in cases {
+        let m = module(name, wgsl, common);
+        assert_eq!(
+            struct_size(&m, params) as usize,
+            rust_size,
+            "{name}: {params}"
+        );
+        assert!(
+            wgsl.lines()
+                .next()
+                .unwrap()
+                .starts_with(&format!("// {name}.wgsl")),
+            "{name}: header comment"
+        );
+        if common {
+            assert_eq!(
+                struct_size(&m, "QuantParams") as usize,
+                size_of::<QuantParams>()
+            );
+        }
+    }
+    let m = module("scale_update", scale_update::WGSL, true);
+    assert_eq!(
+        struct_size(&m, "EstimatorDesc") as usize,
+        size_of::<scale_update::EstimatorDesc>()
+    );
+}
+
+#[test]
+fn a_broken_shader_is_rejected() {
+    // The validation above can fail: a type error must be caught.
+    let broken = qdq::WGSL.replace("out[i] = fake_quant", "out[i] = 1u + fake_quant");
+    let src = kernel::source(&broken, true);
+    let parsed = naga::front::wgsl::parse_str(&src);
+    assert!(parsed.is_err(), "type error must not parse");
+}

@@ -1,0 +1,88 @@
+// quant_stats.wgsl — one pass over a tensor: amax, non-finite count, and for each of the
+// bank's K estimators the count above its estimate and the overflow count at its scale,
+// plus the underflow count at the active scale. All counts exact (integer atomics).
+//
+// Bindings: 0 params (uniform StatsParams), 1 x (read), 2 est (read, f32 [Q·K]),
+//           3 scales (read, f32 [Q·K]), 4 stats (read_write, atomic u32 [Q·stride]).
+// Stats slot layout (u32): [amax bits, nonfinite, underflow, above[K], overflow[K]];
+// the slot must be zeroed before (the engine clears it).
+// Dispatch: 1-D grid-stride; per-workgroup counters, then one global atomic per counter.
+// CPU twin: hif8lab_scaling::stats::tensor_stats. Needs common/quant.wgsl.
+
+// Keep in sync with gpu::quant_stats::StatsParams (Rust).
+struct StatsParams {
+    n: u32,
+    quantizer: u32,
+    k: u32,
+    active_index: u32,
+    stride: u32,
+    overflow_threshold: f32,
+    _pad0: u32,
+    _pad1: u32,
+    quant: QuantParams,
+}
+
+const MAX_K: u32 = 8u;
+const COUNTERS: u32 = 19u; // 3 + 2·MAX_K
+
+@group(0) @binding(0) var<uniform> params: StatsParams;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> est: array<f32>;
+@group(0) @binding(3) var<storage, read> scales: array<f32>;
+@group(0) @binding(4) var<storage, read_write> stats: array<atomic<u32>>;
+
+override WG: u32 = 256u;
+
+var<workgroup> wg_counts: array<atomic<u32>, COUNTERS>;
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(num_workgroups) groups: vec3<u32>,
+) {
+    if lid < COUNTERS {
+        atomicStore(&wg_counts[lid], 0u);
+    }
+    workgroupBarrier();
+    let base = params.quantizer * params.k;
+    let active_scale = scales[base + params.active_index];
+    let stride = groups.x * WG;
+    var local_max = 0u;
+    var nonfinite = 0u;
+    var underflow = 0u;
+    var above = array<u32, MAX_K>();
+    var overflow = array<u32, MAX_K>();
+    for (var i = gid.x; i < params.n; i += stride) {
+        let v = x[i];
+        let a_bits = bitcast<u32>(v) & 0x7fffffffu;
+        if a_bits >= 0x7f800000u {
+            nonfinite += 1u;
+        }
+        if a_bits <= 0x7f800000u {
+            local_max = max(local_max, a_bits);
+        }
+        let a = abs(v);
+        for (var k = 0u; k < params.k; k++) {
+            above[k] += select(0u, 1u, a > est[base + k]);
+            overflow[k] += select(0u, 1u, abs(v * scales[base + k]) >= params.overflow_threshold);
+        }
+        if v != 0.0 && qdq_nearest(v * active_scale, params.quant) == 0.0 {
+            underflow += 1u;
+        }
+    }
+    atomicMax(&wg_counts[0], local_max);
+    atomicAdd(&wg_counts[1], nonfinite);
+    atomicAdd(&wg_counts[2], underflow);
+    for (var k = 0u; k < params.k; k++) {
+        atomicAdd(&wg_counts[3u + k], above[k]);
+        atomicAdd(&wg_counts[3u + params.k + k], overflow[k]);
+    }
+    workgroupBarrier();
+    let slot = params.quantizer * params.stride;
+    if lid == 0u {
+        atomicMax(&stats[slot], atomicLoad(&wg_counts[0]));
+    } else if lid < 3u + 2u * params.k {
+        atomicAdd(&stats[slot + lid], atomicLoad(&wg_counts[lid]));
+    }
+}
