@@ -15,7 +15,7 @@
 // 4×4 block of C (rows ty+16i, columns tx+16j); K is walked in TILE_K slices staged in
 // workgroup memory. Every load is bounds-checked (zero outside), so any shape is safe.
 // Each output sums k = 0..K-1 in order (deterministic).
-// CPU twin: cpu::CpuBackend::matmul (matrixmultiply sgemm, within named tolerances).
+// CPU twin: cpu::CpuBackend::matmul (the gemm crate, within named tolerances).
 // Needs common/quant.wgsl.
 
 // Keep in sync with gpu::matmul::MatmulParams (Rust).

@@ -7,7 +7,8 @@
 // Stats slot layout (u32): [amax bits, nonfinite, underflow, above[K], overflow[K]];
 // the slot must be zeroed before (the engine clears it).
 // Dispatch: 1-D grid-stride; per-workgroup counters, then one global atomic per counter.
-// CPU twin: hif8lab_scaling::stats::tensor_stats. Needs common/quant.wgsl.
+// CPU twin: hif8lab_scaling::stats::tensor_stats (which uses the codec itself for underflow,
+// so the threshold form here is checked against it). Needs common/quant.wgsl.
 
 // Keep in sync with gpu::quant_stats::StatsParams (Rust).
 struct StatsParams {
@@ -17,8 +18,8 @@ struct StatsParams {
     active_index: u32,
     stride: u32,
     overflow_threshold: f32,
+    underflow_max: f32,
     _pad0: u32,
-    _pad1: u32,
     quant: QuantParams,
 }
 
@@ -53,6 +54,14 @@ fn main(
     var underflow = 0u;
     var above = array<u32, MAX_K>();
     var overflow = array<u32, MAX_K>();
+    var thresholds_est = array<f32, MAX_K>();
+    var thresholds_scale = array<f32, MAX_K>();
+    for (var k = 0u; k < MAX_K; k++) {
+        if k < params.k {
+            thresholds_est[k] = est[base + k];
+            thresholds_scale[k] = scales[base + k];
+        }
+    }
     for (var i = gid.x; i < params.n; i += stride) {
         let v = x[i];
         let a_bits = bitcast<u32>(v) & 0x7fffffffu;
@@ -63,20 +72,27 @@ fn main(
             local_max = max(local_max, a_bits);
         }
         let a = abs(v);
-        for (var k = 0u; k < params.k; k++) {
-            above[k] += select(0u, 1u, a > est[base + k]);
-            overflow[k] += select(0u, 1u, abs(v * scales[base + k]) >= params.overflow_threshold);
+        // Constant trip count: the compiler can unroll and keep the counters in registers
+        // (a dynamically indexed private array would live in slow local memory).
+        for (var k = 0u; k < MAX_K; k++) {
+            if k < params.k {
+                above[k] += select(0u, 1u, a > thresholds_est[k]);
+                overflow[k] += select(0u, 1u, abs(v * thresholds_scale[k]) >= params.overflow_threshold);
+            }
         }
-        if v != 0.0 && qdq_nearest(v * active_scale, params.quant) == 0.0 {
+        // Quantizes to zero exactly when |v·s| ≤ underflow_max (FormatFacts::underflow_max).
+        if v != 0.0 && abs(v * active_scale) <= params.underflow_max {
             underflow += 1u;
         }
     }
     atomicMax(&wg_counts[0], local_max);
     atomicAdd(&wg_counts[1], nonfinite);
     atomicAdd(&wg_counts[2], underflow);
-    for (var k = 0u; k < params.k; k++) {
-        atomicAdd(&wg_counts[3u + k], above[k]);
-        atomicAdd(&wg_counts[3u + params.k + k], overflow[k]);
+    for (var k = 0u; k < MAX_K; k++) {
+        if k < params.k {
+            atomicAdd(&wg_counts[3u + k], above[k]);
+            atomicAdd(&wg_counts[3u + params.k + k], overflow[k]);
+        }
     }
     workgroupBarrier();
     let slot = params.quantizer * params.stride;

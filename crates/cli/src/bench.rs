@@ -26,6 +26,21 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// GPU kernels (copy, qdq, quant_stats, matmul) beside the CPU backend, one run.
+    Kernels {
+        /// Square matmul sizes to measure.
+        #[arg(long, value_delimiter = ',', default_value = "256,512,1024,2048")]
+        sizes: Vec<usize>,
+        /// Elements of the elementwise benchmarks.
+        #[arg(long, default_value_t = 1 << 24)]
+        elements: usize,
+        /// Also time numpy's f32 GEMM (python3 + numpy) in the same run.
+        #[arg(long)]
+        numpy: bool,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub fn run(cmd: BenchCommand) -> Result<Outcome> {
@@ -35,6 +50,15 @@ pub fn run(cmd: BenchCommand) -> Result<Outcome> {
             reps,
             json,
         } => bench_codec(elements.max(1), reps.max(1), json),
+        BenchCommand::Kernels {
+            sizes,
+            elements,
+            numpy,
+            json,
+        } => {
+            crate::bench_kernels::bench_kernels(&sizes, elements.max(1), numpy, json)?;
+            Ok(Outcome::Ok)
+        }
     }
 }
 

@@ -31,6 +31,9 @@ pub enum CodecCommand {
         /// Per-tensor scale S applied before and removed after quantization.
         #[arg(long, default_value_t = 1.0)]
         scale: f32,
+        /// Where to compute: `cpu` (the format crate) or `gpu` (the engine's qdq kernel).
+        #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
+        backend: String,
     },
 }
 
@@ -90,7 +93,11 @@ pub fn run(cmd: CodecCommand) -> Result<Outcome> {
                 format!("0x{:02X}", format.encode(x, overflow))
             })?
         }
-        CodecCommand::Qdq { input, scale } => {
+        CodecCommand::Qdq {
+            input,
+            scale,
+            backend,
+        } => {
             let NumberInput {
                 format,
                 overflow,
@@ -99,12 +106,49 @@ pub fn run(cmd: CodecCommand) -> Result<Outcome> {
             if !(scale.is_finite() && scale > 0.0) {
                 anyhow::bail!("--scale must be a finite number > 0, got {scale}");
             }
-            let quant = FakeQuant::new(format).with_overflow(overflow);
-            for_each_number(numbers, &mut out, |x| format_value(quant.qdq(x, scale)))?
+            if backend == "gpu" {
+                let (values, outcome) = collect_numbers(numbers)?;
+                for y in gpu_qdq(&values, format, overflow, scale)? {
+                    writeln!(out, "{}", format_value(y))?;
+                }
+                outcome
+            } else {
+                let quant = FakeQuant::new(format).with_overflow(overflow);
+                for_each_number(numbers, &mut out, |x| format_value(quant.qdq(x, scale)))?
+            }
         }
     };
     out.flush().context("writing to stdout")?;
     Ok(outcome)
+}
+
+/// Runs `qdq(x·scale)/scale` over `values` with the engine's GPU kernel.
+fn gpu_qdq(values: &[f32], format: Format, overflow: Overflow, scale: f32) -> Result<Vec<f32>> {
+    use hif8lab_engine::Backend;
+    use hif8lab_engine::gpu::GpuBackend;
+    let gpu = GpuBackend::new_blocking().context("--backend gpu")?;
+    let scaling = hif8lab_scaling::ScalingConfig {
+        format,
+        overflow,
+        ..Default::default()
+    };
+    let k = scaling.estimators().len();
+    let bank = gpu.new_bank(&hif8lab_engine::BankConfig::new(1, scaling))?;
+    gpu.set_scales(&bank, &vec![scale; k])?;
+    let x = gpu.upload(values)?;
+    let y = gpu.zeros(values.len())?;
+    gpu.qdq(&x, &y, &bank, 0)?;
+    Ok(gpu.read(&y).wait()?)
+}
+
+/// Reads all numbers (arguments or stdin); bad lines are reported as by [`for_each_number`].
+fn collect_numbers(numbers: Vec<String>) -> Result<(Vec<f32>, Outcome)> {
+    let mut values = Vec::new();
+    let outcome = for_each_number(numbers, &mut io::sink(), |x| {
+        values.push(x);
+        String::new()
+    })?;
+    Ok((values, outcome))
 }
 
 /// Applies `f` to each number from the arguments or stdin, writing one line per valid input.

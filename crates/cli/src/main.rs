@@ -5,6 +5,7 @@
 //! and maps outcomes to exit codes (0 ok, 1 failure, 2 bad input).
 
 mod bench;
+mod bench_kernels;
 mod codec;
 mod scaling_cmds;
 

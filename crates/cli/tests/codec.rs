@@ -144,3 +144,29 @@ fn bench_codec_reports_ratio_to_copy() {
         assert!(text.contains(field), "{field} missing in {text}");
     }
 }
+
+#[test]
+fn qdq_on_the_gpu_prints_what_the_cpu_prints() {
+    let input = "0.53\n-0.53\n3000\n1e-9\nnan\n-inf\n1.0625\n17.5\n40959\n";
+    let cpu = hif8lab(&["codec", "qdq", "--scale", "16"], input);
+    let gpu = hif8lab(
+        &["codec", "qdq", "--scale", "16", "--backend", "gpu"],
+        input,
+    );
+    if !gpu.status.success() {
+        let err = String::from_utf8_lossy(&gpu.stderr);
+        assert!(
+            std::env::var("HIF8LAB_REQUIRE_GPU").as_deref() != Ok("1"),
+            "GPU required but `codec qdq --backend gpu` failed: {err}"
+        );
+        eprintln!("!!!!!!!! SKIPPING: no GPU adapter ({err}) !!!!!!!!");
+        return;
+    }
+    assert_eq!(stdout_lines(&gpu), stdout_lines(&cpu));
+    for format in ["e4m3", "e5m2"] {
+        let args = ["codec", "qdq", "--format", format, "--scale", "0.37"];
+        let cpu = hif8lab(&args, input);
+        let gpu = hif8lab(&[&args[..], &["--backend", "gpu"]].concat(), input);
+        assert_eq!(stdout_lines(&gpu), stdout_lines(&cpu), "{format}");
+    }
+}

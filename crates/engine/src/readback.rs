@@ -7,11 +7,19 @@ use crate::EngineError;
 
 type Slot<T> = Arc<Mutex<Option<Result<T, EngineError>>>>;
 
+/// A device poll: blocking (`wait`) or not (`try_take`). Natively it may cross threads; in
+/// the browser nothing is `Send` and the browser itself drives completion.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) type Poller = Box<dyn Fn(bool) + Send>;
+/// See the native definition.
+#[cfg(target_arch = "wasm32")]
+pub(crate) type Poller = Box<dyn Fn(bool)>;
+
 /// A result that arrives later. Poll with [`Readback::try_take`] (never blocks; what a
 /// browser frame loop uses) or block with [`Readback::wait`] (native only).
 pub struct Readback<T> {
     slot: Slot<T>,
-    waiter: Option<Box<dyn Fn() + Send>>,
+    poller: Option<Poller>,
 }
 
 impl<T> Readback<T> {
@@ -19,25 +27,35 @@ impl<T> Readback<T> {
     pub fn ready(value: Result<T, EngineError>) -> Self {
         Readback {
             slot: Arc::new(Mutex::new(Some(value))),
-            waiter: None,
+            poller: None,
         }
     }
 
-    /// A pending result filled through the returned slot; `waiter` blocks until the device
-    /// has completed the work that fills it.
-    pub(crate) fn pending(waiter: Box<dyn Fn() + Send>) -> (Self, Slot<T>) {
+    /// A pending result filled through the returned slot; `poller(true)` blocks until the
+    /// device has completed the work that fills it, `poller(false)` only checks.
+    pub(crate) fn pending(poller: Option<Poller>) -> (Self, Slot<T>) {
         let slot: Slot<T> = Arc::new(Mutex::new(None));
         (
             Readback {
                 slot: slot.clone(),
-                waiter: Some(waiter),
+                poller,
             },
             slot,
         )
     }
 
-    /// The result if it has arrived; `None` while pending. Takes it out.
+    /// The result if it has arrived; `None` while pending. Takes it out. Never blocks.
     pub fn try_take(&self) -> Option<Result<T, EngineError>> {
+        if let Some(v) = self.take_slot() {
+            return Some(v);
+        }
+        if let Some(p) = &self.poller {
+            p(false);
+        }
+        self.take_slot()
+    }
+
+    fn take_slot(&self) -> Option<Result<T, EngineError>> {
         self.slot.lock().ok().and_then(|mut s| s.take())
     }
 
@@ -55,11 +73,11 @@ impl<T> Readback<T> {
     pub fn wait(self) -> Result<T, EngineError> {
         let start = std::time::Instant::now();
         loop {
-            if let Some(v) = self.try_take() {
+            if let Some(v) = self.take_slot() {
                 return v;
             }
-            match &self.waiter {
-                Some(w) => w(),
+            match &self.poller {
+                Some(p) => p(true),
                 None => return Err(EngineError::NotReady),
             }
             if start.elapsed() > std::time::Duration::from_secs(60) {

@@ -51,6 +51,7 @@ impl Format {
                 min_normal: hif8::MIN_NORMAL,
                 min_subnormal: hif8::MIN_DENORMAL,
                 overflow_threshold: hif8::OVERFLOW_THRESHOLD,
+                underflow_max: f32::from_bits(0x33FF_FFFF),
                 has_inf: true,
                 natural_target: hif8::TOP_OF_3BIT_TIER,
             },
@@ -60,6 +61,7 @@ impl Format {
                 min_normal: ocp.min_normal(),
                 min_subnormal: ocp.min_subnormal(),
                 overflow_threshold: ocp.overflow_threshold(),
+                underflow_max: ocp.min_subnormal() / 2.0,
                 has_inf: ocp.has_inf,
                 natural_target: ocp.max_finite(),
             },
@@ -207,6 +209,9 @@ pub struct FormatFacts {
     pub min_subnormal: f32,
     /// |x| at or above this overflows under the default rounding.
     pub overflow_threshold: f32,
+    /// Largest |x| that quantizes to zero under the default rounding (just below 2^-23 for
+    /// HiF8; half the smallest subnormal for OCP formats, which ties to even zero).
+    pub underflow_max: f32,
     /// Whether the format has ±Inf.
     pub has_inf: bool,
     /// The scaling target that suits the format: 15 for HiF8 (top of the 3-bit tier, the
@@ -334,6 +339,9 @@ mod tests {
             let f = format.facts();
             assert_eq!(format.qdq(f.max_finite, Overflow::Inf), f.max_finite);
             assert_eq!(format.qdq(f.min_subnormal, Overflow::Inf), f.min_subnormal);
+            assert_eq!(format.qdq(f.underflow_max, Overflow::Inf), 0.0, "{format}");
+            let above = f32::from_bits(f.underflow_max.to_bits() + 1);
+            assert_ne!(format.qdq(above, Overflow::Inf), 0.0, "{format}");
             assert!(!format.qdq(f.overflow_threshold, Overflow::Inf).is_finite());
             let below = f32::from_bits(f.overflow_threshold.to_bits() - 1);
             assert_eq!(format.qdq(below, Overflow::Inf), f.max_finite, "{format}");

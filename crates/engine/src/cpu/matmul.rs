@@ -1,5 +1,6 @@
-//! CPU GEMM through `matrixmultiply` (cache-blocked, SIMD, multi-threaded natively): the
-//! layouts are expressed as strides, so no operand is ever transposed in memory.
+//! CPU GEMM through the `gemm` crate (cache-blocked, SIMD up to AVX-512, multi-threaded
+//! natively with rayon): the layouts are expressed as strides, so no operand is ever
+//! transposed in memory.
 
 use crate::{Layout, MatmulSpec};
 
@@ -7,6 +8,7 @@ use crate::{Layout, MatmulSpec};
 pub(crate) fn gemm(spec: &MatmulSpec, a: &[f32], b: &[f32], c: &mut [f32]) {
     let (m, n, k) = (spec.m, spec.n, spec.k);
     let (sa, sb, sc) = spec.sizes();
+    // (row stride, column stride) of the logical M×K operand A and K×N operand B.
     let (rsa, csa) = match spec.layout {
         Layout::NN | Layout::NT => (k as isize, 1),
         Layout::TN => (1, m as isize),
@@ -15,7 +17,14 @@ pub(crate) fn gemm(spec: &MatmulSpec, a: &[f32], b: &[f32], c: &mut [f32]) {
         Layout::NN | Layout::TN => (n as isize, 1),
         Layout::NT => (1, k as isize),
     };
-    let beta = if spec.accumulate { 1.0 } else { 0.0 };
+    #[cfg(not(target_arch = "wasm32"))]
+    let parallelism = if m * n * k >= 64 * 64 * 64 {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    #[cfg(target_arch = "wasm32")]
+    let parallelism = gemm::Parallelism::None;
     for batch in 0..spec.batch {
         let a = &a[batch * sa..(batch + 1) * sa];
         let b = &b[batch * sb..(batch + 1) * sb];
@@ -29,27 +38,33 @@ pub(crate) fn gemm(spec: &MatmulSpec, a: &[f32], b: &[f32], c: &mut [f32]) {
             }
             continue;
         }
-        // SAFETY: `a` holds m·k elements, `b` k·n and `c` m·n (sliced above from buffers whose
-        // sizes `check_matmul` verified); with the strides chosen for the layout every index
-        // sgemm forms, (i·rs + j·cs) for i < rows and j < cols, lies inside its slice. `c`
-        // does not alias `a` or `b` (distinct borrows).
+        // SAFETY: `a` holds m·k elements, `b` k·n and `c` m·n (sliced above from buffers
+        // whose sizes `check_matmul` verified); with the strides chosen for the layout every
+        // index gemm forms, (i·rs + j·cs) for i < rows and j < cols, lies inside its slice.
+        // `c` is a distinct mutable borrow, so it aliases neither `a` nor `b`. gemm computes
+        // dst := alpha·dst + beta·lhs·rhs, reading dst only when `read_dst` is true.
         #[allow(unsafe_code)]
         unsafe {
-            matrixmultiply::sgemm(
+            gemm::gemm(
                 m,
-                k,
                 n,
-                1.0,
-                a.as_ptr(),
-                rsa,
-                csa,
-                b.as_ptr(),
-                rsb,
-                csb,
-                beta,
+                k,
                 c.as_mut_ptr(),
-                n as isize,
                 1,
+                n as isize,
+                spec.accumulate,
+                a.as_ptr(),
+                csa,
+                rsa,
+                b.as_ptr(),
+                csb,
+                rsb,
+                1.0f32,
+                1.0f32,
+                false,
+                false,
+                false,
+                parallelism,
             );
         }
     }

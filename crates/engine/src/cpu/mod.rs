@@ -1,6 +1,6 @@
 //! The CPU backend: plain, readable Rust. It is the **oracle** every GPU kernel is tested
 //! against (formats from `hif8lab-format`, scaling and statistics from `hif8lab-scaling`,
-//! GEMM from the `matrixmultiply` crate) and the fallback where WebGPU is missing.
+//! GEMM from the `gemm` crate) and the fallback where WebGPU is missing.
 
 mod matmul;
 

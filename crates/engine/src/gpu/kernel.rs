@@ -72,8 +72,14 @@ pub(crate) fn dispatch<P: bytemuck::Pod>(
 }
 
 /// Workgroups for a grid-stride kernel over `n` elements with `wg` invocations each:
-/// enough to cover `n` once, capped so the loop strides (and 1-D dispatch limits hold).
-pub(crate) fn grid_stride_groups(n: usize, wg: u32) -> u32 {
-    const MAX_GROUPS: usize = 4096;
-    n.div_ceil(wg as usize).clamp(1, MAX_GROUPS) as u32
+/// enough to cover `n` once, capped at `max_groups` so the loop strides (and 1-D dispatch
+/// limits hold). Reductions use a lower cap than elementwise kernels: each invocation then
+/// folds more elements before its share of the per-workgroup atomics.
+pub(crate) fn grid_stride_groups(n: usize, wg: u32, max_groups: usize) -> u32 {
+    n.div_ceil(wg as usize).clamp(1, max_groups) as u32
 }
+
+/// Workgroup cap of elementwise kernels (copy, qdq).
+pub(crate) const ELEMENTWISE_GROUPS: usize = 4096;
+/// Workgroup cap of reductions (amax, quant_stats): 512 × 256 invocations fill a large GPU.
+pub(crate) const REDUCTION_GROUPS: usize = 512;

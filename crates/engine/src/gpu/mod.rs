@@ -6,6 +6,9 @@
 //! its own device (honouring `WGPU_BACKEND` and `WGPU_ADAPTER_NAME`) or adopts a device and
 //! queue handed in (eframe's, required in the browser).
 
+// wgpu objects are Send + Sync natively but not in the browser, where there are no threads.
+#![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+
 pub mod amax;
 pub mod copy;
 pub mod kernel;
@@ -325,12 +328,7 @@ impl GpuBackend {
             }
         });
         self.flush();
-        let device = self.device.clone();
-        let syncs = self.blocking_syncs.clone();
-        let (readback, slot) = Readback::pending(Box::new(move || {
-            syncs.fetch_add(1, Ordering::Relaxed);
-            let _ = device.poll(wgpu::PollType::wait_indefinitely());
-        }));
+        let (readback, slot) = Readback::pending(self.poller());
         let mapped = staging.clone();
         staging.map_async(wgpu::MapMode::Read, .., move |result| {
             let value = result
@@ -349,6 +347,27 @@ impl GpuBackend {
             }
         });
         readback
+    }
+
+    /// The device poll of a readback: blocking counts as a sync. In the browser polling
+    /// does nothing (the browser delivers completions), so there is none.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn poller(&self) -> Option<crate::readback::Poller> {
+        let device = self.device.clone();
+        let syncs = self.blocking_syncs.clone();
+        Some(Box::new(move |block: bool| {
+            if block {
+                syncs.fetch_add(1, Ordering::Relaxed);
+                let _ = device.poll(wgpu::PollType::wait_indefinitely());
+            } else {
+                let _ = device.poll(wgpu::PollType::Poll);
+            }
+        }))
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    fn poller(&self) -> Option<crate::readback::Poller> {
+        None
     }
 
     /// Polls the device without blocking so finished readbacks deliver (native; the browser
@@ -372,7 +391,11 @@ impl GpuBackend {
                 "copy",
                 &params,
                 &[src.binding(), dst.binding()],
-                (kernel::grid_stride_groups(src.len, copy::WG), 1, 1),
+                (
+                    kernel::grid_stride_groups(src.len, copy::WG, kernel::ELEMENTWISE_GROUPS),
+                    1,
+                    1,
+                ),
             );
         });
         Ok(())
@@ -552,7 +575,11 @@ impl Backend for GpuBackend {
                 "qdq",
                 &params,
                 &[x.binding(), out.binding(), Self::bank_binding(&bank.scales)],
-                (kernel::grid_stride_groups(x.len, qdq::WG), 1, 1),
+                (
+                    kernel::grid_stride_groups(x.len, qdq::WG, kernel::ELEMENTWISE_GROUPS),
+                    1,
+                    1,
+                ),
             );
         });
         Ok(())
@@ -574,7 +601,11 @@ impl Backend for GpuBackend {
                 "amax",
                 &params,
                 &[x.binding(), Self::bank_binding(&bank.amax_bits)],
-                (kernel::grid_stride_groups(x.len, amax::WG), 1, 1),
+                (
+                    kernel::grid_stride_groups(x.len, amax::WG, kernel::REDUCTION_GROUPS),
+                    1,
+                    1,
+                ),
             );
         });
         Ok(())
@@ -609,7 +640,8 @@ impl Backend for GpuBackend {
             active: bank.active as u32,
             stride: stride as u32,
             overflow_threshold: bank.config.scaling.format.facts().overflow_threshold,
-            _pad: [0; 2],
+            underflow_max: bank.config.scaling.format.facts().underflow_max,
+            _pad: 0,
             quant: bank.quant,
         };
         self.with_encoder(|device, encoder| {
@@ -630,7 +662,11 @@ impl Backend for GpuBackend {
                     Self::bank_binding(&bank.scales),
                     Self::bank_binding(&bank.stats),
                 ],
-                (kernel::grid_stride_groups(x.len, quant_stats::WG), 1, 1),
+                (
+                    kernel::grid_stride_groups(x.len, quant_stats::WG, kernel::REDUCTION_GROUPS),
+                    1,
+                    1,
+                ),
             );
         });
         Ok(())

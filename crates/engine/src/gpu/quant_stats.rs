@@ -31,8 +31,10 @@ pub struct StatsParams {
     pub stride: u32,
     /// |x·scale| at or above this overflows.
     pub overflow_threshold: f32,
+    /// |x·scale| at or below this quantizes to zero.
+    pub underflow_max: f32,
     /// Padding to a 16-byte boundary.
-    pub _pad: [u32; 2],
+    pub _pad: u32,
     /// Format, overflow, rounding, seed.
     pub quant: QuantParams,
 }
