@@ -101,6 +101,100 @@ impl MatmulSpec {
     }
 }
 
+/// Shape of an attention call: q `[batch, seq, heads, head_dim]`, k and v
+/// `[batch, seq, kv_heads, head_dim]`, probabilities `[batch, heads, seq, seq]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionShape {
+    /// Sequences.
+    pub batch: usize,
+    /// Positions per sequence.
+    pub seq: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (divides `heads`).
+    pub kv_heads: usize,
+    /// Head dimension.
+    pub head_dim: usize,
+}
+
+impl AttentionShape {
+    /// Elements of q (and of the attention output).
+    pub fn q_len(&self) -> usize {
+        self.batch * self.seq * self.heads * self.head_dim
+    }
+    /// Elements of k (and of v).
+    pub fn kv_len(&self) -> usize {
+        self.batch * self.seq * self.kv_heads * self.head_dim
+    }
+    /// Elements of the probability (and score-gradient) buffer.
+    pub fn probs_len(&self) -> usize {
+        self.batch * self.heads * self.seq * self.seq
+    }
+    /// The score scale 1/sqrt(head_dim), computed once on the host for both backends.
+    pub fn scale(&self) -> f32 {
+        1.0 / (self.head_dim as f32).sqrt()
+    }
+}
+
+/// Shape of a rotary embedding call: x `[rows, heads, head_dim]`, position = row % seq.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RopeShape {
+    /// Rows (batch · seq).
+    pub rows: usize,
+    /// Heads per row.
+    pub heads: usize,
+    /// Head dimension (even).
+    pub head_dim: usize,
+    /// Sequence length.
+    pub seq: usize,
+}
+
+/// The cos/sin table of rotary embeddings, `[seq, head_dim/2, 2]`, computed once on the host
+/// (in f64, rounded to f32) so both backends rotate by identical values.
+pub fn rope_table(seq: usize, head_dim: usize, theta: f64) -> Vec<f32> {
+    let half = head_dim / 2;
+    let mut table = Vec::with_capacity(seq * half * 2);
+    for p in 0..seq {
+        for i in 0..half {
+            let freq = theta.powf(-(2.0 * i as f64) / head_dim as f64);
+            let angle = p as f64 * freq;
+            table.push(angle.cos() as f32);
+            table.push(angle.sin() as f32);
+        }
+    }
+    table
+}
+
+/// Hyper-parameters of one AdamW update.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamHyper {
+    /// Learning rate of this step.
+    pub lr: f32,
+    /// β1.
+    pub beta1: f32,
+    /// β2.
+    pub beta2: f32,
+    /// ε.
+    pub eps: f32,
+    /// Decoupled weight decay (0 for norms).
+    pub weight_decay: f32,
+    /// Step number, from 1 (bias correction).
+    pub step: u64,
+    /// Global gradient-norm clip (≤ 0: none).
+    pub max_norm: f32,
+}
+
+impl AdamHyper {
+    /// (1 − β1^t, 1 − β2^t), in f64 then rounded, identical for both backends.
+    pub fn bias_corrections(&self) -> (f32, f32) {
+        let t = self.step.max(1) as i32;
+        (
+            (1.0 - f64::from(self.beta1).powi(t)) as f32,
+            (1.0 - f64::from(self.beta2).powi(t)) as f32,
+        )
+    }
+}
+
 /// Who computes: shown in reports and benchmarks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackendInfo {
@@ -199,10 +293,155 @@ pub trait Backend {
         spec: &MatmulSpec,
         bank: Option<&Self::Bank>,
     ) -> Result<(), EngineError>;
+    /// Sets every element to zero.
+    fn fill_zero(&self, t: &Self::Tensor) -> Result<(), EngineError>;
+    /// `dst += src`.
+    fn add_inplace(&self, dst: &Self::Tensor, src: &Self::Tensor) -> Result<(), EngineError>;
+    /// `dst *= factor`.
+    fn scale_inplace(&self, dst: &Self::Tensor, factor: f32) -> Result<(), EngineError>;
+    /// `out[n, :] = table[tokens[n], :]` (token ids stored as f32).
+    fn embedding(
+        &self,
+        tokens: &Self::Tensor,
+        table: &Self::Tensor,
+        out: &Self::Tensor,
+        channels: usize,
+    ) -> Result<(), EngineError>;
+    /// `dtable[tokens[n], :] += dout[n, :]`, summed in token order.
+    fn embedding_backward(
+        &self,
+        tokens: &Self::Tensor,
+        dout: &Self::Tensor,
+        dtable: &Self::Tensor,
+        channels: usize,
+    ) -> Result<(), EngineError>;
+    /// RMSNorm of each row of `x` (`channels` wide); writes `out` and `rstd`.
+    fn rmsnorm(
+        &self,
+        x: &Self::Tensor,
+        weight: &Self::Tensor,
+        out: &Self::Tensor,
+        rstd: &Self::Tensor,
+        eps: f32,
+    ) -> Result<(), EngineError>;
+    /// RMSNorm backward: overwrites `dx`, adds to `dweight`.
+    #[allow(clippy::too_many_arguments)]
+    fn rmsnorm_backward(
+        &self,
+        x: &Self::Tensor,
+        weight: &Self::Tensor,
+        rstd: &Self::Tensor,
+        dy: &Self::Tensor,
+        dx: &Self::Tensor,
+        dweight: &Self::Tensor,
+    ) -> Result<(), EngineError>;
+    /// Rotary embedding (rotate-half) with a [`rope_table`]; `inverse` rotates back
+    /// (the backward pass).
+    fn rope(
+        &self,
+        x: &Self::Tensor,
+        table: &Self::Tensor,
+        out: &Self::Tensor,
+        shape: RopeShape,
+        inverse: bool,
+    ) -> Result<(), EngineError>;
+    /// Causal grouped-query attention; writes `out` and the probabilities.
+    fn attention(
+        &self,
+        q: &Self::Tensor,
+        k: &Self::Tensor,
+        v: &Self::Tensor,
+        out: &Self::Tensor,
+        probs: &Self::Tensor,
+        shape: AttentionShape,
+    ) -> Result<(), EngineError>;
+    /// Attention backward: overwrites `dq`, `dk`, `dv` (`dscores` is scratch of the
+    /// probabilities' size).
+    #[allow(clippy::too_many_arguments)]
+    fn attention_backward(
+        &self,
+        q: &Self::Tensor,
+        k: &Self::Tensor,
+        v: &Self::Tensor,
+        probs: &Self::Tensor,
+        dout: &Self::Tensor,
+        dscores: &Self::Tensor,
+        dq: &Self::Tensor,
+        dk: &Self::Tensor,
+        dv: &Self::Tensor,
+        shape: AttentionShape,
+    ) -> Result<(), EngineError>;
+    /// `out = silu(g)·u`.
+    fn swiglu(
+        &self,
+        g: &Self::Tensor,
+        u: &Self::Tensor,
+        out: &Self::Tensor,
+    ) -> Result<(), EngineError>;
+    /// SwiGLU backward: overwrites `dg` and `du`.
+    fn swiglu_backward(
+        &self,
+        g: &Self::Tensor,
+        u: &Self::Tensor,
+        dy: &Self::Tensor,
+        dg: &Self::Tensor,
+        du: &Self::Tensor,
+    ) -> Result<(), EngineError>;
+    /// Softmax cross-entropy per row (`vocab` wide): per-row losses and
+    /// `dlogits = (softmax − onehot)·grad_scale` (targets stored as f32).
+    fn cross_entropy(
+        &self,
+        logits: &Self::Tensor,
+        targets: &Self::Tensor,
+        losses: &Self::Tensor,
+        dlogits: &Self::Tensor,
+        grad_scale: f32,
+    ) -> Result<(), EngineError>;
+    /// `out[slot] = Σ x²` in a fixed order.
+    fn sum_squares(
+        &self,
+        x: &Self::Tensor,
+        out: &Self::Tensor,
+        slot: usize,
+    ) -> Result<(), EngineError>;
+    /// AdamW on one tensor; the clip factor comes from the first `n_norms` entries of
+    /// `norms` (sums of squares), read on the device.
+    #[allow(clippy::too_many_arguments)]
+    fn adamw(
+        &self,
+        param: &Self::Tensor,
+        grad: &Self::Tensor,
+        m: &Self::Tensor,
+        v: &Self::Tensor,
+        norms: &Self::Tensor,
+        n_norms: usize,
+        hyper: &AdamHyper,
+    ) -> Result<(), EngineError>;
+
     /// Submits recorded work (no-op on the CPU).
     fn flush(&self);
     /// Submissions and blocking waits so far.
     fn counters(&self) -> Counters;
+}
+
+/// Checks that `len` is a whole number of `width`-wide rows; returns the row count.
+pub(crate) fn rows_of(what: &str, len: usize, width: usize) -> Result<usize, EngineError> {
+    if width == 0 || !len.is_multiple_of(width) {
+        return Err(EngineError::Shape(format!(
+            "{what}: {len} elements are not rows of {width}"
+        )));
+    }
+    Ok(len / width)
+}
+
+/// Checks that a tensor has at least `need` elements.
+pub(crate) fn at_least(what: &str, have: usize, need: usize) -> Result<(), EngineError> {
+    if have < need {
+        return Err(EngineError::Shape(format!(
+            "{what}: {have} elements, needs {need}"
+        )));
+    }
+    Ok(())
 }
 
 /// Checks a matmul's operand sizes against the spec; shared by both backends.

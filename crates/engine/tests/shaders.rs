@@ -4,7 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
 use hif8lab_engine::gpu::{
-    QuantParams, amax, copy, kernel, matmul, qdq, quant_stats, scale_update,
+    QuantParams, adamw, amax, attention, copy, cross_entropy, elementwise, embedding, kernel,
+    matmul, qdq, quant_stats, rmsnorm, rope, scale_update, sum_squares, swiglu,
 };
 
 fn module(name: &str, wgsl: &str, common: bool) -> naga::Module {
@@ -34,7 +35,70 @@ fn struct_size(module: &naga::Module, name: &str) -> u32 {
 
 #[test]
 fn every_kernel_validates_and_params_match_rust() {
-    let cases: [(&str, &str, bool, &str, usize); 6] = [
+    let cases: [(&str, &str, bool, &str, usize); 15] = [
+        (
+            "embedding",
+            embedding::WGSL,
+            false,
+            "EmbeddingParams",
+            size_of::<embedding::EmbeddingParams>(),
+        ),
+        (
+            "rmsnorm",
+            rmsnorm::WGSL,
+            false,
+            "NormParams",
+            size_of::<rmsnorm::NormParams>(),
+        ),
+        (
+            "rope",
+            rope::WGSL,
+            false,
+            "RopeParams",
+            size_of::<rope::RopeParams>(),
+        ),
+        (
+            "attention",
+            attention::WGSL,
+            false,
+            "AttentionParams",
+            size_of::<attention::AttentionParams>(),
+        ),
+        (
+            "swiglu",
+            swiglu::WGSL,
+            false,
+            "SwigluParams",
+            size_of::<swiglu::SwigluParams>(),
+        ),
+        (
+            "cross_entropy",
+            cross_entropy::WGSL,
+            false,
+            "CeParams",
+            size_of::<cross_entropy::CeParams>(),
+        ),
+        (
+            "elementwise",
+            elementwise::WGSL,
+            false,
+            "ElementwiseParams",
+            size_of::<elementwise::ElementwiseParams>(),
+        ),
+        (
+            "sum_squares",
+            sum_squares::WGSL,
+            false,
+            "SumSquaresParams",
+            size_of::<sum_squares::SumSquaresParams>(),
+        ),
+        (
+            "adamw",
+            adamw::WGSL,
+            false,
+            "AdamParams",
+            size_of::<adamw::AdamParams>(),
+        ),
         (
             "copy",
             copy::WGSL,

@@ -17,22 +17,38 @@ pub fn source(kernel: &str, needs_common: bool) -> String {
 
 /// Builds a compute pipeline (entry point `main`, layout derived from the shader).
 pub(crate) fn pipeline(device: &wgpu::Device, name: &str, wgsl: &str) -> wgpu::ComputePipeline {
+    pipelines(device, name, wgsl, &["main"]).remove(0)
+}
+
+/// Builds one pipeline per entry point of a shader module (layouts derived per entry, so
+/// each binds only what it uses).
+pub(crate) fn pipelines(
+    device: &wgpu::Device,
+    name: &str,
+    wgsl: &str,
+    entries: &[&str],
+) -> Vec<wgpu::ComputePipeline> {
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(name),
         source: wgpu::ShaderSource::Wgsl(wgsl.into()),
     });
-    device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some(name),
-        layout: None,
-        module: &module,
-        entry_point: Some("main"),
-        compilation_options: Default::default(),
-        cache: None,
-    })
+    entries
+        .iter()
+        .map(|entry| {
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(&format!("{name}::{entry}")),
+                layout: None,
+                module: &module,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        })
+        .collect()
 }
 
 /// Records one dispatch of `pipeline` with `params` as binding 0 and `buffers` as bindings
-/// 1.. (each a whole-buffer binding unless a size is given).
+/// 1.. in order.
 pub(crate) fn dispatch<P: bytemuck::Pod>(
     device: &wgpu::Device,
     encoder: &mut wgpu::CommandEncoder,
@@ -40,6 +56,25 @@ pub(crate) fn dispatch<P: bytemuck::Pod>(
     name: &str,
     params: &P,
     buffers: &[wgpu::BindingResource<'_>],
+    groups: (u32, u32, u32),
+) {
+    let numbered: Vec<(u32, wgpu::BindingResource<'_>)> = buffers
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (i as u32 + 1, r.clone()))
+        .collect();
+    dispatch_numbered(device, encoder, pipeline, name, params, &numbered, groups);
+}
+
+/// Records one dispatch with `params` as binding 0 and explicitly numbered buffers (for
+/// entry points that use a subset of a module's bindings).
+pub(crate) fn dispatch_numbered<P: bytemuck::Pod>(
+    device: &wgpu::Device,
+    encoder: &mut wgpu::CommandEncoder,
+    pipeline: &wgpu::ComputePipeline,
+    name: &str,
+    params: &P,
+    buffers: &[(u32, wgpu::BindingResource<'_>)],
     groups: (u32, u32, u32),
 ) {
     let uniform = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
@@ -51,9 +86,9 @@ pub(crate) fn dispatch<P: bytemuck::Pod>(
         binding: 0,
         resource: uniform.as_entire_binding(),
     }];
-    for (i, resource) in buffers.iter().enumerate() {
+    for (binding, resource) in buffers {
         entries.push(wgpu::BindGroupEntry {
-            binding: i as u32 + 1,
+            binding: *binding,
             resource: resource.clone(),
         });
     }

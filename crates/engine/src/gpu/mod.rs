@@ -9,13 +9,22 @@
 // wgpu objects are Send + Sync natively but not in the browser, where there are no threads.
 #![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 
+pub mod adamw;
 pub mod amax;
+pub mod attention;
 pub mod copy;
+pub mod cross_entropy;
+pub mod elementwise;
+pub mod embedding;
 pub mod kernel;
 pub mod matmul;
 pub mod qdq;
 pub mod quant_stats;
+pub mod rmsnorm;
+pub mod rope;
 pub mod scale_update;
+pub mod sum_squares;
+pub mod swiglu;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,7 +35,10 @@ use hif8lab_format::{FakeQuant, Format, Overflow, Rounding};
 use wgpu::util::DeviceExt;
 
 use crate::bank::{BankConfig, BankSnapshot, QuantizerSnapshot, StatsSnapshot};
-use crate::{Backend, BackendInfo, Counters, EngineError, MatmulSpec, Readback, check_matmul};
+use crate::{
+    AdamHyper, AttentionShape, Backend, BackendInfo, Counters, EngineError, MatmulSpec, Readback,
+    RopeShape, at_least, check_matmul, rows_of,
+};
 
 /// Quantizer configuration as the kernels see it; keep in sync with `QuantParams` in
 /// `shaders/common/quant.wgsl`.
@@ -141,11 +153,25 @@ struct Pipelines {
     quant_stats: wgpu::ComputePipeline,
     scale_update: wgpu::ComputePipeline,
     matmul: wgpu::ComputePipeline,
+    embedding: [wgpu::ComputePipeline; 2],
+    rmsnorm: [wgpu::ComputePipeline; 3],
+    rope: wgpu::ComputePipeline,
+    attention: [wgpu::ComputePipeline; 3],
+    swiglu: [wgpu::ComputePipeline; 2],
+    cross_entropy: wgpu::ComputePipeline,
+    elementwise: [wgpu::ComputePipeline; 2],
+    sum_squares: wgpu::ComputePipeline,
+    adamw: wgpu::ComputePipeline,
+}
+
+fn array<const N: usize>(v: Vec<wgpu::ComputePipeline>) -> [wgpu::ComputePipeline; N] {
+    v.try_into()
+        .unwrap_or_else(|_| unreachable!("one pipeline per listed entry point"))
 }
 
 impl Pipelines {
     fn new(device: &wgpu::Device) -> Self {
-        use kernel::{pipeline, source};
+        use kernel::{pipeline, pipelines, source};
         Pipelines {
             copy: pipeline(device, "copy", &source(copy::WGSL, false)),
             qdq: pipeline(device, "qdq", &source(qdq::WGSL, true)),
@@ -153,6 +179,40 @@ impl Pipelines {
             quant_stats: pipeline(device, "quant_stats", &source(quant_stats::WGSL, true)),
             scale_update: pipeline(device, "scale_update", &source(scale_update::WGSL, true)),
             matmul: pipeline(device, "matmul", &source(matmul::WGSL, true)),
+            embedding: array(pipelines(
+                device,
+                "embedding",
+                embedding::WGSL,
+                &["main", "backward"],
+            )),
+            rmsnorm: array(pipelines(
+                device,
+                "rmsnorm",
+                rmsnorm::WGSL,
+                &["main", "backward_x", "backward_w"],
+            )),
+            rope: pipeline(device, "rope", rope::WGSL),
+            attention: array(pipelines(
+                device,
+                "attention",
+                attention::WGSL,
+                &["main", "backward_q", "backward_kv"],
+            )),
+            swiglu: array(pipelines(
+                device,
+                "swiglu",
+                swiglu::WGSL,
+                &["main", "backward"],
+            )),
+            cross_entropy: pipeline(device, "cross_entropy", cross_entropy::WGSL),
+            elementwise: array(pipelines(
+                device,
+                "elementwise",
+                elementwise::WGSL,
+                &["add_inplace", "scale_inplace"],
+            )),
+            sum_squares: pipeline(device, "sum_squares", sum_squares::WGSL),
+            adamw: pipeline(device, "adamw", adamw::WGSL),
         }
     }
 }
@@ -809,6 +869,420 @@ impl Backend for GpuBackend {
         Ok(())
     }
 
+    fn fill_zero(&self, t: &GpuTensor) -> Result<(), EngineError> {
+        if t.len > 0 {
+            self.with_encoder(|_, encoder| encoder.clear_buffer(t.buffer(), 0, Some(t.bytes())));
+        }
+        Ok(())
+    }
+
+    fn add_inplace(&self, dst: &GpuTensor, src: &GpuTensor) -> Result<(), EngineError> {
+        same_len("add_inplace", dst.len, src.len)?;
+        self.elementwise(0, dst, Some(src), 1.0)
+    }
+
+    fn scale_inplace(&self, dst: &GpuTensor, factor: f32) -> Result<(), EngineError> {
+        self.elementwise(1, dst, None, factor)
+    }
+
+    fn embedding(
+        &self,
+        tokens: &GpuTensor,
+        table: &GpuTensor,
+        out: &GpuTensor,
+        channels: usize,
+    ) -> Result<(), EngineError> {
+        let vocab = rows_of("embedding table", table.len, channels)?;
+        at_least("embedding out", out.len, tokens.len * channels)?;
+        let params = embedding::EmbeddingParams {
+            tokens: tokens.len as u32,
+            channels: channels as u32,
+            vocab: vocab as u32,
+            _pad: 0,
+        };
+        let groups =
+            kernel::grid_stride_groups(tokens.len * channels, 256, kernel::ELEMENTWISE_GROUPS);
+        self.run(
+            &self.pipelines.embedding[0],
+            "embedding",
+            &params,
+            &[tokens.binding(), table.binding(), out.binding()],
+            groups,
+        );
+        Ok(())
+    }
+
+    fn embedding_backward(
+        &self,
+        tokens: &GpuTensor,
+        dout: &GpuTensor,
+        dtable: &GpuTensor,
+        channels: usize,
+    ) -> Result<(), EngineError> {
+        let vocab = rows_of("embedding dtable", dtable.len, channels)?;
+        at_least("embedding dout", dout.len, tokens.len * channels)?;
+        let params = embedding::EmbeddingParams {
+            tokens: tokens.len as u32,
+            channels: channels as u32,
+            vocab: vocab as u32,
+            _pad: 0,
+        };
+        let groups = kernel::grid_stride_groups(dtable.len, 256, kernel::ELEMENTWISE_GROUPS);
+        self.run(
+            &self.pipelines.embedding[1],
+            "embedding_backward",
+            &params,
+            &[tokens.binding(), dout.binding(), dtable.binding()],
+            groups,
+        );
+        Ok(())
+    }
+
+    fn rmsnorm(
+        &self,
+        x: &GpuTensor,
+        weight: &GpuTensor,
+        out: &GpuTensor,
+        rstd: &GpuTensor,
+        eps: f32,
+    ) -> Result<(), EngineError> {
+        let rows = rows_of("rmsnorm x", x.len, weight.len)?;
+        same_len("rmsnorm out", out.len, x.len)?;
+        same_len("rmsnorm rstd", rstd.len, rows)?;
+        let params = rmsnorm::NormParams {
+            rows: rows as u32,
+            channels: weight.len as u32,
+            eps,
+            _pad: 0,
+        };
+        self.run_numbered(
+            &self.pipelines.rmsnorm[0],
+            "rmsnorm",
+            &params,
+            &[
+                (1, x.binding()),
+                (2, weight.binding()),
+                (3, rstd.binding()),
+                (5, out.binding()),
+            ],
+            (rows as u32).div_ceil(64),
+        );
+        Ok(())
+    }
+
+    fn rmsnorm_backward(
+        &self,
+        x: &GpuTensor,
+        weight: &GpuTensor,
+        rstd: &GpuTensor,
+        dy: &GpuTensor,
+        dx: &GpuTensor,
+        dweight: &GpuTensor,
+    ) -> Result<(), EngineError> {
+        let rows = rows_of("rmsnorm_backward x", x.len, weight.len)?;
+        same_len("rmsnorm_backward rstd", rstd.len, rows)?;
+        same_len("rmsnorm_backward dy", dy.len, x.len)?;
+        same_len("rmsnorm_backward dx", dx.len, x.len)?;
+        same_len("rmsnorm_backward dweight", dweight.len, weight.len)?;
+        let params = rmsnorm::NormParams {
+            rows: rows as u32,
+            channels: weight.len as u32,
+            eps: 0.0,
+            _pad: 0,
+        };
+        self.run_numbered(
+            &self.pipelines.rmsnorm[1],
+            "rmsnorm_backward_x",
+            &params,
+            &[
+                (1, x.binding()),
+                (2, weight.binding()),
+                (3, rstd.binding()),
+                (4, dy.binding()),
+                (5, dx.binding()),
+            ],
+            (rows as u32).div_ceil(64),
+        );
+        self.run_numbered(
+            &self.pipelines.rmsnorm[2],
+            "rmsnorm_backward_w",
+            &params,
+            &[
+                (1, x.binding()),
+                (3, rstd.binding()),
+                (4, dy.binding()),
+                (5, dweight.binding()),
+            ],
+            (weight.len as u32).div_ceil(64),
+        );
+        Ok(())
+    }
+
+    fn rope(
+        &self,
+        x: &GpuTensor,
+        table: &GpuTensor,
+        out: &GpuTensor,
+        shape: RopeShape,
+        inverse: bool,
+    ) -> Result<(), EngineError> {
+        let n = shape.rows * shape.heads * shape.head_dim;
+        at_least("rope x", x.len, n)?;
+        at_least("rope out", out.len, n)?;
+        at_least("rope table", table.len, shape.seq * shape.head_dim)?;
+        let params = rope::RopeParams {
+            rows: shape.rows as u32,
+            heads: shape.heads as u32,
+            head_dim: shape.head_dim as u32,
+            seq_len: shape.seq as u32,
+            inverse: u32::from(inverse),
+            _pad: [0; 3],
+        };
+        let groups = kernel::grid_stride_groups(n / 2, 256, kernel::ELEMENTWISE_GROUPS);
+        self.run(
+            &self.pipelines.rope,
+            "rope",
+            &params,
+            &[x.binding(), table.binding(), out.binding()],
+            groups,
+        );
+        Ok(())
+    }
+
+    fn attention(
+        &self,
+        q: &GpuTensor,
+        k: &GpuTensor,
+        v: &GpuTensor,
+        out: &GpuTensor,
+        probs: &GpuTensor,
+        shape: AttentionShape,
+    ) -> Result<(), EngineError> {
+        crate::cpu::check_attention(&shape)?;
+        at_least("attention q", q.len, shape.q_len())?;
+        at_least("attention k", k.len, shape.kv_len())?;
+        at_least("attention v", v.len, shape.kv_len())?;
+        at_least("attention out", out.len, shape.q_len())?;
+        at_least("attention probs", probs.len, shape.probs_len())?;
+        let params = attention_params(&shape);
+        let rows = (shape.batch * shape.heads * shape.seq) as u32;
+        self.run_numbered(
+            &self.pipelines.attention[0],
+            "attention",
+            &params,
+            &[
+                (1, q.binding()),
+                (2, k.binding()),
+                (3, v.binding()),
+                (4, probs.binding()),
+                (7, out.binding()),
+            ],
+            rows.div_ceil(64),
+        );
+        Ok(())
+    }
+
+    fn attention_backward(
+        &self,
+        q: &GpuTensor,
+        k: &GpuTensor,
+        v: &GpuTensor,
+        probs: &GpuTensor,
+        dout: &GpuTensor,
+        dscores: &GpuTensor,
+        dq: &GpuTensor,
+        dk: &GpuTensor,
+        dv: &GpuTensor,
+        shape: AttentionShape,
+    ) -> Result<(), EngineError> {
+        crate::cpu::check_attention(&shape)?;
+        at_least("attention_backward dscores", dscores.len, shape.probs_len())?;
+        at_least("attention_backward dq", dq.len, shape.q_len())?;
+        at_least("attention_backward dk", dk.len, shape.kv_len())?;
+        at_least("attention_backward dv", dv.len, shape.kv_len())?;
+        at_least("attention_backward dout", dout.len, shape.q_len())?;
+        let params = attention_params(&shape);
+        let q_rows = (shape.batch * shape.heads * shape.seq) as u32;
+        let kv_rows = (shape.batch * shape.kv_heads * shape.seq) as u32;
+        self.run_numbered(
+            &self.pipelines.attention[1],
+            "attention_backward_q",
+            &params,
+            &[
+                (2, k.binding()),
+                (3, v.binding()),
+                (4, probs.binding()),
+                (5, dout.binding()),
+                (6, dscores.binding()),
+                (7, dq.binding()),
+            ],
+            q_rows.div_ceil(64),
+        );
+        self.run_numbered(
+            &self.pipelines.attention[2],
+            "attention_backward_kv",
+            &params,
+            &[
+                (1, q.binding()),
+                (4, probs.binding()),
+                (5, dout.binding()),
+                (6, dscores.binding()),
+                (7, dk.binding()),
+                (8, dv.binding()),
+            ],
+            kv_rows.div_ceil(64),
+        );
+        Ok(())
+    }
+
+    fn swiglu(&self, g: &GpuTensor, u: &GpuTensor, out: &GpuTensor) -> Result<(), EngineError> {
+        same_len("swiglu u", u.len, g.len)?;
+        same_len("swiglu out", out.len, g.len)?;
+        let params = swiglu::SwigluParams {
+            n: g.len as u32,
+            _pad: [0; 3],
+        };
+        let groups = kernel::grid_stride_groups(g.len, 256, kernel::ELEMENTWISE_GROUPS);
+        self.run_numbered(
+            &self.pipelines.swiglu[0],
+            "swiglu",
+            &params,
+            &[(1, g.binding()), (2, u.binding()), (4, out.binding())],
+            groups,
+        );
+        Ok(())
+    }
+
+    fn swiglu_backward(
+        &self,
+        g: &GpuTensor,
+        u: &GpuTensor,
+        dy: &GpuTensor,
+        dg: &GpuTensor,
+        du: &GpuTensor,
+    ) -> Result<(), EngineError> {
+        for (what, len) in [("u", u.len), ("dy", dy.len), ("dg", dg.len), ("du", du.len)] {
+            same_len(&format!("swiglu_backward {what}"), len, g.len)?;
+        }
+        let params = swiglu::SwigluParams {
+            n: g.len as u32,
+            _pad: [0; 3],
+        };
+        let groups = kernel::grid_stride_groups(g.len, 256, kernel::ELEMENTWISE_GROUPS);
+        self.run(
+            &self.pipelines.swiglu[1],
+            "swiglu_backward",
+            &params,
+            &[
+                g.binding(),
+                u.binding(),
+                dy.binding(),
+                dg.binding(),
+                du.binding(),
+            ],
+            groups,
+        );
+        Ok(())
+    }
+
+    fn cross_entropy(
+        &self,
+        logits: &GpuTensor,
+        targets: &GpuTensor,
+        losses: &GpuTensor,
+        dlogits: &GpuTensor,
+        grad_scale: f32,
+    ) -> Result<(), EngineError> {
+        same_len("cross_entropy losses", losses.len, targets.len)?;
+        same_len("cross_entropy dlogits", dlogits.len, logits.len)?;
+        if targets.len == 0 || !logits.len.is_multiple_of(targets.len) {
+            return Err(EngineError::Shape(
+                "cross_entropy: logits are not rows of targets".into(),
+            ));
+        }
+        let params = cross_entropy::CeParams {
+            rows: targets.len as u32,
+            vocab: (logits.len / targets.len) as u32,
+            grad_scale,
+            _pad: 0,
+        };
+        self.run(
+            &self.pipelines.cross_entropy,
+            "cross_entropy",
+            &params,
+            &[
+                logits.binding(),
+                targets.binding(),
+                losses.binding(),
+                dlogits.binding(),
+            ],
+            (targets.len as u32).div_ceil(64),
+        );
+        Ok(())
+    }
+
+    fn sum_squares(&self, x: &GpuTensor, out: &GpuTensor, slot: usize) -> Result<(), EngineError> {
+        at_least("sum_squares out", out.len, slot + 1)?;
+        let params = sum_squares::SumSquaresParams {
+            n: x.len as u32,
+            slot: slot as u32,
+            _pad: [0; 2],
+        };
+        self.run(
+            &self.pipelines.sum_squares,
+            "sum_squares",
+            &params,
+            &[x.binding(), out.binding()],
+            1,
+        );
+        Ok(())
+    }
+
+    fn adamw(
+        &self,
+        param: &GpuTensor,
+        grad: &GpuTensor,
+        m: &GpuTensor,
+        v: &GpuTensor,
+        norms: &GpuTensor,
+        n_norms: usize,
+        hyper: &AdamHyper,
+    ) -> Result<(), EngineError> {
+        for (what, len) in [("grad", grad.len), ("m", m.len), ("v", v.len)] {
+            same_len(&format!("adamw {what}"), len, param.len)?;
+        }
+        at_least("adamw norms", norms.len, n_norms)?;
+        let (bc1, bc2) = hyper.bias_corrections();
+        let params = adamw::AdamParams {
+            n: param.len as u32,
+            n_norms: n_norms as u32,
+            lr: hyper.lr,
+            beta1: hyper.beta1,
+            beta2: hyper.beta2,
+            eps: hyper.eps,
+            weight_decay: hyper.weight_decay,
+            bias_correction1: bc1,
+            bias_correction2: bc2,
+            max_norm: hyper.max_norm,
+            _pad: [0; 2],
+        };
+        let groups = kernel::grid_stride_groups(param.len, 256, kernel::ELEMENTWISE_GROUPS);
+        self.run(
+            &self.pipelines.adamw,
+            "adamw",
+            &params,
+            &[
+                param.binding(),
+                grad.binding(),
+                m.binding(),
+                v.binding(),
+                norms.binding(),
+            ],
+            groups,
+        );
+        Ok(())
+    }
+
     fn flush(&self) {
         let mut guard = lock(&self.encoder);
         self.submit_locked(&mut guard);
@@ -822,7 +1296,90 @@ impl Backend for GpuBackend {
     }
 }
 
+fn attention_params(shape: &AttentionShape) -> attention::AttentionParams {
+    attention::AttentionParams {
+        batch: shape.batch as u32,
+        seq: shape.seq as u32,
+        heads: shape.heads as u32,
+        kv_heads: shape.kv_heads as u32,
+        head_dim: shape.head_dim as u32,
+        scale: shape.scale(),
+        _pad: [0; 2],
+    }
+}
+
 impl GpuBackend {
+    /// Records a 1-D dispatch with bindings 1.. in order.
+    fn run<P: Pod>(
+        &self,
+        pipeline: &wgpu::ComputePipeline,
+        name: &str,
+        params: &P,
+        buffers: &[wgpu::BindingResource<'_>],
+        groups: u32,
+    ) {
+        self.with_encoder(|device, encoder| {
+            kernel::dispatch(
+                device,
+                encoder,
+                pipeline,
+                name,
+                params,
+                buffers,
+                (groups.max(1), 1, 1),
+            );
+        });
+    }
+
+    /// Records a 1-D dispatch with explicitly numbered bindings.
+    fn run_numbered<P: Pod>(
+        &self,
+        pipeline: &wgpu::ComputePipeline,
+        name: &str,
+        params: &P,
+        buffers: &[(u32, wgpu::BindingResource<'_>)],
+        groups: u32,
+    ) {
+        self.with_encoder(|device, encoder| {
+            kernel::dispatch_numbered(
+                device,
+                encoder,
+                pipeline,
+                name,
+                params,
+                buffers,
+                (groups.max(1), 1, 1),
+            );
+        });
+    }
+
+    fn elementwise(
+        &self,
+        entry: usize,
+        dst: &GpuTensor,
+        src: Option<&GpuTensor>,
+        factor: f32,
+    ) -> Result<(), EngineError> {
+        let params = elementwise::ElementwiseParams {
+            n: dst.len as u32,
+            factor,
+            _pad: [0; 2],
+        };
+        let groups = kernel::grid_stride_groups(dst.len, 256, kernel::ELEMENTWISE_GROUPS);
+        let mut bindings = vec![(2, dst.binding())];
+        if let Some(src) = src {
+            bindings.insert(0, (1, src.binding()));
+        }
+        self.run_numbered(
+            &self.pipelines.elementwise[entry],
+            "elementwise",
+            &params,
+            &bindings,
+            groups,
+        );
+        Ok(())
+    }
+
     /// Submits the recorded encoder. Called with the encoder lock held, so no queue write
     /// of another thread can slip between taking the commands and submitting them (queue
     /// writes land before the next submission: a write issued in that gap would overtake

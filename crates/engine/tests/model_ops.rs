@@ -1,0 +1,461 @@
+//! The model kernels (embedding, RMSNorm, RoPE, attention, SwiGLU, cross-entropy,
+//! elementwise, sum of squares, AdamW): GPU against the CPU oracle on a real adapter, and the
+//! CPU backward passes against central finite differences.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
+use std::sync::OnceLock;
+
+use hif8lab_engine::cpu::CpuBackend;
+use hif8lab_engine::gpu::GpuBackend;
+use hif8lab_engine::{AdamHyper, AttentionShape, Backend, RopeShape, rope_table};
+
+/// |gpu − cpu| ≤ OPS_ATOL + OPS_RTOL·|cpu| (exp, log, sqrt and division may differ by a few
+/// ULP between a GPU and the CPU).
+const OPS_ATOL: f32 = 1e-5;
+/// See [`OPS_ATOL`].
+const OPS_RTOL: f32 = 1e-4;
+/// Finite differences: |analytic − numeric| ≤ FD_TOL·(1 + |numeric|), central differences
+/// with step FD_STEP, the loss summed in f64.
+const FD_TOL: f64 = 3e-3;
+/// See [`FD_TOL`].
+const FD_STEP: f32 = 1e-2;
+
+fn gpu() -> Option<&'static GpuBackend> {
+    static GPU: OnceLock<Option<GpuBackend>> = OnceLock::new();
+    GPU.get_or_init(|| match GpuBackend::new_blocking() {
+        Ok(g) => Some(g),
+        Err(e) => {
+            if std::env::var("HIF8LAB_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+                panic!("HIF8LAB_REQUIRE_GPU=1 but no GPU adapter: {e}");
+            }
+            eprintln!("!!!!!!!! SKIPPING GPU TESTS: no adapter ({e}) !!!!!!!!");
+            None
+        }
+    })
+    .as_ref()
+}
+
+fn rand_vec(seed: u32, n: usize, amp: f32) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            let h = hif8lab_format::hash_u32(seed, i as u32);
+            ((h >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0) * amp
+        })
+        .collect()
+}
+
+fn close(g: &[f32], c: &[f32], what: &str) {
+    assert_eq!(g.len(), c.len(), "{what}");
+    for (i, (x, y)) in g.iter().zip(c).enumerate() {
+        assert!(
+            (x - y).abs() <= OPS_ATOL + OPS_RTOL * y.abs(),
+            "{what}[{i}]: gpu {x} cpu {y}"
+        );
+    }
+}
+
+/// Runs `f` on a backend with the given input tensors and returns the listed outputs.
+fn on<B: Backend>(
+    b: &B,
+    inputs: &[Vec<f32>],
+    outputs: &[usize],
+    f: impl Fn(&B, &[B::Tensor], &[B::Tensor]),
+) -> Vec<Vec<f32>> {
+    let ins: Vec<B::Tensor> = inputs.iter().map(|v| b.upload(v).unwrap()).collect();
+    let outs: Vec<B::Tensor> = outputs.iter().map(|n| b.zeros(*n).unwrap()).collect();
+    f(b, &ins, &outs);
+    outs.iter().map(|t| b.read(t).wait().unwrap()).collect()
+}
+
+macro_rules! parity {
+    ($what:expr, $inputs:expr, $outputs:expr, |$b:ident, $i:ident, $o:ident| $body:expr) => {{
+        let inputs: Vec<Vec<f32>> = $inputs;
+        let outputs: Vec<usize> = $outputs;
+        let cpu = on(&CpuBackend::new(), &inputs, &outputs, |$b, $i, $o| $body);
+        if let Some(g) = gpu() {
+            let gpu_out = on(g, &inputs, &outputs, |$b, $i, $o| $body);
+            for (k, (go, co)) in gpu_out.iter().zip(&cpu).enumerate() {
+                close(go, co, &format!("{} output {k}", $what));
+            }
+        }
+        cpu
+    }};
+}
+
+#[test]
+fn embedding_matches_cpu() {
+    let (v, c, n) = (11, 7, 23);
+    let tokens: Vec<f32> = (0..n).map(|i| ((i * 5) % v) as f32).collect();
+    let table = rand_vec(1, v * c, 1.0);
+    let out = parity!(
+        "embedding",
+        vec![tokens.clone(), table.clone()],
+        vec![n * c],
+        |b, i, o| { b.embedding(&i[0], &i[1], &o[0], c).unwrap() }
+    );
+    assert_eq!(&out[0][c..2 * c], &table[5 * c..6 * c]);
+    let dout = rand_vec(2, n * c, 1.0);
+    let grads = parity!(
+        "embedding_backward",
+        vec![tokens, dout.clone()],
+        vec![v * c],
+        |b, i, o| { b.embedding_backward(&i[0], &i[1], &o[0], c).unwrap() }
+    );
+    // Token 0 appears at rows 0, 11, 22.
+    let want: f32 = dout[0] + dout[11 * c] + dout[22 * c];
+    assert!((grads[0][0] - want).abs() < 1e-6);
+}
+
+#[test]
+fn rmsnorm_matches_cpu() {
+    let (rows, c) = (9, 65);
+    let x = rand_vec(3, rows * c, 2.0);
+    let w = rand_vec(4, c, 1.0);
+    parity!(
+        "rmsnorm",
+        vec![x.clone(), w.clone()],
+        vec![rows * c, rows],
+        |b, i, o| { b.rmsnorm(&i[0], &i[1], &o[0], &o[1], 1e-5).unwrap() }
+    );
+    let dy = rand_vec(5, rows * c, 1.0);
+    let cpu = CpuBackend::new();
+    let (xt, wt) = (cpu.upload(&x).unwrap(), cpu.upload(&w).unwrap());
+    let (y, r) = (cpu.zeros(rows * c).unwrap(), cpu.zeros(rows).unwrap());
+    cpu.rmsnorm(&xt, &wt, &y, &r, 1e-5).unwrap();
+    let rstd = cpu.read(&r).wait().unwrap();
+    parity!(
+        "rmsnorm_backward",
+        vec![x, w, rstd, dy],
+        vec![rows * c, c],
+        |b, i, o| {
+            b.rmsnorm_backward(&i[0], &i[1], &i[2], &i[3], &o[0], &o[1])
+                .unwrap()
+        }
+    );
+}
+
+#[test]
+fn rope_matches_cpu_and_inverts() {
+    let shape = RopeShape {
+        rows: 2 * 5,
+        heads: 3,
+        head_dim: 8,
+        seq: 5,
+    };
+    let x = rand_vec(6, 10 * 3 * 8, 1.0);
+    let table = rope_table(5, 8, 10000.0);
+    let out = parity!(
+        "rope",
+        vec![x.clone(), table.clone()],
+        vec![x.len()],
+        |b, i, o| { b.rope(&i[0], &i[1], &o[0], shape, false).unwrap() }
+    );
+    let back = parity!(
+        "rope inverse",
+        vec![out[0].clone(), table],
+        vec![x.len()],
+        |b, i, o| { b.rope(&i[0], &i[1], &o[0], shape, true).unwrap() }
+    );
+    for (a, b) in back[0].iter().zip(&x) {
+        assert!((a - b).abs() < 1e-5);
+    }
+    // Position 0 is not rotated.
+    assert_eq!(&out[0][..24], &x[..24]);
+}
+
+fn attention_shape() -> AttentionShape {
+    AttentionShape {
+        batch: 2,
+        seq: 7,
+        heads: 4,
+        kv_heads: 2,
+        head_dim: 8,
+    }
+}
+
+#[test]
+fn attention_matches_cpu() {
+    let s = attention_shape();
+    let q = rand_vec(7, s.q_len(), 1.0);
+    let k = rand_vec(8, s.kv_len(), 1.0);
+    let v = rand_vec(9, s.kv_len(), 1.0);
+    let fwd = parity!(
+        "attention",
+        vec![q.clone(), k.clone(), v.clone()],
+        vec![s.q_len(), s.probs_len()],
+        |b, i, o| { b.attention(&i[0], &i[1], &i[2], &o[0], &o[1], s).unwrap() }
+    );
+    // Each probability row sums to 1 over j ≤ i and is 0 above the diagonal.
+    for row in fwd[1].chunks(s.seq).take(s.seq) {
+        let sum: f32 = row.iter().sum();
+        assert!((sum - 1.0).abs() < 1e-5);
+    }
+    assert_eq!(fwd[1][1], 0.0);
+    let dout = rand_vec(10, s.q_len(), 1.0);
+    parity!(
+        "attention_backward",
+        vec![q, k, v, fwd[1].clone(), dout],
+        vec![s.probs_len(), s.q_len(), s.kv_len(), s.kv_len()],
+        |b, i, o| b
+            .attention_backward(
+                &i[0], &i[1], &i[2], &i[3], &i[4], &o[0], &o[1], &o[2], &o[3], s
+            )
+            .unwrap()
+    );
+}
+
+#[test]
+fn swiglu_cross_entropy_elementwise_match_cpu() {
+    let n = 257;
+    let g = rand_vec(11, n, 4.0);
+    let u = rand_vec(12, n, 2.0);
+    parity!("swiglu", vec![g.clone(), u.clone()], vec![n], |b, i, o| b
+        .swiglu(&i[0], &i[1], &o[0])
+        .unwrap());
+    let dy = rand_vec(13, n, 1.0);
+    parity!("swiglu_backward", vec![g, u, dy], vec![n, n], |b, i, o| {
+        b.swiglu_backward(&i[0], &i[1], &i[2], &o[0], &o[1])
+            .unwrap()
+    });
+    let (rows, vocab) = (13, 37);
+    let logits = rand_vec(14, rows * vocab, 5.0);
+    let targets: Vec<f32> = (0..rows).map(|i| ((i * 7) % vocab) as f32).collect();
+    let ce = parity!(
+        "cross_entropy",
+        vec![logits, targets],
+        vec![rows, rows * vocab],
+        |b, i, o| {
+            b.cross_entropy(&i[0], &i[1], &o[0], &o[1], 1.0 / 13.0)
+                .unwrap()
+        }
+    );
+    assert!(ce[0].iter().all(|l| *l > 0.0));
+    let row_sum: f32 = ce[1][..vocab].iter().sum();
+    assert!(
+        row_sum.abs() < 1e-6,
+        "softmax − onehot sums to 0: {row_sum}"
+    );
+    let a = rand_vec(15, n, 1.0);
+    let b2 = rand_vec(16, n, 1.0);
+    let sum = parity!(
+        "add/scale",
+        vec![a.clone(), b2.clone()],
+        vec![n],
+        |b, i, o| {
+            b.add_inplace(&o[0], &i[0]).unwrap();
+            b.add_inplace(&o[0], &i[1]).unwrap();
+            b.scale_inplace(&o[0], 0.5).unwrap();
+        }
+    );
+    assert_eq!(sum[0][5], (a[5] + b2[5]) * 0.5);
+}
+
+#[test]
+fn sum_squares_and_adamw_match_cpu() {
+    let x = rand_vec(17, 10_007, 1.0);
+    let out = parity!("sum_squares", vec![x.clone()], vec![3], |b, i, o| b
+        .sum_squares(&i[0], &o[0], 2)
+        .unwrap());
+    let direct: f64 = x.iter().map(|v| f64::from(*v) * f64::from(*v)).sum();
+    assert!((f64::from(out[0][2]) - direct).abs() < 1e-3 * direct);
+    let n = 1000;
+    let p = rand_vec(18, n, 1.0);
+    let g = rand_vec(19, n, 3.0);
+    let m = rand_vec(20, n, 0.1);
+    let v: Vec<f32> = rand_vec(21, n, 0.1).iter().map(|x| x.abs()).collect();
+    let norms = vec![400.0, 500.0];
+    for (step, max_norm) in [(1u64, 1.0f32), (7, 0.0)] {
+        let h = AdamHyper {
+            lr: 1e-3,
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: 0.1,
+            step,
+            max_norm,
+        };
+        let cpu = CpuBackend::new();
+        let updated = parity!(
+            "adamw",
+            vec![p.clone(), g.clone(), m.clone(), v.clone(), norms.clone()],
+            vec![n, n, n],
+            |b, i, o| {
+                b.copy(&i[0], &o[0]).unwrap();
+                b.copy(&i[2], &o[1]).unwrap();
+                b.copy(&i[3], &o[2]).unwrap();
+                b.adamw(&o[0], &i[1], &o[1], &o[2], &i[4], 2, &h).unwrap()
+            }
+        );
+        assert_ne!(updated[0], p, "parameters moved");
+        // Check the CPU against a direct f64 formula on one element.
+        let pt = cpu.upload(&p).unwrap();
+        let (gt, mt, vt, nt) = (
+            cpu.upload(&g).unwrap(),
+            cpu.upload(&m).unwrap(),
+            cpu.upload(&v).unwrap(),
+            cpu.upload(&norms).unwrap(),
+        );
+        cpu.adamw(&pt, &gt, &mt, &vt, &nt, 2, &h).unwrap();
+        let got = cpu.read(&pt).wait().unwrap()[3];
+        let clip = if max_norm > 0.0 {
+            (1.0f64 / (900.0f64.sqrt() + 1e-6)).min(1.0)
+        } else {
+            1.0
+        };
+        let gi = f64::from(g[3]) * clip;
+        let mi = 0.9 * f64::from(m[3]) + 0.1 * gi;
+        let vi = 0.95 * f64::from(v[3]) + 0.05 * gi * gi;
+        let t = step as i32;
+        let upd = (mi / (1.0 - 0.9f64.powi(t))) / ((vi / (1.0 - 0.95f64.powi(t))).sqrt() + 1e-8);
+        let want = f64::from(p[3]) - 1e-3 * (upd + 0.1 * f64::from(p[3]));
+        assert!((f64::from(got) - want).abs() < 1e-6, "{got} vs {want}");
+    }
+}
+
+/// Central finite differences of L(x) = Σ r·f(x) against the analytic gradient at up to 24
+/// coordinates of `x`.
+fn fd_check(what: &str, x: &[f32], analytic: &[f32], loss: impl Fn(&[f32]) -> f64) {
+    let step = (x.len() / 24).max(1);
+    for j in (0..x.len()).step_by(step) {
+        let mut xp = x.to_vec();
+        let mut xm = x.to_vec();
+        xp[j] += FD_STEP;
+        xm[j] -= FD_STEP;
+        let numeric = (loss(&xp) - loss(&xm)) / (2.0 * f64::from(FD_STEP));
+        let a = f64::from(analytic[j]);
+        assert!(
+            (a - numeric).abs() <= FD_TOL * (1.0 + numeric.abs()),
+            "{what}[{j}]: analytic {a} numeric {numeric}"
+        );
+    }
+}
+
+fn project(y: &[f32], r: &[f32]) -> f64 {
+    y.iter()
+        .zip(r)
+        .map(|(a, b)| f64::from(*a) * f64::from(*b))
+        .sum()
+}
+
+#[test]
+fn backward_passes_match_finite_differences() {
+    let cpu = CpuBackend::new();
+    let up = |v: &[f32]| cpu.upload(v).unwrap();
+    let rd = |t: &hif8lab_engine::cpu::CpuTensor| cpu.read(t).wait().unwrap();
+    // RMSNorm: x and w.
+    let (rows, c) = (3, 16);
+    let x = rand_vec(30, rows * c, 1.5);
+    let w = rand_vec(31, c, 1.0);
+    let r = rand_vec(32, rows * c, 1.0);
+    let norm = |x: &[f32], w: &[f32]| {
+        let (y, s) = (cpu.zeros(rows * c).unwrap(), cpu.zeros(rows).unwrap());
+        cpu.rmsnorm(&up(x), &up(w), &y, &s, 1e-5).unwrap();
+        (rd(&y), rd(&s))
+    };
+    let (_, rstd) = norm(&x, &w);
+    let (dx, dw) = (cpu.zeros(rows * c).unwrap(), cpu.zeros(c).unwrap());
+    cpu.rmsnorm_backward(&up(&x), &up(&w), &up(&rstd), &up(&r), &dx, &dw)
+        .unwrap();
+    fd_check("rmsnorm dx", &x, &rd(&dx), |xx| {
+        project(&norm(xx, &w).0, &r)
+    });
+    fd_check("rmsnorm dw", &w, &rd(&dw), |ww| {
+        project(&norm(&x, ww).0, &r)
+    });
+    // RoPE: the inverse rotation is the transpose.
+    let shape = RopeShape {
+        rows: 4,
+        heads: 2,
+        head_dim: 4,
+        seq: 4,
+    };
+    let table = up(&rope_table(4, 4, 10000.0));
+    let xr = rand_vec(33, 32, 1.0);
+    let rr = rand_vec(34, 32, 1.0);
+    let rope = |x: &[f32], inverse: bool| {
+        let o = cpu.zeros(32).unwrap();
+        cpu.rope(&up(x), &table, &o, shape, inverse).unwrap();
+        rd(&o)
+    };
+    fd_check("rope", &xr, &rope(&rr, true), |xx| {
+        project(&rope(xx, false), &rr)
+    });
+    // Attention: q, k, v.
+    let s = AttentionShape {
+        batch: 1,
+        seq: 5,
+        heads: 2,
+        kv_heads: 1,
+        head_dim: 4,
+    };
+    let q = rand_vec(35, s.q_len(), 1.0);
+    let k = rand_vec(36, s.kv_len(), 1.0);
+    let v = rand_vec(37, s.kv_len(), 1.0);
+    let ra = rand_vec(38, s.q_len(), 1.0);
+    let attn = |q: &[f32], k: &[f32], v: &[f32]| {
+        let (o, p) = (
+            cpu.zeros(s.q_len()).unwrap(),
+            cpu.zeros(s.probs_len()).unwrap(),
+        );
+        cpu.attention(&up(q), &up(k), &up(v), &o, &p, s).unwrap();
+        (rd(&o), rd(&p))
+    };
+    let (_, probs) = attn(&q, &k, &v);
+    let (ds, dq, dk, dv) = (
+        cpu.zeros(s.probs_len()).unwrap(),
+        cpu.zeros(s.q_len()).unwrap(),
+        cpu.zeros(s.kv_len()).unwrap(),
+        cpu.zeros(s.kv_len()).unwrap(),
+    );
+    cpu.attention_backward(
+        &up(&q),
+        &up(&k),
+        &up(&v),
+        &up(&probs),
+        &up(&ra),
+        &ds,
+        &dq,
+        &dk,
+        &dv,
+        s,
+    )
+    .unwrap();
+    fd_check("attention dq", &q, &rd(&dq), |qq| {
+        project(&attn(qq, &k, &v).0, &ra)
+    });
+    fd_check("attention dk", &k, &rd(&dk), |kk| {
+        project(&attn(&q, kk, &v).0, &ra)
+    });
+    fd_check("attention dv", &v, &rd(&dv), |vv| {
+        project(&attn(&q, &k, vv).0, &ra)
+    });
+    // SwiGLU: g and u.
+    let g = rand_vec(39, 20, 3.0);
+    let u = rand_vec(40, 20, 2.0);
+    let rs = rand_vec(41, 20, 1.0);
+    let sw = |g: &[f32], u: &[f32]| {
+        let o = cpu.zeros(20).unwrap();
+        cpu.swiglu(&up(g), &up(u), &o).unwrap();
+        rd(&o)
+    };
+    let (dg, du) = (cpu.zeros(20).unwrap(), cpu.zeros(20).unwrap());
+    cpu.swiglu_backward(&up(&g), &up(&u), &up(&rs), &dg, &du)
+        .unwrap();
+    fd_check("swiglu dg", &g, &rd(&dg), |gg| project(&sw(gg, &u), &rs));
+    fd_check("swiglu du", &u, &rd(&du), |uu| project(&sw(&g, uu), &rs));
+    // Cross-entropy: the mean loss over rows.
+    let (rows, vocab) = (3, 9);
+    let logits = rand_vec(42, rows * vocab, 3.0);
+    let targets = vec![1.0, 8.0, 4.0];
+    let ce = |l: &[f32]| {
+        let (lo, dl) = (cpu.zeros(rows).unwrap(), cpu.zeros(rows * vocab).unwrap());
+        cpu.cross_entropy(&up(l), &up(&targets), &lo, &dl, 1.0 / rows as f32)
+            .unwrap();
+        (rd(&lo), rd(&dl))
+    };
+    let (_, dlogits) = ce(&logits);
+    fd_check("cross_entropy", &logits, &dlogits, |ll| {
+        ce(ll).0.iter().map(|v| f64::from(*v)).sum::<f64>() / rows as f64
+    });
+}
