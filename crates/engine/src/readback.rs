@@ -59,9 +59,16 @@ impl<T> Readback<T> {
         self.slot.lock().ok().and_then(|mut s| s.take())
     }
 
-    /// Whether the result has arrived.
+    /// Whether the result has arrived (polls the device once, never blocks).
     pub fn is_ready(&self) -> bool {
-        self.slot.lock().map(|s| s.is_some()).unwrap_or(true)
+        let ready = || self.slot.lock().map(|s| s.is_some()).unwrap_or(true);
+        if ready() {
+            return true;
+        }
+        if let Some(p) = &self.poller {
+            p(false);
+        }
+        ready()
     }
 
     /// Blocks until the result arrives (counts as a blocking sync on the GPU).

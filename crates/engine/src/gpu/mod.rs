@@ -123,7 +123,6 @@ pub struct GpuBank {
     k: usize,
     cap: usize,
     active: usize,
-    needs_measured_amax: bool,
     estimators: wgpu::Buffer,
     history: wgpu::Buffer,
     meta: wgpu::Buffer,
@@ -137,12 +136,6 @@ impl GpuBank {
     /// Index of a quantizer's active scale in the scale array.
     fn active_scale_index(&self, quantizer: usize) -> u32 {
         (quantizer * self.k + self.active) as u32
-    }
-
-    /// Whether `scale_update` needs the call's own amax measured first (JIT cold start or
-    /// current scaling among the estimators).
-    pub fn needs_measured_amax(&self) -> bool {
-        self.needs_measured_amax
     }
 }
 
@@ -583,8 +576,6 @@ impl Backend for GpuBackend {
             k,
             cap,
             active: config.scaling.active_index(),
-            needs_measured_amax: config.scaling.cold_start == hif8lab_scaling::ColdStart::Jit
-                || specs.iter().any(|s| s.is_current()),
             estimators: init("bank estimators", bytemuck::cast_slice(&descs))?,
             history: init("bank history", bytemuck::cast_slice(&zero_words(q * cap)))?,
             meta: init("bank meta", bytemuck::cast_slice(&zero_words(q * 2)))?,

@@ -1,0 +1,423 @@
+//! Run configuration: TOML with `[model]`, `[train]`, `[qat]` (with `[qat.scaling]`) and
+//! `[data]`; presets shipped in `assets/presets/`; `--set key=value` overrides by dotted
+//! path. Unknown keys and bad values are errors naming the key.
+
+use hif8lab_scaling::{Module, Role, ScalingConfig};
+use serde::{Deserialize, Serialize};
+
+/// Presets compiled into the binary (so the browser build has them too).
+pub const PRESETS: [(&str, &str); 2] = [
+    ("smoke", include_str!("../../../assets/presets/smoke.toml")),
+    ("small", include_str!("../../../assets/presets/small.toml")),
+];
+
+/// Model sizes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Vocabulary (256 for the byte-level tokenizer).
+    pub vocab: usize,
+    /// Residual width.
+    pub d_model: usize,
+    /// Transformer blocks.
+    pub layers: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (grouped-query attention; divides `heads`).
+    pub kv_heads: usize,
+    /// SwiGLU hidden width.
+    pub d_ff: usize,
+    /// Context length (tokens per sequence).
+    pub context: usize,
+    /// RMSNorm epsilon.
+    #[serde(default = "default_eps")]
+    pub norm_eps: f32,
+    /// RoPE base.
+    #[serde(default = "default_rope_theta")]
+    pub rope_theta: f64,
+}
+
+fn default_eps() -> f32 {
+    1e-5
+}
+
+fn default_rope_theta() -> f64 {
+    10000.0
+}
+
+impl ModelConfig {
+    /// Head dimension.
+    pub fn head_dim(&self) -> usize {
+        self.d_model / self.heads.max(1)
+    }
+}
+
+/// Optimization.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Optimizer steps.
+    pub steps: u64,
+    /// Sequences per micro-batch.
+    pub batch: usize,
+    /// Micro-batches per optimizer step.
+    #[serde(default = "one")]
+    pub grad_accum: usize,
+    /// Peak learning rate.
+    pub lr: f32,
+    /// Fraction of steps of linear warmup (then cosine to 0).
+    #[serde(default = "default_warmup_frac")]
+    pub warmup_frac: f32,
+    /// Decoupled weight decay (matrices and embeddings; not norms).
+    #[serde(default = "default_weight_decay")]
+    pub weight_decay: f32,
+    /// AdamW β1.
+    #[serde(default = "default_beta1")]
+    pub beta1: f32,
+    /// AdamW β2.
+    #[serde(default = "default_beta2")]
+    pub beta2: f32,
+    /// AdamW ε.
+    #[serde(default = "default_adam_eps")]
+    pub eps: f32,
+    /// Global gradient-norm clip (0: off).
+    #[serde(default = "one_f32")]
+    pub grad_clip: f32,
+    /// Seed of initialization and data order.
+    #[serde(default)]
+    pub seed: u64,
+    /// Write one trace record every this many steps (1: every call).
+    #[serde(default = "one_u64")]
+    pub trace_every: u64,
+}
+
+fn one() -> usize {
+    1
+}
+fn one_u64() -> u64 {
+    1
+}
+fn one_f32() -> f32 {
+    1.0
+}
+fn default_warmup_frac() -> f32 {
+    0.03
+}
+fn default_weight_decay() -> f32 {
+    0.1
+}
+fn default_beta1() -> f32 {
+    0.9
+}
+fn default_beta2() -> f32 {
+    0.95
+}
+fn default_adam_eps() -> f32 {
+    1e-8
+}
+
+/// Quantization-aware training (SPEC.md §3–4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QatConfig {
+    /// Quantizers on at all (after the warmup).
+    #[serde(default)]
+    pub enabled: bool,
+    /// Optimizer steps of high precision first; then histories reset and quantization on.
+    #[serde(default)]
+    pub warmup_steps: u64,
+    /// Quantized linear layers (`gate`, `up`, `down`, optionally `q`, `k`, `v`, `o`).
+    #[serde(default = "default_modules")]
+    pub modules: Vec<Module>,
+    /// Quantized roles (`A`, `W`, `G`).
+    #[serde(default = "default_roles")]
+    pub roles: Vec<Role>,
+    /// Quantized blocks; absent = all but the first and last few (the paper keeps the
+    /// first 3 and last 2 of 26 in high precision).
+    #[serde(default)]
+    pub blocks: Option<Vec<u32>>,
+    /// Zero the gradient where the forward value was above the estimate (clipped STE)
+    /// instead of passing it through unchanged (identity STE, the paper's choice).
+    #[serde(default)]
+    pub clipped_ste: bool,
+    /// Estimators, window, target, margin, cold start, format, overflow.
+    #[serde(default)]
+    pub scaling: ScalingConfig,
+}
+
+fn default_modules() -> Vec<Module> {
+    vec![Module::Gate, Module::Up, Module::Down]
+}
+
+fn default_roles() -> Vec<Role> {
+    Role::ALL.to_vec()
+}
+
+impl Default for QatConfig {
+    fn default() -> Self {
+        QatConfig {
+            enabled: false,
+            warmup_steps: 0,
+            modules: default_modules(),
+            roles: default_roles(),
+            blocks: None,
+            clipped_ste: false,
+            scaling: ScalingConfig::default(),
+        }
+    }
+}
+
+impl QatConfig {
+    /// The quantized blocks for a model of `layers` blocks.
+    pub fn blocks_for(&self, layers: usize) -> Vec<u32> {
+        match &self.blocks {
+            Some(b) => b.clone(),
+            None => {
+                // First ⌈3L/26⌉ and last ⌈2L/26⌉ blocks stay high precision, like 3 + 2 of 26.
+                let first = (3 * layers).div_ceil(26);
+                let last = (2 * layers).div_ceil(26);
+                (first..layers.saturating_sub(last))
+                    .map(|b| b as u32)
+                    .collect()
+            }
+        }
+    }
+}
+
+/// Training data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataConfig {
+    /// `synthetic` (generated, no download) or a path to a UTF-8 text file or folder.
+    #[serde(default = "default_corpus")]
+    pub corpus: String,
+}
+
+fn default_corpus() -> String {
+    "synthetic".into()
+}
+
+impl Default for DataConfig {
+    fn default() -> Self {
+        DataConfig {
+            corpus: default_corpus(),
+        }
+    }
+}
+
+/// A whole run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// Model sizes.
+    pub model: ModelConfig,
+    /// Optimization.
+    pub train: TrainConfig,
+    /// Quantization-aware training.
+    #[serde(default)]
+    pub qat: QatConfig,
+    /// Data.
+    #[serde(default)]
+    pub data: DataConfig,
+}
+
+/// A configuration error: where (file or source, key) and what.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{source_name}: {message}")]
+pub struct ConfigError {
+    /// File path, preset name or `--set`.
+    pub source_name: String,
+    /// What is wrong, naming the key.
+    pub message: String,
+}
+
+impl RunConfig {
+    /// The TOML text of a preset.
+    pub fn preset_text(name: &str) -> Result<&'static str, ConfigError> {
+        PRESETS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| *t)
+            .ok_or_else(|| ConfigError {
+                source_name: format!("preset '{name}'"),
+                message: format!(
+                    "no such preset (available: {})",
+                    PRESETS
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
+    }
+
+    /// Parses TOML text, applies `key=value` overrides (dotted keys, TOML values; a bare
+    /// word is taken as a string), deserializes and validates.
+    pub fn parse(source_name: &str, text: &str, overrides: &[String]) -> Result<Self, ConfigError> {
+        let err = |message: String| ConfigError {
+            source_name: source_name.to_owned(),
+            message,
+        };
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        for o in overrides {
+            let set_err = |message: String| ConfigError {
+                source_name: format!("--set {o}"),
+                message,
+            };
+            let (key, raw) = o
+                .split_once('=')
+                .ok_or_else(|| set_err("expected key=value".into()))?;
+            let value: toml::Value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or_else(|| toml::Value::String(raw.trim().to_owned()));
+            let path: Vec<&str> = key.trim().split('.').collect();
+            let (last, parents) = path
+                .split_last()
+                .ok_or_else(|| set_err("empty key".into()))?;
+            let mut node = &mut table;
+            for p in parents {
+                node = node
+                    .entry((*p).to_owned())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+                    .as_table_mut()
+                    .ok_or_else(|| set_err(format!("'{p}' is not a table")))?;
+            }
+            node.insert((*last).to_owned(), value);
+        }
+        let config: RunConfig = serde_path_to_error::deserialize(toml::Value::Table(table))
+            .map_err(|e| {
+                let key = e.path().to_string();
+                let inner = e.into_inner();
+                err(format!("key '{key}': {}", inner.message()))
+            })?;
+        config.validate().map_err(err)?;
+        Ok(config)
+    }
+
+    /// The config as TOML (the run folder's `config.toml`, fully resolved).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_default()
+    }
+
+    /// Checks ranges and consistency; the message names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        let m = &self.model;
+        let positive = [
+            ("model.vocab", m.vocab),
+            ("model.d_model", m.d_model),
+            ("model.layers", m.layers),
+            ("model.heads", m.heads),
+            ("model.kv_heads", m.kv_heads),
+            ("model.d_ff", m.d_ff),
+            ("model.context", m.context),
+            ("train.batch", self.train.batch),
+            ("train.grad_accum", self.train.grad_accum),
+        ];
+        for (key, v) in positive {
+            if v == 0 {
+                return Err(format!("{key} must be at least 1"));
+            }
+        }
+        if m.context < 2 {
+            return Err("model.context must be at least 2".into());
+        }
+        if !m.d_model.is_multiple_of(m.heads) {
+            return Err(format!(
+                "model.d_model {} must be a multiple of model.heads {}",
+                m.d_model, m.heads
+            ));
+        }
+        if !m.heads.is_multiple_of(m.kv_heads) {
+            return Err(format!(
+                "model.heads {} must be a multiple of model.kv_heads {}",
+                m.heads, m.kv_heads
+            ));
+        }
+        if !m.head_dim().is_multiple_of(2) {
+            return Err(format!(
+                "model.d_model / model.heads = {} must be even (RoPE)",
+                m.head_dim()
+            ));
+        }
+        if m.vocab > 1 << 24 {
+            return Err("model.vocab must be below 2^24".into());
+        }
+        if !(self.train.lr.is_finite() && self.train.lr >= 0.0) {
+            return Err(format!(
+                "train.lr must be a finite number ≥ 0, got {}",
+                self.train.lr
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.train.warmup_frac) {
+            return Err("train.warmup_frac must be in [0, 1]".into());
+        }
+        if self.train.trace_every == 0 {
+            return Err("train.trace_every must be at least 1".into());
+        }
+        for b in self.qat.blocks_for(m.layers) {
+            if b as usize >= m.layers {
+                return Err(format!(
+                    "qat.blocks: block {b} does not exist (model.layers = {})",
+                    m.layers
+                ));
+            }
+        }
+        self.qat
+            .scaling
+            .validate()
+            .map_err(|e| format!("qat.scaling: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_parse_and_overrides_apply() {
+        for (name, text) in PRESETS {
+            RunConfig::parse(name, text, &[]).expect(name);
+        }
+        let c = RunConfig::parse(
+            "smoke",
+            PRESETS[0].1,
+            &[
+                "train.lr=1e-5".into(),
+                "qat.scaling.estimator=most_recent".into(),
+            ],
+        )
+        .expect("overrides");
+        assert_eq!(c.train.lr, 1e-5);
+        assert_eq!(c.qat.scaling.estimator.to_string(), "most_recent");
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = RunConfig::parse("x.toml", PRESETS[0].1, &["model.layrs=3".into()]).unwrap_err();
+        assert!(e.to_string().contains("layrs"), "{e}");
+        let e = RunConfig::parse("x.toml", PRESETS[0].1, &["model.heads=5".into()]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("model.d_model 64 must be a multiple of model.heads 5"),
+            "{e}"
+        );
+        let e =
+            RunConfig::parse("x.toml", PRESETS[0].1, &["train.batch=\"many\"".into()]).unwrap_err();
+        assert!(
+            e.to_string().starts_with("x.toml:") && e.to_string().contains("batch"),
+            "{e}"
+        );
+        let e = RunConfig::parse("x.toml", PRESETS[0].1, &["qat.blocks=[9]".into()]).unwrap_err();
+        assert!(e.to_string().contains("qat.blocks: block 9"), "{e}");
+        assert!(RunConfig::preset_text("huge").is_err());
+    }
+
+    #[test]
+    fn default_blocks_skip_first_and_last_like_the_paper() {
+        let q = QatConfig::default();
+        assert_eq!(q.blocks_for(26), (3..24).collect::<Vec<u32>>());
+        assert_eq!(q.blocks_for(4), vec![1, 2]);
+        assert_eq!(q.blocks_for(8), vec![1, 2, 3, 4, 5, 6]);
+    }
+}

@@ -1,0 +1,198 @@
+//! Training data: a byte-level tokenizer, a generated corpus (no downloads) or a user's text
+//! file/folder, and a seeded sampler whose position is part of the run state (so a baseline
+//! and its QAT twin, or a resumed run, see identical batches).
+
+use std::path::Path;
+
+/// Tokens of a text: its UTF-8 bytes (vocabulary 256).
+pub fn tokenize(text: &str) -> Vec<u32> {
+    text.bytes().map(u32::from).collect()
+}
+
+/// splitmix64 (deterministic, portable).
+#[derive(Clone, Debug)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box–Muller).
+    pub fn normal(&mut self) -> f64 {
+        let u1 = self.uniform().max(1e-300);
+        let u2 = self.uniform();
+        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    }
+
+    /// Uniform integer below `n` (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+}
+
+const NAMES: [&str; 24] = [
+    "Zorbia", "Quelt", "Amarin", "Tovek", "Lumen", "Brask", "Ostrel", "Vyn", "Celd", "Marrow",
+    "Ithen", "Pelagos", "Rusk", "Sorrel", "Tamsin", "Ulder", "Wenrick", "Yarrow", "Ebon", "Fennic",
+    "Galt", "Hesper", "Jory", "Kestrel",
+];
+const KINDS: [&str; 6] = ["city", "river", "guild", "mountain", "festival", "library"];
+const COLORS: [&str; 8] = [
+    "red", "blue", "green", "amber", "silver", "black", "white", "violet",
+];
+
+/// A generated corpus of simple facts stated in several templates (a small stand-in until
+/// the grid's knowledge-base generator): deterministic for a seed.
+pub fn synthetic_corpus(seed: u64, bytes: usize) -> String {
+    let mut rng = Rng(seed ^ 0x00C0_FFEE);
+    // A fixed little world: each entity has a kind, a colour and a neighbour.
+    let facts: Vec<(usize, usize, usize, usize)> = (0..NAMES.len())
+        .map(|i| {
+            (
+                i,
+                rng.below(KINDS.len()),
+                rng.below(COLORS.len()),
+                rng.below(NAMES.len()),
+            )
+        })
+        .collect();
+    let mut text = String::with_capacity(bytes + 128);
+    while text.len() < bytes {
+        let (e, kind, color, next) = facts[rng.below(facts.len())];
+        let sentence = match rng.below(4) {
+            0 => format!(
+                "{} is a {} whose colour is {}. ",
+                NAMES[e], KINDS[kind], COLORS[color]
+            ),
+            1 => format!("The {} of {} is {}. ", "colour", NAMES[e], COLORS[color]),
+            2 => format!("Next to {} lies {}. ", NAMES[e], NAMES[next]),
+            _ => format!(
+                "Every {} like {} is {}. ",
+                KINDS[kind], NAMES[e], COLORS[color]
+            ),
+        };
+        text.push_str(&sentence);
+    }
+    text
+}
+
+/// Reads a UTF-8 text file, or every `.txt`/`.md` file of a folder (sorted by name).
+pub fn read_corpus(path: &Path) -> Result<String, String> {
+    let read = |p: &Path| {
+        std::fs::read(p)
+            .map_err(|e| format!("{}: {e}", p.display()))
+            .and_then(|b| {
+                String::from_utf8(b).map_err(|e| {
+                    format!(
+                        "{}: not UTF-8 text (byte {})",
+                        p.display(),
+                        e.utf8_error().valid_up_to()
+                    )
+                })
+            })
+    };
+    if path.is_dir() {
+        let mut files: Vec<_> = std::fs::read_dir(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("txt" | "md")))
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(format!("{}: no .txt or .md files", path.display()));
+        }
+        let mut text = String::new();
+        for f in files {
+            text.push_str(&read(&f)?);
+            text.push('\n');
+        }
+        Ok(text)
+    } else {
+        read(path)
+    }
+}
+
+/// Sequences of `context + 1` tokens drawn from a token stream at seeded offsets.
+#[derive(Clone, Debug)]
+pub struct Sampler {
+    tokens: Vec<u32>,
+    seed: u64,
+    /// Sequences drawn so far (saved in checkpoints).
+    pub position: u64,
+}
+
+impl Sampler {
+    /// A sampler over `tokens`.
+    pub fn new(tokens: Vec<u32>, seed: u64) -> Result<Self, String> {
+        Ok(Sampler {
+            tokens,
+            seed,
+            position: 0,
+        })
+    }
+
+    /// The next `batch` sequences: (inputs, targets), each `batch·context` tokens as f32.
+    pub fn next_batch(
+        &mut self,
+        batch: usize,
+        context: usize,
+    ) -> Result<(Vec<f32>, Vec<f32>), String> {
+        if self.tokens.len() < context + 2 {
+            return Err(format!(
+                "corpus has {} tokens, needs at least context + 2 = {}",
+                self.tokens.len(),
+                context + 2
+            ));
+        }
+        let span = self.tokens.len() - context - 1;
+        let mut inputs = Vec::with_capacity(batch * context);
+        let mut targets = Vec::with_capacity(batch * context);
+        for _ in 0..batch {
+            let start = (hif8lab_format::hash_u32(
+                self.seed as u32 ^ (self.seed >> 32) as u32,
+                self.position as u32,
+            ) as usize)
+                % span;
+            self.position += 1;
+            let seq = &self.tokens[start..start + context + 1];
+            inputs.extend(seq[..context].iter().map(|t| *t as f32));
+            targets.extend(seq[1..].iter().map(|t| *t as f32));
+        }
+        Ok((inputs, targets))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corpus_and_sampler_are_deterministic() {
+        let a = synthetic_corpus(3, 5000);
+        assert_eq!(a, synthetic_corpus(3, 5000));
+        assert_ne!(a, synthetic_corpus(4, 5000));
+        let mut s1 = Sampler::new(tokenize(&a), 9).unwrap();
+        let mut s2 = Sampler::new(tokenize(&a), 9).unwrap();
+        let (x1, y1) = s1.next_batch(2, 16).unwrap();
+        assert_eq!((x1.clone(), y1.clone()), s2.next_batch(2, 16).unwrap());
+        assert_eq!(&x1[1..16], &y1[..15], "targets are inputs shifted by one");
+        assert_eq!(s1.position, 2);
+        assert!(
+            Sampler::new(vec![1, 2], 0)
+                .unwrap()
+                .next_batch(1, 16)
+                .is_err()
+        );
+    }
+}

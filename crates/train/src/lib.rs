@@ -1,0 +1,24 @@
+//! # hif8lab-train
+//!
+//! A compact Llama-style model trained on any `hif8lab_engine::Backend` (the CPU oracle or
+//! the WGSL kernels), with the paper's quantization wired in exactly: W8A8(G8) fake-quantized
+//! MLP (optionally attention) projections in the middle blocks, per-tensor delayed scaling
+//! through the GPU quantizer bank, every estimator's shadow statistics at every call, a
+//! high-precision warmup before quantization switches on.
+//!
+//! - [`config`]: run configuration (TOML, presets, `--set` overrides);
+//! - [`data`]: byte tokenizer, generated corpus, seeded sampler;
+//! - [`model`]: parameters and the explicit forward/backward passes;
+//! - [`trainer`]: the asynchronous training loop and its reports;
+//! - [`run`]: the run folder (config, metrics, trace, summary).
+//!
+//! The UI lives in `hif8lab-app`, the command line in `hif8lab-cli`; neither is here.
+
+pub mod config;
+pub mod data;
+pub mod model;
+pub mod run;
+pub mod trainer;
+
+pub use config::RunConfig;
+pub use trainer::{StepReport, TrainError, Trainer};

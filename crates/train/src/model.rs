@@ -1,0 +1,637 @@
+//! The model: a compact Llama (pre-norm blocks of RMSNorm → GQA attention with RoPE →
+//! residual, RMSNorm → SwiGLU MLP → residual; final RMSNorm; untied LM head), with explicit
+//! forward and backward passes on any [`Backend`], llm.c style, and the W8A8(G8) fake-quantized
+//! linear layer of SPEC.md §4 wired through the quantizer bank.
+//!
+//! Shapes: N = batch·context rows; x: [N, C]; q: [N, H, D]; k, v: [N, Hkv, D]; MLP: [N, F].
+
+use hif8lab_engine::{AttentionShape, Backend, EngineError, Layout, MatmulSpec, RopeShape};
+use hif8lab_scaling::{Module, QuantizerId, Role};
+
+use crate::config::{ModelConfig, QatConfig};
+use crate::data::Rng;
+
+/// The parameters of one block (Hugging Face Llama names in [`Params::named`]).
+pub struct Block<T> {
+    /// input_layernorm [C].
+    pub attn_norm: T,
+    /// q_proj [H·D, C].
+    pub wq: T,
+    /// k_proj [Hkv·D, C].
+    pub wk: T,
+    /// v_proj [Hkv·D, C].
+    pub wv: T,
+    /// o_proj [C, H·D].
+    pub wo: T,
+    /// post_attention_layernorm [C].
+    pub mlp_norm: T,
+    /// gate_proj [F, C].
+    pub w_gate: T,
+    /// up_proj [F, C].
+    pub w_up: T,
+    /// down_proj [C, F].
+    pub w_down: T,
+}
+
+/// All parameters (or gradients, or optimizer moments: the same shapes).
+pub struct Params<T> {
+    /// embed_tokens [V, C].
+    pub wte: T,
+    /// The blocks.
+    pub blocks: Vec<Block<T>>,
+    /// Final norm [C].
+    pub final_norm: T,
+    /// lm_head [V, C].
+    pub lm_head: T,
+}
+
+/// Name, shape and whether weight decay applies, for every parameter in a fixed order.
+pub fn param_specs(m: &ModelConfig) -> Vec<(String, Vec<usize>, bool)> {
+    let (c, f, v) = (m.d_model, m.d_ff, m.vocab);
+    let (hd, kvd) = (m.heads * m.head_dim(), m.kv_heads * m.head_dim());
+    let mut specs = vec![("model.embed_tokens.weight".to_owned(), vec![v, c], true)];
+    for i in 0..m.layers {
+        let p = |n: &str| format!("model.layers.{i}.{n}");
+        specs.extend([
+            (p("input_layernorm.weight"), vec![c], false),
+            (p("self_attn.q_proj.weight"), vec![hd, c], true),
+            (p("self_attn.k_proj.weight"), vec![kvd, c], true),
+            (p("self_attn.v_proj.weight"), vec![kvd, c], true),
+            (p("self_attn.o_proj.weight"), vec![c, hd], true),
+            (p("post_attention_layernorm.weight"), vec![c], false),
+            (p("mlp.gate_proj.weight"), vec![f, c], true),
+            (p("mlp.up_proj.weight"), vec![f, c], true),
+            (p("mlp.down_proj.weight"), vec![c, f], true),
+        ]);
+    }
+    specs.push(("model.norm.weight".to_owned(), vec![c], false));
+    specs.push(("lm_head.weight".to_owned(), vec![v, c], true));
+    specs
+}
+
+impl<T> Params<T> {
+    /// Builds the structure from tensors in [`param_specs`] order.
+    pub fn from_list(list: Vec<T>, layers: usize) -> Self {
+        let mut it = list.into_iter();
+        let mut next = || it.next().expect("one tensor per parameter spec");
+        let wte = next();
+        let blocks = (0..layers)
+            .map(|_| Block {
+                attn_norm: next(),
+                wq: next(),
+                wk: next(),
+                wv: next(),
+                wo: next(),
+                mlp_norm: next(),
+                w_gate: next(),
+                w_up: next(),
+                w_down: next(),
+            })
+            .collect();
+        let final_norm = next();
+        let lm_head = next();
+        Params {
+            wte,
+            blocks,
+            final_norm,
+            lm_head,
+        }
+    }
+
+    /// Every tensor in [`param_specs`] order.
+    pub fn list(&self) -> Vec<&T> {
+        let mut v = vec![&self.wte];
+        for b in &self.blocks {
+            v.extend([
+                &b.attn_norm,
+                &b.wq,
+                &b.wk,
+                &b.wv,
+                &b.wo,
+                &b.mlp_norm,
+                &b.w_gate,
+                &b.w_up,
+                &b.w_down,
+            ]);
+        }
+        v.push(&self.final_norm);
+        v.push(&self.lm_head);
+        v
+    }
+}
+
+/// Initial values: N(0, 0.02) matrices (output projections scaled by 1/sqrt(2·layers)),
+/// norms at 1; deterministic for a seed.
+pub fn init_values(m: &ModelConfig, seed: u64) -> Vec<Vec<f32>> {
+    let mut rng = Rng(seed ^ 0x1417_1A55);
+    let residual_scale = 1.0 / (2.0 * m.layers as f64).sqrt();
+    param_specs(m)
+        .iter()
+        .map(|(name, shape, _)| {
+            let n: usize = shape.iter().product();
+            if shape.len() == 1 {
+                vec![1.0; n]
+            } else {
+                let std = if name.ends_with("o_proj.weight") || name.ends_with("down_proj.weight") {
+                    0.02 * residual_scale
+                } else {
+                    0.02
+                };
+                (0..n).map(|_| (rng.normal() * std) as f32).collect()
+            }
+        })
+        .collect()
+}
+
+/// The quantizers of one linear layer (bank indices), per role.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinearQuant {
+    /// Activation (GEMM input) quantizer.
+    pub a: Option<usize>,
+    /// Weight quantizer.
+    pub w: Option<usize>,
+    /// Output-gradient quantizer.
+    pub g: Option<usize>,
+}
+
+/// Which quantizer sits where: the QAT placement of SPEC.md §4.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QuantPlan {
+    /// Bank index → quantizer name.
+    pub ids: Vec<QuantizerId>,
+    /// Per block, per module (in [`Module::ALL`] order).
+    pub layers: Vec<[LinearQuant; 7]>,
+}
+
+impl QuantPlan {
+    /// The plan for a model and QAT config (empty when QAT is off).
+    pub fn new(m: &ModelConfig, q: &QatConfig) -> Self {
+        let mut plan = QuantPlan {
+            ids: Vec::new(),
+            layers: vec![[LinearQuant::default(); 7]; m.layers],
+        };
+        if !q.enabled {
+            return plan;
+        }
+        for block in q.blocks_for(m.layers) {
+            for (mi, module) in Module::ALL.iter().enumerate() {
+                if !q.modules.contains(module) {
+                    continue;
+                }
+                for role in Role::ALL {
+                    if !q.roles.contains(&role) {
+                        continue;
+                    }
+                    let index = plan.ids.len();
+                    plan.ids.push(QuantizerId {
+                        block,
+                        module: *module,
+                        role,
+                    });
+                    let lq = &mut plan.layers[block as usize][mi];
+                    match role {
+                        Role::A => lq.a = Some(index),
+                        Role::W => lq.w = Some(index),
+                        Role::G => lq.g = Some(index),
+                    }
+                }
+            }
+        }
+        plan
+    }
+
+    fn get(&self, block: usize, module: Module) -> LinearQuant {
+        let mi = Module::ALL.iter().position(|m| *m == module).unwrap_or(0);
+        self.layers[block][mi]
+    }
+}
+
+/// Saved activations of one block.
+struct BlockActs<T> {
+    x: T,
+    h1: T,
+    rstd1: T,
+    q: T,
+    k: T,
+    v: T,
+    probs: T,
+    att: T,
+    x2: T,
+    h2: T,
+    rstd2: T,
+    g: T,
+    u: T,
+    s: T,
+}
+
+/// Activations and scratch of one micro-batch.
+pub struct Workspace<T> {
+    tokens: T,
+    targets: T,
+    blocks: Vec<BlockActs<T>>,
+    xf: T,
+    hf: T,
+    rstdf: T,
+    logits: T,
+    /// Per-row losses of the last forward pass.
+    pub losses: T,
+    dlogits: T,
+    dres: T,
+    dh: T,
+    dtmp: T,
+    dq: T,
+    dk: T,
+    dv: T,
+    dq_r: T,
+    dk_r: T,
+    datt: T,
+    dscores: T,
+    dg: T,
+    du: T,
+    ds: T,
+    q_pre: T,
+    k_pre: T,
+    rope_table: T,
+}
+
+/// Everything the passes need besides the tensors.
+pub struct Ctx<'a, B: Backend> {
+    /// The backend.
+    pub b: &'a B,
+    /// Model sizes.
+    pub m: &'a ModelConfig,
+    /// Sequences per micro-batch.
+    pub batch: usize,
+    /// QAT placement.
+    pub plan: &'a QuantPlan,
+    /// The quantizer bank, when quantization is on for this step.
+    pub bank: Option<&'a B::Bank>,
+}
+
+impl<B: Backend> Ctx<'_, B> {
+    fn rows(&self) -> usize {
+        self.batch * self.m.context
+    }
+
+    fn attn_shape(&self) -> AttentionShape {
+        AttentionShape {
+            batch: self.batch,
+            seq: self.m.context,
+            heads: self.m.heads,
+            kv_heads: self.m.kv_heads,
+            head_dim: self.m.head_dim(),
+        }
+    }
+
+    fn rope_shape(&self, heads: usize) -> RopeShape {
+        RopeShape {
+            rows: self.rows(),
+            heads,
+            head_dim: self.m.head_dim(),
+            seq: self.m.context,
+        }
+    }
+
+    fn quant(&self, block: usize, module: Module) -> LinearQuant {
+        match self.bank {
+            Some(_) => self.plan.get(block, module),
+            None => LinearQuant::default(),
+        }
+    }
+
+    /// One quantizer call on `x`: measure amax, update the scale, count the statistics.
+    fn quant_call(&self, x: &B::Tensor, q: Option<usize>) -> Result<(), EngineError> {
+        if let (Some(q), Some(bank)) = (q, self.bank) {
+            self.b.amax(x, bank, q)?;
+            self.b.scale_update(bank, q, 1)?;
+            self.b.quant_stats(x, bank, q)?;
+        }
+        Ok(())
+    }
+
+    /// y [n, cout] = Q_A(x [n, cin]) · Q_W(w [cout, cin])ᵀ.
+    fn linear(
+        &self,
+        x: &B::Tensor,
+        w: &B::Tensor,
+        y: &B::Tensor,
+        cin: usize,
+        cout: usize,
+        lq: LinearQuant,
+    ) -> Result<(), EngineError> {
+        self.quant_call(x, lq.a)?;
+        self.quant_call(w, lq.w)?;
+        let spec = MatmulSpec {
+            fuse_a: lq.a,
+            fuse_b: lq.w,
+            ..MatmulSpec::new(self.rows(), cout, cin, Layout::NT)
+        };
+        self.b.matmul(x, w, y, &spec, self.bank)
+    }
+
+    /// dx [n, cin] = Q_G(dy) · Q_W(w) (overwritten, when asked); dw += Q_G(dy)ᵀ · Q_A(x).
+    #[allow(clippy::too_many_arguments)]
+    fn linear_backward(
+        &self,
+        x: &B::Tensor,
+        w: &B::Tensor,
+        dy: &B::Tensor,
+        dx: Option<&B::Tensor>,
+        dw: &B::Tensor,
+        cin: usize,
+        cout: usize,
+        lq: LinearQuant,
+    ) -> Result<(), EngineError> {
+        self.quant_call(dy, lq.g)?;
+        let n = self.rows();
+        if let Some(dx) = dx {
+            let spec = MatmulSpec {
+                fuse_a: lq.g,
+                fuse_b: lq.w,
+                ..MatmulSpec::new(n, cin, cout, Layout::NN)
+            };
+            self.b.matmul(dy, w, dx, &spec, self.bank)?;
+        }
+        let spec = MatmulSpec {
+            accumulate: true,
+            fuse_a: lq.g,
+            fuse_b: lq.a,
+            ..MatmulSpec::new(cout, cin, n, Layout::TN)
+        };
+        self.b.matmul(dy, x, dw, &spec, self.bank)
+    }
+}
+
+impl<T> Workspace<T> {
+    /// Allocates the activations of a micro-batch of `batch` sequences.
+    pub fn new<B: Backend<Tensor = T>>(
+        b: &B,
+        m: &ModelConfig,
+        batch: usize,
+    ) -> Result<Self, EngineError> {
+        let n = batch * m.context;
+        let (c, f, v, hd) = (m.d_model, m.d_ff, m.vocab, m.head_dim());
+        let (qd, kvd) = (m.heads * hd, m.kv_heads * hd);
+        let probs = batch * m.heads * m.context * m.context;
+        let z = |len: usize| b.zeros(len);
+        let blocks = (0..m.layers)
+            .map(|_| {
+                Ok(BlockActs {
+                    x: z(n * c)?,
+                    h1: z(n * c)?,
+                    rstd1: z(n)?,
+                    q: z(n * qd)?,
+                    k: z(n * kvd)?,
+                    v: z(n * kvd)?,
+                    probs: z(probs)?,
+                    att: z(n * qd)?,
+                    x2: z(n * c)?,
+                    h2: z(n * c)?,
+                    rstd2: z(n)?,
+                    g: z(n * f)?,
+                    u: z(n * f)?,
+                    s: z(n * f)?,
+                })
+            })
+            .collect::<Result<Vec<_>, EngineError>>()?;
+        Ok(Workspace {
+            tokens: z(n)?,
+            targets: z(n)?,
+            blocks,
+            xf: z(n * c)?,
+            hf: z(n * c)?,
+            rstdf: z(n)?,
+            logits: z(n * v)?,
+            losses: z(n)?,
+            dlogits: z(n * v)?,
+            dres: z(n * c)?,
+            dh: z(n * c)?,
+            dtmp: z(n * c)?,
+            dq: z(n * qd)?,
+            dk: z(n * kvd)?,
+            dv: z(n * kvd)?,
+            dq_r: z(n * qd)?,
+            dk_r: z(n * kvd)?,
+            datt: z(n * qd)?,
+            dscores: z(probs)?,
+            dg: z(n * f)?,
+            du: z(n * f)?,
+            ds: z(n * f)?,
+            q_pre: z(n * qd)?,
+            k_pre: z(n * kvd)?,
+            rope_table: b.upload(&hif8lab_engine::rope_table(m.context, hd, m.rope_theta))?,
+        })
+    }
+
+    /// Loads a micro-batch's tokens and targets.
+    pub fn load<B: Backend<Tensor = T>>(
+        &self,
+        b: &B,
+        tokens: &[f32],
+        targets: &[f32],
+    ) -> Result<(), EngineError> {
+        b.write(&self.tokens, tokens)?;
+        b.write(&self.targets, targets)
+    }
+}
+
+/// Forward pass and loss (per-row losses in `ws.losses`) with `dlogits` prepared
+/// (`grad_scale` = 1 / (rows · accumulation)).
+pub fn forward<B: Backend>(
+    cx: &Ctx<'_, B>,
+    p: &Params<B::Tensor>,
+    ws: &Workspace<B::Tensor>,
+    grad_scale: f32,
+) -> Result<(), EngineError> {
+    let (b, m) = (cx.b, cx.m);
+    let (c, f, hd) = (m.d_model, m.d_ff, m.head_dim());
+    let (qd, kvd) = (m.heads * hd, m.kv_heads * hd);
+    b.embedding(&ws.tokens, &p.wte, &ws.blocks[0].x, c)?;
+    for (l, (w, a)) in p.blocks.iter().zip(&ws.blocks).enumerate() {
+        b.rmsnorm(&a.x, &w.attn_norm, &a.h1, &a.rstd1, m.norm_eps)?;
+        cx.linear(&a.h1, &w.wq, &ws.q_pre, c, qd, cx.quant(l, Module::Q))?;
+        cx.linear(&a.h1, &w.wk, &ws.k_pre, c, kvd, cx.quant(l, Module::K))?;
+        cx.linear(&a.h1, &w.wv, &a.v, c, kvd, cx.quant(l, Module::V))?;
+        b.rope(
+            &ws.q_pre,
+            &ws.rope_table,
+            &a.q,
+            cx.rope_shape(m.heads),
+            false,
+        )?;
+        b.rope(
+            &ws.k_pre,
+            &ws.rope_table,
+            &a.k,
+            cx.rope_shape(m.kv_heads),
+            false,
+        )?;
+        b.attention(&a.q, &a.k, &a.v, &a.att, &a.probs, cx.attn_shape())?;
+        cx.linear(&a.att, &w.wo, &a.x2, qd, c, cx.quant(l, Module::O))?;
+        b.add_inplace(&a.x2, &a.x)?;
+        b.rmsnorm(&a.x2, &w.mlp_norm, &a.h2, &a.rstd2, m.norm_eps)?;
+        cx.linear(&a.h2, &w.w_gate, &a.g, c, f, cx.quant(l, Module::Gate))?;
+        cx.linear(&a.h2, &w.w_up, &a.u, c, f, cx.quant(l, Module::Up))?;
+        b.swiglu(&a.g, &a.u, &a.s)?;
+        let next = ws.blocks.get(l + 1).map(|n| &n.x).unwrap_or(&ws.xf);
+        cx.linear(&a.s, &w.w_down, next, f, c, cx.quant(l, Module::Down))?;
+        b.add_inplace(next, &a.x2)?;
+    }
+    b.rmsnorm(&ws.xf, &p.final_norm, &ws.hf, &ws.rstdf, m.norm_eps)?;
+    cx.linear(
+        &ws.hf,
+        &p.lm_head,
+        &ws.logits,
+        c,
+        m.vocab,
+        LinearQuant::default(),
+    )?;
+    b.cross_entropy(&ws.logits, &ws.targets, &ws.losses, &ws.dlogits, grad_scale)
+}
+
+/// Backward pass: adds this micro-batch's gradients to `g`.
+pub fn backward<B: Backend>(
+    cx: &Ctx<'_, B>,
+    p: &Params<B::Tensor>,
+    g: &Params<B::Tensor>,
+    ws: &Workspace<B::Tensor>,
+) -> Result<(), EngineError> {
+    let (b, m) = (cx.b, cx.m);
+    let (c, f, hd) = (m.d_model, m.d_ff, m.head_dim());
+    let (qd, kvd) = (m.heads * hd, m.kv_heads * hd);
+    cx.linear_backward(
+        &ws.hf,
+        &p.lm_head,
+        &ws.dlogits,
+        Some(&ws.dh),
+        &g.lm_head,
+        c,
+        m.vocab,
+        LinearQuant::default(),
+    )?;
+    b.rmsnorm_backward(
+        &ws.xf,
+        &p.final_norm,
+        &ws.rstdf,
+        &ws.dh,
+        &ws.dres,
+        &g.final_norm,
+    )?;
+    for l in (0..m.layers).rev() {
+        let (w, gw, a) = (&p.blocks[l], &g.blocks[l], &ws.blocks[l]);
+        // MLP: out = x2 + down(swiglu(gate(h2), up(h2))).
+        cx.linear_backward(
+            &a.s,
+            &w.w_down,
+            &ws.dres,
+            Some(&ws.ds),
+            &gw.w_down,
+            f,
+            c,
+            cx.quant(l, Module::Down),
+        )?;
+        b.swiglu_backward(&a.g, &a.u, &ws.ds, &ws.dg, &ws.du)?;
+        cx.linear_backward(
+            &a.h2,
+            &w.w_gate,
+            &ws.dg,
+            Some(&ws.dh),
+            &gw.w_gate,
+            c,
+            f,
+            cx.quant(l, Module::Gate),
+        )?;
+        cx.linear_backward(
+            &a.h2,
+            &w.w_up,
+            &ws.du,
+            Some(&ws.dtmp),
+            &gw.w_up,
+            c,
+            f,
+            cx.quant(l, Module::Up),
+        )?;
+        b.add_inplace(&ws.dh, &ws.dtmp)?;
+        b.rmsnorm_backward(&a.x2, &w.mlp_norm, &a.rstd2, &ws.dh, &ws.dtmp, &gw.mlp_norm)?;
+        b.add_inplace(&ws.dres, &ws.dtmp)?;
+        // Attention: x2 = x + o(attention(rope(q(h1)), rope(k(h1)), v(h1))).
+        cx.linear_backward(
+            &a.att,
+            &w.wo,
+            &ws.dres,
+            Some(&ws.datt),
+            &gw.wo,
+            qd,
+            c,
+            cx.quant(l, Module::O),
+        )?;
+        b.attention_backward(
+            &a.q,
+            &a.k,
+            &a.v,
+            &a.probs,
+            &ws.datt,
+            &ws.dscores,
+            &ws.dq_r,
+            &ws.dk_r,
+            &ws.dv,
+            cx.attn_shape(),
+        )?;
+        b.rope(
+            &ws.dq_r,
+            &ws.rope_table,
+            &ws.dq,
+            cx.rope_shape(m.heads),
+            true,
+        )?;
+        b.rope(
+            &ws.dk_r,
+            &ws.rope_table,
+            &ws.dk,
+            cx.rope_shape(m.kv_heads),
+            true,
+        )?;
+        cx.linear_backward(
+            &a.h1,
+            &w.wq,
+            &ws.dq,
+            Some(&ws.dh),
+            &gw.wq,
+            c,
+            qd,
+            cx.quant(l, Module::Q),
+        )?;
+        cx.linear_backward(
+            &a.h1,
+            &w.wk,
+            &ws.dk,
+            Some(&ws.dtmp),
+            &gw.wk,
+            c,
+            kvd,
+            cx.quant(l, Module::K),
+        )?;
+        b.add_inplace(&ws.dh, &ws.dtmp)?;
+        cx.linear_backward(
+            &a.h1,
+            &w.wv,
+            &ws.dv,
+            Some(&ws.dtmp),
+            &gw.wv,
+            c,
+            kvd,
+            cx.quant(l, Module::V),
+        )?;
+        b.add_inplace(&ws.dh, &ws.dtmp)?;
+        b.rmsnorm_backward(
+            &a.x,
+            &w.attn_norm,
+            &a.rstd1,
+            &ws.dh,
+            &ws.dtmp,
+            &gw.attn_norm,
+        )?;
+        b.add_inplace(&ws.dres, &ws.dtmp)?;
+    }
+    b.embedding_backward(&ws.tokens, &ws.dres, &g.wte, c)
+}

@@ -1,0 +1,471 @@
+//! The training loop: `Trainer::step()` enqueues one optimizer step (micro-batches, forward,
+//! backward, quantizer calls, gradient norm, AdamW) without waiting for the device; loss,
+//! gradient norm and every quantizer's statistics are read back asynchronously and arrive as
+//! [`StepReport`]s from [`Trainer::poll`] (or [`Trainer::finish`]).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use hif8lab_engine::{AdamHyper, Backend, BankConfig, BankSnapshot, EngineError, Readback};
+use hif8lab_scaling::trace::{ShadowRecord, TraceRecord};
+use hif8lab_scaling::{Module, QuantizerId, Role};
+
+use crate::config::RunConfig;
+use crate::data::{Sampler, synthetic_corpus, tokenize};
+use crate::model::{self, Ctx, Params, QuantPlan, Workspace};
+
+/// One quantizer call as read back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallReport {
+    /// Which quantizer.
+    pub id: QuantizerId,
+    /// Micro-batch within the step.
+    pub micro: u32,
+    /// Elements of the quantized tensor.
+    pub numel: u64,
+    /// amax of the call.
+    pub amax: f32,
+    /// Per estimator: estimate in effect.
+    pub est: Vec<f32>,
+    /// Per estimator: scale.
+    pub scales: Vec<f32>,
+    /// Per estimator: elements above the estimate.
+    pub above_est: Vec<u64>,
+    /// Per estimator: elements overflowing at its scale.
+    pub overflow: Vec<u64>,
+    /// Elements quantized to zero at the active scale.
+    pub underflow: u64,
+    /// NaN/Inf elements.
+    pub nonfinite: u64,
+}
+
+/// What one optimizer step measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepReport {
+    /// Step number (from 0).
+    pub step: u64,
+    /// Mean training loss over the step's micro-batches.
+    pub loss: f32,
+    /// Learning rate used.
+    pub lr: f32,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f32,
+    /// Whether quantization was on.
+    pub qat_enabled: bool,
+    /// Tokens in the step.
+    pub tokens: u64,
+    /// Every quantizer call of the step (empty while quantization is off).
+    pub calls: Vec<CallReport>,
+}
+
+/// Errors of training: engine failures, bad data, non-finite values.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TrainError {
+    /// The engine failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The data could not be prepared.
+    #[error("data: {0}")]
+    Data(String),
+    /// A loss or quantizer input became NaN/Inf.
+    #[error("non-finite values at step {step}: {what}")]
+    NonFinite {
+        /// The step.
+        step: u64,
+        /// The first offending op or quantizer.
+        what: String,
+    },
+}
+
+struct PendingStep {
+    step: u64,
+    lr: f32,
+    qat: bool,
+    tokens: u64,
+    losses: Vec<Readback<Vec<f32>>>,
+    banks: Vec<Readback<BankSnapshot>>,
+    norms: Readback<Vec<f32>>,
+}
+
+/// A training run on backend `B`.
+pub struct Trainer<B: Backend> {
+    backend: B,
+    config: RunConfig,
+    plan: QuantPlan,
+    numel: Vec<u64>,
+    estimator_names: Vec<String>,
+    active: usize,
+    bank: Option<B::Bank>,
+    params: Params<B::Tensor>,
+    grads: Params<B::Tensor>,
+    m: Params<B::Tensor>,
+    v: Params<B::Tensor>,
+    decay: Vec<bool>,
+    norms: B::Tensor,
+    ws: Workspace<B::Tensor>,
+    sampler: Sampler,
+    step: u64,
+    pending: VecDeque<PendingStep>,
+}
+
+/// Learning rate at `step`: linear warmup over `warmup_frac` of the steps, then cosine to 0.
+pub fn lr_at(config: &RunConfig, step: u64) -> f32 {
+    let t = &config.train;
+    let total = t.steps.max(1) as f64;
+    let warm = (f64::from(t.warmup_frac) * total).ceil().max(1.0);
+    let s = step as f64;
+    let factor = if s < warm {
+        (s + 1.0) / warm
+    } else {
+        let progress = ((s - warm) / (total - warm).max(1.0)).min(1.0);
+        0.5 * (1.0 + (std::f64::consts::PI * progress).cos())
+    };
+    (f64::from(t.lr) * factor) as f32
+}
+
+fn tensors<B: Backend>(
+    b: &B,
+    values: &[Vec<f32>],
+    layers: usize,
+) -> Result<Params<B::Tensor>, EngineError> {
+    let list = values
+        .iter()
+        .map(|v| b.upload(v))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Params::from_list(list, layers))
+}
+
+impl<B: Backend> Trainer<B> {
+    /// Builds the model, optimizer state, quantizer bank and data for `config`.
+    pub fn new(backend: B, config: RunConfig) -> Result<Self, TrainError> {
+        let m = &config.model;
+        let specs = model::param_specs(m);
+        let init = model::init_values(m, config.train.seed);
+        let zeros: Vec<Vec<f32>> = init.iter().map(|v| vec![0.0; v.len()]).collect();
+        let params = tensors(&backend, &init, m.layers)?;
+        let grads = tensors(&backend, &zeros, m.layers)?;
+        let mom1 = tensors(&backend, &zeros, m.layers)?;
+        let mom2 = tensors(&backend, &zeros, m.layers)?;
+        let norms = backend.zeros(specs.len())?;
+        let ws = Workspace::new(&backend, m, config.train.batch)?;
+        let plan = QuantPlan::new(m, &config.qat);
+        let bank = if plan.ids.is_empty() {
+            None
+        } else {
+            Some(backend.new_bank(&BankConfig::new(plan.ids.len(), config.qat.scaling.clone()))?)
+        };
+        let n = (config.train.batch * m.context) as u64;
+        let (c, f) = (m.d_model as u64, m.d_ff as u64);
+        let qd = (m.heads * m.head_dim()) as u64;
+        let kvd = (m.kv_heads * m.head_dim()) as u64;
+        let numel = plan
+            .ids
+            .iter()
+            .map(|id| {
+                let (cin, cout) = match id.module {
+                    Module::Gate | Module::Up => (c, f),
+                    Module::Down => (f, c),
+                    Module::Q => (c, qd),
+                    Module::K | Module::V => (c, kvd),
+                    Module::O => (qd, c),
+                };
+                match id.role {
+                    Role::A => n * cin,
+                    Role::W => cout * cin,
+                    Role::G => n * cout,
+                }
+            })
+            .collect();
+        let text = if config.data.corpus == "synthetic" {
+            synthetic_corpus(config.train.seed, 400_000)
+        } else {
+            crate::data::read_corpus(std::path::Path::new(&config.data.corpus))
+                .map_err(TrainError::Data)?
+        };
+        let sampler = Sampler::new(tokenize(&text), config.train.seed).map_err(TrainError::Data)?;
+        let scaling = &config.qat.scaling;
+        Ok(Trainer {
+            estimator_names: scaling
+                .estimators()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            active: scaling.active_index(),
+            decay: specs.iter().map(|s| s.2).collect(),
+            backend,
+            plan,
+            numel,
+            bank,
+            params,
+            grads,
+            m: mom1,
+            v: mom2,
+            norms,
+            ws,
+            sampler,
+            step: 0,
+            pending: VecDeque::new(),
+            config,
+        })
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// The run configuration.
+    pub fn config(&self) -> &RunConfig {
+        &self.config
+    }
+
+    /// The quantizers (bank order).
+    pub fn quantizers(&self) -> &[QuantizerId] {
+        &self.plan.ids
+    }
+
+    /// Estimator names (active at [`Self::active_estimator`]).
+    pub fn estimator_names(&self) -> &[String] {
+        &self.estimator_names
+    }
+
+    /// Index of the active estimator.
+    pub fn active_estimator(&self) -> usize {
+        self.active
+    }
+
+    /// Steps enqueued so far.
+    pub fn steps_done(&self) -> u64 {
+        self.step
+    }
+
+    /// Whether every configured step has been enqueued.
+    pub fn finished(&self) -> bool {
+        self.step >= self.config.train.steps
+    }
+
+    /// Whether quantization is on at `step` (QAT enabled and past the high-precision warmup).
+    pub fn qat_at(&self, step: u64) -> bool {
+        self.bank.is_some() && step >= self.config.qat.warmup_steps
+    }
+
+    /// Enqueues one optimizer step; never waits for the device.
+    pub fn step(&mut self) -> Result<(), TrainError> {
+        let step = self.step;
+        let t = self.config.train.clone();
+        let lr = lr_at(&self.config, step);
+        let qat = self.qat_at(step);
+        let b = &self.backend;
+        if let (true, Some(bank)) = (qat && step == self.config.qat.warmup_steps, &self.bank) {
+            // Quantization switches on: every history and scale starts fresh.
+            b.reset(bank)?;
+        }
+        for g in self.grads.list() {
+            b.fill_zero(g)?;
+        }
+        let accum = t.grad_accum;
+        let rows = t.batch * self.config.model.context;
+        let grad_scale = 1.0 / (rows * accum) as f32;
+        let mut losses = Vec::new();
+        let mut banks = Vec::new();
+        for _ in 0..accum {
+            let (x, y) = self
+                .sampler
+                .next_batch(t.batch, self.config.model.context)
+                .map_err(TrainError::Data)?;
+            self.ws.load(b, &x, &y)?;
+            let cx = Ctx {
+                b,
+                m: &self.config.model,
+                batch: t.batch,
+                plan: &self.plan,
+                bank: if qat { self.bank.as_ref() } else { None },
+            };
+            model::forward(&cx, &self.params, &self.ws, grad_scale)?;
+            model::backward(&cx, &self.params, &self.grads, &self.ws)?;
+            losses.push(b.read(&self.ws.losses));
+            if let (true, Some(bank)) = (qat, &self.bank) {
+                banks.push(b.read_bank(bank));
+            }
+        }
+        let grads = self.grads.list();
+        for (i, g) in grads.iter().enumerate() {
+            b.sum_squares(g, &self.norms, i)?;
+        }
+        let params = self.params.list();
+        let (ms, vs) = (self.m.list(), self.v.list());
+        for i in 0..params.len() {
+            let hyper = AdamHyper {
+                lr,
+                beta1: t.beta1,
+                beta2: t.beta2,
+                eps: t.eps,
+                weight_decay: if self.decay[i] { t.weight_decay } else { 0.0 },
+                step: step + 1,
+                max_norm: t.grad_clip,
+            };
+            b.adamw(
+                params[i],
+                grads[i],
+                ms[i],
+                vs[i],
+                &self.norms,
+                grads.len(),
+                &hyper,
+            )?;
+        }
+        let norms = b.read(&self.norms);
+        b.flush();
+        self.pending.push_back(PendingStep {
+            step,
+            lr,
+            qat,
+            tokens: (rows * accum) as u64,
+            losses,
+            banks,
+            norms,
+        });
+        self.step += 1;
+        Ok(())
+    }
+
+    /// Reports whose readbacks have all arrived, oldest first; never blocks.
+    pub fn poll(&mut self) -> Result<Vec<StepReport>, TrainError> {
+        let mut out = Vec::new();
+        while let Some(front) = self.pending.front() {
+            let ready = front.norms.is_ready()
+                && front.losses.iter().all(Readback::is_ready)
+                && front.banks.iter().all(Readback::is_ready);
+            if !ready {
+                break;
+            }
+            let done = self.pending.pop_front().expect("front exists");
+            out.push(self.complete(done, false)?);
+        }
+        Ok(out)
+    }
+
+    /// Waits for every pending report (native; blocks).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn finish(&mut self) -> Result<Vec<StepReport>, TrainError> {
+        let mut out = Vec::new();
+        while let Some(p) = self.pending.pop_front() {
+            out.push(self.complete(p, true)?);
+        }
+        Ok(out)
+    }
+
+    fn complete(&self, p: PendingStep, block: bool) -> Result<StepReport, TrainError> {
+        let take = |r: Readback<Vec<f32>>| -> Result<Vec<f32>, TrainError> { take_value(r, block) };
+        let mut loss_sum = 0.0f64;
+        let mut rows = 0usize;
+        for r in p.losses {
+            let l = take(r)?;
+            rows += l.len();
+            loss_sum += l.iter().map(|v| f64::from(*v)).sum::<f64>();
+        }
+        let loss = (loss_sum / rows.max(1) as f64) as f32;
+        let norms = take(p.norms)?;
+        let grad_norm = norms.iter().map(|v| f64::from(*v)).sum::<f64>().sqrt() as f32;
+        let mut calls = Vec::new();
+        for (micro, r) in p.banks.into_iter().enumerate() {
+            let snap = take_value(r, block)?;
+            for (q, s) in snap.quantizers.iter().enumerate() {
+                calls.push(CallReport {
+                    id: self.plan.ids[q],
+                    micro: micro as u32,
+                    numel: self.numel[q],
+                    amax: s.stats.amax,
+                    est: s.est.clone(),
+                    scales: s.scales.clone(),
+                    above_est: s.stats.above_est.clone(),
+                    overflow: s.stats.overflow.clone(),
+                    underflow: s.stats.underflow,
+                    nonfinite: s.stats.nonfinite,
+                });
+            }
+        }
+        if let Some(c) = calls.iter().find(|c| c.nonfinite > 0) {
+            return Err(TrainError::NonFinite {
+                step: p.step,
+                what: format!("quantizer {} saw {} NaN/Inf values", c.id, c.nonfinite),
+            });
+        }
+        if !loss.is_finite() {
+            return Err(TrainError::NonFinite {
+                step: p.step,
+                what: "loss (cross_entropy)".into(),
+            });
+        }
+        Ok(StepReport {
+            step: p.step,
+            loss,
+            lr: p.lr,
+            grad_norm,
+            qat_enabled: p.qat,
+            tokens: p.tokens,
+            calls,
+        })
+    }
+
+    /// Trace records of a report's quantizer calls (schema of `hif8lab_scaling::trace`).
+    pub fn trace_records(&self, r: &StepReport) -> Vec<TraceRecord> {
+        let a = self.active;
+        r.calls
+            .iter()
+            .map(|c| TraceRecord {
+                step: r.step,
+                micro: c.micro,
+                block: c.id.block,
+                module: c.id.module,
+                role: c.id.role,
+                numel: c.numel,
+                amax: c.amax,
+                estimator: self.estimator_names[a].clone(),
+                est: c.est[a],
+                scale: c.scales[a],
+                above_est: c.above_est[a],
+                overflow: c.overflow[a],
+                underflow: c.underflow,
+                nonfinite: c.nonfinite,
+                shadow: self
+                    .estimator_names
+                    .iter()
+                    .enumerate()
+                    .map(|(k, name)| {
+                        (
+                            name.clone(),
+                            ShadowRecord {
+                                est: c.est[k],
+                                above_est: c.above_est[k],
+                                overflow: c.overflow[k],
+                            },
+                        )
+                    })
+                    .collect::<BTreeMap<_, _>>(),
+            })
+            .collect()
+    }
+
+    /// Current parameter values in `param_specs` order (blocks on readback).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn read_params(&self) -> Result<Vec<Vec<f32>>, TrainError> {
+        let reads: Vec<_> = self
+            .params
+            .list()
+            .into_iter()
+            .map(|t| self.backend.read(t))
+            .collect();
+        reads.into_iter().map(|r| take_value(r, true)).collect()
+    }
+}
+
+fn take_value<T>(r: Readback<T>, block: bool) -> Result<T, TrainError> {
+    #[cfg(not(target_arch = "wasm32"))]
+    if block {
+        return r.wait().map_err(TrainError::from);
+    }
+    let _ = block;
+    r.try_take()
+        .unwrap_or(Err(EngineError::NotReady))
+        .map_err(TrainError::from)
+}

@@ -1,0 +1,318 @@
+//! The trainer end to end on both backends: learning, determinism, QAT placement and
+//! switching, CPU/GPU parity, no blocking host syncs in steady state, and a whole-model
+//! finite-difference gradient check.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
+use std::collections::BTreeSet;
+
+use hif8lab_engine::Backend;
+use hif8lab_engine::cpu::CpuBackend;
+use hif8lab_engine::gpu::GpuBackend;
+use hif8lab_scaling::{Module, Role};
+use hif8lab_train::config::{PRESETS, RunConfig};
+use hif8lab_train::model::{self, Ctx, Params, QuantPlan, Workspace};
+use hif8lab_train::{StepReport, Trainer};
+
+/// Loss agreement between the CPU and GPU backends after 20 QAT steps (relative).
+const PARITY_LOSS_RTOL: f32 = 2e-3;
+
+fn tiny(extra: &[&str]) -> RunConfig {
+    let mut sets: Vec<String> = [
+        "model.d_model=32",
+        "model.layers=3",
+        "model.heads=4",
+        "model.kv_heads=2",
+        "model.d_ff=64",
+        "model.context=16",
+        "train.batch=4",
+        "train.steps=20",
+        "train.lr=3e-3",
+        "qat.warmup_steps=2",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    sets.extend(extra.iter().map(|s| (*s).to_owned()));
+    RunConfig::parse("tiny", PRESETS[0].1, &sets).expect("tiny config")
+}
+
+fn run<B: Backend>(b: B, config: RunConfig) -> (Vec<StepReport>, Trainer<B>) {
+    let mut t = Trainer::new(b, config).expect("trainer");
+    let mut reports = Vec::new();
+    while !t.finished() {
+        t.step().expect("step");
+        reports.extend(t.poll().expect("poll"));
+    }
+    reports.extend(t.finish().expect("finish"));
+    (reports, t)
+}
+
+fn losses(r: &[StepReport]) -> Vec<u32> {
+    r.iter().map(|r| r.loss.to_bits()).collect()
+}
+
+fn gpu() -> Option<GpuBackend> {
+    match GpuBackend::new_blocking() {
+        Ok(g) => Some(g),
+        Err(e) => {
+            assert!(
+                std::env::var("HIF8LAB_REQUIRE_GPU").as_deref() != Ok("1"),
+                "no GPU: {e}"
+            );
+            eprintln!("!!!!!!!! SKIPPING GPU TESTS: no adapter ({e}) !!!!!!!!");
+            None
+        }
+    }
+}
+
+#[test]
+fn loss_falls_and_runs_are_bit_identical_on_the_cpu() {
+    let config = tiny(&["train.steps=60", "qat.enabled=false"]);
+    let (a, _) = run(CpuBackend::new(), config.clone());
+    let (b, _) = run(CpuBackend::new(), config);
+    assert_eq!(a.len(), 60);
+    assert_eq!(
+        losses(&a),
+        losses(&b),
+        "same config + seed + backend ⇒ same losses"
+    );
+    let first = a[0].loss;
+    let last: f32 = a[55..].iter().map(|r| r.loss).sum::<f32>() / 5.0;
+    assert!(
+        (first - 256f32.ln()).abs() < 0.3,
+        "starts near ln(256): {first}"
+    );
+    assert!(last < first - 1.5, "loss falls: {first} → {last}");
+}
+
+#[test]
+fn qat_that_never_switches_on_equals_the_plain_run() {
+    let (plain, _) = run(
+        CpuBackend::new(),
+        tiny(&["qat.enabled=false", "train.steps=8"]),
+    );
+    let (never, t) = run(
+        CpuBackend::new(),
+        tiny(&["qat.warmup_steps=100", "train.steps=8"]),
+    );
+    assert!(!t.quantizers().is_empty());
+    assert_eq!(losses(&plain), losses(&never));
+    assert!(never.iter().all(|r| !r.qat_enabled && r.calls.is_empty()));
+    let (on, _) = run(
+        CpuBackend::new(),
+        tiny(&["qat.warmup_steps=0", "train.steps=8"]),
+    );
+    assert_ne!(
+        losses(&plain),
+        losses(&on),
+        "quantization changes the numbers"
+    );
+}
+
+#[test]
+fn quantizers_touch_exactly_the_configured_places() {
+    let config = tiny(&[
+        "qat.modules=[\"up\", \"o\"]",
+        "qat.roles=[\"A\", \"G\"]",
+        "qat.blocks=[0, 2]",
+        "train.steps=4",
+    ]);
+    let (reports, t) = run(CpuBackend::new(), config);
+    let want: BTreeSet<(u32, Module, Role)> = [0u32, 2]
+        .iter()
+        .flat_map(|b| [Module::Up, Module::O].map(|m| [(*b, m, Role::A), (*b, m, Role::G)]))
+        .flatten()
+        .collect();
+    let planned: BTreeSet<_> = t
+        .quantizers()
+        .iter()
+        .map(|q| (q.block, q.module, q.role))
+        .collect();
+    assert_eq!(planned, want);
+    let seen: BTreeSet<_> = reports
+        .iter()
+        .flat_map(|r| &r.calls)
+        .map(|c| (c.id.block, c.id.module, c.id.role))
+        .collect();
+    assert_eq!(seen, want);
+    // Default placement: blocks 1..L-1 of 3, MLP only, all roles.
+    let plan = QuantPlan::new(&tiny(&[]).model, &tiny(&[]).qat);
+    assert_eq!(plan.ids.len(), 9);
+    assert!(plan.ids.iter().all(|q| q.block == 1));
+}
+
+#[test]
+fn warmup_switch_starts_every_history_fresh() {
+    let (reports, t) = run(
+        CpuBackend::new(),
+        tiny(&["qat.warmup_steps=3", "train.steps=6"]),
+    );
+    assert!(reports[..3].iter().all(|r| !r.qat_enabled));
+    let first = &reports[3];
+    assert!(first.qat_enabled);
+    let mr = t
+        .estimator_names()
+        .iter()
+        .position(|n| n == "most_recent")
+        .unwrap();
+    for c in &first.calls {
+        // JIT cold start: the first call's estimate is its own amax, for every estimator.
+        assert_eq!(c.est[mr], c.amax, "{}", c.id);
+        assert_eq!(c.above_est[mr], 0);
+    }
+    let second = &reports[4];
+    let moved = second.calls.iter().filter(|c| c.est[mr] != c.amax).count();
+    assert!(
+        moved > 0,
+        "from the second call on, the estimate is the previous amax"
+    );
+    let records = t.trace_records(second);
+    assert_eq!(records.len(), second.calls.len());
+    assert_eq!(records[0].shadow.len(), t.estimator_names().len());
+}
+
+#[test]
+fn gpu_matches_cpu_with_qat_and_never_blocks() {
+    let Some(g) = gpu() else { return };
+    let config = tiny(&["qat.warmup_steps=2", "train.steps=20"]);
+    let (cpu_reports, _) = run(CpuBackend::new(), config.clone());
+    let mut t = Trainer::new(g, config).expect("gpu trainer");
+    t.step().unwrap();
+    t.step().unwrap();
+    let before = t.backend().counters();
+    for _ in 2..20 {
+        t.step().unwrap();
+        let _ = t.poll().unwrap();
+    }
+    let after = t.backend().counters();
+    assert_eq!(
+        after.blocking_syncs, before.blocking_syncs,
+        "no blocking sync inside steps"
+    );
+    let steps = 18.0;
+    let submits_per_step = (after.submits - before.submits) as f64 / steps;
+    assert!(
+        submits_per_step <= 4.0,
+        "{submits_per_step} submissions per step"
+    );
+    let mut gpu_reports = Vec::new();
+    // Reports that arrived during the loop were consumed; run again to compare all of them.
+    let (gpu_all, _) = run(
+        gpu().unwrap(),
+        tiny(&["qat.warmup_steps=2", "train.steps=20"]),
+    );
+    gpu_reports.extend(gpu_all);
+    for (c, g) in cpu_reports.iter().zip(&gpu_reports) {
+        assert!(
+            (c.loss - g.loss).abs() <= PARITY_LOSS_RTOL * c.loss,
+            "step {}: cpu {} gpu {}",
+            c.step,
+            c.loss,
+            g.loss
+        );
+        assert_eq!(c.calls.len(), g.calls.len());
+        for (cc, gc) in c.calls.iter().zip(&g.calls) {
+            assert_eq!(cc.id, gc.id);
+            assert_eq!(cc.numel, gc.numel);
+            assert!(
+                (cc.amax - gc.amax).abs() <= 1e-2 * cc.amax.abs() + 1e-6,
+                "{} amax {} vs {}",
+                cc.id,
+                cc.amax,
+                gc.amax
+            );
+        }
+    }
+    // The GPU is deterministic too.
+    let (again, _) = run(
+        gpu().unwrap(),
+        tiny(&["qat.warmup_steps=2", "train.steps=20"]),
+    );
+    assert_eq!(losses(&again), losses(&gpu_reports));
+}
+
+#[test]
+fn whole_model_gradient_matches_finite_differences() {
+    let config = tiny(&["qat.enabled=false", "model.layers=2"]);
+    let m = &config.model;
+    let b = CpuBackend::new();
+    // Larger weights than at init (std 0.2): gradients big enough for f32 finite differences.
+    let values: Vec<Vec<f32>> = model::init_values(m, 5)
+        .into_iter()
+        .map(|v| {
+            if v.iter().all(|x| *x == 1.0) {
+                v
+            } else {
+                v.iter().map(|x| x * 10.0).collect()
+            }
+        })
+        .collect();
+    let upload = |vals: &[Vec<f32>]| {
+        Params::from_list(
+            vals.iter().map(|v| b.upload(v).unwrap()).collect(),
+            m.layers,
+        )
+    };
+    let ws = Workspace::new(&b, m, 2).unwrap();
+    let text = hif8lab_train::data::synthetic_corpus(1, 4000);
+    let mut sampler =
+        hif8lab_train::data::Sampler::new(hif8lab_train::data::tokenize(&text), 3).unwrap();
+    let (x, y) = sampler.next_batch(2, m.context).unwrap();
+    ws.load(&b, &x, &y).unwrap();
+    let plan = QuantPlan::default();
+    let cx = Ctx {
+        b: &b,
+        m,
+        batch: 2,
+        plan: &plan,
+        bank: None,
+    };
+    let rows = 2 * m.context;
+    let loss = |vals: &[Vec<f32>]| -> f64 {
+        let p = upload(vals);
+        model::forward(&cx, &p, &ws, 1.0 / rows as f32).unwrap();
+        b.read(&ws.losses)
+            .wait()
+            .unwrap()
+            .iter()
+            .map(|v| f64::from(*v))
+            .sum::<f64>()
+            / rows as f64
+    };
+    let p = upload(&values);
+    let zeros: Vec<Vec<f32>> = values.iter().map(|v| vec![0.0; v.len()]).collect();
+    let g = upload(&zeros);
+    model::forward(&cx, &p, &ws, 1.0 / rows as f32).unwrap();
+    model::backward(&cx, &p, &g, &ws).unwrap();
+    let grads: Vec<Vec<f32>> = g.list().iter().map(|t| b.read(t).wait().unwrap()).collect();
+    let specs = model::param_specs(m);
+    let h = 1e-2f32;
+    let mut checked = 0;
+    let max_grad = grads.iter().flatten().fold(0.0f32, |m, v| m.max(v.abs()));
+    assert!(
+        max_grad > 1e-2,
+        "gradients are not trivially small: {max_grad}"
+    );
+    for (pi, (name, _, _)) in specs.iter().enumerate() {
+        let n = values[pi].len();
+        // The coordinate with the largest gradient (most signal) and two fixed ones.
+        let top = (0..n)
+            .max_by(|a, b| grads[pi][*a].abs().total_cmp(&grads[pi][*b].abs()))
+            .unwrap();
+        for j in [top, n / 3, n - 1] {
+            let mut plus = values.clone();
+            plus[pi][j] += h;
+            let mut minus = values.clone();
+            minus[pi][j] -= h;
+            let numeric = (loss(&plus) - loss(&minus)) / (2.0 * f64::from(h));
+            let analytic = f64::from(grads[pi][j]);
+            assert!(
+                (analytic - numeric).abs() <= 2e-3 + 5e-2 * numeric.abs(),
+                "{name}[{j}]: analytic {analytic} numeric {numeric}"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, specs.len() * 3);
+}
