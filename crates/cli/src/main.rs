@@ -8,6 +8,7 @@ mod bench;
 mod bench_kernels;
 mod codec;
 mod scaling_cmds;
+mod train_cmd;
 
 use std::process::ExitCode;
 
@@ -34,6 +35,8 @@ enum Command {
     Trace(scaling_cmds::TraceCommand),
     /// Recompute every estimator over a recorded amax trace (JSONL, CSV or TE log).
     Replay(scaling_cmds::ReplayArgs),
+    /// Train a configuration headless (writes a run folder).
+    Train(train_cmd::TrainArgs),
     /// Export settings for other tools (Transformer Engine, Megatron-LM).
     #[command(subcommand)]
     Export(scaling_cmds::ExportCommand),
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Trace(cmd) => scaling_cmds::run_trace(cmd),
         Command::Replay(args) => scaling_cmds::run_replay(args),
         Command::Export(cmd) => scaling_cmds::run_export(cmd),
+        Command::Train(args) => train_cmd::run_train(args).map(|()| Outcome::Ok),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

@@ -1,0 +1,158 @@
+//! End-to-end tests of `hif8lab train`: the run folder's files and their contents.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn hif8lab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hif8lab"))
+        .args(args)
+        .output()
+        .expect("run hif8lab")
+}
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("hif8lab-train-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn check_run(dir: &std::path::Path, steps: usize) {
+    let metrics = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = metrics
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), steps);
+    for field in [
+        "step",
+        "loss",
+        "lr",
+        "grad_norm",
+        "tokens_per_s",
+        "qat_enabled",
+    ] {
+        assert!(!lines[0][field].is_null(), "metrics field {field}");
+    }
+    let first = lines[0]["loss"].as_f64().unwrap();
+    let last = lines[steps - 1]["loss"].as_f64().unwrap();
+    assert!(last < first, "loss falls: {first} → {last}");
+    let trace = hif8lab_scaling::trace::read_trace(&dir.join("trace.jsonl")).unwrap();
+    assert_eq!(trace.header.estimators.len(), 5);
+    assert!(!trace.records.is_empty());
+    assert!(
+        trace.records.iter().all(|r| r.step >= 3),
+        "QAT switches on after the warmup"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["status"], "finished");
+    assert!(
+        std::fs::read_to_string(dir.join("config.toml"))
+            .unwrap()
+            .contains("[qat.scaling]")
+    );
+}
+
+#[test]
+fn train_smoke_writes_a_run_folder() {
+    let dir = out_dir("cpu");
+    let out = hif8lab(&[
+        "train",
+        "--preset",
+        "smoke",
+        "--backend",
+        "cpu",
+        "--steps",
+        "12",
+        "--set",
+        "qat.warmup_steps=3",
+        "--quiet",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_run(&dir, 12);
+    // A second run into the same folder is refused; nothing is overwritten.
+    let before = std::fs::read(dir.join("metrics.jsonl")).unwrap();
+    let again = hif8lab(&[
+        "train",
+        "--preset",
+        "smoke",
+        "--backend",
+        "cpu",
+        "--steps",
+        "2",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already holds a run"));
+    assert_eq!(std::fs::read(dir.join("metrics.jsonl")).unwrap(), before);
+}
+
+#[test]
+fn train_smoke_on_the_gpu() {
+    let dir = out_dir("gpu");
+    let out = hif8lab(&[
+        "train",
+        "--preset",
+        "smoke",
+        "--backend",
+        "gpu",
+        "--steps",
+        "8",
+        "--set",
+        "qat.warmup_steps=3",
+        "--quiet",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            std::env::var("HIF8LAB_REQUIRE_GPU").as_deref() != Ok("1"),
+            "GPU required: {err}"
+        );
+        eprintln!("!!!!!!!! SKIPPING: no GPU adapter ({err}) !!!!!!!!");
+        return;
+    }
+    check_run(&dir, 8);
+}
+
+#[test]
+fn bad_train_input_is_named() {
+    let out = hif8lab(&[
+        "train",
+        "--preset",
+        "smoke",
+        "--set",
+        "model.heads=5",
+        "--backend",
+        "cpu",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("model.heads 5"));
+    let out = hif8lab(&["train", "--preset", "nope"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such preset"));
+    let cfg = std::env::temp_dir().join(format!("hif8lab-bad-{}.toml", std::process::id()));
+    std::fs::write(&cfg, "[model]\nvocab = 256\n").unwrap();
+    let out = hif8lab(&[
+        "train",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--backend",
+        "cpu",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("hif8lab-bad") && err.contains("d_model"),
+        "{err}"
+    );
+}
