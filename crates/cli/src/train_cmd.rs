@@ -1,7 +1,9 @@
 //! `hif8lab train`: run a configuration headless, writing a run folder and showing a progress
 //! bar (step, loss, tokens/s, ETA).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -9,6 +11,7 @@ use clap::Args;
 use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
+use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::run::RunWriter;
 use hif8lab_train::{RunConfig, StepReport, Trainer};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -31,15 +34,44 @@ pub struct TrainArgs {
     /// Run folder (default runs/<preset>-<unix time>); must not hold a run already.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Optimizer steps (overrides train.steps).
+    /// Optimizer steps (overrides train.steps; with --resume, extends the run).
     #[arg(long)]
     steps: Option<u64>,
+    /// Continue the run in this folder from its newest checkpoint (bit-identical to never
+    /// stopping); its config.toml is used.
+    #[arg(long, conflicts_with_all = ["preset", "config", "out"])]
+    resume: Option<PathBuf>,
     /// No progress bar (one line per 10 % instead).
     #[arg(long)]
     quiet: bool,
 }
 
 pub fn run_train(args: TrainArgs) -> Result<()> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let flag = interrupted.clone();
+        // A second Ctrl-C while the checkpoint is written is ignored; the write finishes.
+        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+    }
+    if let Some(dir) = &args.resume {
+        let path = dir.join("config.toml");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("--resume: reading {}", path.display()))?;
+        let mut sets = args.sets.clone();
+        if let Some(s) = args.steps {
+            sets.push(format!("train.steps={s}"));
+        }
+        let config = RunConfig::parse(&path.display().to_string(), &text, &sets)?;
+        let ck_path = hif8lab_train::checkpoint::latest(dir).with_context(|| {
+            format!(
+                "--resume: no checkpoints/step_N.safetensors in {}",
+                dir.display()
+            )
+        })?;
+        let ck = Checkpoint::load(&ck_path)?;
+        let start = Start::Resume(ck, ck_path);
+        return dispatch(&args.backend, config, dir, args.quiet, start, &interrupted);
+    }
     let (name, text) = match (&args.preset, &args.config) {
         (Some(p), _) => (
             format!("preset '{p}'"),
@@ -73,19 +105,45 @@ pub fn run_train(args: TrainArgs) -> Result<()> {
             .unwrap_or(0);
         PathBuf::from("runs").join(format!("{stem}-{t}"))
     });
-    match args.backend.as_str() {
-        "cpu" => train_on(CpuBackend::new(), config, &out, args.quiet),
+    dispatch(
+        &args.backend,
+        config,
+        &out,
+        args.quiet,
+        Start::Fresh,
+        &interrupted,
+    )
+}
+
+/// A fresh run or the continuation of one.
+enum Start {
+    Fresh,
+    Resume(Checkpoint, PathBuf),
+}
+
+fn dispatch(
+    backend: &str,
+    config: RunConfig,
+    out: &Path,
+    quiet: bool,
+    start: Start,
+    stop: &AtomicBool,
+) -> Result<()> {
+    match backend {
+        "cpu" => train_on(CpuBackend::new(), config, out, quiet, start, stop),
         "gpu" => train_on(
             GpuBackend::new_blocking().context("--backend gpu")?,
             config,
-            &out,
-            args.quiet,
+            out,
+            quiet,
+            start,
+            stop,
         ),
         _ => match GpuBackend::new_blocking() {
-            Ok(g) => train_on(g, config, &out, args.quiet),
+            Ok(g) => train_on(g, config, out, quiet, start, stop),
             Err(e) => {
                 eprintln!("note: no GPU adapter ({e}); training on the CPU backend");
-                train_on(CpuBackend::new(), config, &out, args.quiet)
+                train_on(CpuBackend::new(), config, out, quiet, start, stop)
             }
         },
     }
@@ -94,19 +152,42 @@ pub fn run_train(args: TrainArgs) -> Result<()> {
 fn train_on<B: Backend>(
     backend: B,
     config: RunConfig,
-    out: &std::path::Path,
+    out: &Path,
     quiet: bool,
+    start: Start,
+    stop: &AtomicBool,
 ) -> Result<()> {
     let info = backend.info();
     let steps = config.train.steps;
     let mut trainer = Trainer::new(backend, config.clone())?;
-    let mut writer = RunWriter::create(
-        out,
-        &config,
-        trainer.estimator_names(),
-        trainer.active_estimator(),
-    )
-    .with_context(|| format!("creating run folder {}", out.display()))?;
+    let mut writer = match &start {
+        Start::Fresh => RunWriter::create(
+            out,
+            &config,
+            trainer.estimator_names(),
+            trainer.active_estimator(),
+        )
+        .with_context(|| format!("creating run folder {}", out.display()))?,
+        Start::Resume(ck, path) => {
+            trainer
+                .restore(ck)
+                .with_context(|| format!("resuming from {}", path.display()))?;
+            eprintln!(
+                "resuming {} at step {} from {}",
+                out.display(),
+                trainer.steps_done(),
+                path.display()
+            );
+            RunWriter::resume(
+                out,
+                &config,
+                trainer.active_estimator(),
+                trainer.steps_done(),
+            )
+            .with_context(|| format!("reopening run folder {}", out.display()))?
+        }
+    };
+    let every = config.train.checkpoint_every;
     eprintln!(
         "training {} steps on {} '{}' ({}); {} quantizers; run folder {}",
         steps,
@@ -147,22 +228,39 @@ fn train_on<B: Backend>(
         last = Some(r);
         Ok(())
     };
-    let result = (|| -> Result<()> {
+    let checkpoint_at = |trainer: &mut Trainer<B>,
+                         write_reports: &mut dyn FnMut(StepReport, &Trainer<B>) -> Result<()>|
+     -> Result<PathBuf> {
+        for r in trainer.finish()? {
+            write_reports(r, trainer)?;
+        }
+        let ck = trainer.checkpoint()?;
+        Ok(RunWriter::save_checkpoint_in(
+            out,
+            &ck,
+            trainer.steps_done(),
+        )?)
+    };
+    let result = (|| -> Result<Option<PathBuf>> {
         while !trainer.finished() {
+            if stop.load(Ordering::SeqCst) {
+                return checkpoint_at(&mut trainer, &mut write).map(Some);
+            }
             trainer.step()?;
             for r in trainer.poll()? {
                 write(r, &trainer)?;
             }
+            if every > 0 && trainer.steps_done().is_multiple_of(every) && !trainer.finished() {
+                checkpoint_at(&mut trainer, &mut write)?;
+            }
         }
-        for r in trainer.finish()? {
-            write(r, &trainer)?;
-        }
-        Ok(())
+        checkpoint_at(&mut trainer, &mut write)?;
+        Ok(None)
     })();
     bar.finish_and_clear();
     let wall = start.elapsed().as_secs_f64();
     let summary = serde_json::json!({
-        "status": if result.is_ok() { "finished" } else { "failed" },
+        "status": match &result { Ok(None) => "finished", Ok(Some(_)) => "interrupted", Err(_) => "failed" },
         "error": result.as_ref().err().map(|e| format!("{e:#}")),
         "steps": last.as_ref().map(|r| r.step + 1).unwrap_or(0),
         "final_loss": last.as_ref().map(|r| r.loss),
@@ -174,7 +272,14 @@ fn train_on<B: Backend>(
         "calls_above_est": above_total,
     });
     writer.summary(&summary)?;
-    result?;
+    if let Some(path) = result? {
+        eprintln!(
+            "interrupted: checkpoint {}; continue with: hif8lab train --resume {}",
+            path.display(),
+            out.display()
+        );
+        std::process::exit(130);
+    }
     eprintln!(
         "done: {} steps in {:.1} s, final loss {:.4}; {}",
         steps,

@@ -156,3 +156,118 @@ fn bad_train_input_is_named() {
         "{err}"
     );
 }
+
+#[test]
+fn resume_continues_the_run_folder_and_ctrl_c_checkpoints() {
+    let dir = out_dir("resume");
+    let d = dir.to_str().unwrap();
+    let base = [
+        "train",
+        "--preset",
+        "smoke",
+        "--backend",
+        "cpu",
+        "--quiet",
+        "--set",
+        "qat.warmup_steps=3",
+    ];
+    let out = hif8lab(
+        &[
+            &base[..],
+            &[
+                "--steps",
+                "10",
+                "--set",
+                "train.checkpoint_every=4",
+                "--out",
+                d,
+            ],
+        ]
+        .concat(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for step in [4, 8, 10] {
+        assert!(
+            dir.join(format!("checkpoints/step_{step}.safetensors"))
+                .exists(),
+            "step {step}"
+        );
+    }
+    // Simulate a crash after step 8: drop the last checkpoint; resume redoes steps 8 and 9.
+    std::fs::remove_file(dir.join("checkpoints/step_10.safetensors")).unwrap();
+    let before: Vec<String> = std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let out = hif8lab(&["train", "--resume", d, "--backend", "cpu", "--quiet"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after: Vec<String> = std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(after.len(), 10);
+    let loss = |l: &str| {
+        serde_json::from_str::<serde_json::Value>(l).unwrap()["loss"]
+            .as_f64()
+            .unwrap()
+    };
+    for (a, b) in before.iter().zip(&after) {
+        assert_eq!(loss(a), loss(b), "resumed steps are bit-identical");
+    }
+    let trace = hif8lab_scaling::trace::read_trace(&dir.join("trace.jsonl")).unwrap();
+    let mut steps: Vec<u64> = trace.records.iter().map(|r| r.step).collect();
+    steps.dedup();
+    assert_eq!(
+        steps,
+        (3..10).collect::<Vec<u64>>(),
+        "no duplicated trace records"
+    );
+
+    // Ctrl-C (SIGINT) writes a checkpoint and exits with 130.
+    let dir2 = out_dir("sigint");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hif8lab"))
+        .args([
+            "train",
+            "--preset",
+            "smoke",
+            "--backend",
+            "cpu",
+            "--quiet",
+            "--steps",
+            "100000",
+            "--out",
+            dir2.to_str().unwrap(),
+        ])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let metrics = dir2.join("metrics.jsonl");
+    let start = std::time::Instant::now();
+    while std::fs::read_to_string(&metrics)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+        < 3
+    {
+        assert!(start.elapsed().as_secs() < 60, "training did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(hif8lab_train::checkpoint::latest(&dir2).is_some());
+    let summary = std::fs::read_to_string(dir2.join("summary.json")).unwrap();
+    assert!(summary.contains("\"interrupted\""), "{summary}");
+}

@@ -284,6 +284,8 @@ pub trait Backend {
     ) -> Result<(), EngineError>;
     /// Reads the whole bank back.
     fn read_bank(&self, bank: &Self::Bank) -> Readback<BankSnapshot>;
+    /// Restores histories, estimates and scales from a snapshot (checkpoint resume).
+    fn restore_bank(&self, bank: &Self::Bank, snapshot: &BankSnapshot) -> Result<(), EngineError>;
     /// A matrix product; fused quantization reads scales from `bank`.
     fn matmul(
         &self,

@@ -125,6 +125,15 @@ impl QuantizerState {
         &self.scales
     }
 
+    /// Restores a saved state: the history (oldest first; the newest `capacity` entries are
+    /// kept) and each estimator's last scale (checkpoint resume).
+    pub fn restore(&mut self, history: &[f32], scales: &[f32]) {
+        self.history.clear();
+        let skip = history.len().saturating_sub(self.capacity);
+        self.history.extend(&history[skip..]);
+        self.set_scales(scales);
+    }
+
     /// Overrides every estimator's current scale (tools and tests); the history is untouched.
     pub fn set_scales(&mut self, scales: &[f32]) {
         for (s, v) in self.scales.iter_mut().zip(scales) {

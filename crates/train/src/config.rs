@@ -89,6 +89,9 @@ pub struct TrainConfig {
     /// Write one trace record every this many steps (1: every call).
     #[serde(default = "one_u64")]
     pub trace_every: u64,
+    /// Write a checkpoint every this many steps (0: only at the end).
+    #[serde(default)]
+    pub checkpoint_every: u64,
 }
 
 fn one() -> usize {

@@ -10,10 +10,12 @@
 //! - [`data`]: byte tokenizer, generated corpus, seeded sampler;
 //! - [`model`]: parameters and the explicit forward/backward passes;
 //! - [`trainer`]: the asynchronous training loop and its reports;
-//! - [`run`]: the run folder (config, metrics, trace, summary).
+//! - [`run`]: the run folder (config, metrics, trace, summary);
+//! - [`checkpoint`]: safetensors checkpoints with optimizer and quantizer state.
 //!
 //! The UI lives in `hif8lab-app`, the command line in `hif8lab-cli`; neither is here.
 
+pub mod checkpoint;
 pub mod config;
 pub mod data;
 pub mod model;

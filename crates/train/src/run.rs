@@ -107,6 +107,57 @@ impl RunWriter {
         })
     }
 
+    /// Reopens a run folder to continue it from a checkpoint at `step`: lines of
+    /// `metrics.jsonl` and records of `trace.jsonl` from `step` on (written after the
+    /// checkpoint, and about to be redone) are dropped first (each file rewritten atomically).
+    pub fn resume(dir: &Path, config: &RunConfig, active: usize, step: u64) -> io::Result<Self> {
+        let keep = |name: &str, is_header: &dyn Fn(&str) -> bool| -> io::Result<()> {
+            let path = dir.join(name);
+            let text = fs::read_to_string(&path).unwrap_or_default();
+            let mut out = String::new();
+            for line in text.lines() {
+                let step_of = serde_json::from_str::<serde_json::Value>(line)
+                    .ok()
+                    .and_then(|v| v.get("step").and_then(serde_json::Value::as_u64));
+                let keep = is_header(line) || step_of.is_some_and(|s| s < step);
+                if keep {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+            write_atomic(&path, out.as_bytes())
+        };
+        keep("metrics.jsonl", &|_| false)?;
+        keep("trace.jsonl", &|l: &str| l.contains("\"hif8lab_trace\""))?;
+        let open = |name: &str| {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join(name))
+        };
+        Ok(RunWriter {
+            dir: dir.to_owned(),
+            metrics: open("metrics.jsonl")?,
+            trace: TraceWriter::resume(open("trace.jsonl")?),
+            trace_every: config.train.trace_every,
+            active,
+        })
+    }
+
+    /// Writes a checkpoint as `<dir>/checkpoints/step_N.safetensors` (atomically); returns
+    /// its path.
+    pub fn save_checkpoint_in(
+        dir: &Path,
+        ck: &crate::checkpoint::Checkpoint,
+        step: u64,
+    ) -> io::Result<PathBuf> {
+        let path = dir
+            .join("checkpoints")
+            .join(format!("step_{step}.safetensors"));
+        ck.save(&path)?;
+        Ok(path)
+    }
+
     /// The run folder.
     pub fn dir(&self) -> &Path {
         &self.dir

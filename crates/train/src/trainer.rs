@@ -9,6 +9,7 @@ use hif8lab_engine::{AdamHyper, Backend, BankConfig, BankSnapshot, EngineError, 
 use hif8lab_scaling::trace::{ShadowRecord, TraceRecord};
 use hif8lab_scaling::{Module, QuantizerId, Role};
 
+use crate::checkpoint::{Checkpoint, NamedTensor};
 use crate::config::RunConfig;
 use crate::data::{Sampler, synthetic_corpus, tokenize};
 use crate::model::{self, Ctx, Params, QuantPlan, Workspace};
@@ -66,6 +67,9 @@ pub enum TrainError {
     /// The data could not be prepared.
     #[error("data: {0}")]
     Data(String),
+    /// A checkpoint does not fit this run.
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
     /// A loss or quantizer input became NaN/Inf.
     #[error("non-finite values at step {step}: {what}")]
     NonFinite {
@@ -456,6 +460,127 @@ impl<B: Backend> Trainer<B> {
             .map(|t| self.backend.read(t))
             .collect();
         reads.into_iter().map(|r| take_value(r, true)).collect()
+    }
+}
+
+const CHECKPOINT_FORMAT: &str = "hif8lab-checkpoint-1";
+
+impl<B: Backend> Trainer<B> {
+    /// The full training state after the last enqueued step (blocks on readback).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn checkpoint(&self) -> Result<Checkpoint, TrainError> {
+        let specs = model::param_specs(&self.config.model);
+        let read = |list: Vec<&B::Tensor>| -> Result<Vec<Vec<f32>>, TrainError> {
+            let reads: Vec<_> = list.into_iter().map(|t| self.backend.read(t)).collect();
+            reads.into_iter().map(|r| take_value(r, true)).collect()
+        };
+        let (p, m, v) = (
+            read(self.params.list())?,
+            read(self.m.list())?,
+            read(self.v.list())?,
+        );
+        let mut tensors = Vec::new();
+        for (prefix, values) in [
+            ("", &p),
+            ("optimizer.exp_avg.", &m),
+            ("optimizer.exp_avg_sq.", &v),
+        ] {
+            for ((name, shape, _), data) in specs.iter().zip(values) {
+                tensors.push(NamedTensor {
+                    name: format!("{prefix}{name}"),
+                    shape: shape.clone(),
+                    data: data.clone(),
+                });
+            }
+        }
+        if let Some(bank) = &self.bank {
+            let snap = take_value(self.backend.read_bank(bank), true)?;
+            for (i, q) in snap.quantizers.iter().enumerate() {
+                for (what, data) in [
+                    ("history", &q.history),
+                    ("est", &q.est),
+                    ("scales", &q.scales),
+                ] {
+                    tensors.push(NamedTensor {
+                        name: format!("quantizers.{i}.{what}"),
+                        shape: vec![data.len()],
+                        data: data.clone(),
+                    });
+                }
+            }
+        }
+        let metadata = [
+            ("format", CHECKPOINT_FORMAT.to_owned()),
+            ("step", self.step.to_string()),
+            ("data_position", self.sampler.position.to_string()),
+            ("seed", self.config.train.seed.to_string()),
+            ("config", self.config.to_toml()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        Ok(Checkpoint { tensors, metadata })
+    }
+
+    /// Continues from a checkpoint of a run with the same model (shapes are checked): the
+    /// parameters, optimizer moments, quantizer histories, step and data position.
+    pub fn restore(&mut self, ck: &Checkpoint) -> Result<(), TrainError> {
+        let bad = |m: String| TrainError::Checkpoint(m);
+        if ck.metadata.get("format").map(String::as_str) != Some(CHECKPOINT_FORMAT) {
+            return Err(bad(format!(
+                "not a {CHECKPOINT_FORMAT} file (metadata 'format')"
+            )));
+        }
+        let meta_u64 = |k: &str| -> Result<u64, TrainError> {
+            ck.metadata
+                .get(k)
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| bad(format!("metadata '{k}' missing or not a number")))
+        };
+        let specs = model::param_specs(&self.config.model);
+        for (prefix, list) in [
+            ("", self.params.list()),
+            ("optimizer.exp_avg.", self.m.list()),
+            ("optimizer.exp_avg_sq.", self.v.list()),
+        ] {
+            for ((name, shape, _), t) in specs.iter().zip(list) {
+                let full = format!("{prefix}{name}");
+                let nt = ck
+                    .get(&full)
+                    .ok_or_else(|| bad(format!("tensor '{full}' missing")))?;
+                if &nt.shape != shape {
+                    return Err(bad(format!(
+                        "tensor '{full}' has shape {:?}, this model needs {shape:?} (different config?)",
+                        nt.shape
+                    )));
+                }
+                self.backend.write(t, &nt.data)?;
+            }
+        }
+        if let Some(bank) = &self.bank {
+            let mut snap = BankSnapshot {
+                active: self.active,
+                quantizers: Vec::new(),
+            };
+            for i in 0..self.plan.ids.len() {
+                let get = |what: &str| {
+                    ck.get(&format!("quantizers.{i}.{what}"))
+                        .map(|t| t.data.clone())
+                        .ok_or_else(|| bad(format!("tensor 'quantizers.{i}.{what}' missing")))
+                };
+                snap.quantizers.push(hif8lab_engine::QuantizerSnapshot {
+                    history: get("history")?,
+                    est: get("est")?,
+                    scales: get("scales")?,
+                    ..Default::default()
+                });
+            }
+            self.backend.restore_bank(bank, &snap)?;
+        }
+        self.step = meta_u64("step")?;
+        self.sampler.position = meta_u64("data_position")?;
+        self.pending.clear();
+        Ok(())
     }
 }
 

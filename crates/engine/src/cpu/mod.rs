@@ -269,6 +269,22 @@ impl Backend for CpuBackend {
         }))
     }
 
+    fn restore_bank(&self, bank: &CpuBank, snapshot: &BankSnapshot) -> Result<(), EngineError> {
+        same_len(
+            "restore_bank quantizers",
+            snapshot.quantizers.len(),
+            bank.config.quantizers,
+        )?;
+        let mut inner = bank.lock();
+        for (q, s) in snapshot.quantizers.iter().enumerate() {
+            same_len("restore_bank scales", s.scales.len(), bank.k)?;
+            same_len("restore_bank est", s.est.len(), bank.k)?;
+            inner.states[q].restore(&s.history, &s.scales);
+            inner.est[q] = s.est.clone();
+        }
+        Ok(())
+    }
+
     fn matmul(
         &self,
         a: &CpuTensor,

@@ -781,6 +781,31 @@ impl Backend for GpuBackend {
         })
     }
 
+    fn restore_bank(&self, bank: &GpuBank, snapshot: &BankSnapshot) -> Result<(), EngineError> {
+        let q = bank.config.quantizers;
+        let (k, cap) = (bank.k, bank.cap);
+        same_len("restore_bank quantizers", snapshot.quantizers.len(), q)?;
+        let mut history = vec![0.0f32; q * cap];
+        let mut meta = vec![0u32; q * 2];
+        let mut est = Vec::with_capacity(q * k);
+        let mut scales = Vec::with_capacity(q * k);
+        for (i, s) in snapshot.quantizers.iter().enumerate() {
+            same_len("restore_bank scales", s.scales.len(), k)?;
+            same_len("restore_bank est", s.est.len(), k)?;
+            let kept = &s.history[s.history.len().saturating_sub(cap)..];
+            history[i * cap..i * cap + kept.len()].copy_from_slice(kept);
+            meta[2 * i] = kept.len() as u32;
+            meta[2 * i + 1] = (kept.len() % cap) as u32;
+            est.extend_from_slice(&s.est);
+            scales.extend_from_slice(&s.scales);
+        }
+        self.write_ordered(&bank.history, 0, bytemuck::cast_slice(&history));
+        self.write_ordered(&bank.meta, 0, bytemuck::cast_slice(&meta));
+        self.write_ordered(&bank.est, 0, bytemuck::cast_slice(&est));
+        self.write_ordered(&bank.scales, 0, bytemuck::cast_slice(&scales));
+        Ok(())
+    }
+
     fn matmul(
         &self,
         a: &GpuTensor,

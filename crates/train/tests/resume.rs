@@ -1,0 +1,116 @@
+//! Checkpoint and resume: continuing from a checkpoint is bit-identical to never stopping,
+//! on both backends; a mismatched or corrupted checkpoint is a clear error.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
+use hif8lab_engine::Backend;
+use hif8lab_engine::cpu::CpuBackend;
+use hif8lab_engine::gpu::GpuBackend;
+use hif8lab_train::checkpoint::Checkpoint;
+use hif8lab_train::config::{PRESETS, RunConfig};
+use hif8lab_train::{TrainError, Trainer};
+
+fn tiny(extra: &[&str]) -> RunConfig {
+    let mut sets: Vec<String> = [
+        "model.d_model=32",
+        "model.layers=3",
+        "model.d_ff=64",
+        "model.context=16",
+        "train.batch=2",
+        "train.steps=10",
+        "qat.warmup_steps=2",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    sets.extend(extra.iter().map(|s| (*s).to_owned()));
+    RunConfig::parse("tiny", PRESETS[0].1, &sets).unwrap()
+}
+
+fn steps<B: Backend>(t: &mut Trainer<B>, n: u64) -> Vec<u32> {
+    for _ in 0..n {
+        t.step().unwrap();
+    }
+    t.finish()
+        .unwrap()
+        .iter()
+        .map(|r| r.loss.to_bits())
+        .collect()
+}
+
+fn resume_is_bit_identical<B: Backend>(make: impl Fn() -> B) {
+    let config = tiny(&[]);
+    let mut straight = Trainer::new(make(), config.clone()).unwrap();
+    let all = steps(&mut straight, 10);
+    let mut first = Trainer::new(make(), config.clone()).unwrap();
+    let head = steps(&mut first, 4);
+    let ck = first.checkpoint().unwrap();
+    // Through bytes, as on disk.
+    let ck = Checkpoint::from_bytes("mem", &ck.to_bytes()).unwrap();
+    let mut resumed = Trainer::new(make(), config).unwrap();
+    resumed.restore(&ck).unwrap();
+    assert_eq!(resumed.steps_done(), 4);
+    let tail = steps(&mut resumed, 6);
+    assert_eq!([head, tail].concat(), all);
+}
+
+#[test]
+fn resume_is_bit_identical_on_the_cpu() {
+    resume_is_bit_identical(CpuBackend::new);
+}
+
+#[test]
+fn resume_is_bit_identical_on_the_gpu() {
+    if let Err(e) = GpuBackend::new_blocking() {
+        assert!(
+            std::env::var("HIF8LAB_REQUIRE_GPU").as_deref() != Ok("1"),
+            "no GPU: {e}"
+        );
+        eprintln!("!!!!!!!! SKIPPING GPU TEST: no adapter ({e}) !!!!!!!!");
+        return;
+    }
+    resume_is_bit_identical(|| GpuBackend::new_blocking().unwrap());
+}
+
+#[test]
+fn mismatched_and_corrupted_checkpoints_are_rejected() {
+    let mut t = Trainer::new(CpuBackend::new(), tiny(&[])).unwrap();
+    steps(&mut t, 1);
+    let ck = t.checkpoint().unwrap();
+    let mut other = Trainer::new(
+        CpuBackend::new(),
+        tiny(&["model.d_model=48", "model.heads=4"]),
+    )
+    .unwrap();
+    match other.restore(&ck) {
+        Err(TrainError::Checkpoint(m)) => {
+            assert!(m.contains("shape") && m.contains("different config"), "{m}")
+        }
+        r => panic!("expected a shape error, got {r:?}"),
+    }
+    let mut stripped = ck.clone();
+    stripped
+        .tensors
+        .retain(|t| !t.name.starts_with("optimizer.exp_avg_sq"));
+    let mut same = Trainer::new(CpuBackend::new(), tiny(&[])).unwrap();
+    let e = same.restore(&stripped).unwrap_err().to_string();
+    assert!(
+        e.contains("optimizer.exp_avg_sq") && e.contains("missing"),
+        "{e}"
+    );
+    let bytes = ck.to_bytes();
+    let e = Checkpoint::from_bytes(
+        "runs/x/checkpoints/step_1.safetensors",
+        &bytes[..bytes.len() / 2],
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("checkpoint runs/x/checkpoints/step_1.safetensors:"),
+        "{e}"
+    );
+    // Hugging Face names.
+    assert!(ck.get("model.layers.1.mlp.gate_proj.weight").is_some());
+    assert!(ck.get("lm_head.weight").is_some());
+    assert!(ck.get("quantizers.0.history").is_some());
+}
