@@ -62,7 +62,7 @@ impl Checkpoint {
         }
         header.insert("__metadata__".into(), json!(self.metadata));
         let mut text = serde_json::to_string(&Value::Object(header)).unwrap_or_default();
-        while text.len() % 8 != 0 {
+        while !text.len().is_multiple_of(8) {
             text.push(' ');
         }
         let mut out = Vec::with_capacity(8 + text.len() + offset);
