@@ -9,7 +9,7 @@ use hif8lab_engine::{AdamHyper, Backend, BankConfig, BankSnapshot, EngineError, 
 use hif8lab_scaling::trace::{ShadowRecord, TraceRecord};
 use hif8lab_scaling::{Module, QuantizerId, Role};
 
-use crate::checkpoint::{Checkpoint, NamedTensor};
+use crate::checkpoint::Checkpoint;
 use crate::config::RunConfig;
 use crate::data::{Sampler, synthetic_corpus, tokenize};
 use crate::model::{self, Ctx, Params, QuantPlan, Workspace};
@@ -486,7 +486,7 @@ impl<B: Backend> Trainer<B> {
             ("optimizer.exp_avg_sq.", &v),
         ] {
             for ((name, shape, _), data) in specs.iter().zip(values) {
-                tensors.push(NamedTensor {
+                tensors.push(crate::checkpoint::NamedTensor {
                     name: format!("{prefix}{name}"),
                     shape: shape.clone(),
                     data: data.clone(),
@@ -501,7 +501,7 @@ impl<B: Backend> Trainer<B> {
                     ("est", &q.est),
                     ("scales", &q.scales),
                 ] {
-                    tensors.push(NamedTensor {
+                    tensors.push(crate::checkpoint::NamedTensor {
                         name: format!("quantizers.{i}.{what}"),
                         shape: vec![data.len()],
                         data: data.clone(),
