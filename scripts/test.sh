@@ -36,6 +36,10 @@ if ! rustup target list --installed --toolchain "$channel" | grep -q wasm32-unkn
   rustup target add --toolchain "$channel" wasm32-unknown-unknown
 fi
 
+# Mesa's Vulkan loader complains without a runtime dir (harmless, but noisy).
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/xdg-runtime-$(id -u)}"
+mkdir -p -m 700 "$XDG_RUNTIME_DIR"
+
 # --- checks ----------------------------------------------------------------------
 say "cargo fmt --check"
 cargo fmt --all --check

@@ -7,7 +7,8 @@
 //   C: M×N row-major; accumulate = 1 adds to C instead of overwriting.
 // Fused qdq: operand element e (its linear index in the operand buffer) becomes
 // fake_quant(e, scales[slot], quant, index), exactly what qdq.wgsl would have written, so
-// W8A8 costs no extra pass.
+// W8A8 costs no extra pass. round_bf16 = 1 rounds every operand that is not fake-quantized
+// to bf16 (RNE) on load: the emulated-bf16 baseline.
 //
 // Bindings: 0 params (uniform MatmulParams), 1 a (read), 2 b (read), 3 c (read_write),
 //           4 scales (read).
@@ -32,6 +33,10 @@ struct MatmulParams {
     fuse_b: u32,
     scale_index_a: u32,
     scale_index_b: u32,
+    round_bf16: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
     quant: QuantParams,
 }
 
@@ -62,6 +67,9 @@ fn load_a(batch: u32, row: u32, kk: u32, scale: f32) -> f32 {
     if params.fuse_a == 1u {
         return fake_quant(v, scale, params.quant, idx);
     }
+    if params.round_bf16 == 1u {
+        return bf16_rne(v);
+    }
     return v;
 }
 
@@ -78,6 +86,9 @@ fn load_b(batch: u32, kk: u32, col: u32, scale: f32) -> f32 {
     let v = b[idx];
     if params.fuse_b == 1u {
         return fake_quant(v, scale, params.quant, idx);
+    }
+    if params.round_bf16 == 1u {
+        return bf16_rne(v);
     }
     return v;
 }

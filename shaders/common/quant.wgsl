@@ -132,6 +132,17 @@ fn ocp_qdq(x: f32, format: u32, saturate: bool) -> f32 {
     return bitcast<f32>(s | r);
 }
 
+// Round an f32 to the nearest bf16 (ties to even) and back; NaN stays NaN.
+// Twin of hif8lab_format::bf16_rne.
+fn bf16_rne(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    if (b & 0x7fffffffu) > F32_INF_BITS {
+        return x;
+    }
+    let rounded = b + 0x7fffu + ((b >> 16u) & 1u);
+    return bitcast<f32>(rounded & 0xffff0000u);
+}
+
 // Quantize-dequantize without scaling, nearest rounding (used for underflow counts).
 fn qdq_nearest(y: f32, q: QuantParams) -> f32 {
     if q.format == FORMAT_HIF8 {

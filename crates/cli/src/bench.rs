@@ -41,6 +41,24 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Training throughput: a plain run vs QAT with all shadow estimators, one process.
+    Train {
+        /// Preset to measure.
+        #[arg(long, default_value = "smoke")]
+        preset: String,
+        /// Override a key of the preset.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// `gpu` or `cpu`.
+        #[arg(long, default_value = "gpu", value_parser = ["gpu", "cpu"])]
+        backend: String,
+        /// Timed steps per variant.
+        #[arg(long, default_value_t = 20)]
+        steps: u64,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub fn run(cmd: BenchCommand) -> Result<Outcome> {
@@ -50,6 +68,16 @@ pub fn run(cmd: BenchCommand) -> Result<Outcome> {
             reps,
             json,
         } => bench_codec(elements.max(1), reps.max(1), json),
+        BenchCommand::Train {
+            preset,
+            sets,
+            backend,
+            steps,
+            json,
+        } => {
+            crate::bench_train::bench_train(&preset, &sets, &backend, steps.max(1), json)?;
+            Ok(Outcome::Ok)
+        }
         BenchCommand::Kernels {
             sizes,
             elements,

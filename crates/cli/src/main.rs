@@ -6,6 +6,7 @@
 
 mod bench;
 mod bench_kernels;
+mod bench_train;
 mod codec;
 mod scaling_cmds;
 mod train_cmd;

@@ -78,6 +78,9 @@ pub struct MatmulSpec {
     pub fuse_a: Option<usize>,
     /// Fake-quantize B on load with this bank quantizer's active scale.
     pub fuse_b: Option<usize>,
+    /// Round every operand that is not fake-quantized to bf16 (RNE) on load: the
+    /// emulated-bf16 baseline.
+    pub round_bf16: bool,
 }
 
 impl MatmulSpec {
@@ -92,6 +95,7 @@ impl MatmulSpec {
             accumulate: false,
             fuse_a: None,
             fuse_b: None,
+            round_bf16: false,
         }
     }
 

@@ -504,3 +504,34 @@ fn oversized_tensors_are_rejected_and_work_is_one_submission() {
     gpu.flush();
     assert_eq!(gpu.counters().submits, before.submits + 1);
 }
+
+#[test]
+fn bf16_matmul_matches_cpu_and_rounds_operands() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new();
+    let mut rng = Rng(5);
+    let spec = MatmulSpec {
+        round_bf16: true,
+        ..MatmulSpec::new(37, 29, 41, Layout::NT)
+    };
+    let (sa, sb, sc) = spec.sizes();
+    let a = random(&mut rng, sa);
+    let b = random(&mut rng, sb);
+    let zeros = vec![0.0; sc];
+    let g = run_matmul(gpu, &a, &b, &zeros, &spec, None);
+    let c = run_matmul(&cpu, &a, &b, &zeros, &spec, None);
+    assert_close(&g, &c, "bf16");
+    let rounded = |v: &[f32]| {
+        v.iter()
+            .map(|x| hif8lab_format::bf16_rne(*x))
+            .collect::<Vec<_>>()
+    };
+    let plain = MatmulSpec {
+        round_bf16: false,
+        ..spec
+    };
+    let explicit = run_matmul(&cpu, &rounded(&a), &rounded(&b), &zeros, &plain, None);
+    same_bits(&c, &explicit).unwrap();
+    let exact = run_matmul(&cpu, &a, &b, &zeros, &plain, None);
+    assert!(exact.iter().zip(&c).any(|(x, y)| x != y));
+}

@@ -61,20 +61,31 @@ pub fn tensor_stats(
     quant: &FakeQuant,
 ) -> TensorStats {
     let (amax, nonfinite) = amax_and_nonfinite(x);
-    let limit = quant.format.facts().overflow_threshold;
-    let mut above_est = vec![0u64; thresholds.len()];
-    let mut overflow = vec![0u64; thresholds.len()];
-    let mut underflow = 0u64;
-    for v in x {
-        let a = v.abs();
-        for (k, t) in thresholds.iter().enumerate() {
-            above_est[k] += u64::from(a > t.est);
-            overflow[k] += u64::from((v * t.scale).abs() >= limit);
-        }
-        if *v != 0.0 && quant.format.qdq(v * active_scale, quant.overflow) == 0.0 {
-            underflow += 1;
-        }
-    }
+    let facts = quant.format.facts();
+    let limit = facts.overflow_threshold;
+    // qdq(v·s) == 0 exactly when |v·s| ≤ underflow_max (checked against the codec in the
+    // format crate's tests); the comparison is much cheaper than the codec.
+    let underflow_max = facts.underflow_max;
+    // One tight pass per counter: each inner loop is a simple compare-and-count the
+    // compiler vectorizes, and the tensor stays in cache between passes.
+    let count = |pred: &dyn Fn(f32) -> bool| x.iter().filter(|v| pred(**v)).count() as u64;
+    let above_est = thresholds
+        .iter()
+        .map(|t| {
+            let est = t.est;
+            x.iter().map(|v| u64::from(v.abs() > est)).sum()
+        })
+        .collect();
+    let overflow = thresholds
+        .iter()
+        .map(|t| {
+            let scale = t.scale;
+            x.iter()
+                .map(|v| u64::from((v * scale).abs() >= limit))
+                .sum()
+        })
+        .collect();
+    let underflow = count(&|v| v != 0.0 && (v * active_scale).abs() <= underflow_max);
     TensorStats {
         numel: x.len() as u64,
         amax,

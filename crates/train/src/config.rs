@@ -92,6 +92,10 @@ pub struct TrainConfig {
     /// Write a checkpoint every this many steps (0: only at the end).
     #[serde(default)]
     pub checkpoint_every: u64,
+    /// Emulate a bf16 run: round the operands of every GEMM that are not fake-quantized to
+    /// bf16 (round to nearest even); master weights stay f32.
+    #[serde(default)]
+    pub bf16_gemm: bool,
 }
 
 fn one() -> usize {
@@ -141,6 +145,7 @@ pub struct QatConfig {
     pub blocks: Option<Vec<u32>>,
     /// Zero the gradient where the forward value was above the estimate (clipped STE)
     /// instead of passing it through unchanged (identity STE, the paper's choice).
+    /// Reserved: `true` is rejected until the masked backward exists.
     #[serde(default)]
     pub clipped_ste: bool,
     /// Estimators, window, target, margin, cold start, format, overflow.
@@ -365,6 +370,13 @@ impl RunConfig {
                     m.layers
                 ));
             }
+        }
+        if self.qat.clipped_ste {
+            return Err(
+                "qat.clipped_ste = true is not supported yet (the identity STE, the paper's \
+                 choice, is what this version trains with); remove the key"
+                    .into(),
+            );
         }
         self.qat
             .scaling

@@ -266,6 +266,8 @@ pub struct Ctx<'a, B: Backend> {
     pub plan: &'a QuantPlan,
     /// The quantizer bank, when quantization is on for this step.
     pub bank: Option<&'a B::Bank>,
+    /// Round non-quantized GEMM operands to bf16 (emulated-bf16 baseline).
+    pub bf16: bool,
 }
 
 impl<B: Backend> Ctx<'_, B> {
@@ -324,6 +326,7 @@ impl<B: Backend> Ctx<'_, B> {
         let spec = MatmulSpec {
             fuse_a: lq.a,
             fuse_b: lq.w,
+            round_bf16: self.bf16,
             ..MatmulSpec::new(self.rows(), cout, cin, Layout::NT)
         };
         self.b.matmul(x, w, y, &spec, self.bank)
@@ -348,6 +351,7 @@ impl<B: Backend> Ctx<'_, B> {
             let spec = MatmulSpec {
                 fuse_a: lq.g,
                 fuse_b: lq.w,
+                round_bf16: self.bf16,
                 ..MatmulSpec::new(n, cin, cout, Layout::NN)
             };
             self.b.matmul(dy, w, dx, &spec, self.bank)?;
@@ -356,6 +360,7 @@ impl<B: Backend> Ctx<'_, B> {
             accumulate: true,
             fuse_a: lq.g,
             fuse_b: lq.a,
+            round_bf16: self.bf16,
             ..MatmulSpec::new(cout, cin, n, Layout::TN)
         };
         self.b.matmul(dy, x, dw, &spec, self.bank)

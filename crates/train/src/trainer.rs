@@ -283,6 +283,7 @@ impl<B: Backend> Trainer<B> {
                 batch: t.batch,
                 plan: &self.plan,
                 bank: if qat { self.bank.as_ref() } else { None },
+                bf16: t.bf16_gemm,
             };
             model::forward(&cx, &self.params, &self.ws, grad_scale)?;
             model::backward(&cx, &self.params, &self.grads, &self.ws)?;

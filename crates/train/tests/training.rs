@@ -267,6 +267,7 @@ fn whole_model_gradient_matches_finite_differences() {
         batch: 2,
         plan: &plan,
         bank: None,
+        bf16: false,
     };
     let rows = 2 * m.context;
     let loss = |vals: &[Vec<f32>]| -> f64 {
@@ -315,4 +316,98 @@ fn whole_model_gradient_matches_finite_differences() {
         }
     }
     assert_eq!(checked, specs.len() * 3);
+}
+
+#[test]
+fn gradient_accumulation_matches_a_bigger_batch() {
+    // 2 micro-batches of 2 sequences draw the same 4 sequences as 1 batch of 4.
+    let (accum, _) = run(
+        CpuBackend::new(),
+        tiny(&["train.batch=2", "train.grad_accum=2", "train.steps=6"]),
+    );
+    let (big, _) = run(CpuBackend::new(), tiny(&["train.batch=4", "train.steps=6"]));
+    for (a, b) in accum.iter().zip(&big) {
+        assert!(
+            (a.loss - b.loss).abs() < 2e-3 * b.loss,
+            "step {}: {} vs {}",
+            a.step,
+            a.loss,
+            b.loss
+        );
+        assert_eq!(a.tokens, b.tokens);
+    }
+    // Each micro-batch is one quantizer call: two calls per quantizer per step.
+    let last = accum.last().unwrap();
+    assert_eq!(
+        last.calls.iter().filter(|c| c.micro == 1).count(),
+        last.calls.len() / 2
+    );
+}
+
+#[test]
+fn divergence_halts_with_the_offending_place_named() {
+    let mut t = Trainer::new(
+        CpuBackend::new(),
+        tiny(&[
+            "train.lr=1e9",
+            "train.grad_clip=0",
+            "qat.warmup_steps=0",
+            "train.steps=40",
+        ]),
+    )
+    .unwrap();
+    let mut err = None;
+    while !t.finished() && err.is_none() {
+        t.step().unwrap();
+        if let Err(e) = t.poll() {
+            err = Some(e);
+        }
+    }
+    let e = err
+        .or_else(|| t.finish().err())
+        .expect("training with lr 1e9 must diverge");
+    let msg = e.to_string();
+    assert!(msg.contains("non-finite values at step"), "{msg}");
+    assert!(
+        msg.contains("quantizer block") || msg.contains("loss"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn emulated_bf16_baseline_rounds_gemm_operands() {
+    let (f32_run, _) = run(
+        CpuBackend::new(),
+        tiny(&["qat.enabled=false", "train.steps=10"]),
+    );
+    let (bf16, _) = run(
+        CpuBackend::new(),
+        tiny(&[
+            "qat.enabled=false",
+            "train.steps=10",
+            "train.bf16_gemm=true",
+        ]),
+    );
+    let (again, _) = run(
+        CpuBackend::new(),
+        tiny(&[
+            "qat.enabled=false",
+            "train.steps=10",
+            "train.bf16_gemm=true",
+        ]),
+    );
+    assert_eq!(losses(&bf16), losses(&again));
+    assert_ne!(
+        losses(&bf16),
+        losses(&f32_run),
+        "rounding changes the numbers"
+    );
+    for (a, b) in bf16.iter().zip(&f32_run) {
+        assert!(
+            (a.loss - b.loss).abs() < 0.05 * b.loss,
+            "bf16 stays close: {} vs {}",
+            a.loss,
+            b.loss
+        );
+    }
 }

@@ -296,25 +296,40 @@ impl Backend for CpuBackend {
         if std::ptr::eq(a, c) || std::ptr::eq(b, c) {
             return Err(EngineError::Shape("matmul: C must not alias A or B".into()));
         }
-        let (av, bv) = (a.get().clone(), b.get().clone());
-        let mut cv = c.get();
-        check_matmul(spec, av.len(), bv.len(), cv.len())?;
-        let fused = |data: Vec<f32>, fuse: Option<usize>| -> Result<Vec<f32>, EngineError> {
+        let fused = |data: &[f32], fuse: Option<usize>| -> Result<Option<Vec<f32>>, EngineError> {
             match fuse {
-                None => Ok(data),
+                None if spec.round_bf16 => Ok(Some(
+                    data.iter().map(|v| hif8lab_format::bf16_rne(*v)).collect(),
+                )),
+                None => Ok(None),
                 Some(q) => {
                     let bank = bank.ok_or_else(|| {
                         EngineError::Shape("matmul: fused quantization needs a bank".into())
                     })?;
-                    let mut data = data;
-                    bank.quant.qdq_slice(&mut data, bank.active_scale(q)?);
-                    Ok(data)
+                    let mut out = vec![0.0; data.len()];
+                    bank.quant.qdq_into(data, &mut out, bank.active_scale(q)?);
+                    Ok(Some(out))
                 }
             }
         };
-        let av = fused(av, spec.fuse_a)?;
-        let bv = fused(bv, spec.fuse_b)?;
-        matmul::gemm(spec, &av, &bv, &mut cv);
+        let av = a.get();
+        // A and B may be the same tensor: lock it once.
+        let b_guard = if std::ptr::eq(a, b) {
+            None
+        } else {
+            Some(b.get())
+        };
+        let bv: &[f32] = b_guard.as_deref().map(Vec::as_slice).unwrap_or(&av);
+        let mut cv = c.get();
+        check_matmul(spec, av.len(), bv.len(), cv.len())?;
+        let qa = fused(&av, spec.fuse_a)?;
+        let qb = fused(bv, spec.fuse_b)?;
+        matmul::gemm(
+            spec,
+            qa.as_deref().unwrap_or(&av),
+            qb.as_deref().unwrap_or(bv),
+            &mut cv,
+        );
         Ok(())
     }
 

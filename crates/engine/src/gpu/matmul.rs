@@ -38,6 +38,10 @@ pub struct MatmulParams {
     pub scale_index_a: u32,
     /// Scale index of B's quantizer.
     pub scale_index_b: u32,
+    /// 1: round operands that are not fake-quantized to bf16 on load.
+    pub round_bf16: u32,
+    /// Padding to a 16-byte boundary.
+    pub _pad: [u32; 3],
     /// Format, overflow, rounding, seed.
     pub quant: QuantParams,
 }

@@ -858,6 +858,8 @@ impl Backend for GpuBackend {
             fuse_b: u32::from(spec.fuse_b.is_some()),
             scale_index_a: scale_index(spec.fuse_a)?,
             scale_index_b: scale_index(spec.fuse_b)?,
+            round_bf16: u32::from(spec.round_bf16),
+            _pad: [0; 3],
             quant: bank.map(|b| b.quant).unwrap_or_default(),
         };
         let scales = bank.map(|b| &b.scales).unwrap_or(&self.one_scale);
