@@ -8,6 +8,7 @@ mod bench;
 mod bench_kernels;
 mod bench_train;
 mod codec;
+mod grid_cmd;
 mod scaling_cmds;
 mod train_cmd;
 
@@ -38,6 +39,10 @@ enum Command {
     Replay(scaling_cmds::ReplayArgs),
     /// Train a configuration headless (writes a run folder).
     Train(train_cmd::TrainArgs),
+    /// Pretrain the base model of an experiment grid (high precision, knowledge corpus).
+    Pretrain(grid_cmd::GridArgs),
+    /// Run the paper's experiment grid from the base model and write results.md / .csv.
+    Grid(grid_cmd::GridArgs),
     /// Export settings for other tools (Transformer Engine, Megatron-LM).
     #[command(subcommand)]
     Export(scaling_cmds::ExportCommand),
@@ -60,6 +65,8 @@ fn main() -> ExitCode {
         Command::Replay(args) => scaling_cmds::run_replay(args),
         Command::Export(cmd) => scaling_cmds::run_export(cmd),
         Command::Train(args) => train_cmd::run_train(args).map(|()| Outcome::Ok),
+        Command::Pretrain(args) => grid_cmd::run_pretrain(args).map(|()| Outcome::Ok),
+        Command::Grid(args) => grid_cmd::run_grid(args).map(|()| Outcome::Ok),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

@@ -196,19 +196,38 @@ impl QatConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataConfig {
-    /// `synthetic` (generated, no download) or a path to a UTF-8 text file or folder.
+    /// `synthetic` (a small generated text), `kb` (the knowledge-base pretraining corpus),
+    /// `web` (the bursty continued-training corpus), or a path to a UTF-8 text file or folder.
     #[serde(default = "default_corpus")]
     pub corpus: String,
+    /// Entities of the knowledge base (`kb` corpus and the probes).
+    #[serde(default = "default_entities")]
+    pub entities: usize,
+    /// Seed of the knowledge base (fixed across a grid so probes match the pretraining).
+    #[serde(default = "one_u64")]
+    pub kb_seed: u64,
+    /// Bytes of generated text.
+    #[serde(default = "default_corpus_bytes")]
+    pub bytes: usize,
 }
 
 fn default_corpus() -> String {
     "synthetic".into()
+}
+fn default_entities() -> usize {
+    48
+}
+fn default_corpus_bytes() -> usize {
+    400_000
 }
 
 impl Default for DataConfig {
     fn default() -> Self {
         DataConfig {
             corpus: default_corpus(),
+            entities: default_entities(),
+            kb_seed: 1,
+            bytes: default_corpus_bytes(),
         }
     }
 }

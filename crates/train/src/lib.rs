@@ -8,19 +8,24 @@
 //!
 //! - [`config`]: run configuration (TOML, presets, `--set` overrides);
 //! - [`data`]: byte tokenizer, generated corpus, seeded sampler;
+//! - [`corpus`]: the knowledge base, the bursty continued-training corpus, the probes;
 //! - [`model`]: parameters and the explicit forward/backward passes;
 //! - [`trainer`]: the asynchronous training loop and its reports;
 //! - [`run`]: the run folder (config, metrics, trace, summary);
-//! - [`checkpoint`]: safetensors checkpoints with optimizer and quantizer state.
+//! - [`checkpoint`]: safetensors checkpoints with optimizer and quantizer state;
+//! - `grid` (native): the paper's experiment grid and its report.
 //!
 //! The UI lives in `hif8lab-app`, the command line in `hif8lab-cli`; neither is here.
 
 pub mod checkpoint;
 pub mod config;
+pub mod corpus;
 pub mod data;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod grid;
 pub mod model;
 pub mod run;
 pub mod trainer;
 
 pub use config::RunConfig;
-pub use trainer::{StepReport, TrainError, Trainer};
+pub use trainer::{ProbeScores, StepReport, TrainError, Trainer};

@@ -179,11 +179,17 @@ impl<B: Backend> Trainer<B> {
                 }
             })
             .collect();
-        let text = if config.data.corpus == "synthetic" {
-            synthetic_corpus(config.train.seed, 400_000)
-        } else {
-            crate::data::read_corpus(std::path::Path::new(&config.data.corpus))
-                .map_err(TrainError::Data)?
+        let d = &config.data;
+        let text = match d.corpus.as_str() {
+            "synthetic" => synthetic_corpus(config.train.seed, d.bytes),
+            "kb" => {
+                let kb = crate::corpus::KnowledgeBase::generate(d.entities, d.kb_seed);
+                crate::corpus::pretrain_corpus(&kb, config.train.seed, d.bytes)
+            }
+            "web" => crate::corpus::web_corpus(config.train.seed, d.bytes),
+            path => {
+                crate::data::read_corpus(std::path::Path::new(path)).map_err(TrainError::Data)?
+            }
         };
         let sampler = Sampler::new(tokenize(&text), config.train.seed).map_err(TrainError::Data)?;
         let scaling = &config.qat.scaling;
@@ -465,6 +471,157 @@ impl<B: Backend> Trainer<B> {
 }
 
 const CHECKPOINT_FORMAT: &str = "hif8lab-checkpoint-1";
+
+/// Probe results of one evaluation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProbeScores {
+    /// Step after which the probes ran.
+    pub step: u64,
+    /// Knowledge recall accuracy (summed log-likelihood).
+    pub knowledge_acc: f64,
+    /// Knowledge recall accuracy (per-byte log-likelihood).
+    pub knowledge_acc_norm: f64,
+    /// Completion accuracy (summed log-likelihood).
+    pub completion_acc: f64,
+    /// Completion accuracy (per-byte log-likelihood).
+    pub completion_acc_norm: f64,
+    /// Mean loss on held-out pretraining text.
+    pub heldout_loss: f64,
+}
+
+impl<B: Backend> Trainer<B> {
+    /// Replaces the model weights with those of a checkpoint (optimizer, step and data stay
+    /// fresh): continued training from a pretrained base.
+    pub fn load_weights(&mut self, ck: &Checkpoint) -> Result<(), TrainError> {
+        let specs = model::param_specs(&self.config.model);
+        for ((name, shape, _), t) in specs.iter().zip(self.params.list()) {
+            let nt = ck
+                .get(name)
+                .ok_or_else(|| TrainError::Checkpoint(format!("tensor '{name}' missing")))?;
+            if &nt.shape != shape {
+                return Err(TrainError::Checkpoint(format!(
+                    "tensor '{name}' has shape {:?}, this model needs {shape:?} (different config?)",
+                    nt.shape
+                )));
+            }
+            self.backend.write(t, &nt.data)?;
+        }
+        Ok(())
+    }
+
+    /// Summed loss of every row of a forward pass over `(inputs, targets)` sequences (each
+    /// `context` long), in batches of the workspace; quantizers off. Blocks.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn row_losses(&mut self, seqs: &[(Vec<f32>, Vec<f32>)]) -> Result<Vec<Vec<f32>>, TrainError> {
+        let (batch, ctx) = (self.config.train.batch, self.config.model.context);
+        let mut out = Vec::new();
+        for chunk in seqs.chunks(batch) {
+            let mut x = Vec::with_capacity(batch * ctx);
+            let mut y = Vec::with_capacity(batch * ctx);
+            for i in 0..batch {
+                let (a, b) = chunk.get(i).unwrap_or(&chunk[0]);
+                x.extend_from_slice(a);
+                y.extend_from_slice(b);
+            }
+            self.ws.load(&self.backend, &x, &y)?;
+            let cx = Ctx {
+                b: &self.backend,
+                m: &self.config.model,
+                batch,
+                plan: &self.plan,
+                bank: None,
+                bf16: self.config.train.bf16_gemm,
+            };
+            model::forward(&cx, &self.params, &self.ws, 1.0)?;
+            let losses = take_value(self.backend.read(&self.ws.losses), true)?;
+            for i in 0..chunk.len() {
+                out.push(losses[i * ctx..(i + 1) * ctx].to_vec());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Scores the probes with the current weights (high precision). Call between steps
+    /// (after [`Self::finish`]); blocks.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn evaluate(
+        &mut self,
+        probes: &crate::corpus::ProbeSet,
+    ) -> Result<ProbeScores, TrainError> {
+        let ctx = self.config.model.context;
+        let vocab = self.config.model.vocab as u32;
+        let tok = |s: &str| -> Vec<f32> {
+            crate::data::tokenize(s)
+                .into_iter()
+                .map(|t| t.min(vocab - 1) as f32)
+                .collect()
+        };
+        // One sequence per (item, choice): the choice's tokens are the last targets.
+        let mc = |items: &[crate::corpus::McItem]| -> Vec<(Vec<f32>, Vec<f32>, usize, usize)> {
+            let mut seqs = Vec::new();
+            for it in items {
+                for c in &it.choices {
+                    let mut t = tok(&it.context);
+                    let choice = tok(c);
+                    t.extend_from_slice(&choice);
+                    let t = &t[t.len().saturating_sub(ctx + 1)..];
+                    let used = t.len() - 1;
+                    let mut x = t[..used].to_vec();
+                    let mut y = t[1..].to_vec();
+                    x.resize(ctx, 0.0);
+                    y.resize(ctx, 0.0);
+                    seqs.push((x, y, used.min(ctx), choice.len().min(used)));
+                }
+            }
+            seqs
+        };
+        let mut score = |items: &[crate::corpus::McItem]| -> Result<(f64, f64), TrainError> {
+            let seqs = mc(items);
+            let pairs: Vec<(Vec<f32>, Vec<f32>)> = seqs
+                .iter()
+                .map(|(x, y, _, _)| (x.clone(), y.clone()))
+                .collect();
+            let losses = self.row_losses(&pairs)?;
+            let mut ll = Vec::new();
+            let mut k = 0;
+            for it in items {
+                let mut row = Vec::new();
+                for _ in &it.choices {
+                    let (used, n) = (seqs[k].2, seqs[k].3);
+                    let l: f64 = losses[k][used - n..used]
+                        .iter()
+                        .map(|v| f64::from(*v))
+                        .sum();
+                    row.push(-l);
+                    k += 1;
+                }
+                ll.push(row);
+            }
+            Ok(crate::corpus::mc_accuracy(items, &ll))
+        };
+        let (knowledge_acc, knowledge_acc_norm) = score(&probes.knowledge)?;
+        let (completion_acc, completion_acc_norm) = score(&probes.completion)?;
+        let held = tok(&probes.heldout);
+        let windows: Vec<(Vec<f32>, Vec<f32>)> = held
+            .windows(ctx + 1)
+            .step_by(ctx)
+            .take(32)
+            .map(|w| (w[..ctx].to_vec(), w[1..].to_vec()))
+            .collect();
+        let losses = self.row_losses(&windows)?;
+        let n: usize = losses.iter().map(Vec::len).sum();
+        let heldout_loss =
+            losses.iter().flatten().map(|v| f64::from(*v)).sum::<f64>() / n.max(1) as f64;
+        Ok(ProbeScores {
+            step: self.step,
+            knowledge_acc,
+            knowledge_acc_norm,
+            completion_acc,
+            completion_acc_norm,
+            heldout_loss,
+        })
+    }
+}
 
 impl<B: Backend> Trainer<B> {
     /// The full training state after the last enqueued step (blocks on readback).
