@@ -15,8 +15,9 @@ if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
 apt_missing=()
 [ -e /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ] || apt_missing+=(mesa-vulkan-drivers)
 ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1 ' || apt_missing+=(libvulkan1)
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || apt_missing+=(fonts-dejavu-core)
 if [ ${#apt_missing[@]} -gt 0 ]; then
-  say "installing with apt: ${apt_missing[*]} (lavapipe: Vulkan on the CPU for GPU tests)"
+  say "installing with apt: ${apt_missing[*]} (lavapipe: Vulkan on the CPU for GPU tests; DejaVu for plot labels)"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${apt_missing[@]}"
 fi

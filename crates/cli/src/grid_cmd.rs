@@ -108,7 +108,21 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
     } else {
         grid::run_grid(&|| Ok(CpuBackend::new()), &config, &out, &mut p)?
     };
-    println!("{}", results.markdown());
+    let summaries: Vec<_> = results.rows.iter().map(|r| r.summary.clone()).collect();
+    let (files, skipped) = crate::plots::grid_plots(&out, &summaries)?;
+    let mut md = results.markdown();
+    md.push_str("\n## Plots\n\n");
+    match skipped {
+        Some(reason) => md.push_str(&format!("Not drawn: {reason}.\n")),
+        None => {
+            for f in &files {
+                let rel = f.strip_prefix(&out).unwrap_or(f).display().to_string();
+                md.push_str(&format!("![{rel}]({rel})\n\n"));
+            }
+        }
+    }
+    hif8lab_train::run::write_atomic(&out.join("results.md"), md.as_bytes())?;
+    println!("{md}");
     eprintln!(
         "grid done in {:.0} s: {}/results.md and results.csv",
         p.start.elapsed().as_secs_f64(),

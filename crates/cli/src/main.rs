@@ -9,6 +9,7 @@ mod bench_kernels;
 mod bench_train;
 mod codec;
 mod grid_cmd;
+mod plots;
 mod scaling_cmds;
 mod train_cmd;
 

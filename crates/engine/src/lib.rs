@@ -440,6 +440,17 @@ pub(crate) fn rows_of(what: &str, len: usize, width: usize) -> Result<usize, Eng
     Ok(len / width)
 }
 
+/// Checks that two lengths agree.
+pub(crate) fn same_len(what: &str, a: usize, b: usize) -> Result<(), EngineError> {
+    if a == b {
+        Ok(())
+    } else {
+        Err(EngineError::Shape(format!(
+            "{what}: lengths {a} and {b} differ"
+        )))
+    }
+}
+
 /// Checks that a tensor has at least `need` elements.
 pub(crate) fn at_least(what: &str, have: usize, need: usize) -> Result<(), EngineError> {
     if have < need {

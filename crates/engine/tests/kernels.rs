@@ -6,8 +6,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
-use std::sync::OnceLock;
-
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_engine::{Backend, BankConfig, BankSnapshot, EngineError, Layout, MatmulSpec};
@@ -19,23 +17,8 @@ const MATMUL_ATOL: f32 = 5e-4;
 /// See [`MATMUL_ATOL`].
 const MATMUL_RTOL: f32 = 1e-4;
 
-fn gpu() -> Option<&'static GpuBackend> {
-    static GPU: OnceLock<Option<GpuBackend>> = OnceLock::new();
-    GPU.get_or_init(|| match GpuBackend::new_blocking() {
-        Ok(g) => {
-            eprintln!("GPU tests on adapter: {:?}", g.adapter_info().name);
-            Some(g)
-        }
-        Err(e) => {
-            if std::env::var("HIF8LAB_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-                panic!("HIF8LAB_REQUIRE_GPU=1 but no GPU adapter: {e}");
-            }
-            eprintln!("!!!!!!!! SKIPPING GPU TESTS: no adapter ({e}) !!!!!!!!");
-            None
-        }
-    })
-    .as_ref()
-}
+mod common;
+use common::gpu;
 
 /// splitmix64, for reproducible inputs.
 struct Rng(u64);

@@ -4,10 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
-use std::sync::OnceLock;
-
 use hif8lab_engine::cpu::CpuBackend;
-use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_engine::{AdamHyper, AttentionShape, Backend, RopeShape, rope_table};
 
 /// |gpu − cpu| ≤ OPS_ATOL + OPS_RTOL·|cpu| (exp, log, sqrt and division may differ by a few
@@ -21,20 +18,8 @@ const FD_TOL: f64 = 3e-3;
 /// See [`FD_TOL`].
 const FD_STEP: f32 = 1e-2;
 
-fn gpu() -> Option<&'static GpuBackend> {
-    static GPU: OnceLock<Option<GpuBackend>> = OnceLock::new();
-    GPU.get_or_init(|| match GpuBackend::new_blocking() {
-        Ok(g) => Some(g),
-        Err(e) => {
-            if std::env::var("HIF8LAB_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-                panic!("HIF8LAB_REQUIRE_GPU=1 but no GPU adapter: {e}");
-            }
-            eprintln!("!!!!!!!! SKIPPING GPU TESTS: no adapter ({e}) !!!!!!!!");
-            None
-        }
-    })
-    .as_ref()
-}
+mod common;
+use common::gpu;
 
 fn rand_vec(seed: u32, n: usize, amp: f32) -> Vec<f32> {
     (0..n)

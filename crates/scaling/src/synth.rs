@@ -85,6 +85,11 @@ impl SplitMix64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
+    /// Uniform integer below `n` (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+
     /// Standard normal (Box–Muller).
     pub fn normal(&mut self) -> f64 {
         let u1 = self.uniform().max(1e-300);

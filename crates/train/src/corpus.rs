@@ -59,7 +59,7 @@ pub struct KnowledgeBase {
 impl KnowledgeBase {
     /// `n` entities with unique names and random facts.
     pub fn generate(n: usize, seed: u64) -> Self {
-        let mut rng = Rng(seed ^ 0x4B42);
+        let mut rng = Rng::new(seed ^ 0x4B42);
         let mut names: Vec<String> = Vec::new();
         while names.len() < n {
             let parts = 2 + rng.below(2);
@@ -137,7 +137,7 @@ fn regularity(rng: &mut Rng) -> String {
 /// The pretraining corpus: facts of the knowledge base (each stated many times, in several
 /// templates) mixed with regularities; about `bytes` long.
 pub fn pretrain_corpus(kb: &KnowledgeBase, seed: u64, bytes: usize) -> String {
-    let mut rng = Rng(seed ^ 0x5052_4554);
+    let mut rng = Rng::new(seed ^ 0x5052_4554);
     let mut text = String::with_capacity(bytes + 256);
     while text.len() < bytes {
         if rng.below(4) == 0 {
@@ -160,7 +160,7 @@ const WEB_WORDS: [&str; 32] = [
 /// The continued-training corpus: web-like sentences of varying length with bursts of rare
 /// bytes (capitals, digits, punctuation runs, non-ASCII characters) arriving in clumps.
 pub fn web_corpus(seed: u64, bytes: usize) -> String {
-    let mut rng = Rng(seed ^ 0x0057_4542);
+    let mut rng = Rng::new(seed ^ 0x0057_4542);
     let mut text = String::with_capacity(bytes + 512);
     let mut burst_left = 0usize;
     while text.len() < bytes {
@@ -244,7 +244,7 @@ impl ProbeSet {
     /// Probes for a knowledge base: one knowledge item per entity, `completion` regularity
     /// items, and about 8 KiB of held-out pretraining text.
     pub fn generate(kb: &KnowledgeBase, completion: usize, seed: u64) -> Self {
-        let mut rng = Rng(seed ^ 0x5052_4F42);
+        let mut rng = Rng::new(seed ^ 0x5052_4F42);
         let colors: Vec<String> = COLORS.iter().map(|c| format!(" {c}.")).collect();
         let knowledge = kb
             .entities

@@ -9,37 +9,8 @@ pub fn tokenize(text: &str) -> Vec<u32> {
     text.bytes().map(u32::from).collect()
 }
 
-/// splitmix64 (deterministic, portable).
-#[derive(Clone, Debug)]
-pub struct Rng(pub u64);
-
-impl Rng {
-    /// Next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    pub fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Standard normal (Box–Muller).
-    pub fn normal(&mut self) -> f64 {
-        let u1 = self.uniform().max(1e-300);
-        let u2 = self.uniform();
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-    }
-
-    /// Uniform integer below `n` (n > 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n.max(1) as u64) as usize
-    }
-}
+/// splitmix64 (deterministic, portable): the scaling crate's generator.
+pub use hif8lab_scaling::synth::SplitMix64 as Rng;
 
 const NAMES: [&str; 24] = [
     "Zorbia", "Quelt", "Amarin", "Tovek", "Lumen", "Brask", "Ostrel", "Vyn", "Celd", "Marrow",
@@ -54,7 +25,7 @@ const COLORS: [&str; 8] = [
 /// A generated corpus of simple facts stated in several templates (a small stand-in until
 /// the grid's knowledge-base generator): deterministic for a seed.
 pub fn synthetic_corpus(seed: u64, bytes: usize) -> String {
-    let mut rng = Rng(seed ^ 0x00C0_FFEE);
+    let mut rng = Rng::new(seed ^ 0x00C0_FFEE);
     // A fixed little world: each entity has a kind, a colour and a neighbour.
     let facts: Vec<(usize, usize, usize, usize)> = (0..NAMES.len())
         .map(|i| {

@@ -123,7 +123,7 @@ impl<T> Params<T> {
 /// Initial values: N(0, 0.02) matrices (output projections scaled by 1/sqrt(2·layers)),
 /// norms at 1; deterministic for a seed.
 pub fn init_values(m: &ModelConfig, seed: u64) -> Vec<Vec<f32>> {
-    let mut rng = Rng(seed ^ 0x1417_1A55);
+    let mut rng = Rng::new(seed ^ 0x1417_1A55);
     let residual_scale = 1.0 / (2.0 * m.layers as f64).sqrt();
     param_specs(m)
         .iter()

@@ -14,7 +14,7 @@ use hif8lab_scaling::stats::{Threshold, amax_and_nonfinite, tensor_stats};
 use crate::bank::{BankConfig, BankSnapshot, QuantizerSnapshot, StatsSnapshot};
 use crate::{
     AdamHyper, AttentionShape, Backend, BackendInfo, Counters, EngineError, MatmulSpec, Readback,
-    RopeShape, at_least, check_matmul, rows_of,
+    RopeShape, at_least, check_matmul, rows_of, same_len,
 };
 
 /// A CPU tensor: a flat f32 vector behind a lock (outputs are written through `&`).
@@ -78,16 +78,6 @@ impl CpuBackend {
     /// A CPU backend.
     pub fn new() -> Self {
         CpuBackend
-    }
-}
-
-fn same_len(what: &str, a: usize, b: usize) -> Result<(), EngineError> {
-    if a == b {
-        Ok(())
-    } else {
-        Err(EngineError::Shape(format!(
-            "{what}: lengths {a} and {b} differ"
-        )))
     }
 }
 

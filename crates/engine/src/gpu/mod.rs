@@ -37,7 +37,7 @@ use wgpu::util::DeviceExt;
 use crate::bank::{BankConfig, BankSnapshot, QuantizerSnapshot, StatsSnapshot};
 use crate::{
     AdamHyper, AttentionShape, Backend, BackendInfo, Counters, EngineError, MatmulSpec, Readback,
-    RopeShape, at_least, check_matmul, rows_of,
+    RopeShape, at_least, check_matmul, rows_of, same_len,
 };
 
 /// Quantizer configuration as the kernels see it; keep in sync with `QuantParams` in
@@ -464,16 +464,6 @@ impl GpuBackend {
 
     fn bank_binding(buffer: &wgpu::Buffer) -> wgpu::BindingResource<'_> {
         buffer.as_entire_binding()
-    }
-}
-
-fn same_len(what: &str, a: usize, b: usize) -> Result<(), EngineError> {
-    if a == b {
-        Ok(())
-    } else {
-        Err(EngineError::Shape(format!(
-            "{what}: lengths {a} and {b} differ"
-        )))
     }
 }
 

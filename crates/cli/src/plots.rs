@@ -1,0 +1,219 @@
+//! PNG plots of a grid (plotters): loss curves, probe curves, and the amax history of the
+//! most saturated quantizer with every estimator's estimate.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use hif8lab_scaling::trace::read_trace;
+use hif8lab_train::grid::RunSummary;
+use plotters::prelude::*;
+
+/// Where the font for labels comes from (Debian's fonts-dejavu-core).
+const FONT_PATHS: [&str; 2] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+];
+
+/// Registers a sans-serif font once; false when none is installed.
+fn font_ready() -> bool {
+    static READY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *READY.get_or_init(|| {
+        FONT_PATHS.iter().any(|p| {
+            std::fs::read(p).ok().is_some_and(|bytes| {
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok()
+            })
+        })
+    })
+}
+
+const COLORS: [RGBColor; 12] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+    RGBColor(0, 0, 0),
+    RGBColor(255, 0, 120),
+];
+
+type Series = (String, Vec<(f64, f64)>);
+
+fn line_chart(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> Result<()> {
+    let root = BitMapBackend::new(path, (1100, 650)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let xs = series.iter().flat_map(|s| s.1.iter().map(|p| p.0));
+    let ys: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.1))
+        .filter(|v| v.is_finite())
+        .collect();
+    let (x0, x1) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+        (a.min(x), b.max(x))
+    });
+    let (y0, y1) = ys
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), y| {
+            (a.min(*y), b.max(*y))
+        });
+    let pad = ((y1 - y0) * 0.05).max(1e-6);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 24))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x0..x1.max(x0 + 1.0), (y0 - pad)..(y1 + pad))?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .draw()?;
+    for (i, (name, points)) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                color.stroke_width(2),
+            ))?
+            .label(name.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 13))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// Draws the grid's plots into `<out>/plots/`; returns the files written (empty, with a
+/// reason, when no font is installed).
+pub fn grid_plots(out: &Path, summaries: &[RunSummary]) -> Result<(Vec<PathBuf>, Option<String>)> {
+    if !font_ready() {
+        return Ok((
+            Vec::new(),
+            Some("no DejaVuSans.ttf found (apt-get install fonts-dejavu-core)".into()),
+        ));
+    }
+    let dir = out.join("plots");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut files = Vec::new();
+    // Loss curves.
+    let loss: Vec<Series> = summaries
+        .iter()
+        .map(|s| {
+            (
+                s.name.clone(),
+                s.losses
+                    .iter()
+                    .enumerate()
+                    .map(|(i, l)| (i as f64, *l))
+                    .collect(),
+            )
+        })
+        .collect();
+    let p = dir.join("loss.png");
+    line_chart(
+        &p,
+        "Training loss (continued training on the web corpus)",
+        "step",
+        "loss",
+        &loss,
+    )?;
+    files.push(p);
+    // Probe curves.
+    let probes: Vec<Series> = summaries
+        .iter()
+        .filter_map(|s| {
+            let text = std::fs::read_to_string(out.join("runs").join(&s.name).join("probes.jsonl"))
+                .ok()?;
+            let pts = text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<hif8lab_train::ProbeScores>(l).ok())
+                .map(|p| (p.step as f64, p.knowledge_acc_norm))
+                .collect();
+            Some((s.name.clone(), pts))
+        })
+        .collect();
+    let p = dir.join("probes.png");
+    line_chart(
+        &p,
+        "Knowledge probe (acc_norm) during continued training",
+        "step",
+        "knowledge acc_norm",
+        &probes,
+    )?;
+    files.push(p);
+    // amax vs estimates for the most saturated quantizer of the most saturated QAT run
+    // (most calls above the active estimate; within it, the largest overshoot).
+    let worst = summaries
+        .iter()
+        .filter(|s| s.estimator != "none")
+        .max_by_key(|s| {
+            s.calls_above_est
+                .iter()
+                .find(|(n, _)| *n == s.estimator)
+                .map(|(_, v)| *v)
+                .unwrap_or(0)
+        });
+    if let Some(run) = worst {
+        let trace = read_trace(&out.join("runs").join(&run.name).join("trace.jsonl"))?;
+        let key = |r: &hif8lab_scaling::trace::TraceRecord| {
+            format!("block{}.{}.{}", r.block, r.module, r.role)
+        };
+        // The quantizer whose amax overshot its estimate by the largest factor.
+        let mut worst_ratio: std::collections::BTreeMap<String, f32> = Default::default();
+        for r in &trace.records {
+            let ratio = if r.est > 0.0 { r.amax / r.est } else { 0.0 };
+            let e = worst_ratio.entry(key(r)).or_insert(0.0);
+            *e = e.max(ratio);
+        }
+        if let Some((q, _)) = worst_ratio.iter().max_by(|a, b| a.1.total_cmp(b.1)) {
+            let calls: Vec<_> = trace.records.iter().filter(|r| &key(r) == q).collect();
+            let log2 = |v: f32| f64::from(v.max(1e-30)).log2();
+            let mut series: Vec<Series> = Vec::new();
+            for name in &trace.header.estimators {
+                series.push((
+                    format!("est: {name}"),
+                    calls
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, r)| r.shadow.get(name).map(|s| (i as f64, log2(s.est))))
+                        .collect(),
+                ));
+            }
+            // amax last, so it is drawn on top.
+            series.push((
+                "amax".into(),
+                calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (i as f64, log2(r.amax)))
+                    .collect(),
+            ));
+            let p = dir.join("amax.png");
+            let title = format!(
+                "{}: {q} (largest amax/estimate), log2 amax and estimates",
+                run.name
+            );
+            line_chart(&p, &title, "quantizer call", "log2", &series)?;
+            files.push(p);
+        }
+    }
+    Ok((files, None))
+}
