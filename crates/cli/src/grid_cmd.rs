@@ -48,6 +48,13 @@ impl GridProgress for Printer {
         }
     }
 
+    fn probes(&mut self, p: &hif8lab_train::ProbeScores) {
+        eprintln!(
+            "    {} probes at step {}: knowledge {:.3}, completion {:.3}, held-out loss {:.4}",
+            self.name, p.step, p.knowledge_acc_norm, p.completion_acc_norm, p.heldout_loss
+        );
+    }
+
     fn step(&mut self, step: u64, steps: u64, loss: f32) {
         if (step + 1).is_multiple_of((steps / 4).max(1)) {
             eprintln!("    {} step {}/{steps} loss {loss:.4}", self.name, step + 1);

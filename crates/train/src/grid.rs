@@ -294,6 +294,8 @@ pub trait GridProgress {
     fn start(&mut self, name: &str, index: usize, total: usize, skipped: bool);
     /// A step finished.
     fn step(&mut self, step: u64, steps: u64, loss: f32);
+    /// The probes ran.
+    fn probes(&mut self, scores: &ProbeScores);
 }
 
 fn read_summary(dir: &Path) -> Option<RunSummary> {
@@ -335,23 +337,27 @@ fn train_run<B: Backend>(
     let mut losses = Vec::new();
     let mut probe_lines = String::new();
     let steps = config.train.steps;
-    let mut handle =
-        |r: crate::StepReport, t: &Trainer<B>, losses: &mut Vec<f64>| -> Result<(), TrainError> {
-            for c in &r.calls {
-                for j in 0..k {
-                    calls[j] += u64::from(c.above_est[j] > 0);
-                    elements[j] += c.above_est[j];
-                    overflow[j] += c.overflow[j];
-                }
+    let mut handle = |r: crate::StepReport,
+                      t: &Trainer<B>,
+                      losses: &mut Vec<f64>,
+                      progress: &mut dyn GridProgress|
+     -> Result<(), TrainError> {
+        for c in &r.calls {
+            for j in 0..k {
+                calls[j] += u64::from(c.above_est[j] > 0);
+                elements[j] += c.above_est[j];
+                overflow[j] += c.overflow[j];
             }
-            losses.push(f64::from(r.loss));
-            progress.step(r.step, steps, r.loss);
-            writer
-                .write(&r, &t.trace_records(&r), 0.0)
-                .map_err(io_err)?;
-            Ok(())
-        };
+        }
+        losses.push(f64::from(r.loss));
+        progress.step(r.step, steps, r.loss);
+        writer
+            .write(&r, &t.trace_records(&r), 0.0)
+            .map_err(io_err)?;
+        Ok(())
+    };
     let mut last = t.evaluate(probes)?;
+    progress.probes(&last);
     let _ = writeln!(
         probe_lines,
         "{}",
@@ -360,13 +366,14 @@ fn train_run<B: Backend>(
     while !t.finished() {
         t.step()?;
         for r in t.poll()? {
-            handle(r, &t, &mut losses)?;
+            handle(r, &t, &mut losses, progress)?;
         }
         if t.steps_done() % eval_every.max(1) == 0 || t.finished() {
             for r in t.finish()? {
-                handle(r, &t, &mut losses)?;
+                handle(r, &t, &mut losses, progress)?;
             }
             last = t.evaluate(probes)?;
+            progress.probes(&last);
             let _ = writeln!(
                 probe_lines,
                 "{}",
@@ -375,7 +382,7 @@ fn train_run<B: Backend>(
         }
     }
     for r in t.finish()? {
-        handle(r, &t, &mut losses)?;
+        handle(r, &t, &mut losses, progress)?;
     }
     write_atomic(&dir.join("probes.jsonl"), probe_lines.as_bytes()).map_err(io_err)?;
     let names = t.estimator_names().to_vec();
