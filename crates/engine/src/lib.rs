@@ -299,6 +299,15 @@ pub trait Backend {
         spec: &MatmulSpec,
         bank: Option<&Self::Bank>,
     ) -> Result<(), EngineError>;
+    /// Clipped straight-through estimator: `grad[i] = 0` where `|x[i]|` exceeds the
+    /// quantizer's active estimate (same lengths).
+    fn ste_mask(
+        &self,
+        x: &Self::Tensor,
+        grad: &Self::Tensor,
+        bank: &Self::Bank,
+        quantizer: usize,
+    ) -> Result<(), EngineError>;
     /// Sets every element to zero.
     fn fill_zero(&self, t: &Self::Tensor) -> Result<(), EngineError>;
     /// `dst += src`.

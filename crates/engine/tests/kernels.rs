@@ -518,3 +518,48 @@ fn bf16_matmul_matches_cpu_and_rounds_operands() {
     let exact = run_matmul(&cpu, &a, &b, &zeros, &plain, None);
     assert!(exact.iter().zip(&c).any(|(x, y)| x != y));
 }
+
+#[test]
+fn ste_mask_matches_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new();
+    let mut rng = Rng(6);
+    let config = BankConfig::new(
+        3,
+        scaling(
+            Format::HiF8,
+            Overflow::Saturate,
+            &["max_window(4)", "most_recent"],
+            4,
+        ),
+    );
+    let x: Vec<f32> = (0..1001)
+        .map(|_| rng.uniform() * 4.0)
+        .chain([f32::NAN, f32::INFINITY])
+        .collect();
+    let grad: Vec<f32> = (0..x.len()).map(|_| rng.uniform()).collect();
+    let run = |b: &dyn Fn(&[f32]) -> Vec<f32>| b(&grad);
+    let on_gpu = run(&|g| {
+        let bank = gpu.new_bank(&config).unwrap();
+        // Scale 15/2 on every estimator: the estimate in effect is 2.
+        gpu.set_scales(&bank, &[7.5; 6]).unwrap();
+        let (xt, gt) = (gpu.upload(&x).unwrap(), gpu.upload(g).unwrap());
+        gpu.ste_mask(&xt, &gt, &bank, 2).unwrap();
+        gpu.read(&gt).wait().unwrap()
+    });
+    let bank = cpu.new_bank(&config).unwrap();
+    cpu.set_scales(&bank, &[7.5; 6]).unwrap();
+    let (xt, gt) = (cpu.upload(&x).unwrap(), cpu.upload(&grad).unwrap());
+    cpu.ste_mask(&xt, &gt, &bank, 2).unwrap();
+    let on_cpu = cpu.read(&gt).wait().unwrap();
+    same_bits(&on_gpu, &on_cpu).unwrap();
+    for i in 0..x.len() {
+        let want = if x[i].abs() > 2.0 { 0.0 } else { grad[i] };
+        assert_eq!(
+            on_cpu[i].to_bits(),
+            want.to_bits(),
+            "element {i}: x {}",
+            x[i]
+        );
+    }
+}

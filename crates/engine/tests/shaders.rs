@@ -5,7 +5,7 @@
 
 use hif8lab_engine::gpu::{
     QuantParams, adamw, amax, attention, copy, cross_entropy, elementwise, embedding, kernel,
-    matmul, qdq, quant_stats, rmsnorm, rope, scale_update, sum_squares, swiglu,
+    matmul, qdq, quant_stats, rmsnorm, rope, scale_update, ste_mask, sum_squares, swiglu,
 };
 
 fn module(name: &str, wgsl: &str, common: bool) -> naga::Module {
@@ -35,7 +35,14 @@ fn struct_size(module: &naga::Module, name: &str) -> u32 {
 
 #[test]
 fn every_kernel_validates_and_params_match_rust() {
-    let cases: [(&str, &str, bool, &str, usize); 15] = [
+    let cases: [(&str, &str, bool, &str, usize); 16] = [
+        (
+            "ste_mask",
+            ste_mask::WGSL,
+            false,
+            "SteParams",
+            size_of::<ste_mask::SteParams>(),
+        ),
         (
             "embedding",
             embedding::WGSL,

@@ -145,7 +145,7 @@ pub struct QatConfig {
     pub blocks: Option<Vec<u32>>,
     /// Zero the gradient where the forward value was above the estimate (clipped STE)
     /// instead of passing it through unchanged (identity STE, the paper's choice).
-    /// Reserved: `true` is rejected until the masked backward exists.
+    /// Needs `scaling.overflow = "saturate"`.
     #[serde(default)]
     pub clipped_ste: bool,
     /// Estimators, window, target, margin, cold start, format, overflow.
@@ -390,10 +390,10 @@ impl RunConfig {
                 ));
             }
         }
-        if self.qat.clipped_ste {
+        if self.qat.clipped_ste && self.qat.scaling.overflow != hif8lab_format::Overflow::Saturate {
             return Err(
-                "qat.clipped_ste = true is not supported yet (the identity STE, the paper's \
-                 choice, is what this version trains with); remove the key"
+                "qat.clipped_ste = true needs qat.scaling.overflow = \"saturate\" (the mask zeroes \
+                 the gradient of values that saturation clipped)"
                     .into(),
             );
         }

@@ -252,6 +252,8 @@ pub struct Workspace<T> {
     q_pre: T,
     k_pre: T,
     rope_table: T,
+    /// Weight-gradient scratch of the clipped STE, one per quantizable weight size.
+    pub weight_scratch: Vec<T>,
 }
 
 /// Everything the passes need besides the tensors.
@@ -268,6 +270,11 @@ pub struct Ctx<'a, B: Backend> {
     pub bank: Option<&'a B::Bank>,
     /// Round non-quantized GEMM operands to bf16 (emulated-bf16 baseline).
     pub bf16: bool,
+    /// Clipped straight-through estimator (zero gradients of values above the estimate).
+    pub clipped_ste: bool,
+    /// Scratch tensors for masked weight gradients (one per weight size; empty without the
+    /// clipped STE).
+    pub scratch: &'a [B::Tensor],
 }
 
 impl<B: Backend> Ctx<'_, B> {
@@ -347,6 +354,7 @@ impl<B: Backend> Ctx<'_, B> {
     ) -> Result<(), EngineError> {
         self.quant_call(dy, lq.g)?;
         let n = self.rows();
+        let scratch = self.scratch.iter().find(|t| self.b.len(t) == cout * cin);
         if let Some(dx) = dx {
             let spec = MatmulSpec {
                 fuse_a: lq.g,
@@ -355,15 +363,30 @@ impl<B: Backend> Ctx<'_, B> {
                 ..MatmulSpec::new(n, cin, cout, Layout::NN)
             };
             self.b.matmul(dy, w, dx, &spec, self.bank)?;
+            if let (true, Some(qa), Some(bank)) = (self.clipped_ste, lq.a, self.bank) {
+                self.b.ste_mask(x, dx, bank, qa)?;
+            }
         }
+        let masked_w = match (self.clipped_ste, lq.w, self.bank, scratch) {
+            (true, Some(qw), Some(bank), Some(tmp)) => Some((qw, bank, tmp)),
+            _ => None,
+        };
         let spec = MatmulSpec {
-            accumulate: true,
+            accumulate: masked_w.is_none(),
             fuse_a: lq.g,
             fuse_b: lq.a,
             round_bf16: self.bf16,
             ..MatmulSpec::new(cout, cin, n, Layout::TN)
         };
-        self.b.matmul(dy, x, dw, &spec, self.bank)
+        match masked_w {
+            None => self.b.matmul(dy, x, dw, &spec, self.bank),
+            Some((qw, bank, tmp)) => {
+                // This micro-batch's contribution, masked where W was clipped, then added.
+                self.b.matmul(dy, x, tmp, &spec, self.bank)?;
+                self.b.ste_mask(w, tmp, bank, qw)?;
+                self.b.add_inplace(dw, tmp)
+            }
+        }
     }
 }
 
@@ -425,7 +448,29 @@ impl<T> Workspace<T> {
             q_pre: z(n * qd)?,
             k_pre: z(n * kvd)?,
             rope_table: b.upload(&hif8lab_engine::rope_table(m.context, hd, m.rope_theta))?,
+            weight_scratch: Vec::new(),
         })
+    }
+
+    /// Allocates the clipped STE's weight-gradient scratch (MLP and attention weight sizes).
+    pub fn with_weight_scratch<B: Backend<Tensor = T>>(
+        mut self,
+        b: &B,
+        m: &ModelConfig,
+    ) -> Result<Self, EngineError> {
+        let hd = m.head_dim();
+        let mut sizes = vec![
+            m.d_ff * m.d_model,
+            m.heads * hd * m.d_model,
+            m.kv_heads * hd * m.d_model,
+        ];
+        sizes.sort_unstable();
+        sizes.dedup();
+        self.weight_scratch = sizes
+            .into_iter()
+            .map(|n| b.zeros(n))
+            .collect::<Result<_, _>>()?;
+        Ok(self)
     }
 
     /// Loads a micro-batch's tokens and targets.

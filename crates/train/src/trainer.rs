@@ -150,7 +150,10 @@ impl<B: Backend> Trainer<B> {
         let mom1 = tensors(&backend, &zeros, m.layers)?;
         let mom2 = tensors(&backend, &zeros, m.layers)?;
         let norms = backend.zeros(specs.len())?;
-        let ws = Workspace::new(&backend, m, config.train.batch)?;
+        let mut ws = Workspace::new(&backend, m, config.train.batch)?;
+        if config.qat.clipped_ste {
+            ws = ws.with_weight_scratch(&backend, m)?;
+        }
         let plan = QuantPlan::new(m, &config.qat);
         let bank = if plan.ids.is_empty() {
             None
@@ -290,6 +293,8 @@ impl<B: Backend> Trainer<B> {
                 plan: &self.plan,
                 bank: if qat { self.bank.as_ref() } else { None },
                 bf16: t.bf16_gemm,
+                clipped_ste: self.config.qat.clipped_ste,
+                scratch: &self.ws.weight_scratch,
             };
             model::forward(&cx, &self.params, &self.ws, grad_scale)?;
             model::backward(&cx, &self.params, &self.grads, &self.ws)?;
@@ -531,6 +536,8 @@ impl<B: Backend> Trainer<B> {
                 plan: &self.plan,
                 bank: None,
                 bf16: self.config.train.bf16_gemm,
+                clipped_ste: false,
+                scratch: &[],
             };
             model::forward(&cx, &self.params, &self.ws, 1.0)?;
             let losses = take_value(self.backend.read(&self.ws.losses), true)?;

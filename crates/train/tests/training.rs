@@ -268,6 +268,8 @@ fn whole_model_gradient_matches_finite_differences() {
         plan: &plan,
         bank: None,
         bf16: false,
+        clipped_ste: false,
+        scratch: &[],
     };
     let rows = 2 * m.context;
     let loss = |vals: &[Vec<f32>]| -> f64 {
@@ -410,4 +412,154 @@ fn emulated_bf16_baseline_rounds_gemm_operands() {
             b.loss
         );
     }
+}
+
+#[test]
+fn clipped_ste_masks_gradients_and_needs_saturation() {
+    let e = RunConfig::parse("x", PRESETS[0].1, &["qat.clipped_ste=true".into()]).unwrap_err();
+    assert!(e.to_string().contains("qat.scaling.overflow"), "{e}");
+    let sat = [
+        "qat.scaling.overflow=saturate",
+        "qat.scaling.estimator=most_recent",
+        "qat.warmup_steps=0",
+        "train.steps=12",
+    ];
+    let (identity, _) = run(CpuBackend::new(), tiny(&sat));
+    let (clipped, _) = run(
+        CpuBackend::new(),
+        tiny(&[&sat[..], &["qat.clipped_ste=true"]].concat()),
+    );
+    let (again, _) = run(
+        CpuBackend::new(),
+        tiny(&[&sat[..], &["qat.clipped_ste=true"]].concat()),
+    );
+    assert_eq!(losses(&clipped), losses(&again));
+    assert!(
+        clipped
+            .iter()
+            .flat_map(|r| &r.calls)
+            .any(|c| c.above_est[0] > 0),
+        "some values exceed the estimate"
+    );
+    assert_ne!(
+        losses(&clipped),
+        losses(&identity),
+        "masking changes the updates"
+    );
+    assert!(clipped.last().unwrap().loss < clipped[0].loss);
+}
+
+#[test]
+fn identity_ste_gradient_follows_the_high_precision_gradient() {
+    // With QAT on, the straight-through gradient (computed on fake-quantized operands) must
+    // track the finite-difference gradient of the high-precision loss: HiF8 keeps 3 mantissa
+    // bits around the estimate, so the two agree within a few percent where gradients are large.
+    let config = tiny(&[
+        "qat.warmup_steps=0",
+        "model.layers=3",
+        "qat.modules=[\"gate\", \"up\", \"down\", \"q\", \"k\", \"v\", \"o\"]",
+    ]);
+    let m = &config.model;
+    let b = CpuBackend::new();
+    let values: Vec<Vec<f32>> = model::init_values(m, 5)
+        .into_iter()
+        .map(|v| {
+            if v.iter().all(|x| *x == 1.0) {
+                v
+            } else {
+                v.iter().map(|x| x * 10.0).collect()
+            }
+        })
+        .collect();
+    let upload = |vals: &[Vec<f32>]| {
+        Params::from_list(
+            vals.iter().map(|v| b.upload(v).unwrap()).collect(),
+            m.layers,
+        )
+    };
+    let ws = Workspace::new(&b, m, 2).unwrap();
+    let text = hif8lab_train::data::synthetic_corpus(1, 4000);
+    let mut sampler =
+        hif8lab_train::data::Sampler::new(hif8lab_train::data::tokenize(&text), 3).unwrap();
+    let (x, y) = sampler.next_batch(2, m.context).unwrap();
+    ws.load(&b, &x, &y).unwrap();
+    let plan = QuantPlan::new(m, &config.qat);
+    assert!(plan.ids.len() >= 21);
+    let bank = b
+        .new_bank(&hif8lab_engine::BankConfig::new(
+            plan.ids.len(),
+            config.qat.scaling.clone(),
+        ))
+        .unwrap();
+    let rows = 2 * m.context;
+    let hp = Ctx {
+        b: &b,
+        m,
+        batch: 2,
+        plan: &plan,
+        bank: None,
+        bf16: false,
+        clipped_ste: false,
+        scratch: &[],
+    };
+    let loss = |vals: &[Vec<f32>]| -> f64 {
+        let p = upload(vals);
+        model::forward(&hp, &p, &ws, 1.0 / rows as f32).unwrap();
+        b.read(&ws.losses)
+            .wait()
+            .unwrap()
+            .iter()
+            .map(|v| f64::from(*v))
+            .sum::<f64>()
+            / rows as f64
+    };
+    let qat = Ctx {
+        bank: Some(&bank),
+        ..Ctx {
+            b: &b,
+            m,
+            batch: 2,
+            plan: &plan,
+            bank: None,
+            bf16: false,
+            clipped_ste: false,
+            scratch: &[],
+        }
+    };
+    let p = upload(&values);
+    let g = upload(
+        &values
+            .iter()
+            .map(|v| vec![0.0; v.len()])
+            .collect::<Vec<_>>(),
+    );
+    model::forward(&qat, &p, &ws, 1.0 / rows as f32).unwrap();
+    model::backward(&qat, &p, &g, &ws).unwrap();
+    let grads: Vec<Vec<f32>> = g.list().iter().map(|t| b.read(t).wait().unwrap()).collect();
+    let specs = model::param_specs(m);
+    let mut checked = 0;
+    for (pi, (name, _, _)) in specs.iter().enumerate() {
+        // Parameters of quantized layers in block 1, where the STE path is taken.
+        if !name.starts_with("model.layers.1.") || name.contains("layernorm") {
+            continue;
+        }
+        let n = values[pi].len();
+        let top = (0..n)
+            .max_by(|a, c| grads[pi][*a].abs().total_cmp(&grads[pi][*c].abs()))
+            .unwrap();
+        let h = 1e-2f32;
+        let mut plus = values.clone();
+        plus[pi][top] += h;
+        let mut minus = values.clone();
+        minus[pi][top] -= h;
+        let numeric = (loss(&plus) - loss(&minus)) / (2.0 * f64::from(h));
+        let analytic = f64::from(grads[pi][top]);
+        assert!(
+            (analytic - numeric).abs() <= 1e-3 + 0.15 * numeric.abs(),
+            "{name}[{top}]: STE {analytic} vs high-precision FD {numeric}"
+        );
+        assert!(numeric.abs() > 1e-3, "{name}: a real signal");
+        checked += 1;
+    }
+    assert_eq!(checked, 7, "q, k, v, o, gate, up, down of block 1");
 }

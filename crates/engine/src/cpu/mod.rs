@@ -323,6 +323,26 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn ste_mask(
+        &self,
+        x: &CpuTensor,
+        grad: &CpuTensor,
+        bank: &CpuBank,
+        quantizer: usize,
+    ) -> Result<(), EngineError> {
+        bank.config.check_index(quantizer)?;
+        let limit = bank.lock().est[quantizer][bank.active];
+        let xv = x.get();
+        let mut g = grad.get();
+        same_len("ste_mask", xv.len(), g.len())?;
+        for (gi, xi) in g.iter_mut().zip(xv.iter()) {
+            if xi.abs() > limit {
+                *gi = 0.0;
+            }
+        }
+        Ok(())
+    }
+
     fn fill_zero(&self, t: &CpuTensor) -> Result<(), EngineError> {
         t.get().fill(0.0);
         Ok(())

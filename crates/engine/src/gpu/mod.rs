@@ -23,6 +23,7 @@ pub mod quant_stats;
 pub mod rmsnorm;
 pub mod rope;
 pub mod scale_update;
+pub mod ste_mask;
 pub mod sum_squares;
 pub mod swiglu;
 
@@ -155,6 +156,7 @@ struct Pipelines {
     elementwise: [wgpu::ComputePipeline; 2],
     sum_squares: wgpu::ComputePipeline,
     adamw: wgpu::ComputePipeline,
+    ste_mask: wgpu::ComputePipeline,
 }
 
 fn array<const N: usize>(v: Vec<wgpu::ComputePipeline>) -> [wgpu::ComputePipeline; N] {
@@ -206,6 +208,7 @@ impl Pipelines {
             )),
             sum_squares: pipeline(device, "sum_squares", sum_squares::WGSL),
             adamw: pipeline(device, "adamw", adamw::WGSL),
+            ste_mask: pipeline(device, "ste_mask", ste_mask::WGSL),
         }
     }
 }
@@ -874,6 +877,31 @@ impl Backend for GpuBackend {
                 groups,
             );
         });
+        Ok(())
+    }
+
+    fn ste_mask(
+        &self,
+        x: &GpuTensor,
+        grad: &GpuTensor,
+        bank: &GpuBank,
+        quantizer: usize,
+    ) -> Result<(), EngineError> {
+        bank.config.check_index(quantizer)?;
+        same_len("ste_mask", x.len, grad.len)?;
+        let params = ste_mask::SteParams {
+            n: x.len as u32,
+            est_index: bank.active_scale_index(quantizer),
+            _pad: [0; 2],
+        };
+        let groups = kernel::grid_stride_groups(x.len, 256, kernel::ELEMENTWISE_GROUPS);
+        self.run(
+            &self.pipelines.ste_mask,
+            "ste_mask",
+            &params,
+            &[x.binding(), grad.binding(), Self::bank_binding(&bank.est)],
+            groups,
+        );
         Ok(())
     }
 
