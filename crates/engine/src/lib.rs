@@ -199,6 +199,15 @@ impl AdamHyper {
     }
 }
 
+/// What [`Backend::read_step`] returns.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepReadback {
+    /// The tensors, in the order asked.
+    pub tensors: Vec<Vec<f32>>,
+    /// The bank, when asked.
+    pub bank: Option<BankSnapshot>,
+}
+
 /// Who computes: shown in reports and benchmarks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackendInfo {
@@ -288,6 +297,13 @@ pub trait Backend {
     ) -> Result<(), EngineError>;
     /// Reads the whole bank back.
     fn read_bank(&self, bank: &Self::Bank) -> Readback<BankSnapshot>;
+    /// Reads several tensors and optionally a bank back with one copy (one submission on the
+    /// GPU): what a training step needs at its end.
+    fn read_step(
+        &self,
+        tensors: &[&Self::Tensor],
+        bank: Option<&Self::Bank>,
+    ) -> Readback<StepReadback>;
     /// Restores histories, estimates and scales from a snapshot (checkpoint resume).
     fn restore_bank(&self, bank: &Self::Bank, snapshot: &BankSnapshot) -> Result<(), EngineError>;
     /// A matrix product; fused quantization reads scales from `bank`.

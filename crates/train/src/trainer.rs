@@ -85,9 +85,10 @@ struct PendingStep {
     lr: f32,
     qat: bool,
     tokens: u64,
-    losses: Vec<Readback<Vec<f32>>>,
+    /// Banks of all micro-batches but the last (only with gradient accumulation).
     banks: Vec<Readback<BankSnapshot>>,
-    norms: Readback<Vec<f32>>,
+    /// Per-row losses summed over micro-batches, the norms, and the last bank: one copy.
+    main: Readback<hif8lab_engine::StepReadback>,
 }
 
 /// A training run on backend `B`.
@@ -105,6 +106,7 @@ pub struct Trainer<B: Backend> {
     v: Params<B::Tensor>,
     decay: Vec<bool>,
     norms: B::Tensor,
+    loss_sum: B::Tensor,
     ws: Workspace<B::Tensor>,
     sampler: Sampler,
     step: u64,
@@ -150,6 +152,7 @@ impl<B: Backend> Trainer<B> {
         let mom1 = tensors(&backend, &zeros, m.layers)?;
         let mom2 = tensors(&backend, &zeros, m.layers)?;
         let norms = backend.zeros(specs.len())?;
+        let loss_sum = backend.zeros(config.train.batch * m.context)?;
         let mut ws = Workspace::new(&backend, m, config.train.batch)?;
         if config.qat.clipped_ste {
             ws = ws.with_weight_scratch(&backend, m)?;
@@ -213,6 +216,7 @@ impl<B: Backend> Trainer<B> {
             m: mom1,
             v: mom2,
             norms,
+            loss_sum,
             ws,
             sampler,
             step: 0,
@@ -272,20 +276,24 @@ impl<B: Backend> Trainer<B> {
             // Quantization switches on: every history and scale starts fresh.
             b.reset(bank)?;
         }
-        for g in self.grads.list() {
-            b.fill_zero(g)?;
-        }
         let accum = t.grad_accum;
         let rows = t.batch * self.config.model.context;
         let grad_scale = 1.0 / (rows * accum) as f32;
-        let mut losses = Vec::new();
         let mut banks = Vec::new();
-        for _ in 0..accum {
+        for micro in 0..accum {
             let (x, y) = self
                 .sampler
                 .next_batch(t.batch, self.config.model.context)
                 .map_err(TrainError::Data)?;
+            // Uploads first: a queue write submits what is recorded, so recording the
+            // zeroing after it keeps the whole step in one submission.
             self.ws.load(b, &x, &y)?;
+            if micro == 0 {
+                for g in self.grads.list() {
+                    b.fill_zero(g)?;
+                }
+                b.fill_zero(&self.loss_sum)?;
+            }
             let cx = Ctx {
                 b,
                 m: &self.config.model,
@@ -298,8 +306,8 @@ impl<B: Backend> Trainer<B> {
             };
             model::forward(&cx, &self.params, &self.ws, grad_scale)?;
             model::backward(&cx, &self.params, &self.grads, &self.ws)?;
-            losses.push(b.read(&self.ws.losses));
-            if let (true, Some(bank)) = (qat, &self.bank) {
+            b.add_inplace(&self.loss_sum, &self.ws.losses)?;
+            if let (true, Some(bank), true) = (qat, &self.bank, micro + 1 < accum) {
                 banks.push(b.read_bank(bank));
             }
         }
@@ -329,16 +337,16 @@ impl<B: Backend> Trainer<B> {
                 &hyper,
             )?;
         }
-        let norms = b.read(&self.norms);
+        let bank = if qat { self.bank.as_ref() } else { None };
+        let main = b.read_step(&[&self.loss_sum, &self.norms], bank);
         b.flush();
         self.pending.push_back(PendingStep {
             step,
             lr,
             qat,
             tokens: (rows * accum) as u64,
-            losses,
             banks,
-            norms,
+            main,
         });
         self.step += 1;
         Ok(())
@@ -348,9 +356,7 @@ impl<B: Backend> Trainer<B> {
     pub fn poll(&mut self) -> Result<Vec<StepReport>, TrainError> {
         let mut out = Vec::new();
         while let Some(front) = self.pending.front() {
-            let ready = front.norms.is_ready()
-                && front.losses.iter().all(Readback::is_ready)
-                && front.banks.iter().all(Readback::is_ready);
+            let ready = front.main.is_ready() && front.banks.iter().all(Readback::is_ready);
             if !ready {
                 break;
             }
@@ -371,20 +377,19 @@ impl<B: Backend> Trainer<B> {
     }
 
     fn complete(&self, p: PendingStep, block: bool) -> Result<StepReport, TrainError> {
-        let take = |r: Readback<Vec<f32>>| -> Result<Vec<f32>, TrainError> { take_value(r, block) };
-        let mut loss_sum = 0.0f64;
-        let mut rows = 0usize;
-        for r in p.losses {
-            let l = take(r)?;
-            rows += l.len();
-            loss_sum += l.iter().map(|v| f64::from(*v)).sum::<f64>();
-        }
-        let loss = (loss_sum / rows.max(1) as f64) as f32;
-        let norms = take(p.norms)?;
+        let main = take_value(p.main, block)?;
+        let (row_sums, norms) = (&main.tensors[0], &main.tensors[1]);
+        let loss_sum: f64 = row_sums.iter().map(|v| f64::from(*v)).sum();
+        let loss = (loss_sum / p.tokens.max(1) as f64) as f32;
         let grad_norm = norms.iter().map(|v| f64::from(*v)).sum::<f64>().sqrt() as f32;
+        let mut snapshots = p
+            .banks
+            .into_iter()
+            .map(|r| take_value(r, block))
+            .collect::<Result<Vec<_>, _>>()?;
+        snapshots.extend(main.bank);
         let mut calls = Vec::new();
-        for (micro, r) in p.banks.into_iter().enumerate() {
-            let snap = take_value(r, block)?;
+        for (micro, snap) in snapshots.into_iter().enumerate() {
             for (q, s) in snap.quantizers.iter().enumerate() {
                 calls.push(CallReport {
                     id: self.plan.ids[q],

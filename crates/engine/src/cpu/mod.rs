@@ -14,7 +14,7 @@ use hif8lab_scaling::stats::{Threshold, amax_and_nonfinite, tensor_stats};
 use crate::bank::{BankConfig, BankSnapshot, QuantizerSnapshot, StatsSnapshot};
 use crate::{
     AdamHyper, AttentionShape, Backend, BackendInfo, Counters, EngineError, MatmulSpec, Readback,
-    RopeShape, at_least, check_matmul, rows_of, same_len,
+    RopeShape, StepReadback, at_least, check_matmul, rows_of, same_len,
 };
 
 /// A CPU tensor: a flat f32 vector behind a lock (outputs are written through `&`).
@@ -256,6 +256,16 @@ impl Backend for CpuBackend {
         Readback::ready(Ok(BankSnapshot {
             active: bank.active,
             quantizers,
+        }))
+    }
+
+    fn read_step(&self, tensors: &[&CpuTensor], bank: Option<&CpuBank>) -> Readback<StepReadback> {
+        let bank = bank
+            .map(|b| self.read_bank(b).try_take())
+            .and_then(|r| r.and_then(Result::ok));
+        Readback::ready(Ok(StepReadback {
+            tensors: tensors.iter().map(|t| t.to_vec()).collect(),
+            bank,
         }))
     }
 

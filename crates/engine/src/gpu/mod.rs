@@ -38,7 +38,7 @@ use wgpu::util::DeviceExt;
 use crate::bank::{BankConfig, BankSnapshot, QuantizerSnapshot, StatsSnapshot};
 use crate::{
     AdamHyper, AttentionShape, Backend, BackendInfo, Counters, EngineError, MatmulSpec, Readback,
-    RopeShape, at_least, check_matmul, rows_of, same_len,
+    RopeShape, StepReadback, at_least, check_matmul, rows_of, same_len,
 };
 
 /// Quantizer configuration as the kernels see it; keep in sync with `QuantParams` in
@@ -717,60 +717,35 @@ impl Backend for GpuBackend {
     }
 
     fn read_bank(&self, bank: &GpuBank) -> Readback<BankSnapshot> {
-        let q = bank.config.quantizers;
-        let (k, cap) = (bank.k, bank.cap);
-        let stride = quant_stats::slot_words(k);
-        let sizes = [q * cap, q * 2, q, q * k, q * k, q * stride];
-        let buffers = [
-            &bank.history,
-            &bank.meta,
-            &bank.amax_bits,
-            &bank.est,
-            &bank.scales,
-            &bank.stats,
-        ];
-        let ranges: Vec<(&wgpu::Buffer, u64, u64)> = buffers
-            .iter()
-            .zip(sizes)
-            .map(|(b, n)| (*b, 0, n as u64 * 4))
-            .collect();
-        let active = bank.active;
+        let layout = BankLayout::of(bank);
+        self.readback(&layout.ranges(bank), move |bytes| {
+            layout.decode(&words(bytes))
+        })
+    }
+
+    fn read_step(&self, tensors: &[&GpuTensor], bank: Option<&GpuBank>) -> Readback<StepReadback> {
+        let mut ranges: Vec<(&wgpu::Buffer, u64, u64)> =
+            tensors.iter().map(|t| (t.buffer(), 0, t.bytes())).collect();
+        let lens: Vec<usize> = tensors.iter().map(|t| t.len).collect();
+        let layout = bank.map(BankLayout::of);
+        if let (Some(layout), Some(bank)) = (&layout, bank) {
+            ranges.extend(layout.ranges(bank));
+        }
         self.readback(&ranges, move |bytes| {
             let all = words(bytes);
-            let mut parts = Vec::new();
             let mut at = 0;
-            for n in sizes {
-                parts.push(all[at..at + n].to_vec());
-                at += n;
-            }
-            let f = |w: u32| f32::from_bits(w);
-            let (history, meta, amax, est, scales, stats) = (
-                &parts[0], &parts[1], &parts[2], &parts[3], &parts[4], &parts[5],
-            );
-            let quantizers = (0..q)
-                .map(|i| {
-                    let len = meta[2 * i] as usize;
-                    let next = meta[2 * i + 1] as usize;
-                    let oldest = (next + cap - len.min(cap)) % cap.max(1);
-                    let s = &stats[i * stride..(i + 1) * stride];
-                    QuantizerSnapshot {
-                        measured_amax: f(amax[i]),
-                        est: est[i * k..(i + 1) * k].iter().map(|w| f(*w)).collect(),
-                        scales: scales[i * k..(i + 1) * k].iter().map(|w| f(*w)).collect(),
-                        history: (0..len)
-                            .map(|j| f(history[i * cap + (oldest + j) % cap]))
-                            .collect(),
-                        stats: StatsSnapshot {
-                            amax: f(s[0]),
-                            nonfinite: u64::from(s[1]),
-                            underflow: u64::from(s[2]),
-                            above_est: s[3..3 + k].iter().map(|v| u64::from(*v)).collect(),
-                            overflow: s[3 + k..3 + 2 * k].iter().map(|v| u64::from(*v)).collect(),
-                        },
-                    }
+            let tensors = lens
+                .iter()
+                .map(|n| {
+                    let v = all[at..at + n].iter().map(|w| f32::from_bits(*w)).collect();
+                    at += n;
+                    v
                 })
                 .collect();
-            BankSnapshot { active, quantizers }
+            StepReadback {
+                tensors,
+                bank: layout.map(|l| l.decode(&all[at..])),
+            }
         })
     }
 
@@ -1341,6 +1316,96 @@ fn attention_params(shape: &AttentionShape) -> attention::AttentionParams {
         head_dim: shape.head_dim as u32,
         scale: shape.scale(),
         _pad: [0; 2],
+    }
+}
+
+/// Where a bank's buffers sit in a readback, and how to decode them.
+#[derive(Clone, Copy, Debug)]
+struct BankLayout {
+    q: usize,
+    k: usize,
+    cap: usize,
+    active: usize,
+}
+
+impl BankLayout {
+    fn of(bank: &GpuBank) -> Self {
+        BankLayout {
+            q: bank.config.quantizers,
+            k: bank.k,
+            cap: bank.cap,
+            active: bank.active,
+        }
+    }
+
+    /// u32 words of history, meta, measured amax, est, scales, stats.
+    fn sizes(&self) -> [usize; 6] {
+        let (q, k) = (self.q, self.k);
+        [
+            q * self.cap,
+            q * 2,
+            q,
+            q * k,
+            q * k,
+            q * quant_stats::slot_words(k),
+        ]
+    }
+
+    fn ranges<'a>(&self, bank: &'a GpuBank) -> Vec<(&'a wgpu::Buffer, u64, u64)> {
+        let buffers = [
+            &bank.history,
+            &bank.meta,
+            &bank.amax_bits,
+            &bank.est,
+            &bank.scales,
+            &bank.stats,
+        ];
+        buffers
+            .into_iter()
+            .zip(self.sizes())
+            .map(|(b, n)| (b, 0, n as u64 * 4))
+            .collect()
+    }
+
+    fn decode(&self, all: &[u32]) -> BankSnapshot {
+        let (q, k, cap) = (self.q, self.k, self.cap);
+        let stride = quant_stats::slot_words(k);
+        let mut parts = Vec::new();
+        let mut at = 0;
+        for n in self.sizes() {
+            parts.push(&all[at..at + n]);
+            at += n;
+        }
+        let f = |w: u32| f32::from_bits(w);
+        let (history, meta, amax, est, scales, stats) =
+            (parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]);
+        let quantizers = (0..q)
+            .map(|i| {
+                let len = meta[2 * i] as usize;
+                let next = meta[2 * i + 1] as usize;
+                let oldest = (next + cap - len.min(cap)) % cap.max(1);
+                let s = &stats[i * stride..(i + 1) * stride];
+                QuantizerSnapshot {
+                    measured_amax: f(amax[i]),
+                    est: est[i * k..(i + 1) * k].iter().map(|w| f(*w)).collect(),
+                    scales: scales[i * k..(i + 1) * k].iter().map(|w| f(*w)).collect(),
+                    history: (0..len)
+                        .map(|j| f(history[i * cap + (oldest + j) % cap]))
+                        .collect(),
+                    stats: StatsSnapshot {
+                        amax: f(s[0]),
+                        nonfinite: u64::from(s[1]),
+                        underflow: u64::from(s[2]),
+                        above_est: s[3..3 + k].iter().map(|v| u64::from(*v)).collect(),
+                        overflow: s[3 + k..3 + 2 * k].iter().map(|v| u64::from(*v)).collect(),
+                    },
+                }
+            })
+            .collect();
+        BankSnapshot {
+            active: self.active,
+            quantizers,
+        }
     }
 }
 
