@@ -188,6 +188,15 @@ fn train_on<B: Backend>(
         }
     };
     let every = config.train.checkpoint_every;
+    let eval_every = config.train.eval_every;
+    let probes = (eval_every > 0).then(|| {
+        let kb = hif8lab_train::corpus::KnowledgeBase::generate(
+            config.data.entities,
+            config.data.kb_seed,
+        );
+        hif8lab_train::corpus::ProbeSet::generate(&kb, 60, config.data.kb_seed ^ 0x9B)
+    });
+    let probes_path = out.join("probes.jsonl");
     eprintln!(
         "training {} steps on {} '{}' ({}); {} quantizers; run folder {}",
         steps,
@@ -252,6 +261,28 @@ fn train_on<B: Backend>(
             }
             if every > 0 && trainer.steps_done().is_multiple_of(every) && !trainer.finished() {
                 checkpoint_at(&mut trainer, &mut write)?;
+            }
+            if let Some(p) = &probes {
+                if trainer.steps_done().is_multiple_of(eval_every) || trainer.finished() {
+                    for r in trainer.finish()? {
+                        write(r, &trainer)?;
+                    }
+                    let s = trainer.evaluate(p)?;
+                    bar.suspend(|| {
+                        eprintln!(
+                            "probes at step {}: knowledge {:.3}, completion {:.3}, held-out loss {:.4}",
+                            s.step, s.knowledge_acc_norm, s.completion_acc_norm, s.heldout_loss
+                        )
+                    });
+                    let mut line = serde_json::to_vec(&s)?;
+                    line.push(b'\n');
+                    use std::io::Write as _;
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&probes_path)?
+                        .write_all(&line)?;
+                }
             }
         }
         checkpoint_at(&mut trainer, &mut write)?;

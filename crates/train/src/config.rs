@@ -92,6 +92,10 @@ pub struct TrainConfig {
     /// Write a checkpoint every this many steps (0: only at the end).
     #[serde(default)]
     pub checkpoint_every: u64,
+    /// Score the probes (knowledge recall, completion, held-out loss; see the grid) every this
+    /// many steps and at the end, into the run folder's `probes.jsonl` (0: never).
+    #[serde(default)]
+    pub eval_every: u64,
     /// Emulate a bf16 run: round the operands of every GEMM that are not fake-quantized to
     /// bf16 (round to nearest even); master weights stay f32.
     #[serde(default)]
