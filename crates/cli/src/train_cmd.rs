@@ -262,27 +262,27 @@ fn train_on<B: Backend>(
             if every > 0 && trainer.steps_done().is_multiple_of(every) && !trainer.finished() {
                 checkpoint_at(&mut trainer, &mut write)?;
             }
-            if let Some(p) = &probes {
-                if trainer.steps_done().is_multiple_of(eval_every) || trainer.finished() {
-                    for r in trainer.finish()? {
-                        write(r, &trainer)?;
-                    }
-                    let s = trainer.evaluate(p)?;
-                    bar.suspend(|| {
-                        eprintln!(
-                            "probes at step {}: knowledge {:.3}, completion {:.3}, held-out loss {:.4}",
-                            s.step, s.knowledge_acc_norm, s.completion_acc_norm, s.heldout_loss
-                        )
-                    });
-                    let mut line = serde_json::to_vec(&s)?;
-                    line.push(b'\n');
-                    use std::io::Write as _;
-                    std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(&probes_path)?
-                        .write_all(&line)?;
+            if let Some(p) = &probes
+                && (trainer.steps_done().is_multiple_of(eval_every) || trainer.finished())
+            {
+                for r in trainer.finish()? {
+                    write(r, &trainer)?;
                 }
+                let s = trainer.evaluate(p)?;
+                bar.suspend(|| {
+                    eprintln!(
+                        "probes at step {}: knowledge {:.3}, completion {:.3}, held-out loss {:.4}",
+                        s.step, s.knowledge_acc_norm, s.completion_acc_norm, s.heldout_loss
+                    )
+                });
+                let mut line = serde_json::to_vec(&s)?;
+                line.push(b'\n');
+                use std::io::Write as _;
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&probes_path)?
+                    .write_all(&line)?;
             }
         }
         checkpoint_at(&mut trainer, &mut write)?;
