@@ -108,7 +108,7 @@ impl RunWriter {
     }
 
     /// Reopens a run folder to continue it from a checkpoint at `step`: lines of
-    /// `metrics.jsonl` and records of `trace.jsonl` from `step` on (written after the
+    /// `metrics.jsonl` and `probes.jsonl` and records of `trace.jsonl` from `step` on (written after the
     /// checkpoint, and about to be redone) are dropped first (each file rewritten atomically).
     pub fn resume(dir: &Path, config: &RunConfig, active: usize, step: u64) -> io::Result<Self> {
         let keep = |name: &str, is_header: &dyn Fn(&str) -> bool| -> io::Result<()> {
@@ -128,6 +128,9 @@ impl RunWriter {
             write_atomic(&path, out.as_bytes())
         };
         keep("metrics.jsonl", &|_| false)?;
+        if dir.join("probes.jsonl").exists() {
+            keep("probes.jsonl", &|_| false)?;
+        }
         keep("trace.jsonl", &|l: &str| l.contains("\"hif8lab_trace\""))?;
         let open = |name: &str| {
             OpenOptions::new()
