@@ -111,7 +111,12 @@ impl RunWriter {
     /// `metrics.jsonl` and `probes.jsonl` and records of `trace.jsonl` from `step` on (written after the
     /// checkpoint, and about to be redone) are dropped first (each file rewritten atomically).
     pub fn resume(dir: &Path, config: &RunConfig, active: usize, step: u64) -> io::Result<Self> {
-        let keep = |name: &str, is_header: &dyn Fn(&str) -> bool| -> io::Result<()> {
+        // `past` says which step numbers belong before the checkpoint: metrics and trace
+        // number steps from 0 (0..step−1 are done), probes record the steps completed.
+        let keep = |name: &str,
+                    is_header: &dyn Fn(&str) -> bool,
+                    past: &dyn Fn(u64) -> bool|
+         -> io::Result<()> {
             let path = dir.join(name);
             let text = fs::read_to_string(&path).unwrap_or_default();
             let mut out = String::new();
@@ -119,7 +124,7 @@ impl RunWriter {
                 let step_of = serde_json::from_str::<serde_json::Value>(line)
                     .ok()
                     .and_then(|v| v.get("step").and_then(serde_json::Value::as_u64));
-                let keep = is_header(line) || step_of.is_some_and(|s| s < step);
+                let keep = is_header(line) || step_of.is_some_and(past);
                 if keep {
                     out.push_str(line);
                     out.push('\n');
@@ -127,11 +132,15 @@ impl RunWriter {
             }
             write_atomic(&path, out.as_bytes())
         };
-        keep("metrics.jsonl", &|_| false)?;
+        keep("metrics.jsonl", &|_| false, &|s| s < step)?;
         if dir.join("probes.jsonl").exists() {
-            keep("probes.jsonl", &|_| false)?;
+            keep("probes.jsonl", &|_| false, &|s| s <= step)?;
         }
-        keep("trace.jsonl", &|l: &str| l.contains("\"hif8lab_trace\""))?;
+        keep(
+            "trace.jsonl",
+            &|l: &str| l.contains("\"hif8lab_trace\""),
+            &|s| s < step,
+        )?;
         let open = |name: &str| {
             OpenOptions::new()
                 .create(true)
