@@ -58,4 +58,7 @@ cargo test --workspace --locked
 say "dependency direction"
 scripts/check-deps.sh
 
+say "desktop app under Xvfb (smoke preset, autostart) and a non-blank screenshot"
+scripts/app-screenshot.sh target/app-screenshot.png
+
 say "all checks passed"

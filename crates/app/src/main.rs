@@ -1,0 +1,84 @@
+//! `hif8lab-app`: the desktop dashboard. Flags: `--preset NAME`, `--autostart`,
+//! `--open RUN_DIR`. Without a display it says so and names the headless command.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use hif8lab_app::training::Device;
+use hif8lab_app::{HifApp, Options};
+
+fn parse_args() -> Result<Options, String> {
+    let mut options = Options::default();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--preset" => options.preset = Some(args.next().ok_or("--preset needs a name")?),
+            "--autostart" => options.autostart = true,
+            "--open" => {
+                options.open = Some(PathBuf::from(
+                    args.next().ok_or("--open needs a run folder")?,
+                ))
+            }
+            "--help" | "-h" => {
+                println!("hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR]");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument '{other}' (try --help)")),
+        }
+    }
+    Ok(options)
+}
+
+fn main() -> ExitCode {
+    let options = match parse_args() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if cfg!(target_os = "linux")
+        && std::env::var_os("DISPLAY").is_none()
+        && std::env::var_os("WAYLAND_DISPLAY").is_none()
+    {
+        eprintln!(
+            "hif8lab-app needs a display (neither DISPLAY nor WAYLAND_DISPLAY is set).\n\
+             Train headless instead:  cargo run --release -p hif8lab-cli -- train --preset smoke\n\
+             or run the app under Xvfb: Xvfb :99 & DISPLAY=:99 cargo run --release"
+        );
+        return ExitCode::FAILURE;
+    }
+    let native = eframe::NativeOptions {
+        viewport: eframe::egui::ViewportBuilder::default()
+            .with_inner_size([1280.0, 800.0])
+            .with_title("hif8lab"),
+        ..Default::default()
+    };
+    let result = eframe::run_native(
+        "hif8lab",
+        native,
+        Box::new(move |cc| {
+            let mut app = HifApp::new(&options);
+            if let Some(rs) = &cc.wgpu_render_state {
+                // The engine shares eframe's device and queue.
+                app.gpu = Some(Device::Gpu(Box::new((
+                    rs.device.clone(),
+                    rs.queue.clone(),
+                    rs.adapter.get_info(),
+                ))));
+            }
+            if options.autostart {
+                let ctx = cc.egui_ctx.clone();
+                app.start(move || ctx.request_repaint());
+            }
+            Ok(Box::new(app))
+        }),
+    );
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! The panels: the side panel (preset, settings with inline validation, Start / Pause / Stop,
+//! open a run) and the central tabs (Loss, Amax, Saturation, Estimators).
+
+use eframe::egui::{self, Color32, RichText};
+use egui_plot::{HLine, Legend, Line, Plot, VLine};
+
+use crate::{HifApp, Tab};
+
+fn field(ui: &mut egui::Ui, label: &str, value: &mut String) {
+    ui.horizontal(|ui| {
+        let name = ui.label(label);
+        ui.text_edit_singleline(value).labelled_by(name.id);
+    });
+}
+
+/// The left side panel.
+pub fn side_panel(app: &mut HifApp, ui: &mut egui::Ui) {
+    egui::Panel::left("settings")
+        .min_size(240.0)
+        .show(ui, |ui| {
+            ui.heading("hif8lab");
+            ui.label("HiF8 delayed-scaling lab");
+            ui.separator();
+            egui::ComboBox::from_label("preset")
+                .selected_text(app.settings.preset.clone())
+                .show_ui(ui, |ui| {
+                    for (name, _) in hif8lab_train::config::PRESETS {
+                        if ui
+                            .selectable_label(app.settings.preset == name, name)
+                            .clicked()
+                        {
+                            app.settings = crate::Settings::from_preset(name);
+                        }
+                    }
+                });
+            let s = &mut app.settings;
+            field(ui, "steps", &mut s.steps);
+            field(ui, "lr", &mut s.lr);
+            field(ui, "estimator", &mut s.estimator);
+            field(ui, "window", &mut s.window);
+            field(ui, "target", &mut s.target);
+            field(ui, "QAT warmup", &mut s.warmup);
+            let gpu_available = app.gpu.is_some();
+            ui.add_enabled(
+                gpu_available,
+                egui::Checkbox::new(&mut app.settings.gpu, "train on the GPU"),
+            );
+            let valid = app.settings.config();
+            if let Err(e) = &valid {
+                ui.label(
+                    RichText::new(format!("Invalid: {e}")).color(Color32::from_rgb(220, 60, 60)),
+                );
+            }
+            ui.label("History advances once per quantizer call (per micro-batch).");
+            ui.separator();
+            let running = app.training.is_some();
+            ui.horizontal(|ui| {
+                if ui
+                    .add_enabled(valid.is_ok() && !running, egui::Button::new("Start"))
+                    .clicked()
+                {
+                    let ctx = ui.ctx().clone();
+                    app.start(move || ctx.request_repaint());
+                }
+                if let Some(t) = &app.training {
+                    let label = if t.paused() { "Resume" } else { "Pause" };
+                    if ui.button(label).clicked() {
+                        t.set_paused(!t.paused());
+                    }
+                    if ui.button("Stop").clicked() {
+                        t.stop();
+                    }
+                }
+            });
+            ui.label(&app.status);
+            ui.separator();
+            let name = ui.label("Open a run folder:");
+            ui.text_edit_singleline(&mut app.open_path)
+                .labelled_by(name.id);
+            if ui.button("Open run").clicked() {
+                app.open_run();
+            }
+        });
+}
+
+/// The central tabs.
+pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
+    egui::CentralPanel::default().show(ui, |ui| {
+        ui.horizontal(|ui| {
+            for (tab, name) in [
+                (Tab::Loss, "Loss"),
+                (Tab::Amax, "Amax"),
+                (Tab::Saturation, "Saturation"),
+                (Tab::Estimators, "Estimators"),
+            ] {
+                ui.selectable_value(&mut app.tab, tab, name);
+            }
+        });
+        ui.separator();
+        let Some(view) = app.view.clone() else {
+            ui.label("No run yet: press Start, or open a run folder.");
+            return;
+        };
+        match app.tab {
+            Tab::Loss => loss(ui, &view),
+            Tab::Amax => amax(app, ui, &view),
+            Tab::Saturation => saturation(app, ui, &view),
+            Tab::Estimators => estimators(ui, &view),
+        }
+    });
+}
+
+fn qat_line(view: &crate::state::RunView) -> Option<VLine> {
+    view.qat_from
+        .map(|s| VLine::new("QAT on", s as f64).color(Color32::GRAY))
+}
+
+fn loss(ui: &mut egui::Ui, view: &crate::state::RunView) {
+    ui.label(format!("{}: {} steps", view.name, view.loss.len()));
+    Plot::new("loss")
+        .legend(Legend::default())
+        .x_axis_label("step")
+        .y_axis_label("loss")
+        .show(ui, |p| {
+            p.line(Line::new("training loss", view.loss.clone()));
+            if let Some(v) = qat_line(view) {
+                p.vline(v);
+            }
+        });
+}
+
+/// log2 of a positive value (non-positive → NaN, not drawn).
+fn log2(v: f32) -> f64 {
+    if v > 0.0 {
+        f64::from(v).log2()
+    } else {
+        f64::NAN
+    }
+}
+
+fn amax(app: &mut HifApp, ui: &mut egui::Ui, view: &crate::state::RunView) {
+    let ids: Vec<_> = view.calls.keys().copied().collect();
+    if ids.is_empty() {
+        ui.label("No quantizer calls yet (quantization starts after the warmup).");
+        return;
+    }
+    let selected = app.selected.filter(|s| ids.contains(s)).unwrap_or(ids[0]);
+    egui::ComboBox::from_label("quantizer")
+        .selected_text(selected.to_string())
+        .show_ui(ui, |ui| {
+            for id in &ids {
+                ui.selectable_value(&mut app.selected, Some(*id), id.to_string());
+            }
+        });
+    let calls = &view.calls[&selected];
+    ui.label(format!(
+        "{} calls. log2 axis; dashed lines: where the active scale puts the 3-bit tier top (est) and overflow (est·40960/target).",
+        calls.len()
+    ));
+    let active = view.active;
+    Plot::new("amax")
+        .legend(Legend::default())
+        .x_axis_label("quantizer call")
+        .y_axis_label("amax")
+        .y_axis_formatter(|m, _| format!("2^{}", m.value))
+        .show(ui, |p| {
+            p.line(Line::new(
+                "amax",
+                calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| [i as f64, log2(c.amax)])
+                    .collect::<Vec<_>>(),
+            ));
+            for (k, name) in view.estimators.iter().enumerate() {
+                let pts: Vec<[f64; 2]> = calls
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, c)| c.est.get(k).map(|e| [i as f64, log2(*e)]))
+                    .collect();
+                p.line(Line::new(format!("est: {name}"), pts));
+            }
+            if let Some(last) = calls.last().and_then(|c| c.est.get(active)) {
+                let est = log2(*last);
+                p.hline(
+                    HLine::new("3-bit tier top (last active est)", est).color(Color32::DARK_GREEN),
+                );
+                let overflow = est + (40960.0f64 / f64::from(view.target)).log2();
+                p.hline(HLine::new("overflow", overflow).color(Color32::RED));
+            }
+        });
+}
+
+fn saturation(app: &mut HifApp, ui: &mut egui::Ui, view: &crate::state::RunView) {
+    ui.checkbox(
+        &mut app.show_overflow,
+        "show overflow instead of above-estimate counts",
+    );
+    let ids: Vec<_> = view.calls.keys().copied().collect();
+    let max_step = view
+        .calls
+        .values()
+        .flatten()
+        .map(|c| c.step)
+        .max()
+        .unwrap_or(0) as usize
+        + 1;
+    let k = view.active;
+    let value = |c: &crate::state::Call| -> u64 {
+        if app.show_overflow {
+            c.overflow.get(k).copied().unwrap_or(0)
+        } else {
+            c.above_est.get(k).copied().unwrap_or(0)
+        }
+    };
+    let peak = view
+        .calls
+        .values()
+        .flatten()
+        .map(value)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    ui.label(format!("rows: quantizers (block.module.role); columns: steps; brightest = {peak} elements. Click a row to open it in Amax."));
+    let (rect, response) = ui.allocate_exact_size(
+        egui::vec2(ui.available_width(), (ids.len() as f32 * 14.0).max(20.0)),
+        egui::Sense::click(),
+    );
+    let painter = ui.painter_at(rect);
+    let cell_w = rect.width() / max_step.max(1) as f32;
+    for (row, id) in ids.iter().enumerate() {
+        for c in &view.calls[id] {
+            let v = value(c);
+            if v == 0 {
+                continue;
+            }
+            let t = (v as f32 / peak as f32).sqrt();
+            let x = rect.left() + c.step as f32 * cell_w;
+            let y = rect.top() + row as f32 * 14.0;
+            let cell =
+                egui::Rect::from_min_size(egui::pos2(x, y), egui::vec2(cell_w.max(1.0), 13.0));
+            painter.rect_filled(
+                cell,
+                0.0,
+                Color32::from_rgb((60.0 + 195.0 * t) as u8, 40, (90.0 * (1.0 - t)) as u8),
+            );
+        }
+    }
+    if let Some(pos) = response.hover_pos() {
+        let row = ((pos.y - rect.top()) / 14.0) as usize;
+        let step = ((pos.x - rect.left()) / cell_w) as u64;
+        if let Some(id) = ids.get(row) {
+            let total: u64 = view.calls[id]
+                .iter()
+                .filter(|c| c.step == step)
+                .map(value)
+                .sum();
+            response
+                .clone()
+                .on_hover_text(format!("{id}, step {step}: {total}"));
+            if response.clicked() {
+                app.selected = Some(*id);
+                app.tab = Tab::Amax;
+            }
+        }
+    }
+}
+
+fn estimators(ui: &mut egui::Ui, view: &crate::state::RunView) {
+    ui.label(view.reading());
+    let counts = view.calls_above();
+    egui::Grid::new("estimators").striped(true).show(ui, |ui| {
+        ui.strong("estimator");
+        ui.strong("calls above its estimate");
+        ui.end_row();
+        for (name, c) in view.estimators.iter().zip(&counts) {
+            ui.label(name);
+            ui.label(c.to_string());
+            ui.end_row();
+        }
+    });
+}

@@ -1,0 +1,198 @@
+//! What the dashboard shows, fed by live `StepReport`s or by a saved run folder: loss per
+//! step, and per quantizer the amax of every call with every estimator's estimate and counts.
+//! Draws nothing; the panels read it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use hif8lab_scaling::QuantizerId;
+use hif8lab_scaling::trace::{TraceRecord, read_trace};
+use hif8lab_train::StepReport;
+use hif8lab_train::run::MetricsLine;
+
+/// One quantizer call as the panels see it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Call {
+    /// Optimizer step.
+    pub step: u64,
+    /// amax of the call.
+    pub amax: f32,
+    /// Per estimator: its estimate.
+    pub est: Vec<f32>,
+    /// Per estimator: elements above its estimate.
+    pub above_est: Vec<u64>,
+    /// Per estimator: elements overflowing at its scale.
+    pub overflow: Vec<u64>,
+    /// Elements quantized to zero.
+    pub underflow: u64,
+}
+
+/// Everything known about one run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunView {
+    /// Display name.
+    pub name: String,
+    /// (step, loss).
+    pub loss: Vec<[f64; 2]>,
+    /// First step with quantization on, if any.
+    pub qat_from: Option<u64>,
+    /// Estimator names (active at `active`).
+    pub estimators: Vec<String>,
+    /// Index of the active estimator.
+    pub active: usize,
+    /// Calls of each quantizer, in order.
+    pub calls: BTreeMap<QuantizerId, Vec<Call>>,
+    /// Scaling target (for the tier lines).
+    pub target: f32,
+}
+
+/// Keeps at most this many calls per quantizer (older ones are thinned by half).
+pub const MAX_CALLS: usize = 20_000;
+
+impl RunView {
+    /// An empty view for a live run.
+    pub fn new(name: &str, estimators: Vec<String>, active: usize, target: f32) -> Self {
+        RunView {
+            name: name.to_owned(),
+            estimators,
+            active,
+            target,
+            ..Default::default()
+        }
+    }
+
+    /// Adds a live step report.
+    pub fn push_report(&mut self, r: &StepReport) {
+        self.loss.push([r.step as f64, f64::from(r.loss)]);
+        if r.qat_enabled && self.qat_from.is_none() {
+            self.qat_from = Some(r.step);
+        }
+        for c in &r.calls {
+            self.push_call(
+                c.id,
+                Call {
+                    step: r.step,
+                    amax: c.amax,
+                    est: c.est.clone(),
+                    above_est: c.above_est.clone(),
+                    overflow: c.overflow.clone(),
+                    underflow: c.underflow,
+                },
+            );
+        }
+    }
+
+    fn push_call(&mut self, id: QuantizerId, call: Call) {
+        let calls = self.calls.entry(id).or_default();
+        calls.push(call);
+        if calls.len() > MAX_CALLS {
+            // Decimate: keep every other call, so memory and drawing stay bounded.
+            let kept: Vec<Call> = calls.iter().step_by(2).cloned().collect();
+            *calls = kept;
+        }
+    }
+
+    /// Loads a run folder (`metrics.jsonl`, `trace.jsonl`).
+    pub fn load(dir: &Path) -> Result<Self, String> {
+        let metrics_path = dir.join("metrics.jsonl");
+        let file = std::fs::File::open(&metrics_path)
+            .map_err(|e| format!("{}: {e}", metrics_path.display()))?;
+        let (lines, _) = hif8lab_scaling::trace::read_jsonl::<MetricsLine>(
+            &metrics_path,
+            std::io::BufReader::new(file),
+        )
+        .map_err(|e| e.to_string())?;
+        let trace = read_trace(&dir.join("trace.jsonl")).map_err(|e| e.to_string())?;
+        let estimators = trace.header.estimators.clone();
+        let active = estimators
+            .iter()
+            .position(|e| *e == trace.header.estimator)
+            .unwrap_or(0);
+        let mut view = RunView::new(
+            &dir.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            estimators.clone(),
+            active,
+            trace.header.target,
+        );
+        for l in &lines {
+            view.loss.push([l.step as f64, f64::from(l.loss)]);
+            if l.qat_enabled && view.qat_from.is_none() {
+                view.qat_from = Some(l.step);
+            }
+        }
+        for r in &trace.records {
+            view.push_record(r, &estimators);
+        }
+        Ok(view)
+    }
+
+    fn push_record(&mut self, r: &TraceRecord, estimators: &[String]) {
+        let get = |f: &dyn Fn(&hif8lab_scaling::trace::ShadowRecord) -> f64| -> Vec<f64> {
+            estimators
+                .iter()
+                .map(|e| r.shadow.get(e).map(f).unwrap_or(f64::NAN))
+                .collect()
+        };
+        let id = QuantizerId {
+            block: r.block,
+            module: r.module,
+            role: r.role,
+        };
+        self.push_call(
+            id,
+            Call {
+                step: r.step,
+                amax: r.amax,
+                est: get(&|s| f64::from(s.est))
+                    .into_iter()
+                    .map(|v| v as f32)
+                    .collect(),
+                above_est: get(&|s| s.above_est as f64)
+                    .into_iter()
+                    .map(|v| v as u64)
+                    .collect(),
+                overflow: get(&|s| s.overflow as f64)
+                    .into_iter()
+                    .map(|v| v as u64)
+                    .collect(),
+                underflow: r.underflow,
+            },
+        );
+    }
+
+    /// Per estimator: calls whose amax exceeded its estimate, over all quantizers.
+    pub fn calls_above(&self) -> Vec<u64> {
+        let mut out = vec![0u64; self.estimators.len()];
+        for calls in self.calls.values() {
+            for c in calls {
+                for (k, v) in c.above_est.iter().enumerate() {
+                    if let Some(o) = out.get_mut(k) {
+                        *o += u64::from(*v > 0);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// A one-line reading of the shadow comparison, from the numbers.
+    pub fn reading(&self) -> String {
+        let counts = self.calls_above();
+        if counts.is_empty() || self.calls.is_empty() {
+            return "No quantizer calls yet.".into();
+        }
+        let parts: Vec<String> = self
+            .estimators
+            .iter()
+            .zip(&counts)
+            .map(|(e, c)| format!("{e} on {c}"))
+            .collect();
+        let total: usize = self.calls.values().map(Vec::len).sum();
+        format!(
+            "Of {total} quantizer calls, amax exceeded the estimate of {}.",
+            parts.join("; ")
+        )
+    }
+}

@@ -1,0 +1,138 @@
+//! UI tests of the real app (egui_kittest): choose smoke, start, wait for reports, check every
+//! panel has data; invalid input shows the inline error and disables Start; a saved run opens.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
+use egui_kittest::Harness;
+use egui_kittest::kittest::{NodeT, Queryable};
+use hif8lab_app::{HifApp, Options, Tab};
+
+fn harness(options: Options) -> Harness<'static, HifApp> {
+    Harness::builder()
+        .with_size(egui::vec2(1280.0, 800.0))
+        .build_ui_state(|ui, app: &mut HifApp| app.show(ui), HifApp::new(&options))
+}
+
+use hif8lab_app::egui;
+
+/// Steps frames until `done` holds (the training thread runs meanwhile), at most 60 s.
+fn until(h: &mut Harness<'static, HifApp>, done: impl Fn(&HifApp) -> bool) {
+    let start = std::time::Instant::now();
+    while !done(h.state()) {
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "timed out; status: {}",
+            h.state().status
+        );
+        h.step();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    h.step();
+}
+
+#[test]
+fn smoke_run_fills_every_panel() {
+    let mut h = harness(Options {
+        preset: Some("smoke".into()),
+        ..Default::default()
+    });
+    h.state_mut().settings.steps = "10".into();
+    h.state_mut().settings.warmup = "2".into();
+    h.run_steps(2);
+    h.get_by_label("Start").click();
+    until(&mut h, |app| {
+        app.training.is_none() && app.view.as_ref().is_some_and(|v| v.loss.len() == 10)
+    });
+    let view = h.state().view.clone().unwrap();
+    assert_eq!(view.estimators.len(), 5);
+    assert!(!view.calls.is_empty());
+    for calls in view.calls.values() {
+        assert_eq!(calls.len(), 8, "steps 2..10 quantized");
+        assert!(calls.iter().all(|c| c.est.len() == 5 && c.amax > 0.0));
+    }
+    assert!(
+        h.state().status.contains("finished"),
+        "{}",
+        h.state().status
+    );
+    // Loss panel.
+    h.get_by_label_contains("smoke: 10 steps");
+    // Amax panel: a quantizer is selected and the explanation names the call count.
+    h.get_by_label("Amax").click();
+    h.run_steps(2);
+    assert_eq!(h.state().tab, Tab::Amax);
+    h.get_by_label_contains("8 calls. log2 axis");
+    // Saturation panel.
+    h.get_by_label("Saturation").click();
+    h.run_steps(2);
+    h.get_by_label_contains("rows: quantizers");
+    // Estimators panel: the reading is computed from the counts.
+    h.get_by_label("Estimators").click();
+    h.run_steps(2);
+    let reading = view.reading();
+    assert!(
+        reading.contains("most_recent on") && reading.contains("current on 0"),
+        "{reading}"
+    );
+    h.get_by_label_contains("amax exceeded the estimate of");
+}
+
+#[test]
+fn invalid_input_shows_an_error_and_disables_start() {
+    let mut h = harness(Options::default());
+    h.state_mut().settings.lr = "fast".into();
+    h.run_steps(2);
+    h.get_by_label_contains("Invalid:");
+    assert!(h.get_by_label("Start").accesskit_node().is_disabled());
+    h.state_mut().settings.lr = "1e-3".into();
+    h.state_mut().settings.estimator = "median".into();
+    h.run_steps(2);
+    h.get_by_label_contains("unknown estimator");
+    h.state_mut().settings.estimator = "max_window".into();
+    h.run_steps(2);
+    assert!(!h.get_by_label("Start").accesskit_node().is_disabled());
+}
+
+#[test]
+fn a_saved_run_opens_with_its_curves() {
+    let dir = std::env::temp_dir().join(format!("hif8lab-app-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = hif8lab_train::RunConfig::parse(
+        "smoke",
+        hif8lab_train::config::PRESETS[0].1,
+        &["train.steps=6".into(), "qat.warmup_steps=1".into()],
+    )
+    .unwrap();
+    let mut t = hif8lab_train::Trainer::new(hif8lab_engine::cpu::CpuBackend::new(), config.clone())
+        .unwrap();
+    let mut w = hif8lab_train::run::RunWriter::create(
+        &dir,
+        &config,
+        t.estimator_names(),
+        t.active_estimator(),
+    )
+    .unwrap();
+    while !t.finished() {
+        t.step().unwrap();
+    }
+    for r in t.finish().unwrap() {
+        w.write(&r, &t.trace_records(&r), 0.0).unwrap();
+    }
+    let mut h = harness(Options {
+        open: Some(dir.clone()),
+        ..Default::default()
+    });
+    h.run_steps(2);
+    let view = h.state().view.clone().expect("opened");
+    assert_eq!(view.loss.len(), 6);
+    assert_eq!(view.qat_from, Some(1));
+    assert!(view.calls.values().all(|c| c.len() == 5));
+    h.get_by_label_contains("Opened");
+    // A folder that is not a run says why.
+    let mut h = harness(Options {
+        open: Some(dir.join("nope")),
+        ..Default::default()
+    });
+    h.run_steps(1);
+    h.get_by_label_contains("Cannot open");
+}

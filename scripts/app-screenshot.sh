@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Starts the desktop app under Xvfb with `--preset smoke --autostart`, waits until training
+# has finished, takes a screenshot and checks it is not blank.
+#   scripts/app-screenshot.sh [OUT.png]      (default target/app-screenshot.png)
+# Installs Xvfb, ImageMagick and the X libraries winit needs when they are missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-target/app-screenshot.png}
+SUDO=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
+missing=()
+command -v Xvfb >/dev/null || missing+=(xvfb)
+command -v import >/dev/null || missing+=(imagemagick)
+for lib in libxkbcommon-x11.so.0 libXcursor.so.1 libXrandr.so.2 libXi.so.6 libX11-xcb.so.1; do
+  ldconfig -p | grep -q "$lib" || missing+=("$lib")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "==> installing Xvfb, ImageMagick and X libraries for the app screenshot"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    xvfb imagemagick libxkbcommon-x11-0 libxcursor1 libxrandr2 libxi6 libx11-xcb1
+fi
+cargo build --locked -p hif8lab-app
+display=":$((90 + RANDOM % 9))"
+Xvfb "$display" -screen 0 1280x800x24 -nolisten tcp >/dev/null 2>&1 &
+xvfb=$!
+log=$(mktemp)
+runtime=$(mktemp -d)
+cleanup() { kill "${app:-}" "$xvfb" 2>/dev/null || true; rm -rf "$log" "$runtime"; }
+trap cleanup EXIT
+sleep 1
+DISPLAY=$display XDG_RUNTIME_DIR=$runtime target/debug/hif8lab-app --preset smoke --autostart >"$log" 2>&1 &
+app=$!
+for _ in $(seq 1 120); do
+  grep -q "Training finished" "$log" && break
+  if ! kill -0 "$app" 2>/dev/null; then echo "app exited early:"; cat "$log"; exit 1; fi
+  sleep 1
+done
+grep -q "Training finished" "$log" || { echo "training did not finish in 120 s:"; cat "$log"; exit 1; }
+sleep 1
+mkdir -p "$(dirname "$out")"
+DISPLAY=$display import -window root "$out"
+stats=$(convert "$out" -format "%[fx:standard_deviation] %k" info:)
+read -r stddev colors <<<"$stats"
+echo "screenshot $out: standard deviation $stddev, $colors colours"
+awk -v s="$stddev" -v c="$colors" 'BEGIN { exit !(s > 0.02 && c > 50) }' || { echo "screenshot looks blank"; exit 1; }
