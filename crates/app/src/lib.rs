@@ -29,6 +29,8 @@ pub struct Options {
     pub autostart: bool,
     /// A run folder to open.
     pub open: Option<PathBuf>,
+    /// A trace (JSONL, CSV or Transformer Engine log) to replay and view.
+    pub trace: Option<PathBuf>,
 }
 
 /// The dashboard's panels.
@@ -122,8 +124,8 @@ pub struct HifApp {
     pub status: String,
     /// Selected panel.
     pub tab: Tab,
-    /// Selected quantizer in the amax panel.
-    pub selected: Option<hif8lab_scaling::QuantizerId>,
+    /// Selected quantizer (by name) in the amax panel.
+    pub selected: Option<String>,
     /// Run folder path typed in the Runs box.
     pub open_path: String,
     /// eframe's GPU device, when it renders with wgpu.
@@ -149,6 +151,16 @@ impl HifApp {
         if let Some(dir) = &options.open {
             app.open_path = dir.display().to_string();
             app.open_run();
+        }
+        if let Some(path) = &options.trace {
+            match RunView::from_trace_file(path) {
+                Ok(v) => {
+                    app.status = format!("Replayed {} ({} quantizers).", v.name, v.calls.len());
+                    app.view = Some(v);
+                    app.tab = Tab::Amax;
+                }
+                Err(e) => app.status = format!("Cannot read trace: {e}"),
+            }
         }
         app
     }
@@ -205,7 +217,7 @@ impl HifApp {
                     if let Some(v) = &mut self.view {
                         v.push_report(&r);
                         if self.selected.is_none() {
-                            self.selected = r.calls.first().map(|c| c.id);
+                            self.selected = r.calls.first().map(|c| c.id.to_string());
                         }
                     }
                 }

@@ -1,5 +1,5 @@
 //! `hif8lab-app`: the desktop dashboard. Flags: `--preset NAME`, `--autostart`,
-//! `--open RUN_DIR`. Without a display it says so and names the headless command.
+//! `--open RUN_DIR`, `--trace FILE`. Without a display it says so and names the headless command.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,7 +20,9 @@ fn parse_args() -> Result<Options, String> {
                 ))
             }
             "--help" | "-h" => {
-                println!("hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR]");
+                println!(
+                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--trace FILE]"
+                );
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument '{other}' (try --help)")),

@@ -139,17 +139,21 @@ fn log2(v: f32) -> f64 {
 }
 
 fn amax(app: &mut HifApp, ui: &mut egui::Ui, view: &crate::state::RunView) {
-    let ids: Vec<_> = view.calls.keys().copied().collect();
+    let ids: Vec<String> = view.calls.keys().cloned().collect();
     if ids.is_empty() {
         ui.label("No quantizer calls yet (quantization starts after the warmup).");
         return;
     }
-    let selected = app.selected.filter(|s| ids.contains(s)).unwrap_or(ids[0]);
+    let selected = app
+        .selected
+        .clone()
+        .filter(|s| ids.contains(s))
+        .unwrap_or_else(|| ids[0].clone());
     egui::ComboBox::from_label("quantizer")
-        .selected_text(selected.to_string())
+        .selected_text(selected.clone())
         .show_ui(ui, |ui| {
             for id in &ids {
-                ui.selectable_value(&mut app.selected, Some(*id), id.to_string());
+                ui.selectable_value(&mut app.selected, Some(id.clone()), id.as_str());
             }
         });
     let calls = &view.calls[&selected];
@@ -196,7 +200,7 @@ fn saturation(app: &mut HifApp, ui: &mut egui::Ui, view: &crate::state::RunView)
         &mut app.show_overflow,
         "show overflow instead of above-estimate counts",
     );
-    let ids: Vec<_> = view.calls.keys().copied().collect();
+    let ids: Vec<String> = view.calls.keys().cloned().collect();
     let max_step = view
         .calls
         .values()
@@ -259,7 +263,7 @@ fn saturation(app: &mut HifApp, ui: &mut egui::Ui, view: &crate::state::RunView)
                 .clone()
                 .on_hover_text(format!("{id}, step {step}: {total}"));
             if response.clicked() {
-                app.selected = Some(*id);
+                app.selected = Some(id.clone());
                 app.tab = Tab::Amax;
             }
         }
@@ -269,13 +273,16 @@ fn saturation(app: &mut HifApp, ui: &mut egui::Ui, view: &crate::state::RunView)
 fn estimators(ui: &mut egui::Ui, view: &crate::state::RunView) {
     ui.label(view.reading());
     let counts = view.calls_above();
+    let headroom = view.median_headroom();
     egui::Grid::new("estimators").striped(true).show(ui, |ui| {
         ui.strong("estimator");
         ui.strong("calls above its estimate");
+        ui.strong("median headroom est/amax");
         ui.end_row();
-        for (name, c) in view.estimators.iter().zip(&counts) {
+        for ((name, c), h) in view.estimators.iter().zip(&counts).zip(&headroom) {
             ui.label(name);
             ui.label(c.to_string());
+            ui.label(format!("{h:.3}"));
             ui.end_row();
         }
     });

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use hif8lab_scaling::QuantizerId;
 use hif8lab_scaling::trace::{TraceRecord, read_trace};
 use hif8lab_train::StepReport;
 use hif8lab_train::run::MetricsLine;
@@ -40,8 +39,8 @@ pub struct RunView {
     pub estimators: Vec<String>,
     /// Index of the active estimator.
     pub active: usize,
-    /// Calls of each quantizer, in order.
-    pub calls: BTreeMap<QuantizerId, Vec<Call>>,
+    /// Calls of each quantizer (by name, e.g. `block1.up.A`), in order.
+    pub calls: BTreeMap<String, Vec<Call>>,
     /// Scaling target (for the tier lines).
     pub target: f32,
 }
@@ -69,7 +68,7 @@ impl RunView {
         }
         for c in &r.calls {
             self.push_call(
-                c.id,
+                c.id.to_string(),
                 Call {
                     step: r.step,
                     amax: c.amax,
@@ -82,7 +81,7 @@ impl RunView {
         }
     }
 
-    fn push_call(&mut self, id: QuantizerId, call: Call) {
+    fn push_call(&mut self, id: String, call: Call) {
         let calls = self.calls.entry(id).or_default();
         calls.push(call);
         if calls.len() > MAX_CALLS {
@@ -135,11 +134,7 @@ impl RunView {
                 .map(|e| r.shadow.get(e).map(f).unwrap_or(f64::NAN))
                 .collect()
         };
-        let id = QuantizerId {
-            block: r.block,
-            module: r.module,
-            role: r.role,
-        };
+        let id = format!("block{}.{}.{}", r.block, r.module, r.role);
         self.push_call(
             id,
             Call {
@@ -160,6 +155,66 @@ impl RunView {
                 underflow: r.underflow,
             },
         );
+    }
+
+    /// A view of an amax trace from outside (hif8lab JSONL, CSV `step,layer,role,amax`, or a
+    /// Transformer Engine log): every default estimator replayed over each series with the
+    /// product's own delayed-scaling semantics. Counts are per call (1 when amax > est).
+    pub fn from_trace_file(path: &Path) -> Result<Self, String> {
+        use hif8lab_scaling::{QuantizerState, ScalingConfig};
+        let imported = hif8lab_scaling::import::import_file(path).map_err(|e| e.to_string())?;
+        let config = ScalingConfig::default();
+        let estimators: Vec<String> = config
+            .estimators()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let mut view = RunView::new(
+            &path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            estimators,
+            config.active_index(),
+            config.target,
+        );
+        for series in &imported.series {
+            let mut state = QuantizerState::new(&config);
+            for (step, amax) in series.steps.iter().zip(&series.amax) {
+                let d = state.call(*amax);
+                view.push_call(
+                    series.name.clone(),
+                    Call {
+                        step: *step,
+                        amax: *amax,
+                        est: d.iter().map(|x| x.est).collect(),
+                        above_est: d.iter().map(|x| u64::from(*amax > x.est)).collect(),
+                        overflow: d
+                            .iter()
+                            .map(|x| u64::from(*amax * x.scale >= 40960.0))
+                            .collect(),
+                        underflow: 0,
+                    },
+                );
+            }
+        }
+        Ok(view)
+    }
+
+    /// Per estimator: the median headroom est/amax over all calls (NaN without calls).
+    pub fn median_headroom(&self) -> Vec<f32> {
+        (0..self.estimators.len())
+            .map(|k| {
+                let v: Vec<f32> = self
+                    .calls
+                    .values()
+                    .flatten()
+                    .filter(|c| c.amax > 0.0)
+                    .filter_map(|c| c.est.get(k).map(|e| e / c.amax))
+                    .collect();
+                hif8lab_scaling::replay::median(&v)
+            })
+            .collect()
     }
 
     /// Per estimator: calls whose amax exceeded its estimate, over all quantizers.

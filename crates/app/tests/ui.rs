@@ -136,3 +136,34 @@ fn a_saved_run_opens_with_its_curves() {
     h.run_steps(1);
     h.get_by_label_contains("Cannot open");
 }
+
+#[test]
+fn a_trace_is_replayed_with_every_estimator() {
+    let path = std::env::temp_dir().join(format!("hif8lab-app-trace-{}.csv", std::process::id()));
+    let series = hif8lab_scaling::synth::synth(hif8lab_scaling::synth::Pattern::Spike, 400, 2);
+    std::fs::write(&path, hif8lab_scaling::synth::to_csv(&series)).unwrap();
+    let mut h = harness(Options {
+        trace: Some(path.clone()),
+        ..Default::default()
+    });
+    h.run_steps(2);
+    assert_eq!(h.state().tab, Tab::Amax);
+    let view = h.state().view.clone().expect("replayed");
+    assert_eq!(view.calls.len(), 3);
+    let counts = view.calls_above();
+    let name = |n: &str| {
+        view.estimators
+            .iter()
+            .position(|e| e.starts_with(n))
+            .unwrap()
+    };
+    assert!(
+        counts[name("most_recent")] > 5 * counts[name("max_window")],
+        "{counts:?}"
+    );
+    assert_eq!(counts[name("current")], 0);
+    h.get_by_label_contains("400 calls. log2 axis");
+    h.get_by_label("Estimators").click();
+    h.run_steps(2);
+    h.get_by_label("median headroom est/amax");
+}
