@@ -232,12 +232,13 @@ fn gpu_matches_cpu_with_qat_and_never_blocks() {
     assert_eq!(losses(&again), losses(&gpu_reports));
 }
 
-#[test]
-fn whole_model_gradient_matches_finite_differences() {
-    let config = tiny(&["qat.enabled=false", "model.layers=2"]);
-    let m = &config.model;
-    let b = CpuBackend::new();
-    // Larger weights than at init (std 0.2): gradients big enough for f32 finite differences.
+/// Shared setup of the finite-difference tests: weights 10× larger than at init (std 0.2,
+/// so gradients are big enough for f32 finite differences) and a workspace loaded with one
+/// micro-batch of 2 sequences.
+fn fd_setup(
+    b: &CpuBackend,
+    m: &hif8lab_train::config::ModelConfig,
+) -> (Vec<Vec<f32>>, Workspace<hif8lab_engine::cpu::CpuTensor>) {
     let values: Vec<Vec<f32>> = model::init_values(m, 5)
         .into_iter()
         .map(|v| {
@@ -248,18 +249,27 @@ fn whole_model_gradient_matches_finite_differences() {
             }
         })
         .collect();
+    let ws = Workspace::new(b, m, 2).unwrap();
+    let text = hif8lab_train::data::synthetic_corpus(1, 4000);
+    let mut sampler =
+        hif8lab_train::data::Sampler::new(hif8lab_train::data::tokenize(&text), 3).unwrap();
+    let (x, y) = sampler.next_batch(2, m.context).unwrap();
+    ws.load(b, &x, &y).unwrap();
+    (values, ws)
+}
+
+#[test]
+fn whole_model_gradient_matches_finite_differences() {
+    let config = tiny(&["qat.enabled=false", "model.layers=2"]);
+    let m = &config.model;
+    let b = CpuBackend::new();
+    let (values, ws) = fd_setup(&b, m);
     let upload = |vals: &[Vec<f32>]| {
         Params::from_list(
             vals.iter().map(|v| b.upload(v).unwrap()).collect(),
             m.layers,
         )
     };
-    let ws = Workspace::new(&b, m, 2).unwrap();
-    let text = hif8lab_train::data::synthetic_corpus(1, 4000);
-    let mut sampler =
-        hif8lab_train::data::Sampler::new(hif8lab_train::data::tokenize(&text), 3).unwrap();
-    let (x, y) = sampler.next_batch(2, m.context).unwrap();
-    ws.load(&b, &x, &y).unwrap();
     let plan = QuantPlan::default();
     let cx = Ctx {
         b: &b,
@@ -461,28 +471,13 @@ fn identity_ste_gradient_follows_the_high_precision_gradient() {
     ]);
     let m = &config.model;
     let b = CpuBackend::new();
-    let values: Vec<Vec<f32>> = model::init_values(m, 5)
-        .into_iter()
-        .map(|v| {
-            if v.iter().all(|x| *x == 1.0) {
-                v
-            } else {
-                v.iter().map(|x| x * 10.0).collect()
-            }
-        })
-        .collect();
+    let (values, ws) = fd_setup(&b, m);
     let upload = |vals: &[Vec<f32>]| {
         Params::from_list(
             vals.iter().map(|v| b.upload(v).unwrap()).collect(),
             m.layers,
         )
     };
-    let ws = Workspace::new(&b, m, 2).unwrap();
-    let text = hif8lab_train::data::synthetic_corpus(1, 4000);
-    let mut sampler =
-        hif8lab_train::data::Sampler::new(hif8lab_train::data::tokenize(&text), 3).unwrap();
-    let (x, y) = sampler.next_batch(2, m.context).unwrap();
-    ws.load(&b, &x, &y).unwrap();
     let plan = QuantPlan::new(m, &config.qat);
     assert!(plan.ids.len() >= 21);
     let bank = b
