@@ -65,6 +65,8 @@ pub struct Settings {
     pub warmup: String,
     /// Train on the GPU (eframe's device) instead of the CPU.
     pub gpu: bool,
+    /// Also train the matched high-precision baseline (same data order, quantizers off).
+    pub baseline: bool,
 }
 
 impl Settings {
@@ -94,6 +96,7 @@ impl Settings {
             target: "15".into(),
             warmup,
             gpu: false,
+            baseline: true,
         }
     }
 
@@ -120,6 +123,10 @@ pub struct HifApp {
     pub view: Option<RunView>,
     /// The training thread, while one runs.
     pub training: Option<Training>,
+    /// The matched baseline's loss curve (step, loss), when trained alongside.
+    pub baseline: Vec<[f64; 2]>,
+    /// The baseline's training thread, while it runs.
+    pub baseline_training: Option<Training>,
     /// Last status line.
     pub status: String,
     /// Selected panel.
@@ -141,6 +148,8 @@ impl HifApp {
             settings: Settings::from_preset(options.preset.as_deref().unwrap_or("smoke")),
             view: None,
             training: None,
+            baseline: Vec::new(),
+            baseline_training: None,
             status: "Pick a preset and press Start.".into(),
             tab: Tab::Loss,
             selected: None,
@@ -177,7 +186,7 @@ impl HifApp {
     }
 
     /// Starts training with the current settings (no-op while they are invalid).
-    pub fn start(&mut self, wake: impl Fn() + Send + 'static) {
+    pub fn start(&mut self, wake: impl Fn() + Send + Sync + 'static) {
         let Ok(config) = self.settings.config() else {
             return;
         };
@@ -186,7 +195,11 @@ impl HifApp {
             _ => Device::Cpu,
         };
         let target = config.qat.scaling.target;
-        match Training::start(config, device, wake) {
+        let mut baseline_config = config.clone();
+        baseline_config.qat.enabled = false;
+        let wake = std::sync::Arc::new(wake);
+        let w = wake.clone();
+        match Training::start(config, device.clone(), move || w()) {
             Ok(t) => {
                 self.view = Some(RunView::new(&self.settings.preset, Vec::new(), 0, target));
                 self.training = Some(t);
@@ -194,10 +207,40 @@ impl HifApp {
             }
             Err(e) => self.status = format!("Cannot start training: {e}"),
         }
+        self.baseline.clear();
+        self.baseline_training = None;
+        if self.settings.baseline && self.training.is_some() {
+            self.baseline_training = Training::start(baseline_config, device, move || wake()).ok();
+        }
     }
 
-    /// Drains the training thread's messages (never blocks).
+    /// Average percentage error of the loss against the matched baseline over the steps
+    /// both have reached (SPEC.md §6), if a baseline runs.
+    pub fn ape(&self) -> Option<f64> {
+        let view = self.view.as_ref()?;
+        let n = view.loss.len().min(self.baseline.len());
+        (n > 0).then(|| {
+            let q: Vec<f64> = view.loss[..n].iter().map(|p| p[1]).collect();
+            let b: Vec<f64> = self.baseline[..n].iter().map(|p| p[1]).collect();
+            hif8lab_train::corpus::ape(&q, &b)
+        })
+    }
+
+    /// Drains the training threads' messages (never blocks).
     pub fn poll(&mut self) {
+        if let Some(t) = &self.baseline_training {
+            let mut done = false;
+            while let Ok(msg) = t.rx.try_recv() {
+                match msg {
+                    Msg::Report(r) => self.baseline.push([r.step as f64, f64::from(r.loss)]),
+                    Msg::Finished => done = true,
+                    Msg::Started { .. } | Msg::Error(_) => {}
+                }
+            }
+            if done {
+                self.baseline_training = None;
+            }
+        }
         let Some(t) = &self.training else { return };
         let mut finished = false;
         while let Ok(msg) = t.rx.try_recv() {

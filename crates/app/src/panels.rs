@@ -102,7 +102,7 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
             return;
         };
         match app.tab {
-            Tab::Loss => loss(ui, &view),
+            Tab::Loss => loss(ui, &view, &app.baseline, app.ape()),
             Tab::Amax => amax(app, ui, &view),
             Tab::Saturation => saturation(app, ui, &view),
             Tab::Estimators => estimators(ui, &view),
@@ -115,14 +115,27 @@ fn qat_line(view: &crate::state::RunView) -> Option<VLine> {
         .map(|s| VLine::new("QAT on", s as f64).color(Color32::GRAY))
 }
 
-fn loss(ui: &mut egui::Ui, view: &crate::state::RunView) {
-    ui.label(format!("{}: {} steps", view.name, view.loss.len()));
+fn loss(ui: &mut egui::Ui, view: &crate::state::RunView, baseline: &[[f64; 2]], ape: Option<f64>) {
+    let ape = ape
+        .map(|a| {
+            format!(
+                "; APE vs the matched baseline {a:.3} % (the loss hides saturation: see Estimators)"
+            )
+        })
+        .unwrap_or_default();
+    ui.label(format!("{}: {} steps{ape}", view.name, view.loss.len()));
     Plot::new("loss")
         .legend(Legend::default())
         .x_axis_label("step")
         .y_axis_label("loss")
         .show(ui, |p| {
             p.line(Line::new("training loss", view.loss.clone()));
+            if !baseline.is_empty() {
+                p.line(Line::new(
+                    "matched baseline (no quantization)",
+                    baseline.to_vec(),
+                ));
+            }
             if let Some(v) = qat_line(view) {
                 p.vline(v);
             }

@@ -55,8 +55,18 @@ fn smoke_run_fills_every_panel() {
         "{}",
         h.state().status
     );
-    // Loss panel.
-    h.get_by_label_contains("smoke: 10 steps");
+    // Loss panel, with the matched baseline: identical during the high-precision warmup.
+    let baseline = h.state().baseline.clone();
+    assert_eq!(baseline.len(), 10);
+    assert_eq!(
+        &baseline[..2],
+        &view.loss[..2],
+        "same data, quantizers still off"
+    );
+    assert_ne!(&baseline[2..], &view.loss[2..]);
+    let ape = h.state().ape().unwrap();
+    assert!(ape > 0.0 && ape < 10.0, "{ape}");
+    h.get_by_label_contains("smoke: 10 steps; APE vs the matched baseline");
     // Amax panel: a quantizer is selected and the explanation names the call count.
     h.get_by_label("Amax").click();
     h.run_steps(2);
