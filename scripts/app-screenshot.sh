@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Starts the desktop app under Xvfb with `--preset smoke --autostart`, waits until training
 # has finished, takes a screenshot and checks it is not blank.
-#   scripts/app-screenshot.sh [OUT.png]      (default target/app-screenshot.png)
+#   scripts/app-screenshot.sh [OUT.png] [PANEL]   (default target/app-screenshot.png, loss)
 # Installs Xvfb, ImageMagick and the X libraries winit needs when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-target/app-screenshot.png}
+tab=${2:-loss}
 SUDO=""
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
 missing=()
@@ -29,7 +30,7 @@ runtime=$(mktemp -d)
 cleanup() { kill "${app:-}" "$xvfb" 2>/dev/null || true; rm -rf "$log" "$runtime"; }
 trap cleanup EXIT
 sleep 1
-DISPLAY=$display XDG_RUNTIME_DIR=$runtime target/debug/hif8lab-app --preset smoke --autostart >"$log" 2>&1 &
+DISPLAY=$display XDG_RUNTIME_DIR=$runtime target/debug/hif8lab-app --preset smoke --autostart --tab "$tab" >"$log" 2>&1 &
 app=$!
 for _ in $(seq 1 120); do
   grep -q "Training finished" "$log" && break

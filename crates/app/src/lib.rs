@@ -31,6 +31,8 @@ pub struct Options {
     pub open: Option<PathBuf>,
     /// A trace (JSONL, CSV or Transformer Engine log) to replay and view.
     pub trace: Option<PathBuf>,
+    /// The panel to show first.
+    pub tab: Option<Tab>,
 }
 
 /// The dashboard's panels.
@@ -141,6 +143,19 @@ pub struct HifApp {
     pub show_overflow: bool,
 }
 
+impl Tab {
+    /// Parses a panel name (`loss`, `amax`, `saturation`, `estimators`).
+    pub fn parse(s: &str) -> Option<Tab> {
+        match s.to_ascii_lowercase().as_str() {
+            "loss" => Some(Tab::Loss),
+            "amax" => Some(Tab::Amax),
+            "saturation" => Some(Tab::Saturation),
+            "estimators" => Some(Tab::Estimators),
+            _ => None,
+        }
+    }
+}
+
 impl HifApp {
     /// A new app (no GPU device: CPU training only).
     pub fn new(options: &Options) -> Self {
@@ -160,6 +175,9 @@ impl HifApp {
         if let Some(dir) = &options.open {
             app.open_path = dir.display().to_string();
             app.open_run();
+        }
+        if let Some(tab) = options.tab {
+            app.tab = tab;
         }
         if let Some(path) = &options.trace {
             match RunView::from_trace_file(path) {

@@ -19,9 +19,18 @@ fn parse_args() -> Result<Options, String> {
                     args.next().ok_or("--open needs a run folder")?,
                 ))
             }
+            "--trace" => {
+                options.trace = Some(PathBuf::from(args.next().ok_or("--trace needs a file")?))
+            }
+            "--tab" => {
+                let name = args.next().ok_or("--tab needs a panel name")?;
+                options.tab = Some(hif8lab_app::Tab::parse(&name).ok_or_else(|| {
+                    format!("unknown panel '{name}' (loss, amax, saturation, estimators)")
+                })?);
+            }
             "--help" | "-h" => {
                 println!(
-                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--trace FILE]"
+                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--trace FILE] [--tab PANEL]"
                 );
                 std::process::exit(0);
             }

@@ -45,6 +45,10 @@ pub fn side_panel(app: &mut HifApp, ui: &mut egui::Ui) {
                 gpu_available,
                 egui::Checkbox::new(&mut app.settings.gpu, "train on the GPU"),
             );
+            ui.checkbox(
+                &mut app.settings.baseline,
+                "train the matched baseline alongside",
+            );
             let valid = app.settings.config();
             if let Err(e) = &valid {
                 ui.label(
@@ -69,6 +73,9 @@ pub fn side_panel(app: &mut HifApp, ui: &mut egui::Ui) {
                     }
                     if ui.button("Stop").clicked() {
                         t.stop();
+                        if let Some(b) = &app.baseline_training {
+                            b.stop();
+                        }
                     }
                 }
             });
