@@ -149,6 +149,15 @@ fn loss(ui: &mut egui::Ui, view: &crate::state::RunView, baseline: &[[f64; 2]], 
         });
 }
 
+/// An axis label for a log2 value: `2^3`, or `2^1.25` between integer binades.
+fn pow2_label(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("2^{}", v.round())
+    } else {
+        format!("2^{v:.2}")
+    }
+}
+
 /// log2 of a positive value (non-positive → NaN, not drawn).
 fn log2(v: f32) -> f64 {
     if v > 0.0 {
@@ -178,24 +187,27 @@ fn amax(app: &mut HifApp, ui: &mut egui::Ui, view: &crate::state::RunView) {
         });
     let calls = &view.calls[&selected];
     ui.label(format!(
-        "{} calls. log2 axis; dashed lines: where the active scale puts the 3-bit tier top (est) and overflow (est·40960/target).",
+        "{} calls. log2 axis; horizontal lines: the 3-bit tier top (the active estimate) and, when near, overflow (est·40960/target).",
         calls.len()
     ));
     let active = view.active;
+    let data_top = calls
+        .iter()
+        .map(|c| log2(c.amax))
+        .filter(|v| v.is_finite())
+        .fold(f64::MIN, f64::max);
+    if let Some(last) = calls.last().and_then(|c| c.est.get(active)) {
+        let headroom = (40960.0f64 / f64::from(view.target)).log2() + log2(*last) - data_top;
+        ui.label(format!(
+            "Overflow lies {headroom:.1} binades above the largest amax shown."
+        ));
+    }
     Plot::new("amax")
         .legend(Legend::default())
         .x_axis_label("quantizer call")
         .y_axis_label("amax")
-        .y_axis_formatter(|m, _| format!("2^{}", m.value))
+        .y_axis_formatter(|m, _| pow2_label(m.value))
         .show(ui, |p| {
-            p.line(Line::new(
-                "amax",
-                calls
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| [i as f64, log2(c.amax)])
-                    .collect::<Vec<_>>(),
-            ));
             for (k, name) in view.estimators.iter().enumerate() {
                 let pts: Vec<[f64; 2]> = calls
                     .iter()
@@ -209,9 +221,26 @@ fn amax(app: &mut HifApp, ui: &mut egui::Ui, view: &crate::state::RunView) {
                 p.hline(
                     HLine::new("3-bit tier top (last active est)", est).color(Color32::DARK_GREEN),
                 );
+                // Overflow sits log2(40960/target) binades above; drawn only when the data
+                // comes within 4 binades of it, so it does not squash the chart.
                 let overflow = est + (40960.0f64 / f64::from(view.target)).log2();
-                p.hline(HLine::new("overflow", overflow).color(Color32::RED));
+                if overflow - data_top < 4.0 {
+                    p.hline(HLine::new("overflow", overflow).color(Color32::RED));
+                }
             }
+            // amax last and thicker, on top of the estimates.
+            p.line(
+                Line::new(
+                    "amax",
+                    calls
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| [i as f64, log2(c.amax)])
+                        .collect::<Vec<_>>(),
+                )
+                .width(2.5)
+                .color(Color32::WHITE),
+            );
         });
 }
 

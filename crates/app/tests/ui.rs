@@ -41,7 +41,9 @@ fn smoke_run_fills_every_panel() {
     h.run_steps(2);
     h.get_by_label("Start").click();
     until(&mut h, |app| {
-        app.training.is_none() && app.view.as_ref().is_some_and(|v| v.loss.len() == 10)
+        app.training.is_none()
+            && app.baseline_training.is_none()
+            && app.view.as_ref().is_some_and(|v| v.loss.len() == 10)
     });
     let view = h.state().view.clone().unwrap();
     assert_eq!(view.estimators.len(), 5);
