@@ -164,6 +164,7 @@ impl RunView {
         use hif8lab_scaling::{QuantizerState, ScalingConfig};
         let imported = hif8lab_scaling::import::import_file(path).map_err(|e| e.to_string())?;
         let config = ScalingConfig::default();
+        let overflow_at = config.format.facts().overflow_threshold;
         let estimators: Vec<String> = config
             .estimators()
             .iter()
@@ -191,7 +192,7 @@ impl RunView {
                         above_est: d.iter().map(|x| u64::from(*amax > x.est)).collect(),
                         overflow: d
                             .iter()
-                            .map(|x| u64::from(*amax * x.scale >= 40960.0))
+                            .map(|x| u64::from(*amax * x.scale >= overflow_at))
                             .collect(),
                         underflow: 0,
                     },

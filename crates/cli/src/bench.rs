@@ -143,7 +143,7 @@ fn bench_codec(n: usize, reps: usize, json: bool) -> Result<Outcome> {
         let eps = n as f64 / secs;
         rows.push((name, eps, eps / copy_eps));
     }
-    let cpu = cpu_name();
+    let cpu = hif8lab_engine::cpu::cpu_name();
     if json {
         let list: Vec<String> = rows
             .iter()
@@ -167,17 +167,4 @@ fn bench_codec(n: usize, reps: usize, json: bool) -> Result<Outcome> {
         }
     }
     Ok(Outcome::Ok)
-}
-
-/// The CPU model name where the OS tells it, else the architecture.
-fn cpu_name() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|v| v.trim().to_owned())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_owned())
 }

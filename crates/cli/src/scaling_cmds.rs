@@ -102,31 +102,10 @@ pub enum ExportCommand {
     },
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so
-/// a reader never sees a half-written file.
+/// Writes `bytes` to `path` atomically (the run folder's writer: temporary file, rename).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .with_context(|| format!("{}: not a file path", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result.with_context(|| format!("writing {}", path.display()))
+    hif8lab_train::run::write_atomic(path, bytes)
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 pub fn run_trace(cmd: TraceCommand) -> Result<Outcome> {

@@ -189,13 +189,7 @@ fn train_on<B: Backend>(
     };
     let every = config.train.checkpoint_every;
     let eval_every = config.train.eval_every;
-    let probes = (eval_every > 0).then(|| {
-        let kb = hif8lab_train::corpus::KnowledgeBase::generate(
-            config.data.entities,
-            config.data.kb_seed,
-        );
-        hif8lab_train::corpus::ProbeSet::generate(&kb, 60, config.data.kb_seed ^ 0x9B)
-    });
+    let probes = (eval_every > 0).then(|| hif8lab_train::corpus::ProbeSet::for_data(&config.data));
     let probes_path = out.join("probes.jsonl");
     eprintln!(
         "training {} steps on {} '{}' ({}); {} quantizers; run folder {}",

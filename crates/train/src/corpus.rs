@@ -241,6 +241,13 @@ fn choices_with(answer: String, mut pool: Vec<String>, rng: &mut Rng) -> (Vec<St
 }
 
 impl ProbeSet {
+    /// The probes of a run's data config: its knowledge base (`entities`, `kb_seed`) and 60
+    /// completion items; the same for every run of a grid and for `hif8lab train`.
+    pub fn for_data(data: &crate::config::DataConfig) -> Self {
+        let kb = KnowledgeBase::generate(data.entities, data.kb_seed);
+        ProbeSet::generate(&kb, 60, data.kb_seed ^ 0x9B)
+    }
+
     /// Probes for a knowledge base: one knowledge item per entity, `completion` regularity
     /// items, and about 8 KiB of held-out pretraining text.
     pub fn generate(kb: &KnowledgeBase, completion: usize, seed: u64) -> Self {

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{self, Checkpoint};
 use crate::config::{ConfigError, DataConfig, ModelConfig, QatConfig, RunConfig};
-use crate::corpus::{KnowledgeBase, ProbeSet, ape, relative_drop};
+use crate::corpus::{ProbeSet, ape, relative_drop};
 use crate::run::{RunWriter, write_atomic};
 use crate::trainer::{ProbeScores, TrainError, Trainer};
 
@@ -163,8 +163,7 @@ impl GridConfig {
 
     /// The probes (from the same knowledge base as the pretraining corpus).
     pub fn probes(&self) -> ProbeSet {
-        let kb = KnowledgeBase::generate(self.data.entities, self.data.kb_seed);
-        ProbeSet::generate(&kb, 60, self.data.kb_seed ^ 0x9B)
+        ProbeSet::for_data(&self.data)
     }
 }
 
