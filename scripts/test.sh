@@ -3,7 +3,9 @@
 #
 # On a fresh Debian machine (root, apt available) it first installs what is missing and
 # says so, then runs: rustfmt check, clippy (native and wasm32) with -D warnings, every
-# workspace test, and the crate dependency-direction check. Exits non-zero on any failure.
+# workspace test, the crate dependency-direction check, the desktop app under Xvfb, and the
+# browser demo in headless Chromium (WebGPU on SwiftShader, and the CPU fallback). Exits
+# non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,8 +18,12 @@ apt_missing=()
 [ -e /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ] || apt_missing+=(mesa-vulkan-drivers)
 ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1 ' || apt_missing+=(libvulkan1)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || apt_missing+=(fonts-dejavu-core)
+[ -x /usr/lib/chromium/chromium ] || apt_missing+=(chromium)
+command -v chromedriver >/dev/null || apt_missing+=(chromium-driver)
+command -v node >/dev/null || apt_missing+=(nodejs)
+command -v npm >/dev/null || apt_missing+=(npm)
 if [ ${#apt_missing[@]} -gt 0 ]; then
-  say "installing with apt: ${apt_missing[*]} (lavapipe: Vulkan on the CPU for GPU tests; DejaVu for plot labels)"
+  say "installing with apt: ${apt_missing[*]} (lavapipe: Vulkan on the CPU for GPU tests; DejaVu for plot labels; Chromium and Node for the browser tests)"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${apt_missing[@]}"
 fi
@@ -48,8 +54,8 @@ cargo fmt --all --check
 say "cargo clippy (native, all targets, -D warnings)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-say "cargo clippy (wasm32: the crates the browser build uses)"
-cargo clippy --locked --target wasm32-unknown-unknown -p hif8lab-format -p hif8lab-scaling -p hif8lab-engine -p hif8lab-train -- -D warnings
+say "cargo clippy (wasm32: the browser build)"
+cargo clippy --locked --target wasm32-unknown-unknown -p hif8lab-format -p hif8lab-scaling -p hif8lab-engine -p hif8lab-train -p hif8lab-app -- -D warnings
 
 say "cargo test (workspace; GPU tests on a real adapter — lavapipe here — and must not skip)"
 export HIF8LAB_REQUIRE_GPU=1
@@ -60,5 +66,19 @@ scripts/check-deps.sh
 
 say "desktop app under Xvfb (smoke preset, autostart) and a non-blank screenshot"
 scripts/app-screenshot.sh target/app-screenshot.png
+
+say "browser demo: build (wasm-bindgen, wasm-opt -O2) and the size budget (<= 3 MB gzipped)"
+scripts/build-web.sh --opt
+gz=$(gzip -9 -c web/dist/pkg/hif8lab_app_bg.wasm | wc -c)
+if [ "$gz" -gt 3000000 ]; then
+  echo "error: the wasm is $gz bytes gzipped, over the 3 MB budget" >&2
+  exit 1
+fi
+
+say "browser demo in headless Chromium: WebGPU (SwiftShader) and the CPU fallback"
+if [ ! -d web/tests/node_modules/playwright-core ]; then
+  (cd web/tests && npm ci --no-audit --no-fund)
+fi
+node web/tests/browser.mjs --mode all --shots target
 
 say "all checks passed"

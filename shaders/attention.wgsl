@@ -36,6 +36,10 @@ struct AttentionParams {
 @group(0) @binding(7) var<storage, read_write> out_a: array<f32>;
 @group(0) @binding(8) var<storage, read_write> out_b: array<f32>;
 
+// -inf for the running max; a private variable, since browsers reject an infinity made by a
+// constant expression.
+var<private> neg_inf_bits: u32 = 0xff800000u;
+
 override WG: u32 = 64u;
 
 fn q_index(b: u32, t: u32, h: u32) -> u32 {
@@ -62,7 +66,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let kvh = h / (params.heads / params.kv_heads);
     let qi = q_index(b, i, h);
     let prow = p_index(b, h, i);
-    var m = bitcast<f32>(0xff800000u);
+    var m = bitcast<f32>(neg_inf_bits);
     for (var j = 0u; j <= i; j++) {
         let kj = kv_index(b, j, kvh);
         var s = 0.0;

@@ -70,7 +70,7 @@ fn estimate(d: EstimatorDesc, q: u32, oldest: u32, len: u32) -> f32 {
         }
         case KIND_MAX_WINDOW: {
             let start = len - min(max(d.n, 1u), len);
-            var m = bitcast<f32>(0xff800000u); // -inf
+            var m = neg_inf_f32();
             for (var i = start; i < len; i++) {
                 let a = entry(q, oldest, i);
                 if is_nan_f32(a) || a > m {
@@ -106,7 +106,7 @@ fn estimate(d: EstimatorDesc, q: u32, oldest: u32, len: u32) -> f32 {
             return level + d.damping * trend;
         }
         default: {
-            return bitcast<f32>(0x7fc00000u);
+            return nan_f32();
         }
     }
 }
@@ -136,7 +136,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         if d.kind == KIND_CURRENT {
             raw = amax;
         } else if len == 0u {
-            raw = select(bitcast<f32>(0x7fc00000u), amax, params.cold_start == COLD_JIT);
+            raw = select(nan_f32(), amax, params.cold_start == COLD_JIT);
         } else {
             raw = estimate(d, q, oldest, len);
         }

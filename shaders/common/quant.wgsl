@@ -24,8 +24,18 @@ fn is_finite_f32(v: f32) -> bool {
     return (bitcast<u32>(v) & 0x7f800000u) != 0x7f800000u;
 }
 
+// Browsers' WGSL compilers (Tint) reject a NaN or an infinity produced by a constant
+// expression, so these bit patterns come through private variables, which are not constant
+// expressions. (Native naga accepts both; `shader_sources_avoid_const_nan_inf` guards this.)
+var<private> qnan_bits: u32 = F32_QNAN_BITS;
+var<private> neg_inf_bits: u32 = 0xff800000u;
+
 fn nan_f32() -> f32 {
-    return bitcast<f32>(F32_QNAN_BITS);
+    return bitcast<f32>(qnan_bits);
+}
+
+fn neg_inf_f32() -> f32 {
+    return bitcast<f32>(neg_inf_bits);
 }
 
 // lowbias32 integer hash; twin of hif8lab_format::hash_u32.

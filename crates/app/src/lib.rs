@@ -12,6 +12,8 @@
 pub mod panels;
 pub mod state;
 pub mod training;
+#[cfg(target_arch = "wasm32")]
+pub mod web;
 
 use std::path::PathBuf;
 
@@ -33,6 +35,8 @@ pub struct Options {
     pub trace: Option<PathBuf>,
     /// The panel to show first.
     pub tab: Option<Tab>,
+    /// A lesson to open.
+    pub lesson: Option<String>,
 }
 
 /// The dashboard's panels.
@@ -141,6 +145,16 @@ pub struct HifApp {
     pub gpu: Option<Device>,
     /// Whether the heatmap shows overflow instead of above-estimate counts.
     pub show_overflow: bool,
+    /// Drive training from the frame loop instead of a thread (always in the browser).
+    pub frame_loop: bool,
+    /// A standing notice (e.g. why training runs on the CPU in the browser).
+    pub notice: Option<String>,
+    /// The backend of the current or last run: `webgpu`, `gpu` (native) or `cpu`.
+    pub backend: &'static str,
+    /// Its adapter's name.
+    pub adapter: String,
+    /// The last training error.
+    pub error: Option<String>,
 }
 
 impl Tab {
@@ -171,6 +185,11 @@ impl HifApp {
             open_path: String::new(),
             gpu: None,
             show_overflow: false,
+            frame_loop: cfg!(target_arch = "wasm32"),
+            notice: None,
+            backend: "cpu",
+            adapter: hif8lab_engine::cpu::cpu_name(),
+            error: None,
         };
         if let Some(dir) = &options.open {
             app.open_path = dir.display().to_string();
@@ -203,6 +222,18 @@ impl HifApp {
         }
     }
 
+    /// Opens files handed in together (dropped, or from the browser's file picker).
+    pub fn open_files(&mut self, files: &[(String, Vec<u8>)]) {
+        match RunView::from_files(files) {
+            Ok(v) => {
+                self.status = format!("Opened {} ({} quantizers).", v.name, v.calls.len());
+                self.selected = v.calls.keys().next().cloned();
+                self.view = Some(v);
+            }
+            Err(e) => self.status = format!("Cannot open: {e}"),
+        }
+    }
+
     /// Starts training with the current settings (no-op while they are invalid).
     pub fn start(&mut self, wake: impl Fn() + Send + Sync + 'static) {
         let Ok(config) = self.settings.config() else {
@@ -212,12 +243,31 @@ impl HifApp {
             (Some(d), true) => d.clone(),
             _ => Device::Cpu,
         };
+        (self.backend, self.adapter) = match &device {
+            Device::Gpu(g) if g.2.backend == wgpu::Backend::BrowserWebGpu => {
+                let i = &g.2;
+                let name = [&i.name, &i.driver, &i.driver_info]
+                    .into_iter()
+                    .find(|s| !s.is_empty())
+                    .cloned()
+                    .unwrap_or_else(|| "WebGPU adapter (unnamed by the browser)".into());
+                ("webgpu", name)
+            }
+            Device::Gpu(g) => ("gpu", g.2.name.clone()),
+            Device::Cpu => ("cpu", hif8lab_engine::cpu::cpu_name()),
+        };
+        self.error = None;
         let target = config.qat.scaling.target;
         let mut baseline_config = config.clone();
         baseline_config.qat.enabled = false;
         let wake = std::sync::Arc::new(wake);
         let w = wake.clone();
-        match Training::start(config, device.clone(), move || w()) {
+        let started = if self.frame_loop {
+            Ok(Training::start_local(config, device.clone()))
+        } else {
+            Training::start(config, device.clone(), move || w())
+        };
+        match started {
             Ok(t) => {
                 self.view = Some(RunView::new(&self.settings.preset, Vec::new(), 0, target));
                 self.training = Some(t);
@@ -228,7 +278,11 @@ impl HifApp {
         self.baseline.clear();
         self.baseline_training = None;
         if self.settings.baseline && self.training.is_some() {
-            self.baseline_training = Training::start(baseline_config, device, move || wake()).ok();
+            self.baseline_training = if self.frame_loop {
+                Some(Training::start_local(baseline_config, device))
+            } else {
+                Training::start(baseline_config, device, move || wake()).ok()
+            };
         }
     }
 
@@ -244,11 +298,15 @@ impl HifApp {
         })
     }
 
-    /// Drains the training threads' messages (never blocks).
+    /// Drains what training reported (never waits for it). A frame-loop run also trains
+    /// here for a few milliseconds, split between the QAT run and its baseline.
     pub fn poll(&mut self) {
-        if let Some(t) = &self.baseline_training {
+        let budget = std::time::Duration::from_millis(12);
+        let both = self.training.is_some() && self.baseline_training.is_some();
+        let share = if both { budget / 2 } else { budget };
+        if let Some(t) = &mut self.baseline_training {
             let mut done = false;
-            while let Ok(msg) = t.rx.try_recv() {
+            for msg in t.drain(share) {
                 match msg {
                     Msg::Report(r) => self.baseline.push([r.step as f64, f64::from(r.loss)]),
                     Msg::Finished => done = true,
@@ -259,9 +317,9 @@ impl HifApp {
                 self.baseline_training = None;
             }
         }
-        let Some(t) = &self.training else { return };
+        let Some(t) = &mut self.training else { return };
         let mut finished = false;
-        while let Ok(msg) = t.rx.try_recv() {
+        for msg in t.drain(share) {
             match msg {
                 Msg::Started {
                     estimators,
@@ -272,7 +330,11 @@ impl HifApp {
                         v.estimators = estimators;
                         v.active = active;
                     }
-                    self.status = format!("Training on {backend}.");
+                    self.status = if self.backend == "webgpu" {
+                        format!("Training on WebGPU ({}).", self.adapter)
+                    } else {
+                        format!("Training on {backend}.")
+                    };
                 }
                 Msg::Report(r) => {
                     if let Some(v) = &mut self.view {
@@ -282,7 +344,10 @@ impl HifApp {
                         }
                     }
                 }
-                Msg::Error(e) => self.status = format!("Training stopped: {e}"),
+                Msg::Error(e) => {
+                    self.status = format!("Training stopped: {e}");
+                    self.error = Some(e);
+                }
                 Msg::Finished => finished = true,
             }
         }
@@ -293,18 +358,85 @@ impl HifApp {
             }
             let steps = self.view.as_ref().map(|v| v.loss.len()).unwrap_or(0);
             // For scripts driving the app (the screenshot check waits for this line).
+            #[cfg(not(target_arch = "wasm32"))]
             eprintln!("hif8lab-app: {} ({steps} steps)", self.status);
+            #[cfg(target_arch = "wasm32")]
+            let _ = steps;
         }
+    }
+
+    /// What scripts and embedding pages read (the browser's `window.__hif8lab`): backend,
+    /// adapter, whether training runs, steps reported, last loss, quantizers seen, last error.
+    pub fn snapshot(&self) -> serde_json::Value {
+        let view = self.view.as_ref();
+        serde_json::json!({
+            "backend": self.backend,
+            "adapter": self.adapter,
+            "running": self.training.is_some(),
+            "steps": view.map(|v| v.loss.len()).unwrap_or(0),
+            "loss": view.and_then(|v| v.loss.last()).map(|p| p[1]),
+            "quantizers": view.map(|v| v.calls.len()).unwrap_or(0),
+            "calls": view.map(|v| v.calls.values().map(Vec::len).sum::<usize>()).unwrap_or(0),
+            "baseline_steps": self.baseline.len(),
+            "tab": format!("{:?}", self.tab).to_ascii_lowercase(),
+            "error": self.error,
+            "notice": self.notice,
+        })
     }
 
     /// Draws the whole app into `ui` (used by eframe and by the UI tests).
     pub fn show(&mut self, ui: &mut egui::Ui) {
         self.poll();
+        // Files dropped on the window (natively; the browser page uses its file picker).
+        #[cfg(not(target_arch = "wasm32"))]
+        let dropped: Vec<(String, Vec<u8>)> = ui.ctx().input(|i| {
+            i.raw
+                .dropped_files
+                .iter()
+                .filter_map(|f| Some((f.path().display().to_string(), f.bytes().ok()?)))
+                .collect()
+        });
+        #[cfg(target_arch = "wasm32")]
+        let dropped: Vec<(String, Vec<u8>)> = Vec::new();
+        if !dropped.is_empty() {
+            self.open_files(&dropped);
+        }
         panels::side_panel(self, ui);
         panels::central(self, ui);
-        if self.training.is_some() {
+        if self.frame_loop && (self.training.is_some() || self.baseline_training.is_some()) {
+            // The frame loop is what trains: keep it turning.
+            ui.ctx().request_repaint();
+        } else if self.training.is_some() {
             ui.ctx()
                 .request_repaint_after(std::time::Duration::from_millis(50));
+        }
+        #[cfg(target_arch = "wasm32")]
+        web::publish(self);
+    }
+}
+
+/// Saves an export: natively into `exports/` (beside the working directory's `runs/`),
+/// written whole then renamed; in the browser as a download. Returns a status line.
+pub fn export(name: &str, bytes: &[u8], mime: &str) -> String {
+    #[cfg(target_arch = "wasm32")]
+    {
+        match web::download(name, bytes, mime) {
+            Ok(()) => format!("Downloaded {name}."),
+            Err(e) => e,
+        }
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let _ = mime;
+        let path = std::path::Path::new("exports").join(name);
+        let written = std::fs::create_dir_all("exports")
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                hif8lab_train::run::write_atomic(&path, bytes).map_err(|e| e.to_string())
+            });
+        match written {
+            Ok(()) => format!("Saved {}.", path.display()),
+            Err(e) => format!("Cannot save {}: {e}", path.display()),
         }
     }
 }

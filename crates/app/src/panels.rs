@@ -80,14 +80,55 @@ pub fn side_panel(app: &mut HifApp, ui: &mut egui::Ui) {
                 }
             });
             ui.label(&app.status);
+            if let Some(n) = &app.notice {
+                ui.label(RichText::new(n).color(Color32::from_rgb(230, 150, 40)));
+            }
             ui.separator();
-            let name = ui.label("Open a run folder:");
-            ui.text_edit_singleline(&mut app.open_path)
-                .labelled_by(name.id);
-            if ui.button("Open run").clicked() {
-                app.open_run();
+            runs_box(app, ui);
+        });
+}
+
+/// Opening runs and traces, and exporting the current one.
+fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let name = ui.label("Open a run folder:");
+        ui.text_edit_singleline(&mut app.open_path)
+            .labelled_by(name.id);
+        if ui.button("Open run").clicked() {
+            app.open_run();
+        }
+    }
+    #[cfg(target_arch = "wasm32")]
+    if ui
+        .button("Open files…")
+        .on_hover_text("a run folder's metrics.jsonl + trace.jsonl, or one trace / CSV")
+        .clicked()
+        && let Err(e) = crate::web::pick_files()
+    {
+        app.status = e;
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    ui.label("Files dropped on the window open too.");
+    if let Some(view) = &app.view {
+        ui.horizontal(|ui| {
+            let stem = view.name.replace(['/', ' '], "_");
+            if ui.button("Export loss (JSONL)").clicked() {
+                app.status = crate::export(
+                    &format!("{stem}-loss.jsonl"),
+                    view.loss_jsonl().as_bytes(),
+                    "application/x-ndjson",
+                );
+            }
+            if ui.button("Export calls (CSV)").clicked() {
+                app.status = crate::export(
+                    &format!("{stem}-calls.csv"),
+                    view.calls_csv().as_bytes(),
+                    "text/csv",
+                );
             }
         });
+    }
 }
 
 /// The central tabs.

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use hif8lab_scaling::trace::{TraceRecord, read_trace};
+use hif8lab_scaling::trace::{TraceRecord, parse_trace};
 use hif8lab_train::StepReport;
 use hif8lab_train::run::MetricsLine;
 
@@ -93,28 +93,41 @@ impl RunView {
 
     /// Loads a run folder (`metrics.jsonl`, `trace.jsonl`).
     pub fn load(dir: &Path) -> Result<Self, String> {
-        let metrics_path = dir.join("metrics.jsonl");
-        let file = std::fs::File::open(&metrics_path)
-            .map_err(|e| format!("{}: {e}", metrics_path.display()))?;
-        let (lines, _) = hif8lab_scaling::trace::read_jsonl::<MetricsLine>(
-            &metrics_path,
-            std::io::BufReader::new(file),
+        let read = |name: &str| {
+            let p = dir.join(name);
+            std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))
+        };
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Self::from_run_files(
+            &name,
+            &dir.join("metrics.jsonl"),
+            &read("metrics.jsonl")?,
+            &dir.join("trace.jsonl"),
+            &read("trace.jsonl")?,
         )
-        .map_err(|e| e.to_string())?;
-        let trace = read_trace(&dir.join("trace.jsonl")).map_err(|e| e.to_string())?;
+    }
+
+    /// A run from the contents of its `metrics.jsonl` and `trace.jsonl` (paths name them in
+    /// errors); what a browser's file picker delivers.
+    pub fn from_run_files(
+        name: &str,
+        metrics_path: &Path,
+        metrics: &[u8],
+        trace_path: &Path,
+        trace: &[u8],
+    ) -> Result<Self, String> {
+        let (lines, _) = hif8lab_scaling::trace::read_jsonl::<MetricsLine>(metrics_path, metrics)
+            .map_err(|e| e.to_string())?;
+        let trace = parse_trace(trace_path, trace).map_err(|e| e.to_string())?;
         let estimators = trace.header.estimators.clone();
         let active = estimators
             .iter()
             .position(|e| *e == trace.header.estimator)
             .unwrap_or(0);
-        let mut view = RunView::new(
-            &dir.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            estimators.clone(),
-            active,
-            trace.header.target,
-        );
+        let mut view = RunView::new(name, estimators.clone(), active, trace.header.target);
         for l in &lines {
             view.loss.push([l.step as f64, f64::from(l.loss)]);
             if l.qat_enabled && view.qat_from.is_none() {
@@ -161,8 +174,15 @@ impl RunView {
     /// Transformer Engine log): every default estimator replayed over each series with the
     /// product's own delayed-scaling semantics. Counts are per call (1 when amax > est).
     pub fn from_trace_file(path: &Path) -> Result<Self, String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::from_trace_bytes(path, &bytes)
+    }
+
+    /// [`RunView::from_trace_file`] on contents already read; `path` names them.
+    pub fn from_trace_bytes(path: &Path, bytes: &[u8]) -> Result<Self, String> {
         use hif8lab_scaling::{QuantizerState, ScalingConfig};
-        let imported = hif8lab_scaling::import::import_file(path).map_err(|e| e.to_string())?;
+        let imported =
+            hif8lab_scaling::import::import_bytes(path, bytes).map_err(|e| e.to_string())?;
         let config = ScalingConfig::default();
         let overflow_at = config.format.facts().overflow_threshold;
         let estimators: Vec<String> = config
@@ -200,6 +220,59 @@ impl RunView {
             }
         }
         Ok(view)
+    }
+
+    /// A view from files handed in together (a run folder's `metrics.jsonl` + `trace.jsonl`,
+    /// or one trace / CSV / Transformer Engine log), as `(name, contents)`.
+    pub fn from_files(files: &[(String, Vec<u8>)]) -> Result<Self, String> {
+        let find = |n: &str| files.iter().find(|(name, _)| name.ends_with(n));
+        match (find("metrics.jsonl"), find("trace.jsonl")) {
+            (Some(m), Some(t)) => {
+                RunView::from_run_files("opened run", Path::new(&m.0), &m.1, Path::new(&t.0), &t.1)
+            }
+            _ => {
+                let (name, bytes) = files.first().ok_or("no file")?;
+                RunView::from_trace_bytes(Path::new(name), bytes)
+            }
+        }
+    }
+
+    /// The loss curve as JSON lines (`{"step":..,"loss":..,"qat_enabled":..}`).
+    pub fn loss_jsonl(&self) -> String {
+        let mut out = String::new();
+        for p in &self.loss {
+            let qat = self.qat_from.is_some_and(|q| p[0] >= q as f64);
+            out.push_str(
+                &serde_json::json!({"step": p[0] as u64, "loss": p[1], "qat_enabled": qat})
+                    .to_string(),
+            );
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Every quantizer call as CSV: `step,quantizer,amax,underflow`, then per estimator its
+    /// `est_`, `above_est_` and `overflow_` columns.
+    pub fn calls_csv(&self) -> String {
+        let mut out = String::from("step,quantizer,amax,underflow");
+        for e in &self.estimators {
+            let e = e.replace(',', ";"); // holt(a,b,phi) must stay one column
+            out.push_str(&format!(",est_{e},above_est_{e},overflow_{e}"));
+        }
+        out.push('\n');
+        for (name, calls) in &self.calls {
+            for c in calls {
+                out.push_str(&format!("{},{name},{:e},{}", c.step, c.amax, c.underflow));
+                for k in 0..self.estimators.len() {
+                    let est = c.est.get(k).copied().unwrap_or(f32::NAN);
+                    let above = c.above_est.get(k).copied().unwrap_or(0);
+                    let over = c.overflow.get(k).copied().unwrap_or(0);
+                    out.push_str(&format!(",{est:e},{above},{over}"));
+                }
+                out.push('\n');
+            }
+        }
+        out
     }
 
     /// Per estimator: the median headroom est/amax over all calls (NaN without calls).

@@ -1,16 +1,20 @@
-//! Training off the UI thread: a named thread runs the `Trainer` and sends `StepReport`s over
-//! a channel; the UI only polls the channel (it never waits for training).
+//! Training without making the UI wait. One [`Stepper`] advances a `Trainer` a few steps at a
+//! time and turns its reports into [`Msg`]s; natively it runs on a named thread and the UI
+//! drains a channel, in the browser (no threads) the frame loop calls it with a time budget
+//! per frame. Steps in flight are bounded, so readbacks — asynchronous in both cases — keep up.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::Duration;
 
 use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
-use hif8lab_train::{RunConfig, StepReport, Trainer};
+use hif8lab_train::{RunConfig, StepReport, TrainError, Trainer};
+use web_time::Instant;
 
-/// What the training thread tells the UI.
+/// What training tells the UI.
 #[derive(Debug)]
 pub enum Msg {
     /// Training started: estimator names, active index, backend description.
@@ -34,12 +38,9 @@ const RUN: u8 = 0;
 const PAUSE: u8 = 1;
 const STOP: u8 = 2;
 
-/// A running training thread.
-pub struct Training {
-    /// Messages from the thread.
-    pub rx: Receiver<Msg>,
-    control: Arc<AtomicU8>,
-}
+/// Steps enqueued ahead of their reports: enough to keep a GPU busy, few enough that a
+/// Stop or a slow readback never leaves much unreported.
+pub const MAX_IN_FLIGHT: usize = 3;
 
 /// Which device trains.
 #[derive(Clone)]
@@ -50,80 +51,212 @@ pub enum Device {
     Gpu(Box<(wgpu::Device, wgpu::Queue, wgpu::AdapterInfo)>),
 }
 
-fn run<B: Backend>(
-    backend: B,
-    config: RunConfig,
-    tx: &Sender<Msg>,
-    control: &AtomicU8,
-    wake: &dyn Fn(),
-) {
-    let info = backend.info();
-    let mut trainer = match Trainer::new(backend, config) {
-        Ok(t) => t,
-        Err(e) => {
-            let _ = tx.send(Msg::Error(e.to_string()));
-            return;
-        }
-    };
-    let _ = tx.send(Msg::Started {
-        estimators: trainer.estimator_names().to_vec(),
-        active: trainer.active_estimator(),
-        backend: format!("{} '{}' ({})", info.kind, info.adapter, info.api),
-    });
-    let result = (|| -> Result<(), hif8lab_train::TrainError> {
-        while !trainer.finished() {
-            match control.load(Ordering::Relaxed) {
-                STOP => break,
-                PAUSE => {
-                    std::thread::sleep(std::time::Duration::from_millis(30));
-                    continue;
-                }
-                _ => {}
-            }
-            trainer.step()?;
-            for r in trainer.poll()? {
-                let _ = tx.send(Msg::Report(Box::new(r)));
-                wake();
-            }
-        }
-        for r in trainer.finish()? {
-            let _ = tx.send(Msg::Report(Box::new(r)));
-        }
-        Ok(())
-    })();
-    if let Err(e) = result {
-        let _ = tx.send(Msg::Error(e.to_string()));
+/// A trainer seen through what the stepper needs (erases the backend type).
+trait Run {
+    fn step(&mut self) -> Result<(), TrainError>;
+    fn poll(&mut self) -> Result<Vec<StepReport>, TrainError>;
+    fn finished(&self) -> bool;
+    fn in_flight(&self) -> usize;
+}
+
+impl<B: Backend> Run for Trainer<B> {
+    fn step(&mut self) -> Result<(), TrainError> {
+        Trainer::step(self)
     }
-    let _ = tx.send(Msg::Finished);
-    wake();
+    fn poll(&mut self) -> Result<Vec<StepReport>, TrainError> {
+        Trainer::poll(self)
+    }
+    fn finished(&self) -> bool {
+        Trainer::finished(self)
+    }
+    fn in_flight(&self) -> usize {
+        Trainer::in_flight(self)
+    }
+}
+
+/// Advances one training run in slices of bounded time.
+pub struct Stepper {
+    run: Option<Box<dyn Run>>,
+    queue: VecDeque<Msg>,
+    done: bool,
+}
+
+impl Stepper {
+    /// Builds the trainer for `config` on `device` (an error becomes `Error` + `Finished`).
+    pub fn new(config: RunConfig, device: Device) -> Self {
+        let mut s = Stepper {
+            run: None,
+            queue: VecDeque::new(),
+            done: false,
+        };
+        let made = match device {
+            Device::Cpu => s.adopt(CpuBackend::new(), config),
+            Device::Gpu(gpu) => {
+                let (d, q, info) = *gpu;
+                s.adopt(GpuBackend::from_device(d, q, info), config)
+            }
+        };
+        if let Err(e) = made {
+            s.queue.push_back(Msg::Error(e.to_string()));
+            s.queue.push_back(Msg::Finished);
+            s.done = true;
+        }
+        s
+    }
+
+    fn adopt<B: Backend + 'static>(
+        &mut self,
+        backend: B,
+        config: RunConfig,
+    ) -> Result<(), TrainError> {
+        let info = backend.info();
+        let trainer = Trainer::new(backend, config)?;
+        self.queue.push_back(Msg::Started {
+            estimators: trainer.estimator_names().to_vec(),
+            active: trainer.active_estimator(),
+            backend: format!("{} '{}' ({})", info.kind, info.adapter, info.api),
+        });
+        self.run = Some(Box::new(trainer));
+        Ok(())
+    }
+
+    /// Whether `Finished` has been produced.
+    pub fn done(&self) -> bool {
+        self.done
+    }
+
+    /// Works for about `budget` (at least one step when one can be enqueued) and returns what
+    /// happened. Returns early when it can only wait for readbacks: in the browser they arrive
+    /// between frames. `control` is RUN, PAUSE or STOP.
+    fn advance(&mut self, control: u8, budget: Duration) -> (Vec<Msg>, bool) {
+        let start = Instant::now();
+        let mut waiting = false;
+        if !self.done
+            && let Some(run) = self.run.as_mut()
+        {
+            let result = (|| -> Result<bool, TrainError> {
+                loop {
+                    if control == STOP {
+                        return Ok(true);
+                    }
+                    for r in run.poll()? {
+                        self.queue.push_back(Msg::Report(Box::new(r)));
+                    }
+                    if run.finished() && run.in_flight() == 0 {
+                        return Ok(true);
+                    }
+                    let can_step =
+                        control == RUN && !run.finished() && run.in_flight() < MAX_IN_FLIGHT;
+                    if !can_step {
+                        waiting = true;
+                        return Ok(false);
+                    }
+                    run.step()?;
+                    if start.elapsed() >= budget {
+                        return Ok(false);
+                    }
+                }
+            })();
+            let finished = match result {
+                Ok(f) => f,
+                Err(e) => {
+                    self.queue.push_back(Msg::Error(e.to_string()));
+                    true
+                }
+            };
+            if finished {
+                self.queue.push_back(Msg::Finished);
+                self.done = true;
+                self.run = None;
+            }
+        }
+        (self.queue.drain(..).collect(), waiting)
+    }
+}
+
+enum Source {
+    #[cfg(not(target_arch = "wasm32"))]
+    Thread(std::sync::mpsc::Receiver<Msg>),
+    Local(Box<Stepper>),
+}
+
+/// A training run the UI drains each frame.
+pub struct Training {
+    source: Source,
+    control: Arc<AtomicU8>,
 }
 
 impl Training {
-    /// Starts training `config` on a named thread; `wake` asks the UI to repaint.
+    /// Starts training `config`: natively on a named thread (`wake` asks the UI to repaint
+    /// when reports arrive), in the browser stepped from the frame loop.
     pub fn start(
         config: RunConfig,
         device: Device,
         wake: impl Fn() + Send + 'static,
     ) -> std::io::Result<Self> {
-        let (tx, rx) = channel();
-        let control = Arc::new(AtomicU8::new(RUN));
-        let flag = control.clone();
-        std::thread::Builder::new()
-            .name("hif8lab-training".into())
-            .spawn(move || match device {
-                Device::Cpu => run(CpuBackend::new(), config, &tx, &flag, &wake),
-                Device::Gpu(gpu) => {
-                    let (d, q, info) = *gpu;
-                    run(
-                        GpuBackend::from_device(d, q, info),
-                        config,
-                        &tx,
-                        &flag,
-                        &wake,
-                    )
-                }
-            })?;
-        Ok(Training { rx, control })
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = wake;
+            Ok(Self::start_local(config, device))
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let control = Arc::new(AtomicU8::new(RUN));
+            let flag = control.clone();
+            std::thread::Builder::new()
+                .name("hif8lab-training".into())
+                .spawn(move || {
+                    let mut s = Stepper::new(config, device);
+                    while !s.done() {
+                        let (msgs, waiting) =
+                            s.advance(flag.load(Ordering::Relaxed), Duration::from_millis(20));
+                        let any = !msgs.is_empty();
+                        for m in msgs {
+                            if tx.send(m).is_err() {
+                                return; // the UI is gone
+                            }
+                        }
+                        if any {
+                            wake();
+                        }
+                        if waiting {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                    }
+                })?;
+            Ok(Training {
+                source: Source::Thread(rx),
+                control,
+            })
+        }
+    }
+
+    /// Starts training driven by [`Training::drain`] from the caller's frame loop (what the
+    /// browser does; natively it serves the tests of that path).
+    pub fn start_local(config: RunConfig, device: Device) -> Self {
+        Training {
+            source: Source::Local(Box::new(Stepper::new(config, device))),
+            control: Arc::new(AtomicU8::new(RUN)),
+        }
+    }
+
+    /// What happened since the last call. A frame-loop run first works for up to `budget`.
+    pub fn drain(&mut self, budget: Duration) -> Vec<Msg> {
+        let control = self.control.load(Ordering::Relaxed);
+        match &mut self.source {
+            #[cfg(not(target_arch = "wasm32"))]
+            Source::Thread(rx) => {
+                let _ = budget;
+                rx.try_iter().collect()
+            }
+            Source::Local(s) => s.advance(control, budget).0,
+        }
+    }
+
+    /// Whether the caller's frame loop drives it.
+    pub fn is_local(&self) -> bool {
+        matches!(self.source, Source::Local(_))
     }
 
     /// Pauses or resumes.
@@ -137,7 +270,7 @@ impl Training {
         self.control.load(Ordering::Relaxed) == PAUSE
     }
 
-    /// Asks the thread to stop after the current step.
+    /// Asks training to stop after the current step (reports still in flight are dropped).
     pub fn stop(&self) {
         self.control.store(STOP, Ordering::Relaxed);
     }

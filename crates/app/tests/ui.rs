@@ -179,3 +179,68 @@ fn a_trace_is_replayed_with_every_estimator() {
     h.run_steps(2);
     h.get_by_label("median headroom est/amax");
 }
+
+/// The browser's way of training (no threads): steps driven from the frame loop with a time
+/// budget per frame, readbacks collected on later frames; the same reports as the thread.
+#[test]
+fn frame_loop_training_matches_the_thread() {
+    let run = |frame_loop: bool| {
+        let mut h = harness(Options {
+            preset: Some("smoke".into()),
+            ..Default::default()
+        });
+        h.state_mut().frame_loop = frame_loop;
+        h.state_mut().settings.steps = "6".into();
+        h.state_mut().settings.warmup = "2".into();
+        h.state_mut().settings.baseline = false;
+        h.run_steps(1);
+        h.get_by_label("Start").click();
+        until(&mut h, |app| {
+            app.training.is_none() && app.view.as_ref().is_some_and(|v| v.loss.len() == 6)
+        });
+        let snap = h.state().snapshot();
+        assert_eq!(snap["steps"], 6);
+        assert_eq!(snap["backend"], "cpu");
+        assert_eq!(snap["running"], false);
+        assert!(snap["quantizers"].as_u64().unwrap() > 0);
+        h.state().view.clone().unwrap()
+    };
+    let local = run(true);
+    let threaded = run(false);
+    assert_eq!(
+        local.loss, threaded.loss,
+        "same data, same steps, same losses"
+    );
+    assert_eq!(local.calls, threaded.calls);
+}
+
+/// Exports: the calls CSV has a header naming each estimator's columns and a row per call.
+#[test]
+fn calls_csv_has_a_row_per_call() {
+    let mut h = harness(Options {
+        preset: Some("smoke".into()),
+        ..Default::default()
+    });
+    h.state_mut().settings.steps = "4".into();
+    h.state_mut().settings.warmup = "1".into();
+    h.state_mut().settings.baseline = false;
+    h.run_steps(1);
+    h.get_by_label("Start").click();
+    until(&mut h, |app| {
+        app.training.is_none() && app.view.as_ref().is_some_and(|v| v.loss.len() == 4)
+    });
+    let view = h.state().view.clone().unwrap();
+    let csv = view.calls_csv();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(&header[..4], ["step", "quantizer", "amax", "underflow"]);
+    assert_eq!(header.len(), 4 + 3 * view.estimators.len());
+    let rows: Vec<&str> = lines.collect();
+    let calls: usize = view.calls.values().map(Vec::len).sum();
+    assert_eq!(rows.len(), calls);
+    assert!(rows.iter().all(|r| r.split(',').count() == header.len()));
+    let jsonl = view.loss_jsonl();
+    assert_eq!(jsonl.lines().count(), 4);
+    let first: serde_json::Value = serde_json::from_str(jsonl.lines().next().unwrap()).unwrap();
+    assert_eq!(first["qat_enabled"], false);
+}

@@ -185,3 +185,47 @@ fn a_broken_shader_is_rejected() {
     let parsed = naga::front::wgsl::parse_str(&src);
     assert!(parsed.is_err(), "type error must not parse");
 }
+
+/// `bitcast<f32>(X)` where X is a literal or an UPPER_CASE constant: a constant expression,
+/// which browsers' WGSL compiler (Tint) rejects when it is a NaN or an infinity.
+fn const_f32_bitcasts(src: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (i, _) in src.match_indices("bitcast<f32>(") {
+        let rest = &src[i + "bitcast<f32>(".len()..];
+        let arg = rest.split(')').next().unwrap_or("").trim();
+        let literal = arg.starts_with("0x") || arg.chars().all(|c| c.is_ascii_digit() || c == 'u');
+        let constant = !arg.is_empty()
+            && arg
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+        if literal || constant {
+            found.push(format!("bitcast<f32>({arg})"));
+        }
+    }
+    found
+}
+
+#[test]
+fn shader_sources_avoid_const_nan_inf() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shaders");
+    let mut files = vec![dir.join("common/quant.wgsl")];
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "wgsl") {
+            files.push(p);
+        }
+    }
+    assert!(files.len() > 10, "shaders not found in {}", dir.display());
+    for f in &files {
+        let src = std::fs::read_to_string(f).unwrap();
+        let bad = const_f32_bitcasts(&src);
+        assert!(bad.is_empty(), "{}: {bad:?}", f.display());
+    }
+    // The check itself can fail.
+    assert_eq!(
+        const_f32_bitcasts(
+            "let a = bitcast<f32>(0xff800000u); let b = bitcast<f32>(F32_QNAN_BITS); let c = bitcast<f32>(x);"
+        ),
+        ["bitcast<f32>(0xff800000u)", "bitcast<f32>(F32_QNAN_BITS)"]
+    );
+}

@@ -75,22 +75,28 @@ pub fn import_file(path: &Path) -> Result<Imported, InputError> {
         path: path.to_owned(),
         source,
     })?;
-    let first = lines_with_tail(&bytes)
+    import_bytes(path, &bytes)
+}
+
+/// [`import_file`] on contents already read (a browser's file picker); `path` names them in
+/// errors.
+pub fn import_bytes(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
+    let first = lines_with_tail(bytes)
         .into_iter()
         .map(|(_, t, _)| String::from_utf8_lossy(t).trim().to_owned())
         .find(|t| !t.is_empty())
         .unwrap_or_default();
     if first.starts_with('{') {
-        let trace = parse_trace(path, &bytes)?;
+        let trace = parse_trace(path, bytes)?;
         Ok(Imported {
             series: series_from_trace(&trace),
             warnings: trace.warnings,
             kind: "trace",
         })
     } else if looks_like_csv_header(&first) {
-        parse_csv(path, &bytes)
+        parse_csv(path, bytes)
     } else {
-        parse_te_log(path, &bytes)
+        parse_te_log(path, bytes)
     }
 }
 

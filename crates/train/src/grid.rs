@@ -458,30 +458,32 @@ pub fn pretrain<B: Backend>(
     Ok((path, summary.probes))
 }
 
-/// Runs the whole grid (pretraining first if needed) and writes the results.
-pub fn run_grid<B: Backend>(
+/// Continued training of each `(name, config)` from the pretrained base (pretraining first
+/// if needed) into `<out>/runs/NAME`; a run that already finished is read back, not redone.
+/// Returns the base's probe scores and the runs' summaries, in order.
+pub fn train_from_base<B: Backend>(
     make: &dyn Fn() -> Result<B, TrainError>,
     grid: &GridConfig,
     out: &Path,
+    runs: &[(String, RunConfig)],
     progress: &mut dyn GridProgress,
-) -> Result<GridResults, TrainError> {
+) -> Result<(ProbeScores, Vec<RunSummary>), TrainError> {
     let (base_path, base_probes) = pretrain(make, grid, out, progress)?;
     let base = Checkpoint::load(&base_path).map_err(|e| TrainError::Checkpoint(e.to_string()))?;
     let probes = grid.probes();
-    let runs = grid_runs();
     let mut summaries = Vec::new();
-    for (i, run) in runs.iter().enumerate() {
-        let dir = out.join("runs").join(&run.name);
+    for (i, (name, config)) in runs.iter().enumerate() {
+        let dir = out.join("runs").join(name);
         if let Some(s) = read_summary(&dir) {
-            progress.start(&run.name, i, runs.len(), true);
+            progress.start(name, i, runs.len(), true);
             summaries.push(s);
             continue;
         }
-        progress.start(&run.name, i, runs.len(), false);
+        progress.start(name, i, runs.len(), false);
         let (s, _) = train_run(
             make()?,
-            &run.name,
-            grid.run_config(run),
+            name,
+            config.clone(),
             Some(&base),
             &probes,
             grid.cont.eval_every,
@@ -490,6 +492,22 @@ pub fn run_grid<B: Backend>(
         )?;
         summaries.push(s);
     }
+    Ok((base_probes, summaries))
+}
+
+/// Runs the whole grid (pretraining first if needed) and writes the results.
+pub fn run_grid<B: Backend>(
+    make: &dyn Fn() -> Result<B, TrainError>,
+    grid: &GridConfig,
+    out: &Path,
+    progress: &mut dyn GridProgress,
+) -> Result<GridResults, TrainError> {
+    let runs = grid_runs();
+    let configs: Vec<(String, RunConfig)> = runs
+        .iter()
+        .map(|r| (r.name.clone(), grid.run_config(r)))
+        .collect();
+    let (base_probes, summaries) = train_from_base(make, grid, out, &configs, progress)?;
     let results = GridResults::compute(&runs, &summaries, base_probes);
     write_atomic(&out.join("results.csv"), results.csv().as_bytes()).map_err(io_err)?;
     write_atomic(&out.join("results.md"), results.markdown().as_bytes()).map_err(io_err)?;

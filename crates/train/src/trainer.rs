@@ -260,6 +260,11 @@ impl<B: Backend> Trainer<B> {
         self.step >= self.config.train.steps
     }
 
+    /// Steps enqueued whose reports have not been returned by [`Trainer::poll`] yet.
+    pub fn in_flight(&self) -> usize {
+        self.pending.len()
+    }
+
     /// Whether quantization is on at `step` (QAT enabled and past the high-precision warmup).
     pub fn qat_at(&self, step: u64) -> bool {
         self.bank.is_some() && step >= self.config.qat.warmup_steps

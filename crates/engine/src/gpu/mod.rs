@@ -280,6 +280,39 @@ impl GpuBackend {
         pollster::block_on(Self::new())
     }
 
+    /// Whether a device with `limits` can run every kernel, or what it lacks. Devices created
+    /// elsewhere (eframe's, a browser's WebGL fallback) may have less than the engine needs.
+    pub fn check_limits(limits: &wgpu::Limits) -> Result<(), String> {
+        let needs = [
+            (
+                "max_storage_buffers_per_shader_stage",
+                limits.max_storage_buffers_per_shader_stage,
+                8,
+            ),
+            (
+                "max_compute_invocations_per_workgroup",
+                limits.max_compute_invocations_per_workgroup,
+                256,
+            ),
+            (
+                "max_compute_workgroup_size_x",
+                limits.max_compute_workgroup_size_x,
+                256,
+            ),
+            (
+                "max_compute_workgroup_storage_size",
+                limits.max_compute_workgroup_storage_size,
+                8192,
+            ),
+        ];
+        match needs.iter().find(|(_, have, need)| have < need) {
+            Some((name, have, need)) => Err(format!(
+                "the device allows {name} = {have}, the engine needs {need}"
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Adopts a device and queue created elsewhere (eframe's `wgpu_render_state`).
     pub fn from_device(
         device: wgpu::Device,

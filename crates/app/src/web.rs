@@ -1,0 +1,172 @@
+//! The browser entry point: eframe's web runner on a canvas, the URL query as start-up
+//! options, `window.__hif8lab` refreshed every frame, downloads through a Blob link, and files
+//! handed in by the page's file picker.
+//!
+//! Compute uses eframe's own WebGPU device and queue (a second device fails in browsers); when
+//! eframe renders with WebGL instead, or the device lacks what the engine needs, training runs
+//! on the CPU backend compiled to wasm and a notice says why.
+
+use std::cell::RefCell;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+
+use crate::training::Device;
+use crate::{HifApp, Options, Tab};
+
+thread_local! {
+    /// Files the page's picker delivered, waiting for the next frame.
+    static DROPPED: RefCell<Vec<(String, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The handle the page holds (`new WebHandle()`, then `start(canvas)`).
+#[wasm_bindgen]
+pub struct WebHandle {
+    runner: eframe::WebRunner,
+}
+
+#[wasm_bindgen]
+impl WebHandle {
+    /// A runner (installs eframe's panic handler).
+    #[wasm_bindgen(constructor)]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        WebHandle {
+            runner: eframe::WebRunner::new(),
+        }
+    }
+
+    /// Starts the app on `canvas`, reading options from the page's URL query.
+    pub async fn start(&self, canvas: web_sys::HtmlCanvasElement) -> Result<(), JsValue> {
+        let query = web_sys::window()
+            .and_then(|w| w.location().search().ok())
+            .unwrap_or_default();
+        let options = options_from_query(&query);
+        self.runner
+            .start(
+                canvas,
+                eframe::WebOptions::default(),
+                Box::new(move |cc| Ok(Box::new(create(cc, &options)))),
+            )
+            .await
+    }
+
+    /// Whether the app has crashed.
+    pub fn has_panicked(&self) -> bool {
+        self.runner.has_panicked()
+    }
+
+    /// The crash message, if it crashed.
+    pub fn panic_message(&self) -> Option<String> {
+        self.runner.panic_summary().map(|s| s.message())
+    }
+
+    /// Hands a file's contents to the app (the page's file picker calls this per file).
+    pub fn open_file(&self, name: String, bytes: Vec<u8>) {
+        DROPPED.with(|d| d.borrow_mut().push((name, bytes)));
+    }
+}
+
+/// Start-up options from a URL query: `?preset=NAME&autostart=1&tab=amax&lesson=NAME`.
+pub fn options_from_query(query: &str) -> Options {
+    let mut o = Options::default();
+    for pair in query.trim_start_matches('?').split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match k {
+            "preset" if !v.is_empty() => o.preset = Some(v.to_owned()),
+            "autostart" => o.autostart = v != "0" && v != "false",
+            "tab" => o.tab = Tab::parse(v),
+            "lesson" if !v.is_empty() => o.lesson = Some(v.to_owned()),
+            _ => {}
+        }
+    }
+    o
+}
+
+fn create(cc: &eframe::CreationContext<'_>, options: &Options) -> HifApp {
+    let mut app = HifApp::new(options);
+    match &cc.wgpu_render_state {
+        Some(rs) => {
+            let info = rs.adapter.get_info();
+            if info.backend != wgpu::Backend::BrowserWebGpu {
+                app.notice = Some(format!(
+                    "WebGPU is not available in this browser (drawing with {:?}); training runs on the CPU backend in wasm, which is slower.",
+                    info.backend
+                ));
+            } else if let Err(why) =
+                hif8lab_engine::gpu::GpuBackend::check_limits(&rs.device.limits())
+            {
+                app.notice = Some(format!(
+                    "This WebGPU device cannot run the engine ({why}); training runs on the CPU backend in wasm."
+                ));
+            } else {
+                app.gpu = Some(Device::Gpu(Box::new((
+                    rs.device.clone(),
+                    rs.queue.clone(),
+                    info,
+                ))));
+                app.settings.gpu = true;
+            }
+        }
+        None => {
+            app.notice = Some(
+                "No wgpu renderer in this browser; training runs on the CPU backend in wasm."
+                    .into(),
+            );
+        }
+    }
+    if options.autostart {
+        app.start(|| {});
+    }
+    app
+}
+
+/// Sets `window.__hif8lab` to the app's snapshot and takes files the page handed in.
+pub fn publish(app: &mut HifApp) {
+    let files: Vec<(String, Vec<u8>)> = DROPPED.with(|d| d.borrow_mut().drain(..).collect());
+    if !files.is_empty() {
+        app.open_files(&files);
+    }
+    let Some(window) = web_sys::window() else {
+        return;
+    };
+    if let Ok(value) = js_sys::JSON::parse(&app.snapshot().to_string()) {
+        let _ = js_sys::Reflect::set(&window, &JsValue::from_str("__hif8lab"), &value);
+    }
+}
+
+/// Offers `bytes` as a download named `name`.
+pub fn download(name: &str, bytes: &[u8], mime: &str) -> Result<(), String> {
+    let err = |e: JsValue| format!("download of {name} failed: {e:?}");
+    let window = web_sys::window().ok_or("no window")?;
+    let document = window.document().ok_or("no document")?;
+    let parts = js_sys::Array::new();
+    parts.push(&js_sys::Uint8Array::from(bytes).into());
+    let props = web_sys::BlobPropertyBag::new();
+    props.set_type(mime);
+    let blob =
+        web_sys::Blob::new_with_u8_array_sequence_and_options(&parts, &props).map_err(err)?;
+    let url = web_sys::Url::create_object_url_with_blob(&blob).map_err(err)?;
+    let a: web_sys::HtmlAnchorElement = document
+        .create_element("a")
+        .map_err(err)?
+        .dyn_into()
+        .map_err(|_| "not an anchor".to_owned())?;
+    a.set_href(&url);
+    a.set_download(name);
+    a.click();
+    web_sys::Url::revoke_object_url(&url).map_err(err)?;
+    Ok(())
+}
+
+/// Asks the page to open its file picker (`<input id="hif8lab-file">`).
+pub fn pick_files() -> Result<(), String> {
+    let input = web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.get_element_by_id("hif8lab-file"))
+        .ok_or("the page has no #hif8lab-file input")?;
+    input
+        .dyn_into::<web_sys::HtmlElement>()
+        .map_err(|_| "#hif8lab-file is not an element".to_owned())?
+        .click();
+    Ok(())
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds the browser demo into web/dist/: release wasm of crates/app, wasm-bindgen (the exact
+# version the lock file pins, installed if missing), optionally wasm-opt -O2 from the npm
+# package binaryen@132 (never Debian's binaryen: it emits broken wasm), and index.html.
+#
+#   scripts/build-web.sh            # build
+#   scripts/build-web.sh --opt      # also run wasm-opt -O2 (HIF8LAB_WASM_OPT=1 does the same)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+opt="${HIF8LAB_WASM_OPT:-0}"
+for a in "$@"; do
+  case "$a" in
+    --opt) opt=1 ;;
+    -h|--help) sed -n 2,8p "$0"; exit 0 ;;
+    *) echo "build-web.sh: unknown argument '$a' (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+toolchain=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)
+rustup target list --installed --toolchain "$toolchain" 2>/dev/null | grep -qx wasm32-unknown-unknown \
+  || rustup target add --toolchain "$toolchain" wasm32-unknown-unknown
+
+# wasm-bindgen-cli must match the wasm-bindgen crate in Cargo.lock exactly.
+want=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
+have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
+if [ "$have" != "$want" ]; then
+  echo "build-web.sh: installing wasm-bindgen-cli $want (found '${have:-none}'; takes a few minutes)" >&2
+  # --locked first; its lock file can name a crate version the registry no longer offers.
+  cargo install wasm-bindgen-cli --version "$want" --locked \
+    || cargo install wasm-bindgen-cli --version "$want"
+fi
+
+cargo build --release --locked --target wasm32-unknown-unknown -p hif8lab-app --lib
+wasm=target/wasm32-unknown-unknown/release/hif8lab_app.wasm
+
+dist=web/dist
+tmp="$dist.tmp-$$"
+rm -rf "$tmp"
+mkdir -p "$tmp/pkg"
+wasm-bindgen --target web --no-typescript --out-dir "$tmp/pkg" "$wasm"
+
+if [ "$opt" = 1 ]; then
+  tools=target/web-tools
+  if [ ! -x "$tools/node_modules/.bin/wasm-opt" ]; then
+    mkdir -p "$tools"
+    npm install --prefix "$tools" --no-audit --no-fund binaryen@132 >&2
+  fi
+  "$tools/node_modules/.bin/wasm-opt" -O2 --enable-bulk-memory --enable-nontrapping-float-to-int \
+    --enable-sign-ext --enable-mutable-globals --enable-reference-types --enable-multivalue \
+    "$tmp/pkg/hif8lab_app_bg.wasm" -o "$tmp/pkg/hif8lab_app_bg.opt.wasm"
+  mv "$tmp/pkg/hif8lab_app_bg.opt.wasm" "$tmp/pkg/hif8lab_app_bg.wasm"
+fi
+
+cp web/index.html "$tmp/"
+# Replace the site in one step, so a server never sees half of it.
+rm -rf "$dist.old"
+[ -d "$dist" ] && mv "$dist" "$dist.old"
+mv "$tmp" "$dist"
+rm -rf "$dist.old"
+
+raw=$(stat -c %s "$dist/pkg/hif8lab_app_bg.wasm")
+gz=$(gzip -9 -c "$dist/pkg/hif8lab_app_bg.wasm" | wc -c)
+awk -v raw="$raw" -v gz="$gz" -v f="$dist/pkg/hif8lab_app_bg.wasm" -v o="$([ "$opt" = 1 ] && echo ' (wasm-opt -O2)')" \
+  'BEGIN { printf "build-web.sh: %s %.2f MB raw, %.2f MB gzipped%s\n", f, raw / 1e6, gz / 1e6, o }'

@@ -1,0 +1,142 @@
+// Headless-Chromium tests of the browser demo (web/dist, built by scripts/build-web.sh).
+//
+//   node web/tests/browser.mjs [--mode webgpu|cpu|all] [--shots DIR]
+//
+// webgpu: Chromium with the SwiftShader WebGPU flags; the smoke preset must train on
+//         WebGPU (eframe's own device) to >= 5 reported steps, with loss and quantizer data.
+// cpu:    the same page with WebGPU unavailable; the app must say so and train on the CPU
+//         backend compiled to wasm.
+// Both: no console errors, a screenshot that is not blank, and the time from page load to the
+// first reported step and the steps/s printed (measured in this headless Chromium).
+import { chromium } from "playwright-core";
+import http from "node:http";
+import fs from "node:fs";
+import path from "node:path";
+import os from "node:os";
+import { execFileSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "dist");
+const args = process.argv.slice(2);
+const arg = (name, dflt) => {
+  const i = args.indexOf(name);
+  return i >= 0 && args[i + 1] ? args[i + 1] : dflt;
+};
+const mode = arg("--mode", "all");
+const shots = path.resolve(arg("--shots", path.join(root, "..", "..", "target")));
+const query = arg("--query", "?preset=smoke&autostart=1");
+const wantSteps = Number(arg("--steps", "5"));
+const chromiumPath = process.env.CHROMIUM || "/usr/lib/chromium/chromium";
+if (!fs.existsSync(path.join(root, "index.html"))) {
+  console.error(`browser.mjs: ${root}/index.html is missing; run scripts/build-web.sh first`);
+  process.exit(2);
+}
+
+const types = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm" };
+function serve() {
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url, "http://127.0.0.1");
+    const file = path.join(root, url.pathname === "/" ? "index.html" : path.normalize(url.pathname));
+    if (!file.startsWith(root) || !fs.existsSync(file) || fs.statSync(file).isDirectory()) {
+      res.writeHead(404);
+      res.end();
+      return;
+    }
+    res.writeHead(200, { "content-type": types[path.extname(file)] || "application/octet-stream" });
+    fs.createReadStream(file).pipe(res);
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+const base = [
+  "--headless=new", "--no-sandbox", "--disable-background-networking", "--disable-component-update",
+  "--disable-sync", "--disable-quic", "--no-first-run",
+  "--enable-unsafe-swiftshader", "--use-angle=swiftshader",
+];
+const webgpuFlags = ["--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-vulkan=swiftshader"];
+
+function checkNotBlank(file) {
+  const out = execFileSync("identify", ["-format", "%[fx:standard_deviation] %k", file]).toString().trim();
+  const [sd, colours] = out.split(" ").map(Number);
+  if (!(sd > 0.02 && colours > 50)) {
+    throw new Error(`screenshot ${file} looks blank (std-dev ${sd}, ${colours} colours)`);
+  }
+  return { sd, colours };
+}
+
+async function run(name, flags, expectBackend, port) {
+  const userDir = fs.mkdtempSync(path.join(os.tmpdir(), "hif8lab-chromium-"));
+  // A fresh profile each time (Playwright passes it as --user-data-dir).
+  const browser = await chromium.launchPersistentContext(userDir, {
+    executablePath: chromiumPath,
+    args: [...base, ...flags],
+    ignoreDefaultArgs: ["--headless"],
+    headless: false, // the flags above hold --headless=new
+    viewport: { width: 1280, height: 800 },
+  });
+  const errors = [];
+  try {
+    const page = browser.pages()[0] || (await browser.newPage());
+    page.on("console", (m) => {
+      if (process.env.HIF8LAB_BROWSER_LOG) console.log(`[${name} console.${m.type()}] ${m.text()}`);
+      if (m.type() === "error") errors.push(`${m.text()} (${m.location().url || "?"})`);
+    });
+    page.on("pageerror", (e) => errors.push(String(e)));
+    await page.goto(`http://127.0.0.1:${port}/${query}`);
+    const snap = () => page.evaluate(() => window.__hif8lab || null);
+    const fail = async (why) => {
+      throw new Error(`[${name}] ${why}; __hif8lab = ${JSON.stringify(await snap())}; console errors: ${JSON.stringify(errors)}`);
+    };
+    // Waits for n reported steps (and, with quant, quantizer calls: the smoke preset trains
+    // its first steps in high precision).
+    const waitSteps = async (n, timeout, quant) => {
+      try {
+        await page.waitForFunction(
+          ([n, quant]) => window.__hif8lab && ((window.__hif8lab.steps >= n && (!quant || window.__hif8lab.calls > 0)) || window.__hif8lab.error),
+          [n, quant], { timeout, polling: 100 });
+      } catch (e) {
+        await fail(`no ${n} steps within ${timeout / 1000} s`);
+      }
+      const s = await snap();
+      if (s.error) await fail(`training error: ${s.error}`);
+      return { s, t: await page.evaluate(() => performance.now()) };
+    };
+    const first = await waitSteps(1, 240000, false);
+    const fifth = await waitSteps(wantSteps, 240000, true);
+    const s = fifth.s;
+    if (s.backend !== expectBackend) await fail(`backend is ${s.backend}, expected ${expectBackend}`);
+    if (!(typeof s.loss === "number" && Number.isFinite(s.loss) && s.loss > 0)) await fail("no finite loss");
+    if (!(s.quantizers > 0 && s.calls > 0)) await fail("no quantizer data");
+    if (expectBackend === "cpu" && !(s.notice && /WebGPU/.test(s.notice))) await fail("no notice saying why the CPU trains");
+    if (expectBackend === "webgpu" && s.notice) await fail(`unexpected notice: ${s.notice}`);
+    const shot = path.join(shots, `web-${name}.png`);
+    await page.screenshot({ path: shot });
+    const look = checkNotBlank(shot);
+    if (errors.length) await fail("console errors");
+    const stepsPerSec = ((fifth.s.steps - first.s.steps) / ((fifth.t - first.t) / 1000));
+    console.log(
+      `browser ${name}: ok — backend ${s.backend} (${s.adapter}); first step reported ${(first.t / 1000).toFixed(1)} s after page load; ` +
+      `${s.steps} steps, ${Number.isFinite(stepsPerSec) ? stepsPerSec.toFixed(2) : "n/a"} steps/s; loss ${s.loss.toFixed(3)}; ` +
+      `${s.quantizers} quantizers, ${s.calls} calls; screenshot ${shot} (std-dev ${look.sd.toFixed(3)}, ${look.colours} colours)`);
+  } finally {
+    await browser.close();
+    fs.rmSync(userDir, { recursive: true, force: true });
+  }
+}
+
+const server = await serve();
+const port = server.address().port;
+let failed = 0;
+const cases = [];
+if (mode === "webgpu" || mode === "all") cases.push(["webgpu", webgpuFlags, "webgpu"]);
+if (mode === "cpu" || mode === "all") cases.push(["cpu", ["--disable-features=WebGPU"], "cpu"]);
+for (const [name, flags, backend] of cases) {
+  try {
+    await run(name, flags, backend, port);
+  } catch (e) {
+    failed++;
+    console.error(`browser ${name}: FAILED — ${e.message}`);
+  }
+}
+server.close();
+process.exit(failed ? 1 : 0);
