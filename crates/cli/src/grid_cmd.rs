@@ -137,3 +137,96 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
     );
     Ok(())
 }
+
+/// `hif8lab lesson …`.
+#[derive(clap::Subcommand, Debug)]
+pub enum LessonCommand {
+    /// Run a lesson's scenario headless and judge its claims (exit 0 when all hold).
+    Run(LessonArgs),
+    /// List the lessons.
+    List,
+}
+
+/// Arguments of `lesson run`.
+#[derive(Args, Debug)]
+pub struct LessonArgs {
+    /// Lesson: saturation, forgetting, fixes, sandbox.
+    name: String,
+    /// Print the verdict as JSON (`{"lesson":..,"claims":[{"claim","holds","evidence"}],..}`).
+    #[arg(long)]
+    json: bool,
+    /// Size of the runs (a grid preset).
+    #[arg(long, default_value = "grid-lesson")]
+    preset: String,
+    /// Output folder (default runs/lessons-<preset>); the base and finished runs are reused.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// `cpu` (default) or `gpu`.
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
+    backend: String,
+}
+
+/// `hif8lab lesson`.
+pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
+    use hif8lab_train::lesson;
+    let args = match cmd {
+        LessonCommand::List => {
+            for l in lesson::LESSONS {
+                println!("{:<11} {}\n            {}", l.name, l.title, l.predict);
+            }
+            return Ok(crate::Outcome::Ok);
+        }
+        LessonCommand::Run(args) => args,
+    };
+    if lesson::lesson(&args.name).is_none() {
+        eprintln!(
+            "error: no lesson '{}' (lessons: {})",
+            args.name,
+            lesson::names()
+        );
+        return Ok(crate::Outcome::BadInput);
+    }
+    let config = GridConfig::preset(&args.preset)?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("runs").join(format!("lessons-{}", args.preset)));
+    let mut p = Printer {
+        start: Instant::now(),
+        name: String::new(),
+    };
+    let report = if args.backend == "gpu" {
+        lesson::run_lesson(
+            &args.name,
+            &|| GpuBackend::new_blocking().map_err(TrainError::from),
+            &config,
+            &out,
+            &mut p,
+        )?
+    } else {
+        lesson::run_lesson(&args.name, &|| Ok(CpuBackend::new()), &config, &out, &mut p)?
+    };
+    let seconds = p.start.elapsed().as_secs_f64();
+    if args.json {
+        let mut v = serde_json::to_value(&report)?;
+        v["seconds"] = serde_json::json!(seconds);
+        v["holds"] = serde_json::json!(report.holds());
+        println!("{v}");
+    } else {
+        println!("lesson {} ({seconds:.0} s)", report.lesson);
+        for c in &report.claims {
+            println!(
+                "  [{}] {}\n        {}",
+                if c.holds { "holds" } else { "FAILS" },
+                c.claim,
+                c.evidence
+            );
+        }
+        println!("  what happened: {}", report.summary);
+    }
+    Ok(if report.holds() {
+        crate::Outcome::Ok
+    } else {
+        crate::Outcome::ClaimsFail
+    })
+}

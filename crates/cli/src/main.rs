@@ -44,6 +44,9 @@ enum Command {
     Pretrain(grid_cmd::GridArgs),
     /// Run the paper's experiment grid from the base model and write results.md / .csv.
     Grid(grid_cmd::GridArgs),
+    /// The lessons: run one headless and check its claims (`lesson run NAME [--json]`).
+    #[command(subcommand)]
+    Lesson(grid_cmd::LessonCommand),
     /// Export settings for other tools (Transformer Engine, Megatron-LM).
     #[command(subcommand)]
     Export(scaling_cmds::ExportCommand),
@@ -55,6 +58,8 @@ pub enum Outcome {
     Ok,
     /// Some input was rejected (reported on stderr); exit code 2.
     BadInput,
+    /// A lesson ran but not every claim held; exit code 1.
+    ClaimsFail,
 }
 
 fn main() -> ExitCode {
@@ -68,10 +73,12 @@ fn main() -> ExitCode {
         Command::Train(args) => train_cmd::run_train(args).map(|()| Outcome::Ok),
         Command::Pretrain(args) => grid_cmd::run_pretrain(args).map(|()| Outcome::Ok),
         Command::Grid(args) => grid_cmd::run_grid(args).map(|()| Outcome::Ok),
+        Command::Lesson(cmd) => grid_cmd::run_lesson(cmd),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::BadInput) => ExitCode::from(2),
+        Ok(Outcome::ClaimsFail) => ExitCode::FAILURE,
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE

@@ -21,7 +21,7 @@ use crate::run::{RunWriter, write_atomic};
 use crate::trainer::{ProbeScores, TrainError, Trainer};
 
 /// Grid presets compiled into the binary.
-pub const GRID_PRESETS: [(&str, &str); 2] = [
+pub const GRID_PRESETS: [(&str, &str); 3] = [
     (
         "grid-small",
         include_str!("../../../assets/presets/grid-small.toml"),
@@ -29,6 +29,10 @@ pub const GRID_PRESETS: [(&str, &str); 2] = [
     (
         "grid-micro",
         include_str!("../../../assets/presets/grid-micro.toml"),
+    ),
+    (
+        "grid-lesson",
+        include_str!("../../../assets/presets/grid-lesson.toml"),
     ),
 ];
 
@@ -90,7 +94,8 @@ impl GridConfig {
             .map(|(_, t)| *t)
             .ok_or_else(|| ConfigError {
                 source_name: format!("grid preset '{name}'"),
-                message: "no such grid preset (available: grid-small, grid-micro)".into(),
+                message: "no such grid preset (available: grid-small, grid-micro, grid-lesson)"
+                    .into(),
             })?;
         let config: GridConfig = toml::from_str(text).map_err(|e| ConfigError {
             source_name: format!("grid preset '{name}'"),
@@ -279,6 +284,10 @@ pub struct RunSummary {
     pub probes: ProbeScores,
     /// Per estimator (shadow): calls whose amax exceeded its estimate, summed over quantizers.
     pub calls_above_est: Vec<(String, u64)>,
+    /// The same per role (`A`, `W`, `G`): weights drift up slowly, so every history-based
+    /// estimate lags them a little; activations and gradients are where spikes hit.
+    #[serde(default)]
+    pub calls_above_est_by_role: Vec<(String, Vec<(String, u64)>)>,
     /// Per estimator: elements above its estimate.
     pub elements_above_est: Vec<(String, u64)>,
     /// Per estimator: elements overflowing at its scale.
@@ -331,6 +340,7 @@ fn train_run<B: Backend>(
         .map_err(io_err)?;
     let k = t.estimator_names().len();
     let mut calls = vec![0u64; k];
+    let mut by_role: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
     let mut elements = vec![0u64; k];
     let mut overflow = vec![0u64; k];
     let mut losses = Vec::new();
@@ -342,8 +352,12 @@ fn train_run<B: Backend>(
                       progress: &mut dyn GridProgress|
      -> Result<(), TrainError> {
         for c in &r.calls {
+            let role = by_role
+                .entry(c.id.role.to_string())
+                .or_insert_with(|| vec![0; k]);
             for j in 0..k {
                 calls[j] += u64::from(c.above_est[j] > 0);
+                role[j] += u64::from(c.above_est[j] > 0);
                 elements[j] += c.above_est[j];
                 overflow[j] += c.overflow[j];
             }
@@ -407,6 +421,11 @@ fn train_run<B: Backend>(
         probes: last,
         calls_above_est: if config.qat.enabled {
             pair(&calls)
+        } else {
+            Vec::new()
+        },
+        calls_above_est_by_role: if config.qat.enabled {
+            by_role.iter().map(|(r, v)| (r.clone(), pair(v))).collect()
         } else {
             Vec::new()
         },

@@ -23,6 +23,7 @@ pub mod corpus;
 pub mod data;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod grid;
+pub mod lesson;
 pub mod model;
 pub mod run;
 pub mod trainer;

@@ -1,0 +1,383 @@
+//! Lessons: the two failure modes of delayed scaling, each a scenario of real runs and the
+//! claims it teaches, judged from the runs' own numbers (never canned text).
+//!
+//! A lesson's runs continue training from a pretrained base (the grid's protocol, at the
+//! `grid-lesson` size); [`judge`] turns their summaries into [`Claim`]s with the evidence.
+
+use serde::Serialize;
+
+use crate::config::RunConfig;
+use crate::corpus::{ape, relative_drop};
+use crate::grid::{GridConfig, GridResults, RunSummary, grid_runs};
+use crate::trainer::ProbeScores;
+
+/// A lesson's text and set-up.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Lesson {
+    /// Name (`hif8lab lesson run NAME`, `?lesson=NAME`).
+    pub name: &'static str,
+    /// Title.
+    pub title: &'static str,
+    /// What to predict before running.
+    pub predict: &'static str,
+    /// What to look at while it runs.
+    pub look: &'static str,
+    /// The controls that matter.
+    pub controls: &'static [&'static str],
+}
+
+/// The lessons, in teaching order.
+pub const LESSONS: [Lesson; 4] = [
+    Lesson {
+        name: "saturation",
+        title: "1. Amax saturation",
+        predict: "Continued training on bursty web text with HiF8 fake quantization. The scale of each step comes from the amax of earlier calls. Predict: if the estimate is the most recent amax alone, how often will a tensor exceed it? Will the loss show it?",
+        look: "Estimators: calls above the estimate for most_recent vs max_window(64) on the same calls. Loss: the QAT curve against its matched baseline. Saturation: where the events are. HiF8 with target 15 keeps values above the estimate (with fewer mantissa bits); E4M3 with target = max hard-clips them (overflow).",
+        controls: &["estimator", "window", "target", "format"],
+    },
+    Lesson {
+        name: "forgetting",
+        title: "2. Catastrophic forgetting",
+        predict: "The same pretrained model continues training at a low and at a high learning rate, with and without QAT. Predict: which run forgets the facts it knew? Will its loss look worse?",
+        look: "Knowledge-probe accuracy against the base model, and the loss: the high-LR loss looks as healthy as the low-LR one while the probe collapses, with or without quantization.",
+        controls: &["lr", "qat"],
+    },
+    Lesson {
+        name: "fixes",
+        title: "3. Both fixes are needed",
+        predict: "Four estimators × two learning rates, plus warmup. Predict: which single change keeps the model near its baseline — or does it take two?",
+        look: "The small multiples: calls above the estimate, APE and knowledge drop per run. Only max_window + warmup + low LR stays near the baseline on all three.",
+        controls: &["estimator", "lr", "warmup"],
+    },
+    Lesson {
+        name: "sandbox",
+        title: "4. Sandbox",
+        predict: "Every knob, starting from the lessons' state. Predict before you press Start, then check.",
+        look: "All panels. One thing always holds: an estimate at least as large as another on every call (max_window(64) vs most_recent) is exceeded on no more calls.",
+        controls: &[
+            "preset",
+            "steps",
+            "lr",
+            "estimator",
+            "window",
+            "target",
+            "warmup",
+        ],
+    },
+];
+
+/// Looks a lesson up by name.
+pub fn lesson(name: &str) -> Option<&'static Lesson> {
+    LESSONS.iter().find(|l| l.name == name)
+}
+
+/// The names of the lessons, comma separated (for error messages).
+pub fn names() -> String {
+    LESSONS.map(|l| l.name).join(", ")
+}
+
+/// One claim a lesson makes, judged on its runs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Claim {
+    /// The claim.
+    pub claim: String,
+    /// Whether the numbers bear it out.
+    pub holds: bool,
+    /// The numbers.
+    pub evidence: serde_json::Value,
+}
+
+/// A lesson's verdict: `{"lesson": .., "claims": [..], "summary": ..}`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LessonReport {
+    /// Lesson name.
+    pub lesson: String,
+    /// Its claims.
+    pub claims: Vec<Claim>,
+    /// "What just happened", written from the numbers.
+    pub summary: String,
+}
+
+impl LessonReport {
+    /// Whether every claim holds.
+    pub fn holds(&self) -> bool {
+        self.claims.iter().all(|c| c.holds)
+    }
+}
+
+fn by_name<'a>(runs: &[(String, RunConfig)], s: &'a [RunSummary], name: &str) -> &'a RunSummary {
+    let i = runs
+        .iter()
+        .position(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("lesson run {name} is part of the scenario"));
+    &s[i]
+}
+
+fn count(pairs: &[(String, u64)], prefix: &str) -> u64 {
+    pairs
+        .iter()
+        .filter(|(n, _)| n.starts_with(prefix))
+        .map(|(_, v)| *v)
+        .sum()
+}
+
+/// Calls above the estimate of estimators named `prefix`, on activations and gradients only.
+fn count_ag(s: &RunSummary, prefix: &str) -> u64 {
+    s.calls_above_est_by_role
+        .iter()
+        .filter(|(role, _)| role == "A" || role == "G")
+        .map(|(_, pairs)| count(pairs, prefix))
+        .sum()
+}
+
+fn tail_mean(v: &[f64]) -> f64 {
+    let n = (v.len() / 5).max(1).min(v.len());
+    if n == 0 {
+        return f64::NAN;
+    }
+    v[v.len() - n..].iter().sum::<f64>() / n as f64
+}
+
+/// The runs of a lesson's scenario (continued training from the base), by name.
+pub fn scenario(name: &str, grid: &GridConfig) -> Option<Vec<(String, RunConfig)>> {
+    let run = |n: &str| {
+        grid_runs()
+            .into_iter()
+            .find(|r| r.name == n)
+            .map(|r| (r.name.clone(), grid.run_config(&r)))
+            .expect("a grid run")
+    };
+    Some(match name {
+        "saturation" => {
+            let (_, mut e4m3) = run("most_recent-low");
+            e4m3.qat.scaling.format = hif8lab_format::Format::E4M3;
+            e4m3.qat.scaling.target = 448.0;
+            e4m3.qat.scaling.overflow = hif8lab_format::Overflow::Saturate;
+            vec![
+                run("baseline-low"),
+                run("most_recent-low"),
+                run("max_window-low"),
+                ("e4m3-saturate-most_recent-low".into(), e4m3),
+            ]
+        }
+        "forgetting" => vec![
+            run("baseline-low"),
+            run("baseline-high"),
+            run("max_window-low"),
+            run("max_window-high"),
+        ],
+        "fixes" => grid_runs()
+            .iter()
+            .map(|r| (r.name.clone(), grid.run_config(r)))
+            .collect(),
+        "sandbox" => vec![run("max_window-low-warmup")],
+        _ => return None,
+    })
+}
+
+/// Judges a lesson's claims from its runs' summaries (`runs` as given by [`scenario`]).
+pub fn judge(
+    name: &str,
+    base: ProbeScores,
+    runs: &[(String, RunConfig)],
+    s: &[RunSummary],
+) -> LessonReport {
+    let (claims, summary) = match name {
+        "saturation" => saturation(runs, s),
+        "forgetting" => forgetting(base, runs, s),
+        "fixes" => fixes(base, s),
+        _ => sandbox(runs, s),
+    };
+    LessonReport {
+        lesson: name.into(),
+        claims,
+        summary,
+    }
+}
+
+fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, String) {
+    let base = by_name(runs, s, "baseline-low");
+    let mr = by_name(runs, s, "most_recent-low");
+    let mw = by_name(runs, s, "max_window-low");
+    let e4 = by_name(runs, s, "e4m3-saturate-most_recent-low");
+    // Each run's own (active) estimator, on activations and gradients (where spikes hit),
+    // plus the shadow of the other on the same calls and the weights' slow drift.
+    let (mr_calls, mw_calls) = (count_ag(mr, "most_recent"), count_ag(mw, "max_window"));
+    let (mr_shadow_in_mw, mw_shadow_in_mr) =
+        (count_ag(mw, "most_recent"), count_ag(mr, "max_window"));
+    let weights = |r: &RunSummary, p: &str| {
+        r.calls_above_est_by_role
+            .iter()
+            .filter(|(role, _)| role == "W")
+            .map(|(_, pairs)| count(pairs, p))
+            .sum::<u64>()
+    };
+    let (mr_w, mw_w) = (weights(mr, "most_recent"), weights(mw, "max_window"));
+    let n = mr.losses.len().min(base.losses.len());
+    let mr_ape = ape(&mr.losses[..n], &base.losses[..n]);
+    let mr_over = count(&mr.overflow, "most_recent");
+    let mr_elems = count(&mr.elements_above_est, "most_recent");
+    let e4_over = count(&e4.overflow, "most_recent");
+    let e4_calls = count(&e4.calls_above_est, "most_recent");
+    let kd = relative_drop(base.probes.knowledge_acc_norm, mr.probes.knowledge_acc_norm);
+    let claims = vec![
+        Claim {
+            claim: "on activations and gradients, most_recent's estimate is exceeded on many calls, max_window(64)'s on few (≤ 1/4 as many)".into(),
+            holds: mr_calls >= 10 && 4 * mw_calls <= mr_calls,
+            evidence: serde_json::json!({
+                "most_recent_calls_above_est": mr_calls,
+                "max_window_calls_above_est": mw_calls,
+                "same_calls_shadow": {"max_window_in_most_recent_run": mw_shadow_in_mr, "most_recent_in_max_window_run": mr_shadow_in_mw},
+                "weights_drifting_up": {"most_recent": mr_w, "max_window": mw_w},
+            }),
+        },
+        Claim {
+            claim: "the loss barely moves: APE of the most_recent run vs its matched baseline < 2 %".into(),
+            holds: mr_ape.is_finite() && mr_ape < 2.0,
+            evidence: serde_json::json!({"ape_percent": mr_ape, "steps": n, "knowledge_drop_percent": kd}),
+        },
+        Claim {
+            claim: "HiF8 with target 15 keeps what exceeds the estimate (fewer mantissa bits, no overflow)".into(),
+            holds: mr_elems > 0 && mr_over == 0,
+            evidence: serde_json::json!({"elements_above_est": mr_elems, "overflow": mr_over}),
+        },
+        Claim {
+            claim: "E4M3 with target = max (448) and saturate hard-clips the excursions (overflow > 0)".into(),
+            holds: e4_calls > 0 && e4_over > 0,
+            evidence: serde_json::json!({"calls_above_est": e4_calls, "overflow_clipped": e4_over}),
+        },
+    ];
+    let summary = format!(
+        "On activations and gradients, most_recent was exceeded on {mr_calls} calls, max_window(64) on {mw_calls} (weights, drifting up slowly, exceeded both: {mr_w} and {mw_w} calls); the loss stayed within {mr_ape:.3} % (APE) of the baseline and knowledge accuracy moved {kd:.1} %. HiF8 target 15 let {mr_elems} elements above the estimate through with fewer mantissa bits ({mr_over} overflowed); E4M3 at target 448 clipped {e4_over}."
+    );
+    (claims, summary)
+}
+
+fn forgetting(
+    base: ProbeScores,
+    runs: &[(String, RunConfig)],
+    s: &[RunSummary],
+) -> (Vec<Claim>, String) {
+    let drop = |n: &str| {
+        relative_drop(
+            base.knowledge_acc_norm,
+            by_name(runs, s, n).probes.knowledge_acc_norm,
+        )
+    };
+    let loss = |n: &str| tail_mean(&by_name(runs, s, n).losses);
+    let (bl, bh, ql, qh) = (
+        drop("baseline-low"),
+        drop("baseline-high"),
+        drop("max_window-low"),
+        drop("max_window-high"),
+    );
+    let (ll, lh) = (loss("baseline-low"), loss("baseline-high"));
+    let forgets = |hi: f64, lo: f64| hi >= 10.0 && hi >= 2.0 * lo.max(0.0);
+    let claims = vec![
+        Claim {
+            claim: "without QAT, the high learning rate forgets (knowledge drop ≥ 10 % and ≥ 2× the low rate's)".into(),
+            holds: forgets(bh, bl),
+            evidence: serde_json::json!({"drop_high_percent": bh, "drop_low_percent": bl, "base_knowledge_acc_norm": base.knowledge_acc_norm}),
+        },
+        Claim {
+            claim: "with QAT (max_window), the same".into(),
+            holds: forgets(qh, ql),
+            evidence: serde_json::json!({"drop_high_percent": qh, "drop_low_percent": ql}),
+        },
+        Claim {
+            claim: "the loss looks healthy: the high-LR run ends with a training loss no worse than the low-LR run's".into(),
+            holds: lh <= ll * 1.02,
+            evidence: serde_json::json!({"final_loss_high": lh, "final_loss_low": ll}),
+        },
+    ];
+    let summary = format!(
+        "Against the base model, knowledge accuracy fell {bh:.1} % at the high LR and {bl:.1} % at the low LR without QAT ({qh:.1} % and {ql:.1} % with QAT), while the final training loss was {lh:.3} (high) vs {ll:.3} (low)."
+    );
+    (claims, summary)
+}
+
+fn fixes(base: ProbeScores, s: &[RunSummary]) -> (Vec<Claim>, String) {
+    let results = GridResults::compute(&grid_runs(), s, base);
+    // The grid's verdicts on the loss and on the fix (lessons 1 and 2 teach the others) …
+    let mut claims: Vec<Claim> = results
+        .verdicts
+        .iter()
+        .filter(|v| v.claim.starts_with("the training loss") || v.claim.contains("near-lossless"))
+        .map(|v| Claim {
+            claim: v.claim.clone(),
+            holds: v.holds,
+            evidence: serde_json::Value::String(v.evidence.clone()),
+        })
+        .collect();
+    // … and why each fix alone falls short.
+    let row = |n: &str| results.rows.iter().find(|r| r.name == n);
+    let forgot = row("max_window-high")
+        .map(|r| relative_drop(base.knowledge_acc_norm, r.summary.probes.knowledge_acc_norm));
+    let forgot = forgot.unwrap_or(f64::NAN);
+    claims.push(Claim {
+        claim: "max_window alone is not enough: at the high LR it still forgets (knowledge drop vs the base ≥ 10 %)".into(),
+        holds: forgot >= 10.0,
+        evidence: serde_json::json!({"max_window_high_knowledge_drop_percent": forgot}),
+    });
+    let ag = |n: &str, p: &str| row(n).map(|r| count_ag(&r.summary, p)).unwrap_or(0);
+    let (mr_low, fix_calls) = (
+        ag("most_recent-low", "most_recent"),
+        ag("max_window-low-warmup", "max_window"),
+    );
+    claims.push(Claim {
+        claim: "a low LR alone is not enough: most_recent still saturates (activations and gradients above the estimate ≥ 4× as often as in the fixed run)".into(),
+        holds: mr_low >= 10 && mr_low >= 4 * fix_calls,
+        evidence: serde_json::json!({"most_recent_low_calls_above_est": mr_low, "fix_calls_above_est": fix_calls}),
+    });
+    let fix = row("max_window-low-warmup");
+    let summary = match fix {
+        Some(r) => format!(
+            "{} runs. max_window(64) + warmup + low LR: APE {:.3} %, knowledge drop {:.2} % vs its baseline, {fix_calls} activation/gradient calls above the estimate (most_recent at the low LR: {mr_low}); max_window at the high LR lost {forgot:.1} % of the base model's knowledge. {} of {} claims hold.",
+            results.rows.len(),
+            r.ape_all,
+            r.knowledge_drop,
+            claims.iter().filter(|c| c.holds).count(),
+            claims.len()
+        ),
+        None => "The grid did not run.".into(),
+    };
+    (claims, summary)
+}
+
+fn sandbox(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, String) {
+    let r = &s[0];
+    let (mr, mw) = (
+        count(&r.calls_above_est, "most_recent"),
+        count(&r.calls_above_est, "max_window"),
+    );
+    let claims = vec![Claim {
+        claim:
+            "on the same calls, max_window(64) (never below most_recent) is exceeded no more often"
+                .into(),
+        holds: mw <= mr,
+        evidence: serde_json::json!({"run": runs[0].0, "most_recent_calls_above_est": mr, "max_window_calls_above_est": mw}),
+    }];
+    let summary = format!(
+        "{}: {} steps; calls above the estimate: most_recent {mr}, max_window(64) {mw}.",
+        runs[0].0,
+        r.losses.len()
+    );
+    (claims, summary)
+}
+
+/// Runs a lesson headless: pretrains the base (or reuses `<out>/base`), trains the scenario
+/// into `<out>/runs/`, and judges it.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn run_lesson<B: hif8lab_engine::Backend>(
+    name: &str,
+    make: &dyn Fn() -> Result<B, crate::TrainError>,
+    grid: &GridConfig,
+    out: &std::path::Path,
+    progress: &mut dyn crate::grid::GridProgress,
+) -> Result<LessonReport, crate::TrainError> {
+    let runs = scenario(name, grid).ok_or_else(|| {
+        crate::TrainError::Data(format!("no lesson '{name}' (lessons: {})", names()))
+    })?;
+    let (base, summaries) = crate::grid::train_from_base(make, grid, out, &runs, progress)?;
+    Ok(judge(name, base, &runs, &summaries))
+}
