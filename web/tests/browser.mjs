@@ -1,12 +1,13 @@
 // Headless-Chromium tests of the browser demo (web/dist, built by scripts/build-web.sh).
 //
-//   node web/tests/browser.mjs [--mode webgpu|cpu|all] [--shots DIR]
+//   node web/tests/browser.mjs [--mode webgpu|cpu|lesson|all] [--shots DIR]
 //
 // webgpu: Chromium with the SwiftShader WebGPU flags; the smoke preset must train on
 //         WebGPU (eframe's own device) to >= 5 reported steps, with loss and quantizer data.
 // cpu:    the same page with WebGPU unavailable; the app must say so and train on the CPU
 //         backend compiled to wasm.
-// Both: no console errors, a screenshot that is not blank, and the time from page load to the
+// lesson: ?lesson=saturation&autostart=1 opens the saturation lesson and its live run trains.
+// All: no console errors, a screenshot that is not blank, and the time from page load to the
 // first reported step and the steps/s printed (measured in this headless Chromium).
 import { chromium } from "playwright-core";
 import http from "node:http";
@@ -24,7 +25,6 @@ const arg = (name, dflt) => {
 };
 const mode = arg("--mode", "all");
 const shots = path.resolve(arg("--shots", path.join(root, "..", "..", "target")));
-const query = arg("--query", "?preset=smoke&autostart=1");
 const wantSteps = Number(arg("--steps", "5"));
 const chromiumPath = process.env.CHROMIUM || "/usr/lib/chromium/chromium";
 if (!fs.existsSync(path.join(root, "index.html"))) {
@@ -64,7 +64,7 @@ function checkNotBlank(file) {
   return { sd, colours };
 }
 
-async function run(name, flags, expectBackend, port) {
+async function run(name, flags, expectBackend, port, query) {
   const userDir = fs.mkdtempSync(path.join(os.tmpdir(), "hif8lab-chromium-"));
   // A fresh profile each time (Playwright passes it as --user-data-dir).
   const browser = await chromium.launchPersistentContext(userDir, {
@@ -109,6 +109,8 @@ async function run(name, flags, expectBackend, port) {
     if (!(s.quantizers > 0 && s.calls > 0)) await fail("no quantizer data");
     if (expectBackend === "cpu" && !(s.notice && /WebGPU/.test(s.notice))) await fail("no notice saying why the CPU trains");
     if (expectBackend === "webgpu" && s.notice) await fail(`unexpected notice: ${s.notice}`);
+    const lesson = new URLSearchParams(query).get("lesson");
+    if (lesson && !(s.lesson === lesson && s.tab === "lessons")) await fail(`lesson ${lesson} not open`);
     const shot = path.join(shots, `web-${name}.png`);
     await page.screenshot({ path: shot });
     const look = checkNotBlank(shot);
@@ -128,11 +130,13 @@ const server = await serve();
 const port = server.address().port;
 let failed = 0;
 const cases = [];
-if (mode === "webgpu" || mode === "all") cases.push(["webgpu", webgpuFlags, "webgpu"]);
-if (mode === "cpu" || mode === "all") cases.push(["cpu", ["--disable-features=WebGPU"], "cpu"]);
-for (const [name, flags, backend] of cases) {
+const smoke = "?preset=smoke&autostart=1";
+if (mode === "webgpu" || mode === "all") cases.push(["webgpu", webgpuFlags, "webgpu", smoke]);
+if (mode === "cpu" || mode === "all") cases.push(["cpu", ["--disable-features=WebGPU"], "cpu", smoke]);
+if (mode === "lesson" || mode === "all") cases.push(["lesson-saturation", webgpuFlags, "webgpu", "?lesson=saturation&autostart=1"]);
+for (const [name, flags, backend, query] of cases) {
   try {
-    await run(name, flags, backend, port);
+    await run(name, flags, backend, port, query);
   } catch (e) {
     failed++;
     console.error(`browser ${name}: FAILED — ${e.message}`);

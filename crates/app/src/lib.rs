@@ -50,6 +50,8 @@ pub enum Tab {
     Saturation,
     /// Shadow comparison of the estimators.
     Estimators,
+    /// The lessons.
+    Lessons,
 }
 
 /// The editable settings of the side panel.
@@ -155,6 +157,13 @@ pub struct HifApp {
     pub adapter: String,
     /// The last training error.
     pub error: Option<String>,
+    /// The lesson shown in the Lessons panel.
+    pub lesson: &'static hif8lab_train::lesson::Lesson,
+    /// A lesson scenario running headless (native), and its verdict when done.
+    pub lesson_job:
+        Option<std::sync::mpsc::Receiver<Result<hif8lab_train::lesson::LessonReport, String>>>,
+    /// The last verdict of a lesson scenario.
+    pub lesson_report: Option<hif8lab_train::lesson::LessonReport>,
 }
 
 impl Tab {
@@ -165,6 +174,7 @@ impl Tab {
             "amax" => Some(Tab::Amax),
             "saturation" => Some(Tab::Saturation),
             "estimators" => Some(Tab::Estimators),
+            "lessons" => Some(Tab::Lessons),
             _ => None,
         }
     }
@@ -190,7 +200,25 @@ impl HifApp {
             backend: "cpu",
             adapter: hif8lab_engine::cpu::cpu_name(),
             error: None,
+            lesson: &hif8lab_train::lesson::LESSONS[0],
+            lesson_job: None,
+            lesson_report: None,
         };
+        if let Some(name) = &options.lesson {
+            match hif8lab_train::lesson::lesson(name) {
+                Some(l) => {
+                    app.lesson = l;
+                    app.tab = Tab::Lessons;
+                    app.setup_lesson();
+                }
+                None => {
+                    app.status = format!(
+                        "No lesson '{name}' (lessons: {}).",
+                        hif8lab_train::lesson::names()
+                    )
+                }
+            }
+        }
         if let Some(dir) = &options.open {
             app.open_path = dir.display().to_string();
             app.open_run();
@@ -219,6 +247,60 @@ impl HifApp {
                 self.view = Some(v);
             }
             Err(e) => self.status = format!("Cannot open: {e}"),
+        }
+    }
+
+    /// Puts the side panel in the state the current lesson starts from (a live run on the
+    /// smoke model with the matched baseline alongside).
+    pub fn setup_lesson(&mut self) {
+        let mut s = Settings::from_preset("smoke");
+        s.baseline = true;
+        s.gpu = self.settings.gpu;
+        match self.lesson.name {
+            // Active most_recent; max_window(64) and the rest shadow it on the same calls.
+            "saturation" => s.estimator = "most_recent".into(),
+            // From scratch a high rate has nothing to forget: the scenario runs headless.
+            "forgetting" | "fixes" => {}
+            _ => {}
+        }
+        self.settings = s;
+    }
+
+    /// Runs the current lesson's scenario headless on a thread (native; a few seconds on the
+    /// CPU at the lessons' size) and shows its verdict when done.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn run_lesson_scenario(&mut self) {
+        let name = self.lesson.name;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("hif8lab-lesson".into())
+            .spawn(move || {
+                struct Quiet;
+                impl hif8lab_train::grid::GridProgress for Quiet {
+                    fn start(&mut self, _: &str, _: usize, _: usize, _: bool) {}
+                    fn step(&mut self, _: u64, _: u64, _: f32) {}
+                    fn probes(&mut self, _: &hif8lab_train::ProbeScores) {}
+                }
+                let result = hif8lab_train::grid::GridConfig::preset("grid-lesson")
+                    .map_err(|e| e.to_string())
+                    .and_then(|grid| {
+                        hif8lab_train::lesson::run_lesson(
+                            name,
+                            &|| Ok(hif8lab_engine::cpu::CpuBackend::new()),
+                            &grid,
+                            std::path::Path::new("runs/lessons-grid-lesson"),
+                            &mut Quiet,
+                        )
+                        .map_err(|e| e.to_string())
+                    });
+                let _ = tx.send(result);
+            });
+        match spawned {
+            Ok(_) => {
+                self.lesson_job = Some(rx);
+                self.lesson_report = None;
+            }
+            Err(e) => self.status = format!("Cannot run the lesson: {e}"),
         }
     }
 
@@ -289,7 +371,11 @@ impl HifApp {
     /// Average percentage error of the loss against the matched baseline over the steps
     /// both have reached (SPEC.md §6), if a baseline runs.
     pub fn ape(&self) -> Option<f64> {
-        let view = self.view.as_ref()?;
+        self.ape_of(self.view.as_ref()?)
+    }
+
+    /// [`HifApp::ape`] of `view` (the panels hold the view while drawing).
+    pub fn ape_of(&self, view: &RunView) -> Option<f64> {
         let n = view.loss.len().min(self.baseline.len());
         (n > 0).then(|| {
             let q: Vec<f64> = view.loss[..n].iter().map(|p| p[1]).collect();
@@ -365,6 +451,19 @@ impl HifApp {
         }
     }
 
+    /// Collects a finished lesson scenario.
+    fn poll_lesson(&mut self) {
+        if let Some(rx) = &self.lesson_job
+            && let Ok(result) = rx.try_recv()
+        {
+            self.lesson_job = None;
+            match result {
+                Ok(r) => self.lesson_report = Some(r),
+                Err(e) => self.status = format!("Lesson scenario failed: {e}"),
+            }
+        }
+    }
+
     /// What scripts and embedding pages read (the browser's `window.__hif8lab`): backend,
     /// adapter, whether training runs, steps reported, last loss, quantizers seen, last error.
     pub fn snapshot(&self) -> serde_json::Value {
@@ -379,6 +478,7 @@ impl HifApp {
             "calls": view.map(|v| v.calls.values().map(Vec::len).sum::<usize>()).unwrap_or(0),
             "baseline_steps": self.baseline.len(),
             "tab": format!("{:?}", self.tab).to_ascii_lowercase(),
+            "lesson": self.lesson.name,
             "error": self.error,
             "notice": self.notice,
         })
@@ -387,6 +487,7 @@ impl HifApp {
     /// Draws the whole app into `ui` (used by eframe and by the UI tests).
     pub fn show(&mut self, ui: &mut egui::Ui) {
         self.poll();
+        self.poll_lesson();
         // Files dropped on the window (natively; the browser page uses its file picker).
         #[cfg(not(target_arch = "wasm32"))]
         let dropped: Vec<(String, Vec<u8>)> = ui.ctx().input(|i| {
@@ -406,7 +507,7 @@ impl HifApp {
         if self.frame_loop && (self.training.is_some() || self.baseline_training.is_some()) {
             // The frame loop is what trains: keep it turning.
             ui.ctx().request_repaint();
-        } else if self.training.is_some() {
+        } else if self.training.is_some() || self.lesson_job.is_some() {
             ui.ctx()
                 .request_repaint_after(std::time::Duration::from_millis(50));
         }

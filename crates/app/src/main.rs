@@ -1,5 +1,5 @@
 //! `hif8lab-app`: the desktop dashboard. Flags: `--preset NAME`, `--autostart`,
-//! `--open RUN_DIR`, `--trace FILE`. Without a display it says so and names the headless command.
+//! `--open RUN_DIR`, `--trace FILE`, `--tab PANEL`, `--lesson NAME`. Without a display it says so and names the headless command.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,15 +22,16 @@ fn parse_args() -> Result<Options, String> {
             "--trace" => {
                 options.trace = Some(PathBuf::from(args.next().ok_or("--trace needs a file")?))
             }
+            "--lesson" => options.lesson = Some(args.next().ok_or("--lesson needs a name")?),
             "--tab" => {
                 let name = args.next().ok_or("--tab needs a panel name")?;
                 options.tab = Some(hif8lab_app::Tab::parse(&name).ok_or_else(|| {
-                    format!("unknown panel '{name}' (loss, amax, saturation, estimators)")
+                    format!("unknown panel '{name}' (loss, amax, saturation, estimators, lessons)")
                 })?);
             }
             "--help" | "-h" => {
                 println!(
-                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--trace FILE] [--tab PANEL]"
+                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--trace FILE] [--tab PANEL] [--lesson NAME]"
                 );
                 std::process::exit(0);
             }

@@ -140,21 +140,29 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
                 (Tab::Amax, "Amax"),
                 (Tab::Saturation, "Saturation"),
                 (Tab::Estimators, "Estimators"),
+                (Tab::Lessons, "Lessons"),
             ] {
                 ui.selectable_value(&mut app.tab, tab, name);
             }
         });
         ui.separator();
-        let Some(view) = app.view.clone() else {
+        if app.tab == Tab::Lessons {
+            lessons(app, ui);
+            return;
+        }
+        // Taken out while drawing (not cloned: a long run holds many calls).
+        let Some(view) = app.view.take() else {
             ui.label("No run yet: press Start, or open a run folder.");
             return;
         };
         match app.tab {
-            Tab::Loss => loss(ui, &view, &app.baseline, app.ape()),
+            Tab::Loss => loss(ui, &view, &app.baseline, app.ape_of(&view)),
             Tab::Amax => amax(app, ui, &view),
             Tab::Saturation => saturation(app, ui, &view),
             Tab::Estimators => estimators(ui, &view),
+            Tab::Lessons => {}
         }
+        app.view = Some(view);
     });
 }
 
@@ -376,4 +384,105 @@ fn estimators(ui: &mut egui::Ui, view: &crate::state::RunView) {
             ui.end_row();
         }
     });
+}
+
+/// The Lessons panel: what to predict, what to look at, the controls that matter, a live
+/// "what just happened" from the current run's numbers, and (natively) the lesson's headless
+/// scenario with its judged claims.
+fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
+    ui.horizontal(|ui| {
+        for l in &hif8lab_train::lesson::LESSONS {
+            if ui
+                .selectable_label(app.lesson.name == l.name, l.title)
+                .clicked()
+            {
+                app.lesson = l;
+                app.lesson_report = None;
+            }
+        }
+    });
+    let l = app.lesson;
+    ui.heading(l.title);
+    ui.label(RichText::new("Predict").strong());
+    ui.label(l.predict);
+    ui.label(RichText::new("Look at").strong());
+    ui.label(l.look);
+    ui.label(format!("Controls that matter: {}.", l.controls.join(", ")));
+    ui.horizontal(|ui| {
+        let running = app.training.is_some();
+        if ui
+            .add_enabled(!running, egui::Button::new("Set up and start a live run"))
+            .clicked()
+        {
+            app.setup_lesson();
+            let ctx = ui.ctx().clone();
+            app.start(move || ctx.request_repaint());
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        if ui
+            .add_enabled(
+                app.lesson_job.is_none(),
+                egui::Button::new("Run the lesson's scenario"),
+            )
+            .on_hover_text("pretrained base + the lesson's runs, headless (hif8lab lesson run)")
+            .clicked()
+        {
+            app.run_lesson_scenario();
+        }
+    });
+    ui.separator();
+    ui.label(RichText::new("What just happened (this live run)").strong());
+    ui.label(live_reading(app));
+    #[cfg(target_arch = "wasm32")]
+    ui.label(format!(
+        "The judged scenario of this lesson runs on the desktop: hif8lab lesson run {}",
+        l.name
+    ));
+    if app.lesson_job.is_some() {
+        ui.label("Running the lesson's scenario…");
+    }
+    if let Some(r) = &app.lesson_report
+        && r.lesson == l.name
+    {
+        ui.label(RichText::new("The lesson's scenario (headless runs)").strong());
+        for c in &r.claims {
+            let (mark, colour) = if c.holds {
+                ("holds", Color32::from_rgb(60, 160, 60))
+            } else {
+                ("does not hold", Color32::from_rgb(220, 60, 60))
+            };
+            ui.label(RichText::new(format!("{mark}: {}", c.claim)).color(colour));
+            ui.label(c.evidence.to_string());
+        }
+        ui.label(&r.summary);
+    }
+}
+
+/// A reading of the live run for the lesson, from its numbers.
+fn live_reading(app: &HifApp) -> String {
+    let Some(view) = &app.view else {
+        return "No run yet: press “Set up and start a live run”.".into();
+    };
+    let ag = view.calls_above_roles(&["A", "G"]);
+    let w = view.calls_above_roles(&["W"]);
+    let of = |counts: &[u64], prefix: &str| {
+        view.estimators
+            .iter()
+            .zip(counts)
+            .find(|(n, _)| n.starts_with(prefix))
+            .map(|(_, c)| *c)
+            .unwrap_or(0)
+    };
+    let ape = app
+        .ape()
+        .map(|a| format!(" The loss is within {a:.3} % (APE) of the matched baseline."))
+        .unwrap_or_default();
+    format!(
+        "{} steps. On activations and gradients, amax exceeded most_recent's estimate on {} calls and max_window(64)'s on {}; on weights (drifting slowly) {} and {}.{ape}",
+        view.loss.len(),
+        of(&ag, "most_recent"),
+        of(&ag, "max_window"),
+        of(&w, "most_recent"),
+        of(&w, "max_window"),
+    )
 }

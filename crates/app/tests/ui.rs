@@ -244,3 +244,48 @@ fn calls_csv_has_a_row_per_call() {
     let first: serde_json::Value = serde_json::from_str(jsonl.lines().next().unwrap()).unwrap();
     assert_eq!(first["qat_enabled"], false);
 }
+
+/// The saturation lesson: opened by name, its live run set up (most_recent active, the
+/// baseline alongside), the reading computed from the run, and its judged scenario.
+#[test]
+fn saturation_lesson_live_and_judged() {
+    let mut h = harness(Options {
+        lesson: Some("saturation".into()),
+        ..Default::default()
+    });
+    assert_eq!(h.state().tab, Tab::Lessons);
+    assert_eq!(h.state().lesson.name, "saturation");
+    h.run_steps(1);
+    assert_eq!(
+        h.query_all_by_label("1. Amax saturation").count(),
+        2,
+        "tab and heading"
+    );
+    h.get_by_label("Set up and start a live run").click();
+    h.run_steps(1);
+    assert_eq!(h.state().settings.estimator, "most_recent");
+    assert!(h.state().settings.baseline);
+    until(&mut h, |app| {
+        app.training.is_none()
+            && app.baseline_training.is_none()
+            && app.view.as_ref().is_some_and(|v| v.loss.len() == 40)
+    });
+    let view = h.state().view.clone().unwrap();
+    let ag = view.calls_above_roles(&["A", "G"]);
+    let mr = view
+        .estimators
+        .iter()
+        .position(|e| e == "most_recent")
+        .unwrap();
+    // The reading quotes the run's own count.
+    h.get_by_label_contains(&format!(
+        "40 steps. On activations and gradients, amax exceeded most_recent's estimate on {} calls",
+        ag[mr]
+    ));
+    h.get_by_label("Run the lesson's scenario").click();
+    until(&mut h, |app| app.lesson_report.is_some());
+    let report = h.state().lesson_report.clone().unwrap();
+    assert_eq!(report.lesson, "saturation");
+    assert!(report.holds(), "{report:?}");
+    h.get_by_label_contains("holds: on activations and gradients");
+}

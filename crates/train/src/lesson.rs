@@ -6,9 +6,13 @@
 
 use serde::Serialize;
 
+#[cfg(not(target_arch = "wasm32"))]
 use crate::config::RunConfig;
+#[cfg(not(target_arch = "wasm32"))]
 use crate::corpus::{ape, relative_drop};
+#[cfg(not(target_arch = "wasm32"))]
 use crate::grid::{GridConfig, GridResults, RunSummary, grid_runs};
+#[cfg(not(target_arch = "wasm32"))]
 use crate::trainer::ProbeScores;
 
 /// A lesson's text and set-up.
@@ -105,6 +109,7 @@ impl LessonReport {
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn by_name<'a>(runs: &[(String, RunConfig)], s: &'a [RunSummary], name: &str) -> &'a RunSummary {
     let i = runs
         .iter()
@@ -113,6 +118,7 @@ fn by_name<'a>(runs: &[(String, RunConfig)], s: &'a [RunSummary], name: &str) ->
     &s[i]
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn count(pairs: &[(String, u64)], prefix: &str) -> u64 {
     pairs
         .iter()
@@ -122,6 +128,7 @@ fn count(pairs: &[(String, u64)], prefix: &str) -> u64 {
 }
 
 /// Calls above the estimate of estimators named `prefix`, on activations and gradients only.
+#[cfg(not(target_arch = "wasm32"))]
 fn count_ag(s: &RunSummary, prefix: &str) -> u64 {
     s.calls_above_est_by_role
         .iter()
@@ -130,6 +137,7 @@ fn count_ag(s: &RunSummary, prefix: &str) -> u64 {
         .sum()
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn tail_mean(v: &[f64]) -> f64 {
     let n = (v.len() / 5).max(1).min(v.len());
     if n == 0 {
@@ -139,6 +147,7 @@ fn tail_mean(v: &[f64]) -> f64 {
 }
 
 /// The runs of a lesson's scenario (continued training from the base), by name.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn scenario(name: &str, grid: &GridConfig) -> Option<Vec<(String, RunConfig)>> {
     let run = |n: &str| {
         grid_runs()
@@ -176,6 +185,7 @@ pub fn scenario(name: &str, grid: &GridConfig) -> Option<Vec<(String, RunConfig)
 }
 
 /// Judges a lesson's claims from its runs' summaries (`runs` as given by [`scenario`]).
+#[cfg(not(target_arch = "wasm32"))]
 pub fn judge(
     name: &str,
     base: ProbeScores,
@@ -195,6 +205,7 @@ pub fn judge(
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, String) {
     let base = by_name(runs, s, "baseline-low");
     let mr = by_name(runs, s, "most_recent-low");
@@ -253,6 +264,7 @@ fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, St
     (claims, summary)
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn forgetting(
     base: ProbeScores,
     runs: &[(String, RunConfig)],
@@ -296,6 +308,7 @@ fn forgetting(
     (claims, summary)
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn fixes(base: ProbeScores, s: &[RunSummary]) -> (Vec<Claim>, String) {
     let results = GridResults::compute(&grid_runs(), s, base);
     // The grid's verdicts on the loss and on the fix (lessons 1 and 2 teach the others) …
@@ -344,6 +357,7 @@ fn fixes(base: ProbeScores, s: &[RunSummary]) -> (Vec<Claim>, String) {
     (claims, summary)
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn sandbox(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, String) {
     let r = &s[0];
     let (mr, mw) = (
