@@ -55,7 +55,8 @@ say "cargo clippy (native, all targets, -D warnings)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 say "cargo clippy (wasm32: the browser build)"
-cargo clippy --locked --target wasm32-unknown-unknown -p hif8lab-format -p hif8lab-scaling -p hif8lab-engine -p hif8lab-train -p hif8lab-app -- -D warnings
+cargo clippy --locked --target wasm32-unknown-unknown -p hif8lab-format -p hif8lab-scaling -p hif8lab-engine -p hif8lab-train -- -D warnings
+cargo clippy --locked --target wasm32-unknown-unknown -p hif8lab-app --lib -- -D warnings
 
 say "cargo test (workspace; GPU tests on a real adapter — lavapipe here — and must not skip)"
 export HIF8LAB_REQUIRE_GPU=1
