@@ -344,12 +344,7 @@ impl HifApp {
         baseline_config.qat.enabled = false;
         let wake = std::sync::Arc::new(wake);
         let w = wake.clone();
-        let started = if self.frame_loop {
-            Ok(Training::start_local(config, device.clone()))
-        } else {
-            Training::start(config, device.clone(), move || w())
-        };
-        match started {
+        match self.launch(config, device.clone(), move || w()) {
             Ok(t) => {
                 self.view = Some(RunView::new(&self.settings.preset, Vec::new(), 0, target));
                 self.training = Some(t);
@@ -360,11 +355,21 @@ impl HifApp {
         self.baseline.clear();
         self.baseline_training = None;
         if self.settings.baseline && self.training.is_some() {
-            self.baseline_training = if self.frame_loop {
-                Some(Training::start_local(baseline_config, device))
-            } else {
-                Training::start(baseline_config, device, move || wake()).ok()
-            };
+            self.baseline_training = self.launch(baseline_config, device, move || wake()).ok();
+        }
+    }
+
+    /// Starts one run: stepped from the frame loop, or on a thread that calls `wake`.
+    fn launch(
+        &self,
+        config: RunConfig,
+        device: Device,
+        wake: impl Fn() + Send + 'static,
+    ) -> std::io::Result<Training> {
+        if self.frame_loop {
+            Ok(Training::start_local(config, device))
+        } else {
+            Training::start(config, device, wake)
         }
     }
 

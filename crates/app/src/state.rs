@@ -294,27 +294,17 @@ impl RunView {
     /// Per estimator: calls above its estimate on quantizers of the given roles (the last
     /// part of a name like `block1.up.G`).
     pub fn calls_above_roles(&self, roles: &[&str]) -> Vec<u64> {
-        let mut out = vec![0u64; self.estimators.len()];
-        for (name, calls) in &self.calls {
-            let role = name.rsplit('.').next().unwrap_or("");
-            if !roles.contains(&role) {
-                continue;
-            }
-            for c in calls {
-                for (k, v) in c.above_est.iter().enumerate() {
-                    if let Some(o) = out.get_mut(k) {
-                        *o += u64::from(*v > 0);
-                    }
-                }
-            }
-        }
-        out
+        self.calls_above_where(|name| roles.contains(&name.rsplit('.').next().unwrap_or("")))
     }
 
     /// Per estimator: calls whose amax exceeded its estimate, over all quantizers.
     pub fn calls_above(&self) -> Vec<u64> {
+        self.calls_above_where(|_| true)
+    }
+
+    fn calls_above_where(&self, keep: impl Fn(&str) -> bool) -> Vec<u64> {
         let mut out = vec![0u64; self.estimators.len()];
-        for calls in self.calls.values() {
+        for (_, calls) in self.calls.iter().filter(|(name, _)| keep(name)) {
             for c in calls {
                 for (k, v) in c.above_est.iter().enumerate() {
                     if let Some(o) = out.get_mut(k) {

@@ -798,6 +798,16 @@ fn fmt_pct(v: f64) -> String {
     }
 }
 
+/// The sum of the per-estimator counts of estimators whose name starts with `prefix`
+/// (`max_window` matches `max_window(64)`).
+pub fn count_prefix(pairs: &[(String, u64)], prefix: &str) -> u64 {
+    pairs
+        .iter()
+        .filter(|(n, _)| n.starts_with(prefix))
+        .map(|(_, v)| *v)
+        .sum()
+}
+
 fn verdicts(rows: &[ResultRow], base: ProbeScores) -> Vec<Verdict> {
     let row = |n: &str| rows.iter().find(|r| r.name == n);
     let mut out = Vec::new();
@@ -809,14 +819,7 @@ fn verdicts(rows: &[ResultRow], base: ProbeScores) -> Vec<Verdict> {
     let sum = |prefix: &str| -> u64 {
         qat_rows
             .iter()
-            .map(|r| {
-                r.summary
-                    .calls_above_est
-                    .iter()
-                    .filter(|(n, _)| n.starts_with(prefix))
-                    .map(|(_, v)| v)
-                    .sum::<u64>()
-            })
+            .map(|r| count_prefix(&r.summary.calls_above_est, prefix))
             .sum()
     };
     let (mr, mw) = (sum("most_recent"), sum("max_window"));

@@ -11,7 +11,7 @@ use crate::config::RunConfig;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::corpus::{ape, relative_drop};
 #[cfg(not(target_arch = "wasm32"))]
-use crate::grid::{GridConfig, GridResults, RunSummary, grid_runs};
+use crate::grid::{GridConfig, GridResults, RunSummary, count_prefix as count, grid_runs};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::trainer::ProbeScores;
 
@@ -116,15 +116,6 @@ fn by_name<'a>(runs: &[(String, RunConfig)], s: &'a [RunSummary], name: &str) ->
         .position(|(n, _)| n == name)
         .unwrap_or_else(|| panic!("lesson run {name} is part of the scenario"));
     &s[i]
-}
-
-#[cfg(not(target_arch = "wasm32"))]
-fn count(pairs: &[(String, u64)], prefix: &str) -> u64 {
-    pairs
-        .iter()
-        .filter(|(n, _)| n.starts_with(prefix))
-        .map(|(_, v)| *v)
-        .sum()
 }
 
 /// Calls above the estimate of estimators named `prefix`, on activations and gradients only.
