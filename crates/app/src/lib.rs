@@ -9,7 +9,10 @@
 //! Draws, never computes: training lives in `hif8lab-train` (run by [`training`]), the data
 //! model of the panels in [`state`].
 
+pub mod charts;
 pub mod panels;
+pub mod png;
+pub mod settings;
 pub mod state;
 pub mod training;
 #[cfg(target_arch = "wasm32")]
@@ -19,6 +22,7 @@ use std::path::PathBuf;
 
 use hif8lab_train::RunConfig;
 
+pub use crate::settings::Settings;
 use crate::state::RunView;
 use crate::training::{Device, Msg, Training};
 
@@ -50,78 +54,30 @@ pub enum Tab {
     Saturation,
     /// Shadow comparison of the estimators.
     Estimators,
+    /// log2|x·scale| of one tensor over the format's tiers.
+    Histogram,
+    /// Opened and earlier runs: overlay, compare, config diff.
+    Runs,
     /// The lessons.
     Lessons,
 }
 
-/// The editable settings of the side panel.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Settings {
-    /// Preset name.
-    pub preset: String,
-    /// Optimizer steps.
-    pub steps: String,
-    /// Learning rate.
-    pub lr: String,
-    /// Active estimator.
-    pub estimator: String,
-    /// History window.
-    pub window: String,
-    /// Scaling target.
-    pub target: String,
-    /// High-precision warmup steps.
-    pub warmup: String,
-    /// Train on the GPU (eframe's device) instead of the CPU.
-    pub gpu: bool,
-    /// Also train the matched high-precision baseline (same data order, quantizers off).
-    pub baseline: bool,
+/// What the saturation heatmap counts per call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeatValue {
+    /// Elements above the active estimator's estimate.
+    AboveEst,
+    /// Elements overflowing at the active scale.
+    Overflow,
+    /// Non-zero elements quantized to zero.
+    Underflow,
 }
 
-impl Settings {
-    fn from_preset(preset: &str) -> Self {
-        let c = RunConfig::parse(
-            preset,
-            RunConfig::preset_text(preset).unwrap_or_default(),
-            &[],
-        )
-        .ok();
-        let (steps, lr, warmup) = c
-            .as_ref()
-            .map(|c| {
-                (
-                    c.train.steps.to_string(),
-                    c.train.lr.to_string(),
-                    c.qat.warmup_steps.to_string(),
-                )
-            })
-            .unwrap_or_default();
-        Settings {
-            preset: preset.to_owned(),
-            steps,
-            lr,
-            estimator: "max_window".into(),
-            window: "64".into(),
-            target: "15".into(),
-            warmup,
-            gpu: false,
-            baseline: true,
-        }
-    }
+/// A checked form: the settings, each field's message, the whole form's.
+pub type FormCheck = (Settings, Vec<Option<String>>, Result<(), String>);
 
-    /// The run config these settings describe, or the first problem (naming the field).
-    pub fn config(&self) -> Result<RunConfig, String> {
-        let text = RunConfig::preset_text(&self.preset).map_err(|e| e.to_string())?;
-        let sets = [
-            format!("train.steps={}", self.steps.trim()),
-            format!("train.lr={}", self.lr.trim()),
-            format!("qat.scaling.estimator=\"{}\"", self.estimator.trim()),
-            format!("qat.scaling.window={}", self.window.trim()),
-            format!("qat.scaling.target={}", self.target.trim()),
-            format!("qat.warmup_steps={}", self.warmup.trim()),
-        ];
-        RunConfig::parse(&self.preset, text, &sets).map_err(|e| e.message)
-    }
-}
+/// Most earlier runs kept for comparison.
+pub const MAX_RUNS: usize = 8;
 
 /// The app.
 pub struct HifApp {
@@ -145,8 +101,26 @@ pub struct HifApp {
     pub open_path: String,
     /// eframe's GPU device, when it renders with wgpu.
     pub gpu: Option<Device>,
-    /// Whether the heatmap shows overflow instead of above-estimate counts.
-    pub show_overflow: bool,
+    /// What the heatmap shows.
+    pub heat: HeatValue,
+    /// Earlier and opened runs, for the Runs panel (newest last).
+    pub runs: Vec<RunView>,
+    /// Which of `runs` are overlaid (same length as `runs`).
+    pub overlay: Vec<bool>,
+    /// Quantizer names of the live run in bank order (for choosing the binned tensor).
+    pub quantizers: Vec<String>,
+    /// A PNG export waiting for its screenshot: file name and the region (points).
+    pub png_request: Option<(String, egui::Rect)>,
+    /// Where the screenshot for `png_request` arrives.
+    png_shot: std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<egui::ColorImage>>>>,
+    /// Milliseconds spent building recent frames' UI (newest last, at most 120).
+    pub frame_ms: std::collections::VecDeque<f32>,
+    /// Derived tables of the Estimators panel, with the view revision they were made at.
+    pub est_cache: Option<charts::EstimatorTables>,
+    /// Heatmap textures (one per role), reused between frames.
+    pub heat_textures: Vec<egui::TextureHandle>,
+    /// The form's last check: the settings checked, each field's message, the whole one.
+    pub form_check: Option<FormCheck>,
     /// Drive training from the frame loop instead of a thread (always in the browser).
     pub frame_loop: bool,
     /// A standing notice (e.g. why training runs on the CPU in the browser).
@@ -167,13 +141,16 @@ pub struct HifApp {
 }
 
 impl Tab {
-    /// Parses a panel name (`loss`, `amax`, `saturation`, `estimators`).
+    /// Parses a panel name (`loss`, `amax`, `saturation`, `estimators`, `histogram`, `runs`,
+    /// `lessons`).
     pub fn parse(s: &str) -> Option<Tab> {
         match s.to_ascii_lowercase().as_str() {
             "loss" => Some(Tab::Loss),
             "amax" => Some(Tab::Amax),
             "saturation" => Some(Tab::Saturation),
             "estimators" => Some(Tab::Estimators),
+            "histogram" => Some(Tab::Histogram),
+            "runs" => Some(Tab::Runs),
             "lessons" => Some(Tab::Lessons),
             _ => None,
         }
@@ -194,7 +171,16 @@ impl HifApp {
             selected: None,
             open_path: String::new(),
             gpu: None,
-            show_overflow: false,
+            heat: HeatValue::AboveEst,
+            runs: Vec::new(),
+            overlay: Vec::new(),
+            quantizers: Vec::new(),
+            png_request: None,
+            png_shot: Default::default(),
+            frame_ms: std::collections::VecDeque::new(),
+            est_cache: None,
+            heat_textures: Vec::new(),
+            form_check: None,
             frame_loop: cfg!(target_arch = "wasm32"),
             notice: None,
             backend: "cpu",
@@ -244,10 +230,56 @@ impl HifApp {
         match RunView::load(std::path::Path::new(self.open_path.trim())) {
             Ok(v) => {
                 self.status = format!("Opened {} ({} steps).", v.name, v.loss.len());
-                self.view = Some(v);
+                self.set_view(v);
             }
             Err(e) => self.status = format!("Cannot open: {e}"),
         }
+    }
+
+    /// Shows `v`, keeping the view it replaces (if it has data) in the Runs list.
+    pub fn set_view(&mut self, v: RunView) {
+        if let Some(old) = self.view.take() {
+            self.keep_run(old);
+        }
+        self.est_cache = None;
+        self.view = Some(v);
+    }
+
+    /// Adds a run to the Runs list (dropping the oldest beyond [`MAX_RUNS`]).
+    pub fn keep_run(&mut self, v: RunView) {
+        if v.loss.is_empty() && v.calls.is_empty() {
+            return;
+        }
+        self.runs.push(v);
+        self.overlay.push(true);
+        while self.runs.len() > MAX_RUNS {
+            self.runs.remove(0);
+            self.overlay.remove(0);
+        }
+    }
+
+    /// Stops any training and clears the current run, the baseline and the form (back to
+    /// the preset's values); earlier runs stay in the Runs list.
+    pub fn reset(&mut self) {
+        for t in [&self.training, &self.baseline_training]
+            .into_iter()
+            .flatten()
+        {
+            t.stop();
+        }
+        self.training = None;
+        self.baseline_training = None;
+        if let Some(old) = self.view.take() {
+            self.keep_run(old);
+        }
+        self.baseline.clear();
+        self.error = None;
+        self.est_cache = None;
+        let (gpu, baseline) = (self.settings.gpu, self.settings.baseline);
+        self.settings = Settings::from_preset(&self.settings.preset);
+        self.settings.gpu = gpu;
+        self.settings.baseline = baseline;
+        self.status = "Reset: pick a preset and press Start.".into();
     }
 
     /// Puts the side panel in the state the current lesson starts from (a live run on the
@@ -258,7 +290,7 @@ impl HifApp {
         s.gpu = self.settings.gpu;
         match self.lesson.name {
             // Active most_recent; max_window(64) and the rest shadow it on the same calls.
-            "saturation" => s.estimator = "most_recent".into(),
+            "saturation" => s.set("qat.scaling.estimator", "most_recent"),
             // From scratch a high rate has nothing to forget: the scenario runs headless.
             "forgetting" | "fixes" => {}
             _ => {}
@@ -310,7 +342,7 @@ impl HifApp {
             Ok(v) => {
                 self.status = format!("Opened {} ({} quantizers).", v.name, v.calls.len());
                 self.selected = v.calls.keys().next().cloned();
-                self.view = Some(v);
+                self.set_view(v);
             }
             Err(e) => self.status = format!("Cannot open: {e}"),
         }
@@ -339,14 +371,15 @@ impl HifApp {
             Device::Cpu => ("cpu", hif8lab_engine::cpu::cpu_name()),
         };
         self.error = None;
-        let target = config.qat.scaling.target;
         let mut baseline_config = config.clone();
         baseline_config.qat.enabled = false;
         let wake = std::sync::Arc::new(wake);
         let w = wake.clone();
+        let mut view = RunView::new(&self.run_name(&config), Vec::new(), 0, 0.0);
+        view.set_config(&config);
         match self.launch(config, device.clone(), move || w()) {
             Ok(t) => {
-                self.view = Some(RunView::new(&self.settings.preset, Vec::new(), 0, target));
+                self.set_view(view);
                 self.training = Some(t);
                 self.status = "Starting…".into();
             }
@@ -357,6 +390,34 @@ impl HifApp {
         if self.settings.baseline && self.training.is_some() {
             self.baseline_training = self.launch(baseline_config, device, move || wake()).ok();
         }
+    }
+
+    /// Each field's message and the whole form's, recomputed only when the settings change.
+    pub fn check_form(&mut self) -> (Vec<Option<String>>, Result<(), String>) {
+        if self
+            .form_check
+            .as_ref()
+            .is_none_or(|(s, _, _)| *s != self.settings)
+        {
+            let fields = settings::FIELDS
+                .iter()
+                .map(|f| self.settings.field_error(f.key))
+                .collect();
+            let whole = self.settings.config().map(|_| ());
+            self.form_check = Some((self.settings.clone(), fields, whole));
+        }
+        match &self.form_check {
+            Some((_, f, w)) => (f.clone(), w.clone()),
+            None => (Vec::new(), Ok(())),
+        }
+    }
+
+    /// A short name for a live run: preset, active estimator, lr, format.
+    fn run_name(&self, c: &RunConfig) -> String {
+        format!(
+            "{} {} lr={} {}",
+            self.settings.preset, c.qat.scaling.estimator, c.train.lr, c.qat.scaling.format
+        )
     }
 
     /// Starts one run: stepped from the frame loop, or on a thread that calls `wake`.
@@ -409,6 +470,12 @@ impl HifApp {
             }
         }
         let Some(t) = &mut self.training else { return };
+        // Bin the input of the quantizer the Amax / Histogram panels show.
+        t.set_histogram(
+            self.selected
+                .as_ref()
+                .and_then(|s| self.quantizers.iter().position(|q| q == s)),
+        );
         let mut finished = false;
         for msg in t.drain(share) {
             match msg {
@@ -416,7 +483,9 @@ impl HifApp {
                     estimators,
                     active,
                     backend,
+                    quantizers,
                 } => {
+                    self.quantizers = quantizers;
                     if let Some(v) = &mut self.view {
                         v.estimators = estimators;
                         v.active = active;
@@ -491,6 +560,8 @@ impl HifApp {
 
     /// Draws the whole app into `ui` (used by eframe and by the UI tests).
     pub fn show(&mut self, ui: &mut egui::Ui) {
+        let started = web_time::Instant::now();
+        self.take_screenshot(ui.ctx());
         self.poll();
         self.poll_lesson();
         // Files dropped on the window (natively; the browser page uses its file picker).
@@ -518,6 +589,48 @@ impl HifApp {
         }
         #[cfg(target_arch = "wasm32")]
         web::publish(self);
+        self.frame_ms
+            .push_back(started.elapsed().as_secs_f32() * 1000.0);
+        while self.frame_ms.len() > 120 {
+            self.frame_ms.pop_front();
+        }
+    }
+
+    /// Asks for a screenshot of `rect` (points) to be saved as `name` (a PNG).
+    pub fn request_png(&mut self, ctx: &egui::Context, name: String, rect: egui::Rect) {
+        self.png_request = Some((name, rect));
+        let slot = self.png_shot.clone();
+        let wake = ctx.clone();
+        ctx.request_screenshot(move |image| {
+            if let Ok(mut s) = slot.lock() {
+                *s = Some(image);
+            }
+            wake.request_repaint();
+        });
+    }
+
+    /// Saves the screenshot a PNG export asked for, once it arrives.
+    fn take_screenshot(&mut self, ctx: &egui::Context) {
+        let _ = ctx;
+        let shot = self.png_shot.lock().ok().and_then(|mut s| s.take());
+        if let (Some(image), Some((name, rect))) = (shot, self.png_request.take()) {
+            let ppp = image.size[0] as f32 / ctx.content_rect().width().max(1.0);
+            let crop = png::crop(&image, rect, ppp);
+            self.status = match png::encode(&crop) {
+                Ok(bytes) => export(&name, &bytes, "image/png"),
+                Err(e) => format!("Cannot encode {name}: {e}"),
+            };
+        }
+    }
+
+    /// Median UI time per frame over the recent frames, in ms.
+    pub fn frame_time(&self) -> Option<f32> {
+        let mut v: Vec<f32> = self.frame_ms.iter().copied().collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f32::total_cmp);
+        Some(v[v.len() / 2])
     }
 }
 

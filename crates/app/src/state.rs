@@ -5,9 +5,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use hif8lab_format::Format;
+use hif8lab_scaling::stats::Log2Histogram;
 use hif8lab_scaling::trace::{TraceRecord, parse_trace};
-use hif8lab_train::StepReport;
 use hif8lab_train::run::MetricsLine;
+use hif8lab_train::{RunConfig, StepReport};
 
 /// One quantizer call as the panels see it.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,6 +45,54 @@ pub struct RunView {
     pub calls: BTreeMap<String, Vec<Call>>,
     /// Scaling target (for the tier lines).
     pub target: f32,
+    /// The quantization format (for tiers and the overflow line).
+    pub format: Format,
+    /// The latest log2|x·scale| histogram of the quantizer chosen for binning.
+    pub histogram: Option<HistView>,
+    /// The run's config as JSON (for the config diff of the Runs panel), when known.
+    pub config: Option<serde_json::Value>,
+    /// Bumped by every change, so panels can cache what they derive from the calls.
+    pub revision: u64,
+}
+
+/// The histogram of one quantizer call.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HistView {
+    /// Quantizer name.
+    pub id: String,
+    /// Step of the call.
+    pub step: u64,
+    /// The counts.
+    pub hist: Log2Histogram,
+}
+
+/// Splits `len` items into at most `max` consecutive buckets `(start, end)` (all of them
+/// when `len <= max`): what the plots draw per bucket so long runs stay cheap to draw.
+pub fn buckets(len: usize, max: usize) -> Vec<(usize, usize)> {
+    let max = max.max(1);
+    if len <= max {
+        return (0..len).map(|i| (i, i + 1)).collect();
+    }
+    (0..max)
+        .map(|b| (b * len / max, (b + 1) * len / max))
+        .filter(|(a, e)| e > a)
+        .collect()
+}
+
+/// Median by selection (O(n)); NaN when empty.
+fn median_of(mut v: Vec<f32>) -> f32 {
+    let n = v.len();
+    if n == 0 {
+        return f32::NAN;
+    }
+    let (_, hi, _) = v.select_nth_unstable_by(n / 2, f32::total_cmp);
+    let hi = *hi;
+    if n % 2 == 1 {
+        hi
+    } else {
+        let lo = v[..n / 2].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        (lo + hi) / 2.0
+    }
 }
 
 /// Keeps at most this many calls per quantizer (older ones are thinned by half).
@@ -60,8 +110,80 @@ impl RunView {
         }
     }
 
+    /// Takes format, target and the config diff's source from a run's config.
+    pub fn set_config(&mut self, config: &RunConfig) {
+        self.format = config.qat.scaling.format;
+        self.target = config.qat.scaling.target;
+        self.config = serde_json::to_value(config).ok();
+        self.revision += 1;
+    }
+
+    /// The quantizer names, grouped by role (`W`, `A`, `G`): rows of the saturation heatmaps.
+    pub fn rows_by_role(&self) -> Vec<(String, Vec<String>)> {
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for role in ["W", "A", "G"] {
+            let ids: Vec<String> = self
+                .calls
+                .keys()
+                .filter(|n| n.rsplit('.').next() == Some(role))
+                .cloned()
+                .collect();
+            if !ids.is_empty() {
+                out.push((role.to_owned(), ids));
+            }
+        }
+        let other: Vec<String> = self
+            .calls
+            .keys()
+            .filter(|n| !matches!(n.rsplit('.').next(), Some("W" | "A" | "G")))
+            .cloned()
+            .collect();
+        if !other.is_empty() {
+            out.push(("series".to_owned(), other));
+        }
+        out
+    }
+
+    /// The last step any call reached (0 without calls).
+    pub fn last_step(&self) -> u64 {
+        self.calls
+            .values()
+            .filter_map(|c| c.last())
+            .map(|c| c.step)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// A heatmap of `rows` × `columns`: each cell sums `value` over the row's calls whose
+    /// step falls in the column's range of steps `0..=last_step`.
+    pub fn heatmap(
+        &self,
+        rows: &[String],
+        columns: usize,
+        value: impl Fn(&Call) -> u64,
+    ) -> Vec<u64> {
+        let columns = columns.max(1);
+        let steps = self.last_step() + 1;
+        let mut out = vec![0u64; rows.len() * columns];
+        for (r, id) in rows.iter().enumerate() {
+            for c in self.calls.get(id).into_iter().flatten() {
+                let col = ((c.step as u128 * columns as u128) / u128::from(steps)) as usize;
+                out[r * columns + col.min(columns - 1)] += value(c);
+            }
+        }
+        out
+    }
+
     /// Adds a live step report.
     pub fn push_report(&mut self, r: &StepReport) {
+        self.revision += 1;
+        if let Some((id, h)) = &r.histogram {
+            self.histogram = Some(HistView {
+                id: id.to_string(),
+                step: r.step,
+                hist: h.clone(),
+            });
+        }
         self.loss.push([r.step as f64, f64::from(r.loss)]);
         if r.qat_enabled && self.qat_from.is_none() {
             self.qat_from = Some(r.step);
@@ -82,6 +204,7 @@ impl RunView {
     }
 
     fn push_call(&mut self, id: String, call: Call) {
+        self.revision += 1;
         let calls = self.calls.entry(id).or_default();
         calls.push(call);
         if calls.len() > MAX_CALLS {
@@ -101,13 +224,27 @@ impl RunView {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        Self::from_run_files(
+        let mut view = Self::from_run_files(
             &name,
             &dir.join("metrics.jsonl"),
             &read("metrics.jsonl")?,
             &dir.join("trace.jsonl"),
             &read("trace.jsonl")?,
-        )
+        )?;
+        let config = dir.join("config.toml");
+        if config.exists() {
+            view.read_config(&config, &read("config.toml")?)?;
+        }
+        Ok(view)
+    }
+
+    /// Reads a run's `config.toml` (`path` names it in errors).
+    pub fn read_config(&mut self, path: &Path, bytes: &[u8]) -> Result<(), String> {
+        let text = std::str::from_utf8(bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        let config =
+            RunConfig::parse(&path.display().to_string(), text, &[]).map_err(|e| e.to_string())?;
+        self.set_config(&config);
+        Ok(())
     }
 
     /// A run from the contents of its `metrics.jsonl` and `trace.jsonl` (paths name them in
@@ -228,13 +365,37 @@ impl RunView {
         let find = |n: &str| files.iter().find(|(name, _)| name.ends_with(n));
         match (find("metrics.jsonl"), find("trace.jsonl")) {
             (Some(m), Some(t)) => {
-                RunView::from_run_files("opened run", Path::new(&m.0), &m.1, Path::new(&t.0), &t.1)
+                let mut v = RunView::from_run_files(
+                    "opened run",
+                    Path::new(&m.0),
+                    &m.1,
+                    Path::new(&t.0),
+                    &t.1,
+                )?;
+                if let Some((name, bytes)) = find("config.toml") {
+                    v.read_config(Path::new(name), bytes)?;
+                }
+                Ok(v)
             }
             _ => {
                 let (name, bytes) = files.first().ok_or("no file")?;
                 RunView::from_trace_bytes(Path::new(name), bytes)
             }
         }
+    }
+
+    /// The loss curve as CSV: `step,loss` and, when given, the matched baseline's loss.
+    pub fn loss_csv(&self, baseline: &[[f64; 2]]) -> String {
+        let mut out = String::from("step,loss,baseline_loss\n");
+        for (i, p) in self.loss.iter().enumerate() {
+            let b = baseline
+                .get(i)
+                .filter(|b| b[0] == p[0])
+                .map(|b| b[1].to_string())
+                .unwrap_or_default();
+            out.push_str(&format!("{},{},{b}\n", p[0] as u64, p[1]));
+        }
+        out
     }
 
     /// The loss curve as JSON lines (`{"step":..,"loss":..,"qat_enabled":..}`).
@@ -286,7 +447,7 @@ impl RunView {
                     .filter(|c| c.amax > 0.0)
                     .filter_map(|c| c.est.get(k).map(|e| e / c.amax))
                     .collect();
-                hif8lab_scaling::replay::median(&v)
+                median_of(v)
             })
             .collect()
     }

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use hif8lab_engine::Backend;
@@ -25,6 +25,8 @@ pub enum Msg {
         active: usize,
         /// Backend and adapter.
         backend: String,
+        /// Quantizer names (`block1.up.A`), in bank order.
+        quantizers: Vec<String>,
     },
     /// A step's report.
     Report(Box<StepReport>),
@@ -57,6 +59,7 @@ trait Run {
     fn poll(&mut self) -> Result<Vec<StepReport>, TrainError>;
     fn finished(&self) -> bool;
     fn in_flight(&self) -> usize;
+    fn set_histogram(&mut self, quantizer: Option<usize>);
 }
 
 impl<B: Backend> Run for Trainer<B> {
@@ -72,13 +75,20 @@ impl<B: Backend> Run for Trainer<B> {
     fn in_flight(&self) -> usize {
         Trainer::in_flight(self)
     }
+    fn set_histogram(&mut self, quantizer: Option<usize>) {
+        Trainer::set_histogram(self, quantizer);
+    }
 }
+
+/// No histogram requested.
+const NO_HISTOGRAM: usize = usize::MAX;
 
 /// Advances one training run in slices of bounded time.
 pub struct Stepper {
     run: Option<Box<dyn Run>>,
     queue: VecDeque<Msg>,
     done: bool,
+    histogram: usize,
 }
 
 impl Stepper {
@@ -88,6 +98,7 @@ impl Stepper {
             run: None,
             queue: VecDeque::new(),
             done: false,
+            histogram: NO_HISTOGRAM,
         };
         let made = match device {
             Device::Cpu => s.adopt(CpuBackend::new(), config),
@@ -115,6 +126,11 @@ impl Stepper {
             estimators: trainer.estimator_names().to_vec(),
             active: trainer.active_estimator(),
             backend: format!("{} '{}' ({})", info.kind, info.adapter, info.api),
+            quantizers: trainer
+                .quantizers()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
         });
         self.run = Some(Box::new(trainer));
         Ok(())
@@ -128,12 +144,16 @@ impl Stepper {
     /// Works for about `budget` (at least one step when one can be enqueued) and returns what
     /// happened. Returns early when it can only wait for readbacks: in the browser they arrive
     /// between frames. `control` is RUN, PAUSE or STOP.
-    fn advance(&mut self, control: u8, budget: Duration) -> (Vec<Msg>, bool) {
+    fn advance(&mut self, control: u8, histogram: usize, budget: Duration) -> (Vec<Msg>, bool) {
         let start = Instant::now();
         let mut waiting = false;
         if !self.done
             && let Some(run) = self.run.as_mut()
         {
+            if histogram != self.histogram {
+                self.histogram = histogram;
+                run.set_histogram((histogram != NO_HISTOGRAM).then_some(histogram));
+            }
             let result = (|| -> Result<bool, TrainError> {
                 loop {
                     if control == STOP {
@@ -184,6 +204,7 @@ enum Source {
 pub struct Training {
     source: Source,
     control: Arc<AtomicU8>,
+    histogram: Arc<AtomicUsize>,
 }
 
 impl Training {
@@ -203,14 +224,18 @@ impl Training {
         {
             let (tx, rx) = std::sync::mpsc::channel();
             let control = Arc::new(AtomicU8::new(RUN));
-            let flag = control.clone();
+            let histogram = Arc::new(AtomicUsize::new(NO_HISTOGRAM));
+            let (flag, hist) = (control.clone(), histogram.clone());
             std::thread::Builder::new()
                 .name("hif8lab-training".into())
                 .spawn(move || {
                     let mut s = Stepper::new(config, device);
                     while !s.done() {
-                        let (msgs, waiting) =
-                            s.advance(flag.load(Ordering::Relaxed), Duration::from_millis(20));
+                        let (msgs, waiting) = s.advance(
+                            flag.load(Ordering::Relaxed),
+                            hist.load(Ordering::Relaxed),
+                            Duration::from_millis(20),
+                        );
                         let any = !msgs.is_empty();
                         for m in msgs {
                             if tx.send(m).is_err() {
@@ -228,6 +253,7 @@ impl Training {
             Ok(Training {
                 source: Source::Thread(rx),
                 control,
+                histogram,
             })
         }
     }
@@ -238,6 +264,7 @@ impl Training {
         Training {
             source: Source::Local(Box::new(Stepper::new(config, device))),
             control: Arc::new(AtomicU8::new(RUN)),
+            histogram: Arc::new(AtomicUsize::new(NO_HISTOGRAM)),
         }
     }
 
@@ -250,7 +277,10 @@ impl Training {
                 let _ = budget;
                 rx.try_iter().collect()
             }
-            Source::Local(s) => s.advance(control, budget).0,
+            Source::Local(s) => {
+                let histogram = self.histogram.load(Ordering::Relaxed);
+                s.advance(control, histogram, budget).0
+            }
         }
     }
 
@@ -263,6 +293,13 @@ impl Training {
     pub fn set_paused(&self, paused: bool) {
         self.control
             .store(if paused { PAUSE } else { RUN }, Ordering::Relaxed);
+    }
+
+    /// Chooses the quantizer (bank index, as in `Msg::Started::quantizers`) whose input is
+    /// binned into each step's log2|x·scale| histogram; `None` stops binning.
+    pub fn set_histogram(&self, quantizer: Option<usize>) {
+        self.histogram
+            .store(quantizer.unwrap_or(NO_HISTOGRAM), Ordering::Relaxed);
     }
 
     /// Whether paused.

@@ -36,8 +36,8 @@ fn smoke_run_fills_every_panel() {
         preset: Some("smoke".into()),
         ..Default::default()
     });
-    h.state_mut().settings.steps = "10".into();
-    h.state_mut().settings.warmup = "2".into();
+    h.state_mut().settings.set("train.steps", "10");
+    h.state_mut().settings.set("qat.warmup_steps", "2");
     h.run_steps(2);
     h.get_by_label("Start").click();
     until(&mut h, |app| {
@@ -68,7 +68,10 @@ fn smoke_run_fills_every_panel() {
     assert_ne!(&baseline[2..], &view.loss[2..]);
     let ape = h.state().ape().unwrap();
     assert!(ape > 0.0 && ape < 10.0, "{ape}");
-    h.get_by_label_contains("smoke: 10 steps; APE vs the matched baseline");
+    assert_eq!(view.name, "smoke max_window lr=0.003 hif8");
+    h.get_by_label_contains(
+        "smoke max_window lr=0.003 hif8: 10 steps; APE vs the matched baseline",
+    );
     // Amax panel: a quantizer is selected and the explanation names the call count.
     h.get_by_label("Amax").click();
     h.run_steps(2);
@@ -87,20 +90,139 @@ fn smoke_run_fills_every_panel() {
         "{reading}"
     );
     h.get_by_label_contains("amax exceeded the estimate of");
+    h.get_by_label_contains(") (active)");
+    h.get_by_label_contains("Cumulative calls whose amax exceeded");
+    // Histogram panel: the selected quantizer's input at the last step, every element binned.
+    let hist = view
+        .histogram
+        .clone()
+        .expect("a live run bins the selected quantizer");
+    assert_eq!(Some(&hist.id), h.state().selected.as_ref());
+    assert_eq!(hist.step, 9);
+    let numel = 4 * 32 * {
+        // W of up/gate: d_ff × d_model; A: rows × d_model; G: rows × d_ff (smoke: 64, 176).
+        match hist.id.rsplit('.').next().unwrap() {
+            "W" => 176 * 64 / (4 * 32),
+            _ if hist.id.contains("down") => 176,
+            _ => 64,
+        }
+    };
+    assert_eq!(hist.hist.total(), numel as u64, "{}", hist.id);
+    h.get_by_label("Histogram").click();
+    h.run_steps(2);
+    h.get_by_label_contains(&format!("{} at step 9: {numel} elements", hist.id));
+    h.get_by_label_contains("coloured by hif8 tier: ");
+    // With the estimate mapped to 15, the bulk of the values lands in the 3-bit tier.
+    let three: u64 = hist
+        .hist
+        .bins
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| {
+            let mid = (hif8lab_scaling::stats::Log2Histogram::lower_log2(*i) + 0.125).exp2();
+            hif8lab_app::charts::tier_of(hif8lab_format::Format::HiF8, mid as f32).0 == "3-bit"
+        })
+        .map(|(_, c)| c)
+        .sum();
+    assert!(
+        three * 2 > numel as u64,
+        "{three} of {numel} in the 3-bit tier"
+    );
+    // Runs panel: the current run listed; nothing to overlay yet.
+    h.get_by_label("Runs").click();
+    h.run_steps(2);
+    h.get_by_label_contains("The current run and 0 earlier ones");
+}
+
+#[test]
+fn runs_overlay_and_config_diff_after_reset() {
+    let mut h = harness(Options {
+        preset: Some("smoke".into()),
+        ..Default::default()
+    });
+    let run = |h: &mut Harness<'static, HifApp>, lr: &str| {
+        h.state_mut().settings.set("train.steps", "3");
+        h.state_mut().settings.set("qat.warmup_steps", "1");
+        h.state_mut().settings.set("train.lr", lr);
+        h.state_mut().settings.baseline = false;
+        h.run_steps(1);
+        h.get_by_label("Start").click();
+        until(h, |app| {
+            app.training.is_none() && app.view.as_ref().is_some_and(|v| v.loss.len() == 3)
+        });
+    };
+    run(&mut h, "1e-3");
+    // Reset keeps the run for comparison and restores the preset's values.
+    h.get_by_label("Reset").click();
+    h.run_steps(1);
+    assert!(h.state().view.is_none());
+    assert_eq!(h.state().runs.len(), 1);
+    assert_eq!(h.state().settings.get("train.steps"), "40");
+    run(&mut h, "2e-3");
+    assert_eq!(h.state().runs.len(), 1, "the reset run, not an empty view");
+    h.get_by_label("Runs").click();
+    h.run_steps(2);
+    h.get_by_label_contains("The current run and 1 earlier ones");
+    h.get_by_label("Config diff: current vs smoke max_window lr=0.001 hif8");
+    // Only the learning rate differs.
+    h.get_by_label("train.lr");
+    h.get_by_label("0.002");
+    h.get_by_label("0.001");
+    assert!(h.query_by_label("train.steps").is_none());
+    // Making the earlier run current swaps them.
+    h.get_by_label("make current").click();
+    h.run_steps(1);
+    assert_eq!(
+        h.state().view.as_ref().unwrap().name,
+        "smoke max_window lr=0.001 hif8"
+    );
+    assert_eq!(h.state().runs[0].name, "smoke max_window lr=0.002 hif8");
+}
+
+#[test]
+fn field_errors_show_under_their_field() {
+    let mut h = harness(Options::default());
+    h.state_mut().settings.set("model.heads", "5");
+    h.run_steps(2);
+    // The Model group is collapsed by default; the message still names the key.
+    h.get_by_label_contains("Invalid: see the fields marked above");
+    assert!(h.get_by_label("Start").accesskit_node().is_disabled());
+    let (fields, whole) = h.state_mut().check_form();
+    let heads = hif8lab_app::settings::FIELDS
+        .iter()
+        .position(|f| f.key == "model.heads")
+        .unwrap();
+    assert!(
+        fields[heads].as_deref().unwrap().contains("heads"),
+        "{fields:?}"
+    );
+    assert_eq!(fields.iter().filter(|f| f.is_some()).count(), 1);
+    assert!(whole.is_err());
+    h.state_mut().settings.set("model.heads", "4");
+    h.state_mut().settings.set("qat.roles", "");
+    h.run_steps(2);
+    h.get_by_label("qat.roles: choose at least one");
+    h.state_mut().settings.toggle("qat.roles", "A", true);
+    h.run_steps(2);
+    assert!(!h.get_by_label("Start").accesskit_node().is_disabled());
 }
 
 #[test]
 fn invalid_input_shows_an_error_and_disables_start() {
     let mut h = harness(Options::default());
-    h.state_mut().settings.lr = "fast".into();
+    h.state_mut().settings.set("train.lr", "fast");
     h.run_steps(2);
     h.get_by_label_contains("Invalid:");
     assert!(h.get_by_label("Start").accesskit_node().is_disabled());
-    h.state_mut().settings.lr = "1e-3".into();
-    h.state_mut().settings.estimator = "median".into();
+    h.state_mut().settings.set("train.lr", "1e-3");
+    h.state_mut()
+        .settings
+        .set("qat.scaling.estimator", "median");
     h.run_steps(2);
     h.get_by_label_contains("unknown estimator");
-    h.state_mut().settings.estimator = "max_window".into();
+    h.state_mut()
+        .settings
+        .set("qat.scaling.estimator", "max_window");
     h.run_steps(2);
     assert!(!h.get_by_label("Start").accesskit_node().is_disabled());
 }
@@ -190,8 +312,8 @@ fn frame_loop_training_matches_the_thread() {
             ..Default::default()
         });
         h.state_mut().frame_loop = frame_loop;
-        h.state_mut().settings.steps = "6".into();
-        h.state_mut().settings.warmup = "2".into();
+        h.state_mut().settings.set("train.steps", "6");
+        h.state_mut().settings.set("qat.warmup_steps", "2");
         h.state_mut().settings.baseline = false;
         h.run_steps(1);
         h.get_by_label("Start").click();
@@ -221,8 +343,8 @@ fn calls_csv_has_a_row_per_call() {
         preset: Some("smoke".into()),
         ..Default::default()
     });
-    h.state_mut().settings.steps = "4".into();
-    h.state_mut().settings.warmup = "1".into();
+    h.state_mut().settings.set("train.steps", "4");
+    h.state_mut().settings.set("qat.warmup_steps", "1");
     h.state_mut().settings.baseline = false;
     h.run_steps(1);
     h.get_by_label("Start").click();
@@ -263,7 +385,10 @@ fn saturation_lesson_live_and_judged() {
     );
     h.get_by_label("Set up and start a live run").click();
     h.run_steps(1);
-    assert_eq!(h.state().settings.estimator, "most_recent");
+    assert_eq!(
+        h.state().settings.get("qat.scaling.estimator"),
+        "most_recent"
+    );
     assert!(h.state().settings.baseline);
     until(&mut h, |app| {
         app.training.is_none()

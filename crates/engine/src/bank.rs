@@ -102,6 +102,15 @@ pub struct QuantizerSnapshot {
     pub stats: StatsSnapshot,
 }
 
+/// The bank's histogram slot: log2|x·scale| of the last [`crate::Backend::histogram`] call.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BankHistogram {
+    /// The quantizer whose input it bins.
+    pub quantizer: usize,
+    /// The counts.
+    pub hist: hif8lab_scaling::stats::Log2Histogram,
+}
+
 /// The whole bank as read back.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BankSnapshot {
@@ -109,4 +118,6 @@ pub struct BankSnapshot {
     pub active: usize,
     /// Per quantizer.
     pub quantizers: Vec<QuantizerSnapshot>,
+    /// The histogram slot, once a `histogram` call filled it.
+    pub histogram: Option<BankHistogram>,
 }

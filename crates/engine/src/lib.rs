@@ -22,7 +22,7 @@ mod error;
 pub mod gpu;
 pub mod readback;
 
-pub use bank::{BankConfig, BankSnapshot, QuantizerSnapshot, StatsSnapshot};
+pub use bank::{BankConfig, BankHistogram, BankSnapshot, QuantizerSnapshot, StatsSnapshot};
 pub use error::EngineError;
 pub use readback::Readback;
 
@@ -290,6 +290,14 @@ pub trait Backend {
     fn reset(&self, bank: &Self::Bank) -> Result<(), EngineError>;
     /// The statistics of `x` for the quantizer against its current estimates and scales.
     fn quant_stats(
+        &self,
+        x: &Self::Tensor,
+        bank: &Self::Bank,
+        quantizer: usize,
+    ) -> Result<(), EngineError>;
+    /// The distribution of log2|x·s| (s: the quantizer's active scale) in quarter binades,
+    /// into the bank's one histogram slot (replacing what it held); read back with the bank.
+    fn histogram(
         &self,
         x: &Self::Tensor,
         bank: &Self::Bank,

@@ -259,6 +259,64 @@ fn quant_stats_matches_cpu() {
 }
 
 #[test]
+fn histogram_matches_cpu_and_the_scaling_crate() {
+    let Some(gpu) = gpu() else { return };
+    let cpu = CpuBackend::new();
+    let mut rng = Rng(9);
+    let config = BankConfig::new(
+        3,
+        scaling(Format::HiF8, Overflow::Inf, &["max_window(8)"], 8),
+    );
+    let (gb, cb) = (
+        gpu.new_bank(&config).unwrap(),
+        cpu.new_bank(&config).unwrap(),
+    );
+    // Nothing binned yet: the slot reads as empty.
+    assert_eq!(gpu.read_bank(&gb).wait().unwrap().histogram, None);
+    for (call, n) in [1usize, 255, 257, 4099, 200_003].into_iter().enumerate() {
+        let x: Vec<f32> = (0..n).map(|_| rng.mixed()).collect();
+        let q = call % 3;
+        hist_call(gpu, &gb, &x, q);
+        hist_call(&cpu, &cb, &x, q);
+        let g = gpu
+            .read_bank(&gb)
+            .wait()
+            .unwrap()
+            .histogram
+            .expect("gpu slot filled");
+        let c = cpu
+            .read_bank(&cb)
+            .wait()
+            .unwrap()
+            .histogram
+            .expect("cpu slot filled");
+        assert_eq!(g.quantizer, q);
+        assert_eq!(g, c, "n={n}");
+        // The scale in effect is the one binned against: recompute from the bank.
+        let scale = cpu.read_bank(&cb).wait().unwrap().quantizers[q].scales[0];
+        let want = hif8lab_scaling::stats::Log2Histogram::of(&x, scale);
+        assert_eq!(g.hist, want, "n={n}");
+        assert_eq!(g.hist.total(), n as u64);
+        if n > 1000 {
+            assert!(g.hist.nonfinite > 0 && g.hist.bins.iter().filter(|c| **c > 0).count() > 50);
+        }
+    }
+    // Restoring a bank empties the slot.
+    let snap = gpu.read_bank(&gb).wait().unwrap();
+    gpu.restore_bank(&gb, &snap).unwrap();
+    assert_eq!(gpu.read_bank(&gb).wait().unwrap().histogram, None);
+}
+
+/// amax → scale_update → histogram for one call of quantizer `q`.
+fn hist_call<B: Backend>(b: &B, bank: &B::Bank, x: &[f32], q: usize) {
+    let t = b.upload(x).unwrap();
+    b.amax(&t, bank, q).unwrap();
+    b.scale_update(bank, q, 1).unwrap();
+    b.histogram(&t, bank, q).unwrap();
+    b.flush();
+}
+
+#[test]
 fn scale_update_matches_scaling_crate() {
     let Some(gpu) = gpu() else { return };
     let specs = [

@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
 use hif8lab_engine::gpu::{
-    QuantParams, adamw, amax, attention, copy, cross_entropy, elementwise, embedding, kernel,
-    matmul, qdq, quant_stats, rmsnorm, rope, scale_update, ste_mask, sum_squares, swiglu,
+    QuantParams, adamw, amax, attention, copy, cross_entropy, elementwise, embedding, histogram,
+    kernel, matmul, qdq, quant_stats, rmsnorm, rope, scale_update, ste_mask, sum_squares, swiglu,
 };
 
 fn module(name: &str, wgsl: &str, common: bool) -> naga::Module {
@@ -35,7 +35,14 @@ fn struct_size(module: &naga::Module, name: &str) -> u32 {
 
 #[test]
 fn every_kernel_validates_and_params_match_rust() {
-    let cases: [(&str, &str, bool, &str, usize); 16] = [
+    let cases: [(&str, &str, bool, &str, usize); 17] = [
+        (
+            "histogram",
+            histogram::WGSL,
+            false,
+            "HistParams",
+            size_of::<histogram::HistParams>(),
+        ),
         (
             "ste_mask",
             ste_mask::WGSL,
@@ -169,6 +176,20 @@ fn every_kernel_validates_and_params_match_rust() {
                 size_of::<QuantParams>()
             );
         }
+    }
+    // The histogram's layout constants are the scaling crate's.
+    use hif8lab_scaling::stats::{HIST_BINS, HIST_HI, HIST_LO};
+    for line in [
+        format!("const LO: i32 = {HIST_LO};"),
+        format!("const HI: i32 = {HIST_HI};"),
+        format!("const BINS: u32 = {HIST_BINS}u;"),
+        format!("const HEAD: u32 = {}u;", histogram::HEAD),
+        format!("const WORDS: u32 = {}u;", histogram::WORDS),
+    ] {
+        assert!(
+            histogram::WGSL.contains(&line),
+            "histogram.wgsl lacks `{line}`"
+        );
     }
     let m = module("scale_update", scale_update::WGSL, true);
     assert_eq!(

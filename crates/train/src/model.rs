@@ -275,6 +275,8 @@ pub struct Ctx<'a, B: Backend> {
     /// Scratch tensors for masked weight gradients (one per weight size; empty without the
     /// clipped STE).
     pub scratch: &'a [B::Tensor],
+    /// The quantizer whose input is binned into the bank's histogram slot, if any.
+    pub histogram: Option<usize>,
 }
 
 impl<B: Backend> Ctx<'_, B> {
@@ -314,6 +316,9 @@ impl<B: Backend> Ctx<'_, B> {
             self.b.amax(x, bank, q)?;
             self.b.scale_update(bank, q, 1)?;
             self.b.quant_stats(x, bank, q)?;
+            if self.histogram == Some(q) {
+                self.b.histogram(x, bank, q)?;
+            }
         }
         Ok(())
     }

@@ -56,6 +56,9 @@ pub struct StepReport {
     pub tokens: u64,
     /// Every quantizer call of the step (empty while quantization is off).
     pub calls: Vec<CallReport>,
+    /// log2|x·scale| of the quantizer chosen with [`Trainer::set_histogram`], at its last
+    /// call of the step.
+    pub histogram: Option<(QuantizerId, hif8lab_scaling::stats::Log2Histogram)>,
 }
 
 /// Errors of training: engine failures, bad data, non-finite values.
@@ -111,6 +114,7 @@ pub struct Trainer<B: Backend> {
     sampler: Sampler,
     step: u64,
     pending: VecDeque<PendingStep>,
+    histogram: Option<usize>,
 }
 
 /// Learning rate at `step`: linear warmup over `warmup_frac` of the steps, then cosine to 0.
@@ -221,6 +225,7 @@ impl<B: Backend> Trainer<B> {
             sampler,
             step: 0,
             pending: VecDeque::new(),
+            histogram: None,
             config,
         })
     }
@@ -270,6 +275,13 @@ impl<B: Backend> Trainer<B> {
         self.bank.is_some() && step >= self.config.qat.warmup_steps
     }
 
+    /// Chooses the quantizer (index into [`Trainer::quantizers`]) whose input each step
+    /// bins into a log2|x·scale| histogram (reported in [`StepReport::histogram`]); `None`
+    /// stops it. Costs one extra pass over that one tensor per call.
+    pub fn set_histogram(&mut self, quantizer: Option<usize>) {
+        self.histogram = quantizer.filter(|q| *q < self.plan.ids.len());
+    }
+
     /// Enqueues one optimizer step; never waits for the device.
     pub fn step(&mut self) -> Result<(), TrainError> {
         let step = self.step;
@@ -308,6 +320,7 @@ impl<B: Backend> Trainer<B> {
                 bf16: t.bf16_gemm,
                 clipped_ste: self.config.qat.clipped_ste,
                 scratch: &self.ws.weight_scratch,
+                histogram: self.histogram,
             };
             model::forward(&cx, &self.params, &self.ws, grad_scale)?;
             model::backward(&cx, &self.params, &self.grads, &self.ws)?;
@@ -393,6 +406,10 @@ impl<B: Backend> Trainer<B> {
             .map(|r| take_value(r, block))
             .collect::<Result<Vec<_>, _>>()?;
         snapshots.extend(main.bank);
+        let histogram = snapshots
+            .last()
+            .and_then(|s| s.histogram.as_ref())
+            .and_then(|h| Some((*self.plan.ids.get(h.quantizer)?, h.hist.clone())));
         let mut calls = Vec::new();
         for (micro, snap) in snapshots.into_iter().enumerate() {
             for (q, s) in snap.quantizers.iter().enumerate() {
@@ -430,6 +447,7 @@ impl<B: Backend> Trainer<B> {
             qat_enabled: p.qat,
             tokens: p.tokens,
             calls,
+            histogram,
         })
     }
 
@@ -548,6 +566,7 @@ impl<B: Backend> Trainer<B> {
                 bf16: self.config.train.bf16_gemm,
                 clipped_ste: false,
                 scratch: &[],
+                histogram: None,
             };
             model::forward(&cx, &self.params, &self.ws, 1.0)?;
             let losses = take_value(self.backend.read(&self.ws.losses), true)?;
@@ -736,6 +755,7 @@ impl<B: Backend> Trainer<B> {
             let mut snap = BankSnapshot {
                 active: self.active,
                 quantizers: Vec::new(),
+                histogram: None,
             };
             for i in 0..self.plan.ids.len() {
                 let get = |what: &str| {

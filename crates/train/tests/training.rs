@@ -280,6 +280,7 @@ fn whole_model_gradient_matches_finite_differences() {
         bf16: false,
         clipped_ste: false,
         scratch: &[],
+        histogram: None,
     };
     let rows = 2 * m.context;
     let loss = |vals: &[Vec<f32>]| -> f64 {
@@ -496,6 +497,7 @@ fn identity_ste_gradient_follows_the_high_precision_gradient() {
         bf16: false,
         clipped_ste: false,
         scratch: &[],
+        histogram: None,
     };
     let loss = |vals: &[Vec<f32>]| -> f64 {
         let p = upload(vals);
@@ -519,6 +521,7 @@ fn identity_ste_gradient_follows_the_high_precision_gradient() {
             bf16: false,
             clipped_ste: false,
             scratch: &[],
+            histogram: None,
         }
     };
     let p = upload(&values);
@@ -557,4 +560,63 @@ fn identity_ste_gradient_follows_the_high_precision_gradient() {
         checked += 1;
     }
     assert_eq!(checked, 7, "q, k, v, o, gate, up, down of block 1");
+}
+
+#[test]
+fn histogram_reports_the_chosen_quantizer_without_changing_training() {
+    let config = tiny(&["qat.warmup_steps=2", "train.steps=6"]);
+    let (plain, _) = run(CpuBackend::new(), config.clone());
+    let cpu = hist_run(CpuBackend::new(), config.clone());
+    assert_eq!(losses(&cpu.0), losses(&plain), "binning changes nothing");
+    check_histograms(&cpu);
+    if let Some(g) = gpu() {
+        check_histograms(&hist_run(g, config));
+    }
+}
+
+/// A run binning the last quantizer's input; also returns the active estimator's index.
+fn hist_run<B: Backend>(b: B, config: RunConfig) -> (Vec<StepReport>, usize) {
+    let mut t = Trainer::new(b, config).unwrap();
+    t.set_histogram(Some(t.quantizers().len() - 1));
+    let active = t.active_estimator();
+    let mut reports = Vec::new();
+    while !t.finished() {
+        t.step().expect("step");
+        reports.extend(t.poll().expect("poll"));
+    }
+    reports.extend(t.finish().expect("finish"));
+    (reports, active)
+}
+
+fn check_histograms((reports, active): &(Vec<StepReport>, usize)) {
+    for r in reports {
+        match (&r.histogram, r.qat_enabled) {
+            (None, false) => {}
+            (Some((id, h)), true) => {
+                let call = r
+                    .calls
+                    .iter()
+                    .rev()
+                    .find(|c| c.id == *id)
+                    .expect("its call");
+                assert_eq!(
+                    h.total(),
+                    call.numel,
+                    "step {}: every element binned",
+                    r.step
+                );
+                assert_eq!(h.nonfinite, 0);
+                // The top bin holding data is the one of amax·scale (the same f32 product).
+                let top = h.bins.iter().rposition(|c| *c > 0).expect("some bin");
+                let scaled = f64::from(call.amax * call.scales[*active]).log2();
+                let lower = hif8lab_scaling::stats::Log2Histogram::lower_log2(top);
+                assert!(
+                    (lower..lower + 0.25).contains(&scaled),
+                    "step {}: top bin {lower} vs log2(amax·s) {scaled}",
+                    r.step
+                );
+            }
+            (h, qat) => panic!("step {}: histogram {} with QAT {qat}", r.step, h.is_some()),
+        }
+    }
 }

@@ -41,6 +41,7 @@ struct BankInner {
     measured: Vec<f32>,
     est: Vec<Vec<f32>>,
     stats: Vec<StatsSnapshot>,
+    histogram: Option<crate::BankHistogram>,
 }
 
 /// A CPU quantizer bank: one [`QuantizerState`] per quantizer.
@@ -146,6 +147,7 @@ impl Backend for CpuBackend {
                 measured: vec![0.0; config.quantizers],
                 est: Vec::new(),
                 stats: vec![StatsSnapshot::default(); config.quantizers],
+                histogram: None,
             }),
         };
         let est = bank.initial_est();
@@ -242,6 +244,18 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn histogram(
+        &self,
+        x: &CpuTensor,
+        bank: &CpuBank,
+        quantizer: usize,
+    ) -> Result<(), EngineError> {
+        let scale = bank.active_scale(quantizer)?;
+        let hist = hif8lab_scaling::stats::Log2Histogram::of(&x.get(), scale);
+        bank.lock().histogram = Some(crate::BankHistogram { quantizer, hist });
+        Ok(())
+    }
+
     fn read_bank(&self, bank: &CpuBank) -> Readback<BankSnapshot> {
         let inner = bank.lock();
         let quantizers = (0..bank.config.quantizers)
@@ -256,6 +270,7 @@ impl Backend for CpuBackend {
         Readback::ready(Ok(BankSnapshot {
             active: bank.active,
             quantizers,
+            histogram: inner.histogram.clone(),
         }))
     }
 
@@ -282,6 +297,7 @@ impl Backend for CpuBackend {
             inner.states[q].restore(&s.history, &s.scales);
             inner.est[q] = s.est.clone();
         }
+        inner.histogram = None;
         Ok(())
     }
 

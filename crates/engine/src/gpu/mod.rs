@@ -16,6 +16,7 @@ pub mod copy;
 pub mod cross_entropy;
 pub mod elementwise;
 pub mod embedding;
+pub mod histogram;
 pub mod kernel;
 pub mod matmul;
 pub mod qdq;
@@ -131,6 +132,7 @@ pub struct GpuBank {
     est: wgpu::Buffer,
     scales: wgpu::Buffer,
     stats: wgpu::Buffer,
+    hist: wgpu::Buffer,
 }
 
 impl GpuBank {
@@ -145,6 +147,7 @@ struct Pipelines {
     qdq: wgpu::ComputePipeline,
     amax: wgpu::ComputePipeline,
     quant_stats: wgpu::ComputePipeline,
+    histogram: wgpu::ComputePipeline,
     scale_update: wgpu::ComputePipeline,
     matmul: wgpu::ComputePipeline,
     embedding: [wgpu::ComputePipeline; 2],
@@ -172,6 +175,7 @@ impl Pipelines {
             qdq: pipeline(device, "qdq", &source(qdq::WGSL, true)),
             amax: pipeline(device, "amax", &source(amax::WGSL, false)),
             quant_stats: pipeline(device, "quant_stats", &source(quant_stats::WGSL, true)),
+            histogram: pipeline(device, "histogram", histogram::WGSL),
             scale_update: pipeline(device, "scale_update", &source(scale_update::WGSL, true)),
             matmul: pipeline(device, "matmul", &source(matmul::WGSL, true)),
             embedding: array(pipelines(
@@ -615,6 +619,10 @@ impl Backend for GpuBackend {
                 "bank stats",
                 bytemuck::cast_slice(&zero_words(q * quant_stats::slot_words(k))),
             )?,
+            hist: init(
+                "bank histogram",
+                bytemuck::cast_slice(&zero_words(histogram::WORDS)),
+            )?,
             config: config.clone(),
         };
         Ok(bank)
@@ -749,6 +757,44 @@ impl Backend for GpuBackend {
         Ok(())
     }
 
+    fn histogram(
+        &self,
+        x: &GpuTensor,
+        bank: &GpuBank,
+        quantizer: usize,
+    ) -> Result<(), EngineError> {
+        bank.config.check_index(quantizer)?;
+        let [a, b, c] = hif8lab_scaling::stats::quarter_thresholds();
+        let params = histogram::HistParams {
+            n: x.len as u32,
+            scale_index: bank.active_scale_index(quantizer),
+            quantizer: quantizer as u32,
+            _pad: 0,
+            quarter: [a, b, c, 0],
+        };
+        self.with_encoder(|device, encoder| {
+            encoder.clear_buffer(&bank.hist, 0, None);
+            kernel::dispatch(
+                device,
+                encoder,
+                &self.pipelines.histogram,
+                "histogram",
+                &params,
+                &[
+                    x.binding(),
+                    Self::bank_binding(&bank.scales),
+                    Self::bank_binding(&bank.hist),
+                ],
+                (
+                    kernel::grid_stride_groups(x.len, histogram::WG, kernel::REDUCTION_GROUPS),
+                    1,
+                    1,
+                ),
+            );
+        });
+        Ok(())
+    }
+
     fn read_bank(&self, bank: &GpuBank) -> Readback<BankSnapshot> {
         let layout = BankLayout::of(bank);
         self.readback(&layout.ranges(bank), move |bytes| {
@@ -804,6 +850,11 @@ impl Backend for GpuBackend {
         self.write_ordered(&bank.meta, 0, bytemuck::cast_slice(&meta));
         self.write_ordered(&bank.est, 0, bytemuck::cast_slice(&est));
         self.write_ordered(&bank.scales, 0, bytemuck::cast_slice(&scales));
+        self.write_ordered(
+            &bank.hist,
+            0,
+            bytemuck::cast_slice(&vec![0u32; histogram::WORDS]),
+        );
         Ok(())
     }
 
@@ -1371,8 +1422,8 @@ impl BankLayout {
         }
     }
 
-    /// u32 words of history, meta, measured amax, est, scales, stats.
-    fn sizes(&self) -> [usize; 6] {
+    /// u32 words of history, meta, measured amax, est, scales, stats, histogram.
+    fn sizes(&self) -> [usize; 7] {
         let (q, k) = (self.q, self.k);
         [
             q * self.cap,
@@ -1381,6 +1432,7 @@ impl BankLayout {
             q * k,
             q * k,
             q * quant_stats::slot_words(k),
+            histogram::WORDS,
         ]
     }
 
@@ -1392,6 +1444,7 @@ impl BankLayout {
             &bank.est,
             &bank.scales,
             &bank.stats,
+            &bank.hist,
         ];
         buffers
             .into_iter()
@@ -1435,9 +1488,21 @@ impl BankLayout {
                 }
             })
             .collect();
+        let h = parts[6];
+        let histogram = (h[0] > 0).then(|| crate::BankHistogram {
+            quantizer: h[0] as usize - 1,
+            hist: hif8lab_scaling::stats::Log2Histogram {
+                zeros: u64::from(h[1]),
+                below: u64::from(h[2]),
+                above: u64::from(h[3]),
+                nonfinite: u64::from(h[4]),
+                bins: h[histogram::HEAD..].iter().map(|v| u64::from(*v)).collect(),
+            },
+        });
         BankSnapshot {
             active: self.active,
             quantizers,
+            histogram,
         }
     }
 }

@@ -1,0 +1,838 @@
+//! The data panels: Loss, Amax (log2 axis, every estimator, the format's tiers), Saturation
+//! (block × step heatmaps per role), Estimators (shadow comparison), Histogram (log2|x·scale|
+//! over the tiers) and Runs (overlay, config diff). Long runs are drawn decimated: at most
+//! [`MAX_POINTS`] points per line, heatmap columns binned to the pixels available, and the
+//! Estimators tables cached per view revision.
+
+use eframe::egui::{self, Color32, RichText};
+use egui_plot::{Axis, Bar, BarChart, HLine, Legend, Line, Plot, Span, VLine};
+use hif8lab_format::Format;
+use hif8lab_scaling::stats::{HIST_BINS, HIST_PER_BINADE, Log2Histogram};
+
+use crate::state::{Call, HistView, RunView, buckets};
+use crate::{HeatValue, HifApp, Tab};
+
+/// Most points drawn per line (long runs are bucketed: amax keeps each bucket's max, an
+/// estimate its min, so no excursion above an estimate is hidden).
+pub const MAX_POINTS: usize = 2000;
+
+/// A "Save PNG" button; the plot drawn after it in the same frame is saved when clicked.
+fn png_button(ui: &mut egui::Ui) -> bool {
+    ui.button("Save PNG")
+        .on_hover_text(
+            "save this plot as an image (exports/ on the desktop, a download on the web)",
+        )
+        .clicked()
+}
+
+fn save_png(app: &mut HifApp, ui: &egui::Ui, want: bool, view: &str, what: &str, rect: egui::Rect) {
+    if want {
+        let stem = view.replace(['/', ' ', '='], "_");
+        app.request_png(ui.ctx(), format!("{stem}-{what}.png"), rect);
+    }
+}
+
+fn qat_line(view: &RunView) -> Option<VLine> {
+    view.qat_from
+        .map(|s| VLine::new("QAT on", s as f64).color(Color32::GRAY))
+}
+
+/// The Loss panel: QAT run vs matched baseline, APE.
+pub fn loss(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
+    let ape = app
+        .ape_of(view)
+        .map(|a| {
+            format!(
+                "; APE vs the matched baseline {a:.3} % (the loss hides saturation: see Estimators)"
+            )
+        })
+        .unwrap_or_default();
+    let want = ui
+        .horizontal(|ui| {
+            ui.label(format!("{}: {} steps{ape}", view.name, view.loss.len()));
+            png_button(ui)
+        })
+        .inner;
+    let baseline = &app.baseline;
+    let r = Plot::new("loss")
+        .legend(Legend::default())
+        .x_axis_label("step")
+        .y_axis_label("loss")
+        .show(ui, |p| {
+            p.line(Line::new("training loss", decimate_xy(&view.loss)));
+            if !baseline.is_empty() {
+                p.line(Line::new(
+                    "matched baseline (no quantization)",
+                    decimate_xy(baseline),
+                ));
+            }
+            if let Some(v) = qat_line(view) {
+                p.vline(v);
+            }
+        });
+    save_png(app, ui, want, &view.name, "loss", r.response.rect);
+}
+
+/// Every point of a short curve; bucket means of a long one.
+fn decimate_xy(points: &[[f64; 2]]) -> Vec<[f64; 2]> {
+    buckets(points.len(), MAX_POINTS)
+        .into_iter()
+        .map(|(a, b)| {
+            let n = (b - a) as f64;
+            let sum = points[a..b]
+                .iter()
+                .fold([0.0, 0.0], |s, p| [s[0] + p[0], s[1] + p[1]]);
+            [sum[0] / n, sum[1] / n]
+        })
+        .collect()
+}
+
+/// An axis label for a log2 value: `2^3`, or `2^1.25` between integer binades.
+fn pow2_label(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("2^{}", v.round())
+    } else {
+        format!("2^{v:.2}")
+    }
+}
+
+/// log2 of a positive value (non-positive → NaN, not drawn).
+fn log2(v: f32) -> f64 {
+    if v > 0.0 {
+        f64::from(v).log2()
+    } else {
+        f64::NAN
+    }
+}
+
+/// A format's landmarks in the scaled domain (log2 |x·scale|), with colours: the edges of
+/// HiF8's tiers, or the OCP formats' normal range, and the overflow threshold.
+pub fn landmarks(format: Format) -> Vec<(&'static str, f64, Color32)> {
+    let facts = format.facts();
+    let overflow = (
+        "overflow",
+        f64::from(facts.overflow_threshold).log2(),
+        Color32::RED,
+    );
+    match format {
+        Format::HiF8 => vec![
+            ("underflow below", -23.0, Color32::DARK_GRAY),
+            ("denormals end, 1-bit tier", -15.0, Color32::GRAY),
+            ("2-bit tier", -7.0, Color32::from_rgb(90, 140, 200)),
+            ("3-bit tier", -3.0, Color32::from_rgb(60, 170, 90)),
+            ("3-bit tier top", 4.0, Color32::from_rgb(60, 170, 90)),
+            ("2-bit tier top", 8.0, Color32::from_rgb(90, 140, 200)),
+            overflow,
+        ],
+        _ => vec![
+            (
+                "underflow below",
+                f64::from(facts.min_subnormal).log2() - 1.0,
+                Color32::DARK_GRAY,
+            ),
+            (
+                "normal range",
+                f64::from(facts.min_normal).log2(),
+                Color32::GRAY,
+            ),
+            (
+                "max finite",
+                f64::from(facts.max_finite).log2(),
+                Color32::from_rgb(230, 150, 40),
+            ),
+            overflow,
+        ],
+    }
+}
+
+/// The tier a scaled magnitude `v` falls in, as a label and colour.
+pub fn tier_of(format: Format, v: f32) -> (&'static str, Color32) {
+    let facts = format.facts();
+    if v >= facts.overflow_threshold {
+        return ("overflow", Color32::from_rgb(220, 50, 50));
+    }
+    if v <= facts.underflow_max {
+        return ("underflow (→ 0)", Color32::from_rgb(90, 90, 90));
+    }
+    match format {
+        Format::HiF8 => match hif8lab_format::hif8::tier(v) {
+            hif8lab_format::hif8::Tier::Mantissa(3) => ("3-bit", Color32::from_rgb(60, 170, 90)),
+            hif8lab_format::hif8::Tier::Mantissa(2) => ("2-bit", Color32::from_rgb(90, 140, 200)),
+            hif8lab_format::hif8::Tier::Mantissa(_) => ("1-bit", Color32::from_rgb(200, 160, 60)),
+            hif8lab_format::hif8::Tier::Denormal => ("denormal", Color32::from_rgb(150, 110, 170)),
+            _ => ("underflow (→ 0)", Color32::from_rgb(90, 90, 90)),
+        },
+        _ if v < facts.min_normal => ("subnormal", Color32::from_rgb(150, 110, 170)),
+        _ if v > facts.max_finite => ("rounds to max", Color32::from_rgb(230, 120, 40)),
+        _ => ("normal", Color32::from_rgb(60, 170, 90)),
+    }
+}
+
+/// The quantizer chooser shared by the Amax and Histogram panels.
+fn choose_quantizer(app: &mut HifApp, ui: &mut egui::Ui, ids: &[String]) -> String {
+    let selected = app
+        .selected
+        .clone()
+        .filter(|s| ids.contains(s))
+        .unwrap_or_else(|| ids[0].clone());
+    egui::ComboBox::from_label("quantizer")
+        .selected_text(selected.clone())
+        .show_ui(ui, |ui| {
+            for id in ids {
+                ui.selectable_value(&mut app.selected, Some(id.clone()), id.as_str());
+            }
+        });
+    selected
+}
+
+/// The Amax panel.
+pub fn amax(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
+    let ids: Vec<String> = view.calls.keys().cloned().collect();
+    if ids.is_empty() {
+        ui.label("No quantizer calls yet (quantization starts after the warmup).");
+        return;
+    }
+    let (selected, want) = ui
+        .horizontal(|ui| (choose_quantizer(app, ui, &ids), png_button(ui)))
+        .inner;
+    let calls = &view.calls[&selected];
+    let shown = buckets(calls.len(), MAX_POINTS);
+    let decimated = if shown.len() < calls.len() {
+        format!(
+            " (drawn as {} buckets: amax max, estimates min)",
+            shown.len()
+        )
+    } else {
+        String::new()
+    };
+    ui.label(format!(
+        "{} calls{decimated}. log2 axis; horizontal lines: the {} landmarks of the scaled domain placed at the last active estimate (the estimate maps to target {}).",
+        calls.len(),
+        view.format,
+        view.target
+    ));
+    let active = view.active;
+    let data = |f: fn(f64, f64) -> f64, init: f64| {
+        calls
+            .iter()
+            .map(|c| log2(c.amax))
+            .filter(|v| v.is_finite())
+            .fold(init, f)
+    };
+    let (data_top, data_bottom) = (data(f64::max, f64::MIN), data(f64::min, f64::MAX));
+    // x·scale = x·target/est: a scaled landmark L sits at L·est/target unscaled.
+    let shift = calls
+        .last()
+        .and_then(|c| c.est.get(active))
+        .map(|e| log2(*e) - f64::from(view.target).log2());
+    if let Some(shift) = shift {
+        let overflow = f64::from(view.format.facts().overflow_threshold).log2() + shift;
+        ui.label(format!(
+            "Overflow lies {:.1} binades above the largest amax shown.",
+            overflow - data_top
+        ));
+    }
+    let r = Plot::new("amax")
+        .legend(Legend::default())
+        .x_axis_label("quantizer call")
+        .y_axis_label("amax")
+        .y_axis_formatter(|m, _| pow2_label(m.value))
+        .show(ui, |p| {
+            for (k, name) in view.estimators.iter().enumerate() {
+                let pts: Vec<[f64; 2]> = shown
+                    .iter()
+                    .filter_map(|(a, b)| {
+                        let min = calls[*a..*b]
+                            .iter()
+                            .filter_map(|c| c.est.get(k))
+                            .fold(f32::INFINITY, |m, e| m.min(*e));
+                        min.is_finite().then(|| [*a as f64, log2(min)])
+                    })
+                    .collect();
+                p.line(Line::new(format!("est: {name}"), pts));
+            }
+            if let Some(shift) = shift {
+                // Only the landmarks near the data, so the chart is not squashed.
+                for (label, at, colour) in landmarks(view.format) {
+                    let y = at + shift;
+                    if y > data_bottom - 3.0 && y < data_top + 4.0 {
+                        p.hline(HLine::new(label, y).color(colour));
+                    }
+                }
+            }
+            p.vline(
+                VLine::new(
+                    format!(
+                        "QAT on (step {}; history reset)",
+                        view.qat_from.unwrap_or(0)
+                    ),
+                    0.0,
+                )
+                .color(Color32::GRAY),
+            );
+            // amax last and thicker, on top of the estimates.
+            p.line(
+                Line::new(
+                    "amax",
+                    shown
+                        .iter()
+                        .map(|(a, b)| {
+                            let max = calls[*a..*b].iter().fold(0.0f32, |m, c| m.max(c.amax));
+                            [*a as f64, log2(max)]
+                        })
+                        .collect::<Vec<_>>(),
+                )
+                .width(2.5)
+                .color(Color32::WHITE),
+            );
+        });
+    save_png(
+        app,
+        ui,
+        want,
+        &view.name,
+        &format!("amax-{selected}"),
+        r.response.rect,
+    );
+}
+
+fn heat_value(which: HeatValue, active: usize) -> impl Fn(&Call) -> u64 {
+    move |c: &Call| match which {
+        HeatValue::AboveEst => c.above_est.get(active).copied().unwrap_or(0),
+        HeatValue::Overflow => c.overflow.get(active).copied().unwrap_or(0),
+        HeatValue::Underflow => c.underflow,
+    }
+}
+
+fn heat_colour(v: u64, peak: u64) -> Color32 {
+    if v == 0 {
+        return Color32::from_gray(28);
+    }
+    let t = (v as f32 / peak.max(1) as f32).sqrt();
+    Color32::from_rgb(
+        (60.0 + 195.0 * t) as u8,
+        40 + (120.0 * t * t) as u8,
+        (90.0 * (1.0 - t)) as u8,
+    )
+}
+
+/// Height of a heatmap row, in points.
+const ROW_H: f32 = 12.0;
+/// Width of the row-name column, in points.
+const NAMES_W: f32 = 120.0;
+
+/// The Saturation panel: per role, a block × step heatmap of the chosen count.
+pub fn saturation(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
+    let want = ui
+        .horizontal(|ui| {
+            ui.label("count:");
+            ui.radio_value(&mut app.heat, HeatValue::AboveEst, "above estimate");
+            ui.radio_value(&mut app.heat, HeatValue::Overflow, "overflow");
+            ui.radio_value(&mut app.heat, HeatValue::Underflow, "underflow");
+            png_button(ui)
+        })
+        .inner;
+    let value = heat_value(app.heat, view.active);
+    let groups = view.rows_by_role();
+    let steps = view.last_step() as usize + 1;
+    let columns = steps.min(((ui.available_width() - NAMES_W).max(50.0)) as usize);
+    let maps: Vec<Vec<u64>> = groups
+        .iter()
+        .map(|(_, rows)| view.heatmap(rows, columns, &value))
+        .collect();
+    let peak = maps.iter().flatten().copied().max().unwrap_or(0).max(1);
+    let per_col = steps.div_ceil(columns.max(1));
+    ui.label(format!(
+        "rows: quantizers (block.module), one map per role; columns: steps{}; brightest = {peak} elements ({} estimator). Hover for exact values, click a row to open it in Amax.",
+        if per_col > 1 { format!(", {per_col} per column (summed)") } else { String::new() },
+        view.estimators.get(view.active).map(String::as_str).unwrap_or("active")
+    ));
+    let top = ui.cursor().min;
+    while app.heat_textures.len() < groups.len() {
+        let blank = egui::ColorImage::new([1, 1], vec![Color32::BLACK]);
+        let name = format!("heatmap-{}", app.heat_textures.len());
+        app.heat_textures.push(
+            ui.ctx()
+                .load_texture(name, blank, egui::TextureOptions::NEAREST),
+        );
+    }
+    egui::ScrollArea::vertical().show(ui, |ui| {
+        for (g, ((role, rows), map)) in groups.iter().zip(&maps).enumerate() {
+            let role_name = match role.as_str() {
+                "W" => "weights (W)",
+                "A" => "activations (A)",
+                "G" => "gradients (G)",
+                _ => "series",
+            };
+            let sum: u64 = map.iter().sum();
+            ui.label(RichText::new(format!("{role_name}: {sum} in all")).strong());
+            let pixels: Vec<Color32> = map.iter().map(|v| heat_colour(*v, peak)).collect();
+            app.heat_textures[g].set(
+                egui::ColorImage::new([columns, rows.len()], pixels),
+                egui::TextureOptions::NEAREST,
+            );
+            let (rect, response) = ui.allocate_exact_size(
+                egui::vec2(ui.available_width(), rows.len() as f32 * ROW_H),
+                egui::Sense::click(),
+            );
+            let painter = ui.painter_at(rect);
+            let image_rect =
+                egui::Rect::from_min_max(egui::pos2(rect.left() + NAMES_W, rect.top()), rect.max);
+            painter.image(
+                app.heat_textures[g].id(),
+                image_rect,
+                egui::Rect::from_min_max(egui::pos2(0.0, 0.0), egui::pos2(1.0, 1.0)),
+                Color32::WHITE,
+            );
+            for (i, id) in rows.iter().enumerate() {
+                let short = id.rsplit_once('.').map(|(a, _)| a).unwrap_or(id);
+                painter.text(
+                    egui::pos2(rect.left() + 2.0, rect.top() + (i as f32 + 0.5) * ROW_H),
+                    egui::Align2::LEFT_CENTER,
+                    short,
+                    egui::FontId::monospace(9.0),
+                    ui.visuals().text_color(),
+                );
+            }
+            if let Some(pos) = response.hover_pos()
+                && image_rect.contains(pos)
+            {
+                let row = ((pos.y - rect.top()) / ROW_H) as usize;
+                let col =
+                    (((pos.x - image_rect.left()) / image_rect.width()) * columns as f32) as usize;
+                if let (Some(id), Some(v)) = (rows.get(row), map.get(row * columns + col)) {
+                    let first = col * steps / columns;
+                    let last = ((col + 1) * steps / columns).max(first + 1) - 1;
+                    let span = if first == last {
+                        format!("step {first}")
+                    } else {
+                        format!("steps {first}–{last}")
+                    };
+                    let calls = view.calls[id]
+                        .iter()
+                        .filter(|c| (first as u64..=last as u64).contains(&c.step))
+                        .count();
+                    response
+                        .clone()
+                        .on_hover_text(format!("{id}, {span}: {v} elements over {calls} calls"));
+                    if response.clicked() {
+                        app.selected = Some(id.clone());
+                        app.tab = Tab::Amax;
+                    }
+                }
+            }
+        }
+    });
+    let bottom = ui.min_rect().max;
+    save_png(
+        app,
+        ui,
+        want,
+        &view.name,
+        "saturation",
+        egui::Rect::from_min_max(top, bottom),
+    );
+}
+
+/// What the Estimators panel derives from the calls (cached per view revision).
+#[derive(Clone, Debug, Default)]
+pub struct EstimatorTables {
+    /// The view revision they were computed at.
+    pub revision: u64,
+    /// Per estimator: calls above its estimate.
+    pub calls_above: Vec<u64>,
+    /// Per estimator: median est/amax.
+    pub headroom: Vec<f32>,
+    /// The reading.
+    pub reading: String,
+    /// Per estimator: (step, cumulative calls above its estimate).
+    pub cumulative: Vec<Vec<[f64; 2]>>,
+    /// Per estimator: (log2 est/amax bin centre, share of calls) in quarter binades.
+    pub headroom_dist: Vec<Vec<[f64; 2]>>,
+}
+
+impl EstimatorTables {
+    /// Computes the tables of `view`.
+    pub fn of(view: &RunView) -> Self {
+        let k = view.estimators.len();
+        let steps = view.last_step() as usize + 1;
+        let mut per_step = vec![vec![0u64; steps]; k];
+        const LO: f64 = -4.0;
+        const BINS: usize = 64; // -4 … +12 binades
+        let mut dist = vec![vec![0u64; BINS]; k];
+        for c in view.calls.values().flatten() {
+            for e in 0..k {
+                if c.above_est.get(e).copied().unwrap_or(0) > 0 {
+                    per_step[e][c.step as usize] += 1;
+                }
+                if let Some(est) = c.est.get(e)
+                    && c.amax > 0.0
+                    && *est > 0.0
+                {
+                    let h = f64::from(*est / c.amax).log2();
+                    let b = ((h - LO) * 4.0).floor().clamp(0.0, (BINS - 1) as f64) as usize;
+                    dist[e][b] += 1;
+                }
+            }
+        }
+        let cumulative = per_step
+            .iter()
+            .map(|counts| {
+                let mut sum = 0u64;
+                let pts: Vec<[f64; 2]> = counts
+                    .iter()
+                    .enumerate()
+                    .map(|(s, c)| {
+                        sum += c;
+                        [s as f64, sum as f64]
+                    })
+                    .collect();
+                buckets(pts.len(), MAX_POINTS)
+                    .into_iter()
+                    .map(|(_, b)| pts[b - 1])
+                    .collect()
+            })
+            .collect();
+        let headroom_dist = dist
+            .iter()
+            .map(|d| {
+                let total = d.iter().sum::<u64>().max(1) as f64;
+                d.iter()
+                    .enumerate()
+                    .map(|(i, c)| [LO + (i as f64 + 0.5) / 4.0, *c as f64 / total])
+                    .collect()
+            })
+            .collect();
+        EstimatorTables {
+            revision: view.revision,
+            calls_above: view.calls_above(),
+            headroom: view.median_headroom(),
+            reading: view.reading(),
+            cumulative,
+            headroom_dist,
+        }
+    }
+}
+
+/// The Estimators panel: the shadow comparison of every estimator on the same calls.
+pub fn estimators(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
+    let fresh = app
+        .est_cache
+        .as_ref()
+        .is_some_and(|t| t.revision == view.revision);
+    if !fresh {
+        app.est_cache = Some(EstimatorTables::of(view));
+    }
+    let Some(t) = app.est_cache.clone() else {
+        return;
+    };
+    let want = ui
+        .horizontal(|ui| {
+            ui.label(&t.reading);
+            png_button(ui)
+        })
+        .inner;
+    egui::Grid::new("estimators").striped(true).show(ui, |ui| {
+        ui.strong("estimator");
+        ui.strong("calls above its estimate");
+        ui.strong("median headroom est/amax");
+        ui.end_row();
+        for ((name, c), h) in view.estimators.iter().zip(&t.calls_above).zip(&t.headroom) {
+            let name = if view.estimators.get(view.active) == Some(name) {
+                format!("{name} (active)")
+            } else {
+                name.clone()
+            };
+            ui.label(name);
+            ui.label(c.to_string());
+            ui.label(format!("{h:.3}"));
+            ui.end_row();
+        }
+    });
+    let top = ui.cursor().min;
+    let h = (ui.available_height() / 2.0 - 8.0).max(120.0);
+    ui.label("Cumulative calls whose amax exceeded the estimate (shadow counts on the same run):");
+    Plot::new("cumulative")
+        .height(h)
+        .legend(Legend::default())
+        .x_axis_label("step")
+        .y_axis_label("calls")
+        .show(ui, |p| {
+            for (name, pts) in view.estimators.iter().zip(&t.cumulative) {
+                p.line(Line::new(name.clone(), pts.clone()));
+            }
+        });
+    ui.label("Headroom distribution: share of calls by log2(est/amax); below 0 the amax exceeded the estimate:");
+    Plot::new("headroom")
+        .height(h)
+        .legend(Legend::default())
+        .x_axis_label("log2(est/amax)")
+        .y_axis_label("share of calls")
+        .show(ui, |p| {
+            for (name, pts) in view.estimators.iter().zip(&t.headroom_dist) {
+                p.line(Line::new(name.clone(), pts.clone()));
+            }
+            p.vline(VLine::new("amax = estimate", 0.0).color(Color32::RED));
+        });
+    let rect = egui::Rect::from_min_max(top, ui.min_rect().max);
+    save_png(app, ui, want, &view.name, "estimators", rect);
+}
+
+/// The histogram as CSV: `log2_lower,log2_upper,count,tier`, then the counts outside the bins.
+pub fn histogram_csv(h: &HistView, format: Format) -> String {
+    let mut out = format!(
+        "# {} step {}\nlog2_lower,log2_upper,count,tier\n",
+        h.id, h.step
+    );
+    for (i, c) in h.hist.bins.iter().enumerate() {
+        let lo = Log2Histogram::lower_log2(i);
+        let (tier, _) = tier_of(format, (lo + 0.125).exp2() as f32);
+        out.push_str(&format!("{lo},{},{c},{tier}\n", lo + 0.25));
+    }
+    for (name, v) in [
+        ("zeros", h.hist.zeros),
+        ("below", h.hist.below),
+        ("above", h.hist.above),
+        ("nonfinite", h.hist.nonfinite),
+    ] {
+        out.push_str(&format!(",,{v},{name}\n"));
+    }
+    out
+}
+
+/// The Histogram panel: log2|x·scale| of the chosen quantizer's input at the latest step.
+pub fn histogram(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
+    let ids: Vec<String> = view.calls.keys().cloned().collect();
+    let want = ui
+        .horizontal(|ui| {
+            if !ids.is_empty() {
+                choose_quantizer(app, ui, &ids);
+            }
+            png_button(ui)
+        })
+        .inner;
+    let Some(h) = &view.histogram else {
+        ui.label(
+            "No histogram yet: a live run bins the chosen quantizer's input at every step once quantization is on (saved runs keep only their statistics).",
+        );
+        return;
+    };
+    if app.selected.as_ref().is_some_and(|s| *s != h.id) && app.training.is_some() {
+        ui.label(format!(
+            "Switching to {}: the next step bins it.",
+            app.selected.clone().unwrap_or_default()
+        ));
+    }
+    let total = h.hist.total();
+    let mut by_tier: Vec<(&'static str, Color32, u64, Vec<Bar>)> = Vec::new();
+    for (i, c) in h.hist.bins.iter().enumerate() {
+        if *c == 0 {
+            continue;
+        }
+        let lo = Log2Histogram::lower_log2(i);
+        let (tier, colour) = tier_of(view.format, (lo + 0.125).exp2() as f32);
+        let bar = Bar::new(lo + 0.125, *c as f64).width(0.25);
+        match by_tier.iter_mut().find(|t| t.0 == tier) {
+            Some(t) => {
+                t.2 += c;
+                t.3.push(bar);
+            }
+            None => by_tier.push((tier, colour, *c, vec![bar])),
+        }
+    }
+    let share = |n: u64| 100.0 * n as f64 / total.max(1) as f64;
+    let mut parts: Vec<String> = by_tier
+        .iter()
+        .map(|(t, _, n, _)| format!("{t} {:.2} %", share(*n)))
+        .collect();
+    if h.hist.zeros > 0 {
+        parts.push(format!("exact zeros {:.2} %", share(h.hist.zeros)));
+    }
+    ui.label(format!(
+        "{} at step {}: {total} elements, log2|x·scale| in quarter binades, coloured by {} tier: {}.",
+        h.id,
+        h.step,
+        view.format,
+        parts.join(", ")
+    ));
+    let binned = HIST_BINS / HIST_PER_BINADE;
+    ui.label(
+        RichText::new(format!(
+            "Binned: 2^{} … 2^{} ({binned} binades); below {}, above {}, non-finite {}.",
+            hif8lab_scaling::stats::HIST_LO,
+            hif8lab_scaling::stats::HIST_HI,
+            h.hist.below,
+            h.hist.above,
+            h.hist.nonfinite
+        ))
+        .small(),
+    );
+    let target = f64::from(view.target).log2();
+    let r = Plot::new("histogram")
+        .legend(Legend::default())
+        .x_axis_label("log2 |x·scale|")
+        .y_axis_label("elements")
+        .x_axis_formatter(|m, _| pow2_label(m.value))
+        .show(ui, |p| {
+            for (tier, colour, _, bars) in by_tier {
+                p.bar_chart(BarChart::new(tier, bars).color(colour));
+            }
+            for (label, at, colour) in landmarks(view.format) {
+                p.vline(VLine::new(label, at).color(colour));
+            }
+            p.vline(
+                VLine::new(
+                    format!("target {} (the estimate lands here)", view.target),
+                    target,
+                )
+                .color(Color32::WHITE),
+            );
+            if view.format == Format::HiF8 {
+                p.span(
+                    Span::new("3-bit tier", -3.0..=4.0)
+                        .axis(Axis::X)
+                        .fill(Color32::from_rgba_unmultiplied(60, 170, 90, 24)),
+                );
+            }
+        });
+    save_png(
+        app,
+        ui,
+        want,
+        &view.name,
+        &format!("histogram-{}", h.id),
+        r.response.rect,
+    );
+}
+
+/// The Runs panel: the current run and earlier / opened ones, loss overlay, config diff.
+pub fn runs(app: &mut HifApp, ui: &mut egui::Ui) {
+    if app.view.is_none() && app.runs.is_empty() {
+        ui.label("No runs yet: train one or open a run folder. Each new run or opened folder keeps the previous one here.");
+        return;
+    }
+    let want = ui
+        .horizontal(|ui| {
+            ui.label(format!(
+                "The current run and {} earlier ones (at most {}); tick to overlay and diff against the current one.",
+                app.runs.len(),
+                crate::MAX_RUNS
+            ));
+            png_button(ui)
+        })
+        .inner;
+    let summary = |v: &RunView| {
+        let last = v
+            .loss
+            .last()
+            .map(|p| format!("{:.4}", p[1]))
+            .unwrap_or_default();
+        let above = v.calls_above().get(v.active).copied().unwrap_or(0);
+        (v.loss.len(), last, above)
+    };
+    let mut show: Option<usize> = None;
+    egui::Grid::new("runs").striped(true).show(ui, |ui| {
+        for h in [
+            "overlay",
+            "run",
+            "steps",
+            "final loss",
+            "calls above active est",
+            "format",
+            "",
+        ] {
+            ui.strong(h);
+        }
+        ui.end_row();
+        if let Some(v) = &app.view {
+            let (n, last, above) = summary(v);
+            ui.label("current");
+            ui.label(&v.name);
+            ui.label(n.to_string());
+            ui.label(last);
+            ui.label(above.to_string());
+            ui.label(v.format.to_string());
+            ui.label("");
+            ui.end_row();
+        }
+        for (i, v) in app.runs.iter().enumerate() {
+            let (n, last, above) = summary(v);
+            ui.checkbox(&mut app.overlay[i], "");
+            ui.label(&v.name);
+            ui.label(n.to_string());
+            ui.label(last);
+            ui.label(above.to_string());
+            ui.label(v.format.to_string());
+            if ui.button("make current").clicked() {
+                show = Some(i);
+            }
+            ui.end_row();
+        }
+    });
+    if let Some(i) = show {
+        let v = app.runs.remove(i);
+        app.overlay.remove(i);
+        if app.training.is_none() {
+            app.set_view(v);
+        } else {
+            app.status = "Stop training before switching runs.".into();
+            app.runs.insert(i, v);
+            app.overlay.insert(i, true);
+        }
+    }
+    let h = (ui.available_height() * 0.55).max(150.0);
+    let r = Plot::new("runs-loss")
+        .height(h)
+        .legend(Legend::default())
+        .x_axis_label("step")
+        .y_axis_label("loss")
+        .show(ui, |p| {
+            if let Some(v) = &app.view {
+                p.line(Line::new(format!("current: {}", v.name), decimate_xy(&v.loss)).width(2.0));
+            }
+            for (v, on) in app.runs.iter().zip(&app.overlay) {
+                if *on {
+                    p.line(Line::new(v.name.clone(), decimate_xy(&v.loss)));
+                }
+            }
+        });
+    let name = app
+        .view
+        .as_ref()
+        .map(|v| v.name.clone())
+        .unwrap_or_else(|| "runs".into());
+    save_png(app, ui, want, &name, "runs", r.response.rect);
+    let Some(current) = app.view.as_ref().and_then(|v| v.config.as_ref()) else {
+        ui.label("The current run has no config to compare (a replayed trace).");
+        return;
+    };
+    let current = crate::settings::flatten(current);
+    egui::ScrollArea::vertical().show(ui, |ui| {
+        for (v, on) in app.runs.iter().zip(&app.overlay) {
+            if !*on {
+                continue;
+            }
+            let Some(other) = &v.config else { continue };
+            let d = crate::settings::diff(&current, &crate::settings::flatten(other));
+            ui.label(RichText::new(format!("Config diff: current vs {}", v.name)).strong());
+            if d.is_empty() {
+                ui.label("identical configs");
+                continue;
+            }
+            egui::Grid::new(format!("diff-{}", v.name))
+                .striped(true)
+                .show(ui, |ui| {
+                    ui.strong("key");
+                    ui.strong("current");
+                    ui.strong(&v.name);
+                    ui.end_row();
+                    for (k, a, b) in d {
+                        ui.label(k);
+                        ui.label(a);
+                        ui.label(b);
+                        ui.end_row();
+                    }
+                });
+        }
+    });
+}

@@ -1,0 +1,436 @@
+//! The side panel's run settings: every knob of a run as text (what the user types), turned
+//! into a [`RunConfig`] through the same `key=value` overrides as `hif8lab train --set`, so the
+//! app and the CLI validate identically. Each field is checked on its own (its message shows
+//! under it), then all together (messages about combinations show below the form).
+
+use std::collections::BTreeMap;
+
+use hif8lab_train::RunConfig;
+
+/// How a field is edited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Free text (numbers, estimator specs).
+    Text,
+    /// One of these values.
+    Choice(&'static [&'static str]),
+    /// Any subset of these values (a TOML list of strings).
+    Set(&'static [&'static str]),
+    /// `auto` or a comma-separated list of integers (a TOML list, or the key left out).
+    Blocks,
+}
+
+/// One editable setting: a dotted config key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field {
+    /// The config key (`train.lr`).
+    pub key: &'static str,
+    /// Label in the form.
+    pub label: &'static str,
+    /// Group heading it is shown under.
+    pub group: &'static str,
+    /// How it is edited.
+    pub kind: Kind,
+    /// Hover text.
+    pub help: &'static str,
+}
+
+const fn f(
+    group: &'static str,
+    key: &'static str,
+    label: &'static str,
+    kind: Kind,
+    help: &'static str,
+) -> Field {
+    Field {
+        key,
+        label,
+        group,
+        kind,
+        help,
+    }
+}
+
+/// Every field of the form, in order.
+pub const FIELDS: [Field; 20] = [
+    f(
+        "Model",
+        "model.d_model",
+        "d_model",
+        Kind::Text,
+        "hidden size",
+    ),
+    f(
+        "Model",
+        "model.layers",
+        "layers",
+        Kind::Text,
+        "transformer blocks",
+    ),
+    f(
+        "Model",
+        "model.heads",
+        "heads",
+        Kind::Text,
+        "attention heads (divide d_model)",
+    ),
+    f(
+        "Model",
+        "model.kv_heads",
+        "kv heads",
+        Kind::Text,
+        "key/value heads (divide heads)",
+    ),
+    f(
+        "Model",
+        "model.d_ff",
+        "d_ff",
+        Kind::Text,
+        "SwiGLU hidden size",
+    ),
+    f(
+        "Model",
+        "model.context",
+        "context",
+        Kind::Text,
+        "tokens per sequence",
+    ),
+    f(
+        "Training",
+        "train.steps",
+        "steps",
+        Kind::Text,
+        "optimizer steps",
+    ),
+    f(
+        "Training",
+        "train.batch",
+        "batch",
+        Kind::Text,
+        "sequences per micro-batch",
+    ),
+    f(
+        "Training",
+        "train.lr",
+        "lr",
+        Kind::Text,
+        "peak learning rate",
+    ),
+    f(
+        "Training",
+        "train.warmup_frac",
+        "LR warmup",
+        Kind::Text,
+        "fraction of the steps with linear LR warmup, then cosine decay to 0",
+    ),
+    f(
+        "Training",
+        "train.seed",
+        "seed",
+        Kind::Text,
+        "initialisation and data order",
+    ),
+    f(
+        "Quantization",
+        "qat.scaling.format",
+        "format",
+        Kind::Choice(&["hif8", "e4m3", "e5m2"]),
+        "8-bit format of the fake quantization",
+    ),
+    f(
+        "Quantization",
+        "qat.scaling.target",
+        "target",
+        Kind::Text,
+        "the scale maps the estimate to this (15: top of HiF8's 3-bit tier; 448 for E4M3)",
+    ),
+    f(
+        "Quantization",
+        "qat.scaling.overflow",
+        "overflow",
+        Kind::Choice(&["inf", "saturate"]),
+        "what values beyond the format's range become",
+    ),
+    f(
+        "Quantization",
+        "qat.scaling.estimator",
+        "estimator",
+        Kind::Text,
+        "most_recent, max_window, mean_window, ema(0.1), holt(0.5,0.1,0.9), current; the others run as shadows",
+    ),
+    f(
+        "Quantization",
+        "qat.scaling.window",
+        "window",
+        Kind::Text,
+        "amax history length",
+    ),
+    f(
+        "Quantization",
+        "qat.warmup_steps",
+        "QAT warmup",
+        Kind::Text,
+        "steps in high precision before quantization switches on",
+    ),
+    f(
+        "Quantization",
+        "qat.roles",
+        "roles",
+        Kind::Set(&["W", "A", "G"]),
+        "weights, activations, gradients",
+    ),
+    f(
+        "Quantization",
+        "qat.modules",
+        "modules",
+        Kind::Set(&["q", "k", "v", "o", "gate", "up", "down"]),
+        "linear layers quantized",
+    ),
+    f(
+        "Quantization",
+        "qat.blocks",
+        "blocks",
+        Kind::Blocks,
+        "auto (skip the first ⌈3L/26⌉ and last ⌈2L/26⌉) or a list like 1,2",
+    ),
+];
+
+/// The editable settings of the side panel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// Preset the form started from (its other keys are kept as they are).
+    pub preset: String,
+    /// Text of each field, by key.
+    pub values: BTreeMap<&'static str, String>,
+    /// Train on the GPU (eframe's device) instead of the CPU.
+    pub gpu: bool,
+    /// Also train the matched high-precision baseline (same data order, quantizers off).
+    pub baseline: bool,
+}
+
+/// Display text of a config value: strings bare, lists comma-separated, null as `auto`.
+fn text_of(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(a) => a.iter().map(text_of).collect::<Vec<_>>().join(","),
+        serde_json::Value::Null => "auto".into(),
+        // f32 settings arrive widened to f64: show the f32's shortest form (0.002, not
+        // 0.0020000000949949026).
+        serde_json::Value::Number(n) if n.is_f64() => match n.as_f64() {
+            Some(v) if f64::from(v as f32) == v => (v as f32).to_string(),
+            _ => n.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+/// The value at a dotted key of a JSON object.
+pub fn lookup<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
+    key.split('.').try_fold(v, |v, k| v.get(k))
+}
+
+impl Settings {
+    /// The form filled from a preset (an unknown preset leaves the fields empty; the
+    /// preset's error then shows below the form).
+    pub fn from_preset(preset: &str) -> Self {
+        let config = RunConfig::preset_text(preset)
+            .ok()
+            .and_then(|t| RunConfig::parse(preset, t, &[]).ok())
+            .and_then(|c| serde_json::to_value(c).ok())
+            .unwrap_or_default();
+        let values = FIELDS
+            .iter()
+            .map(|f| {
+                (
+                    f.key,
+                    lookup(&config, f.key).map(text_of).unwrap_or_default(),
+                )
+            })
+            .collect();
+        Settings {
+            preset: preset.to_owned(),
+            values,
+            gpu: false,
+            baseline: true,
+        }
+    }
+
+    /// A field's text.
+    pub fn get(&self, key: &str) -> &str {
+        self.values.get(key).map(String::as_str).unwrap_or("")
+    }
+
+    /// Sets a field's text (keys not in [`FIELDS`] are ignored).
+    pub fn set(&mut self, key: &str, value: &str) {
+        if let Some(v) = self.values.iter_mut().find(|(k, _)| **k == key) {
+            *v.1 = value.to_owned();
+        }
+    }
+
+    /// The override of one field, or `None` when it leaves the preset's value (blocks `auto`).
+    fn override_of(field: &Field, text: &str) -> Option<String> {
+        let t = text.trim();
+        let quoted = |s: &str| format!("\"{}\"", s.trim().replace(['"', '\\'], ""));
+        let value = match field.kind {
+            Kind::Text if field.key == "qat.scaling.estimator" => quoted(t),
+            Kind::Text => t.to_owned(),
+            Kind::Choice(_) => quoted(t),
+            Kind::Set(_) => format!(
+                "[{}]",
+                t.split(',')
+                    .filter(|s| !s.trim().is_empty())
+                    .map(quoted)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            Kind::Blocks if t.eq_ignore_ascii_case("auto") || t.is_empty() => return None,
+            Kind::Blocks => format!("[{t}]"),
+        };
+        Some(format!("{}={value}", field.key))
+    }
+
+    fn overrides(&self) -> Vec<String> {
+        FIELDS
+            .iter()
+            .filter_map(|f| Self::override_of(f, self.get(f.key)))
+            .collect()
+    }
+
+    /// The problem with one field on its own (the preset plus that field), if any.
+    pub fn field_error(&self, key: &str) -> Option<String> {
+        let field = FIELDS.iter().find(|f| f.key == key)?;
+        let text = RunConfig::preset_text(&self.preset).ok()?;
+        if let Kind::Set(_) = field.kind
+            && self.get(key).trim().is_empty()
+        {
+            return Some(format!("{key}: choose at least one"));
+        }
+        let o = Self::override_of(field, self.get(key))?;
+        RunConfig::parse(&self.preset, text, &[o])
+            .err()
+            .map(|e| e.message)
+    }
+
+    /// The run config these settings describe, or the first problem (naming the field).
+    pub fn config(&self) -> Result<RunConfig, String> {
+        let text = RunConfig::preset_text(&self.preset).map_err(|e| e.to_string())?;
+        if let Some(key) = FIELDS
+            .iter()
+            .find(|f| matches!(f.kind, Kind::Set(_)) && self.get(f.key).trim().is_empty())
+            .map(|f| f.key)
+        {
+            return Err(format!("{key}: choose at least one"));
+        }
+        RunConfig::parse(&self.preset, text, &self.overrides()).map_err(|e| e.message)
+    }
+
+    /// Toggles `item` in a set field.
+    pub fn toggle(&mut self, key: &str, item: &str, on: bool) {
+        let mut items: Vec<String> = self
+            .get(key)
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty() && s != item)
+            .collect();
+        if on {
+            items.push(item.to_owned());
+        }
+        // Keep the field's own order.
+        if let Some(Kind::Set(all)) = FIELDS.iter().find(|f| f.key == key).map(|f| f.kind) {
+            items.sort_by_key(|s| all.iter().position(|a| a == s).unwrap_or(usize::MAX));
+        }
+        self.set(key, &items.join(","));
+    }
+}
+
+/// A run config flattened to `dotted.key = value` lines (for diffs between runs).
+pub fn flatten(config: &serde_json::Value) -> BTreeMap<String, String> {
+    fn walk(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&key, v, out);
+                }
+            }
+            other => {
+                out.insert(prefix.to_owned(), text_of(other));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk("", config, &mut out);
+    out
+}
+
+/// The keys whose values differ between two flattened configs: `(key, a, b)`, with `—`
+/// where one side lacks the key.
+pub fn diff(
+    a: &BTreeMap<String, String>,
+    b: &BTreeMap<String, String>,
+) -> Vec<(String, String, String)> {
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    keys.into_iter()
+        .filter_map(|k| {
+            let (x, y) = (a.get(k), b.get(k));
+            (x != y).then(|| {
+                let show = |v: Option<&String>| v.cloned().unwrap_or_else(|| "—".into());
+                (k.clone(), show(x), show(y))
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn preset_round_trips_and_fields_validate_alone() {
+        let mut s = Settings::from_preset("smoke");
+        let c = s.config().unwrap();
+        let preset =
+            RunConfig::parse("smoke", RunConfig::preset_text("smoke").unwrap(), &[]).unwrap();
+        assert_eq!(c, preset, "the form reproduces its preset");
+        assert_eq!(s.get("qat.roles"), "A,W,G");
+        assert_eq!(s.get("qat.blocks"), "auto");
+        s.set("model.heads", "5");
+        let e = s.config().unwrap_err();
+        assert!(e.contains("heads"), "{e}");
+        assert!(s.field_error("model.heads").is_some());
+        assert!(s.field_error("train.lr").is_none());
+        s.set("model.heads", "4");
+        s.toggle("qat.roles", "W", false);
+        s.toggle("qat.modules", "q", true);
+        s.set("qat.blocks", "1,2");
+        s.set("qat.scaling.format", "e4m3");
+        let c = s.config().unwrap();
+        assert_eq!(c.qat.roles.len(), 2);
+        assert_eq!(c.qat.modules.len(), 4);
+        assert_eq!(c.qat.blocks, Some(vec![1, 2]));
+        assert_eq!(c.qat.scaling.format, hif8lab_format::Format::E4M3);
+        s.set("qat.roles", "");
+        assert_eq!(s.config().unwrap_err(), "qat.roles: choose at least one");
+        s.set("qat.roles", "A");
+        s.set("qat.blocks", "one");
+        assert!(s.field_error("qat.blocks").is_some());
+    }
+
+    #[test]
+    fn diff_lists_only_changed_keys() {
+        let a = flatten(&serde_json::json!({"train": {"lr": 0.003, "steps": 40}, "x": [1, 2]}));
+        let b = flatten(&serde_json::json!({"train": {"lr": 0.0001, "steps": 40}}));
+        assert_eq!(
+            diff(&a, &b),
+            vec![
+                ("train.lr".into(), "0.003".into(), "0.0001".into()),
+                ("x".into(), "1,2".into(), "—".into())
+            ]
+        );
+    }
+}
