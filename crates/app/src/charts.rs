@@ -14,7 +14,7 @@ use crate::{HeatValue, HifApp, Tab};
 
 /// Most points drawn per line (long runs are bucketed: amax keeps each bucket's max, an
 /// estimate its min, so no excursion above an estimate is hidden).
-pub const MAX_POINTS: usize = 2000;
+pub const MAX_POINTS: usize = 1000;
 
 /// A "Save PNG" button; the plot drawn after it in the same frame is saved when clicked.
 fn png_button(ui: &mut egui::Ui) -> bool {
@@ -332,14 +332,24 @@ pub fn saturation(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
             png_button(ui)
         })
         .inner;
-    let value = heat_value(app.heat, view.active);
     let groups = view.rows_by_role();
     let steps = view.last_step() as usize + 1;
     let columns = steps.min(((ui.available_width() - NAMES_W).max(50.0)) as usize);
-    let maps: Vec<Vec<u64>> = groups
-        .iter()
-        .map(|(_, rows)| view.heatmap(rows, columns, &value))
-        .collect();
+    let key = (view.revision, columns, app.heat);
+    let fresh = app.heat_cache.as_ref().is_some_and(|(k, _)| *k == key);
+    if !fresh {
+        let value = heat_value(app.heat, view.active);
+        let maps: Vec<Vec<u64>> = groups
+            .iter()
+            .map(|(_, rows)| view.heatmap(rows, columns, &value))
+            .collect();
+        app.heat_cache = Some((key, maps));
+    }
+    let maps = app
+        .heat_cache
+        .as_ref()
+        .map(|(_, m)| m.clone())
+        .unwrap_or_default();
     let peak = maps.iter().flatten().copied().max().unwrap_or(0).max(1);
     let per_col = steps.div_ceil(columns.max(1));
     ui.label(format!(
@@ -366,11 +376,13 @@ pub fn saturation(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
             };
             let sum: u64 = map.iter().sum();
             ui.label(RichText::new(format!("{role_name}: {sum} in all")).strong());
-            let pixels: Vec<Color32> = map.iter().map(|v| heat_colour(*v, peak)).collect();
-            app.heat_textures[g].set(
-                egui::ColorImage::new([columns, rows.len()], pixels),
-                egui::TextureOptions::NEAREST,
-            );
+            if !fresh || app.heat_textures[g].size() != [columns, rows.len()] {
+                let pixels: Vec<Color32> = map.iter().map(|v| heat_colour(*v, peak)).collect();
+                app.heat_textures[g].set(
+                    egui::ColorImage::new([columns, rows.len()], pixels),
+                    egui::TextureOptions::NEAREST,
+                );
+            }
             let (rect, response) = ui.allocate_exact_size(
                 egui::vec2(ui.available_width(), rows.len() as f32 * ROW_H),
                 egui::Sense::click(),
@@ -423,6 +435,15 @@ pub fn saturation(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
             }
         }
     });
+    if let Some(first) = view.qat_from {
+        ui.label(
+            RichText::new(format!(
+                "columns run from step 0 (left) to step {} (right); quantization from step {first}",
+                steps - 1
+            ))
+            .small(),
+        );
+    }
     let bottom = ui.min_rect().max;
     save_png(
         app,

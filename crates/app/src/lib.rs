@@ -41,6 +41,89 @@ pub struct Options {
     pub tab: Option<Tab>,
     /// A lesson to open.
     pub lesson: Option<String>,
+    /// Measure frame times: draw a synthetic 64-quantizer × 10,000-step run on every panel
+    /// for this many frames each, print the figures and quit.
+    pub bench_frames: Option<usize>,
+}
+
+/// The frame-time benchmark (`hif8lab-app --bench-frames N`): each data panel drawn for N
+/// frames with continuous repaints; the interval between frames is the whole frame (UI,
+/// tessellation, rendering and presenting), the UI time is what [`HifApp::show`] took.
+#[derive(Debug)]
+pub struct FrameBench {
+    per_tab: usize,
+    frame: usize,
+    last: Option<web_time::Instant>,
+    /// Per panel: (name, frame intervals ms, UI ms).
+    pub figures: Vec<(Tab, Vec<f32>, Vec<f32>)>,
+}
+
+/// The panels the benchmark draws.
+pub const BENCH_TABS: [Tab; 7] = [
+    Tab::Lessons,
+    Tab::Loss,
+    Tab::Amax,
+    Tab::Saturation,
+    Tab::Estimators,
+    Tab::Histogram,
+    Tab::Runs,
+];
+
+impl FrameBench {
+    /// A benchmark of `per_tab` frames per panel.
+    pub fn new(per_tab: usize) -> Self {
+        FrameBench {
+            per_tab: per_tab.max(2),
+            frame: 0,
+            last: None,
+            figures: BENCH_TABS
+                .iter()
+                .map(|t| (*t, Vec::new(), Vec::new()))
+                .collect(),
+        }
+    }
+
+    /// The panel to draw now, or `None` when done.
+    pub fn tab(&self) -> Option<Tab> {
+        BENCH_TABS.get(self.frame / self.per_tab).copied()
+    }
+
+    /// Records a frame that took `ui_ms` to build (the first frame of a panel is not
+    /// counted: it fills the caches).
+    pub fn record(&mut self, ui_ms: f32) {
+        let now = web_time::Instant::now();
+        let i = self.frame / self.per_tab;
+        let first_of_tab = self.frame.is_multiple_of(self.per_tab);
+        if let (Some(last), false, Some(f)) = (self.last, first_of_tab, self.figures.get_mut(i)) {
+            f.1.push(now.duration_since(last).as_secs_f32() * 1000.0);
+            f.2.push(ui_ms);
+        }
+        self.last = Some(now);
+        self.frame += 1;
+    }
+
+    /// The report: per panel the median and 95th-percentile frame interval and UI time.
+    pub fn report(&self) -> String {
+        let pct = |v: &[f32], p: f32| {
+            let mut v = v.to_vec();
+            v.sort_by(f32::total_cmp);
+            v.get(((v.len() as f32 - 1.0) * p).round() as usize)
+                .copied()
+                .unwrap_or(f32::NAN)
+        };
+        let mut out = String::from("panel        frame p50  frame p95   UI p50   UI p95  (ms)\n");
+        for (tab, frames, ui) in &self.figures {
+            out.push_str(&format!(
+                "{:<12} {:>9.2}  {:>9.2}  {:>7.2}  {:>7.2}\n",
+                format!("{tab:?}"),
+                pct(frames, 0.5),
+                pct(frames, 0.95),
+                pct(ui, 0.5),
+                pct(ui, 0.95)
+            ));
+        }
+        out
+    }
 }
 
 /// The dashboard's panels.
@@ -75,6 +158,9 @@ pub enum HeatValue {
 
 /// A checked form: the settings, each field's message, the whole form's.
 pub type FormCheck = (Settings, Vec<Option<String>>, Result<(), String>);
+
+/// Heatmaps per role with what they were computed for: (view revision, columns, count).
+pub type HeatCache = ((u64, usize, HeatValue), Vec<Vec<u64>>);
 
 /// Most earlier runs kept for comparison.
 pub const MAX_RUNS: usize = 8;
@@ -117,8 +203,12 @@ pub struct HifApp {
     pub frame_ms: std::collections::VecDeque<f32>,
     /// Derived tables of the Estimators panel, with the view revision they were made at.
     pub est_cache: Option<charts::EstimatorTables>,
+    /// The heatmaps last computed, keyed by (view revision, columns, count shown).
+    pub heat_cache: Option<HeatCache>,
     /// Heatmap textures (one per role), reused between frames.
     pub heat_textures: Vec<egui::TextureHandle>,
+    /// The frame-time benchmark, when running.
+    pub bench: Option<FrameBench>,
     /// The form's last check: the settings checked, each field's message, the whole one.
     pub form_check: Option<FormCheck>,
     /// Drive training from the frame loop instead of a thread (always in the browser).
@@ -180,7 +270,9 @@ impl HifApp {
             frame_ms: std::collections::VecDeque::new(),
             est_cache: None,
             heat_textures: Vec::new(),
+            heat_cache: None,
             form_check: None,
+            bench: None,
             frame_loop: cfg!(target_arch = "wasm32"),
             notice: None,
             backend: "cpu",
@@ -212,6 +304,20 @@ impl HifApp {
         if let Some(tab) = options.tab {
             app.tab = tab;
         }
+        if let Some(n) = options.bench_frames {
+            let mut v = RunView::synthetic(64, 10_000, 1);
+            // One histogram, so that panel draws too.
+            let x: Vec<f32> = (0..65_536)
+                .map(|i| ((i as f32) * 0.37).sin() * 3.0)
+                .collect();
+            v.histogram = Some(state::HistView {
+                id: v.calls.keys().next().cloned().unwrap_or_default(),
+                step: 9_999,
+                hist: hif8lab_scaling::stats::Log2Histogram::of(&x, 4.0),
+            });
+            app.view = Some(v);
+            app.bench = Some(FrameBench::new(n));
+        }
         if let Some(path) = &options.trace {
             match RunView::from_trace_file(path) {
                 Ok(v) => {
@@ -242,6 +348,7 @@ impl HifApp {
             self.keep_run(old);
         }
         self.est_cache = None;
+        self.heat_cache = None;
         self.view = Some(v);
     }
 
@@ -275,6 +382,7 @@ impl HifApp {
         self.baseline.clear();
         self.error = None;
         self.est_cache = None;
+        self.heat_cache = None;
         let (gpu, baseline) = (self.settings.gpu, self.settings.baseline);
         self.settings = Settings::from_preset(&self.settings.preset);
         self.settings.gpu = gpu;
@@ -589,8 +697,34 @@ impl HifApp {
         }
         #[cfg(target_arch = "wasm32")]
         web::publish(self);
-        self.frame_ms
-            .push_back(started.elapsed().as_secs_f32() * 1000.0);
+        let ui_ms = started.elapsed().as_secs_f32() * 1000.0;
+        self.frame_ms.push_back(ui_ms);
+        if let Some(b) = &mut self.bench {
+            b.record(ui_ms);
+            match b.tab() {
+                Some(tab) => {
+                    self.tab = tab;
+                    ui.ctx().request_repaint();
+                }
+                None => {
+                    #[cfg(not(target_arch = "wasm32"))]
+                    {
+                        let rss = std::fs::read_to_string("/proc/self/status")
+                            .ok()
+                            .and_then(|s| {
+                                s.lines()
+                                    .find(|l| l.starts_with("VmRSS"))
+                                    .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_owned())
+                            })
+                            .unwrap_or_default();
+                        println!("{}", b.report());
+                        println!("resident memory: {rss} kB");
+                    }
+                    self.bench = None;
+                    ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
+                }
+            }
+        }
         while self.frame_ms.len() > 120 {
             self.frame_ms.pop_front();
         }

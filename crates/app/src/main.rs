@@ -1,5 +1,5 @@
 //! `hif8lab-app`: the desktop dashboard. Flags: `--preset NAME`, `--autostart`,
-//! `--open RUN_DIR`, `--trace FILE`, `--tab PANEL`, `--lesson NAME`. Without a display it says so and names the headless command.
+//! `--open RUN_DIR`, `--trace FILE`, `--tab PANEL`, `--lesson NAME`, `--bench-frames N` (frame-time benchmark). Without a display it says so and names the headless command.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,16 +22,23 @@ fn parse_args() -> Result<Options, String> {
             "--trace" => {
                 options.trace = Some(PathBuf::from(args.next().ok_or("--trace needs a file")?))
             }
+            "--bench-frames" => {
+                let n = args.next().ok_or("--bench-frames needs a frame count")?;
+                options.bench_frames = Some(
+                    n.parse()
+                        .map_err(|_| format!("--bench-frames: '{n}' is not a frame count"))?,
+                );
+            }
             "--lesson" => options.lesson = Some(args.next().ok_or("--lesson needs a name")?),
             "--tab" => {
                 let name = args.next().ok_or("--tab needs a panel name")?;
                 options.tab = Some(hif8lab_app::Tab::parse(&name).ok_or_else(|| {
-                    format!("unknown panel '{name}' (loss, amax, saturation, estimators, lessons)")
+                    format!("unknown panel '{name}' (loss, amax, saturation, estimators, histogram, runs, lessons)")
                 })?);
             }
             "--help" | "-h" => {
                 println!(
-                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--trace FILE] [--tab PANEL] [--lesson NAME]"
+                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--trace FILE] [--tab PANEL] [--lesson NAME] [--bench-frames N]"
                 );
                 std::process::exit(0);
             }
@@ -60,12 +67,16 @@ fn main() -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
-    let native = eframe::NativeOptions {
+    let mut native = eframe::NativeOptions {
         viewport: eframe::egui::ViewportBuilder::default()
             .with_inner_size([1280.0, 800.0])
             .with_title("hif8lab"),
         ..Default::default()
     };
+    if options.bench_frames.is_some() {
+        // The benchmark measures drawing, not waiting for the display.
+        native.wgpu_options.surface.present_mode = wgpu::PresentMode::AutoNoVsync;
+    }
     let result = eframe::run_native(
         "hif8lab",
         native,

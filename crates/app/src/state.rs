@@ -53,6 +53,19 @@ pub struct RunView {
     pub config: Option<serde_json::Value>,
     /// Bumped by every change, so panels can cache what they derive from the calls.
     pub revision: u64,
+    /// Per role: calls above each estimator's estimate (filled on first use, emptied by
+    /// every change).
+    role_counts: Derived<BTreeMap<String, Vec<u64>>>,
+}
+
+/// A value derived from a view's data, computed on first use; never part of equality.
+#[derive(Clone, Debug, Default)]
+struct Derived<T>(std::cell::OnceCell<T>);
+
+impl<T> PartialEq for Derived<T> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// The histogram of one quantizer call.
@@ -110,12 +123,81 @@ impl RunView {
         }
     }
 
+    /// A synthetic run of `quantizers` × `steps` calls (a random walk of amax with bursts,
+    /// every default estimator replayed on it): what the frame-time benchmark draws.
+    pub fn synthetic(quantizers: usize, steps: u64, seed: u64) -> Self {
+        use hif8lab_scaling::{QuantizerState, ScalingConfig};
+        let config = ScalingConfig::default();
+        let estimators: Vec<String> = config
+            .estimators()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let mut view = RunView::new(
+            &format!("synthetic {quantizers}x{steps}"),
+            estimators,
+            config.active_index(),
+            config.target,
+        );
+        let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let modules = ["q", "k", "v", "o", "gate", "up", "down"];
+        let roles = ["W", "A", "G"];
+        for i in 0..quantizers {
+            let id = format!(
+                "block{}.{}.{}",
+                i / (modules.len() * roles.len()),
+                modules[(i / roles.len()) % modules.len()],
+                roles[i % roles.len()]
+            );
+            let mut state = QuantizerState::new(&config);
+            let mut level = 0.0f64;
+            for step in 0..steps {
+                level += (next() - 0.5) * 0.1;
+                let burst = if next() < 0.01 { 3.0 * next() } else { 0.0 };
+                let amax = (level + burst).exp2() as f32;
+                let numel = 4096u64;
+                let d = state.call(amax);
+                view.push_call(
+                    id.clone(),
+                    Call {
+                        step,
+                        amax,
+                        est: d.iter().map(|x| x.est).collect(),
+                        above_est: d
+                            .iter()
+                            .map(|x| {
+                                if amax > x.est {
+                                    (next() * numel as f64 * 0.01) as u64 + 1
+                                } else {
+                                    0
+                                }
+                            })
+                            .collect(),
+                        overflow: vec![0; d.len()],
+                        underflow: (next() * 3.0) as u64,
+                    },
+                );
+            }
+        }
+        view.loss = (0..steps)
+            .map(|s| [s as f64, 5.0 * (-(s as f64) / 3000.0).exp() + 2.0])
+            .collect();
+        view.qat_from = Some(0);
+        view
+    }
+
     /// Takes format, target and the config diff's source from a run's config.
     pub fn set_config(&mut self, config: &RunConfig) {
         self.format = config.qat.scaling.format;
         self.target = config.qat.scaling.target;
         self.config = serde_json::to_value(config).ok();
-        self.revision += 1;
+        self.changed();
     }
 
     /// The quantizer names, grouped by role (`W`, `A`, `G`): rows of the saturation heatmaps.
@@ -176,7 +258,7 @@ impl RunView {
 
     /// Adds a live step report.
     pub fn push_report(&mut self, r: &StepReport) {
-        self.revision += 1;
+        self.changed();
         if let Some((id, h)) = &r.histogram {
             self.histogram = Some(HistView {
                 id: id.to_string(),
@@ -203,8 +285,13 @@ impl RunView {
         }
     }
 
-    fn push_call(&mut self, id: String, call: Call) {
+    fn changed(&mut self) {
         self.revision += 1;
+        self.role_counts = Derived::default();
+    }
+
+    fn push_call(&mut self, id: String, call: Call) {
+        self.changed();
         let calls = self.calls.entry(id).or_default();
         calls.push(call);
         if calls.len() > MAX_CALLS {
@@ -455,7 +542,7 @@ impl RunView {
     /// Per estimator: calls above its estimate on quantizers of the given roles (the last
     /// part of a name like `block1.up.G`).
     pub fn calls_above_roles(&self, roles: &[&str]) -> Vec<u64> {
-        self.calls_above_where(|name| roles.contains(&name.rsplit('.').next().unwrap_or("")))
+        self.calls_above_where(|role| roles.contains(&role))
     }
 
     /// Per estimator: calls whose amax exceeded its estimate, over all quantizers.
@@ -464,14 +551,27 @@ impl RunView {
     }
 
     fn calls_above_where(&self, keep: impl Fn(&str) -> bool) -> Vec<u64> {
-        let mut out = vec![0u64; self.estimators.len()];
-        for (_, calls) in self.calls.iter().filter(|(name, _)| keep(name)) {
-            for c in calls {
-                for (k, v) in c.above_est.iter().enumerate() {
-                    if let Some(o) = out.get_mut(k) {
-                        *o += u64::from(*v > 0);
+        let per_role = self.role_counts.0.get_or_init(|| {
+            let mut out: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+            for (name, calls) in &self.calls {
+                let role = name.rsplit('.').next().unwrap_or("").to_owned();
+                let counts = out
+                    .entry(role)
+                    .or_insert_with(|| vec![0; self.estimators.len()]);
+                for c in calls {
+                    for (k, v) in c.above_est.iter().enumerate() {
+                        if let Some(o) = counts.get_mut(k) {
+                            *o += u64::from(*v > 0);
+                        }
                     }
                 }
+            }
+            out
+        });
+        let mut out = vec![0u64; self.estimators.len()];
+        for (_, counts) in per_role.iter().filter(|(r, _)| keep(r)) {
+            for (o, c) in out.iter_mut().zip(counts) {
+                *o += c;
             }
         }
         out
