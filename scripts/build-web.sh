@@ -31,7 +31,10 @@ if [ "$have" != "$want" ]; then
     || cargo install wasm-bindgen-cli --version "$want"
 fi
 
-cargo build --release --locked --target wasm32-unknown-unknown -p hif8lab-app --lib
+# Whole-program LTO in one codegen unit for the wasm only (native release builds keep the
+# defaults): about 6 % smaller gzipped, which keeps the demo under its 3 MB budget.
+CARGO_PROFILE_RELEASE_LTO=fat CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
+  cargo build --release --locked --target wasm32-unknown-unknown -p hif8lab-app --lib
 wasm=target/wasm32-unknown-unknown/release/hif8lab_app.wasm
 
 dist=web/dist

@@ -54,7 +54,30 @@ pub fn loss(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
         })
         .inner;
     let baseline = &app.baseline;
+    let probes = !view.probes.is_empty();
+    let pct = |p: &hif8lab_train::ProbeScores| 100.0 * p.knowledge_acc_norm;
+    if let Some(last) = view.probes.last() {
+        let b = app
+            .baseline_probes
+            .iter()
+            .rfind(|p| p.step == last.step)
+            .map(|p| format!(", matched baseline {:.1} %", pct(p)))
+            .unwrap_or_default();
+        let first = view.probes.first().map(pct).unwrap_or(f64::NAN);
+        ui.label(format!(
+            "Knowledge probes (accuracy, per-byte likelihood): {:.1} % at step {} (first evaluation {first:.1} %){b}; completion {:.1} %.",
+            pct(last),
+            last.step,
+            100.0 * last.completion_acc_norm
+        ));
+    }
+    let height = if probes {
+        (ui.available_height() - 190.0).max(120.0)
+    } else {
+        ui.available_height()
+    };
     let r = Plot::new("loss")
+        .height(height)
         .legend(Legend::default())
         .x_axis_label("step")
         .y_axis_label("loss")
@@ -70,7 +93,29 @@ pub fn loss(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
                 p.vline(v);
             }
         });
-    save_png(app, ui, want, &view.name, "loss", r.response.rect);
+    let mut rect = r.response.rect;
+    if probes {
+        let pts = |v: &[hif8lab_train::ProbeScores]| -> Vec<[f64; 2]> {
+            v.iter().map(|p| [p.step as f64, pct(p)]).collect()
+        };
+        let r = Plot::new("probes")
+            .height(170.0)
+            .legend(Legend::default())
+            .x_axis_label("step")
+            .y_axis_label("knowledge %")
+            .include_y(0.0)
+            .show(ui, |p| {
+                p.line(Line::new("knowledge probes", pts(&view.probes)).width(2.0));
+                if !app.baseline_probes.is_empty() {
+                    p.line(Line::new("matched baseline", pts(&app.baseline_probes)));
+                }
+                if let Some(b) = &app.base_probes {
+                    p.hline(HLine::new("base model", pct(b)).color(Color32::GRAY));
+                }
+            });
+        rect = rect.union(r.response.rect);
+    }
+    save_png(app, ui, want, &view.name, "loss", rect);
 }
 
 /// Every point of a short curve; bucket means of a long one.
@@ -152,7 +197,7 @@ pub fn tier_of(format: Format, v: f32) -> (&'static str, Color32) {
         return ("overflow", Color32::from_rgb(220, 50, 50));
     }
     if v <= facts.underflow_max {
-        return ("underflow (→ 0)", Color32::from_rgb(90, 90, 90));
+        return ("underflow (to 0)", Color32::from_rgb(90, 90, 90));
     }
     match format {
         Format::HiF8 => match hif8lab_format::hif8::tier(v) {
@@ -160,7 +205,7 @@ pub fn tier_of(format: Format, v: f32) -> (&'static str, Color32) {
             hif8lab_format::hif8::Tier::Mantissa(2) => ("2-bit", Color32::from_rgb(90, 140, 200)),
             hif8lab_format::hif8::Tier::Mantissa(_) => ("1-bit", Color32::from_rgb(200, 160, 60)),
             hif8lab_format::hif8::Tier::Denormal => ("denormal", Color32::from_rgb(150, 110, 170)),
-            _ => ("underflow (→ 0)", Color32::from_rgb(90, 90, 90)),
+            _ => ("underflow (to 0)", Color32::from_rgb(90, 90, 90)),
         },
         _ if v < facts.min_normal => ("subnormal", Color32::from_rgb(150, 110, 170)),
         _ if v > facts.max_finite => ("rounds to max", Color32::from_rgb(230, 120, 40)),

@@ -24,7 +24,8 @@ use hif8lab_train::RunConfig;
 
 pub use crate::settings::Settings;
 use crate::state::RunView;
-use crate::training::{Device, Msg, Training};
+use crate::training::{Device, Msg, RunExtras, Training};
+use std::sync::Arc;
 
 /// Start-up options (the desktop flags).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -162,6 +163,9 @@ pub type FormCheck = (Settings, Vec<Option<String>>, Result<(), String>);
 /// Heatmaps per role with what they were computed for: (view revision, columns, count).
 pub type HeatCache = ((u64, usize, HeatValue), Vec<Vec<u64>>);
 
+/// Where the app's lesson scenarios write their runs (as `hif8lab lesson run` does).
+pub const LESSON_OUT: &str = "runs/lessons-grid-lesson";
+
 /// Most earlier runs kept for comparison.
 pub const MAX_RUNS: usize = 8;
 
@@ -207,6 +211,20 @@ pub struct HifApp {
     pub heat_cache: Option<HeatCache>,
     /// Heatmap textures (one per role), reused between frames.
     pub heat_textures: Vec<egui::TextureHandle>,
+    /// The pretrained base model of the lessons (continued training starts from it).
+    pub base: Option<Arc<hif8lab_train::checkpoint::Checkpoint>>,
+    /// The base model's probe scores.
+    pub base_probes: Option<hif8lab_train::ProbeScores>,
+    /// Pretraining the base, while it runs.
+    pub base_training: Option<Training>,
+    /// Start the continued run of the forgetting lesson once the base is ready.
+    pub after_base: bool,
+    /// The matched baseline's probe scores.
+    pub baseline_probes: Vec<hif8lab_train::ProbeScores>,
+    /// The forgetting lesson's learning rate.
+    pub lesson_lr: f32,
+    /// Whether the forgetting lesson's run quantizes.
+    pub lesson_qat: bool,
     /// The frame-time benchmark, when running.
     pub bench: Option<FrameBench>,
     /// The form's last check: the settings checked, each field's message, the whole one.
@@ -228,6 +246,8 @@ pub struct HifApp {
         Option<std::sync::mpsc::Receiver<Result<hif8lab_train::lesson::LessonReport, String>>>,
     /// The last verdict of a lesson scenario.
     pub lesson_report: Option<hif8lab_train::lesson::LessonReport>,
+    /// The runs of the last lesson scenario, as recorded (for its small multiples).
+    pub lesson_views: Vec<RunView>,
 }
 
 impl Tab {
@@ -273,6 +293,13 @@ impl HifApp {
             heat_cache: None,
             form_check: None,
             bench: None,
+            base: None,
+            base_probes: None,
+            base_training: None,
+            after_base: false,
+            baseline_probes: Vec::new(),
+            lesson_lr: 1e-4,
+            lesson_qat: true,
             frame_loop: cfg!(target_arch = "wasm32"),
             notice: None,
             backend: "cpu",
@@ -281,6 +308,7 @@ impl HifApp {
             lesson: &hif8lab_train::lesson::LESSONS[0],
             lesson_job: None,
             lesson_report: None,
+            lesson_views: Vec::new(),
         };
         if let Some(name) = &options.lesson {
             match hif8lab_train::lesson::lesson(name) {
@@ -428,7 +456,7 @@ impl HifApp {
                             name,
                             &|| Ok(hif8lab_engine::cpu::CpuBackend::new()),
                             &grid,
-                            std::path::Path::new("runs/lessons-grid-lesson"),
+                            std::path::Path::new(LESSON_OUT),
                             &mut Quiet,
                         )
                         .map_err(|e| e.to_string())
@@ -456,11 +484,28 @@ impl HifApp {
         }
     }
 
-    /// Starts training with the current settings (no-op while they are invalid).
+    /// Starts training with the current settings (no-op while they are invalid). Natively
+    /// the knowledge probes are scored before, during (every quarter) and after the run.
     pub fn start(&mut self, wake: impl Fn() + Send + Sync + 'static) {
         let Ok(config) = self.settings.config() else {
             return;
         };
+        let extras = RunExtras {
+            probes: (!self.frame_loop)
+                .then(|| Arc::new(hif8lab_train::corpus::ProbeSet::for_data(&config.data))),
+            eval_every: (config.train.steps / 4).max(1),
+            ..Default::default()
+        };
+        self.start_run(config, extras, wake);
+    }
+
+    /// Starts `config` (and its matched baseline when the settings ask for one).
+    pub fn start_run(
+        &mut self,
+        config: RunConfig,
+        extras: RunExtras,
+        wake: impl Fn() + Send + Sync + 'static,
+    ) {
         let device = match (&self.gpu, self.settings.gpu) {
             (Some(d), true) => d.clone(),
             _ => Device::Cpu,
@@ -485,7 +530,7 @@ impl HifApp {
         let w = wake.clone();
         let mut view = RunView::new(&self.run_name(&config), Vec::new(), 0, 0.0);
         view.set_config(&config);
-        match self.launch(config, device.clone(), move || w()) {
+        match self.launch(config, device.clone(), extras.clone(), move || w()) {
             Ok(t) => {
                 self.set_view(view);
                 self.training = Some(t);
@@ -494,9 +539,12 @@ impl HifApp {
             Err(e) => self.status = format!("Cannot start training: {e}"),
         }
         self.baseline.clear();
+        self.baseline_probes.clear();
         self.baseline_training = None;
         if self.settings.baseline && self.training.is_some() {
-            self.baseline_training = self.launch(baseline_config, device, move || wake()).ok();
+            self.baseline_training = self
+                .launch(baseline_config, device, extras, move || wake())
+                .ok();
         }
     }
 
@@ -533,12 +581,94 @@ impl HifApp {
         &self,
         config: RunConfig,
         device: Device,
+        extras: RunExtras,
         wake: impl Fn() + Send + 'static,
     ) -> std::io::Result<Training> {
         if self.frame_loop {
-            Ok(Training::start_local(config, device))
+            Ok(Training::start_local(config, device, extras))
         } else {
-            Training::start(config, device, wake)
+            Training::start(config, device, extras, wake)
+        }
+    }
+
+    /// The forgetting lesson's live run: continued training from the pretrained base at
+    /// `lesson_lr`, with (max_window(64), warmup) or without QAT, the matched baseline
+    /// alongside, probes every 25 steps. Pretrains the base first (once, a few seconds).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn start_from_base(&mut self, wake: impl Fn() + Send + Sync + Clone + 'static) {
+        let grid = match hif8lab_train::grid::GridConfig::preset("grid-lesson") {
+            Ok(g) => g,
+            Err(e) => {
+                self.status = e.to_string();
+                return;
+            }
+        };
+        let probes = Arc::new(grid.probes());
+        let Some(base) = self.base.clone() else {
+            let extras = RunExtras {
+                probes: Some(probes),
+                keep_weights: true,
+                ..Default::default()
+            };
+            match self.launch(grid.pretrain_config(), Device::Cpu, extras, wake) {
+                Ok(t) => {
+                    self.base_training = Some(t);
+                    self.after_base = true;
+                    self.status = format!(
+                        "Pretraining the base model ({} steps, once)…",
+                        grid.pretrain.steps
+                    );
+                }
+                Err(e) => self.status = format!("Cannot pretrain: {e}"),
+            }
+            return;
+        };
+        let run = hif8lab_train::grid::GridRun {
+            name: "lesson".into(),
+            estimator: self
+                .lesson_qat
+                .then_some(hif8lab_scaling::EstimatorSpec::MaxWindow(None)),
+            high_lr: false,
+            warmup: true,
+            paper: "",
+        };
+        let mut config = grid.run_config(&run);
+        config.train.lr = self.lesson_lr;
+        self.settings.baseline = self.lesson_qat;
+        let extras = RunExtras {
+            base: Some(base),
+            probes: Some(probes),
+            eval_every: 25,
+            keep_weights: false,
+        };
+        self.start_run(config, extras, wake);
+    }
+
+    /// Collects the pretraining of the base; starts the waiting lesson run once it is ready.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn poll_base(&mut self, ctx: &egui::Context) {
+        let Some(t) = &mut self.base_training else {
+            return;
+        };
+        let mut done = false;
+        for msg in t.drain(std::time::Duration::from_millis(12)) {
+            match msg {
+                Msg::Weights(w) => self.base = Some(w),
+                Msg::Probes(p) => self.base_probes = Some(p),
+                Msg::Error(e) => self.status = format!("Pretraining stopped: {e}"),
+                Msg::Report(r) => {
+                    self.status = format!("Pretraining the base model: step {}…", r.step + 1)
+                }
+                Msg::Finished => done = true,
+                Msg::Started { .. } => {}
+            }
+        }
+        if done {
+            self.base_training = None;
+            if self.base.is_some() && std::mem::take(&mut self.after_base) {
+                let ctx = ctx.clone();
+                self.start_from_base(move || ctx.request_repaint());
+            }
         }
     }
 
@@ -569,8 +699,9 @@ impl HifApp {
             for msg in t.drain(share) {
                 match msg {
                     Msg::Report(r) => self.baseline.push([r.step as f64, f64::from(r.loss)]),
+                    Msg::Probes(p) => self.baseline_probes.push(p),
                     Msg::Finished => done = true,
-                    Msg::Started { .. } | Msg::Error(_) => {}
+                    Msg::Started { .. } | Msg::Error(_) | Msg::Weights(_) => {}
                 }
             }
             if done {
@@ -612,6 +743,12 @@ impl HifApp {
                         }
                     }
                 }
+                Msg::Probes(p) => {
+                    if let Some(v) = &mut self.view {
+                        v.probes.push(p);
+                    }
+                }
+                Msg::Weights(_) => {}
                 Msg::Error(e) => {
                     self.status = format!("Training stopped: {e}");
                     self.error = Some(e);
@@ -640,7 +777,20 @@ impl HifApp {
         {
             self.lesson_job = None;
             match result {
-                Ok(r) => self.lesson_report = Some(r),
+                Ok(r) => {
+                    #[cfg(not(target_arch = "wasm32"))]
+                    {
+                        let dir = std::path::Path::new(LESSON_OUT).join("runs");
+                        self.lesson_views = hif8lab_train::grid::GridConfig::preset("grid-lesson")
+                            .ok()
+                            .and_then(|g| hif8lab_train::lesson::scenario(&r.lesson, &g))
+                            .unwrap_or_default()
+                            .iter()
+                            .filter_map(|(name, _)| RunView::load(&dir.join(name)).ok())
+                            .collect();
+                    }
+                    self.lesson_report = Some(r);
+                }
                 Err(e) => self.status = format!("Lesson scenario failed: {e}"),
             }
         }
@@ -671,6 +821,8 @@ impl HifApp {
         let started = web_time::Instant::now();
         self.take_screenshot(ui.ctx());
         self.poll();
+        #[cfg(not(target_arch = "wasm32"))]
+        self.poll_base(ui.ctx());
         self.poll_lesson();
         // Files dropped on the window (natively; the browser page uses its file picker).
         #[cfg(not(target_arch = "wasm32"))]
@@ -691,7 +843,10 @@ impl HifApp {
         if self.frame_loop && (self.training.is_some() || self.baseline_training.is_some()) {
             // The frame loop is what trains: keep it turning.
             ui.ctx().request_repaint();
-        } else if self.training.is_some() || self.lesson_job.is_some() {
+        } else if self.training.is_some()
+            || self.lesson_job.is_some()
+            || self.base_training.is_some()
+        {
             ui.ctx()
                 .request_repaint_after(std::time::Duration::from_millis(50));
         }

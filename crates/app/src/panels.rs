@@ -282,11 +282,15 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
     ui.label(RichText::new("Look at").strong());
     ui.label(l.look);
     ui.label(format!("Controls that matter: {}.", l.controls.join(", ")));
+    let running = app.training.is_some() || app.base_training.is_some();
+    if l.name == "forgetting" {
+        forgetting_controls(app, ui, running);
+    }
     ui.horizontal(|ui| {
-        let running = app.training.is_some();
-        if ui
-            .add_enabled(!running, egui::Button::new("Set up and start a live run"))
-            .clicked()
+        if l.name != "forgetting"
+            && ui
+                .add_enabled(!running, egui::Button::new("Set up and start a live run"))
+                .clicked()
         {
             app.setup_lesson();
             let ctx = ui.ctx().clone();
@@ -329,7 +333,101 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
             ui.label(c.evidence.to_string());
         }
         ui.label(&r.summary);
+        #[cfg(not(target_arch = "wasm32"))]
+        small_multiples(app, ui);
     }
+}
+
+/// The forgetting lesson's controls: the learning rate (log slider), QAT on/off, and the
+/// run from the pretrained base.
+fn forgetting_controls(app: &mut HifApp, ui: &mut egui::Ui, running: bool) {
+    ui.horizontal(|ui| {
+        ui.add(
+            egui::Slider::new(&mut app.lesson_lr, 1e-5..=1e-2)
+                .logarithmic(true)
+                .text("learning rate")
+                .custom_formatter(|v, _| format!("{v:.0e}")),
+        );
+        ui.checkbox(&mut app.lesson_qat, "HiF8 QAT (max_window(64), warmup)");
+    });
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let label = if app.base.is_some() {
+            "Continue training the base at this rate"
+        } else {
+            "Pretrain the base, then continue at this rate"
+        };
+        if ui.add_enabled(!running, egui::Button::new(label)).clicked() {
+            let ctx = ui.ctx().clone();
+            app.start_from_base(move || ctx.request_repaint());
+        }
+        if let Some(b) = &app.base_probes {
+            ui.label(format!(
+                "Base model: knowledge {:.1} %, completion {:.1} % (probes of the facts it was pretrained on).",
+                100.0 * b.knowledge_acc_norm,
+                100.0 * b.completion_acc_norm
+            ));
+        }
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        let _ = running;
+        ui.label("Continued training from the pretrained base with probe scoring runs in the desktop app (hif8lab lesson run forgetting).");
+    }
+}
+
+/// The lesson scenario's runs as small multiples: each run's loss with its numbers.
+#[cfg(not(target_arch = "wasm32"))]
+fn small_multiples(app: &HifApp, ui: &mut egui::Ui) {
+    let views = &app.lesson_views;
+    if views.is_empty() {
+        return;
+    }
+    ui.label(RichText::new("The scenario's runs").strong());
+    let top = views
+        .iter()
+        .flat_map(|v| v.loss.iter().map(|p| p[1]))
+        .fold(0.0f64, f64::max);
+    let width = ((ui.available_width() - 24.0) / 4.0).max(160.0);
+    egui::Grid::new("multiples").show(ui, |ui| {
+        for (i, v) in views.iter().enumerate() {
+            ui.vertical(|ui| {
+                ui.set_width(width);
+                let above = v.calls_above().get(v.active).copied().unwrap_or(0);
+                let knowledge = match (v.probes.first(), v.probes.last()) {
+                    (Some(a), Some(b)) => format!(
+                        "knowledge {:.0} % to {:.0} %",
+                        100.0 * a.knowledge_acc_norm,
+                        100.0 * b.knowledge_acc_norm
+                    ),
+                    _ => String::new(),
+                };
+                ui.label(RichText::new(&v.name).strong().small());
+                ui.label(
+                    RichText::new(format!(
+                        "loss {:.3}; {above} calls above est; {knowledge}",
+                        v.loss.last().map(|p| p[1]).unwrap_or(f64::NAN)
+                    ))
+                    .small(),
+                );
+                egui_plot::Plot::new(format!("multiple-{i}"))
+                    .height(90.0)
+                    .width(width)
+                    .show_axes([false, true])
+                    .include_y(0.0)
+                    .include_y(top)
+                    .allow_drag(false)
+                    .allow_zoom(false)
+                    .allow_scroll(false)
+                    .show(ui, |p| {
+                        p.line(egui_plot::Line::new("loss", v.loss.clone()));
+                    });
+            });
+            if i % 4 == 3 {
+                ui.end_row();
+            }
+        }
+    });
 }
 
 /// A reading of the live run for the lesson, from its numbers.
@@ -337,6 +435,31 @@ fn live_reading(app: &HifApp) -> String {
     let Some(view) = &app.view else {
         return "No run yet: press “Set up and start a live run”.".into();
     };
+    if app.lesson.name == "forgetting"
+        && let (Some(base), Some(now)) = (&app.base_probes, view.probes.last())
+    {
+        let drop =
+            hif8lab_train::corpus::relative_drop(base.knowledge_acc_norm, now.knowledge_acc_norm);
+        let first = view.loss.first().map(|p| p[1]).unwrap_or(f64::NAN);
+        let last = view.loss.last().map(|p| p[1]).unwrap_or(f64::NAN);
+        let lr = view
+            .config
+            .as_ref()
+            .and_then(|c| crate::settings::lookup(c, "train.lr"))
+            .map(|v| v.to_string())
+            .unwrap_or_default();
+        return format!(
+            "{} steps at lr {lr}: knowledge accuracy {:.1} % to {:.1} % (a drop of {drop:.1} % relative to the base) while the training loss went from {first:.3} to {last:.3}. {}",
+            view.loss.len(),
+            100.0 * base.knowledge_acc_norm,
+            100.0 * now.knowledge_acc_norm,
+            if drop >= 10.0 {
+                "The model forgot facts while its loss looked fine."
+            } else {
+                "The facts survived so far; try a rate 30× higher."
+            }
+        );
+    }
     let ag = view.calls_above_roles(&["A", "G"]);
     let w = view.calls_above_roles(&["W"]);
     let of = |counts: &[u64], prefix: &str| {

@@ -191,7 +191,7 @@ pub const FIELDS: [Field; 20] = [
         "qat.blocks",
         "blocks",
         Kind::Blocks,
-        "auto (skip the first ⌈3L/26⌉ and last ⌈2L/26⌉) or a list like 1,2",
+        "auto (skip the first ceil(3L/26) and last ceil(2L/26) blocks) or a list like 1,2",
     ),
 ];
 
@@ -367,7 +367,7 @@ pub fn flatten(config: &serde_json::Value) -> BTreeMap<String, String> {
     out
 }
 
-/// The keys whose values differ between two flattened configs: `(key, a, b)`, with `—`
+/// The keys whose values differ between two flattened configs: `(key, a, b)`, with `(none)`
 /// where one side lacks the key.
 pub fn diff(
     a: &BTreeMap<String, String>,
@@ -378,7 +378,7 @@ pub fn diff(
         .filter_map(|k| {
             let (x, y) = (a.get(k), b.get(k));
             (x != y).then(|| {
-                let show = |v: Option<&String>| v.cloned().unwrap_or_else(|| "—".into());
+                let show = |v: Option<&String>| v.cloned().unwrap_or_else(|| "(none)".into());
                 (k.clone(), show(x), show(y))
             })
         })
@@ -429,7 +429,7 @@ mod tests {
             diff(&a, &b),
             vec![
                 ("train.lr".into(), "0.003".into(), "0.0001".into()),
-                ("x".into(), "1,2".into(), "—".into())
+                ("x".into(), "1,2".into(), "(none)".into())
             ]
         );
     }

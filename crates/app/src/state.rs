@@ -49,6 +49,8 @@ pub struct RunView {
     pub format: Format,
     /// The latest log2|x·scale| histogram of the quantizer chosen for binning.
     pub histogram: Option<HistView>,
+    /// Knowledge and completion probe scores, when evaluated.
+    pub probes: Vec<hif8lab_train::ProbeScores>,
     /// The run's config as JSON (for the config diff of the Runs panel), when known.
     pub config: Option<serde_json::Value>,
     /// Bumped by every change, so panels can cache what they derive from the calls.
@@ -321,6 +323,15 @@ impl RunView {
         let config = dir.join("config.toml");
         if config.exists() {
             view.read_config(&config, &read("config.toml")?)?;
+        }
+        let probes = dir.join("probes.jsonl");
+        if probes.exists() {
+            let (p, _) = hif8lab_scaling::trace::read_jsonl::<hif8lab_train::ProbeScores>(
+                &probes,
+                &read("probes.jsonl")?[..],
+            )
+            .map_err(|e| e.to_string())?;
+            view.probes = p;
         }
         Ok(view)
     }

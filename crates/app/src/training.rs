@@ -11,7 +11,9 @@ use std::time::Duration;
 use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
-use hif8lab_train::{RunConfig, StepReport, TrainError, Trainer};
+use hif8lab_train::checkpoint::Checkpoint;
+use hif8lab_train::corpus::ProbeSet;
+use hif8lab_train::{ProbeScores, RunConfig, StepReport, TrainError, Trainer};
 use web_time::Instant;
 
 /// What training tells the UI.
@@ -30,6 +32,10 @@ pub enum Msg {
     },
     /// A step's report.
     Report(Box<StepReport>),
+    /// Probe scores (before the first step, every `eval_every` steps, after the last).
+    Probes(ProbeScores),
+    /// The final weights, when asked for ([`RunExtras::keep_weights`]).
+    Weights(Arc<Checkpoint>),
     /// Training stopped with an error.
     Error(String),
     /// All steps done (or stopped).
@@ -53,13 +59,30 @@ pub enum Device {
     Gpu(Box<(wgpu::Device, wgpu::Queue, wgpu::AdapterInfo)>),
 }
 
+/// What a run needs besides its config.
+#[derive(Clone, Default)]
+pub struct RunExtras {
+    /// Weights to start from (continued training from a pretrained base).
+    pub base: Option<Arc<Checkpoint>>,
+    /// Probes scored before the first step, every `eval_every` steps and after the last
+    /// (native only: scoring waits for the device).
+    pub probes: Option<Arc<ProbeSet>>,
+    /// Steps between probe evaluations (0: only before and after).
+    pub eval_every: u64,
+    /// Send the final weights back as [`Msg::Weights`].
+    pub keep_weights: bool,
+}
+
 /// A trainer seen through what the stepper needs (erases the backend type).
 trait Run {
     fn step(&mut self) -> Result<(), TrainError>;
     fn poll(&mut self) -> Result<Vec<StepReport>, TrainError>;
     fn finished(&self) -> bool;
     fn in_flight(&self) -> usize;
+    fn steps_done(&self) -> u64;
     fn set_histogram(&mut self, quantizer: Option<usize>);
+    fn evaluate(&mut self, probes: &ProbeSet) -> Result<ProbeScores, TrainError>;
+    fn weights(&self) -> Result<Checkpoint, TrainError>;
 }
 
 impl<B: Backend> Run for Trainer<B> {
@@ -75,8 +98,31 @@ impl<B: Backend> Run for Trainer<B> {
     fn in_flight(&self) -> usize {
         Trainer::in_flight(self)
     }
+    fn steps_done(&self) -> u64 {
+        Trainer::steps_done(self)
+    }
     fn set_histogram(&mut self, quantizer: Option<usize>) {
         Trainer::set_histogram(self, quantizer);
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    fn evaluate(&mut self, probes: &ProbeSet) -> Result<ProbeScores, TrainError> {
+        Trainer::evaluate(self, probes)
+    }
+    #[cfg(target_arch = "wasm32")]
+    fn evaluate(&mut self, _: &ProbeSet) -> Result<ProbeScores, TrainError> {
+        Err(TrainError::Data(
+            "probes are scored in the desktop app".into(),
+        ))
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    fn weights(&self) -> Result<Checkpoint, TrainError> {
+        Trainer::checkpoint(self)
+    }
+    #[cfg(target_arch = "wasm32")]
+    fn weights(&self) -> Result<Checkpoint, TrainError> {
+        Err(TrainError::Data(
+            "weights are kept in the desktop app".into(),
+        ))
     }
 }
 
@@ -89,16 +135,24 @@ pub struct Stepper {
     queue: VecDeque<Msg>,
     done: bool,
     histogram: usize,
+    extras: RunExtras,
+    /// Steps done at which the probes run next.
+    next_eval: Option<u64>,
+    /// Steps done when the probes last ran.
+    last_eval: Option<u64>,
 }
 
 impl Stepper {
     /// Builds the trainer for `config` on `device` (an error becomes `Error` + `Finished`).
-    pub fn new(config: RunConfig, device: Device) -> Self {
+    pub fn new(config: RunConfig, device: Device, extras: RunExtras) -> Self {
         let mut s = Stepper {
             run: None,
             queue: VecDeque::new(),
             done: false,
             histogram: NO_HISTOGRAM,
+            next_eval: extras.probes.as_ref().map(|_| 0),
+            last_eval: None,
+            extras,
         };
         let made = match device {
             Device::Cpu => s.adopt(CpuBackend::new(), config),
@@ -121,7 +175,10 @@ impl Stepper {
         config: RunConfig,
     ) -> Result<(), TrainError> {
         let info = backend.info();
-        let trainer = Trainer::new(backend, config)?;
+        let mut trainer = Trainer::new(backend, config)?;
+        if let Some(base) = &self.extras.base {
+            trainer.load_weights(base)?;
+        }
         self.queue.push_back(Msg::Started {
             estimators: trainer.estimator_names().to_vec(),
             active: trainer.active_estimator(),
@@ -147,11 +204,18 @@ impl Stepper {
     fn advance(&mut self, control: u8, histogram: usize, budget: Duration) -> (Vec<Msg>, bool) {
         let start = Instant::now();
         let mut waiting = false;
-        if !self.done
-            && let Some(run) = self.run.as_mut()
-        {
-            if histogram != self.histogram {
-                self.histogram = histogram;
+        let Stepper {
+            run: slot,
+            queue,
+            done,
+            histogram: binned,
+            extras,
+            next_eval,
+            last_eval,
+        } = self;
+        if !*done && let Some(run) = slot.as_mut() {
+            if histogram != *binned {
+                *binned = histogram;
                 run.set_histogram((histogram != NO_HISTOGRAM).then_some(histogram));
             }
             let result = (|| -> Result<bool, TrainError> {
@@ -160,9 +224,25 @@ impl Stepper {
                         return Ok(true);
                     }
                     for r in run.poll()? {
-                        self.queue.push_back(Msg::Report(Box::new(r)));
+                        queue.push_back(Msg::Report(Box::new(r)));
                     }
-                    if run.finished() && run.in_flight() == 0 {
+                    let idle = run.in_flight() == 0;
+                    let steps = run.steps_done();
+                    let due = next_eval.is_some_and(|n| steps >= n)
+                        || (run.finished() && *last_eval != Some(steps));
+                    if let (Some(probes), true) = (extras.probes.as_ref(), due) {
+                        if !idle {
+                            waiting = true;
+                            return Ok(false);
+                        }
+                        queue.push_back(Msg::Probes(run.evaluate(probes)?));
+                        *last_eval = Some(steps);
+                        *next_eval = (extras.eval_every > 0).then(|| steps + extras.eval_every);
+                    }
+                    if run.finished() && idle {
+                        if extras.keep_weights {
+                            queue.push_back(Msg::Weights(Arc::new(run.weights()?)));
+                        }
                         return Ok(true);
                     }
                     let can_step =
@@ -180,17 +260,17 @@ impl Stepper {
             let finished = match result {
                 Ok(f) => f,
                 Err(e) => {
-                    self.queue.push_back(Msg::Error(e.to_string()));
+                    queue.push_back(Msg::Error(e.to_string()));
                     true
                 }
             };
             if finished {
-                self.queue.push_back(Msg::Finished);
-                self.done = true;
-                self.run = None;
+                queue.push_back(Msg::Finished);
+                *done = true;
+                *slot = None;
             }
         }
-        (self.queue.drain(..).collect(), waiting)
+        (queue.drain(..).collect(), waiting)
     }
 }
 
@@ -213,12 +293,13 @@ impl Training {
     pub fn start(
         config: RunConfig,
         device: Device,
+        extras: RunExtras,
         wake: impl Fn() + Send + 'static,
     ) -> std::io::Result<Self> {
         #[cfg(target_arch = "wasm32")]
         {
             let _ = wake;
-            Ok(Self::start_local(config, device))
+            Ok(Self::start_local(config, device, extras))
         }
         #[cfg(not(target_arch = "wasm32"))]
         {
@@ -229,7 +310,7 @@ impl Training {
             std::thread::Builder::new()
                 .name("hif8lab-training".into())
                 .spawn(move || {
-                    let mut s = Stepper::new(config, device);
+                    let mut s = Stepper::new(config, device, extras);
                     while !s.done() {
                         let (msgs, waiting) = s.advance(
                             flag.load(Ordering::Relaxed),
@@ -260,9 +341,9 @@ impl Training {
 
     /// Starts training driven by [`Training::drain`] from the caller's frame loop (what the
     /// browser does; natively it serves the tests of that path).
-    pub fn start_local(config: RunConfig, device: Device) -> Self {
+    pub fn start_local(config: RunConfig, device: Device, extras: RunExtras) -> Self {
         Training {
-            source: Source::Local(Box::new(Stepper::new(config, device))),
+            source: Source::Local(Box::new(Stepper::new(config, device, extras))),
             control: Arc::new(AtomicU8::new(RUN)),
             histogram: Arc::new(AtomicUsize::new(NO_HISTOGRAM)),
         }

@@ -20,7 +20,7 @@ fn until(h: &mut Harness<'static, HifApp>, done: impl Fn(&HifApp) -> bool) {
     let start = std::time::Instant::now();
     while !done(h.state()) {
         assert!(
-            start.elapsed().as_secs() < 60,
+            start.elapsed().as_secs() < 180,
             "timed out; status: {}",
             h.state().status
         );
@@ -413,4 +413,47 @@ fn saturation_lesson_live_and_judged() {
     assert_eq!(report.lesson, "saturation");
     assert!(report.holds(), "{report:?}");
     h.get_by_label_contains("holds: on activations and gradients");
+}
+
+/// The forgetting lesson live: the base is pretrained once in the app, then continued at the
+/// slider's rate with QAT and the matched baseline; probes are scored and the reading quotes
+/// them.
+#[test]
+fn forgetting_lesson_continues_from_the_base_with_probes() {
+    let mut h = harness(Options {
+        lesson: Some("forgetting".into()),
+        ..Default::default()
+    });
+    h.state_mut().lesson_lr = 3e-3;
+    h.run_steps(1);
+    h.get_by_label("Pretrain the base, then continue at this rate")
+        .click();
+    h.run_steps(1);
+    assert!(h.state().base_training.is_some());
+    until(&mut h, |app| {
+        app.base.is_some()
+            && app.training.is_none()
+            && app.baseline_training.is_none()
+            && app.view.as_ref().is_some_and(|v| v.loss.len() == 100)
+    });
+    let app = h.state();
+    let base = app.base_probes.expect("base scored");
+    let view = app.view.clone().unwrap();
+    // Before the first step (= the base), every 25 steps, after the last.
+    let steps: Vec<u64> = view.probes.iter().map(|p| p.step).collect();
+    assert_eq!(steps, [0, 25, 50, 75, 100]);
+    assert_eq!(
+        view.probes[0].knowledge_acc_norm, base.knowledge_acc_norm,
+        "starts from the base"
+    );
+    assert_eq!(app.baseline_probes.len(), 5);
+    assert!(view.qat_from.is_some(), "QAT on");
+    let drop = hif8lab_train::corpus::relative_drop(
+        base.knowledge_acc_norm,
+        view.probes[4].knowledge_acc_norm,
+    );
+    h.get_by_label_contains(&format!("(a drop of {drop:.1} % relative to the base)"));
+    h.get_by_label("Loss").click();
+    h.run_steps(2);
+    h.get_by_label_contains("Knowledge probes (accuracy, per-byte likelihood)");
 }
