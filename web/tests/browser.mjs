@@ -64,7 +64,7 @@ function checkNotBlank(file) {
   return { sd, colours };
 }
 
-async function run(name, flags, expectBackend, port, query) {
+async function run(name, flags, expectBackend, port, query, until) {
   const userDir = fs.mkdtempSync(path.join(os.tmpdir(), "hif8lab-chromium-"));
   // A fresh profile each time (Playwright passes it as --user-data-dir).
   const browser = await chromium.launchPersistentContext(userDir, {
@@ -101,6 +101,27 @@ async function run(name, flags, expectBackend, port, query) {
       if (s.error) await fail(`training error: ${s.error}`);
       return { s, t: await page.evaluate(() => performance.now()) };
     };
+    if (until) {
+      // A lesson that runs to its point: wait for the whole scenario, then report it.
+      const t0 = await page.evaluate(() => performance.now());
+      try {
+        await page.waitForFunction(until, null, { timeout: 240000, polling: 250 });
+      } catch (e) {
+        await fail("the lesson did not reach its point within 240 s");
+      }
+      const s = await snap();
+      if (s.error) await fail(`training error: ${s.error}`);
+      const t1 = await page.evaluate(() => performance.now());
+      const shot = path.join(shots, `web-${name}.png`);
+      await page.screenshot({ path: shot });
+      const look = checkNotBlank(shot);
+      if (errors.length) await fail("console errors");
+      console.log(
+        `browser ${name}: ok — point reached ${(t1 / 1000).toFixed(1)} s after page load (${((t1 - t0) / 1000).toFixed(1)} s of training); ` +
+        `backend ${s.backend}; base knowledge ${(100 * s.base_knowledge).toFixed(1)} %, after ${s.steps} steps ${(100 * s.knowledge).toFixed(1)} % ` +
+        `(${s.probes} probe evaluations, baseline ${s.baseline_probes}); loss ${s.loss.toFixed(3)}; screenshot ${shot} (std-dev ${look.sd.toFixed(3)}, ${look.colours} colours)`);
+      return;
+    }
     const first = await waitSteps(1, 240000, false);
     const fifth = await waitSteps(wantSteps, 240000, true);
     const s = fifth.s;
@@ -134,9 +155,13 @@ const smoke = "?preset=smoke&autostart=1";
 if (mode === "webgpu" || mode === "all") cases.push(["webgpu", webgpuFlags, "webgpu", smoke]);
 if (mode === "cpu" || mode === "all") cases.push(["cpu", ["--disable-features=WebGPU"], "cpu", smoke]);
 if (mode === "lesson" || mode === "all") cases.push(["lesson-saturation", webgpuFlags, "webgpu", "?lesson=saturation&autostart=1"]);
-for (const [name, flags, backend, query] of cases) {
+// The forgetting lesson end to end: the base pretrained in the page, then continued at a high
+// rate with QAT and the matched baseline on the CPU backend, probes scored five times each.
+const forgotten = "() => { const s = window.__hif8lab; return s && (s.error || (!s.running && !s.pretraining && s.probes >= 5 && s.baseline_probes >= 5 && s.base_knowledge !== null)); }";
+if (mode === "lesson" || mode === "all") cases.push(["lesson-forgetting", webgpuFlags, "cpu", "?lesson=forgetting&autostart=1&backend=cpu", forgotten]);
+for (const [name, flags, backend, query, until] of cases) {
   try {
-    await run(name, flags, backend, port, query);
+    await run(name, flags, backend, port, query, until);
   } catch (e) {
     failed++;
     console.error(`browser ${name}: FAILED — ${e.message}`);

@@ -42,6 +42,8 @@ pub struct Options {
     pub tab: Option<Tab>,
     /// A lesson to open.
     pub lesson: Option<String>,
+    /// `cpu` to train on the CPU even where a GPU device is available.
+    pub backend: Option<String>,
     /// Measure frame times: draw a synthetic 64-quantizer × 10,000-step run on every panel
     /// for this many frames each, print the figures and quit.
     pub bench_frames: Option<usize>,
@@ -298,7 +300,7 @@ impl HifApp {
             base_training: None,
             after_base: false,
             baseline_probes: Vec::new(),
-            lesson_lr: 1e-4,
+            lesson_lr: 3e-3,
             lesson_qat: true,
             frame_loop: cfg!(target_arch = "wasm32"),
             notice: None,
@@ -484,15 +486,16 @@ impl HifApp {
         }
     }
 
-    /// Starts training with the current settings (no-op while they are invalid). Natively
-    /// the knowledge probes are scored before, during (every quarter) and after the run.
+    /// Starts training with the current settings (no-op while they are invalid). The
+    /// knowledge probes are scored before, during (every quarter) and after the run.
     pub fn start(&mut self, wake: impl Fn() + Send + Sync + 'static) {
         let Ok(config) = self.settings.config() else {
             return;
         };
         let extras = RunExtras {
-            probes: (!self.frame_loop)
-                .then(|| Arc::new(hif8lab_train::corpus::ProbeSet::for_data(&config.data))),
+            probes: Some(Arc::new(hif8lab_train::corpus::ProbeSet::for_data(
+                &config.data,
+            ))),
             eval_every: (config.train.steps / 4).max(1),
             ..Default::default()
         };
@@ -576,6 +579,16 @@ impl HifApp {
         )
     }
 
+    /// What `--autostart` / `?autostart=1` starts: the forgetting lesson's run from the
+    /// base when that lesson is open, the settings' run otherwise.
+    pub fn autostart(&mut self, wake: impl Fn() + Send + Sync + Clone + 'static) {
+        if self.tab == Tab::Lessons && self.lesson.name == "forgetting" {
+            self.start_from_base(wake);
+        } else {
+            self.start(wake);
+        }
+    }
+
     /// Starts one run: stepped from the frame loop, or on a thread that calls `wake`.
     fn launch(
         &self,
@@ -594,7 +607,6 @@ impl HifApp {
     /// The forgetting lesson's live run: continued training from the pretrained base at
     /// `lesson_lr`, with (max_window(64), warmup) or without QAT, the matched baseline
     /// alongside, probes every 25 steps. Pretrains the base first (once, a few seconds).
-    #[cfg(not(target_arch = "wasm32"))]
     pub fn start_from_base(&mut self, wake: impl Fn() + Send + Sync + Clone + 'static) {
         let grid = match hif8lab_train::grid::GridConfig::preset("grid-lesson") {
             Ok(g) => g,
@@ -645,7 +657,6 @@ impl HifApp {
     }
 
     /// Collects the pretraining of the base; starts the waiting lesson run once it is ready.
-    #[cfg(not(target_arch = "wasm32"))]
     fn poll_base(&mut self, ctx: &egui::Context) {
         let Some(t) = &mut self.base_training else {
             return;
@@ -811,6 +822,11 @@ impl HifApp {
             "baseline_steps": self.baseline.len(),
             "tab": format!("{:?}", self.tab).to_ascii_lowercase(),
             "lesson": self.lesson.name,
+            "probes": view.map(|v| v.probes.len()).unwrap_or(0),
+            "knowledge": view.and_then(|v| v.probes.last()).map(|p| p.knowledge_acc_norm),
+            "base_knowledge": self.base_probes.map(|p| p.knowledge_acc_norm),
+            "baseline_probes": self.baseline_probes.len(),
+            "pretraining": self.base_training.is_some(),
             "error": self.error,
             "notice": self.notice,
         })
@@ -821,7 +837,6 @@ impl HifApp {
         let started = web_time::Instant::now();
         self.take_screenshot(ui.ctx());
         self.poll();
-        #[cfg(not(target_arch = "wasm32"))]
         self.poll_base(ui.ctx());
         self.poll_lesson();
         // Files dropped on the window (natively; the browser page uses its file picker).
@@ -840,7 +855,11 @@ impl HifApp {
         }
         panels::side_panel(self, ui);
         panels::central(self, ui);
-        if self.frame_loop && (self.training.is_some() || self.baseline_training.is_some()) {
+        if self.frame_loop
+            && (self.training.is_some()
+                || self.baseline_training.is_some()
+                || self.base_training.is_some())
+        {
             // The frame loop is what trains: keep it turning.
             ui.ctx().request_repaint();
         } else if self.training.is_some()

@@ -1,5 +1,5 @@
 //! `hif8lab-app`: the desktop dashboard. Flags: `--preset NAME`, `--autostart`,
-//! `--open RUN_DIR`, `--trace FILE`, `--tab PANEL`, `--lesson NAME`, `--bench-frames N` (frame-time benchmark). Without a display it says so and names the headless command.
+//! `--open RUN_DIR`, `--trace FILE`, `--tab PANEL`, `--lesson NAME`, `--backend cpu|gpu`, `--bench-frames N` (frame-time benchmark). Without a display it says so and names the headless command.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,6 +29,13 @@ fn parse_args() -> Result<Options, String> {
                         .map_err(|_| format!("--bench-frames: '{n}' is not a frame count"))?,
                 );
             }
+            "--backend" => {
+                let b = args.next().ok_or("--backend needs cpu or gpu")?;
+                if b != "cpu" && b != "gpu" {
+                    return Err(format!("--backend: '{b}' is neither cpu nor gpu"));
+                }
+                options.backend = Some(b);
+            }
             "--lesson" => options.lesson = Some(args.next().ok_or("--lesson needs a name")?),
             "--tab" => {
                 let name = args.next().ok_or("--tab needs a panel name")?;
@@ -38,7 +45,7 @@ fn parse_args() -> Result<Options, String> {
             }
             "--help" | "-h" => {
                 println!(
-                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--trace FILE] [--tab PANEL] [--lesson NAME] [--bench-frames N]"
+                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--trace FILE] [--tab PANEL] [--lesson NAME] [--backend cpu|gpu] [--bench-frames N]"
                 );
                 std::process::exit(0);
             }
@@ -90,9 +97,14 @@ fn main() -> ExitCode {
                     rs.adapter.get_info(),
                 ))));
             }
+            if options.backend.as_deref() != Some("gpu") {
+                app.settings.gpu = false;
+            } else if app.gpu.is_some() {
+                app.settings.gpu = true;
+            }
             if options.autostart {
                 let ctx = cc.egui_ctx.clone();
-                app.start(move || ctx.request_repaint());
+                app.autostart(move || ctx.request_repaint());
             }
             Ok(Box::new(app))
         }),

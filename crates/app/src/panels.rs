@@ -350,7 +350,6 @@ fn forgetting_controls(app: &mut HifApp, ui: &mut egui::Ui, running: bool) {
         );
         ui.checkbox(&mut app.lesson_qat, "HiF8 QAT (max_window(64), warmup)");
     });
-    #[cfg(not(target_arch = "wasm32"))]
     {
         let label = if app.base.is_some() {
             "Continue training the base at this rate"
@@ -368,11 +367,6 @@ fn forgetting_controls(app: &mut HifApp, ui: &mut egui::Ui, running: bool) {
                 100.0 * b.completion_acc_norm
             ));
         }
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        let _ = running;
-        ui.label("Continued training from the pretrained base with probe scoring runs in the desktop app (hif8lab lesson run forgetting).");
     }
 }
 
@@ -454,9 +448,9 @@ fn live_reading(app: &HifApp) -> String {
             100.0 * base.knowledge_acc_norm,
             100.0 * now.knowledge_acc_norm,
             if drop >= 10.0 {
-                "The model forgot facts while its loss looked fine."
+                "The model forgot facts while its loss looked fine: try a rate 30x lower."
             } else {
-                "The facts survived so far; try a rate 30× higher."
+                "The facts survived so far: try a rate 30x higher."
             }
         );
     }

@@ -13,6 +13,7 @@ use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::corpus::ProbeSet;
+use hif8lab_train::trainer::{PendingEval, PendingWeights};
 use hif8lab_train::{ProbeScores, RunConfig, StepReport, TrainError, Trainer};
 use web_time::Instant;
 
@@ -81,8 +82,8 @@ trait Run {
     fn in_flight(&self) -> usize;
     fn steps_done(&self) -> u64;
     fn set_histogram(&mut self, quantizer: Option<usize>);
-    fn evaluate(&mut self, probes: &ProbeSet) -> Result<ProbeScores, TrainError>;
-    fn weights(&self) -> Result<Checkpoint, TrainError>;
+    fn begin_evaluate(&mut self, probes: &ProbeSet) -> Result<PendingEval, TrainError>;
+    fn begin_weights(&self) -> PendingWeights;
 }
 
 impl<B: Backend> Run for Trainer<B> {
@@ -104,25 +105,11 @@ impl<B: Backend> Run for Trainer<B> {
     fn set_histogram(&mut self, quantizer: Option<usize>) {
         Trainer::set_histogram(self, quantizer);
     }
-    #[cfg(not(target_arch = "wasm32"))]
-    fn evaluate(&mut self, probes: &ProbeSet) -> Result<ProbeScores, TrainError> {
-        Trainer::evaluate(self, probes)
+    fn begin_evaluate(&mut self, probes: &ProbeSet) -> Result<PendingEval, TrainError> {
+        Trainer::begin_evaluate(self, probes)
     }
-    #[cfg(target_arch = "wasm32")]
-    fn evaluate(&mut self, _: &ProbeSet) -> Result<ProbeScores, TrainError> {
-        Err(TrainError::Data(
-            "probes are scored in the desktop app".into(),
-        ))
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    fn weights(&self) -> Result<Checkpoint, TrainError> {
-        Trainer::checkpoint(self)
-    }
-    #[cfg(target_arch = "wasm32")]
-    fn weights(&self) -> Result<Checkpoint, TrainError> {
-        Err(TrainError::Data(
-            "weights are kept in the desktop app".into(),
-        ))
+    fn begin_weights(&self) -> PendingWeights {
+        Trainer::begin_weights(self)
     }
 }
 
@@ -140,6 +127,10 @@ pub struct Stepper {
     next_eval: Option<u64>,
     /// Steps done when the probes last ran.
     last_eval: Option<u64>,
+    /// Probe scoring whose losses are on their way back.
+    pending_eval: Option<PendingEval>,
+    /// Final weights on their way back.
+    pending_weights: Option<PendingWeights>,
 }
 
 impl Stepper {
@@ -152,6 +143,8 @@ impl Stepper {
             histogram: NO_HISTOGRAM,
             next_eval: extras.probes.as_ref().map(|_| 0),
             last_eval: None,
+            pending_eval: None,
+            pending_weights: None,
             extras,
         };
         let made = match device {
@@ -212,6 +205,8 @@ impl Stepper {
             extras,
             next_eval,
             last_eval,
+            pending_eval,
+            pending_weights,
         } = self;
         if !*done && let Some(run) = slot.as_mut() {
             if histogram != *binned {
@@ -226,6 +221,14 @@ impl Stepper {
                     for r in run.poll()? {
                         queue.push_back(Msg::Report(Box::new(r)));
                     }
+                    if let Some(p) = pending_eval.take() {
+                        if !p.is_ready() {
+                            *pending_eval = Some(p);
+                            waiting = true;
+                            return Ok(false);
+                        }
+                        queue.push_back(Msg::Probes(p.finish(false)?));
+                    }
                     let idle = run.in_flight() == 0;
                     let steps = run.steps_done();
                     let due = next_eval.is_some_and(|n| steps >= n)
@@ -235,13 +238,27 @@ impl Stepper {
                             waiting = true;
                             return Ok(false);
                         }
-                        queue.push_back(Msg::Probes(run.evaluate(probes)?));
+                        *pending_eval = Some(run.begin_evaluate(probes)?);
                         *last_eval = Some(steps);
                         *next_eval = (extras.eval_every > 0).then(|| steps + extras.eval_every);
+                        continue;
                     }
                     if run.finished() && idle {
                         if extras.keep_weights {
-                            queue.push_back(Msg::Weights(Arc::new(run.weights()?)));
+                            match pending_weights.take() {
+                                None => {
+                                    *pending_weights = Some(run.begin_weights());
+                                    continue;
+                                }
+                                Some(w) if !w.is_ready() => {
+                                    *pending_weights = Some(w);
+                                    waiting = true;
+                                    return Ok(false);
+                                }
+                                Some(w) => {
+                                    queue.push_back(Msg::Weights(Arc::new(w.finish(false)?)))
+                                }
+                            }
                         }
                         return Ok(true);
                     }

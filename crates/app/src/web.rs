@@ -66,7 +66,7 @@ impl WebHandle {
     }
 }
 
-/// Start-up options from a URL query: `?preset=NAME&autostart=1&tab=amax&lesson=NAME`.
+/// Start-up options from a URL query: `?preset=NAME&autostart=1&tab=amax&lesson=NAME&backend=cpu`.
 pub fn options_from_query(query: &str) -> Options {
     let mut o = Options::default();
     for pair in query.trim_start_matches('?').split('&') {
@@ -76,6 +76,7 @@ pub fn options_from_query(query: &str) -> Options {
             "autostart" => o.autostart = v != "0" && v != "false",
             "tab" => o.tab = Tab::parse(v),
             "lesson" if !v.is_empty() => o.lesson = Some(v.to_owned()),
+            "backend" if !v.is_empty() => o.backend = Some(v.to_owned()),
             _ => {}
         }
     }
@@ -114,8 +115,11 @@ fn create(cc: &eframe::CreationContext<'_>, options: &Options) -> HifApp {
             );
         }
     }
+    if options.backend.as_deref() == Some("cpu") {
+        app.settings.gpu = false;
+    }
     if options.autostart {
-        app.start(|| {});
+        app.autostart(|| {});
     }
     app
 }

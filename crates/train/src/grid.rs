@@ -8,17 +8,23 @@
 //! A run whose `summary.json` says `finished` is skipped on re-run (resumable).
 
 use std::fmt::Write as _;
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::{Path, PathBuf};
 
+#[cfg(not(target_arch = "wasm32"))]
 use hif8lab_engine::Backend;
 use hif8lab_scaling::{EstimatorSpec, ScalingConfig};
 use serde::{Deserialize, Serialize};
 
+#[cfg(not(target_arch = "wasm32"))]
 use crate::checkpoint::{self, Checkpoint};
 use crate::config::{ConfigError, DataConfig, ModelConfig, QatConfig, RunConfig};
 use crate::corpus::{ProbeSet, ape, relative_drop};
+#[cfg(not(target_arch = "wasm32"))]
 use crate::run::{RunWriter, write_atomic};
-use crate::trainer::{ProbeScores, TrainError, Trainer};
+use crate::trainer::ProbeScores;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::trainer::{TrainError, Trainer};
 
 /// Grid presets compiled into the binary.
 pub const GRID_PRESETS: [(&str, &str); 3] = [
@@ -306,6 +312,7 @@ pub trait GridProgress {
     fn probes(&mut self, scores: &ProbeScores);
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn read_summary(dir: &Path) -> Option<RunSummary> {
     let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
     serde_json::from_str::<RunSummary>(&text)
@@ -313,10 +320,12 @@ fn read_summary(dir: &Path) -> Option<RunSummary> {
         .filter(|s| s.status == "finished")
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn io_err(e: std::io::Error) -> TrainError {
     TrainError::Data(e.to_string())
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Trains one configuration into `dir` (optionally from base weights), probing every
 /// `eval_every` steps; returns its summary.
 #[allow(clippy::too_many_arguments)]
@@ -447,6 +456,7 @@ fn train_run<B: Backend>(
     Ok((summary, t))
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Pretrains the base model into `<out>/base` (skipped when its checkpoint exists); returns
 /// the checkpoint path and the base model's probe scores.
 pub fn pretrain<B: Backend>(
@@ -477,6 +487,7 @@ pub fn pretrain<B: Backend>(
     Ok((path, summary.probes))
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Continued training of each `(name, config)` from the pretrained base (pretraining first
 /// if needed) into `<out>/runs/NAME`; a run that already finished is read back, not redone.
 /// Returns the base's probe scores and the runs' summaries, in order.
@@ -514,6 +525,7 @@ pub fn train_from_base<B: Backend>(
     Ok((base_probes, summaries))
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Runs the whole grid (pretraining first if needed) and writes the results.
 pub fn run_grid<B: Backend>(
     make: &dyn Fn() -> Result<B, TrainError>,

@@ -21,7 +21,6 @@ pub mod checkpoint;
 pub mod config;
 pub mod corpus;
 pub mod data;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod grid;
 pub mod lesson;
 pub mod model;

@@ -542,10 +542,13 @@ impl<B: Backend> Trainer<B> {
         Ok(())
     }
 
-    /// Summed loss of every row of a forward pass over `(inputs, targets)` sequences (each
-    /// `context` long), in batches of the workspace; quantizers off. Blocks.
-    #[cfg(not(target_arch = "wasm32"))]
-    fn row_losses(&mut self, seqs: &[(Vec<f32>, Vec<f32>)]) -> Result<Vec<Vec<f32>>, TrainError> {
+    /// Enqueues a forward pass over `(inputs, targets)` sequences (each `context` long), in
+    /// batches of the workspace, quantizers off; returns each batch's loss readback with the
+    /// number of sequences it holds. Never waits.
+    fn enqueue_row_losses(
+        &mut self,
+        seqs: &[(Vec<f32>, Vec<f32>)],
+    ) -> Result<Vec<BatchLosses>, TrainError> {
         let (batch, ctx) = (self.config.train.batch, self.config.model.context);
         let mut out = Vec::new();
         for chunk in seqs.chunks(batch) {
@@ -569,11 +572,9 @@ impl<B: Backend> Trainer<B> {
                 histogram: None,
             };
             model::forward(&cx, &self.params, &self.ws, 1.0)?;
-            let losses = take_value(self.backend.read(&self.ws.losses), true)?;
-            for i in 0..chunk.len() {
-                out.push(losses[i * ctx..(i + 1) * ctx].to_vec());
-            }
+            out.push((self.backend.read(&self.ws.losses), chunk.len()));
         }
+        self.backend.flush();
         Ok(out)
     }
 
@@ -584,6 +585,16 @@ impl<B: Backend> Trainer<B> {
         &mut self,
         probes: &crate::corpus::ProbeSet,
     ) -> Result<ProbeScores, TrainError> {
+        self.begin_evaluate(probes)?.finish(true)
+    }
+
+    /// Enqueues the probes' forward passes with the current weights (high precision) and
+    /// returns at once; [`PendingEval::finish`] scores them once their losses are back (what
+    /// the browser does between frames). Call between steps, with no step in flight.
+    pub fn begin_evaluate(
+        &mut self,
+        probes: &crate::corpus::ProbeSet,
+    ) -> Result<PendingEval, TrainError> {
         let ctx = self.config.model.context;
         let vocab = self.config.model.vocab as u32;
         let tok = |s: &str| -> Vec<f32> {
@@ -611,20 +622,99 @@ impl<B: Backend> Trainer<B> {
             }
             seqs
         };
-        let mut score = |items: &[crate::corpus::McItem]| -> Result<(f64, f64), TrainError> {
-            let seqs = mc(items);
-            let pairs: Vec<(Vec<f32>, Vec<f32>)> = seqs
-                .iter()
-                .map(|(x, y, _, _)| (x.clone(), y.clone()))
-                .collect();
-            let losses = self.row_losses(&pairs)?;
+        let (knowledge, completion) = (mc(&probes.knowledge), mc(&probes.completion));
+        let held = tok(&probes.heldout);
+        let windows: Vec<(Vec<f32>, Vec<f32>)> = held
+            .windows(ctx + 1)
+            .step_by(ctx)
+            .take(32)
+            .map(|w| (w[..ctx].to_vec(), w[1..].to_vec()))
+            .collect();
+        let all: Vec<(Vec<f32>, Vec<f32>)> = knowledge
+            .iter()
+            .chain(&completion)
+            .map(|(x, y, _, _)| (x.clone(), y.clone()))
+            .chain(windows.iter().cloned())
+            .collect();
+        let reads = self.enqueue_row_losses(&all)?;
+        let spans =
+            |v: &[(Vec<f32>, Vec<f32>, usize, usize)]| v.iter().map(|s| (s.2, s.3)).collect();
+        Ok(PendingEval {
+            step: self.step,
+            ctx,
+            reads,
+            knowledge: (probes.knowledge.clone(), spans(&knowledge)),
+            completion: (probes.completion.clone(), spans(&completion)),
+        })
+    }
+}
+
+/// One forward batch's per-token losses on their way back, with the sequences it holds.
+type BatchLosses = (Readback<Vec<f32>>, usize);
+
+/// Weights on their way back ([`Trainer::begin_weights`]).
+pub struct PendingWeights {
+    specs: Vec<(String, Vec<usize>)>,
+    reads: Vec<Readback<Vec<f32>>>,
+    step: u64,
+}
+
+impl PendingWeights {
+    /// Whether every tensor has arrived.
+    pub fn is_ready(&self) -> bool {
+        self.reads.iter().all(Readback::is_ready)
+    }
+
+    /// The weights as a checkpoint (`block`: wait, natively; otherwise they must be ready).
+    pub fn finish(self, block: bool) -> Result<Checkpoint, TrainError> {
+        let mut tensors = Vec::new();
+        for ((name, shape), r) in self.specs.into_iter().zip(self.reads) {
+            tensors.push(crate::checkpoint::NamedTensor {
+                name,
+                shape,
+                data: take_value(r, block)?,
+            });
+        }
+        let metadata = [("step".to_owned(), self.step.to_string())].into();
+        Ok(Checkpoint { tensors, metadata })
+    }
+}
+
+/// Probe scoring in flight ([`Trainer::begin_evaluate`]).
+pub struct PendingEval {
+    step: u64,
+    ctx: usize,
+    reads: Vec<BatchLosses>,
+    /// Items and, per (item, choice) sequence, (tokens used, choice tokens).
+    knowledge: (Vec<crate::corpus::McItem>, Vec<(usize, usize)>),
+    completion: (Vec<crate::corpus::McItem>, Vec<(usize, usize)>),
+}
+
+impl PendingEval {
+    /// Whether every loss has arrived.
+    pub fn is_ready(&self) -> bool {
+        self.reads.iter().all(|(r, _)| r.is_ready())
+    }
+
+    /// The scores (`block`: wait for the losses, natively; otherwise they must be ready).
+    pub fn finish(self, block: bool) -> Result<ProbeScores, TrainError> {
+        let ctx = self.ctx;
+        let mut rows: Vec<Vec<f32>> = Vec::new();
+        for (r, n) in self.reads {
+            let losses = take_value(r, block)?;
+            for i in 0..n {
+                rows.push(losses[i * ctx..(i + 1) * ctx].to_vec());
+            }
+        }
+        let mut at = 0;
+        let mut score = |(items, spans): &(Vec<crate::corpus::McItem>, Vec<(usize, usize)>)| {
             let mut ll = Vec::new();
             let mut k = 0;
             for it in items {
                 let mut row = Vec::new();
                 for _ in &it.choices {
-                    let (used, n) = (seqs[k].2, seqs[k].3);
-                    let l: f64 = losses[k][used - n..used]
+                    let (used, n) = spans[k];
+                    let l: f64 = rows[at + k][used - n..used]
                         .iter()
                         .map(|v| f64::from(*v))
                         .sum();
@@ -633,21 +723,15 @@ impl<B: Backend> Trainer<B> {
                 }
                 ll.push(row);
             }
-            Ok(crate::corpus::mc_accuracy(items, &ll))
+            at += k;
+            crate::corpus::mc_accuracy(items, &ll)
         };
-        let (knowledge_acc, knowledge_acc_norm) = score(&probes.knowledge)?;
-        let (completion_acc, completion_acc_norm) = score(&probes.completion)?;
-        let held = tok(&probes.heldout);
-        let windows: Vec<(Vec<f32>, Vec<f32>)> = held
-            .windows(ctx + 1)
-            .step_by(ctx)
-            .take(32)
-            .map(|w| (w[..ctx].to_vec(), w[1..].to_vec()))
-            .collect();
-        let losses = self.row_losses(&windows)?;
-        let n: usize = losses.iter().map(Vec::len).sum();
+        let (knowledge_acc, knowledge_acc_norm) = score(&self.knowledge);
+        let (completion_acc, completion_acc_norm) = score(&self.completion);
+        let held = &rows[at..];
+        let n: usize = held.iter().map(Vec::len).sum();
         let heldout_loss =
-            losses.iter().flatten().map(|v| f64::from(*v)).sum::<f64>() / n.max(1) as f64;
+            held.iter().flatten().map(|v| f64::from(*v)).sum::<f64>() / n.max(1) as f64;
         Ok(ProbeScores {
             step: self.step,
             knowledge_acc,
@@ -714,6 +798,25 @@ impl<B: Backend> Trainer<B> {
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
         Ok(Checkpoint { tensors, metadata })
+    }
+
+    /// Enqueues the readback of the model weights (no optimizer state); [`PendingWeights`]
+    /// turns them into a checkpoint [`Trainer::load_weights`] accepts. Never waits.
+    pub fn begin_weights(&self) -> PendingWeights {
+        self.backend.flush();
+        PendingWeights {
+            specs: model::param_specs(&self.config.model)
+                .into_iter()
+                .map(|(name, shape, _)| (name, shape))
+                .collect(),
+            reads: self
+                .params
+                .list()
+                .into_iter()
+                .map(|t| self.backend.read(t))
+                .collect(),
+            step: self.step,
+        }
     }
 
     /// Continues from a checkpoint of a run with the same model (shapes are checked): the
