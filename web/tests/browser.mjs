@@ -157,7 +157,8 @@ if (mode === "cpu" || mode === "all") cases.push(["cpu", ["--disable-features=We
 if (mode === "lesson" || mode === "all") cases.push(["lesson-saturation", webgpuFlags, "webgpu", "?lesson=saturation&autostart=1"]);
 // The forgetting lesson end to end: the base pretrained in the page, then continued at a high
 // rate with QAT and the matched baseline on the CPU backend, probes scored five times each.
-const forgotten = "() => { const s = window.__hif8lab; return s && (s.error || (!s.running && !s.pretraining && s.probes >= 5 && s.baseline_probes >= 5 && s.base_knowledge !== null)); }";
+// (An expression, not a function: waitForFunction evaluates a string as written.)
+const forgotten = "(s => !!s && (!!s.error || (!s.running && !s.pretraining && s.probes >= 5 && s.baseline_probes >= 5 && s.base_knowledge !== null)))(window.__hif8lab)";
 if (mode === "lesson" || mode === "all") cases.push(["lesson-forgetting", webgpuFlags, "cpu", "?lesson=forgetting&autostart=1&backend=cpu", forgotten]);
 for (const [name, flags, backend, query, until] of cases) {
   try {

@@ -486,16 +486,17 @@ impl HifApp {
         }
     }
 
-    /// Starts training with the current settings (no-op while they are invalid). The
-    /// knowledge probes are scored before, during (every quarter) and after the run.
+    /// Starts training with the current settings (no-op while they are invalid). Natively
+    /// the knowledge probes are scored before, during (every quarter) and after the run.
     pub fn start(&mut self, wake: impl Fn() + Send + Sync + 'static) {
         let Ok(config) = self.settings.config() else {
             return;
         };
+        // Probes cost a few forward passes per evaluation: natively on the training thread;
+        // in the browser's frame loop only the lessons that need them ask for them.
         let extras = RunExtras {
-            probes: Some(Arc::new(hif8lab_train::corpus::ProbeSet::for_data(
-                &config.data,
-            ))),
+            probes: (!self.frame_loop)
+                .then(|| Arc::new(hif8lab_train::corpus::ProbeSet::for_data(&config.data))),
             eval_every: (config.train.steps / 4).max(1),
             ..Default::default()
         };
@@ -834,11 +835,12 @@ impl HifApp {
 
     /// Draws the whole app into `ui` (used by eframe and by the UI tests).
     pub fn show(&mut self, ui: &mut egui::Ui) {
-        let started = web_time::Instant::now();
         self.take_screenshot(ui.ctx());
         self.poll();
         self.poll_base(ui.ctx());
         self.poll_lesson();
+        // The UI's own time (in the browser, training's share of the frame is in poll).
+        let started = web_time::Instant::now();
         // Files dropped on the window (natively; the browser page uses its file picker).
         #[cfg(not(target_arch = "wasm32"))]
         let dropped: Vec<(String, Vec<u8>)> = ui.ctx().input(|i| {

@@ -440,7 +440,7 @@ fn live_reading(app: &HifApp) -> String {
             .config
             .as_ref()
             .and_then(|c| crate::settings::lookup(c, "train.lr"))
-            .map(|v| v.to_string())
+            .map(crate::settings::text_of)
             .unwrap_or_default();
         return format!(
             "{} steps at lr {lr}: knowledge accuracy {:.1} % to {:.1} % (a drop of {drop:.1} % relative to the base) while the training loss went from {first:.3} to {last:.3}. {}",

@@ -209,7 +209,7 @@ pub struct Settings {
 }
 
 /// Display text of a config value: strings bare, lists comma-separated, null as `auto`.
-fn text_of(v: &serde_json::Value) -> String {
+pub fn text_of(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Array(a) => a.iter().map(text_of).collect::<Vec<_>>().join(","),
