@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts the desktop app under Xvfb with `--preset smoke --autostart`, waits until training
-# has finished, takes a screenshot and checks it is not blank.
+# has finished, takes a screenshot and checks it is not blank; also checks the app's own PNG
+# export of the shown panel (--png-after).
 #   scripts/app-screenshot.sh [OUT.png] [PANEL]   (default target/app-screenshot.png, loss)
 # Installs Xvfb, ImageMagick and the X libraries winit needs when they are missing.
 set -euo pipefail
@@ -30,7 +31,9 @@ runtime=$(mktemp -d)
 cleanup() { kill "${app:-}" "$xvfb" 2>/dev/null || true; rm -rf "$log" "$runtime"; }
 trap cleanup EXIT
 sleep 1
-DISPLAY=$display XDG_RUNTIME_DIR=$runtime target/debug/hif8lab-app --preset smoke --autostart --tab "$tab" >"$log" 2>&1 &
+png="app-screenshot-check-$$.png"
+rm -f "exports/$png"
+DISPLAY=$display XDG_RUNTIME_DIR=$runtime target/debug/hif8lab-app --preset smoke --autostart --tab "$tab" --png-after "$png" >"$log" 2>&1 &
 app=$!
 for _ in $(seq 1 120); do
   grep -q "Training finished" "$log" && break
@@ -45,3 +48,11 @@ stats=$(convert "$out" -format "%[fx:standard_deviation] %k" info:)
 read -r stddev colors <<<"$stats"
 echo "screenshot $out: standard deviation $stddev, $colors colours"
 awk -v s="$stddev" -v c="$colors" 'BEGIN { exit !(s > 0.02 && c > 50) }' || { echo "screenshot looks blank"; exit 1; }
+# The app's own PNG export of the shown panel (--png-after), through eframe's screenshot path.
+for _ in $(seq 1 20); do grep -q "Saved exports/$png" "$log" && break; sleep 0.5; done
+grep -q "Saved exports/$png" "$log" || { echo "the app did not export its panel as PNG:"; cat "$log"; exit 1; }
+read -r w h pstd pcol <<<"$(convert "exports/$png" -format "%w %h %[fx:standard_deviation] %k" info:)"
+rm -f "exports/$png"
+echo "panel PNG export: ${w}x${h}, standard deviation $pstd, $pcol colours"
+awk -v w="$w" -v h="$h" -v s="$pstd" -v c="$pcol" 'BEGIN { exit !(w >= 600 && h >= 400 && s > 0.02 && c > 20) }' \
+  || { echo "the exported panel PNG looks wrong"; exit 1; }

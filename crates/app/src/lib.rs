@@ -44,6 +44,9 @@ pub struct Options {
     pub lesson: Option<String>,
     /// `cpu` to train on the CPU even where a GPU device is available.
     pub backend: Option<String>,
+    /// Once training finishes, save the shown panel as this PNG (in `exports/`) — what the
+    /// screenshot script uses to check the export end to end.
+    pub png_after: Option<String>,
     /// Measure frame times: draw a synthetic 64-quantizer × 10,000-step run on every panel
     /// for this many frames each, print the figures and quit.
     pub bench_frames: Option<usize>,
@@ -229,6 +232,10 @@ pub struct HifApp {
     pub lesson_qat: bool,
     /// The frame-time benchmark, when running.
     pub bench: Option<FrameBench>,
+    /// See [`Options::png_after`].
+    pub png_after: Option<String>,
+    /// Where the central panel was drawn last frame.
+    pub central_rect: egui::Rect,
     /// The form's last check: the settings checked, each field's message, the whole one.
     pub form_check: Option<FormCheck>,
     /// Drive training from the frame loop instead of a thread (always in the browser).
@@ -295,6 +302,8 @@ impl HifApp {
             heat_cache: None,
             form_check: None,
             bench: None,
+            png_after: options.png_after.clone(),
+            central_rect: egui::Rect::NOTHING,
             base: None,
             base_probes: None,
             base_training: None,
@@ -857,6 +866,15 @@ impl HifApp {
         }
         panels::side_panel(self, ui);
         panels::central(self, ui);
+        if self.training.is_none()
+            && self.baseline_training.is_none()
+            && self.view.is_some()
+            && self.png_request.is_none()
+            && let Some(name) = self.png_after.take()
+        {
+            let rect = self.central_rect;
+            self.request_png(ui.ctx(), name, rect);
+        }
         if self.frame_loop
             && (self.training.is_some()
                 || self.baseline_training.is_some()
@@ -867,6 +885,7 @@ impl HifApp {
         } else if self.training.is_some()
             || self.lesson_job.is_some()
             || self.base_training.is_some()
+            || self.png_request.is_some()
         {
             ui.ctx()
                 .request_repaint_after(std::time::Duration::from_millis(50));
@@ -921,15 +940,21 @@ impl HifApp {
 
     /// Saves the screenshot a PNG export asked for, once it arrives.
     fn take_screenshot(&mut self, ctx: &egui::Context) {
-        let _ = ctx;
-        let shot = self.png_shot.lock().ok().and_then(|mut s| s.take());
-        if let (Some(image), Some((name, rect))) = (shot, self.png_request.take()) {
+        let Some(image) = self.png_shot.lock().ok().and_then(|mut s| s.take()) else {
+            return;
+        };
+        if let Some((name, rect)) = self.png_request.take() {
             let ppp = image.size[0] as f32 / ctx.content_rect().width().max(1.0);
             let crop = png::crop(&image, rect, ppp);
             self.status = match png::encode(&crop) {
                 Ok(bytes) => export(&name, &bytes, "image/png"),
                 Err(e) => format!("Cannot encode {name}: {e}"),
             };
+            #[cfg(not(target_arch = "wasm32"))]
+            eprintln!(
+                "hif8lab-app: {} ({}x{} px)",
+                self.status, crop.size[0], crop.size[1]
+            );
         }
     }
 

@@ -1,5 +1,6 @@
 //! `hif8lab-app`: the desktop dashboard. Flags: `--preset NAME`, `--autostart`,
-//! `--open RUN_DIR`, `--trace FILE`, `--tab PANEL`, `--lesson NAME`, `--backend cpu|gpu`, `--bench-frames N` (frame-time benchmark). Without a display it says so and names the headless command.
+//! `--open RUN_DIR`, `--trace FILE`, `--tab PANEL`, `--lesson NAME`, `--backend cpu|gpu`, `--bench-frames N` (frame-time benchmark), `--png-after NAME.png` (save the shown panel
+//! into `exports/` once training finishes). Without a display it says so and names the headless command.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,6 +30,9 @@ fn parse_args() -> Result<Options, String> {
                         .map_err(|_| format!("--bench-frames: '{n}' is not a frame count"))?,
                 );
             }
+            "--png-after" => {
+                options.png_after = Some(args.next().ok_or("--png-after needs a file name")?)
+            }
             "--backend" => {
                 let b = args.next().ok_or("--backend needs cpu or gpu")?;
                 if b != "cpu" && b != "gpu" {
@@ -45,7 +49,7 @@ fn parse_args() -> Result<Options, String> {
             }
             "--help" | "-h" => {
                 println!(
-                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--trace FILE] [--tab PANEL] [--lesson NAME] [--backend cpu|gpu] [--bench-frames N]"
+                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--trace FILE] [--tab PANEL] [--lesson NAME] [--backend cpu|gpu] [--bench-frames N] [--png-after NAME.png]"
                 );
                 std::process::exit(0);
             }

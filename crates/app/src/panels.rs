@@ -224,6 +224,7 @@ fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
 /// The central tabs.
 pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
     egui::CentralPanel::default().show(ui, |ui| {
+        app.central_rect = ui.max_rect();
         ui.horizontal(|ui| {
             for (tab, name) in [
                 (Tab::Loss, "Loss"),
