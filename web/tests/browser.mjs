@@ -112,14 +112,18 @@ async function run(name, flags, expectBackend, port, query, until) {
       const s = await snap();
       if (s.error) await fail(`training error: ${s.error}`);
       const t1 = await page.evaluate(() => performance.now());
+      if (s.verdict && !s.verdict.holds) await fail(`the lesson's claims do not all hold: ${JSON.stringify(s.verdict)}`);
       const shot = path.join(shots, `web-${name}.png`);
       await page.screenshot({ path: shot });
       const look = checkNotBlank(shot);
       if (errors.length) await fail("console errors");
       console.log(
         `browser ${name}: ok — point reached ${(t1 / 1000).toFixed(1)} s after page load (${((t1 - t0) / 1000).toFixed(1)} s of training); ` +
-        `backend ${s.backend}; base knowledge ${(100 * s.base_knowledge).toFixed(1)} %, after ${s.steps} steps ${(100 * s.knowledge).toFixed(1)} % ` +
-        `(${s.probes} probe evaluations, baseline ${s.baseline_probes}); loss ${s.loss.toFixed(3)}; screenshot ${shot} (std-dev ${look.sd.toFixed(3)}, ${look.colours} colours)`);
+        (s.verdict
+          ? `verdict of ${s.verdict.lesson}: ${s.verdict.claims_holding} of ${s.verdict.claims} claims hold over ${s.verdict.runs} runs; `
+          : `backend ${s.backend}; base knowledge ${(100 * s.base_knowledge).toFixed(1)} %, after ${s.steps} steps ${(100 * s.knowledge).toFixed(1)} % ` +
+            `(${s.probes} probe evaluations, baseline ${s.baseline_probes}); loss ${s.loss.toFixed(3)}; `) +
+        `screenshot ${shot} (std-dev ${look.sd.toFixed(3)}, ${look.colours} colours)`);
       return;
     }
     const first = await waitSteps(1, 240000, false);
@@ -160,6 +164,9 @@ if (mode === "lesson" || mode === "all") cases.push(["lesson-saturation", webgpu
 // (An expression, not a function: waitForFunction evaluates a string as written.)
 const forgotten = "(s => !!s && (!!s.error || (!s.running && !s.pretraining && s.probes >= 5 && s.baseline_probes >= 5 && s.base_knowledge !== null)))(window.__hif8lab)";
 if (mode === "lesson" || mode === "all") cases.push(["lesson-forgetting", webgpuFlags, "cpu", "?lesson=forgetting&autostart=1&backend=cpu", forgotten]);
+// The fixes lesson's judged scenario in memory: base + 12 runs on the CPU backend, judged.
+const judged = "(s => !!s && (!!s.error || (!!s.verdict && !s.scenario_running)))(window.__hif8lab)";
+if (mode === "lesson" || mode === "all") cases.push(["lesson-fixes", webgpuFlags, "cpu", "?lesson=fixes&autostart=1&backend=cpu", judged]);
 for (const [name, flags, backend, query, until] of cases) {
   try {
     await run(name, flags, backend, port, query, until);

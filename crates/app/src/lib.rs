@@ -12,6 +12,7 @@
 pub mod charts;
 pub mod panels;
 pub mod png;
+pub mod scenario;
 pub mod settings;
 pub mod state;
 pub mod training;
@@ -226,6 +227,10 @@ pub struct HifApp {
     pub after_base: bool,
     /// The matched baseline's probe scores.
     pub baseline_probes: Vec<hif8lab_train::ProbeScores>,
+    /// A lesson scenario trained in memory (the browser's way), while it runs.
+    pub scenario: Option<scenario::ScenarioJob>,
+    /// Start the in-memory scenario once the base is ready.
+    pub scenario_waiting: bool,
     /// The forgetting lesson's learning rate.
     pub lesson_lr: f32,
     /// Whether the forgetting lesson's run quantizes.
@@ -309,6 +314,8 @@ impl HifApp {
             base_training: None,
             after_base: false,
             baseline_probes: Vec::new(),
+            scenario: None,
+            scenario_waiting: false,
             lesson_lr: 3e-3,
             lesson_qat: true,
             frame_loop: cfg!(target_arch = "wasm32"),
@@ -589,13 +596,23 @@ impl HifApp {
         )
     }
 
-    /// What `--autostart` / `?autostart=1` starts: the forgetting lesson's run from the
-    /// base when that lesson is open, the settings' run otherwise.
+    /// What `--autostart` / `?autostart=1` starts: with a lesson open, its live run (for
+    /// forgetting: from the pretrained base) and natively its judged scenario; otherwise the
+    /// settings' run.
     pub fn autostart(&mut self, wake: impl Fn() + Send + Sync + Clone + 'static) {
-        if self.tab == Tab::Lessons && self.lesson.name == "forgetting" {
-            self.start_from_base(wake);
-        } else {
-            self.start(wake);
+        if self.tab != Tab::Lessons {
+            return self.start(wake);
+        }
+        match self.lesson.name {
+            "forgetting" => self.start_from_base(wake),
+            // The grid is the lesson: in the browser its scenario is what starts.
+            "fixes" if self.frame_loop => self.run_scenario_in_memory(),
+            _ => self.start(wake),
+        }
+        // Natively a lesson also runs its judged scenario (headless runs, a few seconds).
+        #[cfg(not(target_arch = "wasm32"))]
+        if !self.frame_loop {
+            self.run_lesson_scenario();
         }
     }
 
@@ -627,22 +644,8 @@ impl HifApp {
         };
         let probes = Arc::new(grid.probes());
         let Some(base) = self.base.clone() else {
-            let extras = RunExtras {
-                probes: Some(probes),
-                keep_weights: true,
-                ..Default::default()
-            };
-            match self.launch(grid.pretrain_config(), Device::Cpu, extras, wake) {
-                Ok(t) => {
-                    self.base_training = Some(t);
-                    self.after_base = true;
-                    self.status = format!(
-                        "Pretraining the base model ({} steps, once)…",
-                        grid.pretrain.steps
-                    );
-                }
-                Err(e) => self.status = format!("Cannot pretrain: {e}"),
-            }
+            let _ = wake;
+            self.after_base = self.pretrain_base(&grid);
             return;
         };
         let run = hif8lab_train::grid::GridRun {
@@ -689,6 +692,78 @@ impl HifApp {
             if self.base.is_some() && std::mem::take(&mut self.after_base) {
                 let ctx = ctx.clone();
                 self.start_from_base(move || ctx.request_repaint());
+            }
+            if self.base.is_some() && std::mem::take(&mut self.scenario_waiting) {
+                self.run_scenario_in_memory();
+            }
+        }
+    }
+
+    /// Pretrains the lessons' base (once) on the CPU, scoring its probes and keeping its
+    /// weights; `then_live` / `then_scenario` say what starts once it is ready.
+    fn pretrain_base(&mut self, grid: &hif8lab_train::grid::GridConfig) -> bool {
+        if self.base_training.is_some() {
+            return true;
+        }
+        let extras = RunExtras {
+            probes: Some(Arc::new(grid.probes())),
+            keep_weights: true,
+            ..Default::default()
+        };
+        let wake = || {};
+        match self.launch(grid.pretrain_config(), Device::Cpu, extras, wake) {
+            Ok(t) => {
+                self.base_training = Some(t);
+                self.status = format!(
+                    "Pretraining the base model ({} steps, once)…",
+                    grid.pretrain.steps
+                );
+                true
+            }
+            Err(e) => {
+                self.status = format!("Cannot pretrain: {e}");
+                false
+            }
+        }
+    }
+
+    /// Runs the current lesson's judged scenario in memory, stepped from the frame loop (the
+    /// browser's way; natively [`HifApp::run_lesson_scenario`] runs it on a thread with run
+    /// folders). Pretrains the base first if needed.
+    pub fn run_scenario_in_memory(&mut self) {
+        let grid = match hif8lab_train::grid::GridConfig::preset("grid-lesson") {
+            Ok(g) => g,
+            Err(e) => {
+                self.status = e.to_string();
+                return;
+            }
+        };
+        let (Some(base), Some(probes)) = (self.base.clone(), self.base_probes) else {
+            self.scenario_waiting = self.pretrain_base(&grid);
+            return;
+        };
+        self.lesson_report = None;
+        self.lesson_views.clear();
+        self.scenario = scenario::ScenarioJob::new(self.lesson.name, &grid, base, probes);
+    }
+
+    /// Advances an in-memory scenario for a slice of the frame.
+    fn poll_scenario(&mut self) {
+        let Some(job) = &mut self.scenario else {
+            return;
+        };
+        match job.poll(std::time::Duration::from_millis(12)) {
+            Ok(Some(report)) => {
+                self.status = format!("Scenario of {} judged.", report.lesson);
+                self.lesson_views = std::mem::take(&mut job.views);
+                self.lesson_report = Some(report);
+                self.scenario = None;
+            }
+            Ok(None) => self.status = job.progress(),
+            Err(e) => {
+                self.status = format!("Lesson scenario failed: {e}");
+                self.error = Some(e);
+                self.scenario = None;
             }
         }
     }
@@ -837,6 +912,14 @@ impl HifApp {
             "base_knowledge": self.base_probes.map(|p| p.knowledge_acc_norm),
             "baseline_probes": self.baseline_probes.len(),
             "pretraining": self.base_training.is_some(),
+            "scenario_running": self.scenario.is_some() || self.scenario_waiting || self.lesson_job.is_some(),
+            "verdict": self.lesson_report.as_ref().map(|r| serde_json::json!({
+                "lesson": r.lesson,
+                "holds": r.holds(),
+                "claims": r.claims.len(),
+                "claims_holding": r.claims.iter().filter(|c| c.holds).count(),
+                "runs": self.lesson_views.len(),
+            })),
             "error": self.error,
             "notice": self.notice,
         })
@@ -847,6 +930,7 @@ impl HifApp {
         self.take_screenshot(ui.ctx());
         self.poll();
         self.poll_base(ui.ctx());
+        self.poll_scenario();
         self.poll_lesson();
         // The UI's own time (in the browser, training's share of the frame is in poll).
         let started = web_time::Instant::now();
@@ -878,7 +962,8 @@ impl HifApp {
         if self.frame_loop
             && (self.training.is_some()
                 || self.baseline_training.is_some()
-                || self.base_training.is_some())
+                || self.base_training.is_some()
+                || self.scenario.is_some())
         {
             // The frame loop is what trains: keep it turning.
             ui.ctx().request_repaint();

@@ -240,7 +240,10 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
         });
         ui.separator();
         match app.tab {
-            Tab::Lessons => return lessons(app, ui),
+            Tab::Lessons => {
+                egui::ScrollArea::vertical().show(ui, |ui| lessons(app, ui));
+                return;
+            }
             Tab::Runs => return crate::charts::runs(app, ui),
             _ => {}
         }
@@ -297,28 +300,26 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
             let ctx = ui.ctx().clone();
             app.start(move || ctx.request_repaint());
         }
-        #[cfg(not(target_arch = "wasm32"))]
+        let busy = app.lesson_job.is_some() || app.scenario.is_some() || app.scenario_waiting;
         if ui
-            .add_enabled(
-                app.lesson_job.is_none(),
-                egui::Button::new("Run the lesson's scenario"),
-            )
-            .on_hover_text("pretrained base + the lesson's runs, headless (hif8lab lesson run)")
+            .add_enabled(!busy, egui::Button::new("Run the lesson's scenario"))
+            .on_hover_text("pretrained base + the lesson's runs, judged from their numbers (hif8lab lesson run)")
             .clicked()
         {
+            #[cfg(not(target_arch = "wasm32"))]
             app.run_lesson_scenario();
+            #[cfg(target_arch = "wasm32")]
+            app.run_scenario_in_memory();
         }
     });
     ui.separator();
     ui.label(RichText::new("What just happened (this live run)").strong());
     ui.label(live_reading(app));
-    #[cfg(target_arch = "wasm32")]
-    ui.label(format!(
-        "The judged scenario of this lesson runs on the desktop: hif8lab lesson run {}",
-        l.name
-    ));
     if app.lesson_job.is_some() {
         ui.label("Running the lesson's scenario…");
+    }
+    if let Some(job) = &app.scenario {
+        ui.label(job.progress());
     }
     if let Some(r) = &app.lesson_report
         && r.lesson == l.name
@@ -334,7 +335,6 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
             ui.label(c.evidence.to_string());
         }
         ui.label(&r.summary);
-        #[cfg(not(target_arch = "wasm32"))]
         small_multiples(app, ui);
     }
 }
@@ -372,7 +372,6 @@ fn forgetting_controls(app: &mut HifApp, ui: &mut egui::Ui, running: bool) {
 }
 
 /// The lesson scenario's runs as small multiples: each run's loss with its numbers.
-#[cfg(not(target_arch = "wasm32"))]
 fn small_multiples(app: &HifApp, ui: &mut egui::Ui) {
     let views = &app.lesson_views;
     if views.is_empty() {

@@ -457,3 +457,43 @@ fn forgetting_lesson_continues_from_the_base_with_probes() {
     h.run_steps(2);
     h.get_by_label_contains("Knowledge probes (accuracy, per-byte likelihood)");
 }
+
+/// The browser's way of running a lesson's judged scenario (in memory, stepped from the frame
+/// loop, no files) reaches the same verdict, numbers and all, as `hif8lab lesson run`.
+#[test]
+fn in_memory_scenario_matches_the_headless_lesson() {
+    let mut h = harness(Options {
+        lesson: Some("sandbox".into()),
+        ..Default::default()
+    });
+    h.state_mut().frame_loop = true;
+    h.run_steps(1);
+    h.state_mut().run_scenario_in_memory();
+    assert!(h.state().scenario_waiting, "pretrains the base first");
+    until(&mut h, |app| app.lesson_report.is_some() || app.error.is_some());
+    let app = h.state();
+    assert_eq!(app.error, None);
+    let in_memory = app.lesson_report.clone().unwrap();
+    assert_eq!(app.lesson_views.len(), 1);
+    assert_eq!(app.lesson_views[0].loss.len(), 100);
+    h.get_by_label("The scenario's runs");
+    let dir = std::env::temp_dir().join(format!("hif8lab-app-lesson-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    struct Quiet;
+    impl hif8lab_train::grid::GridProgress for Quiet {
+        fn start(&mut self, _: &str, _: usize, _: usize, _: bool) {}
+        fn step(&mut self, _: u64, _: u64, _: f32) {}
+        fn probes(&mut self, _: &hif8lab_train::ProbeScores) {}
+    }
+    let headless = hif8lab_train::lesson::run_lesson(
+        "sandbox",
+        &|| Ok(hif8lab_engine::cpu::CpuBackend::new()),
+        &hif8lab_train::grid::GridConfig::preset("grid-lesson").unwrap(),
+        &dir,
+        &mut Quiet,
+    )
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(in_memory, headless);
+    assert!(in_memory.holds());
+}

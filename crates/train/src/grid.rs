@@ -302,6 +302,96 @@ pub struct RunSummary {
     pub wall_s: f64,
 }
 
+/// Accumulates a run's [`RunSummary`] from its step reports (the grid's run folders and the
+/// app's in-memory lesson scenarios count the same way).
+#[derive(Clone, Debug, Default)]
+pub struct SummaryBuilder {
+    names: Vec<String>,
+    calls: Vec<u64>,
+    by_role: std::collections::BTreeMap<String, Vec<u64>>,
+    elements: Vec<u64>,
+    overflow: Vec<u64>,
+    losses: Vec<f64>,
+}
+
+impl SummaryBuilder {
+    /// A builder for a run with these estimators (shadow order).
+    pub fn new(estimators: &[String]) -> Self {
+        let k = estimators.len();
+        SummaryBuilder {
+            names: estimators.to_vec(),
+            calls: vec![0; k],
+            elements: vec![0; k],
+            overflow: vec![0; k],
+            ..Default::default()
+        }
+    }
+
+    /// Counts one step.
+    pub fn add(&mut self, r: &crate::StepReport) {
+        let k = self.names.len();
+        for c in &r.calls {
+            let role = self
+                .by_role
+                .entry(c.id.role.to_string())
+                .or_insert_with(|| vec![0; k]);
+            for (j, (above, over)) in c.above_est.iter().zip(&c.overflow).enumerate().take(k) {
+                let hit = u64::from(*above > 0);
+                self.calls[j] += hit;
+                role[j] += hit;
+                self.elements[j] += above;
+                self.overflow[j] += over;
+            }
+        }
+        self.losses.push(f64::from(r.loss));
+    }
+
+    /// The summary of the finished run.
+    pub fn finish(
+        self,
+        name: &str,
+        config: &RunConfig,
+        active: usize,
+        probes: ProbeScores,
+        wall_s: f64,
+    ) -> RunSummary {
+        let names = &self.names;
+        let qat = config.qat.enabled;
+        let pair = |v: &[u64]| -> Vec<(String, u64)> {
+            if qat {
+                names.iter().cloned().zip(v.iter().copied()).collect()
+            } else {
+                Vec::new()
+            }
+        };
+        RunSummary {
+            status: "finished".into(),
+            name: name.to_owned(),
+            lr: config.train.lr,
+            estimator: if qat {
+                names.get(active).cloned().unwrap_or_default()
+            } else {
+                "none".into()
+            },
+            warmup: config.qat.warmup_steps > 0,
+            calls_above_est: pair(&self.calls),
+            calls_above_est_by_role: if qat {
+                self.by_role
+                    .iter()
+                    .map(|(r, v)| (r.clone(), pair(v)))
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            elements_above_est: pair(&self.elements),
+            overflow: pair(&self.overflow),
+            losses: self.losses,
+            probes,
+            wall_s,
+        }
+    }
+}
+
 /// Progress of the grid, for the caller to show.
 pub trait GridProgress {
     /// A phase started (`base` or a run name), `index` of `total`.
@@ -347,31 +437,15 @@ fn train_run<B: Backend>(
     }
     let mut writer = RunWriter::create(dir, &config, t.estimator_names(), t.active_estimator())
         .map_err(io_err)?;
-    let k = t.estimator_names().len();
-    let mut calls = vec![0u64; k];
-    let mut by_role: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
-    let mut elements = vec![0u64; k];
-    let mut overflow = vec![0u64; k];
-    let mut losses = Vec::new();
+    let mut sums = SummaryBuilder::new(t.estimator_names());
     let mut probe_lines = String::new();
     let steps = config.train.steps;
     let mut handle = |r: crate::StepReport,
                       t: &Trainer<B>,
-                      losses: &mut Vec<f64>,
+                      sums: &mut SummaryBuilder,
                       progress: &mut dyn GridProgress|
      -> Result<(), TrainError> {
-        for c in &r.calls {
-            let role = by_role
-                .entry(c.id.role.to_string())
-                .or_insert_with(|| vec![0; k]);
-            for j in 0..k {
-                calls[j] += u64::from(c.above_est[j] > 0);
-                role[j] += u64::from(c.above_est[j] > 0);
-                elements[j] += c.above_est[j];
-                overflow[j] += c.overflow[j];
-            }
-        }
-        losses.push(f64::from(r.loss));
+        sums.add(&r);
         progress.step(r.step, steps, r.loss);
         writer
             .write(&r, &t.trace_records(&r), 0.0)
@@ -388,11 +462,11 @@ fn train_run<B: Backend>(
     while !t.finished() {
         t.step()?;
         for r in t.poll()? {
-            handle(r, &t, &mut losses, progress)?;
+            handle(r, &t, &mut sums, progress)?;
         }
         if t.steps_done() % eval_every.max(1) == 0 || t.finished() {
             for r in t.finish()? {
-                handle(r, &t, &mut losses, progress)?;
+                handle(r, &t, &mut sums, progress)?;
             }
             last = t.evaluate(probes)?;
             progress.probes(&last);
@@ -404,52 +478,17 @@ fn train_run<B: Backend>(
         }
     }
     for r in t.finish()? {
-        handle(r, &t, &mut losses, progress)?;
+        handle(r, &t, &mut sums, progress)?;
     }
     write_atomic(&dir.join("probes.jsonl"), probe_lines.as_bytes()).map_err(io_err)?;
-    let names = t.estimator_names().to_vec();
-    let pair = |v: &[u64]| {
-        names
-            .iter()
-            .cloned()
-            .zip(v.iter().copied())
-            .collect::<Vec<_>>()
-    };
-    let estimator = if config.qat.enabled {
-        names[t.active_estimator()].clone()
-    } else {
-        "none".into()
-    };
-    let summary = RunSummary {
-        status: "finished".into(),
-        name: name.to_owned(),
-        lr: config.train.lr,
-        estimator,
-        warmup: config.qat.warmup_steps > 0,
-        losses,
-        probes: last,
-        calls_above_est: if config.qat.enabled {
-            pair(&calls)
-        } else {
-            Vec::new()
-        },
-        calls_above_est_by_role: if config.qat.enabled {
-            by_role.iter().map(|(r, v)| (r.clone(), pair(v))).collect()
-        } else {
-            Vec::new()
-        },
-        elements_above_est: if config.qat.enabled {
-            pair(&elements)
-        } else {
-            Vec::new()
-        },
-        overflow: if config.qat.enabled {
-            pair(&overflow)
-        } else {
-            Vec::new()
-        },
-        wall_s: start.elapsed().as_secs_f64(),
-    };
+    let summary = sums.finish(
+        name,
+        &config,
+        t.active_estimator(),
+        last,
+        start.elapsed().as_secs_f64(),
+    );
+
     writer
         .summary(&serde_json::to_value(&summary).unwrap_or_default())
         .map_err(io_err)?;

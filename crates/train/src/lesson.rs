@@ -6,13 +6,9 @@
 
 use serde::Serialize;
 
-#[cfg(not(target_arch = "wasm32"))]
 use crate::config::RunConfig;
-#[cfg(not(target_arch = "wasm32"))]
 use crate::corpus::{ape, relative_drop};
-#[cfg(not(target_arch = "wasm32"))]
 use crate::grid::{GridConfig, GridResults, RunSummary, count_prefix as count, grid_runs};
-#[cfg(not(target_arch = "wasm32"))]
 use crate::trainer::ProbeScores;
 
 /// A lesson's text and set-up.
@@ -109,7 +105,6 @@ impl LessonReport {
     }
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 fn by_name<'a>(runs: &[(String, RunConfig)], s: &'a [RunSummary], name: &str) -> &'a RunSummary {
     let i = runs
         .iter()
@@ -119,7 +114,6 @@ fn by_name<'a>(runs: &[(String, RunConfig)], s: &'a [RunSummary], name: &str) ->
 }
 
 /// Calls above the estimate of estimators named `prefix`, on activations and gradients only.
-#[cfg(not(target_arch = "wasm32"))]
 fn count_ag(s: &RunSummary, prefix: &str) -> u64 {
     s.calls_above_est_by_role
         .iter()
@@ -128,7 +122,6 @@ fn count_ag(s: &RunSummary, prefix: &str) -> u64 {
         .sum()
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 fn tail_mean(v: &[f64]) -> f64 {
     let n = (v.len() / 5).max(1).min(v.len());
     if n == 0 {
@@ -138,7 +131,6 @@ fn tail_mean(v: &[f64]) -> f64 {
 }
 
 /// The runs of a lesson's scenario (continued training from the base), by name.
-#[cfg(not(target_arch = "wasm32"))]
 pub fn scenario(name: &str, grid: &GridConfig) -> Option<Vec<(String, RunConfig)>> {
     let run = |n: &str| {
         grid_runs()
@@ -176,7 +168,6 @@ pub fn scenario(name: &str, grid: &GridConfig) -> Option<Vec<(String, RunConfig)
 }
 
 /// Judges a lesson's claims from its runs' summaries (`runs` as given by [`scenario`]).
-#[cfg(not(target_arch = "wasm32"))]
 pub fn judge(
     name: &str,
     base: ProbeScores,
@@ -196,7 +187,6 @@ pub fn judge(
     }
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, String) {
     let base = by_name(runs, s, "baseline-low");
     let mr = by_name(runs, s, "most_recent-low");
@@ -255,7 +245,6 @@ fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, St
     (claims, summary)
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 fn forgetting(
     base: ProbeScores,
     runs: &[(String, RunConfig)],
@@ -299,7 +288,6 @@ fn forgetting(
     (claims, summary)
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 fn fixes(base: ProbeScores, s: &[RunSummary]) -> (Vec<Claim>, String) {
     let results = GridResults::compute(&grid_runs(), s, base);
     // The grid's verdicts on the loss and on the fix (lessons 1 and 2 teach the others) …
@@ -348,7 +336,6 @@ fn fixes(base: ProbeScores, s: &[RunSummary]) -> (Vec<Claim>, String) {
     (claims, summary)
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 fn sandbox(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, String) {
     let r = &s[0];
     let (mr, mw) = (

@@ -1,0 +1,146 @@
+//! A lesson's judged scenario run in memory: its runs one after another from the pretrained
+//! base, stepped from the frame loop, summarized as the grid summarizes its run folders, then
+//! judged by `hif8lab_train::lesson::judge` — how the browser (no threads, no files) runs what
+//! `hif8lab lesson run NAME` runs.
+
+use std::sync::Arc;
+
+use hif8lab_train::checkpoint::Checkpoint;
+use hif8lab_train::corpus::ProbeSet;
+use hif8lab_train::grid::{GridConfig, RunSummary, SummaryBuilder};
+use hif8lab_train::lesson::LessonReport;
+use hif8lab_train::{ProbeScores, RunConfig};
+use web_time::{Duration, Instant};
+
+use crate::state::RunView;
+use crate::training::{Device, Msg, RunExtras, Training};
+
+/// The run in progress.
+struct Current {
+    training: Training,
+    sums: Option<SummaryBuilder>,
+    active: usize,
+    probes: ProbeScores,
+    view: RunView,
+    started: Instant,
+}
+
+/// A lesson scenario being trained in memory.
+pub struct ScenarioJob {
+    /// The lesson.
+    pub lesson: String,
+    runs: Vec<(String, RunConfig)>,
+    base: Arc<Checkpoint>,
+    base_probes: ProbeScores,
+    probes: Arc<ProbeSet>,
+    current: Option<Current>,
+    summaries: Vec<RunSummary>,
+    /// The finished runs, for the small multiples.
+    pub views: Vec<RunView>,
+}
+
+impl ScenarioJob {
+    /// The scenario of `lesson` from `base` (whose probe scores are `base_probes`), or `None`
+    /// for an unknown lesson.
+    pub fn new(
+        lesson: &str,
+        grid: &GridConfig,
+        base: Arc<Checkpoint>,
+        base_probes: ProbeScores,
+    ) -> Option<Self> {
+        Some(ScenarioJob {
+            lesson: lesson.to_owned(),
+            runs: hif8lab_train::lesson::scenario(lesson, grid)?,
+            base,
+            base_probes,
+            probes: Arc::new(grid.probes()),
+            current: None,
+            summaries: Vec::new(),
+            views: Vec::new(),
+        })
+    }
+
+    /// Where it is, for the status line.
+    pub fn progress(&self) -> String {
+        let i = self.summaries.len();
+        match (self.runs.get(i), &self.current) {
+            (Some((name, c)), Some(cur)) => format!(
+                "Scenario run {} of {}: {name}, step {} of {}",
+                i + 1,
+                self.runs.len(),
+                cur.view.loss.len(),
+                c.train.steps
+            ),
+            _ => format!("Scenario: {i} of {} runs done", self.runs.len()),
+        }
+    }
+
+    /// Trains for about `budget`; returns the verdict once every run is done.
+    pub fn poll(&mut self, budget: Duration) -> Result<Option<LessonReport>, String> {
+        let i = self.summaries.len();
+        let Some((name, config)) = self.runs.get(i).cloned() else {
+            return Ok(Some(hif8lab_train::lesson::judge(
+                &self.lesson,
+                self.base_probes,
+                &self.runs,
+                &self.summaries,
+            )));
+        };
+        let cur = self.current.get_or_insert_with(|| {
+            let extras = RunExtras {
+                base: Some(self.base.clone()),
+                probes: Some(self.probes.clone()),
+                eval_every: 0,
+                keep_weights: false,
+            };
+            Current {
+                training: Training::start_local(config.clone(), Device::Cpu, extras),
+                sums: None,
+                active: 0,
+                probes: ProbeScores::default(),
+                view: RunView::new(&name, Vec::new(), 0, config.qat.scaling.target),
+                started: Instant::now(),
+            }
+        });
+        let mut finished = false;
+        for msg in cur.training.drain(budget) {
+            match msg {
+                Msg::Started {
+                    estimators, active, ..
+                } => {
+                    cur.sums = Some(SummaryBuilder::new(&estimators));
+                    cur.active = active;
+                    cur.view.estimators = estimators;
+                    cur.view.active = active;
+                }
+                Msg::Report(r) => {
+                    if let Some(s) = &mut cur.sums {
+                        s.add(&r);
+                    }
+                    cur.view.push_report(&r);
+                }
+                Msg::Probes(p) => {
+                    cur.probes = p;
+                    cur.view.probes.push(p);
+                }
+                Msg::Error(e) => return Err(format!("{name}: {e}")),
+                Msg::Weights(_) => {}
+                Msg::Finished => finished = true,
+            }
+        }
+        if finished && let Some(cur) = self.current.take() {
+            let sums = cur.sums.ok_or_else(|| format!("{name}: never started"))?;
+            self.summaries.push(sums.finish(
+                &name,
+                &config,
+                cur.active,
+                cur.probes,
+                cur.started.elapsed().as_secs_f64(),
+            ));
+            let mut view = cur.view;
+            view.set_config(&config);
+            self.views.push(view);
+        }
+        Ok(None)
+    }
+}
