@@ -514,6 +514,7 @@ impl HifApp {
             probes: (!self.frame_loop)
                 .then(|| Arc::new(hif8lab_train::corpus::ProbeSet::for_data(&config.data))),
             eval_every: (config.train.steps / 4).max(1),
+            eval_at_start: true,
             ..Default::default()
         };
         self.start_run(config, extras, wake);
@@ -664,6 +665,7 @@ impl HifApp {
             base: Some(base),
             probes: Some(probes),
             eval_every: 25,
+            eval_at_start: true,
             keep_weights: false,
         };
         self.start_run(config, extras, wake);

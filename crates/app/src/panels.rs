@@ -324,7 +324,9 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
     if let Some(r) = &app.lesson_report
         && r.lesson == l.name
     {
-        ui.label(RichText::new("The lesson's scenario (headless runs)").strong());
+        ui.label(
+            RichText::new("The lesson's scenario (its runs, judged from their numbers)").strong(),
+        );
         for c in &r.claims {
             let (mark, colour) = if c.holds {
                 ("holds", Color32::from_rgb(60, 160, 60))

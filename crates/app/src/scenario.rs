@@ -90,7 +90,9 @@ impl ScenarioJob {
             let extras = RunExtras {
                 base: Some(self.base.clone()),
                 probes: Some(self.probes.clone()),
+                // The verdict needs the final scores only (the base's are known).
                 eval_every: 0,
+                eval_at_start: false,
                 keep_weights: false,
             };
             Current {

@@ -68,8 +68,11 @@ pub struct RunExtras {
     /// Probes scored before the first step, every `eval_every` steps and after the last
     /// (native only: scoring waits for the device).
     pub probes: Option<Arc<ProbeSet>>,
-    /// Steps between probe evaluations (0: only before and after).
+    /// Steps between probe evaluations (0: only after the last, and before the first when
+    /// `eval_at_start`).
     pub eval_every: u64,
+    /// Also score the probes before the first step.
+    pub eval_at_start: bool,
     /// Send the final weights back as [`Msg::Weights`].
     pub keep_weights: bool,
 }
@@ -141,7 +144,12 @@ impl Stepper {
             queue: VecDeque::new(),
             done: false,
             histogram: NO_HISTOGRAM,
-            next_eval: extras.probes.as_ref().map(|_| 0),
+            next_eval: match (&extras.probes, extras.eval_at_start, extras.eval_every) {
+                (None, _, _) => None,
+                (Some(_), true, _) => Some(0),
+                (Some(_), false, 0) => None,
+                (Some(_), false, n) => Some(n),
+            },
             last_eval: None,
             pending_eval: None,
             pending_weights: None,

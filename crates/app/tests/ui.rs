@@ -470,7 +470,9 @@ fn in_memory_scenario_matches_the_headless_lesson() {
     h.run_steps(1);
     h.state_mut().run_scenario_in_memory();
     assert!(h.state().scenario_waiting, "pretrains the base first");
-    until(&mut h, |app| app.lesson_report.is_some() || app.error.is_some());
+    until(&mut h, |app| {
+        app.lesson_report.is_some() || app.error.is_some()
+    });
     let app = h.state();
     assert_eq!(app.error, None);
     let in_memory = app.lesson_report.clone().unwrap();
