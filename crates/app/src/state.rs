@@ -607,3 +607,66 @@ impl RunView {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn buckets_cover_every_item_once() {
+        for (len, max) in [
+            (0, 10),
+            (5, 10),
+            (10, 10),
+            (11, 10),
+            (10_000, 1000),
+            (10_007, 999),
+        ] {
+            let b = buckets(len, max);
+            assert!(b.len() <= max.max(1), "{len}/{max}");
+            let mut next = 0;
+            for (a, e) in &b {
+                assert_eq!(*a, next, "{len}/{max}: contiguous");
+                assert!(e > a);
+                next = *e;
+            }
+            assert_eq!(next, len, "{len}/{max}: all covered");
+        }
+    }
+
+    #[test]
+    fn heatmap_sums_every_call_into_its_step_column() {
+        let v = RunView::synthetic(6, 1000, 3);
+        let rows: Vec<String> = v.calls.keys().cloned().collect();
+        let total: u64 = v.calls.values().flatten().map(|c| c.underflow).sum();
+        for columns in [1, 7, 333, 1000] {
+            let map = v.heatmap(&rows, columns, |c| c.underflow);
+            assert_eq!(map.len(), rows.len() * columns);
+            assert_eq!(map.iter().sum::<u64>(), total, "{columns} columns");
+        }
+        // One column per step: a cell is exactly that call's count.
+        let map = v.heatmap(&rows, 1000, |c| c.underflow);
+        let c = &v.calls[&rows[2]][417];
+        assert_eq!(map[2 * 1000 + c.step as usize], c.underflow);
+    }
+
+    #[test]
+    fn derived_counts_follow_new_calls() {
+        let mut v = RunView::synthetic(3, 50, 5);
+        let before = v.calls_above();
+        let (r0, k) = (v.revision, v.active);
+        let id = v.calls.keys().next().cloned().unwrap();
+        let mut call = v.calls[&id][0].clone();
+        call.step = 50;
+        call.above_est = vec![1; v.estimators.len()];
+        v.push_call(id, call);
+        assert!(v.revision > r0);
+        assert_eq!(v.calls_above()[k], before[k] + 1, "the cache was dropped");
+        let roles: u64 = ["W", "A", "G"]
+            .iter()
+            .map(|r| v.calls_above_roles(&[r])[k])
+            .sum();
+        assert_eq!(roles, v.calls_above()[k]);
+    }
+}
