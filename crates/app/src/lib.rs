@@ -399,9 +399,16 @@ impl HifApp {
     }
 
     /// Adds a run to the Runs list (dropping the oldest beyond [`MAX_RUNS`]).
-    pub fn keep_run(&mut self, v: RunView) {
+    pub fn keep_run(&mut self, mut v: RunView) {
         if v.loss.is_empty() && v.calls.is_empty() {
             return;
+        }
+        // Names tell runs apart in the Runs panel (and key its widgets): keep them unique.
+        let base = v.name.clone();
+        let mut n = 2;
+        while self.runs.iter().any(|r| r.name == v.name) {
+            v.name = format!("{base} ({n})");
+            n += 1;
         }
         self.runs.push(v);
         self.overlay.push(true);

@@ -147,6 +147,7 @@ fn runs_overlay_and_config_diff_after_reset() {
         h.state_mut().settings.baseline = false;
         h.run_steps(1);
         h.get_by_label("Start").click();
+        h.run_steps(1); // the click starts the run (until would see the last one finished)
         until(h, |app| {
             app.training.is_none() && app.view.as_ref().is_some_and(|v| v.loss.len() == 3)
         });
@@ -498,4 +499,27 @@ fn in_memory_scenario_matches_the_headless_lesson() {
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(in_memory, headless);
     assert!(in_memory.holds());
+}
+
+/// Runs keep names of their own in the Runs list (they label and key its rows).
+#[test]
+fn kept_runs_get_unique_names() {
+    let mut app = HifApp::new(&Options::default());
+    let view = hif8lab_app::state::RunView::synthetic(2, 5, 1);
+    for _ in 0..3 {
+        app.keep_run(view.clone());
+    }
+    let names: Vec<&str> = app.runs.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["synthetic 2x5", "synthetic 2x5 (2)", "synthetic 2x5 (3)"]
+    );
+    // An empty view is not kept; the list is bounded.
+    app.keep_run(hif8lab_app::state::RunView::default());
+    assert_eq!(app.runs.len(), 3);
+    for _ in 0..10 {
+        app.keep_run(view.clone());
+    }
+    assert_eq!(app.runs.len(), hif8lab_app::MAX_RUNS);
+    assert_eq!(app.overlay.len(), hif8lab_app::MAX_RUNS);
 }
