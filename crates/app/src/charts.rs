@@ -390,11 +390,8 @@ pub fn saturation(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
             .collect();
         app.heat_cache = Some((key, maps));
     }
-    let maps = app
-        .heat_cache
-        .as_ref()
-        .map(|(_, m)| m.clone())
-        .unwrap_or_default();
+    // Taken out while drawing (put back below), not cloned every frame.
+    let (key, maps) = app.heat_cache.take().unwrap_or((key, Vec::new()));
     let peak = maps.iter().flatten().copied().max().unwrap_or(0).max(1);
     let per_col = steps.div_ceil(columns.max(1));
     ui.label(format!(
@@ -489,6 +486,7 @@ pub fn saturation(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
             .small(),
         );
     }
+    app.heat_cache = Some((key, maps));
     let bottom = ui.min_rect().max;
     save_png(
         app,
@@ -589,7 +587,8 @@ pub fn estimators(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
     if !fresh {
         app.est_cache = Some(EstimatorTables::of(view));
     }
-    let Some(t) = app.est_cache.clone() else {
+    // Taken out while drawing (put back below), not cloned every frame.
+    let Some(t) = app.est_cache.take() else {
         return;
     };
     let want = ui
@@ -640,6 +639,7 @@ pub fn estimators(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
             }
             p.vline(VLine::new("amax = estimate", 0.0).color(Color32::RED));
         });
+    app.est_cache = Some(t);
     let rect = egui::Rect::from_min_max(top, ui.min_rect().max);
     save_png(app, ui, want, &view.name, "estimators", rect);
 }

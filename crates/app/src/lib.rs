@@ -436,10 +436,7 @@ impl HifApp {
         self.error = None;
         self.est_cache = None;
         self.heat_cache = None;
-        let (gpu, baseline) = (self.settings.gpu, self.settings.baseline);
-        self.settings = Settings::from_preset(&self.settings.preset);
-        self.settings.gpu = gpu;
-        self.settings.baseline = baseline;
+        self.settings = self.settings.switched_to(&self.settings.preset);
         self.status = "Reset: pick a preset and press Start.".into();
     }
 
@@ -468,12 +465,6 @@ impl HifApp {
         let spawned = std::thread::Builder::new()
             .name("hif8lab-lesson".into())
             .spawn(move || {
-                struct Quiet;
-                impl hif8lab_train::grid::GridProgress for Quiet {
-                    fn start(&mut self, _: &str, _: usize, _: usize, _: bool) {}
-                    fn step(&mut self, _: u64, _: u64, _: f32) {}
-                    fn probes(&mut self, _: &hif8lab_train::ProbeScores) {}
-                }
                 let result = hif8lab_train::grid::GridConfig::preset("grid-lesson")
                     .map_err(|e| e.to_string())
                     .and_then(|grid| {
@@ -482,7 +473,7 @@ impl HifApp {
                             &|| Ok(hif8lab_engine::cpu::CpuBackend::new()),
                             &grid,
                             std::path::Path::new(LESSON_OUT),
-                            &mut Quiet,
+                            &mut (),
                         )
                         .map_err(|e| e.to_string())
                     });
@@ -652,8 +643,7 @@ impl HifApp {
         };
         let probes = Arc::new(grid.probes());
         let Some(base) = self.base.clone() else {
-            let _ = wake;
-            self.after_base = self.pretrain_base(&grid);
+            self.after_base = self.pretrain_base(&grid, wake);
             return;
         };
         let run = hif8lab_train::grid::GridRun {
@@ -710,8 +700,13 @@ impl HifApp {
     }
 
     /// Pretrains the lessons' base (once) on the CPU, scoring its probes and keeping its
-    /// weights; `then_live` / `then_scenario` say what starts once it is ready.
-    fn pretrain_base(&mut self, grid: &hif8lab_train::grid::GridConfig) -> bool {
+    /// weights (`after_base` / `scenario_waiting` say what starts once it is ready); returns
+    /// whether pretraining runs.
+    fn pretrain_base(
+        &mut self,
+        grid: &hif8lab_train::grid::GridConfig,
+        wake: impl Fn() + Send + 'static,
+    ) -> bool {
         if self.base_training.is_some() {
             return true;
         }
@@ -720,7 +715,6 @@ impl HifApp {
             keep_weights: true,
             ..Default::default()
         };
-        let wake = || {};
         match self.launch(grid.pretrain_config(), Device::Cpu, extras, wake) {
             Ok(t) => {
                 self.base_training = Some(t);
@@ -749,7 +743,8 @@ impl HifApp {
             }
         };
         let (Some(base), Some(probes)) = (self.base.clone(), self.base_probes) else {
-            self.scenario_waiting = self.pretrain_base(&grid);
+            // Stepped from the frame loop, which keeps repainting while it runs.
+            self.scenario_waiting = self.pretrain_base(&grid, || {});
             return;
         };
         self.lesson_report = None;

@@ -76,10 +76,7 @@ fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
                     .selectable_label(app.settings.preset == name, name)
                     .clicked()
                 {
-                    let (gpu, baseline) = (app.settings.gpu, app.settings.baseline);
-                    app.settings = crate::Settings::from_preset(name);
-                    app.settings.gpu = gpu;
-                    app.settings.baseline = baseline;
+                    app.settings = app.settings.switched_to(name);
                 }
             }
         });

@@ -255,6 +255,15 @@ impl Settings {
         }
     }
 
+    /// The form of another preset, keeping this one's device and baseline choices.
+    pub fn switched_to(&self, preset: &str) -> Self {
+        Settings {
+            gpu: self.gpu,
+            baseline: self.baseline,
+            ..Settings::from_preset(preset)
+        }
+    }
+
     /// A field's text.
     pub fn get(&self, key: &str) -> &str {
         self.values.get(key).map(String::as_str).unwrap_or("")

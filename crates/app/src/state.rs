@@ -125,22 +125,22 @@ impl RunView {
         }
     }
 
+    /// An empty view for series replayed through `config`'s estimators (active and shadows).
+    fn for_replay(name: &str, config: &hif8lab_scaling::ScalingConfig) -> Self {
+        let estimators = config
+            .estimators()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        RunView::new(name, estimators, config.active_index(), config.target)
+    }
+
     /// A synthetic run of `quantizers` × `steps` calls (a random walk of amax with bursts,
     /// every default estimator replayed on it): what the frame-time benchmark draws.
     pub fn synthetic(quantizers: usize, steps: u64, seed: u64) -> Self {
         use hif8lab_scaling::{QuantizerState, ScalingConfig};
         let config = ScalingConfig::default();
-        let estimators: Vec<String> = config
-            .estimators()
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        let mut view = RunView::new(
-            &format!("synthetic {quantizers}x{steps}"),
-            estimators,
-            config.active_index(),
-            config.target,
-        );
+        let mut view = RunView::for_replay(&format!("synthetic {quantizers}x{steps}"), &config);
         let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         let mut next = move || {
             rng ^= rng << 13;
@@ -420,20 +420,11 @@ impl RunView {
             hif8lab_scaling::import::import_bytes(path, bytes).map_err(|e| e.to_string())?;
         let config = ScalingConfig::default();
         let overflow_at = config.format.facts().overflow_threshold;
-        let estimators: Vec<String> = config
-            .estimators()
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        let mut view = RunView::new(
-            &path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            estimators,
-            config.active_index(),
-            config.target,
-        );
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut view = RunView::for_replay(&name, &config);
         for series in &imported.series {
             let mut state = QuantizerState::new(&config);
             for (step, amax) in series.steps.iter().zip(&series.amax) {

@@ -482,18 +482,12 @@ fn in_memory_scenario_matches_the_headless_lesson() {
     h.get_by_label("The scenario's runs");
     let dir = std::env::temp_dir().join(format!("hif8lab-app-lesson-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    struct Quiet;
-    impl hif8lab_train::grid::GridProgress for Quiet {
-        fn start(&mut self, _: &str, _: usize, _: usize, _: bool) {}
-        fn step(&mut self, _: u64, _: u64, _: f32) {}
-        fn probes(&mut self, _: &hif8lab_train::ProbeScores) {}
-    }
     let headless = hif8lab_train::lesson::run_lesson(
         "sandbox",
         &|| Ok(hif8lab_engine::cpu::CpuBackend::new()),
         &hif8lab_train::grid::GridConfig::preset("grid-lesson").unwrap(),
         &dir,
-        &mut Quiet,
+        &mut (),
     )
     .unwrap();
     let _ = std::fs::remove_dir_all(&dir);

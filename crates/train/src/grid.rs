@@ -402,6 +402,13 @@ pub trait GridProgress {
     fn probes(&mut self, scores: &ProbeScores);
 }
 
+/// No progress output (`&mut ()`): for callers that only want the result.
+impl GridProgress for () {
+    fn start(&mut self, _: &str, _: usize, _: usize, _: bool) {}
+    fn step(&mut self, _: u64, _: u64, _: f32) {}
+    fn probes(&mut self, _: &ProbeScores) {}
+}
+
 #[cfg(not(target_arch = "wasm32"))]
 fn read_summary(dir: &Path) -> Option<RunSummary> {
     let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
