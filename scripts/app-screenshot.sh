@@ -2,11 +2,14 @@
 # Starts the desktop app under Xvfb with `--preset smoke --autostart`, waits until training
 # has finished, takes a screenshot and checks it is not blank; also checks the app's own PNG
 # export of the shown panel (--png-after).
-#   scripts/app-screenshot.sh [OUT.png] [PANEL]   (default target/app-screenshot.png, loss)
+#   scripts/app-screenshot.sh [OUT.png] [PANEL]   (default <target dir>/app-screenshot.png, loss)
 # Installs Xvfb, ImageMagick and the X libraries winit needs when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-target/app-screenshot.png}
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+target=$(target_dir)
+out=${1:-$target/app-screenshot.png}
 tab=${2:-loss}
 SUDO=""
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
@@ -33,7 +36,7 @@ trap cleanup EXIT
 sleep 1
 png="app-screenshot-check-$$.png"
 rm -f "exports/$png"
-DISPLAY=$display XDG_RUNTIME_DIR=$runtime target/debug/hif8lab-app --preset smoke --autostart --tab "$tab" --png-after "$png" >"$log" 2>&1 &
+DISPLAY=$display XDG_RUNTIME_DIR=$runtime "$target/debug/hif8lab-app" --preset smoke --autostart --tab "$tab" --png-after "$png" >"$log" 2>&1 &
 app=$!
 for _ in $(seq 1 120); do
   grep -q "Training finished" "$log" && break

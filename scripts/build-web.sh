@@ -17,9 +17,10 @@ for a in "$@"; do
   esac
 done
 
-toolchain=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)
-rustup target list --installed --toolchain "$toolchain" 2>/dev/null | grep -qx wasm32-unknown-unknown \
-  || rustup target add --toolchain "$toolchain" wasm32-unknown-unknown
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+ensure_toolchain
+target=$(target_dir)
 
 # wasm-bindgen-cli must match the wasm-bindgen crate in Cargo.lock exactly.
 want=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
@@ -35,7 +36,7 @@ fi
 # defaults): about 6 % smaller gzipped, which keeps the demo under its 3 MB budget.
 CARGO_PROFILE_RELEASE_LTO=fat CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
   cargo build --release --locked --target wasm32-unknown-unknown -p hif8lab-app --lib
-wasm=target/wasm32-unknown-unknown/release/hif8lab_app.wasm
+wasm=$target/wasm32-unknown-unknown/release/hif8lab_app.wasm
 
 dist=web/dist
 tmp="$dist.tmp-$$"
@@ -44,7 +45,7 @@ mkdir -p "$tmp/pkg"
 wasm-bindgen --target web --no-typescript --out-dir "$tmp/pkg" "$wasm"
 
 if [ "$opt" = 1 ]; then
-  tools=target/web-tools
+  tools=$target/web-tools
   if [ ! -x "$tools/node_modules/.bin/wasm-opt" ]; then
     mkdir -p "$tools"
     npm install --prefix "$tools" --no-audit --no-fund binaryen@132 >&2

@@ -29,19 +29,10 @@ if [ ${#apt_missing[@]} -gt 0 ]; then
 fi
 
 # --- Rust toolchain (pinned in rust-toolchain.toml) --------------------------------
-if ! command -v rustup >/dev/null; then
-  echo "error: rustup is required (https://rustup.rs); it installs the pinned toolchain" >&2
-  exit 1
-fi
-channel=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)
-if ! rustup toolchain list | grep -q "^${channel}[.-]"; then
-  say "installing Rust toolchain ${channel} (rustfmt, clippy, wasm32 target)"
-  rustup toolchain install "$channel" --profile minimal -c rustfmt,clippy -t wasm32-unknown-unknown
-fi
-if ! rustup target list --installed --toolchain "$channel" | grep -q wasm32-unknown-unknown; then
-  say "installing the wasm32-unknown-unknown target"
-  rustup target add --toolchain "$channel" wasm32-unknown-unknown
-fi
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+ensure_toolchain
+target=$(target_dir)
 
 # Mesa's Vulkan loader complains without a runtime dir (harmless, but noisy).
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/xdg-runtime-$(id -u)}"
@@ -66,7 +57,7 @@ say "dependency direction"
 scripts/check-deps.sh
 
 say "desktop app under Xvfb (smoke preset, autostart) and a non-blank screenshot"
-scripts/app-screenshot.sh target/app-screenshot.png
+scripts/app-screenshot.sh "$target/app-screenshot.png"
 
 say "browser demo: build (wasm-bindgen, wasm-opt -O2) and the size budget (<= 3 MB gzipped)"
 scripts/build-web.sh --opt
@@ -80,6 +71,6 @@ say "browser demo in headless Chromium: WebGPU (SwiftShader) and the CPU fallbac
 if [ ! -d web/tests/node_modules/playwright-core ]; then
   (cd web/tests && npm ci --no-audit --no-fund)
 fi
-node web/tests/browser.mjs --mode all --shots target
+node web/tests/browser.mjs --mode all --shots "$target"
 
 say "all checks passed"

@@ -58,6 +58,22 @@ fn is_nan_f32(v: f32) -> bool {
     return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
 }
 
+// v pulled into [lo, hi]; NaN passes through. CPU twin: hif8lab_scaling::estimator::clamp_between
+// (a mean or convex combination can round just outside its inputs: a flat window must give
+// exactly its value).
+fn clamp_between(v: f32, lo: f32, hi: f32) -> f32 {
+    if is_nan_f32(v) {
+        return v;
+    }
+    if v < lo {
+        return lo;
+    }
+    if v > hi {
+        return hi;
+    }
+    return v;
+}
+
 // i-th stored entry (0 = oldest) of quantizer q.
 fn entry(q: u32, oldest: u32, i: u32) -> f32 {
     return history[q * params.cap + (oldest + i) % params.cap];
@@ -82,16 +98,26 @@ fn estimate(d: EstimatorDesc, q: u32, oldest: u32, len: u32) -> f32 {
         case KIND_MEAN_WINDOW: {
             let start = len - min(max(d.n, 1u), len);
             var sum = 0.0;
+            var lo = entry(q, oldest, start);
+            var hi = lo;
             for (var i = start; i < len; i++) {
-                sum = sum + entry(q, oldest, i);
+                let a = entry(q, oldest, i);
+                sum = sum + a;
+                if a < lo {
+                    lo = a;
+                }
+                if a > hi {
+                    hi = a;
+                }
             }
-            return sum / f32(len - start);
+            return clamp_between(sum / f32(len - start), lo, hi);
         }
         case KIND_EMA: {
             let keep = 1.0 - d.alpha;
             var e = entry(q, oldest, 0u);
             for (var i = 1u; i < len; i++) {
-                e = d.alpha * entry(q, oldest, i) + keep * e;
+                let a = entry(q, oldest, i);
+                e = clamp_between(d.alpha * a + keep * e, min(a, e), max(a, e));
             }
             return e;
         }
@@ -100,7 +126,9 @@ fn estimate(d: EstimatorDesc, q: u32, oldest: u32, len: u32) -> f32 {
             var trend = 0.0;
             for (var i = 1u; i < len; i++) {
                 let previous = level;
-                level = d.alpha * entry(q, oldest, i) + (1.0 - d.alpha) * (level + d.damping * trend);
+                let a = entry(q, oldest, i);
+                let forecast = level + d.damping * trend;
+                level = clamp_between(d.alpha * a + (1.0 - d.alpha) * forecast, min(a, forecast), max(a, forecast));
                 trend = d.beta * (level - previous) + (1.0 - d.beta) * d.damping * trend;
             }
             return level + d.damping * trend;

@@ -155,11 +155,24 @@ pub fn split_top_level(s: &str) -> Vec<String> {
 }
 
 pub fn run_replay(args: ReplayArgs) -> Result<Outcome> {
-    if args.window == 0 {
-        bail!("--window must be at least 1");
+    // The same ranges as a config's qat.scaling table.
+    use hif8lab_scaling::config::{MARGIN_RANGE, WINDOW_MAX};
+    if !(1..=WINDOW_MAX).contains(&args.window) {
+        bail!(
+            "--window must be in 1..={WINDOW_MAX} (as qat.scaling.window), got {}",
+            args.window
+        );
     }
     if !(args.target.is_finite() && args.target > 0.0) {
-        bail!("--target must be a finite number > 0");
+        bail!("--target must be a finite number > 0 (as qat.scaling.target)");
+    }
+    if !MARGIN_RANGE.contains(&args.margin) {
+        bail!(
+            "--margin must be in {}..={} (as qat.scaling.margin), got {}",
+            MARGIN_RANGE.start(),
+            MARGIN_RANGE.end(),
+            args.margin
+        );
     }
     let estimators = match &args.estimators {
         None => EstimatorSpec::default_set(),
@@ -246,7 +259,16 @@ fn print_report(report: &ReplayReport, args: &ReplayArgs, kind: &str) {
             .iter()
             .filter_map(|n| q.estimators.get_key_value(n))
             .collect();
-        print_table(&format!("{} ({} calls)", q.name, q.calls), &rows, hif8);
+        let left_out = q.nonfinite_amax + q.negative_amax + q.rounded_to_zero;
+        let note = if left_out > 0 {
+            format!(
+                "; {left_out} left out: {} NaN/Inf, {} negative, {} printed as 0",
+                q.nonfinite_amax, q.negative_amax, q.rounded_to_zero
+            )
+        } else {
+            String::new()
+        };
+        print_table(&format!("{} ({} calls{note})", q.name, q.calls), &rows, hif8);
     }
     let rows: Vec<_> = report
         .order

@@ -1,9 +1,13 @@
 //! `hif8lab train`: run a configuration headless, writing a run folder and showing a progress
-//! bar (step, loss, tokens/s, ETA).
+//! bar (step, loss, tokens/s, ETA); `--resume` continues a run folder from its newest valid
+//! checkpoint, on the backend it used; `--dry-run` prints the memory estimate only.
+//!
+//! Signals: Ctrl-C (SIGINT), SIGTERM and SIGHUP all stop at the next step boundary with a
+//! checkpoint and a summary, then exit with 128 + the signal number (130, 143, 129).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -12,7 +16,8 @@ use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_train::checkpoint::Checkpoint;
-use hif8lab_train::run::RunWriter;
+use hif8lab_train::memory::MemoryEstimate;
+use hif8lab_train::run::{self, RunWriter, Segment, TrainSummary};
 use hif8lab_train::{RunConfig, StepReport, Trainer};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -29,48 +34,58 @@ pub struct TrainArgs {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
     /// `gpu`, `cpu`, or `auto` (the GPU when an adapter exists, else the CPU, said so).
-    #[arg(long, default_value = "auto", value_parser = ["auto", "gpu", "cpu"])]
-    backend: String,
+    /// Default: `auto` for a new run; with --resume, the backend the run used.
+    #[arg(long, value_parser = ["auto", "gpu", "cpu"])]
+    backend: Option<String>,
     /// Run folder (default runs/<preset>-<unix time>); must not hold a run already.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Optimizer steps (overrides train.steps; with --resume, extends the run).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     steps: Option<u64>,
-    /// Continue the run in this folder from its newest checkpoint (bit-identical to never
-    /// stopping); its config.toml is used.
+    /// Continue the run in this folder from its newest valid checkpoint (bit-identical to
+    /// never stopping); its config.toml is used, and changes made with --steps / --set are
+    /// written back to it and recorded in segments.json.
     #[arg(long, conflicts_with_all = ["preset", "config", "out"])]
     resume: Option<PathBuf>,
+    /// Print the parameters and the memory the run needs (per part) and whether it fits,
+    /// without training.
+    #[arg(long)]
+    dry_run: bool,
     /// No progress bar (one line per 10 % instead).
     #[arg(long)]
     quiet: bool,
 }
 
-pub fn run_train(args: TrainArgs) -> Result<()> {
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let flag = interrupted.clone();
-        // A second Ctrl-C while the checkpoint is written is ignored; the write finishes.
-        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+/// Which signal asked to stop (0: none).
+fn install_signal_flag() -> Arc<AtomicUsize> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let flag = Arc::new(AtomicUsize::new(0));
+    #[cfg(unix)]
+    let signals = [SIGINT, SIGTERM, signal_hook::consts::SIGHUP];
+    #[cfg(not(unix))]
+    let signals = [SIGINT, SIGTERM];
+    for signal in signals {
+        // A second signal while the checkpoint is written is ignored; the write finishes.
+        let _ = signal_hook::flag::register_usize(signal, flag.clone(), signal as usize);
     }
-    if let Some(dir) = &args.resume {
-        let path = dir.join("config.toml");
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("--resume: reading {}", path.display()))?;
-        let mut sets = args.sets.clone();
-        if let Some(s) = args.steps {
-            sets.push(format!("train.steps={s}"));
-        }
-        let config = RunConfig::parse(&path.display().to_string(), &text, &sets)?;
-        let ck_path = hif8lab_train::checkpoint::latest(dir).with_context(|| {
-            format!(
-                "--resume: no checkpoints/step_N.safetensors in {}",
-                dir.display()
-            )
-        })?;
-        let ck = Checkpoint::load(&ck_path)?;
-        let start = Start::Resume(ck, ck_path);
-        return dispatch(&args.backend, config, dir, args.quiet, start, &interrupted);
+    flag
+}
+
+/// What to train: a new run or the continuation of one.
+enum Start {
+    Fresh,
+    Resume {
+        checkpoint: Checkpoint,
+        path: PathBuf,
+        segment: Segment,
+    },
+}
+
+pub fn run_train(args: TrainArgs) -> Result<()> {
+    let stop = install_signal_flag();
+    if let Some(dir) = args.resume.clone() {
+        return resume(&args, &dir, &stop);
     }
     let (name, text) = match (&args.preset, &args.config) {
         (Some(p), _) => (
@@ -105,72 +120,288 @@ pub fn run_train(args: TrainArgs) -> Result<()> {
             .unwrap_or(0);
         PathBuf::from("runs").join(format!("{stem}-{t}"))
     });
-    dispatch(
-        &args.backend,
+    let backend = args.backend.as_deref().unwrap_or("auto");
+    let job = Job {
         config,
-        &out,
-        args.quiet,
-        Start::Fresh,
-        &interrupted,
-    )
+        out: &out,
+        quiet: args.quiet,
+        dry_run: args.dry_run,
+        stop: &stop,
+    };
+    dispatch(backend, job, Start::Fresh)
 }
 
-/// A fresh run or the continuation of one.
-enum Start {
-    Fresh,
-    Resume(Checkpoint, PathBuf),
+/// `--resume DIR`: the run's config with this resume's changes, the newest valid
+/// checkpoint, the backend the run used; a finished run is left as it is.
+fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
+    let path = dir.join("config.toml");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("--resume: reading {}", path.display()))?;
+    if !dir.join("metrics.jsonl").exists() {
+        bail!(
+            "--resume: {} holds no metrics.jsonl: not a run folder of `hif8lab train`",
+            dir.display()
+        );
+    }
+    let source = path.display().to_string();
+    let recorded = RunConfig::parse(&source, &text, &[])?;
+    let mut sets = args.sets.clone();
+    if let Some(s) = args.steps {
+        sets.push(format!("train.steps={s}"));
+    }
+    let config = RunConfig::parse(&source, &text, &sets)?;
+    let changes = recorded.differences(&config);
+    let forbidden: Vec<&String> = changes
+        .iter()
+        .filter(|c| {
+            RunConfig::CONTINUATION_KEYS
+                .iter()
+                .any(|k| c.starts_with(&format!("{k}:")) || c.starts_with(&format!("{k}.")))
+        })
+        .collect();
+    if !forbidden.is_empty() {
+        bail!(
+            "--resume {}: these settings cannot change when a run continues (its checkpoints \
+             were made with them): {}; start a new run with --out instead",
+            dir.display(),
+            forbidden
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    let mut segments = run::read_segments(dir)
+        .with_context(|| format!("--resume: reading {}", dir.join("segments.json").display()))?;
+    let mut notes = Vec::new();
+    for removed in run::remove_stale_temporaries(dir) {
+        notes.push(format!(
+            "removed {} (left by a killed process)",
+            removed.display()
+        ));
+    }
+    for s in segments.iter_mut().filter(|s| s.status == "running") {
+        s.status = "killed".into();
+    }
+    let (found, skipped) =
+        hif8lab_train::checkpoint::newest_valid(dir, &recorded.continuation_fingerprint());
+    for s in &skipped {
+        eprintln!("--resume: skipping {s}");
+    }
+    let Some((ck_path, checkpoint)) = found else {
+        bail!(
+            "--resume: no valid checkpoints/step_N.safetensors in {}{}",
+            dir.display(),
+            if skipped.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", skipped.join("; "))
+            }
+        );
+    };
+    let at: u64 = checkpoint
+        .metadata
+        .get("step")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let target = config.train.steps;
+    if target < at {
+        bail!(
+            "--resume {}: train.steps {target} is below step {at}, where its newest valid \
+             checkpoint is; a run cannot be shortened (give --steps ≥ {at})",
+            dir.display()
+        );
+    }
+    if target == at {
+        let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap_or_default();
+        eprintln!(
+            "{} already finished: {at} of {target} steps done ({}); nothing changed. Give \
+             --steps N with N > {at} to extend it.",
+            dir.display(),
+            if summary.contains("\"finished\"") {
+                "summary.json says finished"
+            } else {
+                "its final checkpoint exists"
+            }
+        );
+        return Ok(());
+    }
+    let previous = segments.last().cloned().or_else(|| legacy_segment(dir));
+    let backend = match (&args.backend, &previous) {
+        (Some(b), _) => b.clone(),
+        (None, Some(p)) if p.backend == "cpu" || p.backend == "gpu" => {
+            eprintln!(
+                "resuming on the {} backend, as the run used (--backend to choose another)",
+                p.backend
+            );
+            p.backend.clone()
+        }
+        (None, _) => "auto".into(),
+    };
+    if args.dry_run {
+        let job = Job {
+            config,
+            out: dir,
+            quiet: args.quiet,
+            dry_run: true,
+            stop,
+        };
+        return dispatch(&backend, job, Start::Fresh);
+    }
+    if !changes.is_empty() {
+        run::write_atomic(&path, config.to_toml().as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("config.toml updated: {}", changes.join("; "));
+    }
+    run::write_segments(dir, &segments)
+        .with_context(|| format!("writing {}", dir.join("segments.json").display()))?;
+    let segment = Segment {
+        start_step: at,
+        end_step: at,
+        target_steps: target,
+        status: "running".into(),
+        backend: String::new(),
+        adapter: String::new(),
+        device_type: String::new(),
+        from_checkpoint: Some(ck_path.display().to_string()),
+        skipped_checkpoints: skipped,
+        changes,
+        notes,
+        wall_s: 0.0,
+        tokens: 0,
+    };
+    let job = Job {
+        config,
+        out: dir,
+        quiet: args.quiet,
+        dry_run: false,
+        stop,
+    };
+    let start = Start::Resume {
+        checkpoint,
+        path: ck_path,
+        segment,
+    };
+    dispatch(&backend, job, start)
 }
 
-fn dispatch(
-    backend: &str,
+/// The backend of a run folder written before `segments.json` existed (its summary).
+fn legacy_segment(dir: &Path) -> Option<Segment> {
+    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    Some(Segment {
+        start_step: 0,
+        end_step: 0,
+        target_steps: 0,
+        status: "unknown".into(),
+        backend: v.get("backend")?.as_str()?.to_owned(),
+        adapter: v
+            .get("adapter")
+            .and_then(|a| a.as_str())
+            .unwrap_or_default()
+            .to_owned(),
+        device_type: String::new(),
+        from_checkpoint: None,
+        skipped_checkpoints: Vec::new(),
+        changes: Vec::new(),
+        notes: Vec::new(),
+        wall_s: 0.0,
+        tokens: 0,
+    })
+}
+
+/// What every backend's training loop needs.
+struct Job<'a> {
     config: RunConfig,
-    out: &Path,
+    out: &'a Path,
     quiet: bool,
-    start: Start,
-    stop: &AtomicBool,
-) -> Result<()> {
+    dry_run: bool,
+    stop: &'a AtomicUsize,
+}
+
+fn dispatch(backend: &str, job: Job<'_>, start: Start) -> Result<()> {
     match backend {
-        "cpu" => train_on(CpuBackend::new(), config, out, quiet, start, stop),
+        "cpu" => train_on(CpuBackend::new(), job, start),
         "gpu" => train_on(
             GpuBackend::new_blocking().context("--backend gpu")?,
-            config,
-            out,
-            quiet,
+            job,
             start,
-            stop,
         ),
         _ => match GpuBackend::new_blocking() {
-            Ok(g) => train_on(g, config, out, quiet, start, stop),
+            Ok(g) => train_on(g, job, start),
             Err(e) => {
                 eprintln!("note: no GPU adapter ({e}); training on the CPU backend");
-                train_on(CpuBackend::new(), config, out, quiet, start, stop)
+                train_on(CpuBackend::new(), job, start)
             }
         },
     }
 }
 
-fn train_on<B: Backend>(
-    backend: B,
-    config: RunConfig,
-    out: &Path,
-    quiet: bool,
-    start: Start,
-    stop: &AtomicBool,
-) -> Result<()> {
+fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
+    let Job {
+        config,
+        out,
+        quiet,
+        dry_run,
+        stop,
+    } = job;
     let info = backend.info();
+    let estimate = MemoryEstimate::for_config(&config);
+    if dry_run {
+        println!("{estimate}");
+        let limit = |b: Option<u64>| {
+            b.map_or("unknown".into(), |b| {
+                format!("{:.2} GiB", b as f64 / f64::from(1u32 << 30))
+            })
+        };
+        println!(
+            "backend: {} '{}' ({}); host memory available {}, device memory {}, largest buffer {}",
+            info.kind,
+            info.adapter,
+            info.device_type,
+            limit(info.memory.host_bytes),
+            limit(info.memory.device_bytes),
+            limit(info.memory.max_tensor_bytes)
+        );
+        estimate.check(&info)?;
+        println!("fits: yes");
+        return Ok(());
+    }
     let steps = config.train.steps;
     let mut trainer = Trainer::new(backend, config.clone())?;
-    let mut writer = match &start {
-        Start::Fresh => RunWriter::create(
-            out,
-            &config,
-            trainer.estimator_names(),
-            trainer.active_estimator(),
-        )
-        .with_context(|| format!("creating run folder {}", out.display()))?,
-        Start::Resume(ck, path) => {
+    let (mut writer, mut segments) = match &start {
+        Start::Fresh => {
+            let w = RunWriter::create(
+                out,
+                &config,
+                trainer.estimator_names(),
+                trainer.active_estimator(),
+            )
+            .with_context(|| format!("creating run folder {}", out.display()))?;
+            let segment = Segment {
+                start_step: 0,
+                end_step: 0,
+                target_steps: steps,
+                status: "running".into(),
+                backend: String::new(),
+                adapter: String::new(),
+                device_type: String::new(),
+                from_checkpoint: None,
+                skipped_checkpoints: Vec::new(),
+                changes: Vec::new(),
+                notes: Vec::new(),
+                wall_s: 0.0,
+                tokens: 0,
+            };
+            (w, vec![segment])
+        }
+        Start::Resume {
+            checkpoint,
+            path,
+            segment,
+        } => {
             trainer
-                .restore(ck)
+                .restore(checkpoint)
                 .with_context(|| format!("resuming from {}", path.display()))?;
             eprintln!(
                 "resuming {} at step {} from {}",
@@ -178,26 +409,52 @@ fn train_on<B: Backend>(
                 trainer.steps_done(),
                 path.display()
             );
-            RunWriter::resume(
+            let w = RunWriter::resume(
                 out,
                 &config,
                 trainer.active_estimator(),
                 trainer.steps_done(),
             )
-            .with_context(|| format!("reopening run folder {}", out.display()))?
+            .with_context(|| format!("reopening run folder {}", out.display()))?;
+            let mut segments = run::read_segments(out)?;
+            if let Some(previous) = segments.last()
+                && (previous.backend != info.kind || previous.adapter != info.adapter)
+            {
+                let note = format!(
+                    "backend changed: {} '{}' → {} '{}' (results are not bit-identical to an \
+                     uninterrupted run)",
+                    previous.backend, previous.adapter, info.kind, info.adapter
+                );
+                eprintln!("note: {note}");
+                let mut segment = segment.clone();
+                segment.notes.push(note);
+                segments.push(segment);
+            } else {
+                segments.push(segment.clone());
+            }
+            (w, segments)
         }
     };
+    if let Some(current) = segments.last_mut() {
+        current.backend = info.kind.to_owned();
+        current.adapter = info.adapter.clone();
+        current.device_type = info.device_type.clone();
+    }
+    run::write_segments(out, &segments)?;
     let every = config.train.checkpoint_every;
     let eval_every = config.train.eval_every;
     let probes = (eval_every > 0).then(|| hif8lab_train::corpus::ProbeSet::for_data(&config.data));
     let probes_path = out.join("probes.jsonl");
     eprintln!(
-        "training {} steps on {} '{}' ({}); {} quantizers; run folder {}",
+        "training {} steps on {} '{}' ({}); {} quantizers; {:.1} M parameters, about {:.0} MiB; \
+         run folder {}",
         steps,
         info.kind,
         info.adapter,
         info.api,
         trainer.quantizers().len(),
+        estimate.parameters as f64 / 1e6,
+        estimate.total() as f64 / f64::from(1u32 << 20),
         out.display()
     );
     let bar = if quiet {
@@ -209,15 +466,13 @@ fn train_on<B: Backend>(
         ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ETA {eta}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let start = Instant::now();
+    bar.set_position(trainer.steps_done());
+    let clock = Instant::now();
     let mut tokens = 0u64;
-    let mut last: Option<StepReport> = None;
-    let mut above_total = 0u64;
     let mut write = |r: StepReport, trainer: &Trainer<B>| -> Result<()> {
         tokens += r.tokens;
-        let tps = tokens as f64 / start.elapsed().as_secs_f64().max(1e-9);
-        let line = writer.write(&r, &trainer.trace_records(&r), tps)?;
-        above_total += line.calls_above_est;
+        let tps = tokens as f64 / clock.elapsed().as_secs_f64().max(1e-9);
+        writer.write(&r, &trainer.trace_records(&r), tps)?;
         bar.set_position(r.step + 1);
         bar.set_message(format!(
             "loss {:.4} | {:.0} tok/s{}",
@@ -228,33 +483,41 @@ fn train_on<B: Backend>(
         if quiet && (r.step + 1).is_multiple_of((steps / 10).max(1)) {
             eprintln!("step {} loss {:.4} {:.0} tok/s", r.step + 1, r.loss, tps);
         }
-        last = Some(r);
         Ok(())
     };
+    // A checkpoint also records how far this segment got, so a killed segment keeps its
+    // figures in segments.json.
     let checkpoint_at = |trainer: &mut Trainer<B>,
-                         write_reports: &mut dyn FnMut(StepReport, &Trainer<B>) -> Result<()>|
+                             write_reports: &mut dyn FnMut(StepReport, &Trainer<B>) -> Result<()>,
+                             segments: &mut Vec<Segment>|
      -> Result<PathBuf> {
         for r in trainer.finish()? {
             write_reports(r, trainer)?;
         }
         let ck = trainer.checkpoint()?;
-        Ok(RunWriter::save_checkpoint_in(
-            out,
-            &ck,
-            trainer.steps_done(),
-        )?)
+        let path = RunWriter::save_checkpoint_in(out, &ck, trainer.steps_done())?;
+        if let Some(current) = segments.last_mut() {
+            current.end_step = trainer.steps_done();
+            current.wall_s = clock.elapsed().as_secs_f64();
+            current.tokens = (current.end_step - current.start_step)
+                * (config.train.batch * config.model.context * config.train.grad_accum) as u64;
+        }
+        run::write_segments(out, segments)?;
+        Ok(path)
     };
-    let result = (|| -> Result<Option<PathBuf>> {
+    let result = (|| -> Result<Option<(PathBuf, usize)>> {
         while !trainer.finished() {
-            if stop.load(Ordering::SeqCst) {
-                return checkpoint_at(&mut trainer, &mut write).map(Some);
+            let signal = stop.load(Ordering::SeqCst);
+            if signal != 0 {
+                return checkpoint_at(&mut trainer, &mut write, &mut segments)
+                    .map(|p| Some((p, signal)));
             }
             trainer.step()?;
             for r in trainer.poll()? {
                 write(r, &trainer)?;
             }
             if every > 0 && trainer.steps_done().is_multiple_of(every) && !trainer.finished() {
-                checkpoint_at(&mut trainer, &mut write)?;
+                checkpoint_at(&mut trainer, &mut write, &mut segments)?;
             }
             if let Some(p) = &probes
                 && (trainer.steps_done().is_multiple_of(eval_every) || trainer.finished())
@@ -279,37 +542,43 @@ fn train_on<B: Backend>(
                     .write_all(&line)?;
             }
         }
-        checkpoint_at(&mut trainer, &mut write)?;
+        checkpoint_at(&mut trainer, &mut write, &mut segments)?;
         Ok(None)
     })();
     bar.finish_and_clear();
-    let wall = start.elapsed().as_secs_f64();
-    let summary = serde_json::json!({
-        "status": match &result { Ok(None) => "finished", Ok(Some(_)) => "interrupted", Err(_) => "failed" },
-        "error": result.as_ref().err().map(|e| format!("{e:#}")),
-        "steps": last.as_ref().map(|r| r.step + 1).unwrap_or(0),
-        "final_loss": last.as_ref().map(|r| r.loss),
-        "wall_s": wall,
-        "tokens_per_s": tokens as f64 / wall.max(1e-9),
-        "backend": info.kind,
-        "adapter": info.adapter,
-        "quantizers": trainer.quantizers().len(),
-        "calls_above_est": above_total,
-    });
+    let status = match &result {
+        Ok(None) => "finished",
+        Ok(Some(_)) => "interrupted",
+        Err(_) => "failed",
+    };
+    if let Some(current) = segments.last_mut() {
+        current.status = status.into();
+        current.wall_s = clock.elapsed().as_secs_f64();
+    }
+    run::write_segments(out, &segments)?;
+    writer.flush()?;
+    let summary = TrainSummary::from_run(
+        out,
+        status,
+        result.as_ref().err().map(|e| format!("{e:#}")),
+        steps,
+        trainer.quantizers().len(),
+    )?;
     writer.summary(&summary)?;
-    if let Some(path) = result? {
+    if let Some((path, signal)) = result? {
         eprintln!(
-            "interrupted: checkpoint {}; continue with: hif8lab train --resume {}",
+            "stopped by signal {signal}: checkpoint {}; continue with: hif8lab train --resume {}",
             path.display(),
             out.display()
         );
-        std::process::exit(130);
+        std::process::exit(128 + signal as i32);
     }
     eprintln!(
-        "done: {} steps in {:.1} s, final loss {:.4}; {}",
-        steps,
-        wall,
-        last.map(|r| r.loss).unwrap_or(f32::NAN),
+        "done: {} steps ({} this time) in {:.1} s, final loss {:.4}; {}",
+        summary.steps,
+        summary.steps - segments.last().map_or(0, |s| s.start_step),
+        clock.elapsed().as_secs_f64(),
+        summary.final_loss.unwrap_or(f32::NAN),
         out.display()
     );
     Ok(())

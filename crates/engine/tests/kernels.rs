@@ -374,6 +374,29 @@ fn scale_update_matches_scaling_crate() {
     }
 }
 
+/// A flat amax signal estimates exactly its value on the GPU too (the mean of 64 copies of
+/// 0.1 rounds one ulp below 0.1 without the clamp), matching the scaling crate.
+#[test]
+fn flat_amax_is_never_above_its_estimate_on_gpu() {
+    let Some(gpu) = gpu() else { return };
+    let specs = ["mean_window(64)", "ema(0.1)", "holt(0.5,0.1,0.9)", "max_window(64)"];
+    let sc = scaling(Format::HiF8, Overflow::Inf, &specs, 64);
+    let bank = gpu.new_bank(&BankConfig::new(1, sc)).unwrap();
+    for call in 0..100 {
+        let t = gpu.upload(&[0.1f32, -0.05]).unwrap();
+        gpu.amax(&t, &bank, 0).unwrap();
+        gpu.scale_update(&bank, 0, 1).unwrap();
+        let snap = gpu.read_bank(&bank).wait().unwrap();
+        for (k, spec) in specs.iter().enumerate() {
+            assert_eq!(
+                snap.quantizers[0].est[k].to_bits(),
+                0.1f32.to_bits(),
+                "{spec} at call {call}"
+            );
+        }
+    }
+}
+
 #[test]
 fn window_eviction_at_exactly_n_on_gpu() {
     let Some(gpu) = gpu() else { return };

@@ -86,6 +86,12 @@ impl Default for ScalingConfig {
     }
 }
 
+/// The margins a config accepts (`scale = target / est / 2^margin`); the CLI uses the same.
+pub const MARGIN_RANGE: std::ops::RangeInclusive<i32> = -64..=64;
+
+/// The longest amax history a config accepts (calls).
+pub const WINDOW_MAX: usize = 1 << 16;
+
 impl ScalingConfig {
     /// The scale rule (target and margin).
     pub fn rule(&self) -> ScaleRule {
@@ -140,8 +146,11 @@ impl ScalingConfig {
         if self.window == 0 {
             return Err("window (amax_history_len) must be at least 1".into());
         }
-        if self.window > 1 << 16 {
-            return Err(format!("window must be at most 65536, got {}", self.window));
+        if self.window > WINDOW_MAX {
+            return Err(format!(
+                "window must be at most {WINDOW_MAX}, got {}",
+                self.window
+            ));
         }
         if !(self.target.is_finite() && self.target > 0.0) {
             return Err(format!(
@@ -149,8 +158,13 @@ impl ScalingConfig {
                 self.target
             ));
         }
-        if !(-64..=64).contains(&self.margin) {
-            return Err(format!("margin must be in -64..=64, got {}", self.margin));
+        if !MARGIN_RANGE.contains(&self.margin) {
+            return Err(format!(
+                "margin must be in {}..={}, got {}",
+                MARGIN_RANGE.start(),
+                MARGIN_RANGE.end(),
+                self.margin
+            ));
         }
         for spec in std::iter::once(&self.estimator).chain(&self.shadow) {
             spec.validate()

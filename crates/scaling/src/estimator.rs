@@ -31,6 +31,21 @@ pub fn max_nan(a: f32, b: f32) -> f32 {
     if a.is_nan() || a > b { a } else { b }
 }
 
+/// `v` pulled into `[lo, hi]` (NaN passes through). A mean or a convex combination of f32
+/// values can round just outside the range of its inputs (a window of identical amax
+/// values can average to one ulp below them); estimators clamp so that a flat signal is
+/// never "above its own estimate". The WGSL twin `clamp_between` in `scale_update.wgsl`
+/// compares the same way.
+pub fn clamp_between(v: f32, lo: f32, hi: f32) -> f32 {
+    if v < lo {
+        lo
+    } else if v > hi {
+        hi
+    } else {
+        v
+    }
+}
+
 fn last_n(history: &[f32], n: usize) -> &[f32] {
     &history[history.len().saturating_sub(n.max(1))..]
 }
@@ -72,7 +87,8 @@ impl Estimator for MaxWindow {
     }
 }
 
-/// Mean over the last `n` calls (summed oldest first in f32, then divided).
+/// Mean over the last `n` calls (summed oldest first in f32, then divided, then clamped to
+/// the window's [min, max] so rounding never leaves the range of the values averaged).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MeanWindow {
     /// Window length in calls.
@@ -86,7 +102,10 @@ impl Estimator for MeanWindow {
     fn estimate(&self, history: &[f32], _current: f32) -> f32 {
         let w = last_n(history, self.n);
         let sum = w.iter().fold(0.0f32, |s, a| s + a);
-        sum / w.len() as f32
+        let (lo, hi) = w[1..].iter().fold((w[0], w[0]), |(lo, hi), a| {
+            (if *a < lo { *a } else { lo }, if *a > hi { *a } else { hi })
+        });
+        clamp_between(sum / w.len() as f32, lo, hi)
     }
     fn history_needed(&self) -> usize {
         self.n
@@ -95,7 +114,8 @@ impl Estimator for MeanWindow {
 
 /// Exponential smoothing `e ← alpha·amax + (1 − alpha)·e`, seeded with the oldest entry of
 /// the stored history and folded over it (so it is a pure function of the history; entries
-/// older than the history length weigh less than (1 − alpha)^len).
+/// older than the history length weigh less than (1 − alpha)^len). Each update is clamped
+/// between its two inputs (a convex combination never leaves them; f32 rounding could).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Ema {
     /// Weight of the newest amax, in (0, 1].
@@ -108,9 +128,10 @@ impl Estimator for Ema {
     }
     fn estimate(&self, history: &[f32], _current: f32) -> f32 {
         let keep = 1.0 - self.alpha;
-        history[1..]
-            .iter()
-            .fold(history[0], |e, a| self.alpha * a + keep * e)
+        history[1..].iter().fold(history[0], |e, a| {
+            let (lo, hi) = if *a < e { (*a, e) } else { (e, *a) };
+            clamp_between(self.alpha * a + keep * e, lo, hi)
+        })
     }
     fn history_needed(&self) -> usize {
         usize::MAX
@@ -118,7 +139,10 @@ impl Estimator for Ema {
 }
 
 /// Damped-trend Holt smoothing: level `l`, trend `b`, damping `phi`; the estimate is the
-/// one-step forecast `l + phi·b`. Seeded with `l = h[0]`, `b = 0`.
+/// one-step forecast `l + phi·b`. Seeded with `l = h[0]`, `b = 0`. The level update (a convex
+/// combination of the amax and the previous forecast) is clamped between those two, so a
+/// flat history forecasts exactly its value; the trend may still carry the forecast beyond
+/// the history, as Holt's method intends.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Holt {
     /// Level smoothing weight.
@@ -139,7 +163,13 @@ impl Estimator for Holt {
         let mut trend = 0.0f32;
         for a in &history[1..] {
             let previous = level;
-            level = alpha * a + (1.0 - alpha) * (level + phi * trend);
+            let forecast = level + phi * trend;
+            let (lo, hi) = if *a < forecast {
+                (*a, forecast)
+            } else {
+                (forecast, *a)
+            };
+            level = clamp_between(alpha * a + (1.0 - alpha) * forecast, lo, hi);
             trend = beta * (level - previous) + (1.0 - beta) * phi * trend;
         }
         level + phi * trend

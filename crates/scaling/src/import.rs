@@ -1,6 +1,15 @@
 //! Amax sequences from outside: our JSONL traces, CSV (`step,layer,role,amax`) and
 //! Transformer Engine debug-tool logs (nvdlfw-inspect `LogTensorStats`), so runs from big
 //! clusters can be replayed offline.
+//!
+//! What an amax value can be: max|x| is ≥ 0 and finite for a finite tensor. A NaN or ±Inf
+//! amax (a tensor that held NaN/Inf, or a number beyond f32 such as `1e39`) and a negative
+//! amax (impossible for a max of magnitudes) are **not** replayed: they are counted per
+//! quantizer ([`AmaxSeries::nonfinite`], [`AmaxSeries::negative`]), reported, and kept out
+//! of every history, so they never poison the other figures. A value a log printed as
+//! exactly zero because of its fixed decimals (nvdlfw-inspect writes 4: a gradient amax below
+//! 5e-5 arrives as `0.0000`) is likewise counted ([`AmaxSeries::rounded_to_zero`]) and kept
+//! out, instead of being replayed as a real all-zero tensor.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,8 +23,34 @@ pub struct AmaxSeries {
     pub name: String,
     /// Step of each call.
     pub steps: Vec<u64>,
-    /// amax of each call.
+    /// amax of each call (finite and ≥ 0).
     pub amax: Vec<f32>,
+    /// Calls whose amax was NaN, ±Inf or beyond f32, left out.
+    pub nonfinite: u64,
+    /// Calls whose amax was negative (impossible), left out.
+    pub negative: u64,
+    /// Calls whose amax was printed as 0 by a log with fixed decimals (the true value was
+    /// below the last printed digit), left out.
+    pub rounded_to_zero: u64,
+}
+
+impl AmaxSeries {
+    /// An empty series called `name`.
+    pub fn new(name: String) -> Self {
+        AmaxSeries {
+            name,
+            steps: Vec::new(),
+            amax: Vec::new(),
+            nonfinite: 0,
+            negative: 0,
+            rounded_to_zero: 0,
+        }
+    }
+
+    /// Calls left out of the replay.
+    pub fn left_out(&self) -> u64 {
+        self.nonfinite + self.negative + self.rounded_to_zero
+    }
 }
 
 /// Everything imported from one file.
@@ -36,35 +71,73 @@ struct SeriesBuilder {
 }
 
 impl SeriesBuilder {
-    fn push(&mut self, name: String, step: u64, amax: f32) {
-        let entry = self.map.entry(name.clone()).or_insert_with(|| {
+    fn entry(&mut self, name: String) -> &mut AmaxSeries {
+        self.map.entry(name.clone()).or_insert_with(|| {
             self.order.push(name.clone());
-            AmaxSeries {
-                name,
-                steps: Vec::new(),
-                amax: Vec::new(),
-            }
-        });
-        entry.steps.push(step);
-        entry.amax.push(amax);
+            AmaxSeries::new(name)
+        })
     }
 
-    fn finish(mut self) -> Vec<AmaxSeries> {
-        self.order
+    /// Adds a call; impossible values are counted, not kept (see the module docs).
+    fn push(&mut self, name: String, step: u64, amax: f32) {
+        let entry = self.entry(name);
+        if !amax.is_finite() {
+            entry.nonfinite += 1;
+        } else if amax < 0.0 {
+            entry.negative += 1;
+        } else {
+            entry.steps.push(step);
+            entry.amax.push(amax);
+        }
+    }
+
+    /// Adds a call whose value a log printed as zero at its fixed precision.
+    fn push_rounded_zero(&mut self, name: String) {
+        self.entry(name).rounded_to_zero += 1;
+    }
+
+    fn finish(mut self, warnings: &mut Vec<String>) -> Vec<AmaxSeries> {
+        let series: Vec<AmaxSeries> = self
+            .order
             .iter()
             .filter_map(|n| self.map.remove(n))
-            .collect()
+            .collect();
+        for s in &series {
+            let mut what = Vec::new();
+            if s.nonfinite > 0 {
+                what.push(format!("{} NaN/Inf or beyond f32", s.nonfinite));
+            }
+            if s.negative > 0 {
+                what.push(format!("{} negative", s.negative));
+            }
+            if s.rounded_to_zero > 0 {
+                what.push(format!(
+                    "{} printed as 0 (below the log's last decimal)",
+                    s.rounded_to_zero
+                ));
+            }
+            if !what.is_empty() {
+                warnings.push(format!(
+                    "{}: {} amax value(s) left out of the replay: {}",
+                    s.name,
+                    s.left_out(),
+                    what.join(", ")
+                ));
+            }
+        }
+        series
     }
 }
 
-/// Series of a parsed JSONL trace, one per (block, module, role).
-pub fn series_from_trace(trace: &Trace) -> Vec<AmaxSeries> {
+/// Series of a parsed JSONL trace, one per (block, module, role); impossible amax values
+/// are counted and explained in `warnings`.
+pub fn series_from_trace(trace: &Trace, warnings: &mut Vec<String>) -> Vec<AmaxSeries> {
     let mut b = SeriesBuilder::default();
     for r in &trace.records {
         let name = format!("block{}.{}.{}", r.block, r.module, r.role);
         b.push(name, r.step, r.amax);
     }
-    b.finish()
+    b.finish(warnings)
 }
 
 /// Reads any supported file, choosing the reader from its content: a first non-blank line
@@ -88,9 +161,10 @@ pub fn import_bytes(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
         .unwrap_or_default();
     if first.starts_with('{') {
         let trace = parse_trace(path, bytes)?;
+        let mut warnings = trace.warnings.clone();
         Ok(Imported {
-            series: series_from_trace(&trace),
-            warnings: trace.warnings,
+            series: series_from_trace(&trace, &mut warnings),
+            warnings,
             kind: "trace",
         })
     } else if looks_like_csv_header(&first) {
@@ -110,81 +184,67 @@ fn looks_like_csv_header(line: &str) -> bool {
     })
 }
 
-/// Splits one CSV line into fields (RFC 4180 quoting, no line breaks inside fields).
+/// Splits one CSV line into fields (RFC 4180 quoting, by the `csv` crate); an unterminated
+/// quote is an error.
 pub fn split_csv_line(line: &str) -> Result<Vec<String>, String> {
-    let mut fields = Vec::new();
-    let mut field = String::new();
-    let mut chars = line.chars().peekable();
-    let mut quoted = false;
-    let mut at_start = true;
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (false, '"') if at_start => {
-                quoted = true;
-                at_start = false;
-            }
-            (true, '"') if chars.peek() == Some(&'"') => {
-                chars.next();
-                field.push('"');
-            }
-            (true, '"') => {
-                quoted = false;
-                if !matches!(chars.peek(), None | Some(',')) {
-                    return Err("text after a closing quote".into());
-                }
-            }
-            (false, ',') => {
-                fields.push(std::mem::take(&mut field));
-                at_start = true;
-            }
-            (_, c) => {
-                field.push(c);
-                at_start = false;
-            }
-        }
-    }
-    if quoted {
+    if line.matches('"').count() % 2 == 1 {
         return Err("unterminated quote".into());
     }
-    fields.push(field);
-    Ok(fields)
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(line.as_bytes());
+    match reader.records().next() {
+        Some(Ok(record)) => Ok(record.iter().map(str::to_owned).collect()),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Ok(vec![String::new()]),
+    }
 }
 
 /// Parses CSV with a header naming at least `step,layer,role,amax` (any order; other
-/// columns ignored). Series are named `layer.role`.
+/// columns ignored), with the `csv` crate (RFC 4180 quoting). Series are named
+/// `layer.role`. A bad row is an error naming the file, line and column, except a torn
+/// last line (no final newline: a writer still at work), which is skipped with a warning.
 pub fn parse_csv(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
-    let text = std::str::from_utf8(bytes).map_err(|e| InputError::Malformed {
-        path: path.to_owned(),
-        line: 1 + bytes[..e.valid_up_to()]
-            .iter()
-            .filter(|b| **b == b'\n')
-            .count(),
-        field: "-".into(),
-        message: "not UTF-8 text".into(),
-    })?;
     let malformed = |line: usize, field: &str, message: String| InputError::Malformed {
         path: path.to_owned(),
         line,
         field: field.to_owned(),
         message,
     };
-    let mut lines = lines_with_tail(text.as_bytes())
-        .into_iter()
-        .filter(|(_, t, _)| !t.iter().all(u8::is_ascii_whitespace));
-    let (header_no, header, _) = lines.next().ok_or_else(|| InputError::Empty {
+    if let Err(e) = std::str::from_utf8(bytes) {
+        let line = 1 + bytes[..e.valid_up_to()]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count();
+        return Err(malformed(line, "-", "not UTF-8 text".into()));
+    }
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(bytes);
+    let mut rows = Vec::new();
+    for record in reader.records() {
+        let line = |e: &csv::Error| e.position().map_or(0, |p| p.line() as usize);
+        let record = record.map_err(|e| malformed(line(&e), "-", e.to_string()))?;
+        let line = record.position().map_or(0, |p| p.line() as usize);
+        if record.iter().all(str::is_empty) {
+            continue; // a blank line
+        }
+        rows.push((line, record));
+    }
+    let torn_tail = !bytes.ends_with(b"\n");
+    let last_line = rows.last().map_or(0, |(l, _)| *l);
+    let mut rows = rows.into_iter();
+    let (header_no, header) = rows.next().ok_or_else(|| InputError::Empty {
         path: path.to_owned(),
         message: "empty CSV (expected a header step,layer,role,amax)".into(),
     })?;
-    let header = split_csv_line(
-        std::str::from_utf8(header)
-            .unwrap_or_default()
-            .trim_end_matches('\r'),
-    )
-    .map_err(|m| malformed(header_no, "-", m))?;
     let column = |name: &str| {
         header
             .iter()
-            .position(|h| h.trim().eq_ignore_ascii_case(name))
+            .position(|h| h.eq_ignore_ascii_case(name))
             .ok_or_else(|| {
                 malformed(
                     header_no,
@@ -201,14 +261,10 @@ pub fn parse_csv(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
     );
     let mut b = SeriesBuilder::default();
     let mut warnings = Vec::new();
-    for (line_no, raw, unterminated) in lines {
-        let line = std::str::from_utf8(raw)
-            .unwrap_or_default()
-            .trim_end_matches('\r');
+    for (line_no, f) in rows {
         let row = (|| {
-            let f = split_csv_line(line).map_err(|m| malformed(line_no, "-", m))?;
             let get = |i: usize, name: &str| {
-                f.get(i).map(|s| s.trim()).ok_or_else(|| {
+                f.get(i).ok_or_else(|| {
                     malformed(
                         line_no,
                         name,
@@ -233,13 +289,13 @@ pub fn parse_csv(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
         })();
         match row {
             Ok((step, name, amax)) => b.push(name, step, amax),
-            Err(e) if unterminated => {
+            Err(e) if torn_tail && line_no == last_line => {
                 warnings.push(format!("skipped a torn last line ({e})"));
             }
             Err(e) => return Err(e),
         }
     }
-    let series = b.finish();
+    let series = b.finish(&mut warnings);
     if series.is_empty() {
         return Err(InputError::Empty {
             path: path.to_owned(),
@@ -253,6 +309,23 @@ pub fn parse_csv(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
     })
 }
 
+/// Writes series as CSV `step,layer,role,amax` (the importer's format) with the `csv`
+/// crate, calls interleaved by step. Series names must end in `.ROLE`.
+pub fn series_to_csv(series: &[AmaxSeries]) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let _ = w.write_record(["step", "layer", "role", "amax"]);
+    let longest = series.iter().map(|s| s.amax.len()).max().unwrap_or(0);
+    for i in 0..longest {
+        for s in series {
+            if let (Some(step), Some(amax)) = (s.steps.get(i), s.amax.get(i)) {
+                let (layer, role) = s.name.rsplit_once('.').unwrap_or((&s.name, "A"));
+                let _ = w.write_record([&step.to_string(), layer, role, &amax.to_string()]);
+            }
+        }
+    }
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
+}
+
 /// Tensor names of nvdlfw-inspect's LogTensorStats.
 const TE_TENSORS: [&str; 6] = [
     "activation",
@@ -263,11 +336,27 @@ const TE_TENSORS: [&str; 6] = [
     "dgrad",
 ];
 
-/// Parses Transformer Engine debug-tool logs: lines of the form
-/// `… <layer>_<tensor>_<stat> … iteration=NNNNNN … value=V`, keeping the stats `amax` and
-/// `cur_amax`. Other lines (other stats, other log output) are skipped. Series are named
-/// `layer.tensor`.
+/// Parses Transformer Engine debug-tool logs (nvdlfw-inspect `LogTensorStats`): lines of
+/// the form `… <layer>_<tensor>_<stat> … iteration=NNNNNN … value=V`. The stats `amax` and
+/// `cur_amax` give an amax directly; `max` and `min` of the same tensor and iteration give
+/// amax = max(|max|, |min|). A `max` without its `min` (or the reverse) is counted and left
+/// out (its amax is unknown). Values printed as zero with fixed decimals (`0.0000`) are
+/// counted as lost to the log's precision, not replayed as zeros. Other lines (other stats,
+/// other log output) are skipped. Series are named `layer.tensor`.
 pub fn parse_te_log(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Stat {
+        Amax,
+        Max,
+        Min,
+    }
+    /// One call being assembled: a direct amax, or a max/min pair of one iteration.
+    struct Entry {
+        step: u64,
+        amax: Option<(f32, bool)>,
+        max: Option<(f32, bool)>,
+        min: Option<(f32, bool)>,
+    }
     let text = String::from_utf8_lossy(bytes);
     let malformed = |line: usize, field: &str, message: String| InputError::Malformed {
         path: path.to_owned(),
@@ -275,7 +364,8 @@ pub fn parse_te_log(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
         field: field.to_owned(),
         message,
     };
-    let mut b = SeriesBuilder::default();
+    let mut order: Vec<String> = Vec::new();
+    let mut entries: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
     let mut warnings = Vec::new();
     let mut skipped = 0usize;
     for (line_no, raw, unterminated) in lines_with_tail(text.as_bytes()) {
@@ -289,10 +379,17 @@ pub fn parse_te_log(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
             skipped += 1;
             continue;
         };
-        let base = name
+        let stat = if let Some(b) = name
             .strip_suffix("_cur_amax")
-            .or_else(|| name.strip_suffix("_amax"));
-        let Some(base) = base else {
+            .or_else(|| name.strip_suffix("_amax"))
+        {
+            Some((b, Stat::Amax))
+        } else if let Some(b) = name.strip_suffix("_max") {
+            Some((b, Stat::Max))
+        } else {
+            name.strip_suffix("_min").map(|b| (b, Stat::Min))
+        };
+        let Some((base, stat)) = stat else {
             skipped += 1; // another statistic
             continue;
         };
@@ -304,7 +401,10 @@ pub fn parse_te_log(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
                     malformed(
                         line_no,
                         "name",
-                        format!("'{name}' is not <layer>_<tensor>_amax with tensor one of {TE_TENSORS:?}"),
+                        format!(
+                            "'{name}' is not <layer>_<tensor>_<amax|max|min> with tensor one of \
+                             {TE_TENSORS:?}"
+                        ),
                     )
                 })?;
             let iteration = &tokens[it_pos]["iteration=".len()..];
@@ -319,24 +419,102 @@ pub fn parse_te_log(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
                 .iter()
                 .find_map(|t| t.strip_prefix("value="))
                 .ok_or_else(|| malformed(line_no, "value", "missing value=".into()))?;
-            let amax: f32 = value
+            let v: f32 = value
                 .parse()
                 .map_err(|_| malformed(line_no, "value", format!("'{value}' is not a number")))?;
-            Ok((format!("{layer}.{tensor}"), step, amax))
+            // `0.0000`: zero only as far as the printed decimals go.
+            let rounded_zero = v == 0.0 && value.contains('.') && !value.contains(['e', 'E']);
+            Ok((format!("{layer}.{tensor}"), step, v, rounded_zero))
         })();
-        match row {
-            Ok((name, step, amax)) => b.push(name, step, amax),
-            Err(e) if unterminated => warnings.push(format!("skipped a torn last line ({e})")),
+        let (series, step, v, rounded_zero) = match row {
+            Ok(r) => r,
+            Err(e) if unterminated => {
+                warnings.push(format!("skipped a torn last line ({e})"));
+                continue;
+            }
             Err(e) => return Err(e),
+        };
+        let list = entries.entry(series.clone()).or_insert_with(|| {
+            order.push(series);
+            Vec::new()
+        });
+        let value = Some((v, rounded_zero));
+        match stat {
+            Stat::Amax => list.push(Entry {
+                step,
+                amax: value,
+                max: None,
+                min: None,
+            }),
+            Stat::Max | Stat::Min => {
+                let open = list.iter_mut().rev().find(|e| {
+                    e.step == step
+                        && e.amax.is_none()
+                        && if stat == Stat::Max {
+                            e.max.is_none()
+                        } else {
+                            e.min.is_none()
+                        }
+                });
+                let entry = match open {
+                    Some(e) => e,
+                    None => {
+                        list.push(Entry {
+                            step,
+                            amax: None,
+                            max: None,
+                            min: None,
+                        });
+                        list.last_mut().expect("just pushed")
+                    }
+                };
+                if stat == Stat::Max {
+                    entry.max = value;
+                } else {
+                    entry.min = value;
+                }
+            }
         }
     }
-    let series = b.finish();
+    let mut b = SeriesBuilder::default();
+    let mut unpaired = 0usize;
+    for name in &order {
+        for e in entries.remove(name).unwrap_or_default() {
+            let (amax, rounded_zero) = match (e.amax, e.max, e.min) {
+                (Some((a, z)), _, _) => (a, z),
+                (None, Some((hi, zh)), Some((lo, zl))) => {
+                    let a = if hi.is_nan() || lo.is_nan() {
+                        f32::NAN
+                    } else {
+                        hi.abs().max(lo.abs())
+                    };
+                    (a, zh && zl)
+                }
+                _ => {
+                    unpaired += 1;
+                    continue;
+                }
+            };
+            if rounded_zero {
+                b.push_rounded_zero(name.clone());
+            } else {
+                b.push(name.clone(), e.step, amax);
+            }
+        }
+    }
+    if unpaired > 0 {
+        warnings.push(format!(
+            "{unpaired} max or min value(s) without their partner of the same tensor and \
+             iteration left out (amax needs both: LogTensorStats stats [max, min])"
+        ));
+    }
+    let series = b.finish(&mut warnings);
     if series.is_empty() {
         return Err(InputError::Empty {
             path: path.to_owned(),
             message: "no amax lines found: expected a hif8lab trace (JSONL), CSV with header \
                       step,layer,role,amax, or Transformer Engine LogTensorStats lines \
-                      '<layer>_<tensor>_amax … iteration=N … value=V'"
+                      '<layer>_<tensor>_amax … iteration=N … value=V' (or _max and _min)"
                 .into(),
         });
     }

@@ -49,7 +49,8 @@ pub struct EstimatorReplay {
     pub calls: u64,
     /// Calls whose amax exceeded the estimate in effect.
     pub calls_above_est: u64,
-    /// Worst amax / est over the calls (1 or less means never exceeded).
+    /// Worst amax / est over the calls (1 or less means never exceeded; Inf when an amax
+    /// exceeded an estimate of 0). Above 1 exactly when `calls_above_est` > 0.
     #[serde(with = "json_f32")]
     pub worst_ratio: f32,
     /// Median est / amax over calls with a positive finite amax.
@@ -67,8 +68,17 @@ pub struct EstimatorReplay {
 pub struct QuantizerReplay {
     /// Quantizer name.
     pub name: String,
-    /// Calls in its sequence.
+    /// Calls in its sequence (replayed; the ones left out are counted below).
     pub calls: u64,
+    /// Calls whose amax was NaN, ±Inf or beyond f32 (left out of the histories).
+    #[serde(default)]
+    pub nonfinite_amax: u64,
+    /// Calls whose amax was negative (impossible; left out).
+    #[serde(default)]
+    pub negative_amax: u64,
+    /// Calls a log printed as 0 at its fixed decimals (the true value is unknown; left out).
+    #[serde(default)]
+    pub rounded_to_zero: u64,
     /// Per estimator name.
     pub estimators: BTreeMap<String, EstimatorReplay>,
 }
@@ -167,13 +177,27 @@ pub fn replay(series: &[AmaxSeries], options: &ReplayOptions) -> ReplayReport {
     for s in series {
         let mut state = QuantizerState::new(&config);
         let mut accs: Vec<Acc> = names.iter().map(|_| Acc::default()).collect();
+        let (mut nonfinite, mut negative) = (s.nonfinite, s.negative);
         for &amax in &s.amax {
+            // Series built by hand may still hold impossible values: same rule as the
+            // importer (count, never replay).
+            if !amax.is_finite() {
+                nonfinite += 1;
+                continue;
+            }
+            if amax < 0.0 {
+                negative += 1;
+                continue;
+            }
             let decisions = state.call(amax);
             for (acc, d) in accs.iter_mut().zip(&decisions) {
                 acc.calls += 1;
                 acc.above += u64::from(amax > d.est);
+                // Histories hold only finite amax ≥ 0 (the importer keeps the rest out), so
+                // the ratio is NaN only for 0/0 and Inf only when an estimate of 0 was
+                // exceeded: then it is the worst.
                 let ratio = amax / d.est;
-                if ratio.is_finite() {
+                if !ratio.is_nan() {
                     acc.worst = acc.worst.max(ratio);
                 }
                 if amax.is_finite() && amax > 0.0 {
@@ -189,7 +213,10 @@ pub fn replay(series: &[AmaxSeries], options: &ReplayOptions) -> ReplayReport {
         }
         quantizers.push(QuantizerReplay {
             name: s.name.clone(),
-            calls: s.amax.len() as u64,
+            calls: s.amax.len() as u64 - (nonfinite - s.nonfinite) - (negative - s.negative),
+            nonfinite_amax: nonfinite,
+            negative_amax: negative,
+            rounded_to_zero: s.rounded_to_zero,
             estimators: names
                 .iter()
                 .cloned()

@@ -144,9 +144,9 @@ pub fn synth(pattern: Pattern, calls: usize, seed: u64) -> Vec<AmaxSeries> {
                 })
                 .collect();
             AmaxSeries {
-                name: format!("{layer}.A"),
                 steps: (0..calls as u64).collect(),
                 amax,
+                ..AmaxSeries::new(format!("{layer}.A"))
             }
         })
         .collect()
@@ -155,15 +155,5 @@ pub fn synth(pattern: Pattern, calls: usize, seed: u64) -> Vec<AmaxSeries> {
 /// Writes series as CSV `step,layer,role,amax` (the importer's format), calls interleaved
 /// by step. Series names must end in `.ROLE`.
 pub fn to_csv(series: &[AmaxSeries]) -> String {
-    let mut out = String::from("step,layer,role,amax\n");
-    let longest = series.iter().map(|s| s.amax.len()).max().unwrap_or(0);
-    for i in 0..longest {
-        for s in series {
-            if let (Some(step), Some(amax)) = (s.steps.get(i), s.amax.get(i)) {
-                let (layer, role) = s.name.rsplit_once('.').unwrap_or((&s.name, "A"));
-                out.push_str(&format!("{step},{layer},{role},{amax}\n"));
-            }
-        }
-    }
-    out
+    crate::import::series_to_csv(series)
 }

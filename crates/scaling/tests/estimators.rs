@@ -264,3 +264,51 @@ proptest! {
         }
     }
 }
+
+/// A flat amax signal is never "above its own estimate": a window of identical values gives
+/// exactly that value (an f32 sum of 64 copies divided by 64 can round one ulp below), and
+/// every estimate of a history stays within the history's [min, max] (Holt's trend aside).
+#[test]
+fn flat_histories_estimate_exactly_their_value() {
+    // 0.1 summed 64 times in f32 and divided by 64 is 0.099999905 without the clamp.
+    let naive = (0..64).fold(0.0f32, |s, _| s + 0.1f32) / 64.0;
+    assert_ne!(naive, 0.1f32, "this value shows the artifact");
+    let specs = [
+        "mean_window(64)",
+        "ema(0.1)",
+        "holt(0.5,0.1,0.9)",
+        "max_window(64)",
+        "most_recent",
+    ];
+    for value in [0.1f32, 1.0 / 3.0, 7.3e-5, 1234.567, 3.0e38] {
+        let amax = vec![value; 200];
+        let e = estimates(&specs, 64, &amax);
+        for (k, spec) in specs.iter().enumerate() {
+            assert!(
+                e[k].iter().all(|v| v.to_bits() == value.to_bits()),
+                "{spec} on a flat {value}: {:?}",
+                &e[k][..4]
+            );
+            assert_eq!(above(&e[k], &amax), 0, "{spec}");
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn means_and_smoothing_stay_within_the_history(
+        history in proptest::collection::vec(1e-30f32..1e30, 1..100),
+        n in 1usize..80,
+        alpha in 0.01f32..1.0,
+    ) {
+        let lo = history.iter().cloned().fold(f32::INFINITY, f32::min);
+        let hi = history.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+        let mean = MeanWindow { n }.estimate(&history, 0.0);
+        let w = &history[history.len().saturating_sub(n)..];
+        let wlo = w.iter().cloned().fold(f32::INFINITY, f32::min);
+        let whi = w.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+        prop_assert!(mean >= wlo && mean <= whi, "mean {mean} outside [{wlo}, {whi}]");
+        let ema = Ema { alpha }.estimate(&history, 0.0);
+        prop_assert!(ema >= lo && ema <= hi, "ema {ema} outside [{lo}, {hi}]");
+    }
+}

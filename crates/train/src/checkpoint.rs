@@ -3,6 +3,11 @@
 //! amax history, estimates and scales (`quantizers.*`), and in the metadata the step, the
 //! data position and the run config. Written to a temporary file and renamed.
 //!
+//! Integrity: the metadata key `tensor_crc32` holds the CRC-32 of the whole data section
+//! (every tensor's bytes in file order), checked on every load, so flipped bytes inside tensor
+//! data are refused instead of silently changing the run. Files without the key (written
+//! before it existed) still load.
+//!
 //! safetensors: 8-byte little-endian header length, a JSON header
 //! `{name: {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, "__metadata__":
 //! {...}}`, then the raw little-endian data.
@@ -11,6 +16,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::{Value, json};
+
+/// Metadata key of the CRC-32 of the data section (lower-case hex, 8 digits).
+pub const CHECKSUM_KEY: &str = "tensor_crc32";
 
 /// A tensor of a checkpoint.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,8 +56,16 @@ impl Checkpoint {
         self.tensors.iter().find(|t| t.name == name)
     }
 
-    /// Serializes to safetensors bytes.
+    /// Serializes to safetensors bytes (the data checksum goes into the metadata).
     pub fn to_bytes(&self) -> Vec<u8> {
+        let mut data = Vec::with_capacity(self.tensors.iter().map(|t| t.data.len() * 4).sum());
+        for t in &self.tensors {
+            for v in &t.data {
+                data.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let mut metadata = self.metadata.clone();
+        metadata.insert(CHECKSUM_KEY.into(), format!("{:08x}", crc32fast::hash(&data)));
         let mut header = serde_json::Map::new();
         let mut offset = 0usize;
         for t in &self.tensors {
@@ -60,7 +76,7 @@ impl Checkpoint {
             );
             offset += bytes;
         }
-        header.insert("__metadata__".into(), json!(self.metadata));
+        header.insert("__metadata__".into(), json!(metadata));
         let mut text = serde_json::to_string(&Value::Object(header)).unwrap_or_default();
         while !text.len().is_multiple_of(8) {
             text.push(' ');
@@ -68,11 +84,7 @@ impl Checkpoint {
         let mut out = Vec::with_capacity(8 + text.len() + offset);
         out.extend_from_slice(&(text.len() as u64).to_le_bytes());
         out.extend_from_slice(text.as_bytes());
-        for t in &self.tensors {
-            for v in &t.data {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-        }
+        out.extend_from_slice(&data);
         out
     }
 
@@ -101,13 +113,22 @@ impl Checkpoint {
         let data = &bytes[data_start..];
         let mut tensors = Vec::new();
         let mut metadata = BTreeMap::new();
+        if let Some(m) = header.get("__metadata__").and_then(Value::as_object) {
+            for (k, val) in m {
+                metadata.insert(k.clone(), val.as_str().unwrap_or_default().to_owned());
+            }
+        }
+        if let Some(stored) = metadata.remove(CHECKSUM_KEY) {
+            let computed = format!("{:08x}", crc32fast::hash(data));
+            if stored != computed {
+                return Err(err(format!(
+                    "tensor data checksum mismatch: the file says {CHECKSUM_KEY} {stored}, its data \
+                     has {computed} (the file was changed or damaged after it was written)"
+                )));
+            }
+        }
         for (name, v) in &header {
             if name == "__metadata__" {
-                if let Some(m) = v.as_object() {
-                    for (k, val) in m {
-                        metadata.insert(k.clone(), val.as_str().unwrap_or_default().to_owned());
-                    }
-                }
                 continue;
             }
             let field = |f: &str| {
@@ -169,22 +190,62 @@ impl Checkpoint {
     }
 }
 
+/// Every `step_N.safetensors` in a run's `checkpoints/` folder, newest first.
+pub fn list(run_dir: &Path) -> Vec<(u64, std::path::PathBuf)> {
+    let mut found: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(run_dir.join("checkpoints"))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let step: u64 = name
+                        .strip_prefix("step_")?
+                        .strip_suffix(".safetensors")?
+                        .parse()
+                        .ok()?;
+                    Some((step, e.path()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found
+}
+
 /// The newest `step_N.safetensors` in a run's `checkpoints/` folder.
 pub fn latest(run_dir: &Path) -> Option<std::path::PathBuf> {
-    std::fs::read_dir(run_dir.join("checkpoints"))
-        .ok()?
-        .filter_map(Result::ok)
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let step: u64 = name
-                .strip_prefix("step_")?
-                .strip_suffix(".safetensors")?
-                .parse()
-                .ok()?;
-            Some((step, e.path()))
-        })
-        .max_by_key(|(s, _)| *s)
-        .map(|(_, p)| p)
+    list(run_dir).into_iter().next().map(|(_, p)| p)
+}
+
+/// The newest checkpoint of `run_dir` that loads (checksum included), says it is step N as
+/// its name does, and was written for a run with `fingerprint`
+/// ([`crate::RunConfig::continuation_fingerprint`]); with every newer one skipped and why.
+pub fn newest_valid(
+    run_dir: &Path,
+    fingerprint: &str,
+) -> (Option<(std::path::PathBuf, Checkpoint)>, Vec<String>) {
+    let mut skipped = Vec::new();
+    for (step, path) in list(run_dir) {
+        let reason = match Checkpoint::load(&path) {
+            Err(e) => e.message,
+            Ok(ck) => {
+                let stored_step = ck.metadata.get("step").and_then(|s| s.parse::<u64>().ok());
+                match ck.metadata.get("config_fingerprint") {
+                    _ if stored_step != Some(step) => format!(
+                        "its metadata says step {}, its name step {step}",
+                        ck.metadata.get("step").map_or("(none)", String::as_str)
+                    ),
+                    Some(f) if f != fingerprint => format!(
+                        "written for config fingerprint {f}, this run has {fingerprint} (a \
+                         checkpoint of another run or config)"
+                    ),
+                    _ => return (Some((path, ck)), skipped),
+                }
+            }
+        };
+        skipped.push(format!("{}: {reason}", path.display()));
+    }
+    (None, skipped)
 }
 
 #[cfg(test)]
@@ -224,5 +285,12 @@ mod tests {
         let mut bad = bytes.clone();
         bad[10] = b'!';
         assert!(Checkpoint::from_bytes("ck", &bad).is_err());
+        // A flipped byte inside tensor data (the header still parses) is caught by the checksum.
+        let mut flipped = bytes.clone();
+        let last = flipped.len() - 6;
+        flipped[last] ^= 0x40;
+        let e = Checkpoint::from_bytes("ck", &flipped).unwrap_err();
+        assert!(e.to_string().contains("checksum mismatch"), "{e}");
+        assert!(!back.metadata.contains_key(CHECKSUM_KEY), "checked, then dropped");
     }
 }

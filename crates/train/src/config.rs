@@ -326,6 +326,78 @@ impl RunConfig {
         Ok(config)
     }
 
+    /// The settings a checkpoint must share with the run that continues from it: the model,
+    /// data, quantization and the seed, batch and accumulation that fix the data order and
+    /// initial state. The schedule (steps, lr, betas, clipping, …) and the logging intervals
+    /// may change on a resume; these may not.
+    pub const CONTINUATION_KEYS: [&str; 6] = [
+        "model",
+        "data",
+        "qat",
+        "train.seed",
+        "train.batch",
+        "train.grad_accum",
+    ];
+
+    /// A short fingerprint (CRC-32, hex) of [`Self::CONTINUATION_KEYS`], stored in every
+    /// checkpoint and compared on resume.
+    pub fn continuation_fingerprint(&self) -> String {
+        let flat = self.flat();
+        let mut text = String::new();
+        for (key, value) in &flat {
+            if Self::CONTINUATION_KEYS
+                .iter()
+                .any(|k| key == k || key.starts_with(&format!("{k}.")))
+            {
+                text.push_str(&format!("{key}={value}\n"));
+            }
+        }
+        format!("{:08x}", crc32fast::hash(text.as_bytes()))
+    }
+
+    /// Every key as `dotted.key → value` (TOML text of the value), sorted.
+    pub fn flat(&self) -> std::collections::BTreeMap<String, String> {
+        fn walk(
+            prefix: &str,
+            v: &toml::Value,
+            out: &mut std::collections::BTreeMap<String, String>,
+        ) {
+            match v {
+                toml::Value::Table(t) => {
+                    for (k, v) in t {
+                        let key = if prefix.is_empty() {
+                            k.clone()
+                        } else {
+                            format!("{prefix}.{k}")
+                        };
+                        walk(&key, v, out);
+                    }
+                }
+                other => {
+                    out.insert(prefix.to_owned(), other.to_string());
+                }
+            }
+        }
+        let mut out = std::collections::BTreeMap::new();
+        if let Ok(v) = toml::Value::try_from(self) {
+            walk("", &v, &mut out);
+        }
+        out
+    }
+
+    /// `key: a → b` for every key whose value differs (keys only in one side included).
+    pub fn differences(&self, other: &RunConfig) -> Vec<String> {
+        let (a, b) = (self.flat(), other.flat());
+        let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+        keys.into_iter()
+            .filter(|k| a.get(*k) != b.get(*k))
+            .map(|k| {
+                let show = |v: Option<&String>| v.cloned().unwrap_or_else(|| "(unset)".into());
+                format!("{k}: {} → {}", show(a.get(k)), show(b.get(k)))
+            })
+            .collect()
+    }
+
     /// The config as TOML (the run folder's `config.toml`, fully resolved).
     pub fn to_toml(&self) -> String {
         toml::to_string(self).unwrap_or_default()
@@ -374,14 +446,41 @@ impl RunConfig {
         if m.vocab > 1 << 24 {
             return Err("model.vocab must be below 2^24".into());
         }
-        if !(self.train.lr.is_finite() && self.train.lr >= 0.0) {
-            return Err(format!(
-                "train.lr must be a finite number ≥ 0, got {}",
-                self.train.lr
-            ));
+        // Each numeric setting in the range where training means something; a value outside
+        // would otherwise train silently wrong or end in "non-finite values" without a name.
+        let t = &self.train;
+        if t.steps == 0 {
+            return Err("train.steps must be at least 1".into());
         }
-        if !(0.0..=1.0).contains(&self.train.warmup_frac) {
-            return Err("train.warmup_frac must be in [0, 1]".into());
+        let ranges: [(&str, f64, f64, f64, &str); 9] = [
+            ("model.norm_eps", f64::from(m.norm_eps), 1e-12, 1.0, "[1e-12, 1]"),
+            ("model.rope_theta", m.rope_theta, 1.0, 1e12, "[1, 1e12]"),
+            ("train.lr", f64::from(t.lr), 0.0, 1.0, "[0, 1]"),
+            ("train.warmup_frac", f64::from(t.warmup_frac), 0.0, 1.0, "[0, 1]"),
+            ("train.weight_decay", f64::from(t.weight_decay), 0.0, 10.0, "[0, 10]"),
+            ("train.beta1", f64::from(t.beta1), 0.0, 1.0, "[0, 1)"),
+            ("train.beta2", f64::from(t.beta2), 0.0, 1.0, "[0, 1)"),
+            ("train.eps", f64::from(t.eps), 1e-30, 1.0, "[1e-30, 1]"),
+            (
+                "train.grad_clip",
+                f64::from(t.grad_clip),
+                0.0,
+                f64::from(f32::MAX),
+                "[0, f32 max] (0 turns clipping off)",
+            ),
+        ];
+        for (key, v, lo, hi, shown) in ranges {
+            let half_open = shown.ends_with(')');
+            let inside = v.is_finite() && v >= lo && if half_open { v < hi } else { v <= hi };
+            if !inside {
+                return Err(format!("{key} must be in {shown}, got {v}"));
+            }
+        }
+        if self.data.bytes == 0 {
+            return Err("data.bytes must be at least 1".into());
+        }
+        if self.data.entities == 0 {
+            return Err("data.entities must be at least 1".into());
         }
         if self.train.trace_every == 0 {
             return Err("train.trace_every must be at least 1".into());

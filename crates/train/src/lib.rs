@@ -12,6 +12,7 @@
 //! - [`model`]: parameters and the explicit forward/backward passes;
 //! - [`trainer`]: the asynchronous training loop and its reports;
 //! - [`run`]: the run folder (config, metrics, trace, summary);
+//! - [`memory`]: the memory a config needs, checked before allocating;
 //! - [`checkpoint`]: safetensors checkpoints with optimizer and quantizer state;
 //! - `grid` (native): the paper's experiment grid and its report.
 //!
@@ -23,6 +24,7 @@ pub mod corpus;
 pub mod data;
 pub mod grid;
 pub mod lesson;
+pub mod memory;
 pub mod model;
 pub mod run;
 pub mod trainer;

@@ -1,8 +1,12 @@
 //! A run folder: `config.toml` (fully resolved), `metrics.jsonl` (one line per step),
 //! `trace.jsonl` (one line per quantizer call, the scaling crate's schema, decimated by
-//! `trace_every`), `summary.json` (at the end). Files are appended line by line (each line
-//! one `write_all`); `config.toml` and `summary.json` are written to a temporary file and
-//! renamed, so a reader never sees half a file.
+//! `trace_every`), `probes.jsonl`, `checkpoints/step_N.safetensors`, `segments.json` (one
+//! entry per stretch of training: the start and every resume, with its backend, the config
+//! changes it made and how it ended) and `summary.json` (the whole run, rebuilt from
+//! `metrics.jsonl` and `segments.json` whenever a segment ends). Files are appended line by
+//! line (each line one `write_all`); `config.toml`, `segments.json`, `summary.json` and
+//! checkpoints are written to a temporary file and renamed, so a reader never sees half a
+//! file; temporaries a killed process left behind are removed on the next start.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -35,6 +39,157 @@ pub struct MetricsLine {
     /// Elements that overflowed at the active scale in this step.
     #[serde(default)]
     pub overflow: u64,
+}
+
+/// One stretch of training: the first start or a resume, until it finished, was
+/// interrupted, failed or was killed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Segment {
+    /// Steps done when it started.
+    pub start_step: u64,
+    /// Steps done at its last checkpoint (or its end).
+    pub end_step: u64,
+    /// `train.steps` it aimed for.
+    pub target_steps: u64,
+    /// `running` (or killed, if it never ended), `finished`, `interrupted`, `failed`,
+    /// `killed` (set when a later segment finds it still `running`).
+    pub status: String,
+    /// `cpu` or `gpu`.
+    pub backend: String,
+    /// Adapter or CPU name.
+    pub adapter: String,
+    /// Device type (`Cpu`, `DiscreteGpu`, …).
+    pub device_type: String,
+    /// The checkpoint it continued from.
+    #[serde(default)]
+    pub from_checkpoint: Option<String>,
+    /// Newer checkpoints it could not use, and why.
+    #[serde(default)]
+    pub skipped_checkpoints: Vec<String>,
+    /// Config keys it changed (`key: old → new`).
+    #[serde(default)]
+    pub changes: Vec<String>,
+    /// Notes (a backend change, a stale temporary removed, …).
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// Seconds of training, up to its last checkpoint or end.
+    #[serde(default)]
+    pub wall_s: f64,
+    /// Tokens trained, up to its last checkpoint or end.
+    #[serde(default)]
+    pub tokens: u64,
+}
+
+/// The segments of a run folder (`segments.json`; empty when absent).
+pub fn read_segments(dir: &Path) -> io::Result<Vec<Segment>> {
+    let path = dir.join("segments.json");
+    match fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: {e}", path.display()),
+            )
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes `segments.json` atomically.
+pub fn write_segments(dir: &Path, segments: &[Segment]) -> io::Result<()> {
+    let text = serde_json::to_string_pretty(segments).map_err(io::Error::other)?;
+    write_atomic(&dir.join("segments.json"), text.as_bytes())
+}
+
+/// The whole run as `summary.json` describes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainSummary {
+    /// Of the last segment: `finished`, `interrupted`, `failed`.
+    pub status: String,
+    /// The error that ended it, if any.
+    pub error: Option<String>,
+    /// Steps done (lines of `metrics.jsonl`).
+    pub steps: u64,
+    /// `train.steps` of the run's config.
+    pub target_steps: u64,
+    /// Loss of the last step.
+    pub final_loss: Option<f32>,
+    /// Seconds of training over all segments.
+    pub wall_s: f64,
+    /// Throughput of the last segment.
+    pub tokens_per_s: f64,
+    /// Backend of the last segment.
+    pub backend: String,
+    /// Adapter of the last segment.
+    pub adapter: String,
+    /// Quantizers in the bank.
+    pub quantizers: usize,
+    /// Quantizer calls above the active estimate, over the whole run.
+    pub calls_above_est: u64,
+    /// Elements that overflowed at the active scale, over the whole run.
+    pub overflow: u64,
+    /// Segments (1 + resumes).
+    pub segments: usize,
+}
+
+impl TrainSummary {
+    /// Rebuilds the summary of the run in `dir` from `metrics.jsonl` and `segments.json`.
+    pub fn from_run(
+        dir: &Path,
+        status: &str,
+        error: Option<String>,
+        target_steps: u64,
+        quantizers: usize,
+    ) -> io::Result<Self> {
+        let text = fs::read_to_string(dir.join("metrics.jsonl")).unwrap_or_default();
+        let lines: Vec<MetricsLine> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let segments = read_segments(dir)?;
+        let last = segments.last();
+        Ok(TrainSummary {
+            status: status.to_owned(),
+            error,
+            steps: lines.last().map_or(0, |l| l.step + 1),
+            target_steps,
+            final_loss: lines.last().map(|l| l.loss),
+            wall_s: segments.iter().map(|s| s.wall_s).sum(),
+            tokens_per_s: last.map_or(0.0, |s| s.tokens as f64 / s.wall_s.max(1e-9)),
+            backend: last.map(|s| s.backend.clone()).unwrap_or_default(),
+            adapter: last.map(|s| s.adapter.clone()).unwrap_or_default(),
+            quantizers,
+            calls_above_est: lines.iter().map(|l| l.calls_above_est).sum(),
+            overflow: lines.iter().map(|l| l.overflow).sum(),
+            segments: segments.len(),
+        })
+    }
+}
+
+/// Removes `*.tmp-PID` files a killed process left in `dir` and `dir/checkpoints` (those of
+/// a process still alive are kept); returns what was removed.
+pub fn remove_stale_temporaries(dir: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    for folder in [dir.to_owned(), dir.join("checkpoints")] {
+        let Ok(entries) = fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name
+                .rsplit_once(".tmp-")
+                .and_then(|(_, pid)| pid.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let alive = pid != std::process::id()
+                && Path::new(&format!("/proc/{pid}")).exists();
+            if !alive && fs::remove_file(entry.path()).is_ok() {
+                removed.push(entry.path());
+            }
+        }
+    }
+    removed
 }
 
 /// Writes `bytes` through a temporary file and a rename.
@@ -76,6 +231,18 @@ impl RunWriter {
                 format!(
                     "{} already holds a run (metrics.jsonl exists); choose another --out",
                     dir.display()
+                ),
+            ));
+        }
+        if let Some((_, old)) = crate::checkpoint::list(dir).first() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} holds checkpoints of an earlier run ({}) but no metrics.jsonl; a new run \
+                     there would be mixed with them on resume: choose another --out or remove \
+                     the folder",
+                    dir.display(),
+                    old.display()
                 ),
             ));
         }
@@ -206,10 +373,15 @@ impl RunWriter {
     }
 
     /// Writes `summary.json`.
-    pub fn summary(&mut self, summary: &serde_json::Value) -> io::Result<()> {
-        self.metrics.flush()?;
-        self.trace.flush()?;
+    pub fn summary(&mut self, summary: &impl Serialize) -> io::Result<()> {
+        self.flush()?;
         let text = serde_json::to_string_pretty(summary).map_err(io::Error::other)?;
         write_atomic(&self.dir.join("summary.json"), text.as_bytes())
+    }
+
+    /// Flushes `metrics.jsonl` and `trace.jsonl`.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.metrics.flush()?;
+        self.trace.flush()
     }
 }

@@ -73,6 +73,9 @@ pub enum TrainError {
     /// A checkpoint does not fit this run.
     #[error("checkpoint: {0}")]
     Checkpoint(String),
+    /// The run cannot fit in the backend's memory (checked before allocating).
+    #[error("{0}")]
+    DoesNotFit(String),
     /// A loss or quantizer input became NaN/Inf.
     #[error("non-finite values at step {step}: {what}")]
     NonFinite {
@@ -147,6 +150,9 @@ fn tensors<B: Backend>(
 impl<B: Backend> Trainer<B> {
     /// Builds the model, optimizer state, quantizer bank and data for `config`.
     pub fn new(backend: B, config: RunConfig) -> Result<Self, TrainError> {
+        crate::memory::MemoryEstimate::for_config(&config)
+            .check(&backend.info())
+            .map_err(|e| TrainError::DoesNotFit(e.0))?;
         let m = &config.model;
         let specs = model::param_specs(m);
         let init = model::init_values(m, config.train.seed);
@@ -792,6 +798,10 @@ impl<B: Backend> Trainer<B> {
             ("step", self.step.to_string()),
             ("data_position", self.sampler.position.to_string()),
             ("seed", self.config.train.seed.to_string()),
+            (
+                "config_fingerprint",
+                self.config.continuation_fingerprint(),
+            ),
             ("config", self.config.to_toml()),
         ]
         .into_iter()
@@ -834,6 +844,37 @@ impl<B: Backend> Trainer<B> {
                 .and_then(|v| v.parse().ok())
                 .ok_or_else(|| bad(format!("metadata '{k}' missing or not a number")))
         };
+        if let Some(stored) = ck.metadata.get("config_fingerprint") {
+            let ours = self.config.continuation_fingerprint();
+            if *stored != ours {
+                let differences = ck
+                    .metadata
+                    .get("config")
+                    .and_then(|t| toml::from_str::<RunConfig>(t).ok())
+                    .map(|theirs| {
+                        theirs
+                            .differences(&self.config)
+                            .into_iter()
+                            .filter(|d| {
+                                RunConfig::CONTINUATION_KEYS
+                                    .iter()
+                                    .any(|k| d.starts_with(&format!("{k}:")) || d.starts_with(&format!("{k}.")))
+                            })
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    })
+                    .unwrap_or_default();
+                return Err(bad(format!(
+                    "written for config fingerprint {stored}, this run has {ours} (another \
+                     run's checkpoint?){}",
+                    if differences.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {differences} (checkpoint → this run)")
+                    }
+                )));
+            }
+        }
         let specs = model::param_specs(&self.config.model);
         for (prefix, list) in [
             ("", self.params.list()),

@@ -524,6 +524,21 @@ impl Backend for GpuBackend {
             adapter: self.adapter.name.clone(),
             api: format!("{:?}", self.adapter.backend),
             device_type: format!("{:?}", self.adapter.device_type),
+            memory: {
+                let host = crate::host_memory_available();
+                crate::MemoryLimits {
+                    host_bytes: host,
+                    // A CPU adapter (lavapipe, SwiftShader) keeps its buffers in host memory.
+                    device_bytes: (self.adapter.device_type == wgpu::DeviceType::Cpu)
+                        .then_some(host)
+                        .flatten(),
+                    max_tensor_bytes: Some(
+                        self.limits
+                            .max_storage_buffer_binding_size
+                            .min(self.limits.max_buffer_size),
+                    ),
+                }
+            },
         }
     }
 

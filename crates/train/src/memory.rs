@@ -1,0 +1,297 @@
+//! What a run configuration needs in memory, estimated before anything is allocated, and the
+//! check that refuses a run the backend cannot hold (a failed allocation aborts the process;
+//! a vocabulary of 2^24 would spend minutes initializing before it does).
+//!
+//! The parts mirror what [`crate::Trainer::new`] allocates: weights, gradients and the two
+//! AdamW moments (f32 each), the activations one micro-batch keeps for the backward pass
+//! ([`crate::model::Workspace`]), the quantizer bank, the tokenized corpus, and the host
+//! vectors the initial weights are made in. Sizes are computed in `u128`, so no config
+//! overflows the arithmetic.
+
+use std::fmt;
+
+use hif8lab_engine::{BackendInfo, MemoryLimits};
+
+use crate::config::RunConfig;
+
+/// One part of the estimate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryPart {
+    /// What it is (`weights`, `activations`, …).
+    pub name: &'static str,
+    /// Bytes.
+    pub bytes: u128,
+    /// Whether it lives on the device (GPU backend) or always on the host.
+    pub on_device: bool,
+}
+
+/// The memory a configuration needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryEstimate {
+    /// Trainable parameters.
+    pub parameters: u128,
+    /// The parts, in allocation order.
+    pub parts: Vec<MemoryPart>,
+    /// The largest single tensor: name and bytes (one GPU binding must hold it).
+    pub largest_tensor: (&'static str, u128),
+}
+
+/// A run that does not fit: the estimate and the limit it exceeds.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct DoesNotFit(pub String);
+
+fn mb(bytes: u128) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.2} GiB", bytes as f64 / f64::from(1u32 << 30))
+    } else {
+        format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
+    }
+}
+
+impl MemoryEstimate {
+    /// The estimate for `config`.
+    pub fn for_config(config: &RunConfig) -> Self {
+        let m = &config.model;
+        let u = |v: usize| v as u128;
+        let (v, c, f, layers) = (u(m.vocab), u(m.d_model), u(m.d_ff), u(m.layers));
+        let hd = u(m.head_dim());
+        let (qd, kvd) = (u(m.heads) * hd, u(m.kv_heads) * hd);
+        let per_block = 2 * c + qd * c + 2 * kvd * c + c * qd + 3 * f * c;
+        let parameters = 2 * v * c + layers * per_block + c;
+
+        let batch = u(config.train.batch);
+        let t = u(m.context);
+        let n = batch * t;
+        let probs = batch * u(m.heads) * t * t;
+        // Per block (Workspace::BlockActs): x, h1, x2, h2 [n, c]; rstd1, rstd2 [n]; q, att
+        // [n, qd]; k, v [n, kvd]; probs [b, heads, t, t]; g, u, s [n, f].
+        let block_acts = 4 * n * c + 2 * n + 2 * n * qd + 2 * n * kvd + probs + 3 * n * f;
+        // Shared: tokens, targets, rstdf, losses [n]; xf, hf, dres, dh, dtmp [n, c]; logits,
+        // dlogits [n, v]; dq, dq_r, datt, q_pre [n, qd]; dk, dv, dk_r, k_pre [n, kvd];
+        // dscores [probs]; dg, du, ds [n, f]; rope table [t, hd].
+        let shared = 4 * n + 5 * n * c + 2 * n * v + 4 * n * qd + 4 * n * kvd + probs + 3 * n * f
+            + t * hd;
+        let activations = layers * block_acts + shared;
+
+        let quantizers = u(crate::model::QuantPlan::new(m, &config.qat).ids.len());
+        let estimators = u(config.qat.scaling.estimators().len());
+        // History ring, per-estimator est/scale and statistics (8 words each), ring metadata.
+        let bank = quantizers * (u(config.qat.scaling.window) + estimators * 10 + 16);
+        let corpus_bytes = match config.data.corpus.as_str() {
+            "synthetic" | "kb" | "web" => u(config.data.bytes),
+            path => path_bytes(std::path::Path::new(path)),
+        };
+        let f32s = |count: u128| count * 4;
+        let parts = vec![
+            MemoryPart {
+                name: "weights",
+                bytes: f32s(parameters),
+                on_device: true,
+            },
+            MemoryPart {
+                name: "gradients",
+                bytes: f32s(parameters),
+                on_device: true,
+            },
+            MemoryPart {
+                name: "AdamW moments",
+                bytes: f32s(2 * parameters),
+                on_device: true,
+            },
+            MemoryPart {
+                name: "activations",
+                bytes: f32s(activations),
+                on_device: true,
+            },
+            MemoryPart {
+                name: "quantizer bank",
+                bytes: f32s(bank),
+                on_device: true,
+            },
+            MemoryPart {
+                // The text and its token ids (u32 per byte).
+                name: "corpus",
+                bytes: corpus_bytes * 5,
+                on_device: false,
+            },
+            MemoryPart {
+                // Initial values and zeros, made on the host before upload.
+                name: "initialization (host, transient)",
+                bytes: f32s(2 * parameters),
+                on_device: false,
+            },
+        ];
+        let candidates = [
+            ("embedding / LM head [vocab, d_model]", v * c),
+            ("logits [batch·context, vocab]", n * v),
+            ("attention probabilities [batch, heads, context, context]", probs),
+            ("MLP activations [batch·context, d_ff]", n * f),
+            ("MLP weight [d_ff, d_model]", f * c),
+        ];
+        let largest = candidates
+            .iter()
+            .max_by_key(|(_, e)| *e)
+            .map(|(name, e)| (*name, f32s(*e)))
+            .unwrap_or(("none", 0));
+        MemoryEstimate {
+            parameters,
+            parts,
+            largest_tensor: largest,
+        }
+    }
+
+    /// Bytes in all.
+    pub fn total(&self) -> u128 {
+        self.parts.iter().map(|p| p.bytes).sum()
+    }
+
+    /// Bytes that live on the device when training on a GPU.
+    pub fn device(&self) -> u128 {
+        self.parts
+            .iter()
+            .filter(|p| p.on_device)
+            .map(|p| p.bytes)
+            .sum()
+    }
+
+    /// Checks the estimate against what `backend` can hold; the error gives the estimate and
+    /// the limit.
+    pub fn check(&self, backend: &BackendInfo) -> Result<(), DoesNotFit> {
+        let MemoryLimits {
+            host_bytes,
+            device_bytes,
+            max_tensor_bytes,
+        } = backend.memory;
+        let on_gpu = backend.kind == "gpu";
+        if let (true, Some(limit)) = (on_gpu, max_tensor_bytes) {
+            let (name, bytes) = self.largest_tensor;
+            if bytes > u128::from(limit) {
+                return Err(DoesNotFit(format!(
+                    "the largest tensor, {name}, needs {} but one buffer on '{}' holds at most {} \
+                     (max_storage_buffer_binding_size); make the model, batch or context smaller",
+                    mb(bytes),
+                    backend.adapter,
+                    mb(u128::from(limit))
+                )));
+            }
+        }
+        // On a GPU whose memory is separate, only the host parts stay on the host; on a CPU
+        // backend or a CPU adapter everything does.
+        let shares_host = !on_gpu || device_bytes.is_some() && backend.device_type == "Cpu";
+        let host_need = if shares_host {
+            self.total()
+        } else {
+            self.total() - self.device()
+        };
+        if let Some(limit) = host_bytes
+            && host_need > u128::from(limit)
+        {
+            return Err(DoesNotFit(format!(
+                "this run needs about {} of memory ({}) but {} is available on this machine; \
+                 make the model, batch, context or corpus smaller",
+                mb(host_need),
+                self.breakdown(),
+                mb(u128::from(limit))
+            )));
+        }
+        if let (true, false, Some(limit)) = (on_gpu, shares_host, device_bytes)
+            && self.device() > u128::from(limit)
+        {
+            return Err(DoesNotFit(format!(
+                "this run needs about {} of device memory but '{}' has {}",
+                mb(self.device()),
+                backend.adapter,
+                mb(u128::from(limit))
+            )));
+        }
+        Ok(())
+    }
+
+    /// `weights 13.4 MiB, gradients …` in one line.
+    pub fn breakdown(&self) -> String {
+        self.parts
+            .iter()
+            .map(|p| format!("{} {}", p.name, mb(p.bytes)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl fmt::Display for MemoryEstimate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "parameters: {}", self.parameters)?;
+        for p in &self.parts {
+            writeln!(f, "  {:<34} {:>12}", p.name, mb(p.bytes))?;
+        }
+        writeln!(f, "  {:<34} {:>12}", "total", mb(self.total()))?;
+        write!(
+            f,
+            "largest tensor: {} ({})",
+            self.largest_tensor.0,
+            mb(self.largest_tensor.1)
+        )
+    }
+}
+
+/// Bytes of a corpus file, or of the files of a corpus folder (0 when unreadable: reading
+/// the corpus then reports the error with its path).
+fn path_bytes(path: &std::path::Path) -> u128 {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => u128::from(m.len()),
+        Ok(m) if m.is_dir() => std::fs::read_dir(path)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter_map(|e| e.metadata().ok())
+                    .filter(|m| m.is_file())
+                    .map(|m| u128::from(m.len()))
+                    .sum()
+            })
+            .unwrap_or(0),
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(kind: &'static str, host: u64, max_tensor: Option<u64>) -> BackendInfo {
+        BackendInfo {
+            kind,
+            adapter: "test".into(),
+            api: "test".into(),
+            device_type: "DiscreteGpu".into(),
+            memory: MemoryLimits {
+                host_bytes: Some(host),
+                device_bytes: None,
+                max_tensor_bytes: max_tensor,
+            },
+        }
+    }
+
+    #[test]
+    fn parameters_match_the_model_and_huge_configs_are_refused() {
+        let (_, text) = crate::config::PRESETS[1];
+        let config = RunConfig::parse("small", text, &[]).expect("preset");
+        let e = MemoryEstimate::for_config(&config);
+        let specs = crate::model::param_specs(&config.model);
+        let counted: usize = specs.iter().map(|(_, s, _)| s.iter().product::<usize>()).sum();
+        assert_eq!(e.parameters, counted as u128);
+        assert!(e.check(&info("cpu", 8 << 30, None)).is_ok());
+        let err = e.check(&info("cpu", 1 << 20, None)).unwrap_err().to_string();
+        assert!(err.contains("is available") && err.contains("weights"), "{err}");
+        let huge = RunConfig::parse("small", text, &["model.context=100000".into()])
+            .expect("parses");
+        let h = MemoryEstimate::for_config(&huge);
+        assert!(h.total() > 1u128 << 40, "{}", h.total());
+        let err = h
+            .check(&info("gpu", u64::MAX, Some(128 << 20)))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("largest tensor") && err.contains("attention"), "{err}");
+        // A discrete GPU keeps the device parts off the host.
+        assert!(e.check(&info("gpu", (e.total() - e.device()) as u64 + 1, None)).is_ok());
+    }
+}
