@@ -164,7 +164,9 @@ pub enum HeatValue {
 }
 
 /// A checked form: the settings, each field's message, the whole form's.
-pub type FormCheck = (Settings, Vec<Option<String>>, Result<(), String>);
+/// The form's check: the settings it was made for, each field's message, and the whole
+/// config's verdict (Ok: the memory it needs, in one line).
+pub type FormCheck = (Settings, Vec<Option<String>>, Result<String, String>);
 
 /// Heatmaps per role with what they were computed for: (view revision, columns, count).
 pub type HeatCache = ((u64, usize, HeatValue), Vec<Vec<u64>>);
@@ -567,8 +569,10 @@ impl HifApp {
         }
     }
 
-    /// Each field's message and the whole form's, recomputed only when the settings change.
-    pub fn check_form(&mut self) -> (Vec<Option<String>>, Result<(), String>) {
+    /// Each field's message and the whole form's (Ok: the memory the run needs, checked
+    /// against this machine's memory before anything is allocated), recomputed only when the
+    /// settings change.
+    pub fn check_form(&mut self) -> (Vec<Option<String>>, Result<String, String>) {
         if self
             .form_check
             .as_ref()
@@ -578,12 +582,47 @@ impl HifApp {
                 .iter()
                 .map(|f| self.settings.field_error(f.key))
                 .collect();
-            let whole = self.settings.config().map(|_| ());
+            let gpu_limit = match &self.gpu {
+                Some(training::Device::Gpu(g)) => {
+                    let limits = g.0.limits();
+                    Some(
+                        limits
+                            .max_storage_buffer_binding_size
+                            .min(limits.max_buffer_size),
+                    )
+                }
+                _ => None,
+            };
+            let on_gpu = self.settings.gpu && gpu_limit.is_some();
+            let whole = self.settings.config().and_then(|config| {
+                let estimate = hif8lab_train::memory::MemoryEstimate::for_config(&config);
+                let info = hif8lab_engine::BackendInfo {
+                    kind: if on_gpu { "gpu" } else { "cpu" },
+                    adapter: if on_gpu { "this GPU" } else { "this machine" }.into(),
+                    api: String::new(),
+                    device_type: String::new(),
+                    memory: hif8lab_engine::MemoryLimits {
+                        host_bytes: hif8lab_engine::host_memory_available(),
+                        device_bytes: None,
+                        max_tensor_bytes: gpu_limit.filter(|_| on_gpu),
+                    },
+                };
+                estimate.check(&info).map_err(|e| e.0)?;
+                Ok(format!(
+                    "{:.2} M parameters, about {:.0} MiB (weights and AdamW {:.0}, activations {:.0})",
+                    estimate.parameters as f64 / 1e6,
+                    estimate.total() as f64 / f64::from(1u32 << 20),
+                    (estimate.parts[0].bytes + estimate.parts[1].bytes + estimate.parts[2].bytes)
+                        as f64
+                        / f64::from(1u32 << 20),
+                    estimate.parts[3].bytes as f64 / f64::from(1u32 << 20),
+                ))
+            });
             self.form_check = Some((self.settings.clone(), fields, whole));
         }
         match &self.form_check {
             Some((_, f, w)) => (f.clone(), w.clone()),
-            None => (Vec::new(), Ok(())),
+            None => (Vec::new(), Ok(String::new())),
         }
     }
 

@@ -100,13 +100,18 @@ fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
         &mut app.settings.baseline,
         "train the matched baseline alongside",
     );
-    if let Err(e) = &whole {
-        let shown = if field_errors.iter().any(Option::is_some) {
-            "see the fields marked above".to_owned()
-        } else {
-            e.clone()
-        };
-        ui.label(RichText::new(format!("Invalid: {shown}")).color(ERROR));
+    match &whole {
+        Err(e) => {
+            let shown = if field_errors.iter().any(Option::is_some) {
+                "see the fields marked above".to_owned()
+            } else {
+                e.clone()
+            };
+            ui.label(RichText::new(format!("Invalid: {shown}")).color(ERROR));
+        }
+        Ok(memory) => {
+            ui.label(format!("Memory: {memory}"));
+        }
     }
     ui.label("History advances once per quantizer call (per micro-batch).");
     ui.separator();

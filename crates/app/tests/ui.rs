@@ -517,3 +517,20 @@ fn kept_runs_get_unique_names() {
     assert_eq!(app.runs.len(), hif8lab_app::MAX_RUNS);
     assert_eq!(app.overlay.len(), hif8lab_app::MAX_RUNS);
 }
+
+/// The config editor shows what a run needs in memory, and refuses (Start disabled, the
+/// estimate and the limit named) a run this machine cannot hold, before allocating anything.
+#[test]
+fn memory_estimate_beside_the_form_and_huge_runs_refused() {
+    let mut h = harness(Options::default());
+    h.run_steps(2);
+    h.get_by_label_contains("Memory: 0.22 M parameters");
+    assert!(!h.get_by_label("Start").accesskit_node().is_disabled());
+    h.state_mut().settings.set("model.context", "100000");
+    h.run_steps(2);
+    let (_, whole) = h.state_mut().check_form();
+    let e = whole.unwrap_err();
+    assert!(e.contains("needs about") && e.contains("available"), "{e}");
+    h.get_by_label_contains("needs about");
+    assert!(h.get_by_label("Start").accesskit_node().is_disabled());
+}

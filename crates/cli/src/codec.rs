@@ -157,32 +157,86 @@ fn collect_numbers(numbers: Vec<String>) -> Result<(Vec<f32>, Outcome)> {
 pub fn for_each_number(
     numbers: Vec<String>,
     out: &mut impl Write,
-    mut f: impl FnMut(f32) -> String,
+    f: impl FnMut(f32) -> String,
 ) -> Result<Outcome> {
-    let mut bad = 0usize;
-    let mut handle = |line_no: usize, text: &str, out: &mut dyn Write| -> Result<()> {
-        match parse_value(text) {
-            Some(x) => writeln!(out, "{}", f(x))?,
-            None => {
-                bad += 1;
-                eprintln!("error: line {line_no}: '{text}' is not a number");
+    if numbers.is_empty() {
+        return for_each_line(io::stdin().lock(), out, &mut io::stderr(), f);
+    }
+    let mut errors = io::stderr();
+    let mut lines = Lines::new(out, &mut errors, f);
+    for (i, text) in numbers.iter().enumerate() {
+        lines.handle(i + 1, text.as_bytes())?;
+    }
+    Ok(lines.outcome())
+}
+
+/// [`for_each_number`] over lines of bytes: a line that is not UTF-8 or not a number is
+/// named on `errors` (line number and text, invalid bytes shown as `\xNN`), prints nothing,
+/// and makes the outcome `BadInput`; the other lines go on.
+pub fn for_each_line(
+    mut input: impl BufRead,
+    out: &mut impl Write,
+    errors: &mut impl Write,
+    f: impl FnMut(f32) -> String,
+) -> Result<Outcome> {
+    let mut lines = Lines::new(out, errors, f);
+    let mut buf = Vec::new();
+    let mut line_no = 0;
+    loop {
+        buf.clear();
+        let n = input
+            .read_until(b'\n', &mut buf)
+            .with_context(|| format!("reading stdin after line {line_no}"))?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        lines.handle(line_no, line)?;
+    }
+    Ok(lines.outcome())
+}
+
+/// The per-line work of [`for_each_line`].
+struct Lines<'a, O, E, F> {
+    out: &'a mut O,
+    errors: &'a mut E,
+    f: F,
+    bad: usize,
+}
+
+impl<'a, O: Write, E: Write, F: FnMut(f32) -> String> Lines<'a, O, E, F> {
+    fn new(out: &'a mut O, errors: &'a mut E, f: F) -> Self {
+        Lines {
+            out,
+            errors,
+            f,
+            bad: 0,
+        }
+    }
+
+    fn handle(&mut self, line_no: usize, bytes: &[u8]) -> Result<()> {
+        let value = std::str::from_utf8(bytes).map_err(|_| "is not UTF-8 text");
+        match value.and_then(|t| parse_value(t).ok_or("is not a number")) {
+            Ok(x) => writeln!(self.out, "{}", (self.f)(x))?,
+            Err(why) => {
+                self.bad += 1;
+                writeln!(
+                    self.errors,
+                    "error: line {line_no}: '{}' {why}",
+                    bytes.escape_ascii()
+                )?;
             }
         }
         Ok(())
-    };
-    if numbers.is_empty() {
-        for (i, line) in io::stdin().lock().lines().enumerate() {
-            let line = line.with_context(|| format!("reading stdin line {}", i + 1))?;
-            handle(i + 1, &line, out)?;
-        }
-    } else {
-        for (i, text) in numbers.iter().enumerate() {
-            handle(i + 1, text, out)?;
+    }
+
+    fn outcome(&self) -> Outcome {
+        if self.bad == 0 {
+            Outcome::Ok
+        } else {
+            Outcome::BadInput
         }
     }
-    Ok(if bad == 0 {
-        Outcome::Ok
-    } else {
-        Outcome::BadInput
-    })
 }

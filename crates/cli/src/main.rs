@@ -2,7 +2,8 @@
 //!
 //! Subcommands: `codec` (inspect and apply the 8-bit formats), `bench` (measured
 //! figures), `trace synth`, `replay` and `export te-recipe` (delayed scaling offline). Each subcommand lives in its own module; this file only parses arguments
-//! and maps outcomes to exit codes (0 ok, 1 failure, 2 bad input).
+//! and maps outcomes to exit codes (0 ok, 1 failure, 2 bad input: a config error or a run
+//! too big for the machine; `train` stopped by a signal exits 128 + its number).
 
 mod bench;
 mod bench_kernels;
@@ -81,7 +82,20 @@ fn main() -> ExitCode {
         Ok(Outcome::ClaimsFail) => ExitCode::FAILURE,
         Err(err) => {
             eprintln!("error: {err:#}");
-            ExitCode::FAILURE
+            // A config the user wrote wrong, or one too big for this machine: bad input.
+            let bad_input = err.chain().any(|e| {
+                e.is::<hif8lab_train::config::ConfigError>()
+                    || e.is::<hif8lab_train::memory::DoesNotFit>()
+                    || matches!(
+                        e.downcast_ref::<hif8lab_train::TrainError>(),
+                        Some(hif8lab_train::TrainError::DoesNotFit(_))
+                    )
+            });
+            if bad_input {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

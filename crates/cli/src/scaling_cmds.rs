@@ -268,7 +268,11 @@ fn print_report(report: &ReplayReport, args: &ReplayArgs, kind: &str) {
         } else {
             String::new()
         };
-        print_table(&format!("{} ({} calls{note})", q.name, q.calls), &rows, hif8);
+        print_table(
+            &format!("{} ({} calls{note})", q.name, q.calls),
+            &rows,
+            hif8,
+        );
     }
     let rows: Vec<_> = report
         .order

@@ -214,14 +214,26 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
     }
     if target == at {
         let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap_or_default();
+        let recorded_finished = serde_json::from_str::<TrainSummary>(&summary)
+            .is_ok_and(|s| s.status == "finished" && s.steps == at);
+        if !recorded_finished && !args.dry_run {
+            // Killed after its final checkpoint, before its summary: complete the record.
+            run::write_segments(dir, &segments)?;
+            let quantizers = hif8lab_train::model::QuantPlan::new(&config.model, &config.qat)
+                .ids
+                .len();
+            let s = TrainSummary::from_run(dir, "finished", None, target, quantizers)?;
+            let text = serde_json::to_string_pretty(&s)?;
+            run::write_atomic(&dir.join("summary.json"), text.as_bytes())?;
+        }
         eprintln!(
-            "{} already finished: {at} of {target} steps done ({}); nothing changed. Give \
+            "{} already finished: {at} of {target} steps done{}; nothing else changed. Give \
              --steps N with N > {at} to extend it.",
             dir.display(),
-            if summary.contains("\"finished\"") {
-                "summary.json says finished"
+            if recorded_finished {
+                ""
             } else {
-                "its final checkpoint exists"
+                " (its summary, missing after a kill, was written now)"
             }
         );
         return Ok(());
@@ -488,8 +500,8 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
     // A checkpoint also records how far this segment got, so a killed segment keeps its
     // figures in segments.json.
     let checkpoint_at = |trainer: &mut Trainer<B>,
-                             write_reports: &mut dyn FnMut(StepReport, &Trainer<B>) -> Result<()>,
-                             segments: &mut Vec<Segment>|
+                         write_reports: &mut dyn FnMut(StepReport, &Trainer<B>) -> Result<()>,
+                         segments: &mut Vec<Segment>|
      -> Result<PathBuf> {
         for r in trainer.finish()? {
             write_reports(r, trainer)?;

@@ -259,7 +259,8 @@ pub fn host_memory_available() -> Option<u64> {
                 .parse()
                 .ok()
         };
-        let cgroup = read("memory.max").map(|max| max.saturating_sub(read("memory.current").unwrap_or(0)));
+        let cgroup =
+            read("memory.max").map(|max| max.saturating_sub(read("memory.current").unwrap_or(0)));
         Some(cgroup.map_or(available, |c| c.min(available)))
     }
 }

@@ -379,7 +379,12 @@ fn scale_update_matches_scaling_crate() {
 #[test]
 fn flat_amax_is_never_above_its_estimate_on_gpu() {
     let Some(gpu) = gpu() else { return };
-    let specs = ["mean_window(64)", "ema(0.1)", "holt(0.5,0.1,0.9)", "max_window(64)"];
+    let specs = [
+        "mean_window(64)",
+        "ema(0.1)",
+        "holt(0.5,0.1,0.9)",
+        "max_window(64)",
+    ];
     let sc = scaling(Format::HiF8, Overflow::Inf, &specs, 64);
     let bank = gpu.new_bank(&BankConfig::new(1, sc)).unwrap();
     for call in 0..100 {

@@ -479,7 +479,13 @@ pub fn parse_te_log(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
     let mut b = SeriesBuilder::default();
     let mut unpaired = 0usize;
     for name in &order {
-        for e in entries.remove(name).unwrap_or_default() {
+        let list = entries.remove(name).unwrap_or_default();
+        let direct: std::collections::BTreeSet<u64> = list
+            .iter()
+            .filter(|e| e.amax.is_some())
+            .map(|e| e.step)
+            .collect();
+        for e in list {
             let (amax, rounded_zero) = match (e.amax, e.max, e.min) {
                 (Some((a, z)), _, _) => (a, z),
                 (None, Some((hi, zh)), Some((lo, zl))) => {
@@ -489,6 +495,11 @@ pub fn parse_te_log(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
                         hi.abs().max(lo.abs())
                     };
                     (a, zh && zl)
+                }
+                // A lone max or min beside a direct amax of the same iteration adds nothing.
+                _ if direct.contains(&e.step) => {
+                    skipped += 1;
+                    continue;
                 }
                 _ => {
                     unpaired += 1;

@@ -65,7 +65,10 @@ impl Checkpoint {
             }
         }
         let mut metadata = self.metadata.clone();
-        metadata.insert(CHECKSUM_KEY.into(), format!("{:08x}", crc32fast::hash(&data)));
+        metadata.insert(
+            CHECKSUM_KEY.into(),
+            format!("{:08x}", crc32fast::hash(&data)),
+        );
         let mut header = serde_json::Map::new();
         let mut offset = 0usize;
         for t in &self.tensors {
@@ -118,15 +121,6 @@ impl Checkpoint {
                 metadata.insert(k.clone(), val.as_str().unwrap_or_default().to_owned());
             }
         }
-        if let Some(stored) = metadata.remove(CHECKSUM_KEY) {
-            let computed = format!("{:08x}", crc32fast::hash(data));
-            if stored != computed {
-                return Err(err(format!(
-                    "tensor data checksum mismatch: the file says {CHECKSUM_KEY} {stored}, its data \
-                     has {computed} (the file was changed or damaged after it was written)"
-                )));
-            }
-        }
         for (name, v) in &header {
             if name == "__metadata__" {
                 continue;
@@ -167,6 +161,16 @@ impl Checkpoint {
                     data: values,
                 },
             ));
+        }
+        // Structure first (errors name the tensor), then the bytes.
+        if let Some(stored) = metadata.remove(CHECKSUM_KEY) {
+            let computed = format!("{:08x}", crc32fast::hash(data));
+            if stored != computed {
+                return Err(err(format!(
+                    "tensor data checksum mismatch: the file says {CHECKSUM_KEY} {stored}, its data \
+                     has {computed} (the file was changed or damaged after it was written)"
+                )));
+            }
         }
         tensors.sort_by_key(|(o, _)| *o);
         Ok(Checkpoint {
@@ -291,6 +295,9 @@ mod tests {
         flipped[last] ^= 0x40;
         let e = Checkpoint::from_bytes("ck", &flipped).unwrap_err();
         assert!(e.to_string().contains("checksum mismatch"), "{e}");
-        assert!(!back.metadata.contains_key(CHECKSUM_KEY), "checked, then dropped");
+        assert!(
+            !back.metadata.contains_key(CHECKSUM_KEY),
+            "checked, then dropped"
+        );
     }
 }

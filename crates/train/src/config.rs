@@ -320,9 +320,33 @@ impl RunConfig {
             .map_err(|e| {
                 let key = e.path().to_string();
                 let inner = e.into_inner();
-                err(format!("key '{key}': {}", inner.message()))
+                let message = format!("key '{key}': {}", inner.message());
+                match overrides
+                    .iter()
+                    .rev()
+                    .find(|o| o.split_once('=').is_some_and(|(k, _)| k.trim() == key))
+                {
+                    Some(o) => ConfigError {
+                        source_name: format!("{source_name} with --set {o}"),
+                        message,
+                    },
+                    None => err(message),
+                }
             })?;
-        config.validate().map_err(err)?;
+        config.validate().map_err(|message| {
+            // Name the --set that brought the bad value, when one did.
+            let culprit = overrides.iter().rev().find(|o| {
+                o.split_once('=')
+                    .is_some_and(|(k, _)| message.starts_with(k.trim()))
+            });
+            match culprit {
+                Some(o) => ConfigError {
+                    source_name: format!("{source_name} with --set {o}"),
+                    message,
+                },
+                None => err(message),
+            }
+        })?;
         Ok(config)
     }
 
@@ -453,11 +477,29 @@ impl RunConfig {
             return Err("train.steps must be at least 1".into());
         }
         let ranges: [(&str, f64, f64, f64, &str); 9] = [
-            ("model.norm_eps", f64::from(m.norm_eps), 1e-12, 1.0, "[1e-12, 1]"),
+            (
+                "model.norm_eps",
+                f64::from(m.norm_eps),
+                1e-12,
+                1.0,
+                "[1e-12, 1]",
+            ),
             ("model.rope_theta", m.rope_theta, 1.0, 1e12, "[1, 1e12]"),
             ("train.lr", f64::from(t.lr), 0.0, 1.0, "[0, 1]"),
-            ("train.warmup_frac", f64::from(t.warmup_frac), 0.0, 1.0, "[0, 1]"),
-            ("train.weight_decay", f64::from(t.weight_decay), 0.0, 10.0, "[0, 10]"),
+            (
+                "train.warmup_frac",
+                f64::from(t.warmup_frac),
+                0.0,
+                1.0,
+                "[0, 1]",
+            ),
+            (
+                "train.weight_decay",
+                f64::from(t.weight_decay),
+                0.0,
+                10.0,
+                "[0, 10]",
+            ),
             ("train.beta1", f64::from(t.beta1), 0.0, 1.0, "[0, 1)"),
             ("train.beta2", f64::from(t.beta2), 0.0, 1.0, "[0, 1)"),
             ("train.eps", f64::from(t.eps), 1e-30, 1.0, "[1e-30, 1]"),
@@ -473,7 +515,12 @@ impl RunConfig {
             let half_open = shown.ends_with(')');
             let inside = v.is_finite() && v >= lo && if half_open { v < hi } else { v <= hi };
             if !inside {
-                return Err(format!("{key} must be in {shown}, got {v}"));
+                let shown_v = if v != 0.0 && !(1e-4..1e6).contains(&v.abs()) {
+                    format!("{:e}", v as f32)
+                } else {
+                    format!("{}", v as f32)
+                };
+                return Err(format!("{key} must be in {shown}, got {shown_v}"));
             }
         }
         if self.data.bytes == 0 {

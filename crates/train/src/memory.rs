@@ -70,8 +70,8 @@ impl MemoryEstimate {
         // Shared: tokens, targets, rstdf, losses [n]; xf, hf, dres, dh, dtmp [n, c]; logits,
         // dlogits [n, v]; dq, dq_r, datt, q_pre [n, qd]; dk, dv, dk_r, k_pre [n, kvd];
         // dscores [probs]; dg, du, ds [n, f]; rope table [t, hd].
-        let shared = 4 * n + 5 * n * c + 2 * n * v + 4 * n * qd + 4 * n * kvd + probs + 3 * n * f
-            + t * hd;
+        let shared =
+            4 * n + 5 * n * c + 2 * n * v + 4 * n * qd + 4 * n * kvd + probs + 3 * n * f + t * hd;
         let activations = layers * block_acts + shared;
 
         let quantizers = u(crate::model::QuantPlan::new(m, &config.qat).ids.len());
@@ -125,7 +125,10 @@ impl MemoryEstimate {
         let candidates = [
             ("embedding / LM head [vocab, d_model]", v * c),
             ("logits [batch·context, vocab]", n * v),
-            ("attention probabilities [batch, heads, context, context]", probs),
+            (
+                "attention probabilities [batch, heads, context, context]",
+                probs,
+            ),
             ("MLP activations [batch·context, d_ff]", n * f),
             ("MLP weight [d_ff, d_model]", f * c),
         ];
@@ -277,21 +280,36 @@ mod tests {
         let config = RunConfig::parse("small", text, &[]).expect("preset");
         let e = MemoryEstimate::for_config(&config);
         let specs = crate::model::param_specs(&config.model);
-        let counted: usize = specs.iter().map(|(_, s, _)| s.iter().product::<usize>()).sum();
+        let counted: usize = specs
+            .iter()
+            .map(|(_, s, _)| s.iter().product::<usize>())
+            .sum();
         assert_eq!(e.parameters, counted as u128);
         assert!(e.check(&info("cpu", 8 << 30, None)).is_ok());
-        let err = e.check(&info("cpu", 1 << 20, None)).unwrap_err().to_string();
-        assert!(err.contains("is available") && err.contains("weights"), "{err}");
-        let huge = RunConfig::parse("small", text, &["model.context=100000".into()])
-            .expect("parses");
+        let err = e
+            .check(&info("cpu", 1 << 20, None))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("is available") && err.contains("weights"),
+            "{err}"
+        );
+        let huge =
+            RunConfig::parse("small", text, &["model.context=100000".into()]).expect("parses");
         let h = MemoryEstimate::for_config(&huge);
         assert!(h.total() > 1u128 << 40, "{}", h.total());
         let err = h
             .check(&info("gpu", u64::MAX, Some(128 << 20)))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("largest tensor") && err.contains("attention"), "{err}");
+        assert!(
+            err.contains("largest tensor") && err.contains("attention"),
+            "{err}"
+        );
         // A discrete GPU keeps the device parts off the host.
-        assert!(e.check(&info("gpu", (e.total() - e.device()) as u64 + 1, None)).is_ok());
+        assert!(
+            e.check(&info("gpu", (e.total() - e.device()) as u64 + 1, None))
+                .is_ok()
+        );
     }
 }

@@ -182,8 +182,7 @@ pub fn remove_stale_temporaries(dir: &Path) -> Vec<PathBuf> {
             else {
                 continue;
             };
-            let alive = pid != std::process::id()
-                && Path::new(&format!("/proc/{pid}")).exists();
+            let alive = pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists();
             if !alive && fs::remove_file(entry.path()).is_ok() {
                 removed.push(entry.path());
             }

@@ -798,10 +798,7 @@ impl<B: Backend> Trainer<B> {
             ("step", self.step.to_string()),
             ("data_position", self.sampler.position.to_string()),
             ("seed", self.config.train.seed.to_string()),
-            (
-                "config_fingerprint",
-                self.config.continuation_fingerprint(),
-            ),
+            ("config_fingerprint", self.config.continuation_fingerprint()),
             ("config", self.config.to_toml()),
         ]
         .into_iter()
@@ -856,9 +853,10 @@ impl<B: Backend> Trainer<B> {
                             .differences(&self.config)
                             .into_iter()
                             .filter(|d| {
-                                RunConfig::CONTINUATION_KEYS
-                                    .iter()
-                                    .any(|k| d.starts_with(&format!("{k}:")) || d.starts_with(&format!("{k}.")))
+                                RunConfig::CONTINUATION_KEYS.iter().any(|k| {
+                                    d.starts_with(&format!("{k}:"))
+                                        || d.starts_with(&format!("{k}."))
+                                })
                             })
                             .collect::<Vec<_>>()
                             .join("; ")
