@@ -139,10 +139,10 @@ impl Checkpoint {
                 .map_err(|e| err(format!("tensor '{name}': field 'shape': {e}")))?;
             let offsets: [usize; 2] = serde_json::from_value(field("data_offsets")?.clone())
                 .map_err(|e| err(format!("tensor '{name}': field 'data_offsets': {e}")))?;
-            let numel: usize = shape.iter().product();
+            let bytes_needed = shape.iter().try_fold(4usize, |n, d| n.checked_mul(*d));
             if offsets[1] < offsets[0]
                 || offsets[1] > data.len()
-                || offsets[1] - offsets[0] != numel * 4
+                || Some(offsets[1] - offsets[0]) != bytes_needed
             {
                 return Err(err(format!(
                     "tensor '{name}': data_offsets {offsets:?} do not hold shape {shape:?} in {} data bytes",

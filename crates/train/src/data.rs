@@ -57,20 +57,24 @@ pub fn synthetic_corpus(seed: u64, bytes: usize) -> String {
     text
 }
 
+/// The text of a corpus file's bytes (UTF-8; the error names the file and the first bad
+/// byte's offset).
+pub fn corpus_text(path: &Path, bytes: Vec<u8>) -> Result<String, String> {
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{}: not UTF-8 text (byte {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
 /// Reads a UTF-8 text file, or every `.txt`/`.md` file of a folder (sorted by name).
 pub fn read_corpus(path: &Path) -> Result<String, String> {
     let read = |p: &Path| {
         std::fs::read(p)
             .map_err(|e| format!("{}: {e}", p.display()))
-            .and_then(|b| {
-                String::from_utf8(b).map_err(|e| {
-                    format!(
-                        "{}: not UTF-8 text (byte {})",
-                        p.display(),
-                        e.utf8_error().valid_up_to()
-                    )
-                })
-            })
+            .and_then(|b| corpus_text(p, b))
     };
     if path.is_dir() {
         let mut files: Vec<_> = std::fs::read_dir(path)

@@ -1,0 +1,309 @@
+//! Fuzz-style tests of every parser a user can feed: run configs (TOML and `--set`),
+//! safetensors checkpoints (and restoring them into a trainer), JSONL traces, CSV amax
+//! files, Transformer Engine / nvdlfw-inspect logs and corpus files. Each gets structure-aware
+//! mutations of valid inputs plus random bytes — at least 100,000 inputs per parser — and
+//! must never panic: every input is accepted or refused with a message that names its
+//! source. (The codec's stdin is fuzzed in the CLI crate, `codec.rs`.)
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
+use std::path::Path;
+use std::time::Instant;
+
+use hif8lab_engine::cpu::CpuBackend;
+use hif8lab_scaling::import::{import_bytes, parse_csv, parse_te_log};
+use hif8lab_scaling::trace::parse_trace;
+use hif8lab_tests::{Mutator, fixtures_dir, fuzz};
+use hif8lab_train::checkpoint::Checkpoint;
+use hif8lab_train::config::{PRESETS, RunConfig};
+use hif8lab_train::{Trainer, data};
+
+/// Inputs per parser.
+const INPUTS: usize = 100_000;
+
+fn fixture(path: &str) -> Vec<u8> {
+    std::fs::read(fixtures_dir().join(path)).unwrap()
+}
+
+fn report(name: &str, start: Instant, (ok, rejected): (usize, usize)) {
+    println!(
+        "fuzz {name}: {} inputs in {:.2} s ({ok} accepted, {rejected} refused with a message)",
+        ok + rejected,
+        start.elapsed().as_secs_f64()
+    );
+    assert_eq!(ok + rejected, INPUTS);
+}
+
+#[test]
+fn fuzz_run_config_toml_and_set() {
+    let seeds: Vec<Vec<u8>> = PRESETS.iter().map(|(_, t)| t.as_bytes().to_vec()).collect();
+    let mut m = Mutator::new(
+        1,
+        &[
+            "steps",
+            "batch",
+            "lr",
+            "model",
+            "[train]",
+            "qat.scaling",
+            "estimator",
+            "max_window(64)",
+            "1e6",
+            "100000",
+        ],
+    );
+    let start = Instant::now();
+    let counts = fuzz("config", INPUTS, &mut m, &seeds, |bytes| {
+        let text = String::from_utf8_lossy(bytes);
+        match RunConfig::parse("fuzz.toml", &text, &[]) {
+            Ok(c) => {
+                // An accepted config is one the trainer's checks accept too.
+                c.validate()
+                    .map_err(|e| format!("accepted but invalid: {e}"))?;
+                Ok(())
+            }
+            Err(e) => {
+                assert!(e.to_string().starts_with("fuzz.toml"), "{e}");
+                Err(e.message)
+            }
+        }
+    });
+    report("config TOML", start, counts);
+
+    let sets: Vec<Vec<u8>> = [
+        "train.lr=1e-5",
+        "qat.scaling.estimator=most_recent",
+        "model.d_model=128",
+        "qat.blocks=[1,2]",
+        "qat.roles=[\"A\",\"W\"]",
+        "train.steps=10",
+        "data.corpus=kb",
+        "qat.scaling.window=16",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    let mut m = Mutator::new(
+        2,
+        &["=", ".", "train.", "model.", "qat.scaling.", "1e30", "-5"],
+    );
+    let start = Instant::now();
+    let counts = fuzz("--set", INPUTS, &mut m, &sets, |bytes| {
+        let set = String::from_utf8_lossy(bytes).into_owned();
+        match RunConfig::parse("preset 'smoke'", PRESETS[0].1, &[set]) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                assert!(!e.source_name.is_empty(), "{e}");
+                Err(e.message)
+            }
+        }
+    });
+    report("--set", start, counts);
+}
+
+#[test]
+fn fuzz_checkpoints_and_restore() {
+    // A tiny run's real checkpoint (model, AdamW moments, quantizer state, metadata).
+    let config = RunConfig::parse(
+        "tiny",
+        PRESETS[0].1,
+        &[
+            "model.vocab=16".into(),
+            "model.d_model=8".into(),
+            "model.layers=3".into(),
+            "model.heads=2".into(),
+            "model.kv_heads=1".into(),
+            "model.d_ff=8".into(),
+            "model.context=4".into(),
+            "train.batch=1".into(),
+            "train.steps=4".into(),
+            "qat.warmup_steps=1".into(),
+            "data.bytes=2000".into(),
+        ],
+    )
+    .unwrap();
+    let mut trainer = Trainer::new(CpuBackend::new(), config.clone()).unwrap();
+    for _ in 0..3 {
+        trainer.step().unwrap();
+    }
+    trainer.finish().unwrap();
+    let seed = trainer.checkpoint().unwrap().to_bytes();
+    assert!(seed.len() < 64 * 1024, "{}", seed.len());
+    let mut m = Mutator::new(
+        3,
+        &[
+            "F32",
+            "F16",
+            "shape",
+            "data_offsets",
+            "__metadata__",
+            "step",
+            "tensor_crc32",
+        ],
+    );
+    let mut restored = 0usize;
+    let start = Instant::now();
+    let counts = fuzz("checkpoint", INPUTS, &mut m, &[seed], |bytes| {
+        match Checkpoint::from_bytes("fuzz.safetensors", bytes) {
+            Ok(ck) => {
+                // What loads must restore or be refused with a message, never panic.
+                match trainer.restore(&ck) {
+                    Ok(()) => restored += 1,
+                    Err(e) => assert!(!e.to_string().is_empty()),
+                }
+                Ok(())
+            }
+            Err(e) => {
+                assert!(e.to_string().contains("fuzz.safetensors"), "{e}");
+                Err(e.message)
+            }
+        }
+    });
+    report("checkpoint", start, counts);
+    println!("  of which restored into a trainer: {restored}");
+}
+
+#[test]
+fn fuzz_traces_csv_and_te_logs() {
+    // A real trace: a tiny QAT run's records through the trace writer.
+    let jsonl = trace_seed();
+    let mut m = Mutator::new(
+        4,
+        &[
+            "\"amax\":",
+            "\"step\":",
+            "\"hif8lab_trace\":1",
+            "\"shadow\":{}",
+            "\"role\":\"A\"",
+            "1e39",
+        ],
+    );
+    let start = Instant::now();
+    let counts = fuzz("trace", INPUTS, &mut m, &[jsonl], |bytes| {
+        parse_trace(Path::new("fuzz.jsonl"), bytes)
+            .map(|_| ())
+            .map_err(|e| named(e.to_string(), "fuzz.jsonl"))
+    });
+    report("trace JSONL", start, counts);
+
+    let csv_seeds = vec![
+        fixture("scaling/sample.csv"),
+        fixture("scaling/bad_amax.csv"),
+    ];
+    let mut m = Mutator::new(5, &["step", "layer", "role", "amax", ",,", "\"\""]);
+    let start = Instant::now();
+    let counts = fuzz("csv", INPUTS, &mut m, &csv_seeds, |bytes| {
+        parse_csv(Path::new("fuzz.csv"), bytes)
+            .map(|_| ())
+            .map_err(|e| named(e.to_string(), "fuzz.csv"))
+    });
+    report("CSV", start, counts);
+
+    let te_seeds = vec![
+        fixture("scaling/sample_te.log"),
+        fixture("scaling/nvdlfw/max_min.log"),
+    ];
+    let mut m = Mutator::new(
+        6,
+        &[
+            "iteration=",
+            "value=",
+            "_max",
+            "_min",
+            "_amax",
+            "_cur_amax",
+            "0.0000",
+            "_activation",
+        ],
+    );
+    let start = Instant::now();
+    let counts = fuzz("te-log", INPUTS, &mut m, &te_seeds, |bytes| {
+        parse_te_log(Path::new("fuzz.log"), bytes)
+            .map(|_| ())
+            .map_err(|e| named(e.to_string(), "fuzz.log"))
+    });
+    report("TE log", start, counts);
+
+    // The importer's own choice of reader, over all three kinds.
+    let mut all = csv_seeds.clone();
+    all.extend(te_seeds);
+    all.push(trace_seed());
+    let mut m = Mutator::new(7, &["{", "step,layer,role,amax\n"]);
+    let start = Instant::now();
+    let counts = fuzz("import", INPUTS, &mut m, &all, |bytes| {
+        import_bytes(Path::new("fuzz.any"), bytes)
+            .map(|_| ())
+            .map_err(|e| named(e.to_string(), "fuzz.any"))
+    });
+    report("import (any kind)", start, counts);
+}
+
+#[test]
+fn fuzz_corpus_files() {
+    let seeds = vec![
+        b"The river Quelt runs past the library of Amarin.\n".to_vec(),
+        data::synthetic_corpus(1, 600).into_bytes(),
+    ];
+    let mut m = Mutator::new(8, &[]);
+    let start = Instant::now();
+    let counts = fuzz("corpus", INPUTS, &mut m, &seeds, |bytes| {
+        let text = data::corpus_text(Path::new("fuzz.txt"), bytes.to_vec())
+            .map_err(|e| named(e, "fuzz.txt"))?;
+        let mut sampler = data::Sampler::new(data::tokenize(&text), 1)?;
+        let (inputs, targets) = sampler.next_batch(2, 8)?;
+        assert_eq!((inputs.len(), targets.len()), (16, 16));
+        assert!(inputs.iter().all(|t| (0.0..256.0).contains(t)));
+        Ok(())
+    });
+    report("corpus", start, counts);
+}
+
+/// Checks an error message names its source, and passes it on.
+fn named(message: String, source: &str) -> String {
+    assert!(
+        message.contains(source),
+        "error does not name {source}: {message}"
+    );
+    message
+}
+
+fn trace_seed() -> Vec<u8> {
+    use hif8lab_scaling::trace::{TRACE_VERSION, TraceHeader, TraceWriter};
+    let config = RunConfig::parse(
+        "tiny",
+        PRESETS[0].1,
+        &[
+            "model.layers=3".into(),
+            "train.steps=3".into(),
+            "qat.warmup_steps=1".into(),
+            "data.bytes=4000".into(),
+        ],
+    )
+    .unwrap();
+    let mut trainer = Trainer::new(CpuBackend::new(), config.clone()).unwrap();
+    let names = trainer.estimator_names().to_vec();
+    let header = TraceHeader {
+        hif8lab_trace: TRACE_VERSION,
+        format: "hif8".into(),
+        target: 15.0,
+        margin: 0,
+        window: 64,
+        estimator: names[trainer.active_estimator()].clone(),
+        estimators: names,
+        config: serde_json::Value::Null,
+    };
+    let mut w = TraceWriter::new(Vec::new(), &header).unwrap();
+    let mut reports = Vec::new();
+    for _ in 0..3 {
+        trainer.step().unwrap();
+        reports.extend(trainer.poll().unwrap());
+    }
+    reports.extend(trainer.finish().unwrap());
+    for r in &reports {
+        for rec in trainer.trace_records(r).iter().take(6) {
+            w.record(rec).unwrap();
+        }
+    }
+    w.flush().unwrap();
+    w.into_inner()
+}
