@@ -78,7 +78,7 @@ enum Start {
     Resume {
         checkpoint: Checkpoint,
         path: PathBuf,
-        segment: Segment,
+        segment: Box<Segment>,
     },
 }
 
@@ -292,7 +292,7 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
     let start = Start::Resume {
         checkpoint,
         path: ck_path,
-        segment,
+        segment: Box::new(segment),
     };
     dispatch(&backend, job, start)
 }
@@ -438,11 +438,11 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
                     previous.backend, previous.adapter, info.kind, info.adapter
                 );
                 eprintln!("note: {note}");
-                let mut segment = segment.clone();
+                let mut segment = (**segment).clone();
                 segment.notes.push(note);
                 segments.push(segment);
             } else {
-                segments.push(segment.clone());
+                segments.push((**segment).clone());
             }
             (w, segments)
         }

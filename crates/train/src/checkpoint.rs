@@ -212,7 +212,7 @@ pub fn list(run_dir: &Path) -> Vec<(u64, std::path::PathBuf)> {
                 .collect()
         })
         .unwrap_or_default();
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|(step, _)| std::cmp::Reverse(*step));
     found
 }
 
