@@ -646,14 +646,17 @@ pub fn estimators(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
 
 /// The histogram as CSV: `log2_lower,log2_upper,count,tier`, then the counts outside the bins.
 pub fn histogram_csv(h: &HistView, format: Format) -> String {
-    let mut out = format!(
-        "# {} step {}\nlog2_lower,log2_upper,count,tier\n",
-        h.id, h.step
-    );
+    let mut out = csv::Writer::from_writer(format!("# {} step {}\n", h.id, h.step).into_bytes());
+    let _ = out.write_record(["log2_lower", "log2_upper", "count", "tier"]);
     for (i, c) in h.hist.bins.iter().enumerate() {
         let lo = Log2Histogram::lower_log2(i);
         let (tier, _) = tier_of(format, (lo + 0.125).exp2() as f32);
-        out.push_str(&format!("{lo},{},{c},{tier}\n", lo + 0.25));
+        let _ = out.write_record([
+            lo.to_string(),
+            (lo + 0.25).to_string(),
+            c.to_string(),
+            tier.to_string(),
+        ]);
     }
     for (name, v) in [
         ("zeros", h.hist.zeros),
@@ -661,9 +664,9 @@ pub fn histogram_csv(h: &HistView, format: Format) -> String {
         ("above", h.hist.above),
         ("nonfinite", h.hist.nonfinite),
     ] {
-        out.push_str(&format!(",,{v},{name}\n"));
+        let _ = out.write_record(["", "", &v.to_string(), name]);
     }
-    out
+    crate::state::csv_text(out)
 }
 
 /// The Histogram panel: log2|x·scale| of the chosen quantizer's input at the latest step.

@@ -475,16 +475,17 @@ impl RunView {
 
     /// The loss curve as CSV: `step,loss` and, when given, the matched baseline's loss.
     pub fn loss_csv(&self, baseline: &[[f64; 2]]) -> String {
-        let mut out = String::from("step,loss,baseline_loss\n");
+        let mut out = csv::Writer::from_writer(Vec::new());
+        let _ = out.write_record(["step", "loss", "baseline_loss"]);
         for (i, p) in self.loss.iter().enumerate() {
             let b = baseline
                 .get(i)
                 .filter(|b| b[0] == p[0])
                 .map(|b| b[1].to_string())
                 .unwrap_or_default();
-            out.push_str(&format!("{},{},{b}\n", p[0] as u64, p[1]));
+            let _ = out.write_record([(p[0] as u64).to_string(), p[1].to_string(), b]);
         }
-        out
+        csv_text(out)
     }
 
     /// The loss curve as JSON lines (`{"step":..,"loss":..,"qat_enabled":..}`).
@@ -504,25 +505,37 @@ impl RunView {
     /// Every quantizer call as CSV: `step,quantizer,amax,underflow`, then per estimator its
     /// `est_`, `above_est_` and `overflow_` columns.
     pub fn calls_csv(&self) -> String {
-        let mut out = String::from("step,quantizer,amax,underflow");
+        let mut out = csv::Writer::from_writer(Vec::new());
+        let mut header: Vec<String> = ["step", "quantizer", "amax", "underflow"]
+            .map(String::from)
+            .to_vec();
         for e in &self.estimators {
-            let e = e.replace(',', ";"); // holt(a,b,phi) must stay one column
-            out.push_str(&format!(",est_{e},above_est_{e},overflow_{e}"));
+            let e = e.replace(',', ";"); // holt(a,b,phi): a header without quoting
+            header.extend([
+                format!("est_{e}"),
+                format!("above_est_{e}"),
+                format!("overflow_{e}"),
+            ]);
         }
-        out.push('\n');
+        let _ = out.write_record(&header);
         for (name, calls) in &self.calls {
             for c in calls {
-                out.push_str(&format!("{},{name},{:e},{}", c.step, c.amax, c.underflow));
+                let mut row = vec![
+                    c.step.to_string(),
+                    name.clone(),
+                    format!("{:e}", c.amax),
+                    c.underflow.to_string(),
+                ];
                 for k in 0..self.estimators.len() {
                     let est = c.est.get(k).copied().unwrap_or(f32::NAN);
                     let above = c.above_est.get(k).copied().unwrap_or(0);
                     let over = c.overflow.get(k).copied().unwrap_or(0);
-                    out.push_str(&format!(",{est:e},{above},{over}"));
+                    row.extend([format!("{est:e}"), above.to_string(), over.to_string()]);
                 }
-                out.push('\n');
+                let _ = out.write_record(&row);
             }
         }
-        out
+        csv_text(out)
     }
 
     /// Per estimator: the median headroom est/amax over all calls (NaN without calls).
@@ -660,4 +673,9 @@ mod tests {
             .sum();
         assert_eq!(roles, v.calls_above()[k]);
     }
+}
+
+/// The text a CSV writer holds.
+pub fn csv_text(w: csv::Writer<Vec<u8>>) -> String {
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }

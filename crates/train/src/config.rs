@@ -254,10 +254,12 @@ pub struct RunConfig {
 
 /// A configuration error: where (file or source, key) and what.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{source_name}: {message}")]
+#[error("{source_name}: {}{message}", set.as_ref().map(|s| format!("--set {s}: ")).unwrap_or_default())]
 pub struct ConfigError {
     /// File path, preset name or `--set`.
     pub source_name: String,
+    /// The `--set KEY=VALUE` that brought the bad value, when one did.
+    pub set: Option<String>,
     /// What is wrong, naming the key.
     pub message: String,
 }
@@ -270,6 +272,7 @@ impl RunConfig {
             .find(|(n, _)| *n == name)
             .map(|(_, t)| *t)
             .ok_or_else(|| ConfigError {
+                set: None,
                 source_name: format!("preset '{name}'"),
                 message: format!(
                     "no such preset (available: {})",
@@ -286,12 +289,14 @@ impl RunConfig {
     /// word is taken as a string), deserializes and validates.
     pub fn parse(source_name: &str, text: &str, overrides: &[String]) -> Result<Self, ConfigError> {
         let err = |message: String| ConfigError {
+            set: None,
             source_name: source_name.to_owned(),
             message,
         };
         let mut table: toml::Table = toml::from_str(text).map_err(|e| err(e.to_string()))?;
         for o in overrides {
             let set_err = |message: String| ConfigError {
+                set: None,
                 source_name: format!("--set {o}"),
                 message,
             };
@@ -327,8 +332,8 @@ impl RunConfig {
                     .find(|o| o.split_once('=').is_some_and(|(k, _)| k.trim() == key))
                 {
                     Some(o) => ConfigError {
-                        source_name: format!("{source_name} with --set {o}"),
-                        message,
+                        set: Some(o.clone()),
+                        ..err(message)
                     },
                     None => err(message),
                 }
@@ -341,8 +346,8 @@ impl RunConfig {
             });
             match culprit {
                 Some(o) => ConfigError {
-                    source_name: format!("{source_name} with --set {o}"),
-                    message,
+                    set: Some(o.clone()),
+                    ..err(message)
                 },
                 None => err(message),
             }

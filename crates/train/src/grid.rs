@@ -99,11 +99,13 @@ impl GridConfig {
             .find(|(n, _)| *n == name)
             .map(|(_, t)| *t)
             .ok_or_else(|| ConfigError {
+                set: None,
                 source_name: format!("grid preset '{name}'"),
                 message: "no such grid preset (available: grid-small, grid-micro, grid-lesson)"
                     .into(),
             })?;
         let config: GridConfig = toml::from_str(text).map_err(|e| ConfigError {
+            set: None,
             source_name: format!("grid preset '{name}'"),
             message: e.to_string(),
         })?;
@@ -112,6 +114,7 @@ impl GridConfig {
             .pretrain_config()
             .validate()
             .map_err(|m| ConfigError {
+                set: None,
                 source_name: format!("grid preset '{name}'"),
                 message: m,
             })?;
@@ -700,9 +703,11 @@ impl GridResults {
 
     /// `results.csv`.
     pub fn csv(&self) -> String {
-        let mut out = String::from(
-            "run,lr,estimator,warmup,final_loss,ape_all_pct,ape_last10_pct,knowledge_acc,knowledge_acc_norm,completion_acc,completion_acc_norm,heldout_loss,knowledge_drop_pct,completion_drop_pct,calls_above_est_active,calls_above_most_recent,calls_above_ema,calls_above_mean_window,calls_above_max_window,calls_above_current,overflow_active,wall_s\n",
+        let mut out = csv::Writer::from_writer(Vec::new());
+        let header = String::from(
+            "run,lr,estimator,warmup,final_loss,ape_all_pct,ape_last10_pct,knowledge_acc,knowledge_acc_norm,completion_acc,completion_acc_norm,heldout_loss,knowledge_drop_pct,completion_drop_pct,calls_above_est_active,calls_above_most_recent,calls_above_ema,calls_above_mean_window,calls_above_max_window,calls_above_current,overflow_active,wall_s",
         );
+        let _ = out.write_record(header.split(','));
         for r in &self.rows {
             let s = &r.summary;
             let active = s
@@ -724,34 +729,32 @@ impl GridResults {
                     .map(|(_, v)| v.to_string())
                     .unwrap_or_default()
             };
-            let _ = writeln!(
-                out,
-                "{},{:e},{},{},{:.4},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.4},{:.2},{:.2},{},{},{},{},{},{},{},{:.1}",
-                r.name,
-                s.lr,
-                s.estimator,
-                s.warmup,
-                s.losses.last().copied().unwrap_or(f64::NAN),
-                r.ape_all,
-                r.ape_last,
-                s.probes.knowledge_acc,
-                s.probes.knowledge_acc_norm,
-                s.probes.completion_acc,
-                s.probes.completion_acc_norm,
-                s.probes.heldout_loss,
-                r.knowledge_drop,
-                r.completion_drop,
-                active,
+            let _ = out.write_record([
+                r.name.clone(),
+                format!("{:e}", s.lr),
+                s.estimator.to_string(),
+                s.warmup.to_string(),
+                format!("{:.4}", s.losses.last().copied().unwrap_or(f64::NAN)),
+                format!("{:.3}", r.ape_all),
+                format!("{:.3}", r.ape_last),
+                format!("{:.3}", s.probes.knowledge_acc),
+                format!("{:.3}", s.probes.knowledge_acc_norm),
+                format!("{:.3}", s.probes.completion_acc),
+                format!("{:.3}", s.probes.completion_acc_norm),
+                format!("{:.4}", s.probes.heldout_loss),
+                format!("{:.2}", r.knowledge_drop),
+                format!("{:.2}", r.completion_drop),
+                active.to_string(),
                 find("most_recent"),
                 find("ema"),
                 find("mean_window"),
                 find("max_window"),
                 find("current"),
-                ov,
-                s.wall_s
-            );
+                ov.to_string(),
+                format!("{:.1}", s.wall_s),
+            ]);
         }
-        out
+        String::from_utf8(out.into_inner().unwrap_or_default()).unwrap_or_default()
     }
 
     /// `results.md`: the table, the shadow comparison, and the verdicts.

@@ -245,6 +245,7 @@ impl RunWriter {
                 ),
             ));
         }
+        remove_stale_temporaries(dir);
         fs::create_dir_all(dir.join("checkpoints"))?;
         write_atomic(&dir.join("config.toml"), config.to_toml().as_bytes())?;
         let open = |name: &str| {
