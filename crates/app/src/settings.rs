@@ -208,21 +208,9 @@ pub struct Settings {
     pub baseline: bool,
 }
 
-/// Display text of a config value: strings bare, lists comma-separated, null as `auto`.
-pub fn text_of(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Array(a) => a.iter().map(text_of).collect::<Vec<_>>().join(","),
-        serde_json::Value::Null => "auto".into(),
-        // f32 settings arrive widened to f64: show the f32's shortest form (0.002, not
-        // 0.0020000000949949026).
-        serde_json::Value::Number(n) if n.is_f64() => match n.as_f64() {
-            Some(v) if f64::from(v as f32) == v => (v as f32).to_string(),
-            _ => n.to_string(),
-        },
-        other => other.to_string(),
-    }
-}
+pub use hif8lab_train::config::{
+    diff_flat as diff, flatten_json as flatten, value_text as text_of,
+};
 
 /// The value at a dotted key of a JSON object.
 pub fn lookup<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
@@ -350,48 +338,6 @@ impl Settings {
         }
         self.set(key, &items.join(","));
     }
-}
-
-/// A run config flattened to `dotted.key = value` lines (for diffs between runs).
-pub fn flatten(config: &serde_json::Value) -> BTreeMap<String, String> {
-    fn walk(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, String>) {
-        match v {
-            serde_json::Value::Object(m) => {
-                for (k, v) in m {
-                    let key = if prefix.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{prefix}.{k}")
-                    };
-                    walk(&key, v, out);
-                }
-            }
-            other => {
-                out.insert(prefix.to_owned(), text_of(other));
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk("", config, &mut out);
-    out
-}
-
-/// The keys whose values differ between two flattened configs: `(key, a, b)`, with `(none)`
-/// where one side lacks the key.
-pub fn diff(
-    a: &BTreeMap<String, String>,
-    b: &BTreeMap<String, String>,
-) -> Vec<(String, String, String)> {
-    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-    keys.into_iter()
-        .filter_map(|k| {
-            let (x, y) = (a.get(k), b.get(k));
-            (x != y).then(|| {
-                let show = |v: Option<&String>| v.cloned().unwrap_or_else(|| "(none)".into());
-                (k.clone(), show(x), show(y))
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]

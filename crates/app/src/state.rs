@@ -612,6 +612,11 @@ impl RunView {
     }
 }
 
+/// The text a CSV writer holds.
+pub fn csv_text(w: csv::Writer<Vec<u8>>) -> String {
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -673,9 +678,4 @@ mod tests {
             .sum();
         assert_eq!(roles, v.calls_above()[k]);
     }
-}
-
-/// The text a CSV writer holds.
-pub fn csv_text(w: csv::Writer<Vec<u8>>) -> String {
-    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }

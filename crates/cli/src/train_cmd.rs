@@ -268,19 +268,11 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
     run::write_segments(dir, &segments)
         .with_context(|| format!("writing {}", dir.join("segments.json").display()))?;
     let segment = Segment {
-        start_step: at,
-        end_step: at,
-        target_steps: target,
-        status: "running".into(),
-        backend: String::new(),
-        adapter: String::new(),
-        device_type: String::new(),
         from_checkpoint: Some(ck_path.display().to_string()),
         skipped_checkpoints: skipped,
         changes,
         notes,
-        wall_s: 0.0,
-        tokens: 0,
+        ..Segment::new(at, target)
     };
     let job = Job {
         config,
@@ -302,9 +294,6 @@ fn legacy_segment(dir: &Path) -> Option<Segment> {
     let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     Some(Segment {
-        start_step: 0,
-        end_step: 0,
-        target_steps: 0,
         status: "unknown".into(),
         backend: v.get("backend")?.as_str()?.to_owned(),
         adapter: v
@@ -312,13 +301,7 @@ fn legacy_segment(dir: &Path) -> Option<Segment> {
             .and_then(|a| a.as_str())
             .unwrap_or_default()
             .to_owned(),
-        device_type: String::new(),
-        from_checkpoint: None,
-        skipped_checkpoints: Vec::new(),
-        changes: Vec::new(),
-        notes: Vec::new(),
-        wall_s: 0.0,
-        tokens: 0,
+        ..Segment::new(0, 0)
     })
 }
 
@@ -390,22 +373,7 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
                 trainer.active_estimator(),
             )
             .with_context(|| format!("creating run folder {}", out.display()))?;
-            let segment = Segment {
-                start_step: 0,
-                end_step: 0,
-                target_steps: steps,
-                status: "running".into(),
-                backend: String::new(),
-                adapter: String::new(),
-                device_type: String::new(),
-                from_checkpoint: None,
-                skipped_checkpoints: Vec::new(),
-                changes: Vec::new(),
-                notes: Vec::new(),
-                wall_s: 0.0,
-                tokens: 0,
-            };
-            (w, vec![segment])
+            (w, vec![Segment::new(0, steps)])
         }
         Start::Resume {
             checkpoint,

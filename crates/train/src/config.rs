@@ -252,6 +252,69 @@ pub struct RunConfig {
     pub data: DataConfig,
 }
 
+/// Display text of a config value: strings bare, lists comma-separated, null as `auto`,
+/// f32 settings (widened to f64 in JSON) in the f32's shortest form (0.002, not
+/// 0.0020000000949949026).
+pub fn value_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(a) => a.iter().map(value_text).collect::<Vec<_>>().join(","),
+        serde_json::Value::Null => "auto".into(),
+        serde_json::Value::Number(n) if n.is_f64() => match n.as_f64() {
+            Some(v) if f64::from(v as f32) == v => (v as f32).to_string(),
+            _ => n.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+/// A config (as JSON: a [`RunConfig`] or one read from a run folder) flattened to
+/// `dotted.key → value text`.
+pub fn flatten_json(config: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    fn walk(
+        prefix: &str,
+        v: &serde_json::Value,
+        out: &mut std::collections::BTreeMap<String, String>,
+    ) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&key, v, out);
+                }
+            }
+            other => {
+                out.insert(prefix.to_owned(), value_text(other));
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk("", config, &mut out);
+    out
+}
+
+/// The keys whose values differ between two flattened configs: `(key, a, b)`, with `(none)`
+/// where one side lacks the key.
+pub fn diff_flat(
+    a: &std::collections::BTreeMap<String, String>,
+    b: &std::collections::BTreeMap<String, String>,
+) -> Vec<(String, String, String)> {
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    keys.into_iter()
+        .filter_map(|k| {
+            let (x, y) = (a.get(k), b.get(k));
+            (x != y).then(|| {
+                let show = |v: Option<&String>| v.cloned().unwrap_or_else(|| "(none)".into());
+                (k.clone(), show(x), show(y))
+            })
+        })
+        .collect()
+}
+
 /// A configuration error: where (file or source, key) and what.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{source_name}: {}{message}", set.as_ref().map(|s| format!("--set {s}: ")).unwrap_or_default())]
@@ -384,46 +447,18 @@ impl RunConfig {
         format!("{:08x}", crc32fast::hash(text.as_bytes()))
     }
 
-    /// Every key as `dotted.key → value` (TOML text of the value), sorted.
+    /// Every key as `dotted.key → value text` ([`value_text`]), sorted.
     pub fn flat(&self) -> std::collections::BTreeMap<String, String> {
-        fn walk(
-            prefix: &str,
-            v: &toml::Value,
-            out: &mut std::collections::BTreeMap<String, String>,
-        ) {
-            match v {
-                toml::Value::Table(t) => {
-                    for (k, v) in t {
-                        let key = if prefix.is_empty() {
-                            k.clone()
-                        } else {
-                            format!("{prefix}.{k}")
-                        };
-                        walk(&key, v, out);
-                    }
-                }
-                other => {
-                    out.insert(prefix.to_owned(), other.to_string());
-                }
-            }
-        }
-        let mut out = std::collections::BTreeMap::new();
-        if let Ok(v) = toml::Value::try_from(self) {
-            walk("", &v, &mut out);
-        }
-        out
+        serde_json::to_value(self)
+            .map(|v| flatten_json(&v))
+            .unwrap_or_default()
     }
 
-    /// `key: a → b` for every key whose value differs (keys only in one side included).
+    /// `key: a → b` for every key whose value differs (`(none)` where one side lacks it).
     pub fn differences(&self, other: &RunConfig) -> Vec<String> {
-        let (a, b) = (self.flat(), other.flat());
-        let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-        keys.into_iter()
-            .filter(|k| a.get(*k) != b.get(*k))
-            .map(|k| {
-                let show = |v: Option<&String>| v.cloned().unwrap_or_else(|| "(unset)".into());
-                format!("{k}: {} → {}", show(a.get(k)), show(b.get(k)))
-            })
+        diff_flat(&self.flat(), &other.flat())
+            .into_iter()
+            .map(|(k, a, b)| format!("{k}: {a} → {b}"))
             .collect()
     }
 

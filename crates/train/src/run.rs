@@ -80,6 +80,28 @@ pub struct Segment {
     pub tokens: u64,
 }
 
+impl Segment {
+    /// A segment about to run from `start_step` to `target_steps` (backend filled in once
+    /// it is known).
+    pub fn new(start_step: u64, target_steps: u64) -> Self {
+        Segment {
+            start_step,
+            end_step: start_step,
+            target_steps,
+            status: "running".into(),
+            backend: String::new(),
+            adapter: String::new(),
+            device_type: String::new(),
+            from_checkpoint: None,
+            skipped_checkpoints: Vec::new(),
+            changes: Vec::new(),
+            notes: Vec::new(),
+            wall_s: 0.0,
+            tokens: 0,
+        }
+    }
+}
+
 /// The segments of a run folder (`segments.json`; empty when absent).
 pub fn read_segments(dir: &Path) -> io::Result<Vec<Segment>> {
     let path = dir.join("segments.json");
