@@ -34,10 +34,10 @@ fn summary(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&read(&dir.join("summary.json"))).unwrap()
 }
 
-/// `hif8lab train --preset smoke --backend cpu --quiet` plus `extra`, into `dir`.
-fn train(dir: &Path, extra: &[&str]) -> Output {
-    let d = dir.to_str().unwrap();
-    let mut args = vec![
+/// `hif8lab train --preset smoke --backend cpu --quiet --out DIR` plus `extra`.
+fn train_command(dir: &Path, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hif8lab"));
+    cmd.args([
         "train",
         "--preset",
         "smoke",
@@ -45,10 +45,14 @@ fn train(dir: &Path, extra: &[&str]) -> Output {
         "cpu",
         "--quiet",
         "--out",
-        d,
-    ];
-    args.extend_from_slice(extra);
-    hif8lab(&args)
+    ])
+    .arg(dir)
+    .args(extra);
+    cmd
+}
+
+fn train(dir: &Path, extra: &[&str]) -> Output {
+    train_command(dir, extra).output().expect("run hif8lab")
 }
 
 fn resume(dir: &Path, extra: &[&str]) -> Output {
@@ -426,22 +430,13 @@ fn kill_9_at_random_points_then_resume_is_bit_identical() {
     let mut first = true;
     while kills < 4 && threshold < 110 {
         threshold += 6 + (rng() % 16) as usize;
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hif8lab"));
-        if first {
-            cmd.args([
-                "train",
-                "--preset",
-                "smoke",
-                "--backend",
-                "cpu",
-                "--quiet",
-                "--out",
-            ])
-            .arg(&dir)
-            .args(common);
+        let mut cmd = if first {
+            train_command(&dir, &common)
         } else {
-            cmd.args(["train", "--quiet", "--resume"]).arg(&dir);
-        }
+            let mut c = Command::new(env!("CARGO_BIN_EXE_hif8lab"));
+            c.args(["train", "--quiet", "--resume"]).arg(&dir);
+            c
+        };
         let mut child = cmd.stderr(Stdio::null()).spawn().unwrap();
         first = false;
         // Wait for the threshold, then a random extra moment (a step, a trace or a

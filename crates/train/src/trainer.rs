@@ -841,6 +841,29 @@ impl<B: Backend> Trainer<B> {
                 .and_then(|v| v.parse().ok())
                 .ok_or_else(|| bad(format!("metadata '{k}' missing or not a number")))
         };
+        // Everything is checked before anything is written: a refused checkpoint leaves the
+        // trainer as it was. Shapes first (they name the tensor), then the fingerprint.
+        let specs = model::param_specs(&self.config.model);
+        let mut writes = Vec::new();
+        for (prefix, list) in [
+            ("", self.params.list()),
+            ("optimizer.exp_avg.", self.m.list()),
+            ("optimizer.exp_avg_sq.", self.v.list()),
+        ] {
+            for ((name, shape, _), t) in specs.iter().zip(list) {
+                let full = format!("{prefix}{name}");
+                let nt = ck
+                    .get(&full)
+                    .ok_or_else(|| bad(format!("tensor '{full}' missing")))?;
+                if &nt.shape != shape {
+                    return Err(bad(format!(
+                        "tensor '{full}' has shape {:?}, this model needs {shape:?} (different config?)",
+                        nt.shape
+                    )));
+                }
+                writes.push((t, &nt.data));
+            }
+        }
         if let Some(stored) = ck.metadata.get("config_fingerprint") {
             let ours = self.config.continuation_fingerprint();
             if *stored != ours {
@@ -873,27 +896,7 @@ impl<B: Backend> Trainer<B> {
                 )));
             }
         }
-        let specs = model::param_specs(&self.config.model);
-        for (prefix, list) in [
-            ("", self.params.list()),
-            ("optimizer.exp_avg.", self.m.list()),
-            ("optimizer.exp_avg_sq.", self.v.list()),
-        ] {
-            for ((name, shape, _), t) in specs.iter().zip(list) {
-                let full = format!("{prefix}{name}");
-                let nt = ck
-                    .get(&full)
-                    .ok_or_else(|| bad(format!("tensor '{full}' missing")))?;
-                if &nt.shape != shape {
-                    return Err(bad(format!(
-                        "tensor '{full}' has shape {:?}, this model needs {shape:?} (different config?)",
-                        nt.shape
-                    )));
-                }
-                self.backend.write(t, &nt.data)?;
-            }
-        }
-        if let Some(bank) = &self.bank {
+        let bank_snapshot = if self.bank.is_some() {
             let mut snap = BankSnapshot {
                 active: self.active,
                 quantizers: Vec::new(),
@@ -912,10 +915,20 @@ impl<B: Backend> Trainer<B> {
                     ..Default::default()
                 });
             }
-            self.backend.restore_bank(bank, &snap)?;
+            Some(snap)
+        } else {
+            None
+        };
+        let step = meta_u64("step")?;
+        let position = meta_u64("data_position")?;
+        for (t, data) in writes {
+            self.backend.write(t, data)?;
         }
-        self.step = meta_u64("step")?;
-        self.sampler.position = meta_u64("data_position")?;
+        if let (Some(bank), Some(snap)) = (&self.bank, &bank_snapshot) {
+            self.backend.restore_bank(bank, snap)?;
+        }
+        self.step = step;
+        self.sampler.position = position;
         self.pending.clear();
         Ok(())
     }
