@@ -9,7 +9,7 @@ target_dir() {
   fi
   local dir
   dir=$(cargo metadata --format-version 1 --no-deps --offline 2>/dev/null |
-    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p' || true)
   printf '%s\n' "${dir:-target}"
 }
 

@@ -128,7 +128,7 @@ pub fn run_train(args: TrainArgs) -> Result<()> {
         dry_run: args.dry_run,
         stop: &stop,
     };
-    dispatch(backend, job, Start::Fresh)
+    dispatch(backend, None, job, Start::Fresh)
 }
 
 /// `--resume DIR`: the run's config with this resume's changes, the newest valid
@@ -239,6 +239,12 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
         return Ok(());
     }
     let previous = segments.last().cloned().or_else(|| legacy_segment(dir));
+    // The same adapter as before, unless told otherwise (--backend or WGPU_ADAPTER_NAME).
+    let adapter = previous
+        .as_ref()
+        .filter(|p| p.backend == "gpu" && !p.adapter.is_empty())
+        .filter(|_| std::env::var_os("WGPU_ADAPTER_NAME").is_none_or(|v| v.is_empty()))
+        .map(|p| p.adapter.clone());
     let backend = match (&args.backend, &previous) {
         (Some(b), _) => b.clone(),
         (None, Some(p)) if p.backend == "cpu" || p.backend == "gpu" => {
@@ -258,7 +264,7 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
             dry_run: true,
             stop,
         };
-        return dispatch(&backend, job, Start::Fresh);
+        return dispatch(&backend, adapter.as_deref(), job, Start::Fresh);
     }
     if !changes.is_empty() {
         run::write_atomic(&path, config.to_toml().as_bytes())
@@ -286,7 +292,7 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
         path: ck_path,
         segment: Box::new(segment),
     };
-    dispatch(&backend, job, start)
+    dispatch(&backend, adapter.as_deref(), job, start)
 }
 
 /// The backend of a run folder written before `segments.json` existed (its summary).
@@ -314,15 +320,21 @@ struct Job<'a> {
     stop: &'a AtomicUsize,
 }
 
-fn dispatch(backend: &str, job: Job<'_>, start: Start) -> Result<()> {
+/// Trains on `backend` (`cpu`, `gpu` or `auto`); on the GPU, on the adapter named
+/// `adapter` when given and present (a resumed run's own), else on the default one.
+fn dispatch(backend: &str, adapter: Option<&str>, job: Job<'_>, start: Start) -> Result<()> {
+    let gpu = || match adapter.map(|name| (name, GpuBackend::on_adapter_blocking(Some(name)))) {
+        Some((_, Ok(g))) => Ok(g),
+        Some((name, Err(e))) => {
+            eprintln!("note: the run's adapter '{name}' is not available ({e}); using the default");
+            GpuBackend::new_blocking()
+        }
+        None => GpuBackend::new_blocking(),
+    };
     match backend {
         "cpu" => train_on(CpuBackend::new(), job, start),
-        "gpu" => train_on(
-            GpuBackend::new_blocking().context("--backend gpu")?,
-            job,
-            start,
-        ),
-        _ => match GpuBackend::new_blocking() {
+        "gpu" => train_on(gpu().context("--backend gpu")?, job, start),
+        _ => match gpu() {
             Ok(g) => train_on(g, job, start),
             Err(e) => {
                 eprintln!("note: no GPU adapter ({e}); training on the CPU backend");

@@ -512,3 +512,67 @@ fn hif8lab_scaling_rng(seed: u64) -> impl FnMut() -> u64 {
         z ^ (z >> 31)
     }
 }
+
+/// A GPU run resumes on the GPU (its own adapter) without being told; a resume told to use
+/// another backend says so and records it.
+#[test]
+fn resume_stays_on_the_gpu_run_s_adapter_unless_told() {
+    let dir = out_dir("gpu-resume");
+    let d = dir.to_str().unwrap();
+    let o = hif8lab(&[
+        "train",
+        "--preset",
+        "smoke",
+        "--backend",
+        "gpu",
+        "--quiet",
+        "--steps",
+        "6",
+        "--set",
+        "train.checkpoint_every=3",
+        "--out",
+        d,
+    ]);
+    if !o.status.success() {
+        assert!(
+            std::env::var("HIF8LAB_REQUIRE_GPU").as_deref() != Ok("1"),
+            "GPU required: {}",
+            stderr(&o)
+        );
+        eprintln!(
+            "!!!!!!!! SKIPPING: no GPU adapter ({}) !!!!!!!!",
+            stderr(&o)
+        );
+        return;
+    }
+    let o = resume(&dir, &["--steps", "9"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("resuming on the gpu backend"),
+        "{}",
+        stderr(&o)
+    );
+    let o = resume(&dir, &["--steps", "12", "--backend", "cpu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("backend changed: gpu"),
+        "{}",
+        stderr(&o)
+    );
+    let segments: serde_json::Value =
+        serde_json::from_slice(&read(&dir.join("segments.json"))).unwrap();
+    let backends: Vec<&str> = segments
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["backend"].as_str().unwrap())
+        .collect();
+    assert_eq!(backends, ["gpu", "gpu", "cpu"]);
+    assert_eq!(segments[0]["adapter"], segments[1]["adapter"]);
+    assert!(
+        segments[2]["notes"]
+            .to_string()
+            .contains("not bit-identical")
+    );
+    assert_eq!(summary(&dir)["steps"], 12);
+}

@@ -235,12 +235,18 @@ impl GpuBackend {
     /// Creates a device on the adapter named by `WGPU_ADAPTER_NAME` (substring, case
     /// insensitive) or the default one, on the backends allowed by `WGPU_BACKEND`.
     pub async fn new() -> Result<Self, EngineError> {
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let wanted = std::env::var("WGPU_ADAPTER_NAME")
             .ok()
             .filter(|s| !s.is_empty());
-        let adapter = match wanted {
+        Self::on_adapter(wanted.as_deref()).await
+    }
+
+    /// Creates a device on the adapter whose name contains `name` (case insensitive), or on
+    /// the default adapter when `name` is `None`; on the backends allowed by `WGPU_BACKEND`.
+    pub async fn on_adapter(name: Option<&str>) -> Result<Self, EngineError> {
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = match name {
             Some(name) => {
                 let needle = name.to_lowercase();
                 let adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
@@ -282,6 +288,12 @@ impl GpuBackend {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn new_blocking() -> Result<Self, EngineError> {
         pollster::block_on(Self::new())
+    }
+
+    /// [`GpuBackend::on_adapter`], blocking (native only).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn on_adapter_blocking(name: Option<&str>) -> Result<Self, EngineError> {
+        pollster::block_on(Self::on_adapter(name))
     }
 
     /// Whether a device with `limits` can run every kernel, or what it lacks. Devices created
