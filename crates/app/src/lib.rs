@@ -608,14 +608,15 @@ impl HifApp {
                     },
                 };
                 estimate.check(&info).map_err(|e| e.0)?;
+                let mib = |b: u128| b as f64 / f64::from(1u32 << 20);
+                let optimizer: u128 = estimate.parts[..3].iter().map(|p| p.bytes).sum();
                 Ok(format!(
-                    "{:.2} M parameters, about {:.0} MiB (weights and AdamW {:.0}, activations {:.0})",
+                    "{:.2} M parameters, about {:.1} MiB (weights, gradients and AdamW {:.1} MiB, \
+                     activations {:.1} MiB)",
                     estimate.parameters as f64 / 1e6,
-                    estimate.total() as f64 / f64::from(1u32 << 20),
-                    (estimate.parts[0].bytes + estimate.parts[1].bytes + estimate.parts[2].bytes)
-                        as f64
-                        / f64::from(1u32 << 20),
-                    estimate.parts[3].bytes as f64 / f64::from(1u32 << 20),
+                    mib(estimate.total()),
+                    mib(optimizer),
+                    mib(estimate.parts[3].bytes),
                 ))
             });
             self.form_check = Some((self.settings.clone(), fields, whole));
