@@ -9,15 +9,17 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-fn hif8lab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hif8lab"))
-        .args(args)
-        .output()
-        .expect("run hif8lab")
-}
+mod common;
+use common::hif8lab;
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The command failed and its stderr says `what`.
+fn fails_saying(o: &Output, what: &str) {
+    assert!(!o.status.success(), "expected a failure saying '{what}'");
+    assert!(stderr(o).contains(what), "'{what}' not in: {}", stderr(o));
 }
 
 fn out_dir(name: &str) -> PathBuf {
@@ -226,8 +228,7 @@ fn resume_keeps_the_whole_run_and_records_every_change() {
     assert_eq!(read(&dir.join("summary.json")), before_summary);
     // Settings that make it another run are refused.
     let o = resume(&dir, &["--steps", "20", "--set", "train.seed=5"]);
-    assert!(!o.status.success());
-    assert!(stderr(&o).contains("train.seed: 1 → 5"), "{}", stderr(&o));
+    fails_saying(&o, "train.seed: 1 → 5");
     // Extending is written to config.toml and segments.json; resuming uses the run's backend.
     let o = resume(&dir, &["--steps", "20", "--set", "train.lr=2e-3"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -338,24 +339,14 @@ fn checkpoints_of_other_runs_and_damaged_ones_are_skipped() {
     std::fs::remove_file(ck(&lonely, 4)).unwrap();
     std::fs::copy(ck(&other, 4), ck(&lonely, 4)).unwrap();
     let o = resume(&lonely, &["--steps", "8"]);
-    assert!(!o.status.success());
-    assert!(
-        stderr(&o).contains("no valid checkpoints"),
-        "{}",
-        stderr(&o)
-    );
+    fails_saying(&o, "no valid checkpoints");
     assert!(stderr(&o).contains("fingerprint"), "{}", stderr(&o));
     // A folder holding old checkpoints but no metrics is not silently reused.
     let reused = out_dir("origin-reused");
     std::fs::create_dir_all(reused.join("checkpoints")).unwrap();
     std::fs::copy(ck(&other, 4), ck(&reused, 4)).unwrap();
     let o = train(&reused, &["--steps", "4"]);
-    assert!(!o.status.success());
-    assert!(
-        stderr(&o).contains("holds checkpoints of an earlier run"),
-        "{}",
-        stderr(&o)
-    );
+    fails_saying(&o, "holds checkpoints of an earlier run");
     assert!(!reused.join("metrics.jsonl").exists());
 }
 

@@ -3,14 +3,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
-fn hif8lab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hif8lab"))
-        .args(args)
-        .output()
-        .expect("run hif8lab")
-}
+mod common;
+use common::hif8lab;
 
 fn temp_path(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("hif8lab-cli-test-{}", std::process::id()));
