@@ -582,42 +582,17 @@ impl HifApp {
                 .iter()
                 .map(|f| self.settings.field_error(f.key))
                 .collect();
-            let gpu_limit = match &self.gpu {
-                Some(training::Device::Gpu(g)) => {
-                    let limits = g.0.limits();
-                    Some(
-                        limits
-                            .max_storage_buffer_binding_size
-                            .min(limits.max_buffer_size),
-                    )
-                }
-                _ => None,
+            let (limits, adapter) = match &self.gpu {
+                Some(training::Device::Gpu(g)) if self.settings.gpu => (
+                    hif8lab_engine::MemoryLimits::of_gpu(&g.0.limits(), g.2.device_type),
+                    g.2.name.clone(),
+                ),
+                _ => (hif8lab_engine::MemoryLimits::host(), "this machine".into()),
             };
-            let on_gpu = self.settings.gpu && gpu_limit.is_some();
             let whole = self.settings.config().and_then(|config| {
                 let estimate = hif8lab_train::memory::MemoryEstimate::for_config(&config);
-                let info = hif8lab_engine::BackendInfo {
-                    kind: if on_gpu { "gpu" } else { "cpu" },
-                    adapter: if on_gpu { "this GPU" } else { "this machine" }.into(),
-                    api: String::new(),
-                    device_type: String::new(),
-                    memory: hif8lab_engine::MemoryLimits {
-                        host_bytes: hif8lab_engine::host_memory_available(),
-                        device_bytes: None,
-                        max_tensor_bytes: gpu_limit.filter(|_| on_gpu),
-                    },
-                };
-                estimate.check(&info).map_err(|e| e.0)?;
-                let mib = |b: u128| b as f64 / f64::from(1u32 << 20);
-                let optimizer: u128 = estimate.parts[..3].iter().map(|p| p.bytes).sum();
-                Ok(format!(
-                    "{:.2} M parameters, about {:.1} MiB (weights, gradients and AdamW {:.1} MiB, \
-                     activations {:.1} MiB)",
-                    estimate.parameters as f64 / 1e6,
-                    mib(estimate.total()),
-                    mib(optimizer),
-                    mib(estimate.parts[3].bytes),
-                ))
+                estimate.check(&limits, &adapter).map_err(|e| e.0)?;
+                Ok(estimate.summary())
             });
             self.form_check = Some((self.settings.clone(), fields, whole));
         }

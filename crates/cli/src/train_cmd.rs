@@ -17,7 +17,7 @@ use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::memory::MemoryEstimate;
-use hif8lab_train::run::{self, RunWriter, Segment, TrainSummary};
+use hif8lab_train::run::{self, RunStatus, RunWriter, Segment, TrainSummary};
 use hif8lab_train::{RunConfig, StepReport, Trainer};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -78,7 +78,8 @@ enum Start {
     Resume {
         checkpoint: Checkpoint,
         path: PathBuf,
-        segment: Box<Segment>,
+        /// The run's segments so far, this one last (its backend filled in once known).
+        segments: Vec<Segment>,
     },
 }
 
@@ -151,24 +152,13 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
     }
     let config = RunConfig::parse(&source, &text, &sets)?;
     let changes = recorded.differences(&config);
-    let forbidden: Vec<&String> = changes
-        .iter()
-        .filter(|c| {
-            RunConfig::CONTINUATION_KEYS
-                .iter()
-                .any(|k| c.starts_with(&format!("{k}:")) || c.starts_with(&format!("{k}.")))
-        })
-        .collect();
+    let forbidden = recorded.continuation_differences(&config);
     if !forbidden.is_empty() {
         bail!(
             "--resume {}: these settings cannot change when a run continues (its checkpoints \
              were made with them): {}; start a new run with --out instead",
             dir.display(),
-            forbidden
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join("; ")
+            forbidden.join("; ")
         );
     }
     let mut segments = run::read_segments(dir)
@@ -180,15 +170,18 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
             removed.display()
         ));
     }
-    for s in segments.iter_mut().filter(|s| s.status == "running") {
-        s.status = "killed".into();
+    for s in segments
+        .iter_mut()
+        .filter(|s| s.status == RunStatus::Running)
+    {
+        s.status = RunStatus::Killed;
     }
     let (found, skipped) =
         hif8lab_train::checkpoint::newest_valid(dir, &recorded.continuation_fingerprint());
     for s in &skipped {
         eprintln!("--resume: skipping {s}");
     }
-    let Some((ck_path, checkpoint)) = found else {
+    let Some(found) = found else {
         bail!(
             "--resume: no valid checkpoints/step_N.safetensors in {}{}",
             dir.display(),
@@ -199,11 +192,7 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
             }
         );
     };
-    let at: u64 = checkpoint
-        .metadata
-        .get("step")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
+    let at = found.step;
     let target = config.train.steps;
     if target < at {
         bail!(
@@ -215,14 +204,21 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
     if target == at {
         let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap_or_default();
         let recorded_finished = serde_json::from_str::<TrainSummary>(&summary)
-            .is_ok_and(|s| s.status == "finished" && s.steps == at);
+            .is_ok_and(|s| s.status == RunStatus::Finished && s.steps == at);
         if !recorded_finished && !args.dry_run {
             // Killed after its final checkpoint, before its summary: complete the record.
             run::write_segments(dir, &segments)?;
             let quantizers = hif8lab_train::model::QuantPlan::new(&config.model, &config.qat)
                 .ids
                 .len();
-            let s = TrainSummary::from_run(dir, "finished", None, target, quantizers)?;
+            let s = TrainSummary::from_run(
+                dir,
+                &segments,
+                RunStatus::Finished,
+                None,
+                target,
+                quantizers,
+            );
             let text = serde_json::to_string_pretty(&s)?;
             run::write_atomic(&dir.join("summary.json"), text.as_bytes())?;
         }
@@ -271,15 +267,13 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("config.toml updated: {}", changes.join("; "));
     }
-    run::write_segments(dir, &segments)
-        .with_context(|| format!("writing {}", dir.join("segments.json").display()))?;
-    let segment = Segment {
-        from_checkpoint: Some(ck_path.display().to_string()),
+    segments.push(Segment {
+        from_checkpoint: Some(found.path.display().to_string()),
         skipped_checkpoints: skipped,
         changes,
         notes,
         ..Segment::new(at, target)
-    };
+    });
     let job = Job {
         config,
         out: dir,
@@ -288,9 +282,9 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
         stop,
     };
     let start = Start::Resume {
-        checkpoint,
-        path: ck_path,
-        segment: Box::new(segment),
+        checkpoint: found.checkpoint,
+        path: found.path,
+        segments,
     };
     dispatch(&backend, adapter.as_deref(), job, start)
 }
@@ -300,7 +294,7 @@ fn legacy_segment(dir: &Path) -> Option<Segment> {
     let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     Some(Segment {
-        status: "unknown".into(),
+        status: RunStatus::Unknown,
         backend: v.get("backend")?.as_str()?.to_owned(),
         adapter: v
             .get("adapter")
@@ -370,13 +364,13 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
             limit(info.memory.device_bytes),
             limit(info.memory.max_tensor_bytes)
         );
-        estimate.check(&info)?;
+        estimate.check(&info.memory, &info.adapter)?;
         println!("fits: yes");
         return Ok(());
     }
     let steps = config.train.steps;
     let mut trainer = Trainer::new(backend, config.clone())?;
-    let (mut writer, mut segments) = match &start {
+    let (mut writer, mut segments) = match start {
         Start::Fresh => {
             let w = RunWriter::create(
                 out,
@@ -390,10 +384,10 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
         Start::Resume {
             checkpoint,
             path,
-            segment,
+            mut segments,
         } => {
             trainer
-                .restore(checkpoint)
+                .restore(&checkpoint)
                 .with_context(|| format!("resuming from {}", path.display()))?;
             eprintln!(
                 "resuming {} at step {} from {}",
@@ -408,8 +402,7 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
                 trainer.steps_done(),
             )
             .with_context(|| format!("reopening run folder {}", out.display()))?;
-            let mut segments = run::read_segments(out)?;
-            if let Some(previous) = segments.last()
+            if let [.., previous, current] = segments.as_mut_slice()
                 && (previous.backend != info.kind || previous.adapter != info.adapter)
             {
                 let note = format!(
@@ -418,11 +411,7 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
                     previous.backend, previous.adapter, info.kind, info.adapter
                 );
                 eprintln!("note: {note}");
-                let mut segment = (**segment).clone();
-                segment.notes.push(note);
-                segments.push(segment);
-            } else {
-                segments.push((**segment).clone());
+                current.notes.push(note);
             }
             (w, segments)
         }
@@ -438,15 +427,13 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
     let probes = (eval_every > 0).then(|| hif8lab_train::corpus::ProbeSet::for_data(&config.data));
     let probes_path = out.join("probes.jsonl");
     eprintln!(
-        "training {} steps on {} '{}' ({}); {} quantizers; {:.1} M parameters, about {:.0} MiB; \
-         run folder {}",
+        "training {} steps on {} '{}' ({}); {} quantizers; {}; run folder {}",
         steps,
         info.kind,
         info.adapter,
         info.api,
         trainer.quantizers().len(),
-        estimate.parameters as f64 / 1e6,
-        estimate.total() as f64 / f64::from(1u32 << 20),
+        estimate.summary(),
         out.display()
     );
     let bar = if quiet {
@@ -539,23 +526,24 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
     })();
     bar.finish_and_clear();
     let status = match &result {
-        Ok(None) => "finished",
-        Ok(Some(_)) => "interrupted",
-        Err(_) => "failed",
+        Ok(None) => RunStatus::Finished,
+        Ok(Some(_)) => RunStatus::Interrupted,
+        Err(_) => RunStatus::Failed,
     };
     if let Some(current) = segments.last_mut() {
-        current.status = status.into();
+        current.status = status;
         current.wall_s = clock.elapsed().as_secs_f64();
     }
     run::write_segments(out, &segments)?;
     writer.flush()?;
     let summary = TrainSummary::from_run(
         out,
+        &segments,
         status,
         result.as_ref().err().map(|e| format!("{e:#}")),
         steps,
         trainer.quantizers().len(),
-    )?;
+    );
     writer.summary(&summary)?;
     if let Some((path, signal)) = result? {
         eprintln!(

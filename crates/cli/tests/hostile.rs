@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 mod common;
-use common::hif8lab;
+use common::{hif8lab, train_command, wait_for_lines};
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
@@ -34,23 +34,6 @@ fn read(path: &Path) -> Vec<u8> {
 
 fn summary(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&read(&dir.join("summary.json"))).unwrap()
-}
-
-/// `hif8lab train --preset smoke --backend cpu --quiet --out DIR` plus `extra`.
-fn train_command(dir: &Path, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hif8lab"));
-    cmd.args([
-        "train",
-        "--preset",
-        "smoke",
-        "--backend",
-        "cpu",
-        "--quiet",
-        "--out",
-    ])
-    .arg(dir)
-    .args(extra);
-    cmd
 }
 
 fn train(dir: &Path, extra: &[&str]) -> Output {
@@ -356,19 +339,7 @@ fn checkpoints_of_other_runs_and_damaged_ones_are_skipped() {
 fn sigterm_and_sighup_checkpoint_and_the_run_resumes() {
     for (signal, code) in [("-TERM", 143), ("-HUP", 129)] {
         let dir = out_dir(&format!("signal{code}"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hif8lab"))
-            .args([
-                "train",
-                "--preset",
-                "smoke",
-                "--backend",
-                "cpu",
-                "--quiet",
-                "--steps",
-                "100000",
-                "--out",
-            ])
-            .arg(&dir)
+        let mut child = train_command(&dir, &["--steps", "100000"])
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
@@ -388,18 +359,6 @@ fn sigterm_and_sighup_checkpoint_and_the_run_resumes() {
         let o = resume(&dir, &["--steps", &(steps + 3).to_string()]);
         assert!(o.status.success(), "{}", stderr(&o));
         assert_eq!(summary(&dir)["steps"], steps + 3);
-    }
-}
-
-fn wait_for_lines(path: &Path, lines: usize) {
-    let start = std::time::Instant::now();
-    while std::fs::read_to_string(path)
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-        < lines
-    {
-        assert!(start.elapsed().as_secs() < 120, "training did not start");
-        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 mod common;
-use common::hif8lab;
+use common::{hif8lab, train_command, wait_for_lines};
 
 fn out_dir(name: &str) -> PathBuf {
     let dir =
@@ -231,32 +231,11 @@ fn resume_continues_the_run_folder_and_ctrl_c_checkpoints() {
 
     // Ctrl-C (SIGINT) writes a checkpoint and exits with 130.
     let dir2 = out_dir("sigint");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hif8lab"))
-        .args([
-            "train",
-            "--preset",
-            "smoke",
-            "--backend",
-            "cpu",
-            "--quiet",
-            "--steps",
-            "100000",
-            "--out",
-            dir2.to_str().unwrap(),
-        ])
+    let mut child = train_command(&dir2, &["--steps", "100000"])
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let metrics = dir2.join("metrics.jsonl");
-    let start = std::time::Instant::now();
-    while std::fs::read_to_string(&metrics)
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-        < 3
-    {
-        assert!(start.elapsed().as_secs() < 60, "training did not start");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_for_lines(&dir2.join("metrics.jsonl"), 3);
     Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

@@ -229,12 +229,27 @@ pub struct MemoryLimits {
     /// Bytes of host memory available now (`MemAvailable`, bounded by the cgroup limit), or
     /// the wasm32 address space; `None` where it cannot be read.
     pub host_bytes: Option<u64>,
-    /// Device memory in bytes; `None` when the API does not say (wgpu does not report video
-    /// memory). For adapters that run on the CPU (lavapipe) tensors live in host memory.
+    /// Memory of a separate device in bytes; `None` when there is none or the API does not
+    /// say (wgpu does not report video memory).
     pub device_bytes: Option<u64>,
+    /// Whether tensors live in host memory: the CPU backend, and adapters that run on the
+    /// CPU (lavapipe, SwiftShader).
+    pub device_in_host: bool,
     /// Largest single tensor in bytes (GPU: the smaller of `max_storage_buffer_binding_size`
     /// and `max_buffer_size`); `None` on the CPU.
     pub max_tensor_bytes: Option<u64>,
+}
+
+impl MemoryLimits {
+    /// Where tensors live in host memory (the CPU backend): what the host has available.
+    pub fn host() -> Self {
+        MemoryLimits {
+            host_bytes: host_memory_available(),
+            device_bytes: None,
+            device_in_host: true,
+            max_tensor_bytes: None,
+        }
+    }
 }
 
 /// Host memory available to this process now, in bytes: `MemAvailable` of /proc/meminfo,

@@ -221,13 +221,20 @@ pub fn latest(run_dir: &Path) -> Option<std::path::PathBuf> {
     list(run_dir).into_iter().next().map(|(_, p)| p)
 }
 
+/// A checkpoint found valid for continuing a run.
+pub struct ValidCheckpoint {
+    /// Its step (its name and metadata agree).
+    pub step: u64,
+    /// Its file.
+    pub path: std::path::PathBuf,
+    /// Its contents.
+    pub checkpoint: Checkpoint,
+}
+
 /// The newest checkpoint of `run_dir` that loads (checksum included), says it is step N as
 /// its name does, and was written for a run with `fingerprint`
 /// ([`crate::RunConfig::continuation_fingerprint`]); with every newer one skipped and why.
-pub fn newest_valid(
-    run_dir: &Path,
-    fingerprint: &str,
-) -> (Option<(std::path::PathBuf, Checkpoint)>, Vec<String>) {
+pub fn newest_valid(run_dir: &Path, fingerprint: &str) -> (Option<ValidCheckpoint>, Vec<String>) {
     let mut skipped = Vec::new();
     for (step, path) in list(run_dir) {
         let reason = match Checkpoint::load(&path) {
@@ -243,7 +250,14 @@ pub fn newest_valid(
                         "written for config fingerprint {f}, this run has {fingerprint} (a \
                          checkpoint of another run or config)"
                     ),
-                    _ => return (Some((path, ck)), skipped),
+                    _ => {
+                        let found = ValidCheckpoint {
+                            step,
+                            path,
+                            checkpoint: ck,
+                        };
+                        return (Some(found), skipped);
+                    }
                 }
             }
         };

@@ -384,36 +384,27 @@ impl RunConfig {
             }
             node.insert((*last).to_owned(), value);
         }
+        // An error blames the last --set whose key `names` the bad key.
+        let blamed = |message: String, names: &dyn Fn(&str) -> bool| {
+            let set = overrides
+                .iter()
+                .rev()
+                .find(|o| o.split_once('=').is_some_and(|(k, _)| names(k.trim())))
+                .cloned();
+            ConfigError {
+                set,
+                ..err(message)
+            }
+        };
         let config: RunConfig = serde_path_to_error::deserialize(toml::Value::Table(table))
             .map_err(|e| {
                 let key = e.path().to_string();
-                let inner = e.into_inner();
-                let message = format!("key '{key}': {}", inner.message());
-                match overrides
-                    .iter()
-                    .rev()
-                    .find(|o| o.split_once('=').is_some_and(|(k, _)| k.trim() == key))
-                {
-                    Some(o) => ConfigError {
-                        set: Some(o.clone()),
-                        ..err(message)
-                    },
-                    None => err(message),
-                }
+                let message = format!("key '{key}': {}", e.into_inner().message());
+                blamed(message, &|k| k == key)
             })?;
         config.validate().map_err(|message| {
-            // Name the --set that brought the bad value, when one did.
-            let culprit = overrides.iter().rev().find(|o| {
-                o.split_once('=')
-                    .is_some_and(|(k, _)| message.starts_with(k.trim()))
-            });
-            match culprit {
-                Some(o) => ConfigError {
-                    set: Some(o.clone()),
-                    ..err(message)
-                },
-                None => err(message),
-            }
+            let blame_of = message.clone();
+            blamed(message, &|k| blame_of.starts_with(k))
         })?;
         Ok(config)
     }
@@ -459,6 +450,19 @@ impl RunConfig {
         diff_flat(&self.flat(), &other.flat())
             .into_iter()
             .map(|(k, a, b)| format!("{k}: {a} → {b}"))
+            .collect()
+    }
+
+    /// [`Self::differences`] limited to [`Self::CONTINUATION_KEYS`]: what makes `other`
+    /// another run than `self`.
+    pub fn continuation_differences(&self, other: &RunConfig) -> Vec<String> {
+        self.differences(other)
+            .into_iter()
+            .filter(|d| {
+                Self::CONTINUATION_KEYS
+                    .iter()
+                    .any(|k| d.starts_with(&format!("{k}:")) || d.starts_with(&format!("{k}.")))
+            })
             .collect()
     }
 

@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use hif8lab_engine::{BackendInfo, MemoryLimits};
+use hif8lab_engine::MemoryLimits;
 
 use crate::config::RunConfig;
 
@@ -158,36 +158,28 @@ impl MemoryEstimate {
             .sum()
     }
 
-    /// Checks the estimate against what `backend` can hold; the error gives the estimate and
-    /// the limit.
-    pub fn check(&self, backend: &BackendInfo) -> Result<(), DoesNotFit> {
-        let MemoryLimits {
-            host_bytes,
-            device_bytes,
-            max_tensor_bytes,
-        } = backend.memory;
-        let on_gpu = backend.kind == "gpu";
-        if let (true, Some(limit)) = (on_gpu, max_tensor_bytes) {
+    /// Checks the estimate against what a backend can hold (`limits`, on the device called
+    /// `adapter`); the error gives the estimate and the limit.
+    pub fn check(&self, limits: &MemoryLimits, adapter: &str) -> Result<(), DoesNotFit> {
+        if let Some(limit) = limits.max_tensor_bytes {
             let (name, bytes) = self.largest_tensor;
             if bytes > u128::from(limit) {
                 return Err(DoesNotFit(format!(
-                    "the largest tensor, {name}, needs {} but one buffer on '{}' holds at most {} \
-                     (max_storage_buffer_binding_size); make the model, batch or context smaller",
+                    "the largest tensor, {name}, needs {} but one buffer on '{adapter}' holds at \
+                     most {} (max_storage_buffer_binding_size); make the model, batch or context \
+                     smaller",
                     mb(bytes),
-                    backend.adapter,
                     mb(u128::from(limit))
                 )));
             }
         }
-        // On a GPU whose memory is separate, only the host parts stay on the host; on a CPU
-        // backend or a CPU adapter everything does.
-        let shares_host = !on_gpu || device_bytes.is_some() && backend.device_type == "Cpu";
-        let host_need = if shares_host {
+        // Where tensors live on a separate device, only the host parts stay on the host.
+        let host_need = if limits.device_in_host {
             self.total()
         } else {
             self.total() - self.device()
         };
-        if let Some(limit) = host_bytes
+        if let Some(limit) = limits.host_bytes
             && host_need > u128::from(limit)
         {
             return Err(DoesNotFit(format!(
@@ -198,17 +190,38 @@ impl MemoryEstimate {
                 mb(u128::from(limit))
             )));
         }
-        if let (true, false, Some(limit)) = (on_gpu, shares_host, device_bytes)
+        if let (false, Some(limit)) = (limits.device_in_host, limits.device_bytes)
             && self.device() > u128::from(limit)
         {
             return Err(DoesNotFit(format!(
-                "this run needs about {} of device memory but '{}' has {}",
+                "this run needs about {} of device memory but '{adapter}' has {}",
                 mb(self.device()),
-                backend.adapter,
                 mb(u128::from(limit))
             )));
         }
         Ok(())
+    }
+
+    /// Bytes of the part called `name` (0 when there is none).
+    fn part(&self, name: &str) -> u128 {
+        self.parts
+            .iter()
+            .filter(|p| p.name == name)
+            .map(|p| p.bytes)
+            .sum()
+    }
+
+    /// `0.22 M parameters, about 10.0 MiB (weights, gradients and AdamW 3.4 MiB, activations
+    /// 3.1 MiB)`: the line the CLI and the app show.
+    pub fn summary(&self) -> String {
+        let state = self.part("weights") + self.part("gradients") + self.part("AdamW moments");
+        format!(
+            "{:.2} M parameters, about {} (weights, gradients and AdamW {}, activations {})",
+            self.parameters as f64 / 1e6,
+            mb(self.total()),
+            mb(state),
+            mb(self.part("activations"))
+        )
     }
 
     /// `weights 13.4 MiB, gradients …` in one line.
@@ -260,17 +273,12 @@ fn path_bytes(path: &std::path::Path) -> u128 {
 mod tests {
     use super::*;
 
-    fn info(kind: &'static str, host: u64, max_tensor: Option<u64>) -> BackendInfo {
-        BackendInfo {
-            kind,
-            adapter: "test".into(),
-            api: "test".into(),
-            device_type: "DiscreteGpu".into(),
-            memory: MemoryLimits {
-                host_bytes: Some(host),
-                device_bytes: None,
-                max_tensor_bytes: max_tensor,
-            },
+    fn limits(host: u64, max_tensor: Option<u64>, device_in_host: bool) -> MemoryLimits {
+        MemoryLimits {
+            host_bytes: Some(host),
+            device_bytes: None,
+            device_in_host,
+            max_tensor_bytes: max_tensor,
         }
     }
 
@@ -285,9 +293,9 @@ mod tests {
             .map(|(_, s, _)| s.iter().product::<usize>())
             .sum();
         assert_eq!(e.parameters, counted as u128);
-        assert!(e.check(&info("cpu", 8 << 30, None)).is_ok());
+        assert!(e.check(&limits(8 << 30, None, true), "cpu").is_ok());
         let err = e
-            .check(&info("cpu", 1 << 20, None))
+            .check(&limits(1 << 20, None, true), "cpu")
             .unwrap_err()
             .to_string();
         assert!(
@@ -299,7 +307,7 @@ mod tests {
         let h = MemoryEstimate::for_config(&huge);
         assert!(h.total() > 1u128 << 40, "{}", h.total());
         let err = h
-            .check(&info("gpu", u64::MAX, Some(128 << 20)))
+            .check(&limits(u64::MAX, Some(128 << 20), false), "gpu")
             .unwrap_err()
             .to_string();
         assert!(
@@ -307,9 +315,8 @@ mod tests {
             "{err}"
         );
         // A discrete GPU keeps the device parts off the host.
-        assert!(
-            e.check(&info("gpu", (e.total() - e.device()) as u64 + 1, None))
-                .is_ok()
-        );
+        let host_parts = (e.total() - e.device()) as u64;
+        assert!(e.check(&limits(host_parts + 1, None, false), "gpu").is_ok());
+        assert!(e.check(&limits(host_parts + 1, None, true), "gpu").is_err());
     }
 }

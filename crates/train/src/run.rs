@@ -41,6 +41,24 @@ pub struct MetricsLine {
     pub overflow: u64,
 }
 
+/// How a segment (and, for the last one, the run) stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Training (or killed without a chance to say so).
+    Running,
+    /// Reached its target steps.
+    Finished,
+    /// Stopped by a signal, with a checkpoint.
+    Interrupted,
+    /// Ended by an error.
+    Failed,
+    /// Found still `running` by a later resume: the process was killed.
+    Killed,
+    /// Of a run folder written before segments were recorded.
+    Unknown,
+}
+
 /// One stretch of training: the first start or a resume, until it finished, was
 /// interrupted, failed or was killed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -51,9 +69,8 @@ pub struct Segment {
     pub end_step: u64,
     /// `train.steps` it aimed for.
     pub target_steps: u64,
-    /// `running` (or killed, if it never ended), `finished`, `interrupted`, `failed`,
-    /// `killed` (set when a later segment finds it still `running`).
-    pub status: String,
+    /// How it stands or ended.
+    pub status: RunStatus,
     /// `cpu` or `gpu`.
     pub backend: String,
     /// Adapter or CPU name.
@@ -88,7 +105,7 @@ impl Segment {
             start_step,
             end_step: start_step,
             target_steps,
-            status: "running".into(),
+            status: RunStatus::Running,
             backend: String::new(),
             adapter: String::new(),
             device_type: String::new(),
@@ -127,7 +144,7 @@ pub fn write_segments(dir: &Path, segments: &[Segment]) -> io::Result<()> {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrainSummary {
     /// Of the last segment: `finished`, `interrupted`, `failed`.
-    pub status: String,
+    pub status: RunStatus,
     /// The error that ended it, if any.
     pub error: Option<String>,
     /// Steps done (lines of `metrics.jsonl`).
@@ -155,23 +172,24 @@ pub struct TrainSummary {
 }
 
 impl TrainSummary {
-    /// Rebuilds the summary of the run in `dir` from `metrics.jsonl` and `segments.json`.
+    /// The summary of the run in `dir`: its `metrics.jsonl` and `segments` (as written to
+    /// `segments.json`).
     pub fn from_run(
         dir: &Path,
-        status: &str,
+        segments: &[Segment],
+        status: RunStatus,
         error: Option<String>,
         target_steps: u64,
         quantizers: usize,
-    ) -> io::Result<Self> {
+    ) -> Self {
         let text = fs::read_to_string(dir.join("metrics.jsonl")).unwrap_or_default();
         let lines: Vec<MetricsLine> = text
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect();
-        let segments = read_segments(dir)?;
         let last = segments.last();
-        Ok(TrainSummary {
-            status: status.to_owned(),
+        TrainSummary {
+            status,
             error,
             steps: lines.last().map_or(0, |l| l.step + 1),
             target_steps,
@@ -184,7 +202,7 @@ impl TrainSummary {
             calls_above_est: lines.iter().map(|l| l.calls_above_est).sum(),
             overflow: lines.iter().map(|l| l.overflow).sum(),
             segments: segments.len(),
-        })
+        }
     }
 }
 

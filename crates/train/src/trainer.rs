@@ -150,8 +150,9 @@ fn tensors<B: Backend>(
 impl<B: Backend> Trainer<B> {
     /// Builds the model, optimizer state, quantizer bank and data for `config`.
     pub fn new(backend: B, config: RunConfig) -> Result<Self, TrainError> {
+        let info = backend.info();
         crate::memory::MemoryEstimate::for_config(&config)
-            .check(&backend.info())
+            .check(&info.memory, &info.adapter)
             .map_err(|e| TrainError::DoesNotFit(e.0))?;
         let m = &config.model;
         let specs = model::param_specs(m);
@@ -871,19 +872,7 @@ impl<B: Backend> Trainer<B> {
                     .metadata
                     .get("config")
                     .and_then(|t| toml::from_str::<RunConfig>(t).ok())
-                    .map(|theirs| {
-                        theirs
-                            .differences(&self.config)
-                            .into_iter()
-                            .filter(|d| {
-                                RunConfig::CONTINUATION_KEYS.iter().any(|k| {
-                                    d.starts_with(&format!("{k}:"))
-                                        || d.starts_with(&format!("{k}."))
-                                })
-                            })
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    })
+                    .map(|theirs| theirs.continuation_differences(&self.config).join("; "))
                     .unwrap_or_default();
                 return Err(bad(format!(
                     "written for config fingerprint {stored}, this run has {ours} (another \

@@ -92,11 +92,7 @@ impl Backend for CpuBackend {
             adapter: cpu_name(),
             api: "native".into(),
             device_type: "Cpu".into(),
-            memory: crate::MemoryLimits {
-                host_bytes: crate::host_memory_available(),
-                device_bytes: None,
-                max_tensor_bytes: None,
-            },
+            memory: crate::MemoryLimits::host(),
         }
     }
 

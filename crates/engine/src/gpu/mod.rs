@@ -231,6 +231,24 @@ pub struct GpuBackend {
     one_scale: wgpu::Buffer,
 }
 
+impl crate::MemoryLimits {
+    /// What a GPU device with `limits` can hold: one tensor at most the smaller of
+    /// `max_storage_buffer_binding_size` and `max_buffer_size`; a CPU adapter (lavapipe,
+    /// SwiftShader) keeps its buffers in host memory.
+    pub fn of_gpu(limits: &wgpu::Limits, device_type: wgpu::DeviceType) -> Self {
+        crate::MemoryLimits {
+            host_bytes: crate::host_memory_available(),
+            device_bytes: None,
+            device_in_host: device_type == wgpu::DeviceType::Cpu,
+            max_tensor_bytes: Some(
+                limits
+                    .max_storage_buffer_binding_size
+                    .min(limits.max_buffer_size),
+            ),
+        }
+    }
+}
+
 impl GpuBackend {
     /// Creates a device on the adapter named by `WGPU_ADAPTER_NAME` (substring, case
     /// insensitive) or the default one, on the backends allowed by `WGPU_BACKEND`.
@@ -536,21 +554,7 @@ impl Backend for GpuBackend {
             adapter: self.adapter.name.clone(),
             api: format!("{:?}", self.adapter.backend),
             device_type: format!("{:?}", self.adapter.device_type),
-            memory: {
-                let host = crate::host_memory_available();
-                crate::MemoryLimits {
-                    host_bytes: host,
-                    // A CPU adapter (lavapipe, SwiftShader) keeps its buffers in host memory.
-                    device_bytes: (self.adapter.device_type == wgpu::DeviceType::Cpu)
-                        .then_some(host)
-                        .flatten(),
-                    max_tensor_bytes: Some(
-                        self.limits
-                            .max_storage_buffer_binding_size
-                            .min(self.limits.max_buffer_size),
-                    ),
-                }
-            },
+            memory: crate::MemoryLimits::of_gpu(&self.limits, self.adapter.device_type),
         }
     }
 
