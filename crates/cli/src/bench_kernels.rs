@@ -6,7 +6,8 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
-use hif8lab_engine::{Backend, BankConfig, Layout, MatmulSpec};
+use hif8lab_engine::prelude::*;
+use hif8lab_engine::{BankConfig, Layout, MatmulSpec};
 use hif8lab_scaling::ScalingConfig;
 
 /// One matmul measurement.

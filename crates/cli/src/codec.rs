@@ -124,8 +124,8 @@ pub fn run(cmd: CodecCommand) -> Result<Outcome> {
 
 /// Runs `qdq(x·scale)/scale` over `values` with the engine's GPU kernel.
 fn gpu_qdq(values: &[f32], format: Format, overflow: Overflow, scale: f32) -> Result<Vec<f32>> {
-    use hif8lab_engine::Backend;
     use hif8lab_engine::gpu::GpuBackend;
+    use hif8lab_engine::prelude::*;
     let gpu = GpuBackend::new_blocking().context("--backend gpu")?;
     let scaling = hif8lab_scaling::ScalingConfig {
         format,

@@ -287,92 +287,55 @@ pub struct Counters {
     pub submits: u64,
     /// Times the host blocked waiting for the device.
     pub blocking_syncs: u64,
+    /// Kernel launches (GPU dispatches; CPU operations that stand for one).
+    pub dispatches: u64,
+    /// Bind groups created (GPU; 0 on the CPU).
+    pub bind_groups_created: u64,
 }
 
-/// The tensor operations of the trainer, implemented by the CPU oracle and the GPU engine.
+/// What every backend is: its tensor and bank types, what it runs on, submission and counters.
 ///
 /// Tensors are flat f32 buffers (handles: outputs are written through `&Tensor`). An output
 /// must not alias an input of the same call. GPU work is recorded and submitted on
-/// [`Backend::flush`] (or when something is read back); results arrive through
+/// [`Device::flush`] (or when something is read back); results arrive through
 /// [`Readback`]s, never by blocking inside an operation.
-pub trait Backend {
+pub trait Device {
     /// A flat f32 tensor.
     type Tensor;
+
     /// A quantizer bank: amax histories, estimates, scales and statistics of many quantizers.
     type Bank;
 
     /// What computes.
     fn info(&self) -> BackendInfo;
+
+    /// Submits recorded work (no-op on the CPU).
+    fn flush(&self);
+
+    /// Submissions and blocking waits so far.
+    fn counters(&self) -> Counters;
+}
+
+/// Op family: tensors (create, read, write, copy, elementwise, matrix products).
+pub trait TensorOps: Device {
     /// A tensor holding `data`.
     fn upload(&self, data: &[f32]) -> Result<Self::Tensor, EngineError>;
+
     /// A zero-filled tensor of `len` elements.
     fn zeros(&self, len: usize) -> Result<Self::Tensor, EngineError>;
+
     /// Elements in a tensor.
     fn len(&self, t: &Self::Tensor) -> usize;
+
     /// Overwrites a tensor's contents (`data.len()` must equal its length).
     fn write(&self, t: &Self::Tensor, data: &[f32]) -> Result<(), EngineError>;
+
     /// Reads a tensor back (asynchronously on the GPU).
     fn read(&self, t: &Self::Tensor) -> Readback<Vec<f32>>;
+
     /// `dst = src` (same lengths).
     fn copy(&self, src: &Self::Tensor, dst: &Self::Tensor) -> Result<(), EngineError>;
 
-    /// A quantizer bank for `config`: empty histories, every scale 1.0.
-    fn new_bank(&self, config: &BankConfig) -> Result<Self::Bank, EngineError>;
-    /// Sets every estimator's current scale (`[quantizer][estimator]`, flattened); the
-    /// estimate in effect becomes the amax each scale aims at.
-    fn set_scales(&self, bank: &Self::Bank, scales: &[f32]) -> Result<(), EngineError>;
-    /// `out = qdq(x·s)/s` with `s` the quantizer's active scale.
-    fn qdq(
-        &self,
-        x: &Self::Tensor,
-        out: &Self::Tensor,
-        bank: &Self::Bank,
-        quantizer: usize,
-    ) -> Result<(), EngineError>;
-    /// Measures this call's amax of `x` for the quantizer (input of `scale_update`).
-    fn amax(
-        &self,
-        x: &Self::Tensor,
-        bank: &Self::Bank,
-        quantizer: usize,
-    ) -> Result<(), EngineError>;
-    /// One delayed-scaling call for quantizers `first..first+count`: every estimator's
-    /// estimate and scale from the history (and the measured amax where needed), then push
-    /// the amax.
-    fn scale_update(
-        &self,
-        bank: &Self::Bank,
-        first: usize,
-        count: usize,
-    ) -> Result<(), EngineError>;
-    /// Empties every history and sets every scale to 1.0.
-    fn reset(&self, bank: &Self::Bank) -> Result<(), EngineError>;
-    /// The statistics of `x` for the quantizer against its current estimates and scales.
-    fn quant_stats(
-        &self,
-        x: &Self::Tensor,
-        bank: &Self::Bank,
-        quantizer: usize,
-    ) -> Result<(), EngineError>;
-    /// The distribution of log2|x·s| (s: the quantizer's active scale) in quarter binades,
-    /// into the bank's one histogram slot (replacing what it held); read back with the bank.
-    fn histogram(
-        &self,
-        x: &Self::Tensor,
-        bank: &Self::Bank,
-        quantizer: usize,
-    ) -> Result<(), EngineError>;
-    /// Reads the whole bank back.
-    fn read_bank(&self, bank: &Self::Bank) -> Readback<BankSnapshot>;
-    /// Reads several tensors and optionally a bank back with one copy (one submission on the
-    /// GPU): what a training step needs at its end.
-    fn read_step(
-        &self,
-        tensors: &[&Self::Tensor],
-        bank: Option<&Self::Bank>,
-    ) -> Readback<StepReadback>;
-    /// Restores histories, estimates and scales from a snapshot (checkpoint resume).
-    fn restore_bank(&self, bank: &Self::Bank, snapshot: &BankSnapshot) -> Result<(), EngineError>;
     /// A matrix product; fused quantization reads scales from `bank`.
     fn matmul(
         &self,
@@ -382,6 +345,87 @@ pub trait Backend {
         spec: &MatmulSpec,
         bank: Option<&Self::Bank>,
     ) -> Result<(), EngineError>;
+
+    /// Sets every element to zero.
+    fn fill_zero(&self, t: &Self::Tensor) -> Result<(), EngineError>;
+
+    /// `dst += src`.
+    fn add_inplace(&self, dst: &Self::Tensor, src: &Self::Tensor) -> Result<(), EngineError>;
+
+    /// `dst *= factor`.
+    fn scale_inplace(&self, dst: &Self::Tensor, factor: f32) -> Result<(), EngineError>;
+}
+
+/// Op family: the quantizer bank (fake quantization, amax, delayed scaling, statistics).
+pub trait QuantOps: Device {
+    /// A quantizer bank for `config`: empty histories, every scale 1.0.
+    fn new_bank(&self, config: &BankConfig) -> Result<Self::Bank, EngineError>;
+
+    /// Sets every estimator's current scale (`[quantizer][estimator]`, flattened); the
+    /// estimate in effect becomes the amax each scale aims at.
+    fn set_scales(&self, bank: &Self::Bank, scales: &[f32]) -> Result<(), EngineError>;
+
+    /// `out = qdq(x·s)/s` with `s` the quantizer's active scale.
+    fn qdq(
+        &self,
+        x: &Self::Tensor,
+        out: &Self::Tensor,
+        bank: &Self::Bank,
+        quantizer: usize,
+    ) -> Result<(), EngineError>;
+
+    /// Measures this call's amax of `x` for the quantizer (input of `scale_update`).
+    fn amax(
+        &self,
+        x: &Self::Tensor,
+        bank: &Self::Bank,
+        quantizer: usize,
+    ) -> Result<(), EngineError>;
+
+    /// One delayed-scaling call for quantizers `first..first+count`: every estimator's
+    /// estimate and scale from the history (and the measured amax where needed), then push
+    /// the amax.
+    fn scale_update(
+        &self,
+        bank: &Self::Bank,
+        first: usize,
+        count: usize,
+    ) -> Result<(), EngineError>;
+
+    /// Empties every history and sets every scale to 1.0.
+    fn reset(&self, bank: &Self::Bank) -> Result<(), EngineError>;
+
+    /// The statistics of `x` for the quantizer against its current estimates and scales.
+    fn quant_stats(
+        &self,
+        x: &Self::Tensor,
+        bank: &Self::Bank,
+        quantizer: usize,
+    ) -> Result<(), EngineError>;
+
+    /// The distribution of log2|x·s| (s: the quantizer's active scale) in quarter binades,
+    /// into the bank's one histogram slot (replacing what it held); read back with the bank.
+    fn histogram(
+        &self,
+        x: &Self::Tensor,
+        bank: &Self::Bank,
+        quantizer: usize,
+    ) -> Result<(), EngineError>;
+
+    /// Reads the whole bank back.
+    fn read_bank(&self, bank: &Self::Bank) -> Readback<BankSnapshot>;
+
+    /// Reads several tensors and optionally a bank back with one copy (one submission on the
+    /// GPU): what a training step needs at its end.
+    fn read_step(
+        &self,
+        tensors: &[&Self::Tensor],
+        bank: Option<&Self::Bank>,
+    ) -> Readback<StepReadback>;
+
+    /// Restores histories, estimates and scales from a snapshot (checkpoint resume).
+    fn restore_bank(&self, bank: &Self::Bank, snapshot: &BankSnapshot) -> Result<(), EngineError>;
+
     /// Clipped straight-through estimator: `grad[i] = 0` where `|x[i]|` exceeds the
     /// quantizer's active estimate (same lengths).
     fn ste_mask(
@@ -391,12 +435,10 @@ pub trait Backend {
         bank: &Self::Bank,
         quantizer: usize,
     ) -> Result<(), EngineError>;
-    /// Sets every element to zero.
-    fn fill_zero(&self, t: &Self::Tensor) -> Result<(), EngineError>;
-    /// `dst += src`.
-    fn add_inplace(&self, dst: &Self::Tensor, src: &Self::Tensor) -> Result<(), EngineError>;
-    /// `dst *= factor`.
-    fn scale_inplace(&self, dst: &Self::Tensor, factor: f32) -> Result<(), EngineError>;
+}
+
+/// Op family: the layers of the Llama-style model, forward and backward.
+pub trait ModelOps: Device {
     /// `out[n, :] = table[tokens[n], :]` (token ids stored as f32).
     fn embedding(
         &self,
@@ -405,6 +447,7 @@ pub trait Backend {
         out: &Self::Tensor,
         channels: usize,
     ) -> Result<(), EngineError>;
+
     /// `dtable[tokens[n], :] += dout[n, :]`, summed in token order.
     fn embedding_backward(
         &self,
@@ -413,6 +456,7 @@ pub trait Backend {
         dtable: &Self::Tensor,
         channels: usize,
     ) -> Result<(), EngineError>;
+
     /// RMSNorm of each row of `x` (`channels` wide); writes `out` and `rstd`.
     fn rmsnorm(
         &self,
@@ -422,6 +466,7 @@ pub trait Backend {
         rstd: &Self::Tensor,
         eps: f32,
     ) -> Result<(), EngineError>;
+
     /// RMSNorm backward: overwrites `dx`, adds to `dweight`.
     #[allow(clippy::too_many_arguments)]
     fn rmsnorm_backward(
@@ -433,6 +478,7 @@ pub trait Backend {
         dx: &Self::Tensor,
         dweight: &Self::Tensor,
     ) -> Result<(), EngineError>;
+
     /// Rotary embedding (rotate-half) with a [`rope_table`]; `inverse` rotates back
     /// (the backward pass).
     fn rope(
@@ -443,6 +489,7 @@ pub trait Backend {
         shape: RopeShape,
         inverse: bool,
     ) -> Result<(), EngineError>;
+
     /// Causal grouped-query attention; writes `out` and the probabilities.
     fn attention(
         &self,
@@ -453,6 +500,7 @@ pub trait Backend {
         probs: &Self::Tensor,
         shape: AttentionShape,
     ) -> Result<(), EngineError>;
+
     /// Attention backward: overwrites `dq`, `dk`, `dv` (`dscores` is scratch of the
     /// probabilities' size).
     #[allow(clippy::too_many_arguments)]
@@ -469,6 +517,7 @@ pub trait Backend {
         dv: &Self::Tensor,
         shape: AttentionShape,
     ) -> Result<(), EngineError>;
+
     /// `out = silu(g)·u`.
     fn swiglu(
         &self,
@@ -476,6 +525,7 @@ pub trait Backend {
         u: &Self::Tensor,
         out: &Self::Tensor,
     ) -> Result<(), EngineError>;
+
     /// SwiGLU backward: overwrites `dg` and `du`.
     fn swiglu_backward(
         &self,
@@ -485,6 +535,7 @@ pub trait Backend {
         dg: &Self::Tensor,
         du: &Self::Tensor,
     ) -> Result<(), EngineError>;
+
     /// Softmax cross-entropy per row (`vocab` wide): per-row losses and
     /// `dlogits = (softmax − onehot)·grad_scale` (targets stored as f32).
     fn cross_entropy(
@@ -495,6 +546,10 @@ pub trait Backend {
         dlogits: &Self::Tensor,
         grad_scale: f32,
     ) -> Result<(), EngineError>;
+}
+
+/// Op family: the optimizer (global gradient norm, AdamW).
+pub trait OptimizerOps: Device {
     /// `out[slot] = Σ x²` in a fixed order.
     fn sum_squares(
         &self,
@@ -502,6 +557,7 @@ pub trait Backend {
         out: &Self::Tensor,
         slot: usize,
     ) -> Result<(), EngineError>;
+
     /// AdamW on one tensor; the clip factor comes from the first `n_norms` entries of
     /// `norms` (sums of squares), read on the device.
     #[allow(clippy::too_many_arguments)]
@@ -515,11 +571,17 @@ pub trait Backend {
         n_norms: usize,
         hyper: &AdamHyper,
     ) -> Result<(), EngineError>;
+}
 
-    /// Submits recorded work (no-op on the CPU).
-    fn flush(&self);
-    /// Submissions and blocking waits so far.
-    fn counters(&self) -> Counters;
+/// Everything the trainer calls: the four op families on one device. Implemented for every
+/// type that implements them (the CPU oracle and the GPU engine).
+pub trait Backend: TensorOps + QuantOps + ModelOps + OptimizerOps {}
+
+impl<B: TensorOps + QuantOps + ModelOps + OptimizerOps> Backend for B {}
+
+/// The traits to import to call backend operations on a concrete backend.
+pub mod prelude {
+    pub use crate::{Backend, Device, ModelOps, OptimizerOps, QuantOps, TensorOps};
 }
 
 /// Checks that `len` is a whole number of `width`-wide rows; returns the row count.

@@ -8,6 +8,7 @@
 
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
+use hif8lab_engine::prelude::*;
 use hif8lab_engine::{Backend, BankConfig, BankSnapshot, EngineError, Layout, MatmulSpec};
 use hif8lab_format::{Format, Overflow, Rounding};
 use hif8lab_scaling::{ColdStart, EstimatorSpec, QuantizerState, ScalingConfig};
@@ -648,4 +649,49 @@ fn ste_mask_matches_cpu() {
             x[i]
         );
     }
+}
+
+#[test]
+fn repeated_steps_reuse_bind_groups_and_keep_each_dispatch_params() {
+    if gpu().is_none() {
+        return;
+    }
+    // Its own device: the counters of the shared one move with other tests.
+    let g = GpuBackend::new_blocking().expect("adapter found above");
+    let x: Vec<f32> = (0..1000).map(|i| i as f32 * 0.25 - 100.0).collect();
+    let a = g.upload(&x).unwrap();
+    let b = g.zeros(x.len()).unwrap();
+    let config = BankConfig::new(
+        2,
+        scaling(Format::HiF8, Overflow::Saturate, &["max_window(4)"], 4),
+    );
+    let bank = g.new_bank(&config).unwrap();
+    let step = |factor: f32| -> Vec<f32> {
+        g.copy(&a, &b).unwrap();
+        // Three dispatches of one pipeline on one buffer in one submission, each with its
+        // own params: each must see its own slot of the uniform ring.
+        g.scale_inplace(&b, factor).unwrap();
+        g.scale_inplace(&b, 3.0).unwrap();
+        g.add_inplace(&b, &a).unwrap();
+        g.amax(&b, &bank, 0).unwrap();
+        g.scale_update(&bank, 0, 1).unwrap();
+        g.flush();
+        g.read(&b).wait().unwrap()
+    };
+    let first = step(2.0);
+    let after_first = g.counters();
+    let second = step(2.0);
+    let third = step(5.0);
+    let after_third = g.counters();
+    for (i, v) in x.iter().enumerate() {
+        assert_eq!(first[i], v * 6.0 + v, "element {i} of step 1");
+        assert_eq!(second[i], first[i], "element {i} of step 2");
+        assert_eq!(third[i], v * 15.0 + v, "element {i} of step 3");
+    }
+    assert!(after_first.bind_groups_created > 0);
+    assert_eq!(
+        after_third.bind_groups_created, after_first.bind_groups_created,
+        "steps 2 and 3 repeat step 1's dispatches: no new bind group"
+    );
+    assert_eq!(after_third.dispatches - after_first.dispatches, 10);
 }

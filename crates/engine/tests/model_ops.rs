@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
 use hif8lab_engine::cpu::CpuBackend;
+use hif8lab_engine::prelude::*;
 use hif8lab_engine::{AdamHyper, AttentionShape, Backend, RopeShape, rope_table};
 
 /// |gpu − cpu| ≤ OPS_ATOL + OPS_RTOL·|cpu| (exp, log, sqrt and division may differ by a few

@@ -1,181 +1,146 @@
-//! CPU-only checks of every WGSL kernel: it parses and validates with naga (no adapter
-//! needed), and each params struct mirrored in WGSL has the size of its Rust twin.
+//! CPU-only checks of every WGSL kernel in the engine's registry (`gpu::KERNELS`): it parses
+//! and validates with naga (no adapter needed), its declared entry points and storage
+//! bindings exist in the WGSL under the same names and numbers, and every member of its
+//! params struct sits at the same byte offset in Rust and in WGSL (so two swapped fields of
+//! the same size are caught, not just a wrong total size).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
-use hif8lab_engine::gpu::{
-    QuantParams, adamw, amax, attention, copy, cross_entropy, elementwise, embedding, histogram,
-    kernel, matmul, qdq, quant_stats, rmsnorm, rope, scale_update, ste_mask, sum_squares, swiglu,
-};
+use hif8lab_engine::gpu::kernel::{Kernel, ParamsLayout};
+use hif8lab_engine::gpu::{KERNELS, QuantParams, histogram, kernel, qdq, scale_update};
 
-fn module(name: &str, wgsl: &str, common: bool) -> naga::Module {
-    let src = kernel::source(wgsl, common);
-    let module = naga::front::wgsl::parse_str(&src)
-        .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(&src)));
+fn module(name: &str, src: &str) -> naga::Module {
+    let module = naga::front::wgsl::parse_str(src)
+        .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
     naga::valid::Validator::new(
         naga::valid::ValidationFlags::all(),
         naga::valid::Capabilities::default(),
     )
     .validate(&module)
-    .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(&src)));
+    .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
     module
 }
 
-fn struct_size(module: &naga::Module, name: &str) -> u32 {
+/// (span, [(member name, offset)]) of a WGSL struct.
+fn wgsl_struct(module: &naga::Module, name: &str) -> (u32, Vec<(String, u32)>) {
     module
         .types
         .iter()
         .find(|(_, t)| t.name.as_deref() == Some(name))
-        .map(|(_, t)| match t.inner {
-            naga::TypeInner::Struct { span, .. } => span,
+        .map(|(_, t)| match &t.inner {
+            naga::TypeInner::Struct { span, members } => (
+                *span,
+                members
+                    .iter()
+                    .map(|m| (m.name.clone().unwrap_or_default(), m.offset))
+                    .collect(),
+            ),
             _ => panic!("{name} is not a struct"),
         })
         .unwrap_or_else(|| panic!("struct {name} not found"))
 }
 
-#[test]
-fn every_kernel_validates_and_params_match_rust() {
-    let cases: [(&str, &str, bool, &str, usize); 17] = [
-        (
-            "histogram",
-            histogram::WGSL,
-            false,
-            "HistParams",
-            size_of::<histogram::HistParams>(),
-        ),
-        (
-            "ste_mask",
-            ste_mask::WGSL,
-            false,
-            "SteParams",
-            size_of::<ste_mask::SteParams>(),
-        ),
-        (
-            "embedding",
-            embedding::WGSL,
-            false,
-            "EmbeddingParams",
-            size_of::<embedding::EmbeddingParams>(),
-        ),
-        (
-            "rmsnorm",
-            rmsnorm::WGSL,
-            false,
-            "NormParams",
-            size_of::<rmsnorm::NormParams>(),
-        ),
-        (
-            "rope",
-            rope::WGSL,
-            false,
-            "RopeParams",
-            size_of::<rope::RopeParams>(),
-        ),
-        (
-            "attention",
-            attention::WGSL,
-            false,
-            "AttentionParams",
-            size_of::<attention::AttentionParams>(),
-        ),
-        (
-            "swiglu",
-            swiglu::WGSL,
-            false,
-            "SwigluParams",
-            size_of::<swiglu::SwigluParams>(),
-        ),
-        (
-            "cross_entropy",
-            cross_entropy::WGSL,
-            false,
-            "CeParams",
-            size_of::<cross_entropy::CeParams>(),
-        ),
-        (
-            "elementwise",
-            elementwise::WGSL,
-            false,
-            "ElementwiseParams",
-            size_of::<elementwise::ElementwiseParams>(),
-        ),
-        (
-            "sum_squares",
-            sum_squares::WGSL,
-            false,
-            "SumSquaresParams",
-            size_of::<sum_squares::SumSquaresParams>(),
-        ),
-        (
-            "adamw",
-            adamw::WGSL,
-            false,
-            "AdamParams",
-            size_of::<adamw::AdamParams>(),
-        ),
-        (
-            "copy",
-            copy::WGSL,
-            false,
-            "CopyParams",
-            size_of::<copy::CopyParams>(),
-        ),
-        (
-            "qdq",
-            qdq::WGSL,
-            true,
-            "QdqParams",
-            size_of::<qdq::QdqParams>(),
-        ),
-        (
-            "amax",
-            amax::WGSL,
-            false,
-            "AmaxParams",
-            size_of::<amax::AmaxParams>(),
-        ),
-        (
-            "quant_stats",
-            quant_stats::WGSL,
-            true,
-            "StatsParams",
-            size_of::<quant_stats::StatsParams>(),
-        ),
-        (
-            "scale_update",
-            scale_update::WGSL,
-            true,
-            "UpdateParams",
-            size_of::<scale_update::UpdateParams>(),
-        ),
-        (
-            "matmul",
-            matmul::WGSL,
-            true,
-            "MatmulParams",
-            size_of::<matmul::MatmulParams>(),
-        ),
-    ];
-    for (name, wgsl, common, params, rust_size) in cases {
-        let m = module(name, wgsl, common);
-        assert_eq!(
-            struct_size(&m, params) as usize,
-            rust_size,
-            "{name}: {params}"
-        );
-        assert!(
-            wgsl.lines()
-                .next()
-                .unwrap()
-                .starts_with(&format!("// {name}.wgsl")),
-            "{name}: header comment"
-        );
-        if common {
-            assert_eq!(
-                struct_size(&m, "QuantParams") as usize,
-                size_of::<QuantParams>()
-            );
+/// What is wrong between a Rust params layout and the WGSL struct of the same name.
+fn layout_mismatches(module: &naga::Module, layout: &ParamsLayout) -> Vec<String> {
+    let (span, members) = wgsl_struct(module, layout.wgsl_struct);
+    let mut wrong = Vec::new();
+    if span as usize != layout.size {
+        wrong.push(format!("size: WGSL {span}, Rust {}", layout.size));
+    }
+    for (name, offset) in &members {
+        if name.starts_with('_') {
+            continue;
         }
+        match layout.members.iter().find(|(n, _)| n == name) {
+            None => wrong.push(format!("member {name} is not declared in Rust")),
+            Some((_, rust)) if *rust != *offset as usize => {
+                wrong.push(format!("member {name}: WGSL offset {offset}, Rust {rust}"))
+            }
+            Some(_) => {}
+        }
+    }
+    for (name, _) in layout.members {
+        if !members.iter().any(|(n, _)| n == name) {
+            wrong.push(format!("member {name} is not in WGSL"));
+        }
+    }
+    wrong
+}
+
+/// Storage/uniform bindings of group 0 in the module: (binding, variable name).
+fn wgsl_bindings(module: &naga::Module) -> Vec<(u32, String)> {
+    let mut v: Vec<(u32, String)> = module
+        .global_variables
+        .iter()
+        .filter_map(|(_, g)| {
+            let b = g.binding.as_ref()?;
+            (b.group == 0 && b.binding > 0).then(|| (b.binding, g.name.clone().unwrap_or_default()))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn check_kernel(k: &Kernel) -> naga::Module {
+    let m = module(k.name, &k.source());
+    let mismatches = layout_mismatches(&m, &k.params);
+    assert!(mismatches.is_empty(), "{}: {mismatches:?}", k.name);
+    let declared: Vec<(u32, String)> = k
+        .bindings
+        .iter()
+        .map(|(b, n)| (*b, (*n).to_owned()))
+        .collect();
+    assert_eq!(wgsl_bindings(&m), declared, "{}: bindings", k.name);
+    for entry in k.entries {
+        assert!(
+            m.entry_points.iter().any(|e| e.name == *entry),
+            "{}: entry point {entry} missing",
+            k.name
+        );
+    }
+    assert_eq!(
+        m.entry_points.len(),
+        k.entries.len(),
+        "{}: every entry point is declared",
+        k.name
+    );
+    assert!(
+        k.wgsl
+            .lines()
+            .next()
+            .unwrap()
+            .starts_with(&format!("// {}.wgsl", k.name)),
+        "{}: header comment",
+        k.name
+    );
+    if k.common {
+        let quant = hif8lab_engine::gpu::QUANT_PARAMS;
+        assert!(
+            layout_mismatches(&m, &quant).is_empty(),
+            "{}: QuantParams",
+            k.name
+        );
+        assert_eq!(quant.size, size_of::<QuantParams>());
+    }
+    m
+}
+
+#[test]
+fn every_registered_kernel_validates_and_matches_its_declaration() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shaders");
+    let on_disk = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "wgsl")
+        })
+        .count();
+    assert_eq!(KERNELS.len(), on_disk, "every shaders/*.wgsl is registered");
+    for k in KERNELS {
+        check_kernel(k);
     }
     // The histogram's layout constants are the scaling crate's.
     use hif8lab_scaling::stats::{HIST_BINS, HIST_HI, HIST_LO};
@@ -191,11 +156,28 @@ fn every_kernel_validates_and_params_match_rust() {
             "histogram.wgsl lacks `{line}`"
         );
     }
-    let m = module("scale_update", scale_update::WGSL, true);
+    let m = module("scale_update", &scale_update::KERNEL.source());
     assert_eq!(
-        struct_size(&m, "EstimatorDesc") as usize,
+        wgsl_struct(&m, "EstimatorDesc").0 as usize,
         size_of::<scale_update::EstimatorDesc>()
     );
+}
+
+#[test]
+fn swapped_params_members_are_caught() {
+    // Two members of the same size swapped in WGSL: the total size still matches, the
+    // offset check does not.
+    let k = qdq::KERNEL;
+    let swapped = k.source().replacen(
+        "n: u32,\n    scale_index: u32,",
+        "scale_index: u32,\n    n: u32,",
+        1,
+    );
+    assert_ne!(swapped, k.source(), "the fixture edit applies");
+    let m = module("qdq swapped", &swapped);
+    let wrong = layout_mismatches(&m, &k.params);
+    assert_eq!(wrong.len(), 2, "{wrong:?}");
+    assert!(wrong[0].contains("offset"), "{wrong:?}");
 }
 
 #[test]

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
+use hif8lab_engine::prelude::*;
 use hif8lab_scaling::{Module, Role};
 use hif8lab_train::config::{PRESETS, RunConfig};
 use hif8lab_train::model::{self, Ctx, Params, QuantPlan, Workspace};

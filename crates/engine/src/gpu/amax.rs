@@ -2,6 +2,11 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::kernel::{Bind, Kernel, REDUCTION_GROUPS, grid_stride_groups};
+use super::{GpuBackend, GpuBank, GpuTensor};
+use crate::EngineError;
+use crate::params_layout;
+
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/amax.wgsl");
 /// Invocations per workgroup.
@@ -17,4 +22,39 @@ pub struct AmaxParams {
     pub slot: u32,
     /// Padding to 16 bytes.
     pub _pad: [u32; 2],
+}
+
+/// The kernel, as the registry knows it.
+pub const KERNEL: Kernel = Kernel {
+    name: "amax",
+    wgsl: WGSL,
+    common: false,
+    entries: &["main"],
+    bindings: &[(1, "x"), (2, "amax_bits")],
+    params: params_layout!(AmaxParams { n, slot }),
+};
+
+/// Records one amax measurement of `x` into the quantizer's bank slot.
+pub(crate) fn launch(
+    gpu: &GpuBackend,
+    x: &GpuTensor,
+    bank: &GpuBank,
+    quantizer: usize,
+) -> Result<(), EngineError> {
+    bank.config.check_index(quantizer)?;
+    let params = AmaxParams {
+        n: x.len as u32,
+        slot: quantizer as u32,
+        _pad: [0; 2],
+    };
+    gpu.with_encoder(|e| e.clear_buffer(&bank.amax_bits, quantizer as u64 * 4, Some(4)));
+    let groups = grid_stride_groups(x.len, WG, REDUCTION_GROUPS);
+    gpu.dispatch(
+        &KERNEL,
+        "main",
+        &params,
+        &[("x", x.bind()), ("amax_bits", Bind::all(&bank.amax_bits))],
+        (groups, 1, 1),
+    );
+    Ok(())
 }

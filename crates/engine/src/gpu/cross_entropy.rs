@@ -2,6 +2,11 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::kernel::Kernel;
+use super::{GpuBackend, GpuTensor};
+use crate::params_layout;
+use crate::{EngineError, same_len};
+
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/cross_entropy.wgsl");
 
@@ -17,4 +22,54 @@ pub struct CeParams {
     pub grad_scale: f32,
     /// Padding.
     pub _pad: u32,
+}
+
+/// The kernel, as the registry knows it.
+pub const KERNEL: Kernel = Kernel {
+    name: "cross_entropy",
+    wgsl: WGSL,
+    common: false,
+    entries: &["main"],
+    bindings: &[(1, "logits"), (2, "targets"), (3, "losses"), (4, "dlogits")],
+    params: params_layout!(CeParams {
+        rows,
+        vocab,
+        grad_scale
+    }),
+};
+
+pub(crate) fn launch(
+    gpu: &GpuBackend,
+    logits: &GpuTensor,
+    targets: &GpuTensor,
+    losses: &GpuTensor,
+    dlogits: &GpuTensor,
+    grad_scale: f32,
+) -> Result<(), EngineError> {
+    same_len("cross_entropy losses", losses.len, targets.len)?;
+    same_len("cross_entropy dlogits", dlogits.len, logits.len)?;
+    if targets.len == 0 || !logits.len.is_multiple_of(targets.len) {
+        return Err(EngineError::Shape(
+            "cross_entropy: logits are not rows of targets".into(),
+        ));
+    }
+    let params = CeParams {
+        rows: targets.len as u32,
+        vocab: (logits.len / targets.len) as u32,
+        grad_scale,
+        _pad: 0,
+    };
+    gpu.dispatch(
+        &KERNEL,
+        "main",
+        &params,
+        &[
+            ("logits", logits.bind()),
+            ("targets", targets.bind()),
+            ("losses", losses.bind()),
+            ("dlogits", dlogits.bind()),
+        ],
+        ((targets.len as u32).div_ceil(64), 1, 1),
+    );
+    Ok(())
 }

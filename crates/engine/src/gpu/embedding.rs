@@ -2,6 +2,11 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::kernel::{ELEMENTWISE_GROUPS, Kernel, grid_stride_groups};
+use super::{GpuBackend, GpuTensor};
+use crate::params_layout;
+use crate::{EngineError, at_least, rows_of};
+
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/embedding.wgsl");
 
@@ -17,4 +22,78 @@ pub struct EmbeddingParams {
     pub vocab: u32,
     /// Padding.
     pub _pad: u32,
+}
+
+/// The kernel, as the registry knows it.
+pub const KERNEL: Kernel = Kernel {
+    name: "embedding",
+    wgsl: WGSL,
+    common: false,
+    entries: &["main", "backward"],
+    bindings: &[(1, "tokens"), (2, "src"), (3, "dst")],
+    params: params_layout!(EmbeddingParams {
+        tokens,
+        channels,
+        vocab
+    }),
+};
+
+pub(crate) fn launch(
+    gpu: &GpuBackend,
+    tokens: &GpuTensor,
+    table: &GpuTensor,
+    out: &GpuTensor,
+    channels: usize,
+) -> Result<(), EngineError> {
+    let vocab = rows_of("embedding table", table.len, channels)?;
+    at_least("embedding out", out.len, tokens.len * channels)?;
+    let params = EmbeddingParams {
+        tokens: tokens.len as u32,
+        channels: channels as u32,
+        vocab: vocab as u32,
+        _pad: 0,
+    };
+    let groups = grid_stride_groups(tokens.len * channels, 256, ELEMENTWISE_GROUPS);
+    gpu.dispatch(
+        &KERNEL,
+        "main",
+        &params,
+        &[
+            ("tokens", tokens.bind()),
+            ("src", table.bind()),
+            ("dst", out.bind()),
+        ],
+        (groups, 1, 1),
+    );
+    Ok(())
+}
+
+pub(crate) fn launch_backward(
+    gpu: &GpuBackend,
+    tokens: &GpuTensor,
+    dout: &GpuTensor,
+    dtable: &GpuTensor,
+    channels: usize,
+) -> Result<(), EngineError> {
+    let vocab = rows_of("embedding dtable", dtable.len, channels)?;
+    at_least("embedding dout", dout.len, tokens.len * channels)?;
+    let params = EmbeddingParams {
+        tokens: tokens.len as u32,
+        channels: channels as u32,
+        vocab: vocab as u32,
+        _pad: 0,
+    };
+    let groups = grid_stride_groups(dtable.len, 256, ELEMENTWISE_GROUPS);
+    gpu.dispatch(
+        &KERNEL,
+        "backward",
+        &params,
+        &[
+            ("tokens", tokens.bind()),
+            ("src", dout.bind()),
+            ("dst", dtable.bind()),
+        ],
+        (groups, 1, 1),
+    );
+    Ok(())
 }

@@ -3,6 +3,11 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::kernel::{Bind, Kernel, REDUCTION_GROUPS, grid_stride_groups};
+use super::{GpuBackend, GpuBank, GpuTensor};
+use crate::EngineError;
+use crate::params_layout;
+
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/histogram.wgsl");
 /// Invocations per workgroup.
@@ -26,4 +31,51 @@ pub struct HistParams {
     pub _pad: u32,
     /// Quarter-binade mantissa thresholds (`stats::quarter_thresholds`), then padding.
     pub quarter: [u32; 4],
+}
+
+/// The kernel, as the registry knows it.
+pub const KERNEL: Kernel = Kernel {
+    name: "histogram",
+    wgsl: WGSL,
+    common: false,
+    entries: &["main"],
+    bindings: &[(1, "x"), (2, "scales"), (3, "hist")],
+    params: params_layout!(HistParams {
+        n,
+        scale_index,
+        quantizer,
+        quarter
+    }),
+};
+
+/// Records the histogram of `x` (under the quantizer's active scale) into the bank's slot.
+pub(crate) fn launch(
+    gpu: &GpuBackend,
+    x: &GpuTensor,
+    bank: &GpuBank,
+    quantizer: usize,
+) -> Result<(), EngineError> {
+    bank.config.check_index(quantizer)?;
+    let [a, b, c] = hif8lab_scaling::stats::quarter_thresholds();
+    let params = HistParams {
+        n: x.len as u32,
+        scale_index: bank.active_scale_index(quantizer),
+        quantizer: quantizer as u32,
+        _pad: 0,
+        quarter: [a, b, c, 0],
+    };
+    gpu.with_encoder(|e| e.clear_buffer(&bank.hist, 0, None));
+    let groups = grid_stride_groups(x.len, WG, REDUCTION_GROUPS);
+    gpu.dispatch(
+        &KERNEL,
+        "main",
+        &params,
+        &[
+            ("x", x.bind()),
+            ("scales", Bind::all(&bank.scales)),
+            ("hist", Bind::all(&bank.hist)),
+        ],
+        (groups, 1, 1),
+    );
+    Ok(())
 }

@@ -2,6 +2,11 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::kernel::{Bind, ELEMENTWISE_GROUPS, Kernel, grid_stride_groups};
+use super::{GpuBackend, GpuBank, GpuTensor};
+use crate::params_layout;
+use crate::{EngineError, same_len};
+
 use super::QuantParams;
 
 /// The WGSL of the kernel.
@@ -21,4 +26,47 @@ pub struct QdqParams {
     pub _pad: [u32; 2],
     /// Format, overflow, rounding, seed.
     pub quant: QuantParams,
+}
+
+/// The kernel, as the registry knows it.
+pub const KERNEL: Kernel = Kernel {
+    name: "qdq",
+    wgsl: WGSL,
+    common: true,
+    entries: &["main"],
+    bindings: &[(1, "x"), (2, "out"), (3, "scales")],
+    params: params_layout!(QdqParams {
+        n,
+        scale_index,
+        quant
+    }),
+};
+
+pub(crate) fn launch(
+    gpu: &GpuBackend,
+    x: &GpuTensor,
+    out: &GpuTensor,
+    bank: &GpuBank,
+    quantizer: usize,
+) -> Result<(), EngineError> {
+    bank.config.check_index(quantizer)?;
+    same_len("qdq", x.len, out.len)?;
+    let params = QdqParams {
+        n: x.len as u32,
+        scale_index: bank.active_scale_index(quantizer),
+        _pad: [0; 2],
+        quant: bank.quant,
+    };
+    gpu.dispatch(
+        &KERNEL,
+        "main",
+        &params,
+        &[
+            ("x", x.bind()),
+            ("out", out.bind()),
+            ("scales", Bind::all(&bank.scales)),
+        ],
+        (grid_stride_groups(x.len, WG, ELEMENTWISE_GROUPS), 1, 1),
+    );
+    Ok(())
 }

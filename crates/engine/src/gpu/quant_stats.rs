@@ -3,6 +3,11 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::kernel::{Bind, Kernel, REDUCTION_GROUPS, grid_stride_groups};
+use super::{GpuBackend, GpuBank, GpuTensor};
+use crate::EngineError;
+use crate::params_layout;
+
 use super::QuantParams;
 
 /// The WGSL of the kernel.
@@ -26,7 +31,7 @@ pub struct StatsParams {
     /// Estimators per quantizer.
     pub k: u32,
     /// Index of the active estimator.
-    pub active: u32,
+    pub active_index: u32,
     /// u32 words per statistics slot.
     pub stride: u32,
     /// |x·scale| at or above this overflows.
@@ -37,4 +42,65 @@ pub struct StatsParams {
     pub _pad: u32,
     /// Format, overflow, rounding, seed.
     pub quant: QuantParams,
+}
+
+/// The kernel, as the registry knows it.
+pub const KERNEL: Kernel = Kernel {
+    name: "quant_stats",
+    wgsl: WGSL,
+    common: true,
+    entries: &["main"],
+    bindings: &[(1, "x"), (2, "est"), (3, "scales"), (4, "stats")],
+    params: params_layout!(StatsParams {
+        n,
+        quantizer,
+        k,
+        active_index,
+        stride,
+        overflow_threshold,
+        underflow_max,
+        quant
+    }),
+};
+
+pub(crate) fn launch(
+    gpu: &GpuBackend,
+    x: &GpuTensor,
+    bank: &GpuBank,
+    quantizer: usize,
+) -> Result<(), EngineError> {
+    bank.config.check_index(quantizer)?;
+    let stride = slot_words(bank.k);
+    let params = StatsParams {
+        n: x.len as u32,
+        quantizer: quantizer as u32,
+        k: bank.k as u32,
+        active_index: bank.active as u32,
+        stride: stride as u32,
+        overflow_threshold: bank.config.scaling.format.facts().overflow_threshold,
+        underflow_max: bank.config.scaling.format.facts().underflow_max,
+        _pad: 0,
+        quant: bank.quant,
+    };
+    gpu.with_encoder(|e| {
+        e.clear_buffer(
+            &bank.stats,
+            (quantizer * stride * 4) as u64,
+            Some((stride * 4) as u64),
+        );
+    });
+    let groups = grid_stride_groups(x.len, WG, REDUCTION_GROUPS);
+    gpu.dispatch(
+        &KERNEL,
+        "main",
+        &params,
+        &[
+            ("x", x.bind()),
+            ("est", Bind::all(&bank.est)),
+            ("scales", Bind::all(&bank.scales)),
+            ("stats", Bind::all(&bank.stats)),
+        ],
+        (groups, 1, 1),
+    );
+    Ok(())
 }

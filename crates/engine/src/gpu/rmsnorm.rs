@@ -2,6 +2,11 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::kernel::Kernel;
+use super::{GpuBackend, GpuTensor};
+use crate::params_layout;
+use crate::{EngineError, rows_of, same_len};
+
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/rmsnorm.wgsl");
 
@@ -17,4 +22,98 @@ pub struct NormParams {
     pub eps: f32,
     /// Padding.
     pub _pad: u32,
+}
+
+/// The kernel, as the registry knows it.
+pub const KERNEL: Kernel = Kernel {
+    name: "rmsnorm",
+    wgsl: WGSL,
+    common: false,
+    entries: &["main", "backward_x", "backward_w"],
+    bindings: &[(1, "x"), (2, "w"), (3, "rstd"), (4, "dy"), (5, "out")],
+    params: params_layout!(NormParams {
+        rows,
+        channels,
+        eps
+    }),
+};
+
+pub(crate) fn launch(
+    gpu: &GpuBackend,
+    x: &GpuTensor,
+    weight: &GpuTensor,
+    out: &GpuTensor,
+    rstd: &GpuTensor,
+    eps: f32,
+) -> Result<(), EngineError> {
+    let rows = rows_of("rmsnorm x", x.len, weight.len)?;
+    same_len("rmsnorm out", out.len, x.len)?;
+    same_len("rmsnorm rstd", rstd.len, rows)?;
+    let params = NormParams {
+        rows: rows as u32,
+        channels: weight.len as u32,
+        eps,
+        _pad: 0,
+    };
+    gpu.dispatch(
+        &KERNEL,
+        "main",
+        &params,
+        &[
+            ("x", x.bind()),
+            ("w", weight.bind()),
+            ("rstd", rstd.bind()),
+            ("out", out.bind()),
+        ],
+        ((rows as u32).div_ceil(64), 1, 1),
+    );
+    Ok(())
+}
+
+pub(crate) fn launch_backward(
+    gpu: &GpuBackend,
+    x: &GpuTensor,
+    weight: &GpuTensor,
+    rstd: &GpuTensor,
+    dy: &GpuTensor,
+    dx: &GpuTensor,
+    dweight: &GpuTensor,
+) -> Result<(), EngineError> {
+    let rows = rows_of("rmsnorm_backward x", x.len, weight.len)?;
+    same_len("rmsnorm_backward rstd", rstd.len, rows)?;
+    same_len("rmsnorm_backward dy", dy.len, x.len)?;
+    same_len("rmsnorm_backward dx", dx.len, x.len)?;
+    same_len("rmsnorm_backward dweight", dweight.len, weight.len)?;
+    let params = NormParams {
+        rows: rows as u32,
+        channels: weight.len as u32,
+        eps: 0.0,
+        _pad: 0,
+    };
+    gpu.dispatch(
+        &KERNEL,
+        "backward_x",
+        &params,
+        &[
+            ("x", x.bind()),
+            ("w", weight.bind()),
+            ("rstd", rstd.bind()),
+            ("dy", dy.bind()),
+            ("out", dx.bind()),
+        ],
+        ((rows as u32).div_ceil(64), 1, 1),
+    );
+    gpu.dispatch(
+        &KERNEL,
+        "backward_w",
+        &params,
+        &[
+            ("x", x.bind()),
+            ("rstd", rstd.bind()),
+            ("dy", dy.bind()),
+            ("out", dweight.bind()),
+        ],
+        ((weight.len as u32).div_ceil(64), 1, 1),
+    );
+    Ok(())
 }

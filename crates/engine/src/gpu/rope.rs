@@ -2,6 +2,11 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::kernel::{ELEMENTWISE_GROUPS, Kernel, grid_stride_groups};
+use super::{GpuBackend, GpuTensor};
+use crate::params_layout;
+use crate::{EngineError, RopeShape, at_least};
+
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/rope.wgsl");
 
@@ -21,4 +26,55 @@ pub struct RopeParams {
     pub inverse: u32,
     /// Padding.
     pub _pad: [u32; 3],
+}
+
+/// The kernel, as the registry knows it.
+pub const KERNEL: Kernel = Kernel {
+    name: "rope",
+    wgsl: WGSL,
+    common: false,
+    entries: &["main"],
+    bindings: &[(1, "x"), (2, "table"), (3, "out")],
+    params: params_layout!(RopeParams {
+        rows,
+        heads,
+        head_dim,
+        seq_len,
+        inverse
+    }),
+};
+
+pub(crate) fn launch(
+    gpu: &GpuBackend,
+    x: &GpuTensor,
+    table: &GpuTensor,
+    out: &GpuTensor,
+    shape: RopeShape,
+    inverse: bool,
+) -> Result<(), EngineError> {
+    let n = shape.rows * shape.heads * shape.head_dim;
+    at_least("rope x", x.len, n)?;
+    at_least("rope out", out.len, n)?;
+    at_least("rope table", table.len, shape.seq * shape.head_dim)?;
+    let params = RopeParams {
+        rows: shape.rows as u32,
+        heads: shape.heads as u32,
+        head_dim: shape.head_dim as u32,
+        seq_len: shape.seq as u32,
+        inverse: u32::from(inverse),
+        _pad: [0; 3],
+    };
+    let groups = grid_stride_groups(n / 2, 256, ELEMENTWISE_GROUPS);
+    gpu.dispatch(
+        &KERNEL,
+        "main",
+        &params,
+        &[
+            ("x", x.bind()),
+            ("table", table.bind()),
+            ("out", out.bind()),
+        ],
+        (groups, 1, 1),
+    );
+    Ok(())
 }

@@ -2,6 +2,11 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::kernel::{ELEMENTWISE_GROUPS, Kernel, grid_stride_groups};
+use super::{GpuBackend, GpuTensor};
+use crate::params_layout;
+use crate::{EngineError, same_len};
+
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/swiglu.wgsl");
 
@@ -13,4 +18,69 @@ pub struct SwigluParams {
     pub n: u32,
     /// Padding.
     pub _pad: [u32; 3],
+}
+
+/// The kernel, as the registry knows it.
+pub const KERNEL: Kernel = Kernel {
+    name: "swiglu",
+    wgsl: WGSL,
+    common: false,
+    entries: &["main", "backward"],
+    bindings: &[(1, "g"), (2, "u"), (3, "dy"), (4, "out"), (5, "du")],
+    params: params_layout!(SwigluParams { n }),
+};
+
+pub(crate) fn launch(
+    gpu: &GpuBackend,
+    g: &GpuTensor,
+    u: &GpuTensor,
+    out: &GpuTensor,
+) -> Result<(), EngineError> {
+    same_len("swiglu u", u.len, g.len)?;
+    same_len("swiglu out", out.len, g.len)?;
+    let params = SwigluParams {
+        n: g.len as u32,
+        _pad: [0; 3],
+    };
+    let groups = grid_stride_groups(g.len, 256, ELEMENTWISE_GROUPS);
+    gpu.dispatch(
+        &KERNEL,
+        "main",
+        &params,
+        &[("g", g.bind()), ("u", u.bind()), ("out", out.bind())],
+        (groups, 1, 1),
+    );
+    Ok(())
+}
+
+pub(crate) fn launch_backward(
+    gpu: &GpuBackend,
+    g: &GpuTensor,
+    u: &GpuTensor,
+    dy: &GpuTensor,
+    dg: &GpuTensor,
+    du: &GpuTensor,
+) -> Result<(), EngineError> {
+    for (what, len) in [("u", u.len), ("dy", dy.len), ("dg", dg.len), ("du", du.len)] {
+        same_len(&format!("swiglu_backward {what}"), len, g.len)?;
+    }
+    let params = SwigluParams {
+        n: g.len as u32,
+        _pad: [0; 3],
+    };
+    let groups = grid_stride_groups(g.len, 256, ELEMENTWISE_GROUPS);
+    gpu.dispatch(
+        &KERNEL,
+        "backward",
+        &params,
+        &[
+            ("g", g.bind()),
+            ("u", u.bind()),
+            ("dy", dy.bind()),
+            ("out", dg.bind()),
+            ("du", du.bind()),
+        ],
+        (groups, 1, 1),
+    );
+    Ok(())
 }

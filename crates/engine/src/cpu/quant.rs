@@ -1,0 +1,207 @@
+//! CPU op family `QuantOps`: the quantizer bank: fake quantization, amax, delayed scaling (`hif8lab_scaling::QuantizerState`), statistics.
+
+use hif8lab_scaling::QuantizerState;
+use hif8lab_scaling::stats::{Threshold, amax_and_nonfinite, tensor_stats};
+
+use std::sync::Mutex;
+
+use super::{BankInner, CpuBackend, CpuBank, CpuTensor};
+use crate::bank::{BankConfig, BankSnapshot, QuantizerSnapshot, StatsSnapshot};
+use crate::{EngineError, QuantOps, Readback, StepReadback, same_len};
+
+impl QuantOps for CpuBackend {
+    fn new_bank(&self, config: &BankConfig) -> Result<CpuBank, EngineError> {
+        config.validate()?;
+        let k = config.estimators();
+        let state = QuantizerState::new(&config.scaling);
+        let bank = CpuBank {
+            quant: config.quant(),
+            k,
+            active: state.active_index(),
+            config: config.clone(),
+            inner: Mutex::new(BankInner {
+                states: vec![state; config.quantizers],
+                measured: vec![0.0; config.quantizers],
+                est: Vec::new(),
+                stats: vec![StatsSnapshot::default(); config.quantizers],
+                histogram: None,
+            }),
+        };
+        let est = bank.initial_est();
+        bank.lock().est = vec![est; config.quantizers];
+        Ok(bank)
+    }
+
+    fn set_scales(&self, bank: &CpuBank, scales: &[f32]) -> Result<(), EngineError> {
+        same_len("set_scales", scales.len(), bank.config.quantizers * bank.k)?;
+        let rule = bank.config.scaling.rule();
+        let mut inner = bank.lock();
+        for (q, chunk) in scales.chunks(bank.k).enumerate() {
+            inner.states[q].set_scales(chunk);
+            inner.est[q] = chunk.iter().map(|s| rule.implied_est(*s)).collect();
+        }
+        Ok(())
+    }
+
+    fn qdq(
+        &self,
+        x: &CpuTensor,
+        out: &CpuTensor,
+        bank: &CpuBank,
+        quantizer: usize,
+    ) -> Result<(), EngineError> {
+        self.launched();
+        let scale = bank.active_scale(quantizer)?;
+        if std::ptr::eq(x, out) {
+            bank.quant.qdq_slice(&mut out.get(), scale);
+            return Ok(());
+        }
+        let src = x.get();
+        let mut dst = out.get();
+        same_len("qdq", src.len(), dst.len())?;
+        bank.quant.qdq_into(&src, &mut dst, scale);
+        Ok(())
+    }
+
+    fn amax(&self, x: &CpuTensor, bank: &CpuBank, quantizer: usize) -> Result<(), EngineError> {
+        self.launched();
+        bank.config.check_index(quantizer)?;
+        let (amax, _) = amax_and_nonfinite(&x.get());
+        bank.lock().measured[quantizer] = amax;
+        Ok(())
+    }
+
+    fn scale_update(&self, bank: &CpuBank, first: usize, count: usize) -> Result<(), EngineError> {
+        self.launched();
+        if count == 0 {
+            return Ok(());
+        }
+        bank.config.check_index(first + count - 1)?;
+        let mut inner = bank.lock();
+        for q in first..first + count {
+            let amax = inner.measured[q];
+            let decisions = inner.states[q].call(amax);
+            inner.est[q] = decisions.iter().map(|d| d.est).collect();
+        }
+        Ok(())
+    }
+
+    fn reset(&self, bank: &CpuBank) -> Result<(), EngineError> {
+        self.launched();
+        let est = bank.initial_est();
+        let mut inner = bank.lock();
+        for q in 0..bank.config.quantizers {
+            inner.states[q].reset();
+            inner.est[q] = est.clone();
+        }
+        Ok(())
+    }
+
+    fn quant_stats(
+        &self,
+        x: &CpuTensor,
+        bank: &CpuBank,
+        quantizer: usize,
+    ) -> Result<(), EngineError> {
+        self.launched();
+        bank.config.check_index(quantizer)?;
+        let mut inner = bank.lock();
+        let scales = inner.states[quantizer].scales().to_vec();
+        let thresholds: Vec<Threshold> = inner.est[quantizer]
+            .iter()
+            .zip(&scales)
+            .map(|(est, scale)| Threshold {
+                est: *est,
+                scale: *scale,
+            })
+            .collect();
+        let s = tensor_stats(&x.get(), &thresholds, scales[bank.active], &bank.quant);
+        inner.stats[quantizer] = StatsSnapshot {
+            amax: s.amax,
+            nonfinite: s.nonfinite,
+            underflow: s.underflow,
+            above_est: s.above_est,
+            overflow: s.overflow,
+        };
+        Ok(())
+    }
+
+    fn histogram(
+        &self,
+        x: &CpuTensor,
+        bank: &CpuBank,
+        quantizer: usize,
+    ) -> Result<(), EngineError> {
+        self.launched();
+        let scale = bank.active_scale(quantizer)?;
+        let hist = hif8lab_scaling::stats::Log2Histogram::of(&x.get(), scale);
+        bank.lock().histogram = Some(crate::BankHistogram { quantizer, hist });
+        Ok(())
+    }
+
+    fn read_bank(&self, bank: &CpuBank) -> Readback<BankSnapshot> {
+        let inner = bank.lock();
+        let quantizers = (0..bank.config.quantizers)
+            .map(|q| QuantizerSnapshot {
+                measured_amax: inner.measured[q],
+                est: inner.est[q].clone(),
+                scales: inner.states[q].scales().to_vec(),
+                history: inner.states[q].history(),
+                stats: inner.stats[q].clone(),
+            })
+            .collect();
+        Readback::ready(Ok(BankSnapshot {
+            active: bank.active,
+            quantizers,
+            histogram: inner.histogram.clone(),
+        }))
+    }
+
+    fn read_step(&self, tensors: &[&CpuTensor], bank: Option<&CpuBank>) -> Readback<StepReadback> {
+        let bank = bank
+            .map(|b| self.read_bank(b).try_take())
+            .and_then(|r| r.and_then(Result::ok));
+        Readback::ready(Ok(StepReadback {
+            tensors: tensors.iter().map(|t| t.to_vec()).collect(),
+            bank,
+        }))
+    }
+
+    fn restore_bank(&self, bank: &CpuBank, snapshot: &BankSnapshot) -> Result<(), EngineError> {
+        same_len(
+            "restore_bank quantizers",
+            snapshot.quantizers.len(),
+            bank.config.quantizers,
+        )?;
+        let mut inner = bank.lock();
+        for (q, s) in snapshot.quantizers.iter().enumerate() {
+            same_len("restore_bank scales", s.scales.len(), bank.k)?;
+            same_len("restore_bank est", s.est.len(), bank.k)?;
+            inner.states[q].restore(&s.history, &s.scales);
+            inner.est[q] = s.est.clone();
+        }
+        inner.histogram = None;
+        Ok(())
+    }
+
+    fn ste_mask(
+        &self,
+        x: &CpuTensor,
+        grad: &CpuTensor,
+        bank: &CpuBank,
+        quantizer: usize,
+    ) -> Result<(), EngineError> {
+        self.launched();
+        bank.config.check_index(quantizer)?;
+        let limit = bank.lock().est[quantizer][bank.active];
+        let xv = x.get();
+        let mut g = grad.get();
+        same_len("ste_mask", xv.len(), g.len())?;
+        for (gi, xi) in g.iter_mut().zip(xv.iter()) {
+            if xi.abs() > limit {
+                *gi = 0.0;
+            }
+        }
+        Ok(())
+    }
+}
