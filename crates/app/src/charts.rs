@@ -526,9 +526,8 @@ impl EstimatorTables {
         let mut dist = vec![vec![0u64; BINS]; k];
         for c in view.calls.values().flatten() {
             for e in 0..k {
-                if c.above_est.get(e).copied().unwrap_or(0) > 0 {
-                    per_step[e][c.step as usize] += 1;
-                }
+                per_step[e][c.step as usize] +=
+                    u64::from(c.calls_above.get(e).copied().unwrap_or(0));
                 if let Some(est) = c.est.get(e)
                     && c.amax > 0.0
                     && *est > 0.0

@@ -851,7 +851,7 @@ impl HifApp {
                     backend,
                     quantizers,
                 } => {
-                    self.quantizers = quantizers;
+                    self.quantizers = quantizers.iter().map(ToString::to_string).collect();
                     if let Some(v) = &mut self.view {
                         v.estimators = estimators;
                         v.active = active;

@@ -3,6 +3,7 @@
 //! themselves are in [`crate::charts`].
 
 use eframe::egui::{self, Color32, RichText};
+use hif8lab_scaling::Role;
 
 use crate::settings::{FIELDS, Kind};
 use crate::{HifApp, Tab};
@@ -458,8 +459,8 @@ fn live_reading(app: &HifApp) -> String {
             }
         );
     }
-    let ag = view.calls_above_roles(&["A", "G"]);
-    let w = view.calls_above_roles(&["W"]);
+    let ag = view.calls_above_roles(&[Role::A, Role::G]);
+    let w = view.calls_above_roles(&[Role::W]);
     let of = |counts: &[u64], prefix: &str| {
         view.estimators
             .iter()

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::corpus::ProbeSet;
-use hif8lab_train::grid::{GridConfig, RunSummary, SummaryBuilder};
+use hif8lab_train::grid::GridConfig;
 use hif8lab_train::lesson::LessonReport;
+use hif8lab_train::run::{RunSummary, SummaryBuilder, SummaryFacts};
 use hif8lab_train::{ProbeScores, RunConfig};
 use web_time::{Duration, Instant};
 
@@ -20,6 +21,7 @@ struct Current {
     training: Training,
     sums: Option<SummaryBuilder>,
     active: usize,
+    quantizers: usize,
     probes: ProbeScores,
     view: RunView,
     started: Instant,
@@ -99,6 +101,7 @@ impl ScenarioJob {
                 training: Training::start_local(config.clone(), Device::Cpu, extras),
                 sums: None,
                 active: 0,
+                quantizers: 0,
                 probes: ProbeScores::default(),
                 view: RunView::new(&name, Vec::new(), 0, config.qat.scaling.target),
                 started: Instant::now(),
@@ -108,8 +111,12 @@ impl ScenarioJob {
         for msg in cur.training.drain(budget) {
             match msg {
                 Msg::Started {
-                    estimators, active, ..
+                    estimators,
+                    active,
+                    quantizers,
+                    ..
                 } => {
+                    cur.quantizers = quantizers.len();
                     cur.sums = Some(SummaryBuilder::new(&estimators));
                     cur.active = active;
                     cur.view.estimators = estimators;
@@ -117,7 +124,7 @@ impl ScenarioJob {
                 }
                 Msg::Report(r) => {
                     if let Some(s) = &mut cur.sums {
-                        s.add(&r);
+                        s.add(&r, cur.active);
                     }
                     cur.view.push_report(&r);
                 }
@@ -132,11 +139,16 @@ impl ScenarioJob {
         }
         if finished && let Some(cur) = self.current.take() {
             let sums = cur.sums.ok_or_else(|| format!("{name}: never started"))?;
+            let facts = SummaryFacts {
+                config: &config,
+                estimators: &cur.view.estimators,
+                active: cur.active,
+                quantizers: cur.quantizers,
+            };
             self.summaries.push(sums.finish(
                 &name,
-                &config,
-                cur.active,
-                cur.probes,
+                &facts,
+                Some(cur.probes),
                 cur.started.elapsed().as_secs_f64(),
             ));
             let mut view = cur.view;

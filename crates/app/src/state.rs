@@ -8,17 +8,27 @@ use std::path::Path;
 use hif8lab_format::Format;
 use hif8lab_scaling::stats::Log2Histogram;
 use hif8lab_scaling::trace::{TraceRecord, parse_trace};
+use hif8lab_scaling::{CallCounts, CallRecord, Role};
 use hif8lab_train::run::MetricsLine;
 use hif8lab_train::{RunConfig, StepReport};
 
-/// One quantizer call as the panels see it.
+/// One quantizer call as the panels see it, or — for old stretches of a long run — several
+/// consecutive calls merged so that their extremes survive: the largest amax, the smallest
+/// amax, each estimator's smallest estimate, and per estimator how many of the merged calls
+/// exceeded its estimate. An excursion above an estimate is never lost at any zoom.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Call {
-    /// Optimizer step.
+    /// Optimizer step (of the first merged call).
     pub step: u64,
-    /// amax of the call.
+    /// Calls merged into this entry (1 for a single call).
+    pub calls: u32,
+    /// amax of the call (the largest of the merged calls).
     pub amax: f32,
-    /// Per estimator: its estimate.
+    /// The smallest amax of the merged calls.
+    pub amax_min: f32,
+    /// Per estimator: calls (of the merged ones) whose amax exceeded its estimate.
+    pub calls_above: Vec<u32>,
+    /// Per estimator: its estimate (the smallest of the merged calls).
     pub est: Vec<f32>,
     /// Per estimator: elements above its estimate.
     pub above_est: Vec<u64>,
@@ -26,6 +36,44 @@ pub struct Call {
     pub overflow: Vec<u64>,
     /// Elements quantized to zero.
     pub underflow: u64,
+}
+
+impl Call {
+    /// The panels' view of one call record.
+    pub fn of(c: &CallRecord) -> Self {
+        Call {
+            step: c.step,
+            calls: 1,
+            amax: c.amax,
+            amax_min: c.amax,
+            calls_above: c.above_est.iter().map(|v| u32::from(*v > 0)).collect(),
+            est: c.est.clone(),
+            above_est: c.above_est.clone(),
+            overflow: c.overflow.clone(),
+            underflow: c.underflow,
+        }
+    }
+
+    /// Merges the next call(s) into this entry, keeping the extremes and summing counts.
+    fn absorb(&mut self, next: &Call) {
+        self.calls += next.calls;
+        self.amax = self.amax.max(next.amax);
+        self.amax_min = self.amax_min.min(next.amax_min);
+        let pairs = |a: &mut Vec<u64>, b: &[u64]| {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        };
+        pairs(&mut self.above_est, &next.above_est);
+        pairs(&mut self.overflow, &next.overflow);
+        for (x, y) in self.calls_above.iter_mut().zip(&next.calls_above) {
+            *x += y;
+        }
+        for (x, y) in self.est.iter_mut().zip(&next.est) {
+            *x = x.min(*y);
+        }
+        self.underflow += next.underflow;
+    }
 }
 
 /// Everything known about one run.
@@ -55,19 +103,8 @@ pub struct RunView {
     pub config: Option<serde_json::Value>,
     /// Bumped by every change, so panels can cache what they derive from the calls.
     pub revision: u64,
-    /// Per role: calls above each estimator's estimate (filled on first use, emptied by
-    /// every change).
-    role_counts: Derived<BTreeMap<String, Vec<u64>>>,
-}
-
-/// A value derived from a view's data, computed on first use; never part of equality.
-#[derive(Clone, Debug, Default)]
-struct Derived<T>(std::cell::OnceCell<T>);
-
-impl<T> PartialEq for Derived<T> {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
+    /// Every call counted as it arrived (the same accumulator as the run folder's summary).
+    pub counts: CallCounts,
 }
 
 /// The histogram of one quantizer call.
@@ -110,7 +147,8 @@ fn median_of(mut v: Vec<f32>) -> f32 {
     }
 }
 
-/// Keeps at most this many calls per quantizer (older ones are thinned by half).
+/// Keeps at most this many entries per quantizer: beyond it the older half is merged pairwise
+/// (extremes kept), so older stretches are stored at coarser resolution, recent calls whole.
 pub const MAX_CALLS: usize = 20_000;
 
 impl RunView {
@@ -165,11 +203,21 @@ impl RunView {
                 let amax = (level + burst).exp2() as f32;
                 let numel = 4096u64;
                 let d = state.call(amax);
-                view.push_call(
+                view.push_named(
                     id.clone(),
-                    Call {
+                    role_of(&id),
+                    &CallRecord {
+                        id: hif8lab_scaling::QuantizerId {
+                            block: 0,
+                            module: hif8lab_scaling::Module::Up,
+                            role: role_of(&id).unwrap_or(Role::A),
+                        },
                         step,
+                        micro: 0,
+                        numel,
                         amax,
+                        scales: d.iter().map(|x| x.scale).collect(),
+                        nonfinite: 0,
                         est: d.iter().map(|x| x.est).collect(),
                         above_est: d
                             .iter()
@@ -273,33 +321,41 @@ impl RunView {
             self.qat_from = Some(r.step);
         }
         for c in &r.calls {
-            self.push_call(
-                c.id.to_string(),
-                Call {
-                    step: r.step,
-                    amax: c.amax,
-                    est: c.est.clone(),
-                    above_est: c.above_est.clone(),
-                    overflow: c.overflow.clone(),
-                    underflow: c.underflow,
-                },
-            );
+            self.push_call(c);
         }
     }
 
     fn changed(&mut self) {
         self.revision += 1;
-        self.role_counts = Derived::default();
     }
 
-    fn push_call(&mut self, id: String, call: Call) {
+    /// Counts a call of the run's quantizers and stores it.
+    pub fn push_call(&mut self, c: &CallRecord) {
+        self.push_named(c.id.to_string(), Some(c.id.role), c);
+    }
+
+    /// Counts a call and stores it under `name` (merging old entries when the history is
+    /// full); `role` is `None` for an imported series whose role is unknown.
+    pub fn push_named(&mut self, name: String, role: Option<Role>, c: &CallRecord) {
         self.changed();
-        let calls = self.calls.entry(id).or_default();
-        calls.push(call);
+        if self.counts.estimators.len() < self.estimators.len() {
+            self.counts = CallCounts::new(self.estimators.len());
+        }
+        self.counts.add_with_role(c, role);
+        let calls = self.calls.entry(name).or_default();
+        calls.push(Call::of(c));
         if calls.len() > MAX_CALLS {
-            // Decimate: keep every other call, so memory and drawing stay bounded.
-            let kept: Vec<Call> = calls.iter().step_by(2).cloned().collect();
-            *calls = kept;
+            let old = calls.len() / 2;
+            let mut merged: Vec<Call> = Vec::with_capacity(old / 2 + 1);
+            for pair in calls[..old].chunks(2) {
+                let mut m = pair[0].clone();
+                if let Some(next) = pair.get(1) {
+                    m.absorb(next);
+                }
+                merged.push(m);
+            }
+            merged.extend(calls.drain(old..));
+            *calls = merged;
         }
     }
 
@@ -376,33 +432,7 @@ impl RunView {
     }
 
     fn push_record(&mut self, r: &TraceRecord, estimators: &[String]) {
-        let get = |f: &dyn Fn(&hif8lab_scaling::trace::ShadowRecord) -> f64| -> Vec<f64> {
-            estimators
-                .iter()
-                .map(|e| r.shadow.get(e).map(f).unwrap_or(f64::NAN))
-                .collect()
-        };
-        let id = format!("block{}.{}.{}", r.block, r.module, r.role);
-        self.push_call(
-            id,
-            Call {
-                step: r.step,
-                amax: r.amax,
-                est: get(&|s| f64::from(s.est))
-                    .into_iter()
-                    .map(|v| v as f32)
-                    .collect(),
-                above_est: get(&|s| s.above_est as f64)
-                    .into_iter()
-                    .map(|v| v as u64)
-                    .collect(),
-                overflow: get(&|s| s.overflow as f64)
-                    .into_iter()
-                    .map(|v| v as u64)
-                    .collect(),
-                underflow: r.underflow,
-            },
-        );
+        self.push_call(&CallRecord::from_trace(r, estimators));
     }
 
     /// A view of an amax trace from outside (hif8lab JSONL, CSV `step,layer,role,amax`, or a
@@ -429,18 +459,28 @@ impl RunView {
             let mut state = QuantizerState::new(&config);
             for (step, amax) in series.steps.iter().zip(&series.amax) {
                 let d = state.call(*amax);
-                view.push_call(
+                view.push_named(
                     series.name.clone(),
-                    Call {
+                    role_of(&series.name),
+                    &CallRecord {
+                        id: hif8lab_scaling::QuantizerId {
+                            block: 0,
+                            module: hif8lab_scaling::Module::Up,
+                            role: role_of(&series.name).unwrap_or(Role::A),
+                        },
                         step: *step,
+                        micro: 0,
+                        numel: 0,
                         amax: *amax,
                         est: d.iter().map(|x| x.est).collect(),
+                        scales: d.iter().map(|x| x.scale).collect(),
                         above_est: d.iter().map(|x| u64::from(*amax > x.est)).collect(),
                         overflow: d
                             .iter()
                             .map(|x| u64::from(*amax * x.scale >= overflow_at))
                             .collect(),
                         underflow: 0,
+                        nonfinite: 0,
                     },
                 );
             }
@@ -554,42 +594,20 @@ impl RunView {
             .collect()
     }
 
-    /// Per estimator: calls above its estimate on quantizers of the given roles (the last
-    /// part of a name like `block1.up.G`).
-    pub fn calls_above_roles(&self, roles: &[&str]) -> Vec<u64> {
-        self.calls_above_where(|role| roles.contains(&role))
+    /// Per estimator: calls above its estimate on quantizers of the given roles (`A`, `W`,
+    /// `G`), from the accumulator (every call counted, whatever is stored).
+    pub fn calls_above_roles(&self, roles: &[Role]) -> Vec<u64> {
+        self.padded(self.counts.calls_above_roles(roles))
     }
 
     /// Per estimator: calls whose amax exceeded its estimate, over all quantizers.
     pub fn calls_above(&self) -> Vec<u64> {
-        self.calls_above_where(|_| true)
+        self.padded(self.counts.calls_above())
     }
 
-    fn calls_above_where(&self, keep: impl Fn(&str) -> bool) -> Vec<u64> {
-        let per_role = self.role_counts.0.get_or_init(|| {
-            let mut out: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-            for (name, calls) in &self.calls {
-                let role = name.rsplit('.').next().unwrap_or("").to_owned();
-                let counts = out
-                    .entry(role)
-                    .or_insert_with(|| vec![0; self.estimators.len()]);
-                for c in calls {
-                    for (k, v) in c.above_est.iter().enumerate() {
-                        if let Some(o) = counts.get_mut(k) {
-                            *o += u64::from(*v > 0);
-                        }
-                    }
-                }
-            }
-            out
-        });
-        let mut out = vec![0u64; self.estimators.len()];
-        for (_, counts) in per_role.iter().filter(|(r, _)| keep(r)) {
-            for (o, c) in out.iter_mut().zip(counts) {
-                *o += c;
-            }
-        }
-        out
+    fn padded(&self, mut v: Vec<u64>) -> Vec<u64> {
+        v.resize(self.estimators.len(), 0);
+        v
     }
 
     /// A one-line reading of the shadow comparison, from the numbers.
@@ -604,11 +622,21 @@ impl RunView {
             .zip(&counts)
             .map(|(e, c)| format!("{e} on {c}"))
             .collect();
-        let total: usize = self.calls.values().map(Vec::len).sum();
+        let total = self.counts.calls;
         format!(
             "Of {total} quantizer calls, amax exceeded the estimate of {}.",
             parts.join("; ")
         )
+    }
+}
+
+/// The role named by the last part of a quantizer name (`block1.up.G` → G), if any.
+pub fn role_of(name: &str) -> Option<Role> {
+    match name.rsplit('.').next() {
+        Some("A") => Some(Role::A),
+        Some("W") => Some(Role::W),
+        Some("G") => Some(Role::G),
+        _ => None,
     }
 }
 
@@ -666,15 +694,31 @@ mod tests {
         let before = v.calls_above();
         let (r0, k) = (v.revision, v.active);
         let id = v.calls.keys().next().cloned().unwrap();
-        let mut call = v.calls[&id][0].clone();
-        call.step = 50;
-        call.above_est = vec![1; v.estimators.len()];
-        v.push_call(id, call);
+        let first = v.calls[&id][0].clone();
+        let n = v.estimators.len();
+        let call = CallRecord {
+            id: hif8lab_scaling::QuantizerId {
+                block: 0,
+                module: hif8lab_scaling::Module::Up,
+                role: role_of(&id).unwrap(),
+            },
+            step: 50,
+            micro: 0,
+            numel: 64,
+            amax: first.amax,
+            est: first.est.clone(),
+            scales: vec![1.0; n],
+            above_est: vec![1; n],
+            overflow: vec![0; n],
+            underflow: 0,
+            nonfinite: 0,
+        };
+        v.push_named(id, call.id.role.into(), &call);
         assert!(v.revision > r0);
-        assert_eq!(v.calls_above()[k], before[k] + 1, "the cache was dropped");
-        let roles: u64 = ["W", "A", "G"]
+        assert_eq!(v.calls_above()[k], before[k] + 1, "the new call is counted");
+        let roles: u64 = [Role::W, Role::A, Role::G]
             .iter()
-            .map(|r| v.calls_above_roles(&[r])[k])
+            .map(|r| v.calls_above_roles(&[*r])[k])
             .sum();
         assert_eq!(roles, v.calls_above()[k]);
     }

@@ -13,9 +13,8 @@ use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::corpus::ProbeSet;
-use hif8lab_train::trainer::{PendingEval, PendingWeights};
+use hif8lab_train::driver::{Control, Driver, Event, Progress, Schedule, Sink};
 use hif8lab_train::{ProbeScores, RunConfig, StepReport, TrainError, Trainer};
-use web_time::Instant;
 
 /// What training tells the UI.
 #[derive(Debug)]
@@ -28,8 +27,8 @@ pub enum Msg {
         active: usize,
         /// Backend and adapter.
         backend: String,
-        /// Quantizer names (`block1.up.A`), in bank order.
-        quantizers: Vec<String>,
+        /// Quantizers, in bank order.
+        quantizers: Vec<hif8lab_scaling::QuantizerId>,
     },
     /// A step's report.
     Report(Box<StepReport>),
@@ -77,63 +76,42 @@ pub struct RunExtras {
     pub keep_weights: bool,
 }
 
-/// A trainer seen through what the stepper needs (erases the backend type).
-trait Run {
-    fn step(&mut self) -> Result<(), TrainError>;
-    fn poll(&mut self) -> Result<Vec<StepReport>, TrainError>;
-    fn finished(&self) -> bool;
-    fn in_flight(&self) -> usize;
-    fn steps_done(&self) -> u64;
+/// The run driver seen through what the stepper needs (erases the backend type).
+trait Drive {
+    fn advance(
+        &mut self,
+        control: Control,
+        budget: Duration,
+        sink: &mut dyn Sink,
+    ) -> Result<Progress, TrainError>;
     fn set_histogram(&mut self, quantizer: Option<usize>);
-    fn begin_evaluate(&mut self, probes: &ProbeSet) -> Result<PendingEval, TrainError>;
-    fn begin_weights(&self) -> PendingWeights;
 }
 
-impl<B: Backend> Run for Trainer<B> {
-    fn step(&mut self) -> Result<(), TrainError> {
-        Trainer::step(self)
-    }
-    fn poll(&mut self) -> Result<Vec<StepReport>, TrainError> {
-        Trainer::poll(self)
-    }
-    fn finished(&self) -> bool {
-        Trainer::finished(self)
-    }
-    fn in_flight(&self) -> usize {
-        Trainer::in_flight(self)
-    }
-    fn steps_done(&self) -> u64 {
-        Trainer::steps_done(self)
+impl<B: Backend> Drive for Driver<B> {
+    fn advance(
+        &mut self,
+        control: Control,
+        budget: Duration,
+        sink: &mut dyn Sink,
+    ) -> Result<Progress, TrainError> {
+        // Never blocks: in the browser readbacks arrive between frames.
+        Driver::advance(self, control, budget, false, sink)
     }
     fn set_histogram(&mut self, quantizer: Option<usize>) {
-        Trainer::set_histogram(self, quantizer);
-    }
-    fn begin_evaluate(&mut self, probes: &ProbeSet) -> Result<PendingEval, TrainError> {
-        Trainer::begin_evaluate(self, probes)
-    }
-    fn begin_weights(&self) -> PendingWeights {
-        Trainer::begin_weights(self)
+        self.trainer_mut().set_histogram(quantizer);
     }
 }
 
 /// No histogram requested.
 const NO_HISTOGRAM: usize = usize::MAX;
 
-/// Advances one training run in slices of bounded time.
+/// Advances one training run in slices of bounded time, through the run driver.
 pub struct Stepper {
-    run: Option<Box<dyn Run>>,
+    run: Option<Box<dyn Drive>>,
     queue: VecDeque<Msg>,
     done: bool,
     histogram: usize,
     extras: RunExtras,
-    /// Steps done at which the probes run next.
-    next_eval: Option<u64>,
-    /// Steps done when the probes last ran.
-    last_eval: Option<u64>,
-    /// Probe scoring whose losses are on their way back.
-    pending_eval: Option<PendingEval>,
-    /// Final weights on their way back.
-    pending_weights: Option<PendingWeights>,
 }
 
 impl Stepper {
@@ -144,15 +122,6 @@ impl Stepper {
             queue: VecDeque::new(),
             done: false,
             histogram: NO_HISTOGRAM,
-            next_eval: match (&extras.probes, extras.eval_at_start, extras.eval_every) {
-                (None, _, _) => None,
-                (Some(_), true, _) => Some(0),
-                (Some(_), false, 0) => None,
-                (Some(_), false, n) => Some(n),
-            },
-            last_eval: None,
-            pending_eval: None,
-            pending_weights: None,
             extras,
         };
         let made = match device {
@@ -184,13 +153,18 @@ impl Stepper {
             estimators: trainer.estimator_names().to_vec(),
             active: trainer.active_estimator(),
             backend: format!("{} '{}' ({})", info.kind, info.adapter, info.api),
-            quantizers: trainer
-                .quantizers()
-                .iter()
-                .map(ToString::to_string)
-                .collect(),
+            quantizers: trainer.quantizers().to_vec(),
         });
-        self.run = Some(Box::new(trainer));
+        let extras = &self.extras;
+        let schedule = Schedule {
+            probes: extras.probes.clone(),
+            eval_every: extras.eval_every,
+            eval_at_start: extras.eval_at_start,
+            keep_weights: extras.keep_weights,
+            max_in_flight: MAX_IN_FLIGHT,
+            ..Schedule::default()
+        };
+        self.run = Some(Box::new(Driver::new(trainer, schedule)));
         Ok(())
     }
 
@@ -203,87 +177,41 @@ impl Stepper {
     /// happened. Returns early when it can only wait for readbacks: in the browser they arrive
     /// between frames. `control` is RUN, PAUSE or STOP.
     fn advance(&mut self, control: u8, histogram: usize, budget: Duration) -> (Vec<Msg>, bool) {
-        let start = Instant::now();
         let mut waiting = false;
         let Stepper {
             run: slot,
             queue,
             done,
             histogram: binned,
-            extras,
-            next_eval,
-            last_eval,
-            pending_eval,
-            pending_weights,
+            ..
         } = self;
         if !*done && let Some(run) = slot.as_mut() {
             if histogram != *binned {
                 *binned = histogram;
                 run.set_histogram((histogram != NO_HISTOGRAM).then_some(histogram));
             }
-            let result = (|| -> Result<bool, TrainError> {
-                loop {
-                    if control == STOP {
-                        return Ok(true);
-                    }
-                    for r in run.poll()? {
-                        queue.push_back(Msg::Report(Box::new(r)));
-                    }
-                    if let Some(p) = pending_eval.take() {
-                        if !p.is_ready() {
-                            *pending_eval = Some(p);
-                            waiting = true;
-                            return Ok(false);
-                        }
-                        queue.push_back(Msg::Probes(p.finish(false)?));
-                    }
-                    let idle = run.in_flight() == 0;
-                    let steps = run.steps_done();
-                    let due = next_eval.is_some_and(|n| steps >= n)
-                        || (run.finished() && *last_eval != Some(steps));
-                    if let (Some(probes), true) = (extras.probes.as_ref(), due) {
-                        if !idle {
-                            waiting = true;
-                            return Ok(false);
-                        }
-                        *pending_eval = Some(run.begin_evaluate(probes)?);
-                        *last_eval = Some(steps);
-                        *next_eval = (extras.eval_every > 0).then(|| steps + extras.eval_every);
-                        continue;
-                    }
-                    if run.finished() && idle {
-                        if extras.keep_weights {
-                            match pending_weights.take() {
-                                None => {
-                                    *pending_weights = Some(run.begin_weights());
-                                    continue;
-                                }
-                                Some(w) if !w.is_ready() => {
-                                    *pending_weights = Some(w);
-                                    waiting = true;
-                                    return Ok(false);
-                                }
-                                Some(w) => {
-                                    queue.push_back(Msg::Weights(Arc::new(w.finish(false)?)))
-                                }
-                            }
-                        }
-                        return Ok(true);
-                    }
-                    let can_step =
-                        control == RUN && !run.finished() && run.in_flight() < MAX_IN_FLIGHT;
-                    if !can_step {
-                        waiting = true;
-                        return Ok(false);
-                    }
-                    run.step()?;
-                    if start.elapsed() >= budget {
-                        return Ok(false);
-                    }
-                }
-            })();
+            let control = match control {
+                RUN => Control::Run,
+                PAUSE => Control::Pause,
+                _ => Control::Stop,
+            };
+            let mut sink = |e: Event| {
+                queue.push_back(match e {
+                    Event::Report(r) => Msg::Report(r),
+                    Event::Probes(p) => Msg::Probes(p),
+                    Event::Weights(w) => Msg::Weights(w),
+                    Event::Checkpoint { .. } => return Ok(()),
+                });
+                Ok(())
+            };
+            let result = run.advance(control, budget, &mut sink);
             let finished = match result {
-                Ok(f) => f,
+                Ok(Progress::Working) => false,
+                Ok(Progress::Waiting) => {
+                    waiting = true;
+                    false
+                }
+                Ok(Progress::Finished | Progress::Stopped) => true,
                 Err(e) => {
                     queue.push_back(Msg::Error(e.to_string()));
                     true

@@ -397,7 +397,7 @@ fn saturation_lesson_live_and_judged() {
             && app.view.as_ref().is_some_and(|v| v.loss.len() == 40)
     });
     let view = h.state().view.clone().unwrap();
-    let ag = view.calls_above_roles(&["A", "G"]);
+    let ag = view.calls_above_roles(&[hif8lab_scaling::Role::A, hif8lab_scaling::Role::G]);
     let mr = view
         .estimators
         .iter()

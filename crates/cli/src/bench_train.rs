@@ -1,48 +1,67 @@
 //! `hif8lab bench train`: tokens/s of a plain run and of the same run with QAT (all shadow
-//! estimators) measured in one process, their ratio, submissions and blocking syncs per
-//! step, and peak memory.
+//! estimators) measured in one process through the run driver, their ratio; per step:
+//! submissions, blocking syncs, kernel dispatches, bind groups created and host time spent
+//! enqueuing (recording and submitting) a step; and peak memory.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
+use hif8lab_train::driver::{Control, Driver, Event, Schedule};
 use hif8lab_train::{RunConfig, Trainer};
 
 struct Figures {
     tokens_per_s: f64,
     ms_per_step: f64,
+    host_ms_per_step: f64,
     submits_per_step: f64,
     syncs_per_step: f64,
+    dispatches_per_step: f64,
+    bind_groups_per_step: f64,
 }
 
-fn measure<B: Backend>(backend: B, config: RunConfig, steps: u64) -> Result<Figures> {
-    let mut t = Trainer::new(backend, config)?;
-    // Warm-up (pipeline compilation, allocation), not timed.
-    for _ in 0..2 {
-        t.step()?;
-    }
-    t.finish()?;
-    let before = t.backend().counters();
-    let start = Instant::now();
+/// Steps `steps` timed steps through the run driver (after 2 untimed warm-up steps) and
+/// reads the backend's counters around them.
+fn measure<B: Backend>(backend: B, mut config: RunConfig, steps: u64) -> Result<Figures> {
+    const WARMUP: u64 = 2;
+    config.train.steps = WARMUP + steps;
+    config.train.eval_every = 0;
+    config.train.checkpoint_every = 0;
+    let trainer = Trainer::new(backend, config)?;
+    let mut driver = Driver::new(trainer, Schedule::default());
     let mut tokens = 0u64;
-    for _ in 0..steps {
-        t.step()?;
-        for r in t.poll()? {
+    let mut sink = |e: Event| {
+        if let Event::Report(r) = e
+            && r.step >= WARMUP
+        {
             tokens += r.tokens;
         }
+        Ok(())
+    };
+    // Warm-up (pipeline compilation, allocation), not timed: run until WARMUP steps are
+    // delivered.
+    while driver.trainer().steps_done() < WARMUP {
+        driver.advance(Control::Run, Duration::ZERO, true, &mut sink)?;
     }
-    let steady = t.backend().counters();
-    for r in t.finish()? {
-        tokens += r.tokens;
-    }
+    driver.advance(Control::Pause, Duration::ZERO, true, &mut sink)?;
+    let before = driver.trainer().backend().counters();
+    let host_before = driver.host_time();
+    let start = Instant::now();
+    driver.run(&mut sink, &|| false)?;
     let secs = start.elapsed().as_secs_f64();
+    let after = driver.trainer().backend().counters();
+    let host = (driver.host_time() - host_before).as_secs_f64();
+    let per = |a: u64, b: u64| (a - b) as f64 / steps as f64;
     Ok(Figures {
         tokens_per_s: tokens as f64 / secs,
         ms_per_step: secs * 1e3 / steps as f64,
-        submits_per_step: (steady.submits - before.submits) as f64 / steps as f64,
-        syncs_per_step: (steady.blocking_syncs - before.blocking_syncs) as f64 / steps as f64,
+        host_ms_per_step: host * 1e3 / steps as f64,
+        submits_per_step: per(after.submits, before.submits),
+        syncs_per_step: per(after.blocking_syncs, before.blocking_syncs),
+        dispatches_per_step: per(after.dispatches, before.dispatches),
+        bind_groups_per_step: per(after.bind_groups_created, before.bind_groups_created),
     })
 }
 
@@ -73,7 +92,7 @@ fn run<B: Backend>(
     let peak = peak_rss_mib();
     if json {
         println!(
-            "{{\"backend\":{:?},\"adapter\":{:?},\"device_type\":{:?},\"steps\":{steps},\"estimators\":{estimators},\"tokens_per_s_plain\":{:.1},\"tokens_per_s_qat\":{:.1},\"ms_per_step_plain\":{:.2},\"ms_per_step_qat\":{:.2},\"qat_overhead\":{overhead:.4},\"submits_per_step\":{:.2},\"blocking_syncs_per_step\":{:.2},\"peak_rss_mib\":{}}}",
+            "{{\"backend\":{:?},\"adapter\":{:?},\"device_type\":{:?},\"steps\":{steps},\"estimators\":{estimators},\"tokens_per_s_plain\":{:.1},\"tokens_per_s_qat\":{:.1},\"ms_per_step_plain\":{:.2},\"ms_per_step_qat\":{:.2},\"qat_overhead\":{overhead:.4},\"submits_per_step\":{:.2},\"blocking_syncs_per_step\":{:.2},\"dispatches_per_step\":{:.1},\"bind_groups_created_per_step\":{:.2},\"host_ms_per_step\":{:.3},\"host_ms_per_step_plain\":{:.3},\"peak_rss_mib\":{}}}",
             info.kind,
             info.adapter,
             info.device_type,
@@ -83,6 +102,10 @@ fn run<B: Backend>(
             q.ms_per_step,
             q.submits_per_step,
             q.syncs_per_step,
+            q.dispatches_per_step,
+            q.bind_groups_per_step,
+            q.host_ms_per_step,
+            p.host_ms_per_step,
             peak.map(|v| format!("{v:.1}"))
                 .unwrap_or_else(|| "null".into())
         );
@@ -101,8 +124,12 @@ fn run<B: Backend>(
         );
         println!("  QAT overhead (plain tok/s ÷ QAT tok/s): {overhead:.3}");
         println!(
-            "  submits/step {:.2}, blocking syncs/step {:.2} (QAT run, steady state)",
-            q.submits_per_step, q.syncs_per_step
+            "  submits/step {:.2}, blocking syncs/step {:.2}, dispatches/step {:.1}, bind groups created/step {:.2}, host ms/step {:.3} (QAT run, steady state)",
+            q.submits_per_step,
+            q.syncs_per_step,
+            q.dispatches_per_step,
+            q.bind_groups_per_step,
+            q.host_ms_per_step
         );
         if let Some(m) = peak {
             println!("  peak resident memory: {m:.1} MiB");

@@ -165,7 +165,7 @@ pub fn grid_plots(out: &Path, summaries: &[RunSummary]) -> Result<(Vec<PathBuf>,
         .iter()
         .filter(|s| s.estimator != "none")
         .max_by_key(|s| {
-            s.calls_above_est
+            s.shadow_calls()
                 .iter()
                 .find(|(n, _)| *n == s.estimator)
                 .map(|(_, v)| *v)

@@ -16,9 +16,11 @@ use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_train::checkpoint::Checkpoint;
+use hif8lab_train::driver::{Driver, Event, Progress, Schedule, Sink};
+use hif8lab_train::folder::RunFolder;
 use hif8lab_train::memory::MemoryEstimate;
-use hif8lab_train::run::{self, RunStatus, RunWriter, Segment, TrainSummary};
-use hif8lab_train::{RunConfig, StepReport, Trainer};
+use hif8lab_train::run::{self, RunStatus, RunSummary, Segment};
+use hif8lab_train::{RunConfig, Trainer};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Arguments of `hif8lab train`.
@@ -203,24 +205,11 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
     }
     if target == at {
         let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap_or_default();
-        let recorded_finished = serde_json::from_str::<TrainSummary>(&summary)
+        let recorded_finished = serde_json::from_str::<RunSummary>(&summary)
             .is_ok_and(|s| s.status == RunStatus::Finished && s.steps == at);
         if !recorded_finished && !args.dry_run {
             // Killed after its final checkpoint, before its summary: complete the record.
-            run::write_segments(dir, &segments)?;
-            let quantizers = hif8lab_train::model::QuantPlan::new(&config.model, &config.qat)
-                .ids
-                .len();
-            let s = TrainSummary::from_run(
-                dir,
-                &segments,
-                RunStatus::Finished,
-                None,
-                target,
-                quantizers,
-            );
-            let text = serde_json::to_string_pretty(&s)?;
-            run::write_atomic(&dir.join("summary.json"), text.as_bytes())?;
+            hif8lab_train::folder::complete_finished(dir, &config, &segments)?;
         }
         eprintln!(
             "{} already finished: {at} of {target} steps done{}; nothing else changed. Give \
@@ -370,17 +359,12 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
     }
     let steps = config.train.steps;
     let mut trainer = Trainer::new(backend, config.clone())?;
-    let (mut writer, mut segments) = match start {
-        Start::Fresh => {
-            let w = RunWriter::create(
-                out,
-                &config,
-                trainer.estimator_names(),
-                trainer.active_estimator(),
-            )
-            .with_context(|| format!("creating run folder {}", out.display()))?;
-            (w, vec![Segment::new(0, steps)])
-        }
+    let quantizers = trainer.quantizers().len();
+    let estimators = trainer.estimator_names().to_vec();
+    let active = trainer.active_estimator();
+    let mut folder = match start {
+        Start::Fresh => RunFolder::create(out, &config, &estimators, active, quantizers, &info)
+            .with_context(|| format!("creating run folder {}", out.display()))?,
         Start::Resume {
             checkpoint,
             path,
@@ -395,13 +379,6 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
                 trainer.steps_done(),
                 path.display()
             );
-            let w = RunWriter::resume(
-                out,
-                &config,
-                trainer.active_estimator(),
-                trainer.steps_done(),
-            )
-            .with_context(|| format!("reopening run folder {}", out.display()))?;
             if let [.., previous, current] = segments.as_mut_slice()
                 && (previous.backend != info.kind || previous.adapter != info.adapter)
             {
@@ -413,26 +390,29 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
                 eprintln!("note: {note}");
                 current.notes.push(note);
             }
-            (w, segments)
+            if let Some(current) = segments.last_mut() {
+                current.set_backend(&info);
+            }
+            RunFolder::resume(
+                out,
+                &config,
+                &estimators,
+                active,
+                quantizers,
+                trainer.steps_done(),
+                segments,
+            )
+            .with_context(|| format!("reopening run folder {}", out.display()))?
         }
     };
-    if let Some(current) = segments.last_mut() {
-        current.backend = info.kind.to_owned();
-        current.adapter = info.adapter.clone();
-        current.device_type = info.device_type.clone();
-    }
-    run::write_segments(out, &segments)?;
-    let every = config.train.checkpoint_every;
-    let eval_every = config.train.eval_every;
-    let probes = (eval_every > 0).then(|| hif8lab_train::corpus::ProbeSet::for_data(&config.data));
-    let probes_path = out.join("probes.jsonl");
+    let first_step = trainer.steps_done();
     eprintln!(
         "training {} steps on {} '{}' ({}); {} quantizers; {}; run folder {}",
         steps,
         info.kind,
         info.adapter,
         info.api,
-        trainer.quantizers().len(),
+        quantizers,
         estimate.summary(),
         out.display()
     );
@@ -445,106 +425,63 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
         ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ETA {eta}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    bar.set_position(trainer.steps_done());
+    bar.set_position(first_step);
     let clock = Instant::now();
-    let mut tokens = 0u64;
-    let mut write = |r: StepReport, trainer: &Trainer<B>| -> Result<()> {
-        tokens += r.tokens;
-        let tps = tokens as f64 / clock.elapsed().as_secs_f64().max(1e-9);
-        writer.write(&r, &trainer.trace_records(&r), tps)?;
-        bar.set_position(r.step + 1);
-        bar.set_message(format!(
-            "loss {:.4} | {:.0} tok/s{}",
-            r.loss,
-            tps,
-            if r.qat_enabled { " | QAT" } else { "" }
-        ));
-        if quiet && (r.step + 1).is_multiple_of((steps / 10).max(1)) {
-            eprintln!("step {} loss {:.4} {:.0} tok/s", r.step + 1, r.loss, tps);
-        }
-        Ok(())
+    let schedule = Schedule {
+        probes: (config.train.eval_every > 0)
+            .then(|| Arc::new(hif8lab_train::corpus::ProbeSet::for_data(&config.data))),
+        eval_every: config.train.eval_every,
+        checkpoint_every: config.train.checkpoint_every,
+        checkpoint_at_end: true,
+        ..Schedule::default()
     };
-    // A checkpoint also records how far this segment got, so a killed segment keeps its
-    // figures in segments.json.
-    let checkpoint_at = |trainer: &mut Trainer<B>,
-                         write_reports: &mut dyn FnMut(StepReport, &Trainer<B>) -> Result<()>,
-                         segments: &mut Vec<Segment>|
-     -> Result<PathBuf> {
-        for r in trainer.finish()? {
-            write_reports(r, trainer)?;
-        }
-        let ck = trainer.checkpoint()?;
-        let path = RunWriter::save_checkpoint_in(out, &ck, trainer.steps_done())?;
-        if let Some(current) = segments.last_mut() {
-            current.end_step = trainer.steps_done();
-            current.wall_s = clock.elapsed().as_secs_f64();
-            current.tokens = (current.end_step - current.start_step)
-                * (config.train.batch * config.model.context * config.train.grad_accum) as u64;
-        }
-        run::write_segments(out, segments)?;
-        Ok(path)
-    };
-    let result = (|| -> Result<Option<(PathBuf, usize)>> {
-        while !trainer.finished() {
-            let signal = stop.load(Ordering::SeqCst);
-            if signal != 0 {
-                return checkpoint_at(&mut trainer, &mut write, &mut segments)
-                    .map(|p| Some((p, signal)));
-            }
-            trainer.step()?;
-            for r in trainer.poll()? {
-                write(r, &trainer)?;
-            }
-            if every > 0 && trainer.steps_done().is_multiple_of(every) && !trainer.finished() {
-                checkpoint_at(&mut trainer, &mut write, &mut segments)?;
-            }
-            if let Some(p) = &probes
-                && (trainer.steps_done().is_multiple_of(eval_every) || trainer.finished())
-            {
-                for r in trainer.finish()? {
-                    write(r, &trainer)?;
+    let mut driver = Driver::new(trainer, schedule);
+    let result = driver.run(
+        &mut |e: Event| {
+            match &e {
+                Event::Report(r) => {
+                    let tps = folder.tokens_per_s();
+                    bar.set_position(r.step + 1);
+                    bar.set_message(format!(
+                        "loss {:.4} | {:.0} tok/s{}",
+                        r.loss,
+                        tps,
+                        if r.qat_enabled { " | QAT" } else { "" }
+                    ));
+                    if quiet && (r.step + 1).is_multiple_of((steps / 10).max(1)) {
+                        eprintln!("step {} loss {:.4} {:.0} tok/s", r.step + 1, r.loss, tps);
+                    }
                 }
-                let s = trainer.evaluate(p)?;
-                bar.suspend(|| {
+                Event::Probes(s) => bar.suspend(|| {
                     eprintln!(
                         "probes at step {}: knowledge {:.3}, completion {:.3}, held-out loss {:.4}",
                         s.step, s.knowledge_acc_norm, s.completion_acc_norm, s.heldout_loss
                     )
-                });
-                let mut line = serde_json::to_vec(&s)?;
-                line.push(b'\n');
-                use std::io::Write as _;
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&probes_path)?
-                    .write_all(&line)?;
+                }),
+                _ => {}
             }
-        }
-        checkpoint_at(&mut trainer, &mut write, &mut segments)?;
-        Ok(None)
-    })();
+            folder.event(e)
+        },
+        &|| stop.load(Ordering::SeqCst) != 0,
+    );
     bar.finish_and_clear();
     let status = match &result {
-        Ok(None) => RunStatus::Finished,
-        Ok(Some(_)) => RunStatus::Interrupted,
+        Ok(Progress::Stopped) => RunStatus::Interrupted,
+        Ok(_) => RunStatus::Finished,
         Err(_) => RunStatus::Failed,
     };
-    if let Some(current) = segments.last_mut() {
-        current.status = status;
-        current.wall_s = clock.elapsed().as_secs_f64();
-    }
-    run::write_segments(out, &segments)?;
-    writer.flush()?;
-    let summary = TrainSummary::from_run(
-        out,
-        &segments,
-        status,
-        result.as_ref().err().map(|e| format!("{e:#}")),
-        steps,
-        trainer.quantizers().len(),
-    );
-    writer.summary(&summary)?;
+    let summary = folder.finish(status, result.as_ref().err().map(|e| format!("{e:#}")))?;
+    let result = result.map(|p| {
+        (p == Progress::Stopped).then(|| {
+            (
+                folder
+                    .last_checkpoint()
+                    .map(Path::to_owned)
+                    .unwrap_or_default(),
+                stop.load(Ordering::SeqCst),
+            )
+        })
+    });
     if let Some((path, signal)) = result? {
         eprintln!(
             "stopped by signal {signal}: checkpoint {}; continue with: hif8lab train --resume {}",
@@ -556,7 +493,7 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
     eprintln!(
         "done: {} steps ({} this time) in {:.1} s, final loss {:.4}; {}",
         summary.steps,
-        summary.steps - segments.last().map_or(0, |s| s.start_step),
+        summary.steps - first_step,
         clock.elapsed().as_secs_f64(),
         summary.final_loss.unwrap_or(f32::NAN),
         out.display()

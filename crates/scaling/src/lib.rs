@@ -11,6 +11,7 @@
 //! `hif8lab-engine` are twins of [`state`] and [`stats`]; tensors and training live there
 //! and in `hif8lab-train`, not here.
 
+pub mod call;
 pub mod config;
 pub mod estimator;
 pub mod ids;
@@ -22,6 +23,7 @@ pub mod synth;
 pub mod te;
 pub mod trace;
 
+pub use call::{CallCounts, CallRecord, EstimatorCounts};
 pub use config::{ColdStart, ScalingConfig};
 pub use estimator::{Estimator, EstimatorSpec};
 pub use ids::{Module, QuantizerId, Role};

@@ -21,10 +21,17 @@ use crate::checkpoint::{self, Checkpoint};
 use crate::config::{ConfigError, DataConfig, ModelConfig, QatConfig, RunConfig};
 use crate::corpus::{ProbeSet, ape, relative_drop};
 #[cfg(not(target_arch = "wasm32"))]
-use crate::run::{RunWriter, write_atomic};
+use crate::driver::{Driver, Event, Schedule, Sink};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::folder::RunFolder;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::run::{RunStatus, write_atomic};
+pub use crate::run::{RunSummary, SummaryBuilder};
 use crate::trainer::ProbeScores;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::trainer::{TrainError, Trainer};
+#[cfg(not(target_arch = "wasm32"))]
+use std::sync::Arc;
 
 /// Grid presets compiled into the binary.
 pub const GRID_PRESETS: [(&str, &str); 3] = [
@@ -274,127 +281,6 @@ pub fn grid_runs() -> Vec<GridRun> {
     runs
 }
 
-/// What one finished run left behind (its `summary.json`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RunSummary {
-    /// `finished` when complete.
-    pub status: String,
-    /// Run name.
-    pub name: String,
-    /// Learning rate.
-    pub lr: f32,
-    /// Active estimator, or `none`.
-    pub estimator: String,
-    /// With warmup.
-    pub warmup: bool,
-    /// Loss per step.
-    pub losses: Vec<f64>,
-    /// Final probe scores.
-    pub probes: ProbeScores,
-    /// Per estimator (shadow): calls whose amax exceeded its estimate, summed over quantizers.
-    pub calls_above_est: Vec<(String, u64)>,
-    /// The same per role (`A`, `W`, `G`): weights drift up slowly, so every history-based
-    /// estimate lags them a little; activations and gradients are where spikes hit.
-    #[serde(default)]
-    pub calls_above_est_by_role: Vec<(String, Vec<(String, u64)>)>,
-    /// Per estimator: elements above its estimate.
-    pub elements_above_est: Vec<(String, u64)>,
-    /// Per estimator: elements overflowing at its scale.
-    pub overflow: Vec<(String, u64)>,
-    /// Wall time in seconds.
-    pub wall_s: f64,
-}
-
-/// Accumulates a run's [`RunSummary`] from its step reports (the grid's run folders and the
-/// app's in-memory lesson scenarios count the same way).
-#[derive(Clone, Debug, Default)]
-pub struct SummaryBuilder {
-    names: Vec<String>,
-    calls: Vec<u64>,
-    by_role: std::collections::BTreeMap<String, Vec<u64>>,
-    elements: Vec<u64>,
-    overflow: Vec<u64>,
-    losses: Vec<f64>,
-}
-
-impl SummaryBuilder {
-    /// A builder for a run with these estimators (shadow order).
-    pub fn new(estimators: &[String]) -> Self {
-        let k = estimators.len();
-        SummaryBuilder {
-            names: estimators.to_vec(),
-            calls: vec![0; k],
-            elements: vec![0; k],
-            overflow: vec![0; k],
-            ..Default::default()
-        }
-    }
-
-    /// Counts one step.
-    pub fn add(&mut self, r: &crate::StepReport) {
-        let k = self.names.len();
-        for c in &r.calls {
-            let role = self
-                .by_role
-                .entry(c.id.role.to_string())
-                .or_insert_with(|| vec![0; k]);
-            for (j, (above, over)) in c.above_est.iter().zip(&c.overflow).enumerate().take(k) {
-                let hit = u64::from(*above > 0);
-                self.calls[j] += hit;
-                role[j] += hit;
-                self.elements[j] += above;
-                self.overflow[j] += over;
-            }
-        }
-        self.losses.push(f64::from(r.loss));
-    }
-
-    /// The summary of the finished run.
-    pub fn finish(
-        self,
-        name: &str,
-        config: &RunConfig,
-        active: usize,
-        probes: ProbeScores,
-        wall_s: f64,
-    ) -> RunSummary {
-        let names = &self.names;
-        let qat = config.qat.enabled;
-        let pair = |v: &[u64]| -> Vec<(String, u64)> {
-            if qat {
-                names.iter().cloned().zip(v.iter().copied()).collect()
-            } else {
-                Vec::new()
-            }
-        };
-        RunSummary {
-            status: "finished".into(),
-            name: name.to_owned(),
-            lr: config.train.lr,
-            estimator: if qat {
-                names.get(active).cloned().unwrap_or_default()
-            } else {
-                "none".into()
-            },
-            warmup: config.qat.warmup_steps > 0,
-            calls_above_est: pair(&self.calls),
-            calls_above_est_by_role: if qat {
-                self.by_role
-                    .iter()
-                    .map(|(r, v)| (r.clone(), pair(v)))
-                    .collect()
-            } else {
-                Vec::new()
-            },
-            elements_above_est: pair(&self.elements),
-            overflow: pair(&self.overflow),
-            losses: self.losses,
-            probes,
-            wall_s,
-        }
-    }
-}
-
 /// Progress of the grid, for the caller to show.
 pub trait GridProgress {
     /// A phase started (`base` or a run name), `index` of `total`.
@@ -414,10 +300,7 @@ impl GridProgress for () {
 
 #[cfg(not(target_arch = "wasm32"))]
 fn read_summary(dir: &Path) -> Option<RunSummary> {
-    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
-    serde_json::from_str::<RunSummary>(&text)
-        .ok()
-        .filter(|s| s.status == "finished")
+    RunSummary::read(dir).filter(|s| s.status == RunStatus::Finished)
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -426,83 +309,61 @@ fn io_err(e: std::io::Error) -> TrainError {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-/// Trains one configuration into `dir` (optionally from base weights), probing every
-/// `eval_every` steps; returns its summary.
+/// Trains one configuration into `dir` (optionally from base weights) through the run
+/// driver, probing before the first step and every `eval_every` steps; returns its summary
+/// and, with `checkpoint_at_end`, the path of its final checkpoint.
 #[allow(clippy::too_many_arguments)]
 fn train_run<B: Backend>(
     backend: B,
-    name: &str,
     config: RunConfig,
     base: Option<&Checkpoint>,
-    probes: &ProbeSet,
+    probes: &Arc<ProbeSet>,
     eval_every: u64,
+    checkpoint_at_end: bool,
     dir: &Path,
     progress: &mut dyn GridProgress,
-) -> Result<(RunSummary, Trainer<B>), TrainError> {
-    let start = std::time::Instant::now();
+) -> Result<(RunSummary, Option<PathBuf>), TrainError> {
     let _ = std::fs::remove_dir_all(dir); // an unfinished run starts over
+    let info = backend.info();
     let mut t = Trainer::new(backend, config.clone())?;
     if let Some(ck) = base {
         t.load_weights(ck)?;
     }
-    let mut writer = RunWriter::create(dir, &config, t.estimator_names(), t.active_estimator())
-        .map_err(io_err)?;
-    let mut sums = SummaryBuilder::new(t.estimator_names());
-    let mut probe_lines = String::new();
-    let steps = config.train.steps;
-    let mut handle = |r: crate::StepReport,
-                      t: &Trainer<B>,
-                      sums: &mut SummaryBuilder,
-                      progress: &mut dyn GridProgress|
-     -> Result<(), TrainError> {
-        sums.add(&r);
-        progress.step(r.step, steps, r.loss);
-        writer
-            .write(&r, &t.trace_records(&r), 0.0)
-            .map_err(io_err)?;
-        Ok(())
-    };
-    let mut last = t.evaluate(probes)?;
-    progress.probes(&last);
-    let _ = writeln!(
-        probe_lines,
-        "{}",
-        serde_json::to_string(&last).unwrap_or_default()
-    );
-    while !t.finished() {
-        t.step()?;
-        for r in t.poll()? {
-            handle(r, &t, &mut sums, progress)?;
-        }
-        if t.steps_done() % eval_every.max(1) == 0 || t.finished() {
-            for r in t.finish()? {
-                handle(r, &t, &mut sums, progress)?;
-            }
-            last = t.evaluate(probes)?;
-            progress.probes(&last);
-            let _ = writeln!(
-                probe_lines,
-                "{}",
-                serde_json::to_string(&last).unwrap_or_default()
-            );
-        }
-    }
-    for r in t.finish()? {
-        handle(r, &t, &mut sums, progress)?;
-    }
-    write_atomic(&dir.join("probes.jsonl"), probe_lines.as_bytes()).map_err(io_err)?;
-    let summary = sums.finish(
-        name,
+    let mut folder = RunFolder::create(
+        dir,
         &config,
+        t.estimator_names(),
         t.active_estimator(),
-        last,
-        start.elapsed().as_secs_f64(),
+        t.quantizers().len(),
+        &info,
+    )?;
+    let schedule = Schedule {
+        probes: Some(probes.clone()),
+        eval_every: eval_every.max(1),
+        eval_at_start: true,
+        checkpoint_at_end,
+        ..Schedule::default()
+    };
+    let steps = config.train.steps;
+    let mut driver = Driver::new(t, schedule);
+    let result = driver.run(
+        &mut |e: Event| {
+            match &e {
+                Event::Report(r) => progress.step(r.step, steps, r.loss),
+                Event::Probes(p) => progress.probes(p),
+                _ => {}
+            }
+            folder.event(e)
+        },
+        &|| false,
     );
-
-    writer
-        .summary(&serde_json::to_value(&summary).unwrap_or_default())
-        .map_err(io_err)?;
-    Ok((summary, t))
+    let (status, error) = match &result {
+        Ok(_) => (RunStatus::Finished, None),
+        Err(e) => (RunStatus::Failed, Some(e.to_string())),
+    };
+    let summary = folder.finish(status, error)?;
+    result?;
+    Ok((summary, folder.last_checkpoint().map(Path::to_owned)))
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -517,23 +378,22 @@ pub fn pretrain<B: Backend>(
     let dir = out.join("base");
     if let (Some(s), Some(ck)) = (read_summary(&dir), checkpoint::latest(&dir)) {
         progress.start("base", 0, 1, true);
-        return Ok((ck, s.probes));
+        return Ok((ck, s.final_probes()));
     }
     progress.start("base", 0, 1, false);
     let config = grid.pretrain_config();
-    let (summary, t) = train_run(
+    let (summary, path) = train_run(
         make()?,
-        "base",
         config,
         None,
-        &grid.probes(),
+        &Arc::new(grid.probes()),
         grid.pretrain.steps.max(1),
+        true,
         &dir,
         progress,
     )?;
-    let ck = t.checkpoint()?;
-    let path = RunWriter::save_checkpoint_in(&dir, &ck, t.steps_done()).map_err(io_err)?;
-    Ok((path, summary.probes))
+    let path = path.ok_or_else(|| TrainError::Checkpoint("pretraining wrote none".into()))?;
+    Ok((path, summary.final_probes()))
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -549,7 +409,7 @@ pub fn train_from_base<B: Backend>(
 ) -> Result<(ProbeScores, Vec<RunSummary>), TrainError> {
     let (base_path, base_probes) = pretrain(make, grid, out, progress)?;
     let base = Checkpoint::load(&base_path).map_err(|e| TrainError::Checkpoint(e.to_string()))?;
-    let probes = grid.probes();
+    let probes = Arc::new(grid.probes());
     let mut summaries = Vec::new();
     for (i, (name, config)) in runs.iter().enumerate() {
         let dir = out.join("runs").join(name);
@@ -561,11 +421,11 @@ pub fn train_from_base<B: Backend>(
         progress.start(name, i, runs.len(), false);
         let (s, _) = train_run(
             make()?,
-            name,
             config.clone(),
             Some(&base),
             &probes,
             grid.cont.eval_every,
+            false,
             &dir,
             progress,
         )?;
@@ -636,11 +496,11 @@ pub struct GridResults {
 }
 
 fn shadow(s: &RunSummary, name: &str) -> u64 {
-    s.calls_above_est
+    s.estimators
         .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| *v)
-        .unwrap_or(0)
+        .position(|e| e == name)
+        .and_then(|k| s.counts.estimators.get(k))
+        .map_or(0, |e| e.calls_above_est)
 }
 
 impl GridResults {
@@ -668,18 +528,24 @@ impl GridResults {
                         (
                             ape(&s.losses[..n], &b.losses[..n]),
                             ape(&s.losses[n - tail..n], &b.losses[n - tail..n]),
-                            relative_drop(b.probes.knowledge_acc_norm, s.probes.knowledge_acc_norm),
                             relative_drop(
-                                b.probes.completion_acc_norm,
-                                s.probes.completion_acc_norm,
+                                b.final_probes().knowledge_acc_norm,
+                                s.final_probes().knowledge_acc_norm,
+                            ),
+                            relative_drop(
+                                b.final_probes().completion_acc_norm,
+                                s.final_probes().completion_acc_norm,
                             ),
                         )
                     }
                     None => (
                         f64::NAN,
                         f64::NAN,
-                        relative_drop(base.knowledge_acc_norm, s.probes.knowledge_acc_norm),
-                        relative_drop(base.completion_acc_norm, s.probes.completion_acc_norm),
+                        relative_drop(base.knowledge_acc_norm, s.final_probes().knowledge_acc_norm),
+                        relative_drop(
+                            base.completion_acc_norm,
+                            s.final_probes().completion_acc_norm,
+                        ),
                     ),
                 };
                 ResultRow {
@@ -711,19 +577,19 @@ impl GridResults {
         for r in &self.rows {
             let s = &r.summary;
             let active = s
-                .calls_above_est
+                .shadow_calls()
                 .iter()
                 .find(|(n, _)| *n == s.estimator)
                 .map(|(_, v)| *v)
                 .unwrap_or(0);
             let ov = s
-                .overflow
+                .shadow_overflow()
                 .iter()
                 .find(|(n, _)| *n == s.estimator)
                 .map(|(_, v)| *v)
                 .unwrap_or(0);
             let find = |prefix: &str| {
-                s.calls_above_est
+                s.shadow_calls()
                     .iter()
                     .find(|(n, _)| n.starts_with(prefix))
                     .map(|(_, v)| v.to_string())
@@ -737,11 +603,11 @@ impl GridResults {
                 format!("{:.4}", s.losses.last().copied().unwrap_or(f64::NAN)),
                 format!("{:.3}", r.ape_all),
                 format!("{:.3}", r.ape_last),
-                format!("{:.3}", s.probes.knowledge_acc),
-                format!("{:.3}", s.probes.knowledge_acc_norm),
-                format!("{:.3}", s.probes.completion_acc),
-                format!("{:.3}", s.probes.completion_acc_norm),
-                format!("{:.4}", s.probes.heldout_loss),
+                format!("{:.3}", s.final_probes().knowledge_acc),
+                format!("{:.3}", s.final_probes().knowledge_acc_norm),
+                format!("{:.3}", s.final_probes().completion_acc),
+                format!("{:.3}", s.final_probes().completion_acc_norm),
+                format!("{:.4}", s.final_probes().heldout_loss),
                 format!("{:.2}", r.knowledge_drop),
                 format!("{:.2}", r.completion_drop),
                 active.to_string(),
@@ -771,7 +637,7 @@ impl GridResults {
             let s = &r.summary;
             let active = shadow(s, &s.estimator);
             let ov = s
-                .overflow
+                .shadow_overflow()
                 .iter()
                 .find(|(n, _)| *n == s.estimator)
                 .map(|(_, v)| *v)
@@ -784,11 +650,11 @@ impl GridResults {
                 s.losses.last().copied().unwrap_or(f64::NAN),
                 fmt_pct(r.ape_all),
                 fmt_pct(r.ape_last),
-                s.probes.knowledge_acc_norm,
+                s.final_probes().knowledge_acc_norm,
                 r.knowledge_drop,
-                s.probes.completion_acc_norm,
+                s.final_probes().completion_acc_norm,
                 r.completion_drop,
-                s.probes.heldout_loss,
+                s.final_probes().heldout_loss,
                 if s.estimator == "none" {
                     "–".into()
                 } else {
@@ -801,12 +667,12 @@ impl GridResults {
         if let Some(first) = self
             .rows
             .iter()
-            .find(|r| !r.summary.calls_above_est.is_empty())
+            .find(|r| !r.summary.shadow_calls().is_empty())
         {
-            let names: Vec<&String> = first
+            let names: Vec<String> = first
                 .summary
-                .calls_above_est
-                .iter()
+                .shadow_calls()
+                .into_iter()
                 .map(|(n, _)| n)
                 .collect();
             let _ = writeln!(
@@ -822,11 +688,11 @@ impl GridResults {
             for r in self
                 .rows
                 .iter()
-                .filter(|r| !r.summary.calls_above_est.is_empty())
+                .filter(|r| !r.summary.shadow_calls().is_empty())
             {
                 let vals: Vec<String> = r
                     .summary
-                    .calls_above_est
+                    .shadow_calls()
                     .iter()
                     .map(|(_, v)| v.to_string())
                     .collect();
@@ -875,12 +741,12 @@ fn verdicts(rows: &[ResultRow], base: ProbeScores) -> Vec<Verdict> {
     // 1. most_recent saturates (shadow counts on the same calls, summed over QAT runs).
     let qat_rows: Vec<&ResultRow> = rows
         .iter()
-        .filter(|r| !r.summary.calls_above_est.is_empty())
+        .filter(|r| !r.summary.shadow_calls().is_empty())
         .collect();
     let sum = |prefix: &str| -> u64 {
         qat_rows
             .iter()
-            .map(|r| count_prefix(&r.summary.calls_above_est, prefix))
+            .map(|r| count_prefix(&r.summary.shadow_calls(), prefix))
             .sum()
     };
     let (mr, mw) = (sum("most_recent"), sum("max_window"));
@@ -896,7 +762,12 @@ fn verdicts(rows: &[ResultRow], base: ProbeScores) -> Vec<Verdict> {
     // 2. High LR forgets, with or without QAT.
     let vs_base = |n: &str| {
         row(n)
-            .map(|r| relative_drop(base.knowledge_acc_norm, r.summary.probes.knowledge_acc_norm))
+            .map(|r| {
+                relative_drop(
+                    base.knowledge_acc_norm,
+                    r.summary.final_probes().knowledge_acc_norm,
+                )
+            })
             .unwrap_or(f64::NAN)
     };
     let (bh, bl, qh) = (

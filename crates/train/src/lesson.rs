@@ -115,7 +115,7 @@ fn by_name<'a>(runs: &[(String, RunConfig)], s: &'a [RunSummary], name: &str) ->
 
 /// Calls above the estimate of estimators named `prefix`, on activations and gradients only.
 fn count_ag(s: &RunSummary, prefix: &str) -> u64 {
-    s.calls_above_est_by_role
+    s.shadow_calls_by_role()
         .iter()
         .filter(|(role, _)| role == "A" || role == "G")
         .map(|(_, pairs)| count(pairs, prefix))
@@ -198,7 +198,7 @@ fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, St
     let (mr_shadow_in_mw, mw_shadow_in_mr) =
         (count_ag(mw, "most_recent"), count_ag(mr, "max_window"));
     let weights = |r: &RunSummary, p: &str| {
-        r.calls_above_est_by_role
+        r.shadow_calls_by_role()
             .iter()
             .filter(|(role, _)| role == "W")
             .map(|(_, pairs)| count(pairs, p))
@@ -207,11 +207,14 @@ fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, St
     let (mr_w, mw_w) = (weights(mr, "most_recent"), weights(mw, "max_window"));
     let n = mr.losses.len().min(base.losses.len());
     let mr_ape = ape(&mr.losses[..n], &base.losses[..n]);
-    let mr_over = count(&mr.overflow, "most_recent");
-    let mr_elems = count(&mr.elements_above_est, "most_recent");
-    let e4_over = count(&e4.overflow, "most_recent");
-    let e4_calls = count(&e4.calls_above_est, "most_recent");
-    let kd = relative_drop(base.probes.knowledge_acc_norm, mr.probes.knowledge_acc_norm);
+    let mr_over = count(&mr.shadow_overflow(), "most_recent");
+    let mr_elems = count(&mr.shadow_elements(), "most_recent");
+    let e4_over = count(&e4.shadow_overflow(), "most_recent");
+    let e4_calls = count(&e4.shadow_calls(), "most_recent");
+    let kd = relative_drop(
+        base.final_probes().knowledge_acc_norm,
+        mr.final_probes().knowledge_acc_norm,
+    );
     let claims = vec![
         Claim {
             claim: "on activations and gradients, most_recent's estimate is exceeded on many calls, max_window(64)'s on few (≤ 1/4 as many)".into(),
@@ -253,7 +256,7 @@ fn forgetting(
     let drop = |n: &str| {
         relative_drop(
             base.knowledge_acc_norm,
-            by_name(runs, s, n).probes.knowledge_acc_norm,
+            by_name(runs, s, n).final_probes().knowledge_acc_norm,
         )
     };
     let loss = |n: &str| tail_mean(&by_name(runs, s, n).losses);
@@ -303,8 +306,12 @@ fn fixes(base: ProbeScores, s: &[RunSummary]) -> (Vec<Claim>, String) {
         .collect();
     // … and why each fix alone falls short.
     let row = |n: &str| results.rows.iter().find(|r| r.name == n);
-    let forgot = row("max_window-high")
-        .map(|r| relative_drop(base.knowledge_acc_norm, r.summary.probes.knowledge_acc_norm));
+    let forgot = row("max_window-high").map(|r| {
+        relative_drop(
+            base.knowledge_acc_norm,
+            r.summary.final_probes().knowledge_acc_norm,
+        )
+    });
     let forgot = forgot.unwrap_or(f64::NAN);
     claims.push(Claim {
         claim: "max_window alone is not enough: at the high LR it still forgets (knowledge drop vs the base ≥ 10 %)".into(),
@@ -339,8 +346,8 @@ fn fixes(base: ProbeScores, s: &[RunSummary]) -> (Vec<Claim>, String) {
 fn sandbox(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, String) {
     let r = &s[0];
     let (mr, mw) = (
-        count(&r.calls_above_est, "most_recent"),
-        count(&r.calls_above_est, "max_window"),
+        count(&r.shadow_calls(), "most_recent"),
+        count(&r.shadow_calls(), "max_window"),
     );
     let claims = vec![Claim {
         claim:

@@ -13,10 +13,11 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use hif8lab_scaling::trace::{TRACE_VERSION, TraceHeader, TraceWriter, write_json_line};
+use hif8lab_scaling::{CallCounts, EstimatorCounts};
 use serde::{Deserialize, Serialize};
 
 use crate::config::RunConfig;
-use crate::trainer::StepReport;
+use crate::trainer::{ProbeScores, StepReport};
 
 /// One line of `metrics.jsonl`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -39,6 +40,9 @@ pub struct MetricsLine {
     /// Elements that overflowed at the active scale in this step.
     #[serde(default)]
     pub overflow: u64,
+    /// Every estimator's counts over this step's calls (absent without calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<CallCounts>,
 }
 
 /// How a segment (and, for the last one, the run) stands.
@@ -117,6 +121,13 @@ impl Segment {
             tokens: 0,
         }
     }
+
+    /// Records the backend this segment runs on.
+    pub fn set_backend(&mut self, info: &hif8lab_engine::BackendInfo) {
+        self.backend = info.kind.to_owned();
+        self.adapter = info.adapter.clone();
+        self.device_type = info.device_type.clone();
+    }
 }
 
 /// The segments of a run folder (`segments.json`; empty when absent).
@@ -140,19 +151,25 @@ pub fn write_segments(dir: &Path, segments: &[Segment]) -> io::Result<()> {
     write_atomic(&dir.join("segments.json"), text.as_bytes())
 }
 
-/// The whole run as `summary.json` describes it.
+/// The whole run as `summary.json` describes it: one schema for every command that makes a
+/// run (`train`, `grid`, `lesson`), rebuilt from `metrics.jsonl`, `probes.jsonl` and
+/// `segments.json` whenever a segment ends.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TrainSummary {
+pub struct RunSummary {
     /// Of the last segment: `finished`, `interrupted`, `failed`.
     pub status: RunStatus,
     /// The error that ended it, if any.
     pub error: Option<String>,
+    /// Run name (the folder's name).
+    pub name: String,
     /// Steps done (lines of `metrics.jsonl`).
     pub steps: u64,
     /// `train.steps` of the run's config.
     pub target_steps: u64,
     /// Loss of the last step.
     pub final_loss: Option<f32>,
+    /// Loss per step.
+    pub losses: Vec<f64>,
     /// Seconds of training over all segments.
     pub wall_s: f64,
     /// Throughput of the last segment.
@@ -163,45 +180,247 @@ pub struct TrainSummary {
     pub adapter: String,
     /// Quantizers in the bank.
     pub quantizers: usize,
+    /// Segments (1 + resumes).
+    pub segments: usize,
+    /// Peak learning rate.
+    pub lr: f32,
+    /// The active estimator, or `none` without quantization.
+    pub estimator: String,
+    /// With a high-precision warmup.
+    pub warmup: bool,
     /// Quantizer calls above the active estimate, over the whole run.
     pub calls_above_est: u64,
     /// Elements that overflowed at the active scale, over the whole run.
     pub overflow: u64,
-    /// Segments (1 + resumes).
-    pub segments: usize,
+    /// The last probe scores, when probes ran.
+    pub probes: Option<ProbeScores>,
+    /// Every estimator of the shadow comparison, in order.
+    pub estimators: Vec<String>,
+    /// Every estimator's counts over the whole run (same order), per role too.
+    pub counts: CallCounts,
 }
 
-impl TrainSummary {
-    /// The summary of the run in `dir`: its `metrics.jsonl` and `segments` (as written to
-    /// `segments.json`).
+/// What a summary needs to know besides the run folder's files.
+#[derive(Clone, Debug)]
+pub struct SummaryFacts<'a> {
+    /// The run's config.
+    pub config: &'a RunConfig,
+    /// Estimator names.
+    pub estimators: &'a [String],
+    /// Index of the active estimator.
+    pub active: usize,
+    /// Quantizers in the bank.
+    pub quantizers: usize,
+}
+
+impl RunSummary {
+    /// The summary of the run in `dir`: its `metrics.jsonl`, `probes.jsonl` and `segments`
+    /// (as written to `segments.json`).
     pub fn from_run(
         dir: &Path,
+        facts: &SummaryFacts<'_>,
         segments: &[Segment],
         status: RunStatus,
         error: Option<String>,
-        target_steps: u64,
-        quantizers: usize,
     ) -> Self {
         let text = fs::read_to_string(dir.join("metrics.jsonl")).unwrap_or_default();
         let lines: Vec<MetricsLine> = text
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect();
+        let probes = fs::read_to_string(dir.join("probes.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str::<ProbeScores>(l).ok());
+        let mut counts = CallCounts::new(facts.estimators.len());
+        for c in lines.iter().filter_map(|l| l.counts.as_ref()) {
+            counts.merge(c);
+        }
         let last = segments.last();
-        TrainSummary {
+        let qat = facts.config.qat.enabled;
+        RunSummary {
             status,
             error,
+            name: dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
             steps: lines.last().map_or(0, |l| l.step + 1),
-            target_steps,
+            target_steps: facts.config.train.steps,
             final_loss: lines.last().map(|l| l.loss),
+            losses: lines.iter().map(|l| f64::from(l.loss)).collect(),
             wall_s: segments.iter().map(|s| s.wall_s).sum(),
             tokens_per_s: last.map_or(0.0, |s| s.tokens as f64 / s.wall_s.max(1e-9)),
             backend: last.map(|s| s.backend.clone()).unwrap_or_default(),
             adapter: last.map(|s| s.adapter.clone()).unwrap_or_default(),
-            quantizers,
+            quantizers: facts.quantizers,
+            segments: segments.len(),
+            lr: facts.config.train.lr,
+            estimator: if qat {
+                facts
+                    .estimators
+                    .get(facts.active)
+                    .cloned()
+                    .unwrap_or_default()
+            } else {
+                "none".into()
+            },
+            warmup: facts.config.qat.warmup_steps > 0,
             calls_above_est: lines.iter().map(|l| l.calls_above_est).sum(),
             overflow: lines.iter().map(|l| l.overflow).sum(),
-            segments: segments.len(),
+            probes,
+            estimators: facts.estimators.to_vec(),
+            counts,
+        }
+    }
+
+    /// Reads `<dir>/summary.json`.
+    pub fn read(dir: &Path) -> Option<Self> {
+        let text = fs::read_to_string(dir.join("summary.json")).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// The counts of the first estimator whose name starts with `prefix` (`max_window`
+    /// matches `max_window(64)`).
+    pub fn shadow(&self, prefix: &str) -> Option<&EstimatorCounts> {
+        let k = self.estimators.iter().position(|e| e.starts_with(prefix))?;
+        self.counts.estimators.get(k)
+    }
+
+    /// Calls above the estimate of the estimator named by `prefix` on quantizers of `roles`
+    /// (0 when there is no such estimator).
+    pub fn calls_above_roles(&self, prefix: &str, roles: &[hif8lab_scaling::Role]) -> u64 {
+        self.estimators
+            .iter()
+            .position(|e| e.starts_with(prefix))
+            .and_then(|k| self.counts.calls_above_roles(roles).get(k).copied())
+            .unwrap_or(0)
+    }
+
+    fn pairs(&self, f: impl Fn(&EstimatorCounts) -> u64) -> Vec<(String, u64)> {
+        if self.estimator == "none" {
+            return Vec::new();
+        }
+        self.estimators
+            .iter()
+            .cloned()
+            .zip(self.counts.estimators.iter().map(f))
+            .collect()
+    }
+
+    /// Per estimator (empty without quantization): calls above its estimate.
+    pub fn shadow_calls(&self) -> Vec<(String, u64)> {
+        self.pairs(|e| e.calls_above_est)
+    }
+
+    /// Per estimator (empty without quantization): elements above its estimate.
+    pub fn shadow_elements(&self) -> Vec<(String, u64)> {
+        self.pairs(|e| e.elements_above_est)
+    }
+
+    /// Per estimator (empty without quantization): elements overflowing at its scale.
+    pub fn shadow_overflow(&self) -> Vec<(String, u64)> {
+        self.pairs(|e| e.overflow)
+    }
+
+    /// Per role (`A`, `W`, `G`), per estimator: calls above its estimate.
+    pub fn shadow_calls_by_role(&self) -> Vec<(String, Vec<(String, u64)>)> {
+        if self.estimator == "none" {
+            return Vec::new();
+        }
+        self.counts
+            .calls_above_by_role
+            .iter()
+            .map(|(role, v)| {
+                (
+                    role.to_string(),
+                    self.estimators
+                        .iter()
+                        .cloned()
+                        .zip(v.iter().copied())
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    /// The last probe scores (zeros when the probes never ran).
+    pub fn final_probes(&self) -> ProbeScores {
+        self.probes.unwrap_or_default()
+    }
+}
+
+/// Builds a [`RunSummary`] in memory from step reports as they arrive (runs without a
+/// folder: the browser's lesson scenarios); counts with the same [`CallCounts`].
+#[derive(Clone, Debug, Default)]
+pub struct SummaryBuilder {
+    estimators: Vec<String>,
+    counts: CallCounts,
+    calls_above_est: u64,
+    overflow: u64,
+    losses: Vec<f64>,
+}
+
+impl SummaryBuilder {
+    /// A builder for a run with these estimators (shadow order).
+    pub fn new(estimators: &[String]) -> Self {
+        SummaryBuilder {
+            estimators: estimators.to_vec(),
+            counts: CallCounts::new(estimators.len()),
+            ..Default::default()
+        }
+    }
+
+    /// Counts one step (`active`: the active estimator's index).
+    pub fn add(&mut self, r: &StepReport, active: usize) {
+        for c in &r.calls {
+            self.counts.add(c);
+            self.calls_above_est += u64::from(c.above(active));
+            self.overflow += c.overflow.get(active).copied().unwrap_or(0);
+        }
+        self.losses.push(f64::from(r.loss));
+    }
+
+    /// The summary of the finished run.
+    pub fn finish(
+        self,
+        name: &str,
+        facts: &SummaryFacts<'_>,
+        probes: Option<ProbeScores>,
+        wall_s: f64,
+    ) -> RunSummary {
+        let qat = facts.config.qat.enabled;
+        RunSummary {
+            status: RunStatus::Finished,
+            error: None,
+            name: name.to_owned(),
+            steps: self.losses.len() as u64,
+            target_steps: facts.config.train.steps,
+            final_loss: self.losses.last().map(|v| *v as f32),
+            losses: self.losses,
+            wall_s,
+            tokens_per_s: 0.0,
+            backend: String::new(),
+            adapter: String::new(),
+            quantizers: facts.quantizers,
+            segments: 1,
+            lr: facts.config.train.lr,
+            estimator: if qat {
+                facts
+                    .estimators
+                    .get(facts.active)
+                    .cloned()
+                    .unwrap_or_default()
+            } else {
+                "none".into()
+            },
+            warmup: facts.config.qat.warmup_steps > 0,
+            calls_above_est: self.calls_above_est,
+            overflow: self.overflow,
+            probes,
+            estimators: self.estimators,
+            counts: self.counts,
         }
     }
 }
@@ -253,6 +472,7 @@ pub struct RunWriter {
     trace: TraceWriter<File>,
     trace_every: u64,
     active: usize,
+    estimators: usize,
 }
 
 impl RunWriter {
@@ -311,13 +531,20 @@ impl RunWriter {
             trace: TraceWriter::new(open("trace.jsonl")?, &header)?,
             trace_every: config.train.trace_every,
             active,
+            estimators: estimators.len(),
         })
     }
 
     /// Reopens a run folder to continue it from a checkpoint at `step`: lines of
     /// `metrics.jsonl` and `probes.jsonl` and records of `trace.jsonl` from `step` on (written after the
     /// checkpoint, and about to be redone) are dropped first (each file rewritten atomically).
-    pub fn resume(dir: &Path, config: &RunConfig, active: usize, step: u64) -> io::Result<Self> {
+    pub fn resume(
+        dir: &Path,
+        config: &RunConfig,
+        estimators: &[String],
+        active: usize,
+        step: u64,
+    ) -> io::Result<Self> {
         // `past` says which step numbers belong before the checkpoint: metrics and trace
         // number steps from 0 (0..step−1 are done), probes record the steps completed.
         let keep = |name: &str,
@@ -360,6 +587,7 @@ impl RunWriter {
             trace: TraceWriter::resume(open("trace.jsonl")?),
             trace_every: config.train.trace_every,
             active,
+            estimators: estimators.len(),
         })
     }
 
@@ -389,6 +617,18 @@ impl RunWriter {
         records: &[hif8lab_scaling::trace::TraceRecord],
         tokens_per_s: f64,
     ) -> io::Result<MetricsLine> {
+        let mut counts = (!report.calls.is_empty()).then(|| CallCounts::new(self.estimators));
+        for c in &report.calls {
+            if let Some(counts) = counts.as_mut() {
+                counts.add(c);
+            }
+        }
+        let active = |f: fn(&EstimatorCounts) -> u64| {
+            counts
+                .as_ref()
+                .and_then(|c| c.estimators.get(self.active))
+                .map_or(0, f)
+        };
         let line = MetricsLine {
             step: report.step,
             loss: report.loss,
@@ -396,12 +636,9 @@ impl RunWriter {
             grad_norm: report.grad_norm,
             tokens_per_s,
             qat_enabled: report.qat_enabled,
-            calls_above_est: report
-                .calls
-                .iter()
-                .filter(|c| c.above_est[self.active] > 0)
-                .count() as u64,
-            overflow: report.calls.iter().map(|c| c.overflow[self.active]).sum(),
+            calls_above_est: active(|e| e.calls_above_est),
+            overflow: active(|e| e.overflow),
+            counts,
         };
         write_json_line(&mut self.metrics, &line)?;
         if report.step.is_multiple_of(self.trace_every) {
@@ -412,8 +649,17 @@ impl RunWriter {
         Ok(line)
     }
 
+    /// Appends one line of probe scores to `probes.jsonl`.
+    pub fn probes(&mut self, scores: &ProbeScores) -> io::Result<()> {
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("probes.jsonl"))?;
+        write_json_line(&mut f, scores)
+    }
+
     /// Writes `summary.json`.
-    pub fn summary(&mut self, summary: &impl Serialize) -> io::Result<()> {
+    pub fn summary(&mut self, summary: &RunSummary) -> io::Result<()> {
         self.flush()?;
         let text = serde_json::to_string_pretty(summary).map_err(io::Error::other)?;
         write_atomic(&self.dir.join("summary.json"), text.as_bytes())

@@ -3,41 +3,19 @@
 //! gradient norm and every quantizer's statistics are read back asynchronously and arrive as
 //! [`StepReport`]s from [`Trainer::poll`] (or [`Trainer::finish`]).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use hif8lab_engine::{AdamHyper, Backend, BankConfig, BankSnapshot, EngineError, Readback};
-use hif8lab_scaling::trace::{ShadowRecord, TraceRecord};
-use hif8lab_scaling::{Module, QuantizerId, Role};
+use hif8lab_scaling::trace::TraceRecord;
+use hif8lab_scaling::{CallRecord, Module, QuantizerId, Role};
 
 use crate::checkpoint::Checkpoint;
 use crate::config::RunConfig;
 use crate::data::{Sampler, synthetic_corpus, tokenize};
 use crate::model::{self, Ctx, Params, QuantPlan, Workspace};
 
-/// One quantizer call as read back.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CallReport {
-    /// Which quantizer.
-    pub id: QuantizerId,
-    /// Micro-batch within the step.
-    pub micro: u32,
-    /// Elements of the quantized tensor.
-    pub numel: u64,
-    /// amax of the call.
-    pub amax: f32,
-    /// Per estimator: estimate in effect.
-    pub est: Vec<f32>,
-    /// Per estimator: scale.
-    pub scales: Vec<f32>,
-    /// Per estimator: elements above the estimate.
-    pub above_est: Vec<u64>,
-    /// Per estimator: elements overflowing at its scale.
-    pub overflow: Vec<u64>,
-    /// Elements quantized to zero at the active scale.
-    pub underflow: u64,
-    /// NaN/Inf elements.
-    pub nonfinite: u64,
-}
+/// One quantizer call as read back (the scaling crate's call record).
+pub type CallReport = CallRecord;
 
 /// What one optimizer step measured.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,7 +33,7 @@ pub struct StepReport {
     /// Tokens in the step.
     pub tokens: u64,
     /// Every quantizer call of the step (empty while quantization is off).
-    pub calls: Vec<CallReport>,
+    pub calls: Vec<CallRecord>,
     /// log2|x·scale| of the quantizer chosen with [`Trainer::set_histogram`], at its last
     /// call of the step.
     pub histogram: Option<(QuantizerId, hif8lab_scaling::stats::Log2Histogram)>,
@@ -401,6 +379,15 @@ impl<B: Backend> Trainer<B> {
         Ok(out)
     }
 
+    /// Waits for the oldest pending report only (native; blocks).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn wait_oldest(&mut self) -> Result<Vec<StepReport>, TrainError> {
+        match self.pending.pop_front() {
+            Some(p) => Ok(vec![self.complete(p, true)?]),
+            None => Ok(Vec::new()),
+        }
+    }
+
     fn complete(&self, p: PendingStep, block: bool) -> Result<StepReport, TrainError> {
         let main = take_value(p.main, block)?;
         let (row_sums, norms) = (&main.tensors[0], &main.tensors[1]);
@@ -420,8 +407,9 @@ impl<B: Backend> Trainer<B> {
         let mut calls = Vec::new();
         for (micro, snap) in snapshots.into_iter().enumerate() {
             for (q, s) in snap.quantizers.iter().enumerate() {
-                calls.push(CallReport {
+                calls.push(CallRecord {
                     id: self.plan.ids[q],
+                    step: p.step,
                     micro: micro as u32,
                     numel: self.numel[q],
                     amax: s.stats.amax,
@@ -460,40 +448,9 @@ impl<B: Backend> Trainer<B> {
 
     /// Trace records of a report's quantizer calls (schema of `hif8lab_scaling::trace`).
     pub fn trace_records(&self, r: &StepReport) -> Vec<TraceRecord> {
-        let a = self.active;
         r.calls
             .iter()
-            .map(|c| TraceRecord {
-                step: r.step,
-                micro: c.micro,
-                block: c.id.block,
-                module: c.id.module,
-                role: c.id.role,
-                numel: c.numel,
-                amax: c.amax,
-                estimator: self.estimator_names[a].clone(),
-                est: c.est[a],
-                scale: c.scales[a],
-                above_est: c.above_est[a],
-                overflow: c.overflow[a],
-                underflow: c.underflow,
-                nonfinite: c.nonfinite,
-                shadow: self
-                    .estimator_names
-                    .iter()
-                    .enumerate()
-                    .map(|(k, name)| {
-                        (
-                            name.clone(),
-                            ShadowRecord {
-                                est: c.est[k],
-                                above_est: c.above_est[k],
-                                overflow: c.overflow[k],
-                            },
-                        )
-                    })
-                    .collect::<BTreeMap<_, _>>(),
-            })
+            .map(|c| c.to_trace(&self.estimator_names, self.active))
             .collect()
     }
 

@@ -59,6 +59,7 @@ pub const KERNEL: Kernel = Kernel {
     }),
 };
 
+#[allow(clippy::too_many_arguments)] // the trait method's arguments
 pub(crate) fn launch(
     gpu: &GpuBackend,
     param: &GpuTensor,

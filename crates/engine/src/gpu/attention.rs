@@ -89,6 +89,7 @@ pub(crate) fn launch(
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)] // the trait method's arguments
 pub(crate) fn launch_backward(
     gpu: &GpuBackend,
     q: &GpuTensor,

@@ -1,0 +1,350 @@
+//! The one run driver: the only code that steps a [`Trainer`]. It enqueues steps, polls
+//! their reports, runs the probe schedule, takes scheduled checkpoints, reads the final
+//! weights back, and obeys run / pause / stop — then hands every result to a [`Sink`] as an
+//! [`Event`]. The command line (`train`, `grid`, `lesson`, `bench train`), the app's
+//! training thread and the browser's frame loop all drive the same object:
+//! - natively, [`Driver::run`] loops until the end (blocking on the device where it must);
+//! - in a UI, [`Driver::advance`] works for a time budget and never blocks when `block` is
+//!   false (the browser delivers readbacks between frames).
+//!
+//! Sinks: [`crate::run::RunFolder`] writes a run folder (the only writer of `metrics.jsonl`,
+//! `trace.jsonl`, `probes.jsonl`, checkpoints and `summary.json`), [`Memory`] keeps events
+//! in memory (lessons, tests), and the app forwards them over its channel.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use web_time::Instant;
+
+use hif8lab_engine::Backend;
+
+use crate::checkpoint::Checkpoint;
+use crate::corpus::ProbeSet;
+use crate::trainer::{PendingEval, PendingWeights, ProbeScores, StepReport, TrainError, Trainer};
+
+/// When the driver scores probes, checkpoints and reads weights back.
+#[derive(Clone, Default)]
+pub struct Schedule {
+    /// The probes (none: no scoring).
+    pub probes: Option<Arc<ProbeSet>>,
+    /// Steps between probe evaluations (0: only after the last step).
+    pub eval_every: u64,
+    /// Also score the probes before the first step.
+    pub eval_at_start: bool,
+    /// Steps between checkpoints (0: none on the way); native only.
+    pub checkpoint_every: u64,
+    /// Checkpoint after the last step and when stopped; native only.
+    pub checkpoint_at_end: bool,
+    /// Read the final weights back as [`Event::Weights`].
+    pub keep_weights: bool,
+    /// Steps enqueued ahead of their reports (0: unlimited).
+    pub max_in_flight: usize,
+}
+
+/// What the caller wants the driver to do now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// Train.
+    Run,
+    /// Deliver what is in flight, enqueue nothing new.
+    Pause,
+    /// End the run (checkpointing first when the schedule says so).
+    Stop,
+}
+
+/// What the driver produced.
+#[derive(Debug)]
+pub enum Event {
+    /// A step's report (with every quantizer call).
+    Report(Box<StepReport>),
+    /// Probe scores.
+    Probes(ProbeScores),
+    /// A checkpoint of the state after `step` steps (scheduled, final or on stop).
+    Checkpoint {
+        /// Steps done.
+        step: u64,
+        /// The state.
+        checkpoint: Box<Checkpoint>,
+    },
+    /// The final weights ([`Schedule::keep_weights`]).
+    Weights(Arc<Checkpoint>),
+}
+
+/// Where events go. An error ends the run.
+pub trait Sink {
+    /// Takes one event.
+    fn event(&mut self, event: Event) -> Result<(), TrainError>;
+}
+
+impl<F: FnMut(Event) -> Result<(), TrainError>> Sink for F {
+    fn event(&mut self, event: Event) -> Result<(), TrainError> {
+        self(event)
+    }
+}
+
+/// A sink that keeps everything in memory.
+#[derive(Debug, Default)]
+pub struct Memory {
+    /// Every report, in order.
+    pub reports: Vec<StepReport>,
+    /// Every probe evaluation, in order.
+    pub probes: Vec<ProbeScores>,
+    /// The final weights, when asked for.
+    pub weights: Option<Arc<Checkpoint>>,
+}
+
+impl Sink for Memory {
+    fn event(&mut self, event: Event) -> Result<(), TrainError> {
+        match event {
+            Event::Report(r) => self.reports.push(*r),
+            Event::Probes(p) => self.probes.push(p),
+            Event::Weights(w) => self.weights = Some(w),
+            Event::Checkpoint { .. } => {}
+        }
+        Ok(())
+    }
+}
+
+/// Where a call to [`Driver::advance`] left the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// Used its time budget; call again.
+    Working,
+    /// Can only wait for the device (or is paused); call again later.
+    Waiting,
+    /// Every step done, every result delivered.
+    Finished,
+    /// Stopped before the end.
+    Stopped,
+}
+
+/// Drives one [`Trainer`] through its steps and schedule.
+pub struct Driver<B: Backend> {
+    trainer: Trainer<B>,
+    schedule: Schedule,
+    next_eval: Option<u64>,
+    last_eval: Option<u64>,
+    pending_eval: Option<PendingEval>,
+    pending_weights: Option<PendingWeights>,
+    weights_sent: bool,
+    last_checkpoint: Option<u64>,
+    host: Duration,
+    done: Option<Progress>,
+}
+
+impl<B: Backend> Driver<B> {
+    /// A driver of `trainer` (fresh, restored or loaded with base weights) on `schedule`.
+    pub fn new(trainer: Trainer<B>, schedule: Schedule) -> Self {
+        let steps = trainer.steps_done();
+        let next_eval = match (
+            &schedule.probes,
+            schedule.eval_at_start,
+            schedule.eval_every,
+        ) {
+            (None, _, _) => None,
+            (Some(_), true, _) => Some(steps),
+            (Some(_), false, 0) => None,
+            (Some(_), false, n) => Some((steps / n + 1) * n),
+        };
+        Driver {
+            trainer,
+            schedule,
+            next_eval,
+            last_eval: None,
+            pending_eval: None,
+            pending_weights: None,
+            weights_sent: false,
+            last_checkpoint: Some(steps),
+            host: Duration::ZERO,
+            done: None,
+        }
+    }
+
+    /// The trainer.
+    pub fn trainer(&self) -> &Trainer<B> {
+        &self.trainer
+    }
+
+    /// The trainer, to change what it measures (histogram choice).
+    pub fn trainer_mut(&mut self) -> &mut Trainer<B> {
+        &mut self.trainer
+    }
+
+    /// Gives the trainer back.
+    pub fn into_trainer(self) -> Trainer<B> {
+        self.trainer
+    }
+
+    /// Host time spent enqueuing steps (recording and submitting them), so far.
+    pub fn host_time(&self) -> Duration {
+        self.host
+    }
+
+    /// Runs to the end (native): blocks on the device where it must; `stop` is asked
+    /// between steps.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn run(
+        &mut self,
+        sink: &mut dyn Sink,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Progress, TrainError> {
+        loop {
+            let control = if stop() { Control::Stop } else { Control::Run };
+            match self.advance(control, Duration::from_millis(200), true, sink)? {
+                Progress::Working | Progress::Waiting => {}
+                end => return Ok(end),
+            }
+        }
+    }
+
+    fn deliver(&mut self, reports: Vec<StepReport>, sink: &mut dyn Sink) -> Result<(), TrainError> {
+        for r in reports {
+            sink.event(Event::Report(Box::new(r)))?;
+        }
+        Ok(())
+    }
+
+    /// Delivers every step in flight; `false` when that has to wait and `block` is false.
+    fn drain(&mut self, block: bool, sink: &mut dyn Sink) -> Result<bool, TrainError> {
+        let reports = self.trainer.poll()?;
+        self.deliver(reports, sink)?;
+        if self.trainer.in_flight() == 0 {
+            return Ok(true);
+        }
+        if !block {
+            return Ok(false);
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let reports = self.trainer.finish()?;
+            self.deliver(reports, sink)?;
+        }
+        Ok(self.trainer.in_flight() == 0)
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn checkpoint(&mut self, sink: &mut dyn Sink) -> Result<(), TrainError> {
+        let checkpoint = Box::new(self.trainer.checkpoint()?);
+        sink.event(Event::Checkpoint {
+            step: self.trainer.steps_done(),
+            checkpoint,
+        })
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    fn checkpoint(&mut self, _: &mut dyn Sink) -> Result<(), TrainError> {
+        Ok(())
+    }
+
+    /// Works for about `budget` (at least one step when one can be enqueued). With `block`
+    /// false it returns [`Progress::Waiting`] instead of waiting for the device.
+    pub fn advance(
+        &mut self,
+        control: Control,
+        budget: Duration,
+        block: bool,
+        sink: &mut dyn Sink,
+    ) -> Result<Progress, TrainError> {
+        if let Some(done) = self.done {
+            return Ok(done);
+        }
+        let start = Instant::now();
+        loop {
+            if control == Control::Stop {
+                if self.schedule.checkpoint_at_end && !self.trainer.finished() {
+                    if !self.drain(block, sink)? {
+                        return Ok(Progress::Waiting);
+                    }
+                    self.checkpoint(sink)?;
+                }
+                self.done = Some(Progress::Stopped);
+                return Ok(Progress::Stopped);
+            }
+            let reports = self.trainer.poll()?;
+            self.deliver(reports, sink)?;
+            if let Some(p) = self.pending_eval.take() {
+                if !p.is_ready() && !block {
+                    self.pending_eval = Some(p);
+                    return Ok(Progress::Waiting);
+                }
+                sink.event(Event::Probes(p.finish(block)?))?;
+            }
+            let steps = self.trainer.steps_done();
+            let eval_due = self.next_eval.is_some_and(|n| steps >= n)
+                || (self.trainer.finished() && self.last_eval != Some(steps));
+            if let (Some(probes), true) = (self.schedule.probes.clone(), eval_due) {
+                if !self.drain(block, sink)? {
+                    return Ok(Progress::Waiting);
+                }
+                self.pending_eval = Some(self.trainer.begin_evaluate(&probes)?);
+                self.last_eval = Some(steps);
+                self.next_eval =
+                    (self.schedule.eval_every > 0).then(|| steps + self.schedule.eval_every);
+                continue;
+            }
+            let every = self.schedule.checkpoint_every;
+            if every > 0
+                && steps.is_multiple_of(every)
+                && self.last_checkpoint != Some(steps)
+                && !self.trainer.finished()
+            {
+                // Deliver the steps before the checkpoint first, then take it once.
+                if !self.drain(block, sink)? {
+                    return Ok(Progress::Waiting);
+                }
+                self.checkpoint(sink)?;
+                self.last_checkpoint = Some(steps);
+            }
+            if self.trainer.finished() {
+                if !self.drain(block, sink)? {
+                    return Ok(Progress::Waiting);
+                }
+                if self.schedule.keep_weights && !self.weights_sent {
+                    match self.pending_weights.take() {
+                        None => {
+                            self.pending_weights = Some(self.trainer.begin_weights());
+                            continue;
+                        }
+                        Some(w) if !w.is_ready() && !block => {
+                            self.pending_weights = Some(w);
+                            return Ok(Progress::Waiting);
+                        }
+                        Some(w) => {
+                            sink.event(Event::Weights(Arc::new(w.finish(block)?)))?;
+                            self.weights_sent = true;
+                        }
+                    }
+                }
+                if self.schedule.checkpoint_at_end {
+                    self.checkpoint(sink)?;
+                }
+                self.done = Some(Progress::Finished);
+                return Ok(Progress::Finished);
+            }
+            let max = self.schedule.max_in_flight;
+            if control == Control::Pause {
+                if block {
+                    self.drain(true, sink)?;
+                }
+                return Ok(Progress::Waiting);
+            }
+            if max > 0 && self.trainer.in_flight() >= max {
+                if !block {
+                    return Ok(Progress::Waiting);
+                }
+                #[cfg(not(target_arch = "wasm32"))]
+                {
+                    let r = self.trainer.wait_oldest()?;
+                    self.deliver(r, sink)?;
+                }
+                continue;
+            }
+            let t = Instant::now();
+            self.trainer.step()?;
+            self.host += t.elapsed();
+            if start.elapsed() >= budget {
+                return Ok(Progress::Working);
+            }
+        }
+    }
+}
