@@ -1,7 +1,9 @@
 //! `hif8lab`: the command line of hif8lab.
 //!
-//! Subcommands: `codec` (inspect and apply the 8-bit formats), `bench` (measured
-//! figures), `trace synth`, `replay` and `export te-recipe` (delayed scaling offline). Each subcommand lives in its own module; this file only parses arguments
+//! Subcommands: `train`, `pretrain`, `grid`, `lesson` (training, all through the run driver
+//! of `hif8lab-train`), `replay`, `trace synth`, `export te-recipe` (delayed scaling
+//! offline), `codec` (inspect and apply the 8-bit formats) and `bench` (measured figures).
+//! Each subcommand lives in its own module; this file only parses arguments
 //! and maps outcomes to exit codes (0 ok, 1 failure, 2 bad input: a config error or a run
 //! too big for the machine; `train` stopped by a signal exits 128 + its number).
 

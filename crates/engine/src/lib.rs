@@ -7,11 +7,13 @@
 //! - [`gpu::GpuBackend`]: wgpu + WGSL kernels from `shaders/` (one kernel per file), running
 //!   natively (Vulkan/Metal/DX12) and in the browser (WebGPU).
 //!
-//! Kernels in this crate: `qdq` (fake quantization with a per-tensor scale read from the
-//! quantizer bank), `amax`, `quant_stats` (amax, non-finite, and every estimator's shadow
-//! counts in one pass), `scale_update` (delayed scaling for many quantizers at once, the twin
-//! of `hif8lab_scaling::QuantizerState`), `matmul` (tiled GEMM, three layouts, batched,
-//! optional fused fake quantization of either operand) and `copy` (bandwidth reference).
+//! The trait is four op families on one [`Device`]: [`TensorOps`], [`QuantOps`],
+//! [`ModelOps`], [`OptimizerOps`] (import [`prelude`] to call them on a concrete backend).
+//! Kernels (17, listed in [`gpu::KERNELS`], one WGSL file each): `qdq`, `amax`,
+//! `quant_stats`, `histogram`, `scale_update` (the quantizer bank), `matmul` (tiled GEMM,
+//! three layouts, batched, fused fake quantization), `embedding`, `rmsnorm`, `rope`,
+//! `attention`, `swiglu`, `cross_entropy`, `elementwise` (the model), `sum_squares`, `adamw`
+//! (the optimizer), `ste_mask` and `copy` (bandwidth reference).
 //!
 //! The semantics of formats and scaling live in `hif8lab-format` and `hif8lab-scaling`; the
 //! model and the training loop live in `hif8lab-train`, not here.
