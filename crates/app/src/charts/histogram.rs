@@ -1,0 +1,133 @@
+//! The histogram tab: log2|x·scale| of one quantizer call against the format's tiers.
+
+use super::*;
+
+/// The histogram as CSV: `log2_lower,log2_upper,count,tier`, then the counts outside the bins.
+pub fn histogram_csv(h: &HistView, format: Format) -> String {
+    let mut out = csv::Writer::from_writer(format!("# {} step {}\n", h.id, h.step).into_bytes());
+    let _ = out.write_record(["log2_lower", "log2_upper", "count", "tier"]);
+    for (i, c) in h.hist.bins.iter().enumerate() {
+        let lo = Log2Histogram::lower_log2(i);
+        let (tier, _) = tier_of(format, (lo + 0.125).exp2() as f32);
+        let _ = out.write_record([
+            lo.to_string(),
+            (lo + 0.25).to_string(),
+            c.to_string(),
+            tier.to_string(),
+        ]);
+    }
+    for (name, v) in [
+        ("zeros", h.hist.zeros),
+        ("below", h.hist.below),
+        ("above", h.hist.above),
+        ("nonfinite", h.hist.nonfinite),
+    ] {
+        let _ = out.write_record(["", "", &v.to_string(), name]);
+    }
+    crate::state::csv_text(out)
+}
+
+/// The Histogram panel: log2|x·scale| of the chosen quantizer's input at the latest step.
+pub fn histogram(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
+    let ids: Vec<String> = view.calls.keys().cloned().collect();
+    let want = ui
+        .horizontal(|ui| {
+            if !ids.is_empty() {
+                choose_quantizer(app, ui, &ids);
+            }
+            png_button(ui)
+        })
+        .inner;
+    let Some(h) = &view.histogram else {
+        ui.label(
+            "No histogram yet: a live run bins the chosen quantizer's input at every step once quantization is on (saved runs keep only their statistics).",
+        );
+        return;
+    };
+    if app.selected.as_ref().is_some_and(|s| *s != h.id) && app.training.is_some() {
+        ui.label(format!(
+            "Switching to {}: the next step bins it.",
+            app.selected.clone().unwrap_or_default()
+        ));
+    }
+    let total = h.hist.total();
+    let mut by_tier: Vec<(&'static str, Color32, u64, Vec<Bar>)> = Vec::new();
+    for (i, c) in h.hist.bins.iter().enumerate() {
+        if *c == 0 {
+            continue;
+        }
+        let lo = Log2Histogram::lower_log2(i);
+        let (tier, colour) = tier_of(view.format, (lo + 0.125).exp2() as f32);
+        let bar = Bar::new(lo + 0.125, *c as f64).width(0.25);
+        match by_tier.iter_mut().find(|t| t.0 == tier) {
+            Some(t) => {
+                t.2 += c;
+                t.3.push(bar);
+            }
+            None => by_tier.push((tier, colour, *c, vec![bar])),
+        }
+    }
+    let share = |n: u64| 100.0 * n as f64 / total.max(1) as f64;
+    let mut parts: Vec<String> = by_tier
+        .iter()
+        .map(|(t, _, n, _)| format!("{t} {:.2} %", share(*n)))
+        .collect();
+    if h.hist.zeros > 0 {
+        parts.push(format!("exact zeros {:.2} %", share(h.hist.zeros)));
+    }
+    ui.label(format!(
+        "{} at step {}: {total} elements, log2|x·scale| in quarter binades, coloured by {} tier: {}.",
+        h.id,
+        h.step,
+        view.format,
+        parts.join(", ")
+    ));
+    let binned = HIST_BINS / HIST_PER_BINADE;
+    ui.label(
+        RichText::new(format!(
+            "Binned: 2^{} … 2^{} ({binned} binades); below {}, above {}, non-finite {}.",
+            hif8lab_scaling::stats::HIST_LO,
+            hif8lab_scaling::stats::HIST_HI,
+            h.hist.below,
+            h.hist.above,
+            h.hist.nonfinite
+        ))
+        .small(),
+    );
+    let target = f64::from(view.target).log2();
+    let r = Plot::new("histogram")
+        .legend(Legend::default())
+        .x_axis_label("log2 |x·scale|")
+        .y_axis_label("elements")
+        .x_axis_formatter(|m, _| pow2_label(m.value))
+        .show(ui, |p| {
+            for (tier, colour, _, bars) in by_tier {
+                p.bar_chart(BarChart::new(tier, bars).color(colour));
+            }
+            for (label, at, colour) in landmarks(view.format) {
+                p.vline(VLine::new(label, at).color(colour));
+            }
+            p.vline(
+                VLine::new(
+                    format!("target {} (the estimate lands here)", view.target),
+                    target,
+                )
+                .color(Color32::WHITE),
+            );
+            if view.format == Format::HiF8 {
+                p.span(
+                    Span::new("3-bit tier", -3.0..=4.0)
+                        .axis(Axis::X)
+                        .fill(Color32::from_rgba_unmultiplied(60, 170, 90, 24)),
+                );
+            }
+        });
+    save_png(
+        app,
+        ui,
+        want,
+        &view.name,
+        &format!("histogram-{}", h.id),
+        r.response.rect,
+    );
+}

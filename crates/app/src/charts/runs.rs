@@ -1,0 +1,135 @@
+//! The runs tab: every run side by side (loss, probes, counts) and their config diff.
+
+use super::*;
+
+/// The Runs panel: the current run and earlier / opened ones, loss overlay, config diff.
+pub fn runs(app: &mut HifApp, ui: &mut egui::Ui) {
+    if app.view.is_none() && app.runs.is_empty() {
+        ui.label("No runs yet: train one or open a run folder. Each new run or opened folder keeps the previous one here.");
+        return;
+    }
+    let want = ui
+        .horizontal(|ui| {
+            ui.label(format!(
+                "The current run and {} earlier ones (at most {}); tick to overlay and diff against the current one.",
+                app.runs.len(),
+                crate::MAX_RUNS
+            ));
+            png_button(ui)
+        })
+        .inner;
+    let summary = |v: &RunView| {
+        let last = v
+            .loss
+            .last()
+            .map(|p| format!("{:.4}", p[1]))
+            .unwrap_or_default();
+        let above = v.calls_above().get(v.active).copied().unwrap_or(0);
+        (v.loss.len(), last, above)
+    };
+    let mut show: Option<usize> = None;
+    egui::Grid::new("runs").striped(true).show(ui, |ui| {
+        for h in [
+            "overlay",
+            "run",
+            "steps",
+            "final loss",
+            "calls above active est",
+            "format",
+            "",
+        ] {
+            ui.strong(h);
+        }
+        ui.end_row();
+        if let Some(v) = &app.view {
+            let (n, last, above) = summary(v);
+            ui.label("current");
+            ui.label(&v.name);
+            ui.label(n.to_string());
+            ui.label(last);
+            ui.label(above.to_string());
+            ui.label(v.format.to_string());
+            ui.label("");
+            ui.end_row();
+        }
+        for (i, v) in app.runs.iter().enumerate() {
+            let (n, last, above) = summary(v);
+            ui.checkbox(&mut app.overlay[i], "");
+            ui.label(&v.name);
+            ui.label(n.to_string());
+            ui.label(last);
+            ui.label(above.to_string());
+            ui.label(v.format.to_string());
+            if ui.button("make current").clicked() {
+                show = Some(i);
+            }
+            ui.end_row();
+        }
+    });
+    if let Some(i) = show {
+        let v = app.runs.remove(i);
+        app.overlay.remove(i);
+        if app.training.is_none() {
+            app.set_view(v);
+        } else {
+            app.status = "Stop training before switching runs.".into();
+            app.runs.insert(i, v);
+            app.overlay.insert(i, true);
+        }
+    }
+    let h = (ui.available_height() * 0.55).max(150.0);
+    let r = Plot::new("runs-loss")
+        .height(h)
+        .legend(Legend::default())
+        .x_axis_label("step")
+        .y_axis_label("loss")
+        .show(ui, |p| {
+            if let Some(v) = &app.view {
+                p.line(Line::new(format!("current: {}", v.name), decimate_xy(&v.loss)).width(2.0));
+            }
+            for (v, on) in app.runs.iter().zip(&app.overlay) {
+                if *on {
+                    p.line(Line::new(v.name.clone(), decimate_xy(&v.loss)));
+                }
+            }
+        });
+    let name = app
+        .view
+        .as_ref()
+        .map(|v| v.name.clone())
+        .unwrap_or_else(|| "runs".into());
+    save_png(app, ui, want, &name, "runs", r.response.rect);
+    let Some(current) = app.view.as_ref().and_then(|v| v.config.as_ref()) else {
+        ui.label("The current run has no config to compare (a replayed trace).");
+        return;
+    };
+    let current = crate::settings::flatten(current);
+    egui::ScrollArea::vertical().show(ui, |ui| {
+        for (v, on) in app.runs.iter().zip(&app.overlay) {
+            if !*on {
+                continue;
+            }
+            let Some(other) = &v.config else { continue };
+            let d = crate::settings::diff(&current, &crate::settings::flatten(other));
+            ui.label(RichText::new(format!("Config diff: current vs {}", v.name)).strong());
+            if d.is_empty() {
+                ui.label("identical configs");
+                continue;
+            }
+            egui::Grid::new(format!("diff-{}", v.name))
+                .striped(true)
+                .show(ui, |ui| {
+                    ui.strong("key");
+                    ui.strong("current");
+                    ui.strong(&v.name);
+                    ui.end_row();
+                    for (k, a, b) in d {
+                        ui.label(k);
+                        ui.label(a);
+                        ui.label(b);
+                        ui.end_row();
+                    }
+                });
+        }
+    });
+}
