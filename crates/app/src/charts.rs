@@ -6,10 +6,10 @@
 
 use eframe::egui::{self, Color32, RichText};
 use egui_plot::{Axis, Bar, BarChart, HLine, Legend, Line, Plot, Span, VLine};
-use hif8lab_format::Format;
+use hif8lab_format::{Format, hif8};
 use hif8lab_scaling::stats::{HIST_BINS, HIST_PER_BINADE, Log2Histogram};
 
-use crate::state::{Call, HistView, RunView, buckets};
+use crate::state::{Call, HistView, RunView, SeriesKey, buckets};
 use crate::{HeatValue, HifApp, Tab};
 
 mod histogram;
@@ -166,15 +166,17 @@ pub fn landmarks(format: Format) -> Vec<(&'static str, f64, Color32)> {
         Color32::RED,
     );
     match format {
-        Format::HiF8 => vec![
-            ("underflow below", -23.0, Color32::DARK_GRAY),
-            ("denormals end, 1-bit tier", -15.0, Color32::GRAY),
-            ("2-bit tier", -7.0, Color32::from_rgb(90, 140, 200)),
-            ("3-bit tier", -3.0, Color32::from_rgb(60, 170, 90)),
-            ("3-bit tier top", 4.0, Color32::from_rgb(60, 170, 90)),
-            ("2-bit tier top", 8.0, Color32::from_rgb(90, 140, 200)),
-            overflow,
-        ],
+        Format::HiF8 => {
+            // The tier edges come from the format crate; each line marks where a tier begins
+            // (the overflow edge is the exact threshold).
+            let mut lines: Vec<(&'static str, f64, Color32)> = hif8::tier_boundaries()
+                .into_iter()
+                .filter(|(_, t)| *t != hif8::Tier::Overflow)
+                .map(|(e, t)| (tier_line_label(t, e), f64::from(e), tier_colour(t)))
+                .collect();
+            lines.push(overflow);
+            lines
+        }
         _ => vec![
             (
                 "underflow below",
@@ -196,6 +198,31 @@ pub fn landmarks(format: Format) -> Vec<(&'static str, f64, Color32)> {
     }
 }
 
+/// The label of the line where HiF8 tier `t` begins at 2^e.
+fn tier_line_label(t: hif8::Tier, e: i32) -> &'static str {
+    match (t, e.is_negative()) {
+        (hif8::Tier::Denormal, _) => "denormals from (underflow below)",
+        (hif8::Tier::Mantissa(1), true) => "1-bit tier from",
+        (hif8::Tier::Mantissa(2), true) => "2-bit tier from",
+        (hif8::Tier::Mantissa(3), _) => "3-bit tier from",
+        (hif8::Tier::Mantissa(2), false) => "3-bit tier top (2-bit above)",
+        (hif8::Tier::Mantissa(_), false) => "2-bit tier top (1-bit above)",
+        _ => "tier edge",
+    }
+}
+
+/// The colour of a HiF8 tier in every chart.
+fn tier_colour(t: hif8::Tier) -> Color32 {
+    match t {
+        hif8::Tier::Mantissa(3) => Color32::from_rgb(60, 170, 90),
+        hif8::Tier::Mantissa(2) => Color32::from_rgb(90, 140, 200),
+        hif8::Tier::Mantissa(_) => Color32::from_rgb(200, 160, 60),
+        hif8::Tier::Denormal => Color32::from_rgb(150, 110, 170),
+        hif8::Tier::Overflow => Color32::from_rgb(220, 50, 50),
+        _ => Color32::from_rgb(90, 90, 90),
+    }
+}
+
 /// The tier a scaled magnitude `v` falls in, as a label and colour.
 pub fn tier_of(format: Format, v: f32) -> (&'static str, Color32) {
     let facts = format.facts();
@@ -206,12 +233,9 @@ pub fn tier_of(format: Format, v: f32) -> (&'static str, Color32) {
         return ("underflow (to 0)", Color32::from_rgb(90, 90, 90));
     }
     match format {
-        Format::HiF8 => match hif8lab_format::hif8::tier(v) {
-            hif8lab_format::hif8::Tier::Mantissa(3) => ("3-bit", Color32::from_rgb(60, 170, 90)),
-            hif8lab_format::hif8::Tier::Mantissa(2) => ("2-bit", Color32::from_rgb(90, 140, 200)),
-            hif8lab_format::hif8::Tier::Mantissa(_) => ("1-bit", Color32::from_rgb(200, 160, 60)),
-            hif8lab_format::hif8::Tier::Denormal => ("denormal", Color32::from_rgb(150, 110, 170)),
-            _ => ("underflow (to 0)", Color32::from_rgb(90, 90, 90)),
+        Format::HiF8 => match hif8::tier(v) {
+            t @ (hif8::Tier::Mantissa(_) | hif8::Tier::Denormal) => (t.label(), tier_colour(t)),
+            _ => ("underflow (to 0)", tier_colour(hif8::Tier::Underflow)),
         },
         _ if v < facts.min_normal => ("subnormal", Color32::from_rgb(150, 110, 170)),
         _ if v > facts.max_finite => ("rounds to max", Color32::from_rgb(230, 120, 40)),
@@ -220,17 +244,17 @@ pub fn tier_of(format: Format, v: f32) -> (&'static str, Color32) {
 }
 
 /// The quantizer chooser shared by the Amax and Histogram panels.
-fn choose_quantizer(app: &mut HifApp, ui: &mut egui::Ui, ids: &[String]) -> String {
+fn choose_quantizer(app: &mut HifApp, ui: &mut egui::Ui, ids: &[SeriesKey]) -> SeriesKey {
     let selected = app
         .selected
         .clone()
         .filter(|s| ids.contains(s))
         .unwrap_or_else(|| ids[0].clone());
     egui::ComboBox::from_label("quantizer")
-        .selected_text(selected.clone())
+        .selected_text(selected.to_string())
         .show_ui(ui, |ui| {
             for id in ids {
-                ui.selectable_value(&mut app.selected, Some(id.clone()), id.as_str());
+                ui.selectable_value(&mut app.selected, Some(id.clone()), id.to_string());
             }
         });
     selected
@@ -238,7 +262,7 @@ fn choose_quantizer(app: &mut HifApp, ui: &mut egui::Ui, ids: &[String]) -> Stri
 
 /// The Amax panel.
 pub fn amax(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
-    let ids: Vec<String> = view.calls.keys().cloned().collect();
+    let ids: Vec<SeriesKey> = view.calls.keys().cloned().collect();
     if ids.is_empty() {
         ui.label("No quantizer calls yet (quantization starts after the warmup).");
         return;
@@ -445,7 +469,10 @@ pub fn saturation(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
                 Color32::WHITE,
             );
             for (i, id) in rows.iter().enumerate() {
-                let short = id.rsplit_once('.').map(|(a, _)| a).unwrap_or(id);
+                let short = match id {
+                    SeriesKey::Quantizer(q) => format!("block{}.{}", q.block, q.module),
+                    SeriesKey::Imported(name) => name.clone(),
+                };
                 painter.text(
                     egui::pos2(rect.left() + 2.0, rect.top() + (i as f32 + 0.5) * ROW_H),
                     egui::Align2::LEFT_CENTER,

@@ -402,7 +402,8 @@ impl HifApp {
         t.set_histogram(
             self.selected
                 .as_ref()
-                .and_then(|s| self.quantizers.iter().position(|q| q == s)),
+                .and_then(|s| s.quantizer())
+                .and_then(|s| self.quantizers.iter().position(|q| *q == s)),
         );
         let mut finished = false;
         for msg in t.drain(share) {
@@ -413,7 +414,7 @@ impl HifApp {
                     backend,
                     quantizers,
                 } => {
-                    self.quantizers = quantizers.iter().map(ToString::to_string).collect();
+                    self.quantizers = quantizers;
                     if let Some(v) = &mut self.view {
                         v.estimators = estimators;
                         v.active = active;
@@ -428,7 +429,7 @@ impl HifApp {
                     if let Some(v) = &mut self.view {
                         v.push_report(&r);
                         if self.selected.is_none() {
-                            self.selected = r.calls.first().map(|c| c.id.to_string());
+                            self.selected = r.calls.first().map(|c| c.id.into());
                         }
                     }
                 }

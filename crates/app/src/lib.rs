@@ -194,8 +194,8 @@ pub struct HifApp {
     pub status: String,
     /// Selected panel.
     pub tab: Tab,
-    /// Selected quantizer (by name) in the amax panel.
-    pub selected: Option<String>,
+    /// Selected quantizer in the amax panel.
+    pub selected: Option<state::SeriesKey>,
     /// Run folder path typed in the Runs box.
     pub open_path: String,
     /// eframe's GPU device, when it renders with wgpu.
@@ -206,8 +206,8 @@ pub struct HifApp {
     pub runs: Vec<RunView>,
     /// Which of `runs` are overlaid (same length as `runs`).
     pub overlay: Vec<bool>,
-    /// Quantizer names of the live run in bank order (for choosing the binned tensor).
-    pub quantizers: Vec<String>,
+    /// Quantizers of the live run in bank order (for choosing the binned tensor).
+    pub quantizers: Vec<hif8lab_scaling::QuantizerId>,
     /// A PNG export waiting for its screenshot: file name and the region (points).
     pub png_request: Option<(String, egui::Rect)>,
     /// Where the screenshot for `png_request` arrives.
@@ -359,8 +359,8 @@ impl HifApp {
             let x: Vec<f32> = (0..65_536)
                 .map(|i| ((i as f32) * 0.37).sin() * 3.0)
                 .collect();
-            v.histogram = Some(state::HistView {
-                id: v.calls.keys().next().cloned().unwrap_or_default(),
+            v.histogram = v.calls.keys().next().cloned().map(|id| state::HistView {
+                id,
                 step: 9_999,
                 hist: hif8lab_scaling::stats::Log2Histogram::of(&x, 4.0),
             });

@@ -8,11 +8,68 @@ use std::path::Path;
 use hif8lab_format::Format;
 use hif8lab_scaling::stats::Log2Histogram;
 use hif8lab_scaling::trace::{TraceRecord, parse_trace};
-use hif8lab_scaling::{CallCounts, CallRecord, Role};
+use hif8lab_scaling::{CallCounts, CallRecord, Module, QuantizerId, Role};
 use hif8lab_train::run::MetricsLine;
 use hif8lab_train::{RunConfig, StepReport};
 
 mod export;
+
+/// What a stored series is: a quantizer of a run (typed all the way from the bank), or a
+/// series imported from another tool under its own name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SeriesKey {
+    /// A quantizer of a hif8lab run.
+    Quantizer(QuantizerId),
+    /// An imported series (a Transformer Engine log's layer, a CSV's `layer.role`).
+    Imported(String),
+}
+
+impl SeriesKey {
+    /// The key of a series named `name`: a quantizer when it is one's name.
+    pub fn parse(name: &str) -> Self {
+        name.parse::<QuantizerId>().map_or_else(
+            |_| SeriesKey::Imported(name.to_owned()),
+            SeriesKey::Quantizer,
+        )
+    }
+
+    /// The operand role, when known (a quantizer's, or an imported name ending in `.A`,
+    /// `.W` or `.G`).
+    pub fn role(&self) -> Option<Role> {
+        match self {
+            SeriesKey::Quantizer(id) => Some(id.role),
+            SeriesKey::Imported(name) => match name.rsplit('.').next() {
+                Some("A") => Some(Role::A),
+                Some("W") => Some(Role::W),
+                Some("G") => Some(Role::G),
+                _ => None,
+            },
+        }
+    }
+
+    /// The quantizer, for a run's series.
+    pub fn quantizer(&self) -> Option<QuantizerId> {
+        match self {
+            SeriesKey::Quantizer(id) => Some(*id),
+            SeriesKey::Imported(_) => None,
+        }
+    }
+}
+
+impl From<QuantizerId> for SeriesKey {
+    fn from(id: QuantizerId) -> Self {
+        SeriesKey::Quantizer(id)
+    }
+}
+
+impl std::fmt::Display for SeriesKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SeriesKey::Quantizer(id) => id.fmt(f),
+            SeriesKey::Imported(name) => f.write_str(name),
+        }
+    }
+}
 
 /// One quantizer call as the panels see it, or — for old stretches of a long run — several
 /// consecutive calls merged so that their extremes survive: the largest amax, the smallest
@@ -91,8 +148,8 @@ pub struct RunView {
     pub estimators: Vec<String>,
     /// Index of the active estimator.
     pub active: usize,
-    /// Calls of each quantizer (by name, e.g. `block1.up.A`), in order.
-    pub calls: BTreeMap<String, Vec<Call>>,
+    /// Calls of each quantizer (or imported series), in order.
+    pub calls: BTreeMap<SeriesKey, Vec<Call>>,
     /// Scaling target (for the tier lines).
     pub target: f32,
     /// The quantization format (for tiers and the overflow line).
@@ -110,10 +167,10 @@ pub struct RunView {
 }
 
 /// The histogram of one quantizer call.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct HistView {
-    /// Quantizer name.
-    pub id: String,
+    /// The quantizer.
+    pub id: SeriesKey,
     /// Step of the call.
     pub step: u64,
     /// The counts.
@@ -188,15 +245,13 @@ impl RunView {
             rng ^= rng << 17;
             (rng >> 11) as f64 / (1u64 << 53) as f64
         };
-        let modules = ["q", "k", "v", "o", "gate", "up", "down"];
-        let roles = ["W", "A", "G"];
+        let roles = [Role::W, Role::A, Role::G];
         for i in 0..quantizers {
-            let id = format!(
-                "block{}.{}.{}",
-                i / (modules.len() * roles.len()),
-                modules[(i / roles.len()) % modules.len()],
-                roles[i % roles.len()]
-            );
+            let id = QuantizerId {
+                block: (i / (Module::ALL.len() * roles.len())) as u32,
+                module: Module::ALL[(i / roles.len()) % Module::ALL.len()],
+                role: roles[i % roles.len()],
+            };
             let mut state = QuantizerState::new(&config);
             let mut level = 0.0f64;
             for step in 0..steps {
@@ -205,36 +260,28 @@ impl RunView {
                 let amax = (level + burst).exp2() as f32;
                 let numel = 4096u64;
                 let d = state.call(amax);
-                view.push_named(
-                    id.clone(),
-                    role_of(&id),
-                    &CallRecord {
-                        id: hif8lab_scaling::QuantizerId {
-                            block: 0,
-                            module: hif8lab_scaling::Module::Up,
-                            role: role_of(&id).unwrap_or(Role::A),
-                        },
-                        step,
-                        micro: 0,
-                        numel,
-                        amax,
-                        scales: d.iter().map(|x| x.scale).collect(),
-                        nonfinite: 0,
-                        est: d.iter().map(|x| x.est).collect(),
-                        above_est: d
-                            .iter()
-                            .map(|x| {
-                                if amax > x.est {
-                                    (next() * numel as f64 * 0.01) as u64 + 1
-                                } else {
-                                    0
-                                }
-                            })
-                            .collect(),
-                        overflow: vec![0; d.len()],
-                        underflow: (next() * 3.0) as u64,
-                    },
-                );
+                view.push_call(&CallRecord {
+                    id,
+                    step,
+                    micro: 0,
+                    numel,
+                    amax,
+                    scales: d.iter().map(|x| x.scale).collect(),
+                    nonfinite: 0,
+                    est: d.iter().map(|x| x.est).collect(),
+                    above_est: d
+                        .iter()
+                        .map(|x| {
+                            if amax > x.est {
+                                (next() * numel as f64 * 0.01) as u64 + 1
+                            } else {
+                                0
+                            }
+                        })
+                        .collect(),
+                    overflow: vec![0; d.len()],
+                    underflow: (next() * 3.0) as u64,
+                });
             }
         }
         view.loss = (0..steps)
@@ -252,24 +299,25 @@ impl RunView {
         self.changed();
     }
 
-    /// The quantizer names, grouped by role (`W`, `A`, `G`): rows of the saturation heatmaps.
-    pub fn rows_by_role(&self) -> Vec<(String, Vec<String>)> {
-        let mut out: Vec<(String, Vec<String>)> = Vec::new();
-        for role in ["W", "A", "G"] {
-            let ids: Vec<String> = self
+    /// The series, grouped by role (`W`, `A`, `G`, then those without one): rows of the
+    /// saturation heatmaps.
+    pub fn rows_by_role(&self) -> Vec<(String, Vec<SeriesKey>)> {
+        let mut out: Vec<(String, Vec<SeriesKey>)> = Vec::new();
+        for role in [Role::W, Role::A, Role::G] {
+            let ids: Vec<SeriesKey> = self
                 .calls
                 .keys()
-                .filter(|n| n.rsplit('.').next() == Some(role))
+                .filter(|k| k.role() == Some(role))
                 .cloned()
                 .collect();
             if !ids.is_empty() {
-                out.push((role.to_owned(), ids));
+                out.push((role.to_string(), ids));
             }
         }
-        let other: Vec<String> = self
+        let other: Vec<SeriesKey> = self
             .calls
             .keys()
-            .filter(|n| !matches!(n.rsplit('.').next(), Some("W" | "A" | "G")))
+            .filter(|k| k.role().is_none())
             .cloned()
             .collect();
         if !other.is_empty() {
@@ -292,7 +340,7 @@ impl RunView {
     /// step falls in the column's range of steps `0..=last_step`.
     pub fn heatmap(
         &self,
-        rows: &[String],
+        rows: &[SeriesKey],
         columns: usize,
         value: impl Fn(&Call) -> u64,
     ) -> Vec<u64> {
@@ -313,7 +361,7 @@ impl RunView {
         self.changed();
         if let Some((id, h)) = &r.histogram {
             self.histogram = Some(HistView {
-                id: id.to_string(),
+                id: SeriesKey::Quantizer(*id),
                 step: r.step,
                 hist: h.clone(),
             });
@@ -333,18 +381,18 @@ impl RunView {
 
     /// Counts a call of the run's quantizers and stores it.
     pub fn push_call(&mut self, c: &CallRecord) {
-        self.push_named(c.id.to_string(), Some(c.id.role), c);
+        self.push_series(SeriesKey::Quantizer(c.id), c);
     }
 
-    /// Counts a call and stores it under `name` (merging old entries when the history is
-    /// full); `role` is `None` for an imported series whose role is unknown.
-    pub fn push_named(&mut self, name: String, role: Option<Role>, c: &CallRecord) {
+    /// Counts a call and stores it under `key` (merging old entries when the history is
+    /// full); an imported series without a role stays out of the per-role counts.
+    pub fn push_series(&mut self, key: SeriesKey, c: &CallRecord) {
         self.changed();
         if self.counts.estimators.len() < self.estimators.len() {
             self.counts = CallCounts::new(self.estimators.len());
         }
-        self.counts.add_with_role(c, role);
-        let calls = self.calls.entry(name).or_default();
+        self.counts.add_with_role(c, key.role());
+        let calls = self.calls.entry(key).or_default();
         calls.push(Call::of(c));
         if calls.len() > MAX_CALLS {
             let old = calls.len() / 2;
@@ -461,15 +509,17 @@ impl RunView {
             let mut state = QuantizerState::new(&config);
             for (step, amax) in series.steps.iter().zip(&series.amax) {
                 let d = state.call(*amax);
-                view.push_named(
-                    series.name.clone(),
-                    role_of(&series.name),
+                let key = SeriesKey::parse(&series.name);
+                // The record's id matters only for a quantizer's series (the key says which).
+                let id = key.quantizer().unwrap_or(QuantizerId {
+                    block: 0,
+                    module: Module::Up,
+                    role: key.role().unwrap_or(Role::A),
+                });
+                view.push_series(
+                    key,
                     &CallRecord {
-                        id: hif8lab_scaling::QuantizerId {
-                            block: 0,
-                            module: hif8lab_scaling::Module::Up,
-                            role: role_of(&series.name).unwrap_or(Role::A),
-                        },
+                        id,
                         step: *step,
                         micro: 0,
                         numel: 0,
@@ -567,16 +617,6 @@ impl RunView {
     }
 }
 
-/// The role named by the last part of a quantizer name (`block1.up.G` → G), if any.
-pub fn role_of(name: &str) -> Option<Role> {
-    match name.rsplit('.').next() {
-        Some("A") => Some(Role::A),
-        Some("W") => Some(Role::W),
-        Some("G") => Some(Role::G),
-        _ => None,
-    }
-}
-
 /// The text a CSV writer holds.
 pub fn csv_text(w: csv::Writer<Vec<u8>>) -> String {
     String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
@@ -612,7 +652,7 @@ mod tests {
     #[test]
     fn heatmap_sums_every_call_into_its_step_column() {
         let v = RunView::synthetic(6, 1000, 3);
-        let rows: Vec<String> = v.calls.keys().cloned().collect();
+        let rows: Vec<SeriesKey> = v.calls.keys().cloned().collect();
         let total: u64 = v.calls.values().flatten().map(|c| c.underflow).sum();
         for columns in [1, 7, 333, 1000] {
             let map = v.heatmap(&rows, columns, |c| c.underflow);
@@ -634,11 +674,7 @@ mod tests {
         let first = v.calls[&id][0].clone();
         let n = v.estimators.len();
         let call = CallRecord {
-            id: hif8lab_scaling::QuantizerId {
-                block: 0,
-                module: hif8lab_scaling::Module::Up,
-                role: role_of(&id).unwrap(),
-            },
+            id: id.quantizer().unwrap(),
             step: 50,
             micro: 0,
             numel: 64,
@@ -650,7 +686,7 @@ mod tests {
             underflow: 0,
             nonfinite: 0,
         };
-        v.push_named(id, call.id.role.into(), &call);
+        v.push_call(&call);
         assert!(v.revision > r0);
         assert_eq!(v.calls_above()[k], before[k] + 1, "the new call is counted");
         let roles: u64 = [Role::W, Role::A, Role::G]

@@ -96,7 +96,7 @@ fn long_run_counts_match_the_summary_and_a_spike_survives() {
         summary.counts.calls_above_roles(&[Role::G])
     );
     // Storage is bounded, but every call is accounted for and the spike is kept whole.
-    let spiked = &view.calls[&ids[0].to_string()];
+    let spiked = &view.calls[&ids[0].into()];
     assert!(spiked.len() <= MAX_CALLS, "{} entries", spiked.len());
     assert!(spiked.len() < STEPS as usize);
     assert_eq!(

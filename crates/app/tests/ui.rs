@@ -101,9 +101,10 @@ fn smoke_run_fills_every_panel() {
     assert_eq!(hist.step, 9);
     let numel = 4 * 32 * {
         // W of up/gate: d_ff × d_model; A: rows × d_model; G: rows × d_ff (smoke: 64, 176).
-        match hist.id.rsplit('.').next().unwrap() {
-            "W" => 176 * 64 / (4 * 32),
-            _ if hist.id.contains("down") => 176,
+        let q = hist.id.quantizer().expect("a run's quantizer");
+        match q.role {
+            hif8lab_scaling::Role::W => 176 * 64 / (4 * 32),
+            _ if q.module == hif8lab_scaling::Module::Down => 176,
             _ => 64,
         }
     };

@@ -173,9 +173,7 @@ pub fn grid_plots(out: &Path, summaries: &[RunSummary]) -> Result<(Vec<PathBuf>,
         });
     if let Some(run) = worst {
         let trace = read_trace(&out.join("runs").join(&run.name).join("trace.jsonl"))?;
-        let key = |r: &hif8lab_scaling::trace::TraceRecord| {
-            format!("block{}.{}.{}", r.block, r.module, r.role)
-        };
+        let key = |r: &hif8lab_scaling::trace::TraceRecord| r.quantizer().to_string();
         // The quantizer whose amax overshot its estimate by the largest factor.
         let mut worst_ratio: std::collections::BTreeMap<String, f32> = Default::default();
         for r in &trace.records {

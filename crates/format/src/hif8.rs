@@ -238,6 +238,29 @@ impl Tier {
     }
 }
 
+/// Where HiF8's tiers begin, from the smallest magnitude up: `(e, tier)` says the tier
+/// of every |x| in `[2^e, next boundary)` — the denormals, the 1-, 2-, 3-bit binades and back
+/// down, then overflow (which begins at [`OVERFLOW_THRESHOLD`], not at a power of two; its
+/// entry carries `e = floor(log2 40960) = 15` and [`overflow_log2`] gives the exact edge).
+pub fn tier_boundaries() -> Vec<(i32, Tier)> {
+    let mut out = Vec::new();
+    let mut previous = Tier::Underflow;
+    for e in -24..=15 {
+        let t = tier(exp2i(e));
+        if t != previous {
+            out.push((e, t));
+            previous = t;
+        }
+    }
+    out.push((15, Tier::Overflow));
+    out
+}
+
+/// log2 of the overflow threshold (40960).
+pub fn overflow_log2() -> f64 {
+    f64::from(OVERFLOW_THRESHOLD).log2()
+}
+
 /// The tier of any f32 value.
 pub fn tier(x: f32) -> Tier {
     let a = x.to_bits() & ABS_MASK;
@@ -259,6 +282,24 @@ pub fn tier(x: f32) -> Tier {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn tier_boundaries_are_the_spec_binades() {
+        // SPEC.md §2: denormals from 2^-23, then 1, 2, 3, 2, 1 mantissa bits by |e|.
+        assert_eq!(
+            super::tier_boundaries(),
+            vec![
+                (-23, super::Tier::Denormal),
+                (-15, super::Tier::Mantissa(1)),
+                (-7, super::Tier::Mantissa(2)),
+                (-3, super::Tier::Mantissa(3)),
+                (4, super::Tier::Mantissa(2)),
+                (8, super::Tier::Mantissa(1)),
+                (15, super::Tier::Overflow),
+            ]
+        );
+        assert!((super::overflow_log2() - 40960f64.log2()).abs() < 1e-12);
+    }
+
     use super::*;
 
     #[test]

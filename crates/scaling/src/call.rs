@@ -83,11 +83,7 @@ impl CallRecord {
     pub fn from_trace(r: &TraceRecord, names: &[String]) -> Self {
         let shadow = |name: &String| r.shadow.get(name);
         CallRecord {
-            id: QuantizerId {
-                block: r.block,
-                module: r.module,
-                role: r.role,
-            },
+            id: r.quantizer(),
             step: r.step,
             micro: r.micro,
             numel: r.numel,
@@ -278,6 +274,30 @@ mod tests {
         twice.merge(&c);
         assert_eq!(twice.calls_above(), [4, 2]);
         assert_eq!(twice.calls_above_by_role[&Role::A], [2, 0]);
+    }
+
+    #[test]
+    fn quantizer_names_parse_back_exactly() {
+        for role in Role::ALL {
+            for module in Module::ALL {
+                let id = QuantizerId {
+                    block: 12,
+                    module,
+                    role,
+                };
+                assert_eq!(id.to_string().parse::<QuantizerId>(), Ok(id));
+            }
+        }
+        for bad in [
+            "block1.up",
+            "block1.up.A.x",
+            "blockx.up.A",
+            "block1.up.grad",
+            "layer1.up.A",
+            "",
+        ] {
+            assert!(bad.parse::<QuantizerId>().is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -126,3 +126,32 @@ impl fmt::Display for QuantizerId {
         write!(f, "block{}.{}.{}", self.block, self.module, self.role)
     }
 }
+
+/// Parses the display form `block{N}.{module}.{role}` (exactly; other names are not ids).
+impl FromStr for QuantizerId {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("'{s}' is not a quantizer name like block1.up.A");
+        let mut parts = s.split('.');
+        let (Some(block), Some(module), Some(role), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad());
+        };
+        let block = block
+            .strip_prefix("block")
+            .and_then(|b| b.parse::<u32>().ok())
+            .ok_or_else(bad)?;
+        let id = QuantizerId {
+            block,
+            module: module.parse().map_err(|_| bad())?,
+            role: role.parse().map_err(|_| bad())?,
+        };
+        // Only the canonical spelling round-trips (no aliases such as `grad`).
+        if id.to_string() == s {
+            Ok(id)
+        } else {
+            Err(bad())
+        }
+    }
+}

@@ -134,7 +134,7 @@ impl SeriesBuilder {
 pub fn series_from_trace(trace: &Trace, warnings: &mut Vec<String>) -> Vec<AmaxSeries> {
     let mut b = SeriesBuilder::default();
     for r in &trace.records {
-        let name = format!("block{}.{}.{}", r.block, r.module, r.role);
+        let name = r.quantizer().to_string();
         b.push(name, r.step, r.amax);
     }
     b.finish(warnings)

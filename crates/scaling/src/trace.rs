@@ -129,6 +129,17 @@ pub struct TraceRecord {
     pub shadow: BTreeMap<String, ShadowRecord>,
 }
 
+impl TraceRecord {
+    /// The quantizer of the call.
+    pub fn quantizer(&self) -> crate::ids::QuantizerId {
+        crate::ids::QuantizerId {
+            block: self.block,
+            module: self.module,
+            role: self.role,
+        }
+    }
+}
+
 /// Writes a trace line by line (each line whole, newline-terminated).
 pub struct TraceWriter<W: Write> {
     out: W,

@@ -29,7 +29,7 @@ pub fn histogram_csv(h: &HistView, format: Format) -> String {
 
 /// The Histogram panel: log2|x·scale| of the chosen quantizer's input at the latest step.
 pub fn histogram(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
-    let ids: Vec<String> = view.calls.keys().cloned().collect();
+    let ids: Vec<SeriesKey> = view.calls.keys().cloned().collect();
     let want = ui
         .horizontal(|ui| {
             if !ids.is_empty() {
@@ -44,11 +44,10 @@ pub fn histogram(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
         );
         return;
     };
-    if app.selected.as_ref().is_some_and(|s| *s != h.id) && app.training.is_some() {
-        ui.label(format!(
-            "Switching to {}: the next step bins it.",
-            app.selected.clone().unwrap_or_default()
-        ));
+    if let Some(s) = app.selected.as_ref().filter(|s| **s != h.id)
+        && app.training.is_some()
+    {
+        ui.label(format!("Switching to {s}: the next step bins it."));
     }
     let total = h.hist.total();
     let mut by_tier: Vec<(&'static str, Color32, u64, Vec<Bar>)> = Vec::new();
@@ -116,7 +115,7 @@ pub fn histogram(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
             );
             if view.format == Format::HiF8 {
                 p.span(
-                    Span::new("3-bit tier", -3.0..=4.0)
+                    Span::new("3-bit tier", three_bit_tier())
                         .axis(Axis::X)
                         .fill(Color32::from_rgba_unmultiplied(60, 170, 90, 24)),
                 );
@@ -130,4 +129,16 @@ pub fn histogram(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
         &format!("histogram-{}", h.id),
         r.response.rect,
     );
+}
+
+/// The binades of HiF8's 3-bit tier, from the format crate: log2 from its start to its top.
+fn three_bit_tier() -> std::ops::RangeInclusive<f64> {
+    let edges = hif8::tier_boundaries();
+    let start = edges
+        .iter()
+        .position(|(_, t)| *t == hif8::Tier::Mantissa(3))
+        .unwrap_or(0);
+    let from = edges.get(start).map_or(-3, |e| e.0);
+    let to = edges.get(start + 1).map_or(4, |e| e.0);
+    f64::from(from)..=f64::from(to)
 }

@@ -52,7 +52,7 @@ impl RunView {
             for c in calls {
                 let mut row = vec![
                     c.step.to_string(),
-                    name.clone(),
+                    name.to_string(),
                     format!("{:e}", c.amax),
                     c.underflow.to_string(),
                 ];
