@@ -10,17 +10,167 @@ use hif8lab_format::{Format, hif8};
 use hif8lab_scaling::stats::{HIST_BINS, HIST_PER_BINADE, Log2Histogram};
 
 use crate::state::{Call, HistView, RunView, SeriesKey, buckets};
-use crate::{HeatValue, HifApp, Tab};
+use crate::{HeatValue, Selection, Tab};
 
 mod histogram;
 mod runs;
 
-pub use histogram::{histogram, histogram_csv};
-pub use runs::runs;
+use histogram::histogram;
+pub use histogram::histogram_csv;
+pub use runs::RunsPanel;
 
 /// Most points drawn per line (long runs are bucketed: amax keeps each bucket's max, an
 /// estimate its min, so no excursion above an estimate is hidden).
 pub const MAX_POINTS: usize = 1000;
+
+/// PNG exports the panels asked for this frame (the app takes the screenshot).
+#[derive(Debug, Default)]
+pub struct Exports {
+    /// The file name and the screen region (points) of the plot to save.
+    pub png: Option<(String, egui::Rect)>,
+}
+
+impl Exports {
+    /// Asks for `rect` to be saved as `name`.
+    pub fn request(&mut self, name: String, rect: egui::Rect) {
+        self.png = Some((name, rect));
+    }
+}
+
+/// What a data panel sees besides its run view: the one selection, the export queue, the
+/// matched baseline (a run like any other), the base model's scores, and whether a run is
+/// training.
+pub struct PanelCtx<'a> {
+    /// Tab, quantizer, heatmap mode.
+    pub selection: &'a mut Selection,
+    /// Exports asked for.
+    pub exports: &'a mut Exports,
+    /// The matched baseline, when trained alongside.
+    pub baseline: Option<&'a RunView>,
+    /// The lessons' base model's probe scores.
+    pub base_probes: Option<hif8lab_train::ProbeScores>,
+    /// A run is training (its next step answers a new selection).
+    pub live: bool,
+}
+
+impl PanelCtx<'_> {
+    fn baseline_loss(&self) -> &[[f64; 2]] {
+        self.baseline.map_or(&[], |b| &b.loss)
+    }
+
+    fn baseline_probes(&self) -> &[hif8lab_train::ProbeScores] {
+        self.baseline.map_or(&[], |b| &b.probes)
+    }
+
+    /// APE of `view`'s loss against the baseline over the steps both reached (SPEC.md §6).
+    fn ape(&self, view: &RunView) -> Option<f64> {
+        crate::state::ape(view, self.baseline?)
+    }
+}
+
+/// A data panel: draws one run view; owns what it caches between frames.
+pub trait Panel {
+    /// Draws `view`.
+    fn show(&mut self, ui: &mut egui::Ui, view: &RunView, cx: &mut PanelCtx<'_>);
+    /// Forgets what it derived (a different view is shown).
+    fn clear(&mut self) {}
+}
+
+/// The Loss panel: QAT run vs matched baseline, APE, probes.
+#[derive(Default)]
+pub struct LossPanel;
+
+/// The Amax panel: one quantizer's amax history against every estimator's estimate.
+#[derive(Default)]
+pub struct AmaxPanel;
+
+/// The Saturation panel: per-role heatmaps of what each call counted.
+#[derive(Default)]
+pub struct SaturationPanel {
+    cache: Option<crate::HeatCache>,
+    textures: Vec<egui::TextureHandle>,
+}
+
+/// The Estimators panel: every estimator side by side on the same calls.
+#[derive(Default)]
+pub struct EstimatorsPanel {
+    cache: Option<EstimatorTables>,
+}
+
+/// The Histogram panel: one call's log2|x·scale| against the format's tiers.
+#[derive(Default)]
+pub struct HistogramPanel;
+
+impl Panel for LossPanel {
+    fn show(&mut self, ui: &mut egui::Ui, view: &RunView, cx: &mut PanelCtx<'_>) {
+        loss(cx, ui, view);
+    }
+}
+
+impl Panel for AmaxPanel {
+    fn show(&mut self, ui: &mut egui::Ui, view: &RunView, cx: &mut PanelCtx<'_>) {
+        amax(cx, ui, view);
+    }
+}
+
+impl Panel for SaturationPanel {
+    fn show(&mut self, ui: &mut egui::Ui, view: &RunView, cx: &mut PanelCtx<'_>) {
+        saturation(self, cx, ui, view);
+    }
+    fn clear(&mut self) {
+        self.cache = None;
+    }
+}
+
+impl Panel for EstimatorsPanel {
+    fn show(&mut self, ui: &mut egui::Ui, view: &RunView, cx: &mut PanelCtx<'_>) {
+        estimators(self, cx, ui, view);
+    }
+    fn clear(&mut self) {
+        self.cache = None;
+    }
+}
+
+impl Panel for HistogramPanel {
+    fn show(&mut self, ui: &mut egui::Ui, view: &RunView, cx: &mut PanelCtx<'_>) {
+        histogram(cx, ui, view);
+    }
+}
+
+/// The data panels of the central area.
+#[derive(Default)]
+pub struct Panels {
+    /// Loss.
+    pub loss: LossPanel,
+    /// Amax.
+    pub amax: AmaxPanel,
+    /// Saturation.
+    pub saturation: SaturationPanel,
+    /// Estimators.
+    pub estimators: EstimatorsPanel,
+    /// Histogram.
+    pub histogram: HistogramPanel,
+}
+
+impl Panels {
+    /// The panel of `tab` (none for Runs and Lessons, which are not about one view).
+    pub fn of(&mut self, tab: Tab) -> Option<&mut dyn Panel> {
+        match tab {
+            Tab::Loss => Some(&mut self.loss),
+            Tab::Amax => Some(&mut self.amax),
+            Tab::Saturation => Some(&mut self.saturation),
+            Tab::Estimators => Some(&mut self.estimators),
+            Tab::Histogram => Some(&mut self.histogram),
+            Tab::Runs | Tab::Lessons => None,
+        }
+    }
+
+    /// Forgets every panel's derived data.
+    pub fn clear(&mut self) {
+        self.saturation.clear();
+        self.estimators.clear();
+    }
+}
 
 /// A "Save PNG" button; the plot drawn after it in the same frame is saved when clicked.
 fn png_button(ui: &mut egui::Ui) -> bool {
@@ -31,10 +181,10 @@ fn png_button(ui: &mut egui::Ui) -> bool {
         .clicked()
 }
 
-fn save_png(app: &mut HifApp, ui: &egui::Ui, want: bool, view: &str, what: &str, rect: egui::Rect) {
+fn save_png(exports: &mut Exports, want: bool, view: &str, what: &str, rect: egui::Rect) {
     if want {
         let stem = view.replace(['/', ' ', '='], "_");
-        app.request_png(ui.ctx(), format!("{stem}-{what}.png"), rect);
+        exports.request(format!("{stem}-{what}.png"), rect);
     }
 }
 
@@ -44,9 +194,9 @@ fn qat_line(view: &RunView) -> Option<VLine> {
 }
 
 /// The Loss panel: QAT run vs matched baseline, APE.
-pub fn loss(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
-    let ape = app
-        .ape_of(view)
+fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
+    let ape = cx
+        .ape(view)
         .map(|a| {
             format!(
                 "; APE vs the matched baseline {a:.3} % (the loss hides saturation: see Estimators)"
@@ -59,12 +209,12 @@ pub fn loss(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
             png_button(ui)
         })
         .inner;
-    let baseline = &app.baseline;
+    let baseline = cx.baseline_loss();
     let probes = !view.probes.is_empty();
     let pct = |p: &hif8lab_train::ProbeScores| 100.0 * p.knowledge_acc_norm;
     if let Some(last) = view.probes.last() {
-        let b = app
-            .baseline_probes
+        let b = cx
+            .baseline_probes()
             .iter()
             .rfind(|p| p.step == last.step)
             .map(|p| format!(", matched baseline {:.1} %", pct(p)))
@@ -112,16 +262,16 @@ pub fn loss(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
             .include_y(0.0)
             .show(ui, |p| {
                 p.line(Line::new("knowledge probes", pts(&view.probes)).width(2.0));
-                if !app.baseline_probes.is_empty() {
-                    p.line(Line::new("matched baseline", pts(&app.baseline_probes)));
+                if !cx.baseline_probes().is_empty() {
+                    p.line(Line::new("matched baseline", pts(cx.baseline_probes())));
                 }
-                if let Some(b) = &app.base_probes {
+                if let Some(b) = &cx.base_probes {
                     p.hline(HLine::new("base model", pct(b)).color(Color32::GRAY));
                 }
             });
         rect = rect.union(r.response.rect);
     }
-    save_png(app, ui, want, &view.name, "loss", rect);
+    save_png(cx.exports, want, &view.name, "loss", rect);
 }
 
 /// Every point of a short curve; bucket means of a long one.
@@ -244,9 +394,10 @@ pub fn tier_of(format: Format, v: f32) -> (&'static str, Color32) {
 }
 
 /// The quantizer chooser shared by the Amax and Histogram panels.
-fn choose_quantizer(app: &mut HifApp, ui: &mut egui::Ui, ids: &[SeriesKey]) -> SeriesKey {
-    let selected = app
-        .selected
+fn choose_quantizer(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, ids: &[SeriesKey]) -> SeriesKey {
+    let selected = cx
+        .selection
+        .quantizer
         .clone()
         .filter(|s| ids.contains(s))
         .unwrap_or_else(|| ids[0].clone());
@@ -254,21 +405,25 @@ fn choose_quantizer(app: &mut HifApp, ui: &mut egui::Ui, ids: &[SeriesKey]) -> S
         .selected_text(selected.to_string())
         .show_ui(ui, |ui| {
             for id in ids {
-                ui.selectable_value(&mut app.selected, Some(id.clone()), id.to_string());
+                ui.selectable_value(
+                    &mut cx.selection.quantizer,
+                    Some(id.clone()),
+                    id.to_string(),
+                );
             }
         });
     selected
 }
 
 /// The Amax panel.
-pub fn amax(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
+fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
     let ids: Vec<SeriesKey> = view.calls.keys().cloned().collect();
     if ids.is_empty() {
         ui.label("No quantizer calls yet (quantization starts after the warmup).");
         return;
     }
     let (selected, want) = ui
-        .horizontal(|ui| (choose_quantizer(app, ui, &ids), png_button(ui)))
+        .horizontal(|ui| (choose_quantizer(cx, ui, &ids), png_button(ui)))
         .inner;
     let calls = &view.calls[&selected];
     let shown = buckets(calls.len(), MAX_POINTS);
@@ -362,8 +517,7 @@ pub fn amax(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
             );
         });
     save_png(
-        app,
-        ui,
+        cx.exports,
         want,
         &view.name,
         &format!("amax-{selected}"),
@@ -397,31 +551,35 @@ const ROW_H: f32 = 12.0;
 const NAMES_W: f32 = 120.0;
 
 /// The Saturation panel: per role, a block × step heatmap of the chosen count.
-pub fn saturation(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
+fn saturation(st: &mut SaturationPanel, cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
     let want = ui
         .horizontal(|ui| {
             ui.label("count:");
-            ui.radio_value(&mut app.heat, HeatValue::AboveEst, "above estimate");
-            ui.radio_value(&mut app.heat, HeatValue::Overflow, "overflow");
-            ui.radio_value(&mut app.heat, HeatValue::Underflow, "underflow");
+            ui.radio_value(
+                &mut cx.selection.heat,
+                HeatValue::AboveEst,
+                "above estimate",
+            );
+            ui.radio_value(&mut cx.selection.heat, HeatValue::Overflow, "overflow");
+            ui.radio_value(&mut cx.selection.heat, HeatValue::Underflow, "underflow");
             png_button(ui)
         })
         .inner;
     let groups = view.rows_by_role();
     let steps = view.last_step() as usize + 1;
     let columns = steps.min(((ui.available_width() - NAMES_W).max(50.0)) as usize);
-    let key = (view.revision, columns, app.heat);
-    let fresh = app.heat_cache.as_ref().is_some_and(|(k, _)| *k == key);
+    let key = (view.revision, columns, cx.selection.heat);
+    let fresh = st.cache.as_ref().is_some_and(|(k, _)| *k == key);
     if !fresh {
-        let value = heat_value(app.heat, view.active);
+        let value = heat_value(cx.selection.heat, view.active);
         let maps: Vec<Vec<u64>> = groups
             .iter()
             .map(|(_, rows)| view.heatmap(rows, columns, &value))
             .collect();
-        app.heat_cache = Some((key, maps));
+        st.cache = Some((key, maps));
     }
     // Taken out while drawing (put back below), not cloned every frame.
-    let (key, maps) = app.heat_cache.take().unwrap_or((key, Vec::new()));
+    let (key, maps) = st.cache.take().unwrap_or((key, Vec::new()));
     let peak = maps.iter().flatten().copied().max().unwrap_or(0).max(1);
     let per_col = steps.div_ceil(columns.max(1));
     ui.label(format!(
@@ -430,10 +588,10 @@ pub fn saturation(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
         view.estimators.get(view.active).map(String::as_str).unwrap_or("active")
     ));
     let top = ui.cursor().min;
-    while app.heat_textures.len() < groups.len() {
+    while st.textures.len() < groups.len() {
         let blank = egui::ColorImage::new([1, 1], vec![Color32::BLACK]);
-        let name = format!("heatmap-{}", app.heat_textures.len());
-        app.heat_textures.push(
+        let name = format!("heatmap-{}", st.textures.len());
+        st.textures.push(
             ui.ctx()
                 .load_texture(name, blank, egui::TextureOptions::NEAREST),
         );
@@ -448,9 +606,9 @@ pub fn saturation(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
             };
             let sum: u64 = map.iter().sum();
             ui.label(RichText::new(format!("{role_name}: {sum} in all")).strong());
-            if !fresh || app.heat_textures[g].size() != [columns, rows.len()] {
+            if !fresh || st.textures[g].size() != [columns, rows.len()] {
                 let pixels: Vec<Color32> = map.iter().map(|v| heat_colour(*v, peak)).collect();
-                app.heat_textures[g].set(
+                st.textures[g].set(
                     egui::ColorImage::new([columns, rows.len()], pixels),
                     egui::TextureOptions::NEAREST,
                 );
@@ -463,7 +621,7 @@ pub fn saturation(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
             let image_rect =
                 egui::Rect::from_min_max(egui::pos2(rect.left() + NAMES_W, rect.top()), rect.max);
             painter.image(
-                app.heat_textures[g].id(),
+                st.textures[g].id(),
                 image_rect,
                 egui::Rect::from_min_max(egui::pos2(0.0, 0.0), egui::pos2(1.0, 1.0)),
                 Color32::WHITE,
@@ -503,8 +661,8 @@ pub fn saturation(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
                         .clone()
                         .on_hover_text(format!("{id}, {span}: {v} elements over {calls} calls"));
                     if response.clicked() {
-                        app.selected = Some(id.clone());
-                        app.tab = Tab::Amax;
+                        cx.selection.quantizer = Some(id.clone());
+                        cx.selection.tab = Tab::Amax;
                     }
                 }
             }
@@ -519,11 +677,10 @@ pub fn saturation(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
             .small(),
         );
     }
-    app.heat_cache = Some((key, maps));
+    st.cache = Some((key, maps));
     let bottom = ui.min_rect().max;
     save_png(
-        app,
-        ui,
+        cx.exports,
         want,
         &view.name,
         "saturation",
@@ -611,16 +768,16 @@ impl EstimatorTables {
 }
 
 /// The Estimators panel: the shadow comparison of every estimator on the same calls.
-pub fn estimators(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
-    let fresh = app
-        .est_cache
+fn estimators(est: &mut EstimatorsPanel, cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
+    let fresh = est
+        .cache
         .as_ref()
         .is_some_and(|t| t.revision == view.revision);
     if !fresh {
-        app.est_cache = Some(EstimatorTables::of(view));
+        est.cache = Some(EstimatorTables::of(view));
     }
     // Taken out while drawing (put back below), not cloned every frame.
-    let Some(t) = app.est_cache.take() else {
+    let Some(t) = est.cache.take() else {
         return;
     };
     let want = ui
@@ -671,7 +828,7 @@ pub fn estimators(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
             }
             p.vline(VLine::new("amax = estimate", 0.0).color(Color32::RED));
         });
-    app.est_cache = Some(t);
+    est.cache = Some(t);
     let rect = egui::Rect::from_min_max(top, ui.min_rect().max);
-    save_png(app, ui, want, &view.name, "estimators", rect);
+    save_png(cx.exports, want, &view.name, "estimators", rect);
 }

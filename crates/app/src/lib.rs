@@ -10,7 +10,7 @@
 //! model of the panels in [`state`].
 
 pub mod charts;
-mod jobs;
+pub mod jobs;
 pub mod panels;
 pub mod png;
 pub mod scenario;
@@ -164,7 +164,65 @@ pub enum HeatValue {
     Underflow,
 }
 
-/// A checked form: the settings, each field's message, the whole form's.
+/// What the panels select: one selection shared by every panel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Selection {
+    /// The central panel's tab.
+    pub tab: Tab,
+    /// The quantizer the Amax and Histogram panels show (and the live run bins).
+    pub quantizer: Option<state::SeriesKey>,
+    /// What the saturation heatmap counts.
+    pub heat: HeatValue,
+}
+
+/// The runs the app holds: the live (or opened) run, its matched baseline — a run like any
+/// other — and earlier runs for comparison.
+#[derive(Default)]
+pub struct Runs {
+    /// The live or opened run.
+    pub live: Option<RunView>,
+    /// The matched high-precision baseline, when trained alongside.
+    pub baseline: Option<RunView>,
+    /// Earlier and opened runs, for the Runs panel (newest last).
+    pub earlier: Vec<RunView>,
+    /// Which of `earlier` are overlaid (same length).
+    pub overlay: Vec<bool>,
+}
+
+impl Runs {
+    /// The baseline's loss curve (empty without one).
+    pub fn baseline_loss(&self) -> &[[f64; 2]] {
+        self.baseline.as_ref().map_or(&[], |b| &b.loss)
+    }
+
+    /// The baseline's probe scores (empty without one).
+    pub fn baseline_probes(&self) -> &[hif8lab_train::ProbeScores] {
+        self.baseline.as_ref().map_or(&[], |b| &b.probes)
+    }
+}
+
+/// What the current or last run trains on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    /// The browser's WebGPU.
+    WebGpu,
+    /// A native GPU through wgpu.
+    Gpu,
+    /// The CPU backend.
+    Cpu,
+}
+
+impl BackendKind {
+    /// `webgpu`, `gpu` or `cpu` (the page's snapshot field).
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::WebGpu => "webgpu",
+            BackendKind::Gpu => "gpu",
+            BackendKind::Cpu => "cpu",
+        }
+    }
+}
+
 /// The form's check: the settings it was made for, each field's message, and the whole
 /// config's verdict (Ok: the memory it needs, in one line).
 pub type FormCheck = (Settings, Vec<Option<String>>, Result<String, String>);
@@ -182,30 +240,18 @@ pub const MAX_RUNS: usize = 8;
 pub struct HifApp {
     /// Side-panel settings.
     pub settings: Settings,
-    /// The live or opened run.
-    pub view: Option<RunView>,
-    /// The training thread, while one runs.
-    pub training: Option<Training>,
-    /// The matched baseline's loss curve (step, loss), when trained alongside.
-    pub baseline: Vec<[f64; 2]>,
-    /// The baseline's training thread, while it runs.
-    pub baseline_training: Option<Training>,
-    /// Last status line.
+    /// The live run (or the opened one), its matched baseline, earlier runs.
+    pub runs: Runs,
+    /// Background work: training, pretraining, lesson scenarios.
+    pub jobs: jobs::Jobs,
+    /// Last status line (a message to the user; nothing decides on it).
     pub status: String,
-    /// Selected panel.
-    pub tab: Tab,
-    /// Selected quantizer in the amax panel.
-    pub selected: Option<state::SeriesKey>,
+    /// What the panels select: tab, quantizer, heatmap mode.
+    pub selection: Selection,
     /// Run folder path typed in the Runs box.
     pub open_path: String,
     /// eframe's GPU device, when it renders with wgpu.
     pub gpu: Option<Device>,
-    /// What the heatmap shows.
-    pub heat: HeatValue,
-    /// Earlier and opened runs, for the Runs panel (newest last).
-    pub runs: Vec<RunView>,
-    /// Which of `runs` are overlaid (same length as `runs`).
-    pub overlay: Vec<bool>,
     /// Quantizers of the live run in bank order (for choosing the binned tensor).
     pub quantizers: Vec<hif8lab_scaling::QuantizerId>,
     /// A PNG export waiting for its screenshot: file name and the region (points).
@@ -214,24 +260,18 @@ pub struct HifApp {
     png_shot: std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<egui::ColorImage>>>>,
     /// Milliseconds spent building recent frames' UI (newest last, at most 120).
     pub frame_ms: std::collections::VecDeque<f32>,
-    /// Derived tables of the Estimators panel, with the view revision they were made at.
-    pub est_cache: Option<charts::EstimatorTables>,
-    /// The heatmaps last computed, keyed by (view revision, columns, count shown).
-    pub heat_cache: Option<HeatCache>,
-    /// Heatmap textures (one per role), reused between frames.
-    pub heat_textures: Vec<egui::TextureHandle>,
+    /// The data panels (each owns what it caches) and the Runs panel.
+    pub panels: charts::Panels,
+    /// The Runs panel.
+    pub runs_panel: charts::RunsPanel,
+    /// PNG exports the panels asked for.
+    pub exports: charts::Exports,
     /// The pretrained base model of the lessons (continued training starts from it).
     pub base: Option<Arc<hif8lab_train::checkpoint::Checkpoint>>,
     /// The base model's probe scores.
     pub base_probes: Option<hif8lab_train::ProbeScores>,
-    /// Pretraining the base, while it runs.
-    pub base_training: Option<Training>,
     /// Start the continued run of the forgetting lesson once the base is ready.
     pub after_base: bool,
-    /// The matched baseline's probe scores.
-    pub baseline_probes: Vec<hif8lab_train::ProbeScores>,
-    /// A lesson scenario trained in memory (the browser's way), while it runs.
-    pub scenario: Option<scenario::ScenarioJob>,
     /// Start the in-memory scenario once the base is ready.
     pub scenario_waiting: bool,
     /// The forgetting lesson's learning rate.
@@ -250,17 +290,14 @@ pub struct HifApp {
     pub frame_loop: bool,
     /// A standing notice (e.g. why training runs on the CPU in the browser).
     pub notice: Option<String>,
-    /// The backend of the current or last run: `webgpu`, `gpu` (native) or `cpu`.
-    pub backend: &'static str,
+    /// The backend of the current or last run.
+    pub backend: BackendKind,
     /// Its adapter's name.
     pub adapter: String,
     /// The last training error.
     pub error: Option<String>,
     /// The lesson shown in the Lessons panel.
     pub lesson: &'static hif8lab_train::lesson::Lesson,
-    /// A lesson scenario running headless (native), and its verdict when done.
-    pub lesson_job:
-        Option<std::sync::mpsc::Receiver<Result<hif8lab_train::lesson::LessonReport, String>>>,
     /// The last verdict of a lesson scenario.
     pub lesson_report: Option<hif8lab_train::lesson::LessonReport>,
     /// The runs of the last lesson scenario, as recorded (for its small multiples).
@@ -289,45 +326,39 @@ impl HifApp {
     pub fn new(options: &Options) -> Self {
         let mut app = HifApp {
             settings: Settings::from_preset(options.preset.as_deref().unwrap_or("smoke")),
-            view: None,
-            training: None,
-            baseline: Vec::new(),
-            baseline_training: None,
+            runs: Runs::default(),
+            jobs: jobs::Jobs::default(),
             status: "Pick a preset and press Start.".into(),
-            tab: Tab::Loss,
-            selected: None,
+            selection: Selection {
+                tab: Tab::Loss,
+                quantizer: None,
+                heat: HeatValue::AboveEst,
+            },
             open_path: String::new(),
             gpu: None,
-            heat: HeatValue::AboveEst,
-            runs: Vec::new(),
-            overlay: Vec::new(),
             quantizers: Vec::new(),
             png_request: None,
             png_shot: Default::default(),
             frame_ms: std::collections::VecDeque::new(),
-            est_cache: None,
-            heat_textures: Vec::new(),
-            heat_cache: None,
+            panels: charts::Panels::default(),
+            runs_panel: charts::RunsPanel,
+            exports: charts::Exports::default(),
             form_check: None,
             bench: None,
             png_after: options.png_after.clone(),
             central_rect: egui::Rect::NOTHING,
             base: None,
             base_probes: None,
-            base_training: None,
             after_base: false,
-            baseline_probes: Vec::new(),
-            scenario: None,
             scenario_waiting: false,
             lesson_lr: 3e-3,
             lesson_qat: true,
             frame_loop: cfg!(target_arch = "wasm32"),
             notice: None,
-            backend: "cpu",
+            backend: BackendKind::Cpu,
             adapter: hif8lab_engine::cpu::cpu_name(),
             error: None,
             lesson: &hif8lab_train::lesson::LESSONS[0],
-            lesson_job: None,
             lesson_report: None,
             lesson_views: Vec::new(),
         };
@@ -335,7 +366,7 @@ impl HifApp {
             match hif8lab_train::lesson::lesson(name) {
                 Some(l) => {
                     app.lesson = l;
-                    app.tab = Tab::Lessons;
+                    app.selection.tab = Tab::Lessons;
                     app.setup_lesson();
                 }
                 None => {
@@ -351,7 +382,7 @@ impl HifApp {
             app.open_run();
         }
         if let Some(tab) = options.tab {
-            app.tab = tab;
+            app.selection.tab = tab;
         }
         if let Some(n) = options.bench_frames {
             let mut v = RunView::synthetic(64, 10_000, 1);
@@ -364,15 +395,15 @@ impl HifApp {
                 step: 9_999,
                 hist: hif8lab_scaling::stats::Log2Histogram::of(&x, 4.0),
             });
-            app.view = Some(v);
+            app.runs.live = Some(v);
             app.bench = Some(FrameBench::new(n));
         }
         if let Some(path) = &options.trace {
             match RunView::from_trace_file(path) {
                 Ok(v) => {
                     app.status = format!("Replayed {} ({} quantizers).", v.name, v.calls.len());
-                    app.view = Some(v);
-                    app.tab = Tab::Amax;
+                    app.runs.live = Some(v);
+                    app.selection.tab = Tab::Amax;
                 }
                 Err(e) => app.status = format!("Cannot read trace: {e}"),
             }
@@ -393,12 +424,25 @@ impl HifApp {
 
     /// Shows `v`, keeping the view it replaces (if it has data) in the Runs list.
     pub fn set_view(&mut self, v: RunView) {
-        if let Some(old) = self.view.take() {
+        if let Some(old) = self.runs.live.take() {
             self.keep_run(old);
         }
-        self.est_cache = None;
-        self.heat_cache = None;
-        self.view = Some(v);
+        self.panels.clear();
+        self.runs.live = Some(v);
+    }
+
+    /// Makes earlier run `i` the current one (the current one goes to the list), unless a
+    /// run is training.
+    pub fn make_current(&mut self, i: usize) {
+        if self.jobs.running(jobs::JobKind::Run) {
+            self.status = "Stop training before switching runs.".into();
+            return;
+        }
+        if i < self.runs.earlier.len() {
+            let v = self.runs.earlier.remove(i);
+            self.runs.overlay.remove(i);
+            self.set_view(v);
+        }
     }
 
     /// Adds a run to the Runs list (dropping the oldest beyond [`MAX_RUNS`]).
@@ -409,36 +453,30 @@ impl HifApp {
         // Names tell runs apart in the Runs panel (and key its widgets): keep them unique.
         let base = v.name.clone();
         let mut n = 2;
-        while self.runs.iter().any(|r| r.name == v.name) {
+        let runs = &mut self.runs;
+        while runs.earlier.iter().any(|r| r.name == v.name) {
             v.name = format!("{base} ({n})");
             n += 1;
         }
-        self.runs.push(v);
-        self.overlay.push(true);
-        while self.runs.len() > MAX_RUNS {
-            self.runs.remove(0);
-            self.overlay.remove(0);
+        runs.earlier.push(v);
+        runs.overlay.push(true);
+        while runs.earlier.len() > MAX_RUNS {
+            runs.earlier.remove(0);
+            runs.overlay.remove(0);
         }
     }
 
     /// Stops any training and clears the current run, the baseline and the form (back to
     /// the preset's values); earlier runs stay in the Runs list.
     pub fn reset(&mut self) {
-        for t in [&self.training, &self.baseline_training]
-            .into_iter()
-            .flatten()
-        {
-            t.stop();
-        }
-        self.training = None;
-        self.baseline_training = None;
-        if let Some(old) = self.view.take() {
+        self.jobs.stop(jobs::JobKind::Run);
+        self.jobs.stop(jobs::JobKind::Baseline);
+        if let Some(old) = self.runs.live.take() {
             self.keep_run(old);
         }
-        self.baseline.clear();
+        self.runs.baseline = None;
         self.error = None;
-        self.est_cache = None;
-        self.heat_cache = None;
+        self.panels.clear();
         self.settings = self.settings.switched_to(&self.settings.preset);
         self.status = "Reset: pick a preset and press Start.".into();
     }
@@ -446,24 +484,25 @@ impl HifApp {
     /// What scripts and embedding pages read (the browser's `window.__hif8lab`): backend,
     /// adapter, whether training runs, steps reported, last loss, quantizers seen, last error.
     pub fn snapshot(&self) -> serde_json::Value {
-        let view = self.view.as_ref();
+        use jobs::JobKind;
+        let view = self.runs.live.as_ref();
         serde_json::json!({
-            "backend": self.backend,
+            "backend": self.backend.name(),
             "adapter": self.adapter,
-            "running": self.training.is_some(),
+            "running": self.jobs.running(JobKind::Run),
             "steps": view.map(|v| v.loss.len()).unwrap_or(0),
             "loss": view.and_then(|v| v.loss.last()).map(|p| p[1]),
             "quantizers": view.map(|v| v.calls.len()).unwrap_or(0),
             "calls": view.map(|v| v.calls.values().map(Vec::len).sum::<usize>()).unwrap_or(0),
-            "baseline_steps": self.baseline.len(),
-            "tab": format!("{:?}", self.tab).to_ascii_lowercase(),
+            "baseline_steps": self.runs.baseline_loss().len(),
+            "tab": format!("{:?}", self.selection.tab).to_ascii_lowercase(),
             "lesson": self.lesson.name,
             "probes": view.map(|v| v.probes.len()).unwrap_or(0),
             "knowledge": view.and_then(|v| v.probes.last()).map(|p| p.knowledge_acc_norm),
             "base_knowledge": self.base_probes.map(|p| p.knowledge_acc_norm),
-            "baseline_probes": self.baseline_probes.len(),
-            "pretraining": self.base_training.is_some(),
-            "scenario_running": self.scenario.is_some() || self.scenario_waiting || self.lesson_job.is_some(),
+            "baseline_probes": self.runs.baseline_probes().len(),
+            "pretraining": self.jobs.running(JobKind::Base),
+            "scenario_running": self.jobs.any(&[JobKind::Scenario, JobKind::Lesson]) || self.scenario_waiting,
             "verdict": self.lesson_report.as_ref().map(|r| serde_json::json!({
                 "lesson": r.lesson,
                 "holds": r.holds(),
@@ -479,10 +518,7 @@ impl HifApp {
     /// Draws the whole app into `ui` (used by eframe and by the UI tests).
     pub fn show(&mut self, ui: &mut egui::Ui) {
         self.take_screenshot(ui.ctx());
-        self.poll();
-        self.poll_base(ui.ctx());
-        self.poll_scenario();
-        self.poll_lesson();
+        self.poll_jobs(ui.ctx());
         // The UI's own time (in the browser, training's share of the frame is in poll).
         let started = web_time::Instant::now();
         // Files dropped on the window (natively; the browser page uses its file picker).
@@ -501,9 +537,13 @@ impl HifApp {
         }
         panels::side_panel(self, ui);
         panels::central(self, ui);
-        if self.training.is_none()
-            && self.baseline_training.is_none()
-            && self.view.is_some()
+        if let Some((name, rect)) = self.exports.png.take() {
+            self.request_png(ui.ctx(), name, rect);
+        }
+        use jobs::JobKind;
+        let live = [JobKind::Run, JobKind::Baseline];
+        if !self.jobs.any(&live)
+            && self.runs.live.is_some()
             && self.png_request.is_none()
             && let Some(name) = self.png_after.take()
         {
@@ -511,16 +551,18 @@ impl HifApp {
             self.request_png(ui.ctx(), name, rect);
         }
         if self.frame_loop
-            && (self.training.is_some()
-                || self.baseline_training.is_some()
-                || self.base_training.is_some()
-                || self.scenario.is_some())
+            && self.jobs.any(&[
+                JobKind::Run,
+                JobKind::Baseline,
+                JobKind::Base,
+                JobKind::Scenario,
+            ])
         {
             // The frame loop is what trains: keep it turning.
             ui.ctx().request_repaint();
-        } else if self.training.is_some()
-            || self.lesson_job.is_some()
-            || self.base_training.is_some()
+        } else if self
+            .jobs
+            .any(&[JobKind::Run, JobKind::Lesson, JobKind::Base])
             || self.png_request.is_some()
         {
             ui.ctx()
@@ -534,7 +576,7 @@ impl HifApp {
             b.record(ui_ms);
             match b.tab() {
                 Some(tab) => {
-                    self.tab = tab;
+                    self.selection.tab = tab;
                     ui.ctx().request_repaint();
                 }
                 None => {

@@ -5,6 +5,8 @@
 use eframe::egui::{self, Color32, RichText};
 use hif8lab_scaling::Role;
 
+use crate::charts::PanelCtx;
+use crate::jobs::JobKind;
 use crate::settings::{FIELDS, Kind};
 use crate::{HifApp, Tab};
 
@@ -116,7 +118,7 @@ fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
     }
     ui.label("History advances once per quantizer call (per micro-batch).");
     ui.separator();
-    let running = app.training.is_some();
+    let running = app.jobs.running(JobKind::Run);
     ui.horizontal(|ui| {
         if ui
             .add_enabled(whole.is_ok() && !running, egui::Button::new("Start"))
@@ -125,19 +127,18 @@ fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
             let ctx = ui.ctx().clone();
             app.start(move || ctx.request_repaint());
         }
-        if let Some(t) = &app.training {
+        if let Some(t) = app.jobs.training(JobKind::Run) {
+            let baseline = app.jobs.training(JobKind::Baseline);
             let label = if t.paused() { "Resume" } else { "Pause" };
             if ui.button(label).clicked() {
                 let pause = !t.paused();
-                t.set_paused(pause);
-                if let Some(b) = &app.baseline_training {
-                    b.set_paused(pause);
+                for t in [Some(t), baseline].into_iter().flatten() {
+                    t.set_paused(pause);
                 }
             }
             if ui.button("Stop").clicked() {
-                t.stop();
-                if let Some(b) = &app.baseline_training {
-                    b.stop();
+                for t in [Some(t), baseline].into_iter().flatten() {
+                    t.stop();
                 }
             }
         }
@@ -186,14 +187,14 @@ fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
     }
     #[cfg(not(target_arch = "wasm32"))]
     ui.label("Files dropped on the window open too.");
-    if let Some(view) = &app.view {
+    if let Some(view) = &app.runs.live {
         let stem = view.name.replace(['/', ' ', '='], "_");
         ui.horizontal_wrapped(|ui| {
             ui.label("Export:");
             if ui.button("loss (CSV)").clicked() {
                 app.status = crate::export(
                     &format!("{stem}-loss.csv"),
-                    view.loss_csv(&app.baseline).as_bytes(),
+                    view.loss_csv(app.runs.baseline_loss()).as_bytes(),
                     "text/csv",
                 );
             }
@@ -224,7 +225,7 @@ fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
     }
 }
 
-/// The central tabs.
+/// The central tabs: the data panels see their run view and a [`PanelCtx`] only.
 pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
     egui::CentralPanel::default().show(ui, |ui| {
         app.central_rect = ui.max_rect();
@@ -238,32 +239,46 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
                 (Tab::Runs, "Runs"),
                 (Tab::Lessons, "Lessons"),
             ] {
-                ui.selectable_value(&mut app.tab, tab, name);
+                ui.selectable_value(&mut app.selection.tab, tab, name);
             }
         });
         ui.separator();
-        match app.tab {
+        match app.selection.tab {
             Tab::Lessons => {
                 egui::ScrollArea::vertical().show(ui, |ui| lessons(app, ui));
                 return;
             }
-            Tab::Runs => return crate::charts::runs(app, ui),
+            Tab::Runs => {
+                if let Some(i) = app.runs_panel.show(ui, &mut app.runs, &mut app.exports) {
+                    app.make_current(i);
+                }
+                return;
+            }
             _ => {}
         }
-        // Taken out while drawing (not cloned: a long run holds many calls).
-        let Some(view) = app.view.take() else {
+        let HifApp {
+            runs,
+            panels,
+            selection,
+            exports,
+            jobs,
+            base_probes,
+            ..
+        } = app;
+        let Some(view) = runs.live.as_ref() else {
             ui.label("No run yet: press Start, or open a run folder.");
             return;
         };
-        match app.tab {
-            Tab::Loss => crate::charts::loss(app, ui, &view),
-            Tab::Amax => crate::charts::amax(app, ui, &view),
-            Tab::Saturation => crate::charts::saturation(app, ui, &view),
-            Tab::Estimators => crate::charts::estimators(app, ui, &view),
-            Tab::Histogram => crate::charts::histogram(app, ui, &view),
-            Tab::Runs | Tab::Lessons => {}
+        let mut cx = PanelCtx {
+            selection,
+            exports,
+            baseline: runs.baseline.as_ref(),
+            base_probes: *base_probes,
+            live: jobs.running(JobKind::Run),
+        };
+        if let Some(panel) = panels.of(cx.selection.tab) {
+            panel.show(ui, view, &mut cx);
         }
-        app.view = Some(view);
     });
 }
 
@@ -289,7 +304,7 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
     ui.label(RichText::new("Look at").strong());
     ui.label(l.look);
     ui.label(format!("Controls that matter: {}.", l.controls.join(", ")));
-    let running = app.training.is_some() || app.base_training.is_some();
+    let running = app.jobs.any(&[JobKind::Run, JobKind::Base]);
     if l.name == "forgetting" {
         forgetting_controls(app, ui, running);
     }
@@ -303,7 +318,7 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
             let ctx = ui.ctx().clone();
             app.start(move || ctx.request_repaint());
         }
-        let busy = app.lesson_job.is_some() || app.scenario.is_some() || app.scenario_waiting;
+        let busy = app.jobs.any(&[JobKind::Lesson, JobKind::Scenario]) || app.scenario_waiting;
         if ui
             .add_enabled(!busy, egui::Button::new("Run the lesson's scenario"))
             .on_hover_text("pretrained base + the lesson's runs, judged from their numbers (hif8lab lesson run)")
@@ -318,10 +333,10 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
     ui.separator();
     ui.label(RichText::new("What just happened (this live run)").strong());
     ui.label(live_reading(app));
-    if app.lesson_job.is_some() {
+    if app.jobs.running(JobKind::Lesson) {
         ui.label("Running the lesson's scenario…");
     }
-    if let Some(job) = &app.scenario {
+    if let Some(job) = app.jobs.scenario() {
         ui.label(job.progress());
     }
     if let Some(r) = &app.lesson_report
@@ -431,7 +446,7 @@ fn small_multiples(app: &HifApp, ui: &mut egui::Ui) {
 
 /// A reading of the live run for the lesson, from its numbers.
 fn live_reading(app: &HifApp) -> String {
-    let Some(view) = &app.view else {
+    let Some(view) = &app.runs.live else {
         return "No run yet: press “Set up and start a live run”.".into();
     };
     if app.lesson.name == "forgetting"

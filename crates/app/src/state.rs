@@ -617,6 +617,17 @@ impl RunView {
     }
 }
 
+/// Average percentage error of `view`'s loss against `baseline`'s over the steps both have
+/// reached (SPEC.md §6); `None` before either has a step.
+pub fn ape(view: &RunView, baseline: &RunView) -> Option<f64> {
+    let n = view.loss.len().min(baseline.loss.len());
+    (n > 0).then(|| {
+        let q: Vec<f64> = view.loss[..n].iter().map(|p| p[1]).collect();
+        let b: Vec<f64> = baseline.loss[..n].iter().map(|p| p[1]).collect();
+        hif8lab_train::corpus::ape(&q, &b)
+    })
+}
+
 /// The text a CSV writer holds.
 pub fn csv_text(w: csv::Writer<Vec<u8>>) -> String {
     String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()

@@ -5,6 +5,7 @@
 
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
+use hif8lab_app::jobs::JobKind;
 use hif8lab_app::{HifApp, Options, Tab};
 
 fn harness(options: Options) -> Harness<'static, HifApp> {
@@ -41,11 +42,11 @@ fn smoke_run_fills_every_panel() {
     h.run_steps(2);
     h.get_by_label("Start").click();
     until(&mut h, |app| {
-        app.training.is_none()
-            && app.baseline_training.is_none()
-            && app.view.as_ref().is_some_and(|v| v.loss.len() == 10)
+        !app.jobs.running(JobKind::Run)
+            && !app.jobs.running(JobKind::Baseline)
+            && app.runs.live.as_ref().is_some_and(|v| v.loss.len() == 10)
     });
-    let view = h.state().view.clone().unwrap();
+    let view = h.state().runs.live.clone().unwrap();
     assert_eq!(view.estimators.len(), 5);
     assert!(!view.calls.is_empty());
     for calls in view.calls.values() {
@@ -58,7 +59,7 @@ fn smoke_run_fills_every_panel() {
         h.state().status
     );
     // Loss panel, with the matched baseline: identical during the high-precision warmup.
-    let baseline = h.state().baseline.clone();
+    let baseline = h.state().runs.baseline_loss().to_vec();
     assert_eq!(baseline.len(), 10);
     assert_eq!(
         &baseline[..2],
@@ -75,7 +76,7 @@ fn smoke_run_fills_every_panel() {
     // Amax panel: a quantizer is selected and the explanation names the call count.
     h.get_by_label("Amax").click();
     h.run_steps(2);
-    assert_eq!(h.state().tab, Tab::Amax);
+    assert_eq!(h.state().selection.tab, Tab::Amax);
     h.get_by_label_contains("8 calls. log2 axis");
     // Saturation panel.
     h.get_by_label("Saturation").click();
@@ -97,7 +98,7 @@ fn smoke_run_fills_every_panel() {
         .histogram
         .clone()
         .expect("a live run bins the selected quantizer");
-    assert_eq!(Some(&hist.id), h.state().selected.as_ref());
+    assert_eq!(Some(&hist.id), h.state().selection.quantizer.as_ref());
     assert_eq!(hist.step, 9);
     let numel = 4 * 32 * {
         // W of up/gate: d_ff × d_model; A: rows × d_model; G: rows × d_ff (smoke: 64, 176).
@@ -150,18 +151,23 @@ fn runs_overlay_and_config_diff_after_reset() {
         h.get_by_label("Start").click();
         h.run_steps(1); // the click starts the run (until would see the last one finished)
         until(h, |app| {
-            app.training.is_none() && app.view.as_ref().is_some_and(|v| v.loss.len() == 3)
+            !app.jobs.running(JobKind::Run)
+                && app.runs.live.as_ref().is_some_and(|v| v.loss.len() == 3)
         });
     };
     run(&mut h, "1e-3");
     // Reset keeps the run for comparison and restores the preset's values.
     h.get_by_label("Reset").click();
     h.run_steps(1);
-    assert!(h.state().view.is_none());
-    assert_eq!(h.state().runs.len(), 1);
+    assert!(h.state().runs.live.is_none());
+    assert_eq!(h.state().runs.earlier.len(), 1);
     assert_eq!(h.state().settings.get("train.steps"), "40");
     run(&mut h, "2e-3");
-    assert_eq!(h.state().runs.len(), 1, "the reset run, not an empty view");
+    assert_eq!(
+        h.state().runs.earlier.len(),
+        1,
+        "the reset run, not an empty view"
+    );
     h.get_by_label("Runs").click();
     h.run_steps(2);
     h.get_by_label_contains("The current run and 1 earlier ones");
@@ -175,10 +181,13 @@ fn runs_overlay_and_config_diff_after_reset() {
     h.get_by_label("make current").click();
     h.run_steps(1);
     assert_eq!(
-        h.state().view.as_ref().unwrap().name,
+        h.state().runs.live.as_ref().unwrap().name,
         "smoke max_window lr=0.001 hif8"
     );
-    assert_eq!(h.state().runs[0].name, "smoke max_window lr=0.002 hif8");
+    assert_eq!(
+        h.state().runs.earlier[0].name,
+        "smoke max_window lr=0.002 hif8"
+    );
 }
 
 #[test]
@@ -259,7 +268,7 @@ fn a_saved_run_opens_with_its_curves() {
         ..Default::default()
     });
     h.run_steps(2);
-    let view = h.state().view.clone().expect("opened");
+    let view = h.state().runs.live.clone().expect("opened");
     assert_eq!(view.loss.len(), 6);
     assert_eq!(view.qat_from, Some(1));
     assert!(view.calls.values().all(|c| c.len() == 5));
@@ -283,8 +292,8 @@ fn a_trace_is_replayed_with_every_estimator() {
         ..Default::default()
     });
     h.run_steps(2);
-    assert_eq!(h.state().tab, Tab::Amax);
-    let view = h.state().view.clone().expect("replayed");
+    assert_eq!(h.state().selection.tab, Tab::Amax);
+    let view = h.state().runs.live.clone().expect("replayed");
     assert_eq!(view.calls.len(), 3);
     let counts = view.calls_above();
     let name = |n: &str| {
@@ -320,14 +329,15 @@ fn frame_loop_training_matches_the_thread() {
         h.run_steps(1);
         h.get_by_label("Start").click();
         until(&mut h, |app| {
-            app.training.is_none() && app.view.as_ref().is_some_and(|v| v.loss.len() == 6)
+            !app.jobs.running(JobKind::Run)
+                && app.runs.live.as_ref().is_some_and(|v| v.loss.len() == 6)
         });
         let snap = h.state().snapshot();
         assert_eq!(snap["steps"], 6);
         assert_eq!(snap["backend"], "cpu");
         assert_eq!(snap["running"], false);
         assert!(snap["quantizers"].as_u64().unwrap() > 0);
-        h.state().view.clone().unwrap()
+        h.state().runs.live.clone().unwrap()
     };
     let local = run(true);
     let threaded = run(false);
@@ -351,9 +361,9 @@ fn calls_csv_has_a_row_per_call() {
     h.run_steps(1);
     h.get_by_label("Start").click();
     until(&mut h, |app| {
-        app.training.is_none() && app.view.as_ref().is_some_and(|v| v.loss.len() == 4)
+        !app.jobs.running(JobKind::Run) && app.runs.live.as_ref().is_some_and(|v| v.loss.len() == 4)
     });
-    let view = h.state().view.clone().unwrap();
+    let view = h.state().runs.live.clone().unwrap();
     let csv = view.calls_csv();
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -377,7 +387,7 @@ fn saturation_lesson_live_and_judged() {
         lesson: Some("saturation".into()),
         ..Default::default()
     });
-    assert_eq!(h.state().tab, Tab::Lessons);
+    assert_eq!(h.state().selection.tab, Tab::Lessons);
     assert_eq!(h.state().lesson.name, "saturation");
     h.run_steps(1);
     assert_eq!(
@@ -393,11 +403,11 @@ fn saturation_lesson_live_and_judged() {
     );
     assert!(h.state().settings.baseline);
     until(&mut h, |app| {
-        app.training.is_none()
-            && app.baseline_training.is_none()
-            && app.view.as_ref().is_some_and(|v| v.loss.len() == 40)
+        !app.jobs.running(JobKind::Run)
+            && !app.jobs.running(JobKind::Baseline)
+            && app.runs.live.as_ref().is_some_and(|v| v.loss.len() == 40)
     });
-    let view = h.state().view.clone().unwrap();
+    let view = h.state().runs.live.clone().unwrap();
     let ag = view.calls_above_roles(&[hif8lab_scaling::Role::A, hif8lab_scaling::Role::G]);
     let mr = view
         .estimators
@@ -431,16 +441,16 @@ fn forgetting_lesson_continues_from_the_base_with_probes() {
     h.get_by_label("Pretrain the base, then continue at this rate")
         .click();
     h.run_steps(1);
-    assert!(h.state().base_training.is_some());
+    assert!(h.state().jobs.running(JobKind::Base));
     until(&mut h, |app| {
         app.base.is_some()
-            && app.training.is_none()
-            && app.baseline_training.is_none()
-            && app.view.as_ref().is_some_and(|v| v.loss.len() == 100)
+            && !app.jobs.running(JobKind::Run)
+            && !app.jobs.running(JobKind::Baseline)
+            && app.runs.live.as_ref().is_some_and(|v| v.loss.len() == 100)
     });
     let app = h.state();
     let base = app.base_probes.expect("base scored");
-    let view = app.view.clone().unwrap();
+    let view = app.runs.live.clone().unwrap();
     // Before the first step (= the base), every 25 steps, after the last.
     let steps: Vec<u64> = view.probes.iter().map(|p| p.step).collect();
     assert_eq!(steps, [0, 25, 50, 75, 100]);
@@ -448,7 +458,7 @@ fn forgetting_lesson_continues_from_the_base_with_probes() {
         view.probes[0].knowledge_acc_norm, base.knowledge_acc_norm,
         "starts from the base"
     );
-    assert_eq!(app.baseline_probes.len(), 5);
+    assert_eq!(app.runs.baseline_probes().len(), 5);
     assert!(view.qat_from.is_some(), "QAT on");
     let drop = hif8lab_train::corpus::relative_drop(
         base.knowledge_acc_norm,
@@ -504,19 +514,19 @@ fn kept_runs_get_unique_names() {
     for _ in 0..3 {
         app.keep_run(view.clone());
     }
-    let names: Vec<&str> = app.runs.iter().map(|r| r.name.as_str()).collect();
+    let names: Vec<&str> = app.runs.earlier.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(
         names,
         ["synthetic 2x5", "synthetic 2x5 (2)", "synthetic 2x5 (3)"]
     );
     // An empty view is not kept; the list is bounded.
     app.keep_run(hif8lab_app::state::RunView::default());
-    assert_eq!(app.runs.len(), 3);
+    assert_eq!(app.runs.earlier.len(), 3);
     for _ in 0..10 {
         app.keep_run(view.clone());
     }
-    assert_eq!(app.runs.len(), hif8lab_app::MAX_RUNS);
-    assert_eq!(app.overlay.len(), hif8lab_app::MAX_RUNS);
+    assert_eq!(app.runs.earlier.len(), hif8lab_app::MAX_RUNS);
+    assert_eq!(app.runs.overlay.len(), hif8lab_app::MAX_RUNS);
 }
 
 /// The config editor shows what a run needs in memory, and refuses (Start disabled, the

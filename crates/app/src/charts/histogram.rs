@@ -28,12 +28,12 @@ pub fn histogram_csv(h: &HistView, format: Format) -> String {
 }
 
 /// The Histogram panel: log2|x·scale| of the chosen quantizer's input at the latest step.
-pub fn histogram(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
+pub(super) fn histogram(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
     let ids: Vec<SeriesKey> = view.calls.keys().cloned().collect();
     let want = ui
         .horizontal(|ui| {
             if !ids.is_empty() {
-                choose_quantizer(app, ui, &ids);
+                choose_quantizer(cx, ui, &ids);
             }
             png_button(ui)
         })
@@ -44,8 +44,8 @@ pub fn histogram(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
         );
         return;
     };
-    if let Some(s) = app.selected.as_ref().filter(|s| **s != h.id)
-        && app.training.is_some()
+    if let Some(s) = cx.selection.quantizer.as_ref().filter(|s| **s != h.id)
+        && cx.live
     {
         ui.label(format!("Switching to {s}: the next step bins it."));
     }
@@ -122,8 +122,7 @@ pub fn histogram(app: &mut HifApp, ui: &mut egui::Ui, view: &RunView) {
             }
         });
     save_png(
-        app,
-        ui,
+        cx.exports,
         want,
         &view.name,
         &format!("histogram-{}", h.id),

@@ -2,17 +2,33 @@
 
 use super::*;
 
-/// The Runs panel: the current run and earlier / opened ones, loss overlay, config diff.
-pub fn runs(app: &mut HifApp, ui: &mut egui::Ui) {
-    if app.view.is_none() && app.runs.is_empty() {
+/// The Runs panel: the current run and earlier / opened ones, loss overlay, config diff. It
+/// sees the runs, the overlay ticks and the export queue only.
+#[derive(Default)]
+pub struct RunsPanel;
+
+impl RunsPanel {
+    /// Draws the runs; returns the index of an earlier run to make current, when asked.
+    pub fn show(
+        &mut self,
+        ui: &mut egui::Ui,
+        runs: &mut crate::Runs,
+        exports: &mut Exports,
+    ) -> Option<usize> {
+        runs_panel(ui, runs, exports)
+    }
+}
+
+fn runs_panel(ui: &mut egui::Ui, app: &mut crate::Runs, exports: &mut Exports) -> Option<usize> {
+    if app.live.is_none() && app.earlier.is_empty() {
         ui.label("No runs yet: train one or open a run folder. Each new run or opened folder keeps the previous one here.");
-        return;
+        return None;
     }
     let want = ui
         .horizontal(|ui| {
             ui.label(format!(
                 "The current run and {} earlier ones (at most {}); tick to overlay and diff against the current one.",
-                app.runs.len(),
+                app.earlier.len(),
                 crate::MAX_RUNS
             ));
             png_button(ui)
@@ -41,7 +57,7 @@ pub fn runs(app: &mut HifApp, ui: &mut egui::Ui) {
             ui.strong(h);
         }
         ui.end_row();
-        if let Some(v) = &app.view {
+        if let Some(v) = &app.live {
             let (n, last, above) = summary(v);
             ui.label("current");
             ui.label(&v.name);
@@ -52,7 +68,7 @@ pub fn runs(app: &mut HifApp, ui: &mut egui::Ui) {
             ui.label("");
             ui.end_row();
         }
-        for (i, v) in app.runs.iter().enumerate() {
+        for (i, v) in app.earlier.iter().enumerate() {
             let (n, last, above) = summary(v);
             ui.checkbox(&mut app.overlay[i], "");
             ui.label(&v.name);
@@ -66,17 +82,6 @@ pub fn runs(app: &mut HifApp, ui: &mut egui::Ui) {
             ui.end_row();
         }
     });
-    if let Some(i) = show {
-        let v = app.runs.remove(i);
-        app.overlay.remove(i);
-        if app.training.is_none() {
-            app.set_view(v);
-        } else {
-            app.status = "Stop training before switching runs.".into();
-            app.runs.insert(i, v);
-            app.overlay.insert(i, true);
-        }
-    }
     let h = (ui.available_height() * 0.55).max(150.0);
     let r = Plot::new("runs-loss")
         .height(h)
@@ -84,28 +89,28 @@ pub fn runs(app: &mut HifApp, ui: &mut egui::Ui) {
         .x_axis_label("step")
         .y_axis_label("loss")
         .show(ui, |p| {
-            if let Some(v) = &app.view {
+            if let Some(v) = &app.live {
                 p.line(Line::new(format!("current: {}", v.name), decimate_xy(&v.loss)).width(2.0));
             }
-            for (v, on) in app.runs.iter().zip(&app.overlay) {
+            for (v, on) in app.earlier.iter().zip(&app.overlay) {
                 if *on {
                     p.line(Line::new(v.name.clone(), decimate_xy(&v.loss)));
                 }
             }
         });
     let name = app
-        .view
+        .live
         .as_ref()
         .map(|v| v.name.clone())
         .unwrap_or_else(|| "runs".into());
-    save_png(app, ui, want, &name, "runs", r.response.rect);
-    let Some(current) = app.view.as_ref().and_then(|v| v.config.as_ref()) else {
+    save_png(exports, want, &name, "runs", r.response.rect);
+    let Some(current) = app.live.as_ref().and_then(|v| v.config.as_ref()) else {
         ui.label("The current run has no config to compare (a replayed trace).");
-        return;
+        return show;
     };
     let current = crate::settings::flatten(current);
     egui::ScrollArea::vertical().show(ui, |ui| {
-        for (v, on) in app.runs.iter().zip(&app.overlay) {
+        for (v, on) in app.earlier.iter().zip(&app.overlay) {
             if !*on {
                 continue;
             }
@@ -132,4 +137,5 @@ pub fn runs(app: &mut HifApp, ui: &mut egui::Ui) {
                 });
         }
     });
+    show
 }
