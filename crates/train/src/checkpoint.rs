@@ -56,6 +56,22 @@ impl Checkpoint {
         self.tensors.iter().find(|t| t.name == name)
     }
 
+    /// The data of tensor `name`, which this model needs with `shape`: the one check that
+    /// loading base weights and restoring a run share (a missing tensor or another shape is
+    /// named).
+    pub fn tensor_of_shape(&self, name: &str, shape: &[usize]) -> Result<&[f32], String> {
+        let t = self
+            .get(name)
+            .ok_or_else(|| format!("tensor '{name}' missing"))?;
+        if t.shape != shape {
+            return Err(format!(
+                "tensor '{name}' has shape {:?}, this model needs {shape:?} (different config?)",
+                t.shape
+            ));
+        }
+        Ok(&t.data)
+    }
+
     /// Serializes to safetensors bytes (the data checksum goes into the metadata).
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut data = Vec::with_capacity(self.tensors.iter().map(|t| t.data.len() * 4).sum());

@@ -164,6 +164,31 @@ pub struct QuantPlan {
 }
 
 impl QuantPlan {
+    /// Elements each quantizer sees per call (bank order), for a batch of `batch` sequences.
+    pub fn numel(&self, m: &ModelConfig, batch: usize) -> Vec<u64> {
+        let n = (batch * m.context) as u64;
+        let (c, f) = (m.d_model as u64, m.d_ff as u64);
+        let qd = (m.heads * m.head_dim()) as u64;
+        let kvd = (m.kv_heads * m.head_dim()) as u64;
+        self.ids
+            .iter()
+            .map(|id| {
+                let (cin, cout) = match id.module {
+                    Module::Gate | Module::Up => (c, f),
+                    Module::Down => (f, c),
+                    Module::Q => (c, qd),
+                    Module::K | Module::V => (c, kvd),
+                    Module::O => (qd, c),
+                };
+                match id.role {
+                    Role::A => n * cin,
+                    Role::W => cout * cin,
+                    Role::G => n * cout,
+                }
+            })
+            .collect()
+    }
+
     /// The plan for a model and QAT config (empty when QAT is off).
     pub fn new(m: &ModelConfig, q: &QatConfig) -> Self {
         let mut plan = QuantPlan {

@@ -7,11 +7,11 @@ use std::collections::VecDeque;
 
 use hif8lab_engine::{AdamHyper, Backend, BankConfig, BankSnapshot, EngineError, Readback};
 use hif8lab_scaling::trace::TraceRecord;
-use hif8lab_scaling::{CallRecord, Module, QuantizerId, Role};
+use hif8lab_scaling::{CallRecord, QuantizerId};
 
 use crate::checkpoint::Checkpoint;
 use crate::config::RunConfig;
-use crate::data::{Sampler, synthetic_corpus, tokenize};
+use crate::data::{Sampler, tokenize};
 use crate::model::{self, Ctx, Params, QuantPlan, Workspace};
 
 mod probes;
@@ -157,40 +157,9 @@ impl<B: Backend> Trainer<B> {
         } else {
             Some(backend.new_bank(&BankConfig::new(plan.ids.len(), config.qat.scaling.clone()))?)
         };
-        let n = (config.train.batch * m.context) as u64;
-        let (c, f) = (m.d_model as u64, m.d_ff as u64);
-        let qd = (m.heads * m.head_dim()) as u64;
-        let kvd = (m.kv_heads * m.head_dim()) as u64;
-        let numel = plan
-            .ids
-            .iter()
-            .map(|id| {
-                let (cin, cout) = match id.module {
-                    Module::Gate | Module::Up => (c, f),
-                    Module::Down => (f, c),
-                    Module::Q => (c, qd),
-                    Module::K | Module::V => (c, kvd),
-                    Module::O => (qd, c),
-                };
-                match id.role {
-                    Role::A => n * cin,
-                    Role::W => cout * cin,
-                    Role::G => n * cout,
-                }
-            })
-            .collect();
-        let d = &config.data;
-        let text = match d.corpus.as_str() {
-            "synthetic" => synthetic_corpus(config.train.seed, d.bytes),
-            "kb" => {
-                let kb = crate::corpus::KnowledgeBase::generate(d.entities, d.kb_seed);
-                crate::corpus::pretrain_corpus(&kb, config.train.seed, d.bytes)
-            }
-            "web" => crate::corpus::web_corpus(config.train.seed, d.bytes),
-            path => {
-                crate::data::read_corpus(std::path::Path::new(path)).map_err(TrainError::Data)?
-            }
-        };
+        let numel = plan.numel(m, config.train.batch);
+        let text = crate::corpus::training_text(&config.data, config.train.seed)
+            .map_err(TrainError::Data)?;
         let sampler = Sampler::new(tokenize(&text), config.train.seed).map_err(TrainError::Data)?;
         let scaling = &config.qat.scaling;
         Ok(Trainer {

@@ -26,16 +26,10 @@ impl<B: Backend> Trainer<B> {
     pub fn load_weights(&mut self, ck: &Checkpoint) -> Result<(), TrainError> {
         let specs = model::param_specs(&self.config.model);
         for ((name, shape, _), t) in specs.iter().zip(self.params.list()) {
-            let nt = ck
-                .get(name)
-                .ok_or_else(|| TrainError::Checkpoint(format!("tensor '{name}' missing")))?;
-            if &nt.shape != shape {
-                return Err(TrainError::Checkpoint(format!(
-                    "tensor '{name}' has shape {:?}, this model needs {shape:?} (different config?)",
-                    nt.shape
-                )));
-            }
-            self.backend.write(t, &nt.data)?;
+            let data = ck
+                .tensor_of_shape(name, shape)
+                .map_err(TrainError::Checkpoint)?;
+            self.backend.write(t, data)?;
         }
         Ok(())
     }
@@ -204,39 +198,11 @@ impl PendingEval {
                 rows.push(losses[i * ctx..(i + 1) * ctx].to_vec());
             }
         }
-        let mut at = 0;
-        let mut score = |(items, spans): &(Vec<crate::corpus::McItem>, Vec<(usize, usize)>)| {
-            let mut ll = Vec::new();
-            let mut k = 0;
-            for it in items {
-                let mut row = Vec::new();
-                for _ in &it.choices {
-                    let (used, n) = spans[k];
-                    let l: f64 = rows[at + k][used - n..used]
-                        .iter()
-                        .map(|v| f64::from(*v))
-                        .sum();
-                    row.push(-l);
-                    k += 1;
-                }
-                ll.push(row);
-            }
-            at += k;
-            crate::corpus::mc_accuracy(items, &ll)
-        };
-        let (knowledge_acc, knowledge_acc_norm) = score(&self.knowledge);
-        let (completion_acc, completion_acc_norm) = score(&self.completion);
-        let held = &rows[at..];
-        let n: usize = held.iter().map(Vec::len).sum();
-        let heldout_loss =
-            held.iter().flatten().map(|v| f64::from(*v)).sum::<f64>() / n.max(1) as f64;
-        Ok(ProbeScores {
-            step: self.step,
-            knowledge_acc,
-            knowledge_acc_norm,
-            completion_acc,
-            completion_acc_norm,
-            heldout_loss,
-        })
+        Ok(crate::corpus::score_probes(
+            self.step,
+            &rows,
+            &self.knowledge,
+            &self.completion,
+        ))
     }
 }

@@ -107,16 +107,7 @@ impl<B: Backend> Trainer<B> {
         ] {
             for ((name, shape, _), t) in specs.iter().zip(list) {
                 let full = format!("{prefix}{name}");
-                let nt = ck
-                    .get(&full)
-                    .ok_or_else(|| bad(format!("tensor '{full}' missing")))?;
-                if &nt.shape != shape {
-                    return Err(bad(format!(
-                        "tensor '{full}' has shape {:?}, this model needs {shape:?} (different config?)",
-                        nt.shape
-                    )));
-                }
-                writes.push((t, &nt.data));
+                writes.push((t, ck.tensor_of_shape(&full, shape).map_err(bad)?));
             }
         }
         if let Some(stored) = ck.metadata.get("config_fingerprint") {

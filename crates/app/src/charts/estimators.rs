@@ -1,0 +1,154 @@
+//! The estimators tab: every estimator side by side on the same calls (counts over time,
+//! headroom distributions, a one-line reading).
+
+use super::*;
+
+/// What the Estimators panel derives from the calls (cached per view revision).
+#[derive(Clone, Debug, Default)]
+pub struct EstimatorTables {
+    /// The view revision they were computed at.
+    pub revision: u64,
+    /// Per estimator: calls above its estimate.
+    pub calls_above: Vec<u64>,
+    /// Per estimator: median est/amax.
+    pub headroom: Vec<f32>,
+    /// The reading.
+    pub reading: String,
+    /// Per estimator: (step, cumulative calls above its estimate).
+    pub cumulative: Vec<Vec<[f64; 2]>>,
+    /// Per estimator: (log2 est/amax bin centre, share of calls) in quarter binades.
+    pub headroom_dist: Vec<Vec<[f64; 2]>>,
+}
+
+impl EstimatorTables {
+    /// Computes the tables of `view`.
+    pub fn of(view: &RunView) -> Self {
+        let k = view.estimators.len();
+        let steps = view.last_step() as usize + 1;
+        let mut per_step = vec![vec![0u64; steps]; k];
+        const LO: f64 = -4.0;
+        const BINS: usize = 64; // -4 … +12 binades
+        let mut dist = vec![vec![0u64; BINS]; k];
+        for c in view.calls.values().flatten() {
+            for e in 0..k {
+                per_step[e][c.step as usize] +=
+                    u64::from(c.calls_above.get(e).copied().unwrap_or(0));
+                if let Some(est) = c.est.get(e)
+                    && c.amax > 0.0
+                    && *est > 0.0
+                {
+                    let h = f64::from(*est / c.amax).log2();
+                    let b = ((h - LO) * 4.0).floor().clamp(0.0, (BINS - 1) as f64) as usize;
+                    dist[e][b] += 1;
+                }
+            }
+        }
+        let cumulative = per_step
+            .iter()
+            .map(|counts| {
+                let mut sum = 0u64;
+                let pts: Vec<[f64; 2]> = counts
+                    .iter()
+                    .enumerate()
+                    .map(|(s, c)| {
+                        sum += c;
+                        [s as f64, sum as f64]
+                    })
+                    .collect();
+                buckets(pts.len(), MAX_POINTS)
+                    .into_iter()
+                    .map(|(_, b)| pts[b - 1])
+                    .collect()
+            })
+            .collect();
+        let headroom_dist = dist
+            .iter()
+            .map(|d| {
+                let total = d.iter().sum::<u64>().max(1) as f64;
+                d.iter()
+                    .enumerate()
+                    .map(|(i, c)| [LO + (i as f64 + 0.5) / 4.0, *c as f64 / total])
+                    .collect()
+            })
+            .collect();
+        EstimatorTables {
+            revision: view.revision,
+            calls_above: view.calls_above(),
+            headroom: view.median_headroom(),
+            reading: view.reading(),
+            cumulative,
+            headroom_dist,
+        }
+    }
+}
+
+/// The Estimators panel: the shadow comparison of every estimator on the same calls.
+pub(super) fn estimators(
+    est: &mut EstimatorsPanel,
+    cx: &mut PanelCtx<'_>,
+    ui: &mut egui::Ui,
+    view: &RunView,
+) {
+    let fresh = est
+        .cache
+        .as_ref()
+        .is_some_and(|t| t.revision == view.revision);
+    if !fresh {
+        est.cache = Some(EstimatorTables::of(view));
+    }
+    // Taken out while drawing (put back below), not cloned every frame.
+    let Some(t) = est.cache.take() else {
+        return;
+    };
+    let want = ui
+        .horizontal(|ui| {
+            ui.label(&t.reading);
+            png_button(ui)
+        })
+        .inner;
+    egui::Grid::new("estimators").striped(true).show(ui, |ui| {
+        ui.strong("estimator");
+        ui.strong("calls above its estimate");
+        ui.strong("median headroom est/amax");
+        ui.end_row();
+        for ((name, c), h) in view.estimators.iter().zip(&t.calls_above).zip(&t.headroom) {
+            let name = if view.estimators.get(view.active) == Some(name) {
+                format!("{name} (active)")
+            } else {
+                name.clone()
+            };
+            ui.label(name);
+            ui.label(c.to_string());
+            ui.label(format!("{h:.3}"));
+            ui.end_row();
+        }
+    });
+    let top = ui.cursor().min;
+    let h = (ui.available_height() / 2.0 - 8.0).max(120.0);
+    ui.label("Cumulative calls whose amax exceeded the estimate (shadow counts on the same run):");
+    Plot::new("cumulative")
+        .height(h)
+        .legend(Legend::default())
+        .x_axis_label("step")
+        .y_axis_label("calls")
+        .show(ui, |p| {
+            for (name, pts) in view.estimators.iter().zip(&t.cumulative) {
+                p.line(Line::new(name.clone(), pts.clone()));
+            }
+        });
+    ui.label("Headroom distribution: share of calls by log2(est/amax); below 0 the amax exceeded the estimate:");
+    Plot::new("headroom")
+        .height(h)
+        .legend(Legend::default())
+        .x_axis_label("log2(est/amax)")
+        .y_axis_label("share of calls")
+        .show(ui, |p| {
+            for (name, pts) in view.estimators.iter().zip(&t.headroom_dist) {
+                p.line(Line::new(name.clone(), pts.clone()));
+            }
+            p.vline(VLine::new("amax = estimate", 0.0).color(Color32::RED));
+        });
+    est.cache = Some(t);
+    let rect = egui::Rect::from_min_max(top, ui.min_rect().max);
+    save_png(cx.exports, want, &view.name, "estimators", rect);
+}

@@ -1,0 +1,162 @@
+//! The run driver: its probe and checkpoint schedule, blocking and non-blocking driving
+//! give the same reports, and stop checkpoints where it stopped.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hif8lab_engine::cpu::CpuBackend;
+use hif8lab_train::config::{PRESETS, RunConfig};
+use hif8lab_train::corpus::ProbeSet;
+use hif8lab_train::driver::{Control, Driver, Event, Memory, Progress, Schedule, Sink};
+use hif8lab_train::{TrainError, Trainer};
+
+fn tiny() -> RunConfig {
+    let sets: Vec<String> = [
+        "model.d_model=32",
+        "model.layers=3",
+        "model.d_ff=64",
+        "model.context=16",
+        "train.batch=2",
+        "train.steps=6",
+        "qat.warmup_steps=2",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    RunConfig::parse("tiny", PRESETS[0].1, &sets).unwrap()
+}
+
+/// Everything the driver emitted, in order, as short labels.
+#[derive(Default)]
+struct Log {
+    events: Vec<String>,
+    losses: Vec<u32>,
+}
+
+impl Sink for Log {
+    fn event(&mut self, e: Event) -> Result<(), TrainError> {
+        self.events.push(match e {
+            Event::Report(r) => {
+                self.losses.push(r.loss.to_bits());
+                format!("report {}", r.step)
+            }
+            Event::Probes(p) => format!("probes {}", p.step),
+            Event::Checkpoint { step, .. } => format!("checkpoint {step}"),
+            Event::Weights(_) => "weights".into(),
+        });
+        Ok(())
+    }
+}
+
+fn schedule(config: &RunConfig) -> Schedule {
+    Schedule {
+        probes: Some(Arc::new(ProbeSet::for_data(&config.data))),
+        eval_every: 2,
+        eval_at_start: true,
+        checkpoint_every: 3,
+        checkpoint_at_end: true,
+        keep_weights: true,
+        max_in_flight: 2,
+    }
+}
+
+#[test]
+fn schedule_runs_in_order_and_both_ways_of_driving_agree() {
+    let config = tiny();
+    let mut blocking = Log::default();
+    let mut d = Driver::new(
+        Trainer::new(CpuBackend::new(), config.clone()).unwrap(),
+        schedule(&config),
+    );
+    assert_eq!(d.run(&mut blocking, &|| false).unwrap(), Progress::Finished);
+    let expected: Vec<String> = [
+        "probes 0",
+        "report 0",
+        "report 1",
+        "probes 2",
+        "report 2",
+        "checkpoint 3",
+        "report 3",
+        "probes 4",
+        "report 4",
+        "report 5",
+        "probes 6",
+        "weights",
+        "checkpoint 6",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    assert_eq!(blocking.events, expected);
+    // Driven from a "frame loop": small budgets, never blocking.
+    let mut framed = Log::default();
+    let mut d = Driver::new(
+        Trainer::new(CpuBackend::new(), config.clone()).unwrap(),
+        Schedule {
+            checkpoint_every: 0,
+            checkpoint_at_end: false,
+            ..schedule(&config)
+        },
+    );
+    let mut calls = 0;
+    loop {
+        calls += 1;
+        match d
+            .advance(Control::Run, Duration::ZERO, false, &mut framed)
+            .unwrap()
+        {
+            Progress::Finished => break,
+            Progress::Stopped => panic!("not stopped"),
+            _ => assert!(calls < 10_000, "the frame loop makes progress"),
+        }
+    }
+    assert_eq!(framed.losses, blocking.losses, "same steps, same losses");
+    let probes: Vec<&String> = framed
+        .events
+        .iter()
+        .filter(|e| e.starts_with("probes"))
+        .collect();
+    assert_eq!(probes, ["probes 0", "probes 2", "probes 4", "probes 6"]);
+    assert_eq!(framed.events.last().unwrap(), "weights");
+}
+
+#[test]
+fn stop_checkpoints_where_it_stopped_and_pause_enqueues_nothing() {
+    let config = tiny();
+    let mut d = Driver::new(
+        Trainer::new(CpuBackend::new(), config.clone()).unwrap(),
+        Schedule {
+            checkpoint_at_end: true,
+            ..Schedule::default()
+        },
+    );
+    let mut log = Log::default();
+    for _ in 0..2 {
+        d.advance(Control::Run, Duration::ZERO, true, &mut log)
+            .unwrap();
+    }
+    let before = d.trainer().steps_done();
+    d.advance(Control::Pause, Duration::ZERO, true, &mut log)
+        .unwrap();
+    assert_eq!(d.trainer().steps_done(), before, "pause enqueues nothing");
+    assert_eq!(
+        d.trainer().in_flight(),
+        0,
+        "a blocking pause delivers what was in flight"
+    );
+    let p = d
+        .advance(Control::Stop, Duration::ZERO, true, &mut log)
+        .unwrap();
+    assert_eq!(p, Progress::Stopped);
+    assert_eq!(log.events.last().unwrap(), &format!("checkpoint {before}"));
+    // Stopped stays stopped.
+    let mut memory = Memory::default();
+    assert_eq!(
+        d.advance(Control::Run, Duration::ZERO, true, &mut memory)
+            .unwrap(),
+        Progress::Stopped
+    );
+    assert!(memory.reports.is_empty());
+}
