@@ -365,6 +365,65 @@ pub fn ape(qat: &[f64], base: &[f64]) -> f64 {
         * 100.0
 }
 
+/// Probe scores from per-token losses: `rows` holds one row of losses per scored sequence —
+/// every (item, choice) of `knowledge`, then of `completion`, then held-out windows — and
+/// each item set carries, per sequence, (tokens used, choice tokens).
+pub fn score_probes(
+    step: u64,
+    rows: &[Vec<f32>],
+    knowledge: &(Vec<McItem>, Vec<(usize, usize)>),
+    completion: &(Vec<McItem>, Vec<(usize, usize)>),
+) -> crate::ProbeScores {
+    let mut at = 0;
+    let mut score = |(items, spans): &(Vec<McItem>, Vec<(usize, usize)>)| {
+        let mut ll = Vec::new();
+        let mut k = 0;
+        for it in items {
+            let mut row = Vec::new();
+            for _ in &it.choices {
+                let (used, n) = spans[k];
+                let l: f64 = rows[at + k][used - n..used]
+                    .iter()
+                    .map(|v| f64::from(*v))
+                    .sum();
+                row.push(-l);
+                k += 1;
+            }
+            ll.push(row);
+        }
+        at += k;
+        mc_accuracy(items, &ll)
+    };
+    let (knowledge_acc, knowledge_acc_norm) = score(knowledge);
+    let (completion_acc, completion_acc_norm) = score(completion);
+    let held = &rows[at..];
+    let n: usize = held.iter().map(Vec::len).sum();
+    let heldout_loss = held.iter().flatten().map(|v| f64::from(*v)).sum::<f64>() / n.max(1) as f64;
+    crate::ProbeScores {
+        step,
+        knowledge_acc,
+        knowledge_acc_norm,
+        completion_acc,
+        completion_acc_norm,
+        heldout_loss,
+    }
+}
+
+/// The training text a run's `data` section names: `synthetic`, `kb` (the knowledge base's
+/// pretraining corpus), `web` (the bursty continued-training corpus) or a file path.
+pub fn training_text(d: &crate::config::DataConfig, seed: u64) -> Result<String, String> {
+    Ok(match d.corpus.as_str() {
+        "synthetic" => crate::data::synthetic_corpus(seed, d.bytes),
+        "kb" => pretrain_corpus(
+            &KnowledgeBase::generate(d.entities, d.kb_seed),
+            seed,
+            d.bytes,
+        ),
+        "web" => web_corpus(seed, d.bytes),
+        path => crate::data::read_corpus(std::path::Path::new(path))?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,63 +492,4 @@ mod tests {
         assert!((relative_drop(0.8, 0.6) - 25.0).abs() < 1e-9);
         assert_eq!(relative_drop(0.0, 0.5), 0.0);
     }
-}
-
-/// Probe scores from per-token losses: `rows` holds one row of losses per scored sequence —
-/// every (item, choice) of `knowledge`, then of `completion`, then held-out windows — and
-/// each item set carries, per sequence, (tokens used, choice tokens).
-pub fn score_probes(
-    step: u64,
-    rows: &[Vec<f32>],
-    knowledge: &(Vec<McItem>, Vec<(usize, usize)>),
-    completion: &(Vec<McItem>, Vec<(usize, usize)>),
-) -> crate::ProbeScores {
-    let mut at = 0;
-    let mut score = |(items, spans): &(Vec<McItem>, Vec<(usize, usize)>)| {
-        let mut ll = Vec::new();
-        let mut k = 0;
-        for it in items {
-            let mut row = Vec::new();
-            for _ in &it.choices {
-                let (used, n) = spans[k];
-                let l: f64 = rows[at + k][used - n..used]
-                    .iter()
-                    .map(|v| f64::from(*v))
-                    .sum();
-                row.push(-l);
-                k += 1;
-            }
-            ll.push(row);
-        }
-        at += k;
-        mc_accuracy(items, &ll)
-    };
-    let (knowledge_acc, knowledge_acc_norm) = score(knowledge);
-    let (completion_acc, completion_acc_norm) = score(completion);
-    let held = &rows[at..];
-    let n: usize = held.iter().map(Vec::len).sum();
-    let heldout_loss = held.iter().flatten().map(|v| f64::from(*v)).sum::<f64>() / n.max(1) as f64;
-    crate::ProbeScores {
-        step,
-        knowledge_acc,
-        knowledge_acc_norm,
-        completion_acc,
-        completion_acc_norm,
-        heldout_loss,
-    }
-}
-
-/// The training text a run's `data` section names: `synthetic`, `kb` (the knowledge base's
-/// pretraining corpus), `web` (the bursty continued-training corpus) or a file path.
-pub fn training_text(d: &crate::config::DataConfig, seed: u64) -> Result<String, String> {
-    Ok(match d.corpus.as_str() {
-        "synthetic" => crate::data::synthetic_corpus(seed, d.bytes),
-        "kb" => pretrain_corpus(
-            &KnowledgeBase::generate(d.entities, d.kb_seed),
-            seed,
-            d.bytes,
-        ),
-        "web" => web_corpus(seed, d.bytes),
-        path => crate::data::read_corpus(std::path::Path::new(path))?,
-    })
 }

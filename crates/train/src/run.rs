@@ -45,6 +45,37 @@ pub struct MetricsLine {
     pub counts: Option<CallCounts>,
 }
 
+impl MetricsLine {
+    /// The line of a step report: its calls counted once into [`CallCounts`] (`estimators`
+    /// of them; the active one's figures also in the line's own fields).
+    pub fn of(report: &StepReport, estimators: usize, active: usize, tokens_per_s: f64) -> Self {
+        let counts = (!report.calls.is_empty()).then(|| {
+            let mut counts = CallCounts::new(estimators);
+            for c in &report.calls {
+                counts.add(c);
+            }
+            counts
+        });
+        let of_active = |f: fn(&EstimatorCounts) -> u64| {
+            counts
+                .as_ref()
+                .and_then(|c| c.estimators.get(active))
+                .map_or(0, f)
+        };
+        MetricsLine {
+            step: report.step,
+            loss: report.loss,
+            lr: report.lr,
+            grad_norm: report.grad_norm,
+            tokens_per_s,
+            qat_enabled: report.qat_enabled,
+            calls_above_est: of_active(|e| e.calls_above_est),
+            overflow: of_active(|e| e.overflow),
+            counts,
+        }
+    }
+}
+
 /// How a segment (and, for the last one, the run) stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -233,6 +264,24 @@ impl RunSummary {
             .lines()
             .rev()
             .find_map(|l| serde_json::from_str::<ProbeScores>(l).ok());
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Self::from_lines(&name, facts, &lines, probes, segments, status, error)
+    }
+
+    /// The summary of a run's metrics lines (as `metrics.jsonl` holds them), its last probe
+    /// scores and its segments: what both a run folder and an in-memory run summarize.
+    pub fn from_lines(
+        name: &str,
+        facts: &SummaryFacts<'_>,
+        lines: &[MetricsLine],
+        probes: Option<ProbeScores>,
+        segments: &[Segment],
+        status: RunStatus,
+        error: Option<String>,
+    ) -> Self {
         let mut counts = CallCounts::new(facts.estimators.len());
         for c in lines.iter().filter_map(|l| l.counts.as_ref()) {
             counts.merge(c);
@@ -242,10 +291,7 @@ impl RunSummary {
         RunSummary {
             status,
             error,
-            name: dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
+            name: name.to_owned(),
             steps: lines.last().map_or(0, |l| l.step + 1),
             target_steps: facts.config.train.steps,
             final_loss: lines.last().map(|l| l.loss),
@@ -352,34 +398,27 @@ impl RunSummary {
 }
 
 /// Builds a [`RunSummary`] in memory from step reports as they arrive (runs without a
-/// folder: the browser's lesson scenarios); counts with the same [`CallCounts`].
+/// folder: the browser's lesson scenarios): the same metrics lines a run folder writes,
+/// summarized the same way.
 #[derive(Clone, Debug, Default)]
 pub struct SummaryBuilder {
-    estimators: Vec<String>,
-    counts: CallCounts,
-    calls_above_est: u64,
-    overflow: u64,
-    losses: Vec<f64>,
+    estimators: usize,
+    lines: Vec<MetricsLine>,
 }
 
 impl SummaryBuilder {
     /// A builder for a run with these estimators (shadow order).
     pub fn new(estimators: &[String]) -> Self {
         SummaryBuilder {
-            estimators: estimators.to_vec(),
-            counts: CallCounts::new(estimators.len()),
-            ..Default::default()
+            estimators: estimators.len(),
+            lines: Vec::new(),
         }
     }
 
     /// Counts one step (`active`: the active estimator's index).
     pub fn add(&mut self, r: &StepReport, active: usize) {
-        for c in &r.calls {
-            self.counts.add(c);
-            self.calls_above_est += u64::from(c.above(active));
-            self.overflow += c.overflow.get(active).copied().unwrap_or(0);
-        }
-        self.losses.push(f64::from(r.loss));
+        self.lines
+            .push(MetricsLine::of(r, self.estimators, active, 0.0));
     }
 
     /// The summary of the finished run.
@@ -390,38 +429,19 @@ impl SummaryBuilder {
         probes: Option<ProbeScores>,
         wall_s: f64,
     ) -> RunSummary {
-        let qat = facts.config.qat.enabled;
-        RunSummary {
-            status: RunStatus::Finished,
-            error: None,
-            name: name.to_owned(),
-            steps: self.losses.len() as u64,
-            target_steps: facts.config.train.steps,
-            final_loss: self.losses.last().map(|v| *v as f32),
-            losses: self.losses,
-            wall_s,
-            tokens_per_s: 0.0,
-            backend: String::new(),
-            adapter: String::new(),
-            quantizers: facts.quantizers,
-            segments: 1,
-            lr: facts.config.train.lr,
-            estimator: if qat {
-                facts
-                    .estimators
-                    .get(facts.active)
-                    .cloned()
-                    .unwrap_or_default()
-            } else {
-                "none".into()
-            },
-            warmup: facts.config.qat.warmup_steps > 0,
-            calls_above_est: self.calls_above_est,
-            overflow: self.overflow,
+        let mut segment = Segment::new(0, facts.config.train.steps);
+        segment.end_step = self.lines.len() as u64;
+        segment.status = RunStatus::Finished;
+        segment.wall_s = wall_s;
+        RunSummary::from_lines(
+            name,
+            facts,
+            &self.lines,
             probes,
-            estimators: self.estimators,
-            counts: self.counts,
-        }
+            &[segment],
+            RunStatus::Finished,
+            None,
+        )
     }
 }
 
@@ -617,29 +637,7 @@ impl RunWriter {
         records: &[hif8lab_scaling::trace::TraceRecord],
         tokens_per_s: f64,
     ) -> io::Result<MetricsLine> {
-        let mut counts = (!report.calls.is_empty()).then(|| CallCounts::new(self.estimators));
-        for c in &report.calls {
-            if let Some(counts) = counts.as_mut() {
-                counts.add(c);
-            }
-        }
-        let active = |f: fn(&EstimatorCounts) -> u64| {
-            counts
-                .as_ref()
-                .and_then(|c| c.estimators.get(self.active))
-                .map_or(0, f)
-        };
-        let line = MetricsLine {
-            step: report.step,
-            loss: report.loss,
-            lr: report.lr,
-            grad_norm: report.grad_norm,
-            tokens_per_s,
-            qat_enabled: report.qat_enabled,
-            calls_above_est: active(|e| e.calls_above_est),
-            overflow: active(|e| e.overflow),
-            counts,
-        };
+        let line = MetricsLine::of(report, self.estimators, self.active, tokens_per_s);
         write_json_line(&mut self.metrics, &line)?;
         if report.step.is_multiple_of(self.trace_every) {
             for r in records {
