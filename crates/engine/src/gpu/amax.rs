@@ -2,7 +2,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::kernel::{Bind, Kernel, REDUCTION_GROUPS, grid_stride_groups};
+use super::kernel::{Bind, Kernel};
 use super::{GpuBackend, GpuBank, GpuTensor};
 use crate::EngineError;
 use crate::params_layout;
@@ -47,14 +47,8 @@ pub(crate) fn launch(
         slot: quantizer as u32,
         _pad: [0; 2],
     };
-    gpu.with_encoder(|e| e.clear_buffer(&bank.amax_bits, quantizer as u64 * 4, Some(4)));
-    let groups = grid_stride_groups(x.len, WG, REDUCTION_GROUPS);
-    gpu.dispatch(
-        &KERNEL,
-        "main",
-        &params,
-        &[("x", x.bind()), ("amax_bits", Bind::all(&bank.amax_bits))],
-        (groups, 1, 1),
-    );
+    let out = [("amax_bits", Bind::all(&bank.amax_bits))];
+    let slot = (&bank.amax_bits, quantizer as u64 * 4, Some(4));
+    gpu.reduce(&KERNEL, WG, &params, x, &out, slot);
     Ok(())
 }

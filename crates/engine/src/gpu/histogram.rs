@@ -3,7 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::kernel::{Bind, Kernel, REDUCTION_GROUPS, grid_stride_groups};
+use super::kernel::{Bind, Kernel};
 use super::{GpuBackend, GpuBank, GpuTensor};
 use crate::EngineError;
 use crate::params_layout;
@@ -64,18 +64,10 @@ pub(crate) fn launch(
         _pad: 0,
         quarter: [a, b, c, 0],
     };
-    gpu.with_encoder(|e| e.clear_buffer(&bank.hist, 0, None));
-    let groups = grid_stride_groups(x.len, WG, REDUCTION_GROUPS);
-    gpu.dispatch(
-        &KERNEL,
-        "main",
-        &params,
-        &[
-            ("x", x.bind()),
-            ("scales", Bind::all(&bank.scales)),
-            ("hist", Bind::all(&bank.hist)),
-        ],
-        (groups, 1, 1),
-    );
+    let out = [
+        ("scales", Bind::all(&bank.scales)),
+        ("hist", Bind::all(&bank.hist)),
+    ];
+    gpu.reduce(&KERNEL, WG, &params, x, &out, (&bank.hist, 0, None));
     Ok(())
 }

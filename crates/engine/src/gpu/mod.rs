@@ -375,6 +375,25 @@ impl GpuBackend {
         );
     }
 
+    /// Records a grid-stride reduction of `x` into a bank slot that is zeroed first: `clear`
+    /// is (buffer, byte offset, bytes or `None` for the rest); `x` binds as `x`, the rest as
+    /// named in `out`.
+    fn reduce<P: Pod>(
+        &self,
+        kernel: &Kernel,
+        wg: u32,
+        params: &P,
+        x: &GpuTensor,
+        out: &[(&str, Bind<'_>)],
+        clear: (&wgpu::Buffer, u64, Option<u64>),
+    ) {
+        self.with_encoder(|e| e.clear_buffer(clear.0, clear.1, clear.2));
+        let mut buffers = vec![("x", x.bind())];
+        buffers.extend_from_slice(out);
+        let groups = kernel::grid_stride_groups(x.len, wg, kernel::REDUCTION_GROUPS);
+        self.dispatch(kernel, "main", params, &buffers, (groups, 1, 1));
+    }
+
     fn tensor(&self, len: usize) -> Result<GpuTensor, EngineError> {
         let bytes = len as u64 * 4;
         let limit = self.limits.max_storage_buffer_binding_size;

@@ -3,7 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::kernel::{Bind, Kernel, REDUCTION_GROUPS, grid_stride_groups};
+use super::kernel::{Bind, Kernel};
 use super::{GpuBackend, GpuBank, GpuTensor};
 use crate::EngineError;
 use crate::params_layout;
@@ -82,25 +82,16 @@ pub(crate) fn launch(
         _pad: 0,
         quant: bank.quant,
     };
-    gpu.with_encoder(|e| {
-        e.clear_buffer(
-            &bank.stats,
-            (quantizer * stride * 4) as u64,
-            Some((stride * 4) as u64),
-        );
-    });
-    let groups = grid_stride_groups(x.len, WG, REDUCTION_GROUPS);
-    gpu.dispatch(
-        &KERNEL,
-        "main",
-        &params,
-        &[
-            ("x", x.bind()),
-            ("est", Bind::all(&bank.est)),
-            ("scales", Bind::all(&bank.scales)),
-            ("stats", Bind::all(&bank.stats)),
-        ],
-        (groups, 1, 1),
+    let out = [
+        ("est", Bind::all(&bank.est)),
+        ("scales", Bind::all(&bank.scales)),
+        ("stats", Bind::all(&bank.stats)),
+    ];
+    let slot = (
+        &bank.stats,
+        (quantizer * stride * 4) as u64,
+        Some((stride * 4) as u64),
     );
+    gpu.reduce(&KERNEL, WG, &params, x, &out, slot);
     Ok(())
 }
