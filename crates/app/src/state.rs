@@ -106,12 +106,12 @@ impl RunView {
 
     /// An empty view for series replayed through `config`'s estimators (active and shadows).
     fn for_replay(name: &str, config: &hif8lab_scaling::ScalingConfig) -> Self {
-        let estimators = config
-            .estimators()
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        RunView::new(name, estimators, config.active_index(), config.target)
+        RunView::new(
+            name,
+            config.estimator_names(),
+            config.active_index(),
+            config.target,
+        )
     }
 
     /// A synthetic run of `quantizers` × `steps` calls (a random walk of amax with bursts,

@@ -118,6 +118,11 @@ impl ScalingConfig {
         list
     }
 
+    /// The names of [`Self::estimators`], in order (trace headers, summaries, the app).
+    pub fn estimator_names(&self) -> Vec<String> {
+        self.estimators().iter().map(ToString::to_string).collect()
+    }
+
     /// Index of the active estimator in [`Self::estimators`].
     pub fn active_index(&self) -> usize {
         let active = self.estimator.resolve(self.window);

@@ -160,11 +160,7 @@ pub fn complete_finished(
 ) -> Result<RunSummary, TrainError> {
     run::write_segments(dir, segments).map_err(io(dir, "writing segments.json"))?;
     let scaling = &config.qat.scaling;
-    let estimators: Vec<String> = scaling
-        .estimators()
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let estimators = scaling.estimator_names();
     let facts = SummaryFacts {
         config,
         estimators: &estimators,
@@ -174,9 +170,8 @@ pub fn complete_finished(
             .len(),
     };
     let summary = RunSummary::from_run(dir, &facts, segments, RunStatus::Finished, None);
-    let text =
-        serde_json::to_string_pretty(&summary).map_err(|e| TrainError::Data(e.to_string()))?;
-    run::write_atomic(&dir.join("summary.json"), text.as_bytes())
+    summary
+        .write(dir)
         .map_err(io(dir, "writing summary.json"))?;
     Ok(summary)
 }

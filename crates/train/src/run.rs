@@ -321,6 +321,12 @@ impl RunSummary {
         }
     }
 
+    /// Writes `<dir>/summary.json` (atomically).
+    pub fn write(&self, dir: &Path) -> io::Result<()> {
+        let text = serde_json::to_string_pretty(self).map_err(io::Error::other)?;
+        write_atomic(&dir.join("summary.json"), text.as_bytes())
+    }
+
     /// Reads `<dir>/summary.json`.
     pub fn read(dir: &Path) -> Option<Self> {
         let text = fs::read_to_string(dir.join("summary.json")).ok()?;
@@ -659,8 +665,7 @@ impl RunWriter {
     /// Writes `summary.json`.
     pub fn summary(&mut self, summary: &RunSummary) -> io::Result<()> {
         self.flush()?;
-        let text = serde_json::to_string_pretty(summary).map_err(io::Error::other)?;
-        write_atomic(&self.dir.join("summary.json"), text.as_bytes())
+        summary.write(&self.dir)
     }
 
     /// Flushes `metrics.jsonl` and `trace.jsonl`.

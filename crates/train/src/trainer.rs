@@ -163,11 +163,7 @@ impl<B: Backend> Trainer<B> {
         let sampler = Sampler::new(tokenize(&text), config.train.seed).map_err(TrainError::Data)?;
         let scaling = &config.qat.scaling;
         Ok(Trainer {
-            estimator_names: scaling
-                .estimators()
-                .iter()
-                .map(ToString::to_string)
-                .collect(),
+            estimator_names: scaling.estimator_names(),
             active: scaling.active_index(),
             decay: specs.iter().map(|s| s.2).collect(),
             backend,

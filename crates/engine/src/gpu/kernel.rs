@@ -279,19 +279,17 @@ impl Recorder {
             self.bind_groups_created += 1;
             self.groups.insert(key.clone(), group);
         }
-        let group = &self.groups[&key];
-        let encoder = self.encoder.get_or_insert_with(|| {
-            device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("hif8lab step"),
-            })
-        });
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some(kernel.name),
-            timestamp_writes: None,
-        });
+        let group = self.groups[&key].clone();
+        let mut pass = self
+            .encoder(device)
+            .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(kernel.name),
+                timestamp_writes: None,
+            });
         pass.set_pipeline(pipeline);
-        pass.set_bind_group(0, group, &[]);
+        pass.set_bind_group(0, &group, &[]);
         pass.dispatch_workgroups(groups.0.max(1), groups.1.max(1), groups.2.max(1));
+        drop(pass);
         self.dispatches += 1;
     }
 }
