@@ -12,6 +12,7 @@ mod bench_kernels;
 mod bench_train;
 mod codec;
 mod grid_cmd;
+mod model_cmds;
 mod plots;
 mod scaling_cmds;
 mod train_cmd;
@@ -50,9 +51,15 @@ enum Command {
     /// The lessons: run one headless and check its claims (`lesson run NAME [--json]`).
     #[command(subcommand)]
     Lesson(grid_cmd::LessonCommand),
-    /// Export settings for other tools (Transformer Engine, Megatron-LM).
+    /// Export a run's weights as a Hugging Face Llama folder (`export hf`), or settings for
+    /// other tools (Transformer Engine, Megatron-LM).
     #[command(subcommand)]
     Export(scaling_cmds::ExportCommand),
+    /// Loss, perplexity and bits per byte of a model (run folder, checkpoint or Hugging Face
+    /// folder) on a text.
+    Eval(model_cmds::EvalArgs),
+    /// Generate text from a model (seeded, reproducible).
+    Sample(model_cmds::SampleArgs),
 }
 
 /// How a command ended, mapped to the process exit code.
@@ -73,6 +80,8 @@ fn main() -> ExitCode {
         Command::Trace(cmd) => scaling_cmds::run_trace(cmd),
         Command::Replay(args) => scaling_cmds::run_replay(args),
         Command::Export(cmd) => scaling_cmds::run_export(cmd),
+        Command::Eval(args) => model_cmds::run_eval(args),
+        Command::Sample(args) => model_cmds::run_sample(args),
         Command::Train(args) => train_cmd::run_train(args).map(|()| Outcome::Ok),
         Command::Pretrain(args) => grid_cmd::run_pretrain(args).map(|()| Outcome::Ok),
         Command::Grid(args) => grid_cmd::run_grid(args).map(|()| Outcome::Ok),

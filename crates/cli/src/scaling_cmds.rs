@@ -79,6 +79,9 @@ fn parse_cold_start(s: &str) -> Result<ColdStart, String> {
 
 #[derive(Subcommand, Debug)]
 pub enum ExportCommand {
+    /// Write a run's weights as a Hugging Face Llama folder (config.json, model.safetensors,
+    /// generation_config.json, tokenizer.json) that `transformers` loads without custom code.
+    Hf(crate::model_cmds::ExportHfArgs),
     /// Print the Transformer Engine DelayedScaling recipe and Megatron-LM flags for a config.
     TeRecipe {
         /// A TOML config: a run config with a [scaling] table, or the scaling table itself.
@@ -285,6 +288,7 @@ fn print_report(report: &ReplayReport, args: &ReplayArgs, kind: &str) {
 
 pub fn run_export(cmd: ExportCommand) -> Result<Outcome> {
     match cmd {
+        ExportCommand::Hf(args) => crate::model_cmds::run_export_hf(args),
         ExportCommand::TeRecipe {
             config,
             estimator,

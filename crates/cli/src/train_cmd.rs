@@ -50,6 +50,11 @@ pub struct TrainArgs {
     /// written back to it and recorded in segments.json.
     #[arg(long, conflicts_with_all = ["preset", "config", "out"])]
     resume: Option<PathBuf>,
+    /// Continue training a Hugging Face Llama folder (config.json, safetensors, tokenizer.json):
+    /// the model comes from the folder, training, QAT and data from --preset/--config and
+    /// --set (model.context: the preset's, at most max_position_embeddings).
+    #[arg(long, value_name = "HF_DIR", conflicts_with = "resume")]
+    init_from: Option<PathBuf>,
     /// Print the parameters and the memory the run needs (per part) and whether it fits,
     /// without training.
     #[arg(long)]
@@ -77,6 +82,8 @@ fn install_signal_flag() -> Arc<AtomicUsize> {
 /// What to train: a new run or the continuation of one.
 enum Start {
     Fresh,
+    /// A new run from a Hugging Face folder's weights.
+    Init(Box<Init>),
     Resume {
         checkpoint: Checkpoint,
         path: PathBuf,
@@ -101,7 +108,13 @@ pub fn run_train(args: TrainArgs) -> Result<()> {
         ),
         (None, None) => bail!("give --preset NAME or --config FILE (presets: smoke, small)"),
     };
-    let mut sets = args.sets.clone();
+    let init = match &args.init_from {
+        Some(dir) => Some(init_source(dir, &name, &text)?),
+        None => None,
+    };
+    // The model's settings first, so that --set can still change them (model.context).
+    let mut sets = init.as_ref().map(|i| i.sets.clone()).unwrap_or_default();
+    sets.extend(args.sets.iter().cloned());
     if let Some(s) = args.steps {
         sets.push(format!("train.steps={s}"));
     }
@@ -131,7 +144,88 @@ pub fn run_train(args: TrainArgs) -> Result<()> {
         dry_run: args.dry_run,
         stop: &stop,
     };
-    dispatch(backend, None, job, Start::Fresh)
+    let start = match init {
+        Some(i) => Start::Init(Box::new(i)),
+        None => Start::Fresh,
+    };
+    dispatch(backend, None, job, start)
+}
+
+/// A Hugging Face folder to start from: its weights, the `--set`s that make the run's model
+/// its model, and the files the run folder keeps (`hf/config.json`, `hf/tokenizer.json`).
+struct Init {
+    weights: Checkpoint,
+    sets: Vec<String>,
+    keep: Vec<(&'static str, Vec<u8>)>,
+    dir: PathBuf,
+}
+
+fn init_source(dir: &Path, name: &str, text: &str) -> Result<Init> {
+    let model = hif8lab_train::hf::load(dir)?;
+    let m = &model.config.model;
+    let dir_abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
+    let preset: RunConfig = RunConfig::parse(name, text, &[])?;
+    let context = preset.model.context.min(m.max_positions.unwrap_or(m.context));
+    let mut sets = vec![
+        format!("model.vocab={}", m.vocab),
+        format!("model.d_model={}", m.d_model),
+        format!("model.layers={}", m.layers),
+        format!("model.heads={}", m.heads),
+        format!("model.kv_heads={}", m.kv_heads),
+        format!("model.d_ff={}", m.d_ff),
+        format!("model.context={context}"),
+        format!("model.norm_eps={:e}", m.norm_eps),
+        format!("model.rope_theta={:?}", m.rope_theta),
+        format!("model.tie_embeddings={}", m.tie_embeddings),
+        format!("model.max_positions={}", m.max_positions.unwrap_or(m.context)),
+        format!("train.init_from={}", toml_string(&dir_abs.display().to_string())),
+    ];
+    let mut keep = vec![(
+        "hf/config.json",
+        serde_json::to_vec_pretty(&model.config.json).unwrap_or_default(),
+    )];
+    match &model.tokenizer {
+        Some(p) => {
+            let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+            let text = String::from_utf8_lossy(&bytes);
+            let t = hif8lab_train::tokenizer::Tokenizer::from_json(&p.display().to_string(), &text)
+                .map_err(anyhow::Error::msg)?;
+            if !matches!(t, hif8lab_train::tokenizer::Tokenizer::Bytes) {
+                let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+                sets.push(format!(
+                    "data.tokenizer={}",
+                    toml_string(&abs.display().to_string())
+                ));
+            }
+            if t.vocab_size() > m.vocab {
+                bail!(
+                    "{}: the tokenizer has {} tokens, config.json's vocab_size is {}",
+                    p.display(),
+                    t.vocab_size(),
+                    m.vocab
+                );
+            }
+            keep.push(("hf/tokenizer.json", bytes));
+        }
+        None if m.vocab == 256 => {}
+        None => bail!(
+            "{}: no tokenizer.json (the model's vocabulary is {}; only the byte tokenizer, 256, \
+             needs none)",
+            dir.display(),
+            m.vocab
+        ),
+    }
+    Ok(Init {
+        weights: model.weights,
+        sets,
+        keep,
+        dir: dir.to_owned(),
+    })
+}
+
+/// A TOML basic string of `s`.
+fn toml_string(s: &str) -> String {
+    toml::Value::String(s.to_owned()).to_string()
 }
 
 /// `--resume DIR`: the run's config with this resume's changes, the newest valid
@@ -365,6 +459,21 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
     let mut folder = match start {
         Start::Fresh => RunFolder::create(out, &config, &estimators, active, quantizers, &info)
             .with_context(|| format!("creating run folder {}", out.display()))?,
+        Start::Init(init) => {
+            trainer
+                .load_weights(&init.weights)
+                .with_context(|| format!("--init-from {}", init.dir.display()))?;
+            let folder =
+                RunFolder::create(out, &config, &estimators, active, quantizers, &info)
+                    .with_context(|| format!("creating run folder {}", out.display()))?;
+            for (name, bytes) in &init.keep {
+                folder
+                    .attach(name, bytes)
+                    .with_context(|| format!("writing {}", out.join(name).display()))?;
+            }
+            eprintln!("starting from the weights of {}", init.dir.display());
+            folder
+        }
         Start::Resume {
             checkpoint,
             path,

@@ -8,14 +8,12 @@
 //! data are refused instead of silently changing the run. Files without the key (written
 //! before it existed) still load.
 //!
-//! safetensors: 8-byte little-endian header length, a JSON header
-//! `{name: {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, "__metadata__":
-//! {...}}`, then the raw little-endian data.
+//! Read and written with the `safetensors` crate (files memory-mapped on load); tensors are
+//! F32 when written, F32, BF16 or F16 when read.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde_json::{Value, json};
 
 /// Metadata key of the CRC-32 of the data section (lower-case hex, 8 digits).
 pub const CHECKSUM_KEY: &str = "tensor_crc32";
@@ -72,127 +70,84 @@ impl Checkpoint {
         Ok(&t.data)
     }
 
-    /// Serializes to safetensors bytes (the data checksum goes into the metadata).
+    /// Serializes to safetensors bytes (the data checksum goes into the metadata). Tensors
+    /// are written in the `safetensors` crate's order (by name).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut data = Vec::with_capacity(self.tensors.iter().map(|t| t.data.len() * 4).sum());
-        for t in &self.tensors {
-            for v in &t.data {
-                data.extend_from_slice(&v.to_le_bytes());
-            }
+        const PLACEHOLDER: &str = "crc32-unset";
+        let views: Vec<(&str, safetensors::tensor::TensorView<'_>)> = self
+            .tensors
+            .iter()
+            .filter_map(|t| {
+                let bytes: &[u8] = bytemuck_f32(&t.data);
+                safetensors::tensor::TensorView::new(
+                    safetensors::Dtype::F32,
+                    t.shape.clone(),
+                    bytes,
+                )
+                .ok()
+                .map(|v| (t.name.as_str(), v))
+            })
+            .collect();
+        let mut metadata: std::collections::HashMap<String, String> = self
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        metadata.insert(CHECKSUM_KEY.into(), PLACEHOLDER.into());
+        let mut out = safetensors::serialize(views, Some(metadata)).unwrap_or_default();
+        // The checksum of the data section, written over the placeholder (same length).
+        let header_len = header_len(&out).unwrap_or(0);
+        let crc = format!("{:011x}", crc32fast::hash(&out[8 + header_len..]));
+        let quoted = format!("\"{PLACEHOLDER}\"");
+        if let Some(at) = out[8..8 + header_len]
+            .windows(quoted.len())
+            .position(|w| w == quoted.as_bytes())
+        {
+            out[8 + at + 1..8 + at + 1 + PLACEHOLDER.len()].copy_from_slice(crc.as_bytes());
         }
-        let mut metadata = self.metadata.clone();
-        metadata.insert(
-            CHECKSUM_KEY.into(),
-            format!("{:08x}", crc32fast::hash(&data)),
-        );
-        let mut header = serde_json::Map::new();
-        let mut offset = 0usize;
-        for t in &self.tensors {
-            let bytes = t.data.len() * 4;
-            header.insert(
-                t.name.clone(),
-                json!({"dtype": "F32", "shape": t.shape, "data_offsets": [offset, offset + bytes]}),
-            );
-            offset += bytes;
-        }
-        header.insert("__metadata__".into(), json!(metadata));
-        let mut text = serde_json::to_string(&Value::Object(header)).unwrap_or_default();
-        while !text.len().is_multiple_of(8) {
-            text.push(' ');
-        }
-        let mut out = Vec::with_capacity(8 + text.len() + offset);
-        out.extend_from_slice(&(text.len() as u64).to_le_bytes());
-        out.extend_from_slice(text.as_bytes());
-        out.extend_from_slice(&data);
         out
     }
 
-    /// Parses safetensors bytes (F32 tensors only); `path` names the file in errors.
+    /// Parses safetensors bytes (F32, BF16 and F16 tensors, read as f32); `path` names the
+    /// file in errors.
     pub fn from_bytes(path: &str, bytes: &[u8]) -> Result<Self, CheckpointError> {
         let err = |message: String| CheckpointError {
             path: path.to_owned(),
             message,
         };
-        if bytes.len() < 8 {
-            return Err(err("file is shorter than the 8-byte header length".into()));
-        }
-        let mut len_bytes = [0u8; 8];
-        len_bytes.copy_from_slice(&bytes[..8]);
-        let header_len = u64::from_le_bytes(len_bytes) as usize;
-        let data_start = 8usize
-            .checked_add(header_len)
-            .filter(|e| *e <= bytes.len())
-            .ok_or_else(|| {
-                err(format!(
-                    "header length {header_len} runs past the end of the file"
-                ))
-            })?;
-        let header: serde_json::Map<String, Value> = serde_json::from_slice(&bytes[8..data_start])
-            .map_err(|e| err(format!("header is not a JSON object: {e}")))?;
-        let data = &bytes[data_start..];
+        let (header_len, meta) = safetensors::SafeTensors::read_metadata(bytes)
+            .map_err(|e| err(format!("not a safetensors file: {e}")))?;
+        let st = safetensors::SafeTensors::deserialize(bytes)
+            .map_err(|e| err(format!("not a safetensors file: {e}")))?;
+        let mut metadata: BTreeMap<String, String> = meta
+            .metadata()
+            .as_ref()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default();
         let mut tensors = Vec::new();
-        let mut metadata = BTreeMap::new();
-        if let Some(m) = header.get("__metadata__").and_then(Value::as_object) {
-            for (k, val) in m {
-                metadata.insert(k.clone(), val.as_str().unwrap_or_default().to_owned());
-            }
-        }
-        for (name, v) in &header {
-            if name == "__metadata__" {
-                continue;
-            }
-            let field = |f: &str| {
-                v.get(f)
-                    .ok_or_else(|| err(format!("tensor '{name}': missing field '{f}'")))
-            };
-            if field("dtype")?.as_str() != Some("F32") {
-                return Err(err(format!(
-                    "tensor '{name}': dtype {} is not F32",
-                    field("dtype")?
-                )));
-            }
-            let shape: Vec<usize> = serde_json::from_value(field("shape")?.clone())
-                .map_err(|e| err(format!("tensor '{name}': field 'shape': {e}")))?;
-            let offsets: [usize; 2] = serde_json::from_value(field("data_offsets")?.clone())
-                .map_err(|e| err(format!("tensor '{name}': field 'data_offsets': {e}")))?;
-            let bytes_needed = shape.iter().try_fold(4usize, |n, d| n.checked_mul(*d));
-            if offsets[1] < offsets[0]
-                || offsets[1] > data.len()
-                || Some(offsets[1] - offsets[0]) != bytes_needed
-            {
-                return Err(err(format!(
-                    "tensor '{name}': data_offsets {offsets:?} do not hold shape {shape:?} in {} data bytes",
-                    data.len()
-                )));
-            }
-            let values = data[offsets[0]..offsets[1]]
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-            tensors.push((
-                offsets[0],
-                NamedTensor {
-                    name: name.clone(),
-                    shape,
-                    data: values,
-                },
-            ));
+        for name in meta.offset_keys() {
+            let view = st
+                .tensor(&name)
+                .map_err(|e| err(format!("tensor '{name}': {e}")))?;
+            tensors.push(NamedTensor {
+                data: to_f32(view.dtype(), view.data())
+                    .map_err(|m| err(format!("tensor '{name}': {m}")))?,
+                shape: view.shape().to_vec(),
+                name,
+            });
         }
         // Structure first (errors name the tensor), then the bytes.
         if let Some(stored) = metadata.remove(CHECKSUM_KEY) {
-            let computed = format!("{:08x}", crc32fast::hash(data));
-            if stored != computed {
+            let data = &bytes[8 + header_len..];
+            let computed = crc32fast::hash(data);
+            if u32::from_str_radix(stored.trim(), 16).ok() != Some(computed) {
                 return Err(err(format!(
                     "tensor data checksum mismatch: the file says {CHECKSUM_KEY} {stored}, its data \
-                     has {computed} (the file was changed or damaged after it was written)"
+                     has {computed:08x} (the file was changed or damaged after it was written)"
                 )));
             }
         }
-        tensors.sort_by_key(|(o, _)| *o);
-        Ok(Checkpoint {
-            tensors: tensors.into_iter().map(|(_, t)| t).collect(),
-            metadata,
-        })
+        Ok(Checkpoint { tensors, metadata })
     }
 
     /// Writes the checkpoint atomically (temporary file, then rename).
@@ -200,14 +155,60 @@ impl Checkpoint {
         crate::run::write_atomic(path, &self.to_bytes())
     }
 
-    /// Reads a checkpoint file.
+    /// Reads a checkpoint file (memory-mapped: the file's bytes are converted to f32 once,
+    /// never copied whole).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn load(path: &Path) -> Result<Self, CheckpointError> {
-        let bytes = std::fs::read(path).map_err(|e| CheckpointError {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        Self::from_bytes(&path.display().to_string(), &bytes)
+        let map = map_file(path)?;
+        Self::from_bytes(&path.display().to_string(), &map)
     }
+}
+
+/// The length of a safetensors header (the 8-byte little-endian prefix).
+fn header_len(bytes: &[u8]) -> Option<usize> {
+    let prefix: [u8; 8] = bytes.get(..8)?.try_into().ok()?;
+    usize::try_from(u64::from_le_bytes(prefix)).ok()
+}
+
+/// The bytes of f32 values, little-endian (every target this project builds for is).
+fn bytemuck_f32(v: &[f32]) -> &[u8] {
+    bytemuck::cast_slice(v)
+}
+
+/// Tensor bytes of `dtype` as f32 values (F32, BF16 and F16; other types are refused).
+pub fn to_f32(dtype: safetensors::Dtype, bytes: &[u8]) -> Result<Vec<f32>, String> {
+    use safetensors::Dtype;
+    Ok(match dtype {
+        Dtype::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        Dtype::BF16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        Dtype::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        other => return Err(format!("dtype {other:?} is not supported (F32, BF16 or F16)")),
+    })
+}
+
+/// A read-only memory map of `path` (errors name the file).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn map_file(path: &Path) -> Result<memmap2::Mmap, CheckpointError> {
+    let err = |e: std::io::Error| CheckpointError {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let file = std::fs::File::open(path).map_err(err)?;
+    // SAFETY: the map is read-only and lives only while one file is parsed; a file changed
+    // by another process meanwhile gives wrong values (caught by the checksum), never
+    // undefined behaviour in safe code that reads plain bytes.
+    #[allow(unsafe_code)]
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(err)?;
+    Ok(map)
 }
 
 /// Every `step_N.safetensors` in a run's `checkpoints/` folder, newest first.

@@ -35,6 +35,13 @@ pub struct ModelConfig {
     /// RoPE base.
     #[serde(default = "default_rope_theta")]
     pub rope_theta: f64,
+    /// The LM head is the token embedding (Hugging Face `tie_word_embeddings`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tie_embeddings: bool,
+    /// The longest context the model was made for (Hugging Face
+    /// `max_position_embeddings`); absent: `context`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_positions: Option<usize>,
 }
 
 fn default_eps() -> f32 {
@@ -96,6 +103,10 @@ pub struct TrainConfig {
     /// many steps and at the end, into the run folder's `probes.jsonl` (0: never).
     #[serde(default)]
     pub eval_every: u64,
+    /// The Hugging Face Llama folder whose weights the run started from (`train --init-from`);
+    /// absent: initialized from the seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_from: Option<String>,
     /// Emulate a bf16 run: round the operands of every GEMM that are not fake-quantized to
     /// bf16 (round to nearest even); master weights stay f32.
     #[serde(default)]
@@ -213,6 +224,20 @@ pub struct DataConfig {
     /// Bytes of generated text.
     #[serde(default = "default_corpus_bytes")]
     pub bytes: usize,
+    /// `bytes` (UTF-8 bytes, vocabulary 256) or the path of a Hugging Face `tokenizer.json`.
+    #[serde(
+        default = "default_tokenizer",
+        skip_serializing_if = "is_byte_tokenizer"
+    )]
+    pub tokenizer: String,
+}
+
+fn default_tokenizer() -> String {
+    crate::tokenizer::BYTES.into()
+}
+
+fn is_byte_tokenizer(s: &str) -> bool {
+    s == crate::tokenizer::BYTES
 }
 
 fn default_corpus() -> String {
@@ -232,6 +257,7 @@ impl Default for DataConfig {
             entities: default_entities(),
             kb_seed: 1,
             bytes: default_corpus_bytes(),
+            tokenizer: default_tokenizer(),
         }
     }
 }
@@ -509,6 +535,14 @@ impl RunConfig {
             return Err(format!(
                 "model.d_model / model.heads = {} must be even (RoPE)",
                 m.head_dim()
+            ));
+        }
+        if m.max_positions.is_some_and(|p| m.context > p) {
+            return Err(format!(
+                "model.context {} is longer than model.max_positions {} (the longest context \
+                 the model was made for)",
+                m.context,
+                m.max_positions.unwrap_or_default()
             ));
         }
         if m.vocab > 1 << 24 {

@@ -97,6 +97,16 @@ impl RunFolder {
         self.writer.dir()
     }
 
+    /// Keeps a copy of what the run started from (`hf/config.json`, `hf/tokenizer.json` of
+    /// `train --init-from`) in the folder, written atomically.
+    pub fn attach(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+        let path = self.dir().join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        crate::run::write_atomic(&path, bytes)
+    }
+
     /// Segments so far (the last is the current one).
     pub fn segments(&self) -> &[Segment] {
         &self.segments

@@ -16,6 +16,9 @@
 //! - [`run`]: the run folder (config, metrics, trace, summary);
 //! - [`memory`]: the memory a config needs, checked before allocating;
 //! - [`checkpoint`]: safetensors checkpoints with optimizer and quantizer state;
+//! - [`hf`]: Hugging Face Llama folders in (`--init-from`, `eval`) and out (`export hf`);
+//! - [`infer`]: a model without optimizer state: windowed loss, logits, sampling;
+//! - [`tokenizer`]: the byte tokenizer and Hugging Face `tokenizer.json` files;
 //! - `grid` (native): the paper's experiment grid and its report.
 //!
 //! The UI lives in `hif8lab-app`, the command line in `hif8lab-cli`; neither is here.
@@ -27,10 +30,13 @@ pub mod data;
 pub mod driver;
 pub mod folder;
 pub mod grid;
+pub mod hf;
+pub mod infer;
 pub mod lesson;
 pub mod memory;
 pub mod model;
 pub mod run;
+pub mod tokenizer;
 pub mod trainer;
 
 pub use config::RunConfig;

@@ -45,8 +45,15 @@ pub struct Params<T> {
     pub blocks: Vec<Block<T>>,
     /// Final norm [C].
     pub final_norm: T,
-    /// lm_head [V, C].
-    pub lm_head: T,
+    /// lm_head [V, C]; `None` when tied to `wte` ([`ModelConfig::tie_embeddings`]).
+    pub lm_head: Option<T>,
+}
+
+impl<T> Params<T> {
+    /// The LM head: `lm_head`, or the token embedding when they are tied.
+    pub fn head(&self) -> &T {
+        self.lm_head.as_ref().unwrap_or(&self.wte)
+    }
 }
 
 /// Name, shape and whether weight decay applies, for every parameter in a fixed order.
@@ -69,12 +76,15 @@ pub fn param_specs(m: &ModelConfig) -> Vec<(String, Vec<usize>, bool)> {
         ]);
     }
     specs.push(("model.norm.weight".to_owned(), vec![c], false));
-    specs.push(("lm_head.weight".to_owned(), vec![v, c], true));
+    if !m.tie_embeddings {
+        specs.push(("lm_head.weight".to_owned(), vec![v, c], true));
+    }
     specs
 }
 
 impl<T> Params<T> {
-    /// Builds the structure from tensors in [`param_specs`] order.
+    /// Builds the structure from tensors in [`param_specs`] order (no `lm_head` after the
+    /// final norm: tied embeddings).
     pub fn from_list(list: Vec<T>, layers: usize) -> Self {
         let mut it = list.into_iter();
         let mut next = || it.next().expect("one tensor per parameter spec");
@@ -93,7 +103,7 @@ impl<T> Params<T> {
             })
             .collect();
         let final_norm = next();
-        let lm_head = next();
+        let lm_head = it.next();
         Params {
             wte,
             blocks,
@@ -119,7 +129,7 @@ impl<T> Params<T> {
             ]);
         }
         v.push(&self.final_norm);
-        v.push(&self.lm_head);
+        v.extend(&self.lm_head);
         v
     }
 }
@@ -173,9 +183,10 @@ pub struct Workspace<T> {
     xf: T,
     hf: T,
     rstdf: T,
-    logits: T,
     /// Per-row losses of the last forward pass.
     pub losses: T,
+    /// Logits [N, V] of the last forward pass.
+    pub logits: T,
     dlogits: T,
     dres: T,
     dh: T,
@@ -476,7 +487,7 @@ pub fn forward<B: Backend>(
     b.rmsnorm(&ws.xf, &p.final_norm, &ws.hf, &ws.rstdf, m.norm_eps)?;
     cx.linear(
         &ws.hf,
-        &p.lm_head,
+        p.head(),
         &ws.logits,
         c,
         m.vocab,
@@ -495,12 +506,13 @@ pub fn backward<B: Backend>(
     let (b, m) = (cx.b, cx.m);
     let (c, f, hd) = (m.d_model, m.d_ff, m.head_dim());
     let (qd, kvd) = (m.heads * hd, m.kv_heads * hd);
+    // Tied: the head's gradient adds to the embedding's, which the embedding pass adds to.
     cx.linear_backward(
         &ws.hf,
-        &p.lm_head,
+        p.head(),
         &ws.dlogits,
         Some(&ws.dh),
-        &g.lm_head,
+        g.head(),
         c,
         m.vocab,
         LinearQuant::default(),

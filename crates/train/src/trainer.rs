@@ -11,13 +11,15 @@ use hif8lab_scaling::{CallRecord, QuantizerId};
 
 use crate::checkpoint::Checkpoint;
 use crate::config::RunConfig;
-use crate::data::{Sampler, tokenize};
+use crate::data::Sampler;
+use crate::tokenizer::Tokenizer;
 use crate::model::{self, Ctx, Params, QuantPlan, Workspace};
 
 mod probes;
 mod state;
 
 pub use probes::{PendingEval, PendingWeights, ProbeScores};
+pub use state::bank_snapshot;
 
 /// One quantizer call as read back (the scaling crate's call record).
 pub type CallReport = CallRecord;
@@ -101,6 +103,7 @@ pub struct Trainer<B: Backend> {
     step: u64,
     pending: VecDeque<PendingStep>,
     histogram: Option<usize>,
+    tokenizer: Tokenizer,
 }
 
 /// Learning rate at `step`: linear warmup over `warmup_frac` of the steps, then cosine to 0.
@@ -160,7 +163,17 @@ impl<B: Backend> Trainer<B> {
         let numel = plan.numel(m, config.train.batch);
         let text = crate::corpus::training_text(&config.data, config.train.seed)
             .map_err(TrainError::Data)?;
-        let sampler = Sampler::new(tokenize(&text), config.train.seed).map_err(TrainError::Data)?;
+        let tokenizer =
+            Tokenizer::for_setting(&config.data.tokenizer).map_err(TrainError::Data)?;
+        let ids = tokenizer.encode(&text).map_err(TrainError::Data)?;
+        if let Some(max) = ids.iter().max().filter(|t| **t as usize >= m.vocab) {
+            return Err(TrainError::Data(format!(
+                "data.tokenizer '{}' gives token id {max}, outside model.vocab {} (a tokenizer \
+                 of another model?)",
+                config.data.tokenizer, m.vocab
+            )));
+        }
+        let sampler = Sampler::new(ids, config.train.seed).map_err(TrainError::Data)?;
         let scaling = &config.qat.scaling;
         Ok(Trainer {
             estimator_names: scaling.estimator_names(),
@@ -181,6 +194,7 @@ impl<B: Backend> Trainer<B> {
             step: 0,
             pending: VecDeque::new(),
             histogram: None,
+            tokenizer,
             config,
         })
     }
@@ -188,6 +202,11 @@ impl<B: Backend> Trainer<B> {
     /// The backend.
     pub fn backend(&self) -> &B {
         &self.backend
+    }
+
+    /// The tokenizer of the run's data (`data.tokenizer`).
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
     }
 
     /// The run configuration.

@@ -89,8 +89,11 @@ impl<B: Backend> Trainer<B> {
     ) -> Result<PendingEval, TrainError> {
         let ctx = self.config.model.context;
         let vocab = self.config.model.vocab as u32;
+        let tokenizer = &self.tokenizer;
         let tok = |s: &str| -> Vec<f32> {
-            crate::data::tokenize(s)
+            tokenizer
+                .encode(s)
+                .unwrap_or_default()
                 .into_iter()
                 .map(|t| t.min(vocab - 1) as f32)
                 .collect()

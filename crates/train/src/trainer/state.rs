@@ -131,25 +131,7 @@ impl<B: Backend> Trainer<B> {
             }
         }
         let bank_snapshot = if self.bank.is_some() {
-            let mut snap = BankSnapshot {
-                active: self.active,
-                quantizers: Vec::new(),
-                histogram: None,
-            };
-            for i in 0..self.plan.ids.len() {
-                let get = |what: &str| {
-                    ck.get(&format!("quantizers.{i}.{what}"))
-                        .map(|t| t.data.clone())
-                        .ok_or_else(|| bad(format!("tensor 'quantizers.{i}.{what}' missing")))
-                };
-                snap.quantizers.push(hif8lab_engine::QuantizerSnapshot {
-                    history: get("history")?,
-                    est: get("est")?,
-                    scales: get("scales")?,
-                    ..Default::default()
-                });
-            }
-            Some(snap)
+            Some(bank_snapshot(ck, self.plan.ids.len(), self.active).map_err(bad)?)
         } else {
             None
         };
@@ -166,4 +148,32 @@ impl<B: Backend> Trainer<B> {
         self.pending.clear();
         Ok(())
     }
+}
+
+/// The quantizer bank state a checkpoint holds (`quantizers.{i}.history|est|scales` for
+/// `quantizers` quantizers), with estimator `active` in use.
+pub fn bank_snapshot(
+    ck: &Checkpoint,
+    quantizers: usize,
+    active: usize,
+) -> Result<BankSnapshot, String> {
+    let mut snap = BankSnapshot {
+        active,
+        quantizers: Vec::new(),
+        histogram: None,
+    };
+    for i in 0..quantizers {
+        let get = |what: &str| {
+            ck.get(&format!("quantizers.{i}.{what}"))
+                .map(|t| t.data.clone())
+                .ok_or_else(|| format!("tensor 'quantizers.{i}.{what}' missing"))
+        };
+        snap.quantizers.push(hif8lab_engine::QuantizerSnapshot {
+            history: get("history")?,
+            est: get("est")?,
+            scales: get("scales")?,
+            ..Default::default()
+        });
+    }
+    Ok(snap)
 }

@@ -1,0 +1,437 @@
+//! `eval`, `sample` and `export hf`: a model from a run folder, a checkpoint or a Hugging Face
+//! Llama folder; its loss on a text, text sampled from it, and its weights out in the form
+//! `transformers` loads.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use hif8lab_engine::Backend;
+use hif8lab_engine::cpu::CpuBackend;
+use hif8lab_engine::gpu::GpuBackend;
+use hif8lab_train::checkpoint::Checkpoint;
+use hif8lab_train::config::ModelConfig;
+use hif8lab_train::hf::{self, ExportDtype, ExportParts};
+use hif8lab_train::infer::Model;
+use hif8lab_train::tokenizer::Tokenizer;
+use hif8lab_train::{RunConfig, model};
+
+use crate::Outcome;
+
+/// A model to run: its sizes, weights, tokenizer, and (from a run) the run's config and the
+/// checkpoint with its quantizer state.
+pub struct Source {
+    /// What was opened.
+    pub path: PathBuf,
+    /// Model sizes (`context`: the window).
+    pub model: ModelConfig,
+    /// The weights (model tensors under their names).
+    pub weights: Checkpoint,
+    /// Its tokenizer.
+    pub tokenizer: Tokenizer,
+    /// The run config, for a run folder or an hif8lab checkpoint.
+    pub run: Option<RunConfig>,
+    /// The Hugging Face `config.json` it came from, if any (kept by export).
+    pub hf_config: Option<serde_json::Value>,
+    /// The `tokenizer.json` text, when the tokenizer is not the byte tokenizer.
+    pub tokenizer_json: Option<String>,
+}
+
+/// Opens `RUN_DIR` (its newest valid checkpoint, or `step_N` with `step`), a checkpoint
+/// file, or a Hugging Face folder.
+pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
+    if path.is_dir() && path.join("config.toml").is_file() {
+        let cfg_path = path.join("config.toml");
+        let text = std::fs::read_to_string(&cfg_path)
+            .with_context(|| format!("reading {}", cfg_path.display()))?;
+        let run = RunConfig::parse(&cfg_path.display().to_string(), &text, &[])?;
+        let ck_path = match step {
+            Some(n) => {
+                let p = path.join("checkpoints").join(format!("step_{n}.safetensors"));
+                if !p.is_file() {
+                    let have: Vec<String> = hif8lab_train::checkpoint::list(path)
+                        .iter()
+                        .map(|(s, _)| s.to_string())
+                        .collect();
+                    bail!(
+                        "--step {n}: {} does not exist (checkpoints of this run: {})",
+                        p.display(),
+                        if have.is_empty() { "none".into() } else { have.join(", ") }
+                    );
+                }
+                p
+            }
+            None => {
+                let (found, skipped) = hif8lab_train::checkpoint::newest_valid(
+                    path,
+                    &run.continuation_fingerprint(),
+                );
+                for s in skipped {
+                    eprintln!("skipping {s}");
+                }
+                found
+                    .map(|f| f.path)
+                    .with_context(|| format!("{}: no valid checkpoints/step_N.safetensors", path.display()))?
+            }
+        };
+        let weights = Checkpoint::load(&ck_path)?;
+        return from_run(path, path, run, weights);
+    }
+    if path.is_dir() && hf::is_hf_dir(path) {
+        let m = hf::load(path)?;
+        let (tokenizer, tokenizer_json) = match &m.tokenizer {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .with_context(|| format!("reading {}", p.display()))?;
+                let t = Tokenizer::from_json(&p.display().to_string(), &text)
+                    .map_err(anyhow::Error::msg)?;
+                (t, Some(text))
+            }
+            None if m.config.model.vocab == 256 => (Tokenizer::Bytes, None),
+            None => bail!(
+                "{}: no tokenizer.json (needed for a vocabulary of {})",
+                path.display(),
+                m.config.model.vocab
+            ),
+        };
+        return Ok(Source {
+            path: path.to_owned(),
+            model: m.config.model.clone(),
+            weights: m.weights,
+            tokenizer,
+            run: None,
+            hf_config: Some(m.config.json),
+            tokenizer_json,
+        });
+    }
+    if path.is_file() {
+        let weights = Checkpoint::load(path)?;
+        let Some(text) = weights.metadata.get("config") else {
+            bail!(
+                "{}: not an hif8lab checkpoint (no 'config' in its metadata); for a Hugging Face \
+                 model give its folder",
+                path.display()
+            );
+        };
+        let run = RunConfig::parse(&format!("{} (metadata 'config')", path.display()), text, &[])?;
+        let dir = path
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."))
+            .to_owned();
+        return from_run(path, &dir, run, weights);
+    }
+    bail!(
+        "{}: not a run folder (config.toml), a Hugging Face folder (config.json) or a checkpoint \
+         file",
+        path.display()
+    )
+}
+
+/// A run's model: its tokenizer (the copy the run folder keeps, else `data.tokenizer`) and
+/// the `config.json` it started from, when it did.
+fn from_run(path: &Path, dir: &Path, run: RunConfig, weights: Checkpoint) -> Result<Source> {
+    let kept = dir.join("hf").join("tokenizer.json");
+    let tokenizer_file = if kept.is_file() {
+        Some(kept)
+    } else if run.data.tokenizer != hif8lab_train::tokenizer::BYTES {
+        Some(PathBuf::from(&run.data.tokenizer))
+    } else {
+        None
+    };
+    let (tokenizer, tokenizer_json) = match tokenizer_file {
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+            let t = Tokenizer::from_json(&p.display().to_string(), &text)
+                .map_err(anyhow::Error::msg)?;
+            (t, Some(text))
+        }
+        None => (Tokenizer::Bytes, None),
+    };
+    let hf_path = dir.join("hf").join("config.json");
+    let hf_config = match std::fs::read_to_string(&hf_path) {
+        Ok(t) => Some(serde_json::from_str(&t).with_context(|| format!("{}: not JSON", hf_path.display()))?),
+        Err(_) => None,
+    };
+    Ok(Source {
+        path: path.to_owned(),
+        model: run.model.clone(),
+        weights,
+        tokenizer,
+        run: Some(run),
+        hf_config,
+        tokenizer_json,
+    })
+}
+
+/// Arguments of `hif8lab eval`.
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    /// A run folder, a checkpoint (`.safetensors` of a run) or a Hugging Face Llama folder.
+    model: PathBuf,
+    /// The UTF-8 text to score.
+    #[arg(long)]
+    text: PathBuf,
+    /// `cpu` or `gpu` (default: the GPU when an adapter exists, else the CPU).
+    #[arg(long, value_parser = ["auto", "gpu", "cpu"], default_value = "auto")]
+    backend: String,
+    /// With the run's fake quantization and its saved quantizer state.
+    #[arg(long)]
+    quantized: bool,
+    /// Window length (default: the run's context; a Hugging Face model's
+    /// max_position_embeddings, at most 2048).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
+    context: Option<u64>,
+    /// Windows per forward pass.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
+    batch: u64,
+    /// One JSON document: {"tokens", "loss", "perplexity", "bits_per_byte", "backend", …}.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `hif8lab sample`.
+#[derive(Args, Debug)]
+pub struct SampleArgs {
+    /// A run folder, a checkpoint or a Hugging Face Llama folder.
+    model: PathBuf,
+    /// Text to continue.
+    #[arg(long, default_value = "")]
+    prompt: String,
+    /// Tokens to generate.
+    #[arg(long, default_value_t = 200)]
+    tokens: usize,
+    /// Softmax temperature (0: always the most likely token).
+    #[arg(long, default_value_t = 0.8)]
+    temperature: f32,
+    /// Sample among the K most likely tokens (0: all).
+    #[arg(long, default_value_t = 40)]
+    top_k: usize,
+    /// Seed of the draws (same seed, same text).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// `cpu` or `gpu` (default: the GPU when an adapter exists, else the CPU).
+    #[arg(long, value_parser = ["auto", "gpu", "cpu"], default_value = "auto")]
+    backend: String,
+    /// Window length (default as for `eval`).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
+    context: Option<u64>,
+}
+
+/// `hif8lab export hf RUN_DIR [--step N] --out DIR`.
+#[derive(Args, Debug)]
+pub struct ExportHfArgs {
+    /// The run folder.
+    run: PathBuf,
+    /// The checkpoint `checkpoints/step_N.safetensors` (default: the newest valid one).
+    #[arg(long)]
+    step: Option<u64>,
+    /// The folder to write (must not exist, or be empty).
+    #[arg(long)]
+    out: PathBuf,
+    /// Weight element type: f32 (exact), bf16 or f16.
+    #[arg(long, default_value = "f32")]
+    dtype: ExportDtype,
+}
+
+fn window(src: &Source, context: Option<u64>) -> Result<ModelConfig> {
+    let mut m = src.model.clone();
+    if src.run.is_none() {
+        m.context = m.context.min(2048);
+    }
+    if let Some(c) = context {
+        let c = c as usize;
+        if let Some(max) = m.max_positions.filter(|max| c > *max) {
+            bail!("--context {c} is longer than the model's max_position_embeddings {max}");
+        }
+        m.context = c;
+    }
+    Ok(m)
+}
+
+/// Runs `job` on the backend `name` (`auto`: the GPU when there is one).
+fn on_backend<T>(
+    name: &str,
+    job: impl FnOnce(Either) -> Result<T>,
+) -> Result<T> {
+    match name {
+        "cpu" => job(Either::Cpu(CpuBackend::new())),
+        "gpu" => job(Either::Gpu(GpuBackend::new_blocking().context("--backend gpu")?)),
+        _ => match GpuBackend::new_blocking() {
+            Ok(g) => job(Either::Gpu(g)),
+            Err(e) => {
+                eprintln!("note: no GPU adapter ({e}); using the CPU backend");
+                job(Either::Cpu(CpuBackend::new()))
+            }
+        },
+    }
+}
+
+/// One of the two backends.
+pub enum Either {
+    /// The CPU backend.
+    Cpu(CpuBackend),
+    /// The GPU backend.
+    Gpu(GpuBackend),
+}
+
+pub fn run_eval(args: EvalArgs) -> Result<Outcome> {
+    let src = open_source(&args.model, None)?;
+    let text = std::fs::read(&args.text)
+        .with_context(|| format!("--text: reading {}", args.text.display()))?;
+    let text = hif8lab_train::data::corpus_text(&args.text, text).map_err(anyhow::Error::msg)?;
+    let ids = src.tokenizer.encode(&text).map_err(anyhow::Error::msg)?;
+    if ids.len() < 2 {
+        bail!("--text {}: fewer than 2 tokens, nothing to predict", args.text.display());
+    }
+    let m = window(&src, args.context)?;
+    let first_bytes = src.tokenizer.decode(&ids[..1]).len();
+    let bytes = text.len().saturating_sub(first_bytes).max(1);
+    let quantized = args.quantized;
+    let batch = args.batch as usize;
+    on_backend(&args.backend, |be| match be {
+        Either::Cpu(b) => eval_on(b, &src, m, &ids, batch, quantized, bytes, args.json),
+        Either::Gpu(b) => eval_on(b, &src, m, &ids, batch, quantized, bytes, args.json),
+    })?;
+    Ok(Outcome::Ok)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn eval_on<B: Backend>(
+    backend: B,
+    src: &Source,
+    m: ModelConfig,
+    ids: &[u32],
+    batch: usize,
+    quantized: bool,
+    bytes: usize,
+    json: bool,
+) -> Result<()> {
+    let info = backend.info();
+    let context = m.context;
+    let mut model = Model::new(backend, m, &src.weights, batch)?;
+    if quantized {
+        let Some(run) = &src.run else {
+            bail!("--quantized needs a run folder or checkpoint (a Hugging Face folder has no quantizer state)");
+        };
+        model = model.quantized(&run.qat, &src.weights)?;
+    }
+    let clock = std::time::Instant::now();
+    let r = model.eval(ids)?;
+    let seconds = clock.elapsed().as_secs_f64();
+    let loss = r.loss();
+    let doc = serde_json::json!({
+        "tokens": r.tokens,
+        "loss": loss,
+        "perplexity": loss.exp(),
+        "bits_per_byte": r.loss_sum / std::f64::consts::LN_2 / bytes as f64,
+        "backend": info.kind,
+        "adapter": info.adapter,
+        "context": context,
+        "quantized": quantized,
+        "model": src.path.display().to_string(),
+        "tokens_per_s": r.tokens as f64 / seconds.max(1e-9),
+    });
+    if json {
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!(
+            "{}: {} tokens, loss {:.4} nats/token, perplexity {:.3}, {:.4} bits/byte{} ({} '{}', \
+             context {context}, {:.0} tokens/s)",
+            src.path.display(),
+            r.tokens,
+            loss,
+            loss.exp(),
+            doc["bits_per_byte"].as_f64().unwrap_or(f64::NAN),
+            if quantized { ", quantized" } else { "" },
+            info.kind,
+            info.adapter,
+            doc["tokens_per_s"].as_f64().unwrap_or(0.0)
+        );
+    }
+    Ok(())
+}
+
+pub fn run_sample(args: SampleArgs) -> Result<Outcome> {
+    if !(args.temperature.is_finite() && args.temperature >= 0.0) {
+        bail!("--temperature must be a number ≥ 0, got {}", args.temperature);
+    }
+    let src = open_source(&args.model, None)?;
+    let m = window(&src, args.context)?;
+    let prompt = src.tokenizer.encode(&args.prompt).map_err(anyhow::Error::msg)?;
+    if let Some(bad) = prompt.iter().find(|t| **t as usize >= m.vocab) {
+        bail!("--prompt: token id {bad} is outside the model's vocabulary {}", m.vocab);
+    }
+    on_backend(&args.backend, |be| match be {
+        Either::Cpu(b) => sample_on(b, &src, m, &prompt, &args),
+        Either::Gpu(b) => sample_on(b, &src, m, &prompt, &args),
+    })?;
+    Ok(Outcome::Ok)
+}
+
+fn sample_on<B: Backend>(
+    backend: B,
+    src: &Source,
+    m: ModelConfig,
+    prompt: &[u32],
+    args: &SampleArgs,
+) -> Result<()> {
+    let mut model = Model::new(backend, m, &src.weights, 1)?;
+    let mut out = std::io::stdout().lock();
+    let _ = write!(out, "{}", args.prompt);
+    let mut so_far: Vec<u32> = Vec::new();
+    let mut shown = 0usize;
+    let tokenizer = &src.tokenizer;
+    model.sample(prompt, args.tokens, args.temperature, args.top_k, args.seed, &mut |t| {
+        // Print what decodes completely so far (multi-byte characters arrive whole).
+        so_far.push(t);
+        let text = tokenizer.decode(&so_far);
+        let complete = text.trim_end_matches('\u{FFFD}');
+        if complete.len() > shown {
+            let _ = write!(out, "{}", &complete[shown..]);
+            let _ = out.flush();
+            shown = complete.len();
+        }
+    })?;
+    let text = tokenizer.decode(&so_far);
+    if text.len() > shown {
+        let _ = write!(out, "{}", &text[shown..]);
+    }
+    let _ = writeln!(out);
+    Ok(())
+}
+
+pub fn run_export_hf(args: ExportHfArgs) -> Result<Outcome> {
+    if !args.run.join("config.toml").is_file() {
+        bail!("{}: not a run folder (no config.toml)", args.run.display());
+    }
+    let src = open_source(&args.run, args.step)?;
+    let weights: Vec<(String, Vec<usize>, Vec<f32>)> = model::param_specs(&src.model)
+        .into_iter()
+        .map(|(name, shape, _)| {
+            let data = src
+                .weights
+                .tensor_of_shape(&name, &shape)
+                .map_err(anyhow::Error::msg)?
+                .to_vec();
+            Ok((name, shape, data))
+        })
+        .collect::<Result<_>>()?;
+    let parts = ExportParts {
+        model: &src.model,
+        base_config: src.hf_config.as_ref(),
+        tokenizer_json: src.tokenizer_json.clone(),
+        dtype: args.dtype,
+    };
+    let files = hf::write_folder(&args.out, &parts, &weights)?;
+    let step = src.weights.metadata.get("step").cloned().unwrap_or_default();
+    eprintln!(
+        "wrote {} ({}) from step {step} of {}",
+        args.out.display(),
+        files.join(", "),
+        args.run.display()
+    );
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,204 @@
+//! Tokenizers: the byte tokenizer (id = UTF-8 byte, vocabulary 256; the presets' default) and,
+//! natively, any Hugging Face `tokenizer.json` through the `tokenizers` crate (BPE and the
+//! rest). The browser build has the byte tokenizer only: a `tokenizer.json` that is the byte
+//! tokenizer (what `export hf` writes for byte-level runs) is recognized and used as such;
+//! any other is refused there with a message.
+//!
+//! The byte tokenizer, written as a Hugging Face `tokenizer.json`, is a byte-level BPE without
+//! merges: byte b is the token spelled by GPT-2's byte-to-character map, with id b.
+
+use std::path::Path;
+
+/// The `data.tokenizer` value of the byte tokenizer.
+pub const BYTES: &str = "bytes";
+
+/// A tokenizer.
+#[derive(Clone)]
+pub enum Tokenizer {
+    /// UTF-8 bytes.
+    Bytes,
+    /// A Hugging Face `tokenizer.json` (native builds).
+    #[cfg(not(target_arch = "wasm32"))]
+    Hf(Box<tokenizers::Tokenizer>),
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tokenizer::Bytes => f.write_str("Tokenizer::Bytes"),
+            #[cfg(not(target_arch = "wasm32"))]
+            Tokenizer::Hf(t) => write!(f, "Tokenizer::Hf({} tokens)", t.get_vocab_size(true)),
+        }
+    }
+}
+
+impl Tokenizer {
+    /// The tokenizer a run's `data.tokenizer` names: `bytes`, or a `tokenizer.json` path.
+    pub fn for_setting(setting: &str) -> Result<Self, String> {
+        if setting == BYTES {
+            return Ok(Tokenizer::Bytes);
+        }
+        let path = Path::new(setting);
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("data.tokenizer: {}: {e}", path.display()))?;
+        Self::from_json(&path.display().to_string(), &text)
+    }
+
+    /// A tokenizer from `tokenizer.json` text; `source` names it in errors.
+    pub fn from_json(source: &str, text: &str) -> Result<Self, String> {
+        if is_byte_tokenizer(text) {
+            return Ok(Tokenizer::Bytes);
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            tokenizers::Tokenizer::from_bytes(text.as_bytes())
+                .map(|t| Tokenizer::Hf(Box::new(t)))
+                .map_err(|e| format!("{source}: not a tokenizer.json the tokenizers crate reads: {e}"))
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            Err(format!(
+                "{source}: the browser build reads only the byte tokenizer; this model's \
+                 tokenizer needs the desktop app or the command line"
+            ))
+        }
+    }
+
+    /// The token ids of `text` (no special tokens added).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        match self {
+            Tokenizer::Bytes => Ok(text.bytes().map(u32::from).collect()),
+            #[cfg(not(target_arch = "wasm32"))]
+            Tokenizer::Hf(t) => t
+                .encode_fast(text, false)
+                .map(|e| e.get_ids().to_vec())
+                .map_err(|e| format!("tokenizer: {e}")),
+        }
+    }
+
+    /// The text of `ids` (invalid UTF-8 from partial byte sequences shown as U+FFFD).
+    pub fn decode(&self, ids: &[u32]) -> String {
+        match self {
+            Tokenizer::Bytes => {
+                let bytes: Vec<u8> = ids.iter().map(|i| (*i).min(255) as u8).collect();
+                String::from_utf8_lossy(&bytes).into_owned()
+            }
+            #[cfg(not(target_arch = "wasm32"))]
+            Tokenizer::Hf(t) => t.decode(ids, false).unwrap_or_default(),
+        }
+    }
+
+    /// The vocabulary size (special tokens included).
+    pub fn vocab_size(&self) -> usize {
+        match self {
+            Tokenizer::Bytes => 256,
+            #[cfg(not(target_arch = "wasm32"))]
+            Tokenizer::Hf(t) => t.get_vocab_size(true),
+        }
+    }
+}
+
+/// GPT-2's byte → printable character map (the ByteLevel alphabet).
+pub fn byte_to_char() -> [char; 256] {
+    let mut out = ['\0'; 256];
+    let printable = |b: u32| {
+        (u32::from('!')..=u32::from('~')).contains(&b)
+            || (0xA1..=0xAC).contains(&b)
+            || (0xAE..=0xFF).contains(&b)
+    };
+    let mut next = 256u32;
+    for b in 0..256u32 {
+        let c = if printable(b) {
+            b
+        } else {
+            next += 1;
+            next - 1
+        };
+        out[b as usize] = char::from_u32(c).unwrap_or('\u{FFFD}');
+    }
+    out
+}
+
+/// The byte tokenizer as a Hugging Face `tokenizer.json` (a byte-level BPE without merges,
+/// in the form `transformers` saves it).
+pub fn byte_tokenizer_json() -> serde_json::Value {
+    let chars = byte_to_char();
+    let mut vocab = serde_json::Map::new();
+    for (b, c) in chars.iter().enumerate() {
+        vocab.insert(c.to_string(), serde_json::json!(b));
+    }
+    serde_json::json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": [],
+        "normalizer": null,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [{"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {}
+        },
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {
+            "type": "BPE",
+            "dropout": null,
+            "unk_token": null,
+            "continuing_subword_prefix": null,
+            "end_of_word_suffix": null,
+            "fuse_unk": false,
+            "byte_fallback": false,
+            "ignore_merges": false,
+            "vocab": vocab,
+            "merges": []
+        }
+    })
+}
+
+/// Whether `tokenizer.json` text is the byte tokenizer: a BPE without merges or added
+/// tokens whose vocabulary is exactly the 256 byte characters with id = byte, behind a
+/// ByteLevel pre-tokenizer without a prefix space, and no normalizer.
+pub fn is_byte_tokenizer(text: &str) -> bool {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
+        return false;
+    };
+    let model = &v["model"];
+    let pre = &v["pre_tokenizer"];
+    let chars = byte_to_char();
+    let vocab_is_bytes = model["vocab"].as_object().is_some_and(|m| {
+        m.len() == 256
+            && chars
+                .iter()
+                .enumerate()
+                .all(|(b, c)| m.get(&c.to_string()).and_then(|i| i.as_u64()) == Some(b as u64))
+    });
+    model["type"] == "BPE"
+        && model["merges"].as_array().is_some_and(Vec::is_empty)
+        && v["added_tokens"].as_array().is_none_or(Vec::is_empty)
+        && v["normalizer"].is_null()
+        && pre["type"] == "ByteLevel"
+        && pre["add_prefix_space"] == false
+        && vocab_is_bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_tokenizer_json_is_recognized_and_encodes_bytes() {
+        let text = byte_tokenizer_json().to_string();
+        assert!(is_byte_tokenizer(&text));
+        let chars = byte_to_char();
+        assert_eq!(chars[b'A' as usize], 'A');
+        assert_eq!(chars[0], '\u{100}');
+        assert_eq!(chars[b' ' as usize], '\u{120}');
+        let mut other: serde_json::Value = serde_json::from_str(&text).unwrap();
+        other["model"]["vocab"]["A"] = serde_json::json!(66);
+        assert!(!is_byte_tokenizer(&other.to_string()));
+        let t = Tokenizer::Bytes;
+        assert_eq!(t.encode("é").unwrap(), vec![0xC3, 0xA9]);
+        assert_eq!(t.decode(&[0xC3, 0xA9]), "é");
+    }
+}
