@@ -329,7 +329,8 @@ pub fn config_json(m: &ModelConfig, base: Option<&Value>, dtype: ExportDtype) ->
         "num_attention_heads": m.heads,
         "num_key_value_heads": m.kv_heads,
         "head_dim": m.head_dim(),
-        "rms_norm_eps": f64::from(m.norm_eps),
+        // The f32's shortest decimal (1e-6, not 9.99999997e-7).
+        "rms_norm_eps": m.norm_eps.to_string().parse::<f64>().unwrap_or(f64::from(m.norm_eps)),
         "rope_theta": m.rope_theta,
         "rope_parameters": {"rope_theta": m.rope_theta, "rope_type": "default"},
         "max_position_embeddings": m.max_positions.unwrap_or(m.context),
