@@ -96,6 +96,7 @@ fn main() -> ExitCode {
             // A config the user wrote wrong, or one too big for this machine: bad input.
             let bad_input = err.chain().any(|e| {
                 e.is::<hif8lab_train::config::ConfigError>()
+                    || e.is::<hif8lab_train::hf::HfError>()
                     || e.is::<hif8lab_train::memory::DoesNotFit>()
                     || matches!(
                         e.downcast_ref::<hif8lab_train::TrainError>(),

@@ -115,10 +115,18 @@ impl Checkpoint {
             path: path.to_owned(),
             message,
         };
-        let (header_len, meta) = safetensors::SafeTensors::read_metadata(bytes)
-            .map_err(|e| err(format!("not a safetensors file: {e}")))?;
-        let st = safetensors::SafeTensors::deserialize(bytes)
-            .map_err(|e| err(format!("not a safetensors file: {e}")))?;
+        let invalid = |e: safetensors::SafeTensorError| {
+            use safetensors::SafeTensorError as E;
+            err(match e {
+                E::MetadataIncompleteBuffer | E::InvalidHeaderLength | E::HeaderTooSmall => format!(
+                    "not a complete safetensors file ({e}; {} bytes: cut short or damaged?)",
+                    bytes.len()
+                ),
+                other => format!("not a valid safetensors file: {other}"),
+            })
+        };
+        let (header_len, meta) = safetensors::SafeTensors::read_metadata(bytes).map_err(invalid)?;
+        let st = safetensors::SafeTensors::deserialize(bytes).map_err(invalid)?;
         let mut metadata: BTreeMap<String, String> = meta
             .metadata()
             .as_ref()
@@ -312,11 +320,11 @@ mod tests {
         let e = Checkpoint::from_bytes("ck.safetensors", &bytes[..bytes.len() - 3]).unwrap_err();
         assert!(
             e.to_string()
-                .starts_with("checkpoint ck.safetensors: tensor 'b'"),
+                .starts_with("checkpoint ck.safetensors: not a complete safetensors file"),
             "{e}"
         );
         let e = Checkpoint::from_bytes("ck", &[1, 2]).unwrap_err();
-        assert!(e.to_string().contains("shorter"), "{e}");
+        assert!(e.to_string().contains("not a complete"), "{e}");
         let mut bad = bytes.clone();
         bad[10] = b'!';
         assert!(Checkpoint::from_bytes("ck", &bad).is_err());

@@ -89,9 +89,15 @@ impl<B: Backend> Model<B> {
     pub fn quantized(mut self, qat: &QatConfig, state: &Checkpoint) -> Result<Self, TrainError> {
         let plan = QuantPlan::new(&self.config, qat);
         if plan.ids.is_empty() {
-            return Err(TrainError::Checkpoint(
-                "--quantized: the run's config quantizes nothing (qat.enabled = false)".into(),
-            ));
+            return Err(TrainError::Checkpoint(if qat.enabled {
+                format!(
+                    "--quantized: the run quantizes no layer (qat.blocks {:?} of {} blocks)",
+                    qat.blocks_for(self.config.layers),
+                    self.config.layers
+                )
+            } else {
+                "--quantized: the run's config quantizes nothing (qat.enabled = false)".into()
+            }));
         }
         let snap = crate::trainer::bank_snapshot(
             state,
