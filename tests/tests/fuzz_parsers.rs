@@ -1,5 +1,6 @@
 //! Fuzz-style tests of every parser a user can feed: run configs (TOML and `--set`),
-//! safetensors checkpoints (and restoring them into a trainer), JSONL traces, CSV amax
+//! safetensors checkpoints (and restoring them into a trainer), Hugging Face `config.json`
+//! and `tokenizer.json`, JSONL traces, CSV amax
 //! files, Transformer Engine / nvdlfw-inspect logs and corpus files. Each gets structure-aware
 //! mutations of valid inputs plus random bytes — at least 100,000 inputs per parser — and
 //! must never panic: every input is accepted or refused with a message that names its
@@ -108,7 +109,7 @@ fn fuzz_checkpoints_and_restore() {
         "tiny",
         PRESETS[0].1,
         &[
-            "model.vocab=16".into(),
+            "model.vocab=128".into(),
             "model.d_model=8".into(),
             "model.layers=3".into(),
             "model.heads=2".into(),
@@ -256,6 +257,58 @@ fn fuzz_corpus_files() {
         Ok(())
     });
     report("corpus", start, counts);
+}
+
+#[test]
+fn fuzz_hf_config_and_tokenizer_json() {
+    let hf = fixtures_dir().join("hf");
+    let config = std::fs::read(hf.join("tiny-gqa-tied-bf16/config.json")).unwrap();
+    let sharded = std::fs::read(hf.join("tiny-untied-f32-sharded/config.json")).unwrap();
+    let mut m = Mutator::new(
+        11,
+        &[
+            "\"architectures\"",
+            "LlamaForCausalLM",
+            "\"rope_scaling\"",
+            "null",
+            "true",
+            "-1",
+            "1e400",
+            "\"head_dim\"",
+            "\"num_key_value_heads\"",
+        ],
+    );
+    let start = Instant::now();
+    let counts = fuzz("config.json", INPUTS, &mut m, &[config, sharded], |bytes| {
+        let text = String::from_utf8_lossy(bytes);
+        match hif8lab_train::hf::parse_config(Path::new("fuzz/config.json"), &text) {
+            Ok(c) => {
+                // An accepted config describes a model whose run config validates, or the
+                // run refuses it with a message.
+                let mut run = RunConfig::parse("smoke", PRESETS[0].1, &[]).unwrap();
+                run.model = c.model;
+                run.model.context = run.model.context.min(64);
+                run.validate().map_err(|e| format!("fuzz/config.json: {e}"))
+            }
+            Err(e) => Err(named(e.to_string(), "fuzz/config.json")),
+        }
+    });
+    report("config.json", start, counts);
+
+    // tokenizer.json: the byte tokenizer as transformers wrote it and a trained BPE.
+    let byte = std::fs::read(hf.join("byte-tokenizer/tokenizer.json")).unwrap();
+    let bpe = std::fs::read(hf.join("bpe-tokenizer/tokenizer.json")).unwrap();
+    let mut m = Mutator::new(12, &["\"BPE\"", "\"merges\"", "\"vocab\"", "ByteLevel", "null", "[]"]);
+    let start = Instant::now();
+    let counts = fuzz("tokenizer.json", INPUTS, &mut m, &[byte, bpe], |bytes| {
+        let text = String::from_utf8_lossy(bytes);
+        let t = hif8lab_train::tokenizer::Tokenizer::from_json("fuzz/tokenizer.json", &text)
+            .map_err(|e| named(e, "fuzz/tokenizer.json"))?;
+        let ids = t.encode("The river Quelt, naïve café 東京.")?;
+        let _ = t.decode(&ids);
+        Ok(())
+    });
+    report("tokenizer.json", start, counts);
 }
 
 /// Checks an error message names its source, and passes it on.

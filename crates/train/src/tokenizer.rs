@@ -46,14 +46,22 @@ impl Tokenizer {
 
     /// A tokenizer from `tokenizer.json` text; `source` names it in errors.
     pub fn from_json(source: &str, text: &str) -> Result<Self, String> {
+        if let Err(e) = serde_json::from_str::<serde_json::Value>(text) {
+            return Err(format!("{source}: not JSON: {e}"));
+        }
         if is_byte_tokenizer(text) {
             return Ok(Tokenizer::Bytes);
         }
         #[cfg(not(target_arch = "wasm32"))]
         {
-            tokenizers::Tokenizer::from_bytes(text.as_bytes())
-                .map(|t| Tokenizer::Hf(Box::new(t)))
-                .map_err(|e| format!("{source}: not a tokenizer.json the tokenizers crate reads: {e}"))
+            // The tokenizers crate panics on some malformed files instead of returning an
+            // error; such a panic is caught and reported like an error.
+            let parsed = std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(text.as_bytes()));
+            match parsed {
+                Ok(Ok(t)) => Ok(Tokenizer::Hf(Box::new(t))),
+                Ok(Err(e)) => Err(format!("{source}: not a tokenizer.json the tokenizers crate reads: {e}")),
+                Err(_) => Err(format!("{source}: not a tokenizer.json the tokenizers crate reads (it failed on this file)")),
+            }
         }
         #[cfg(target_arch = "wasm32")]
         {
@@ -69,10 +77,16 @@ impl Tokenizer {
         match self {
             Tokenizer::Bytes => Ok(text.bytes().map(u32::from).collect()),
             #[cfg(not(target_arch = "wasm32"))]
-            Tokenizer::Hf(t) => t
-                .encode_fast(text, false)
-                .map(|e| e.get_ids().to_vec())
-                .map_err(|e| format!("tokenizer: {e}")),
+            Tokenizer::Hf(t) => {
+                let encoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    t.encode_fast(text, false)
+                }));
+                match encoded {
+                    Ok(Ok(e)) => Ok(e.get_ids().to_vec()),
+                    Ok(Err(e)) => Err(format!("tokenizer: {e}")),
+                    Err(_) => Err("tokenizer: failed on this text".into()),
+                }
+            }
         }
     }
 
@@ -84,7 +98,10 @@ impl Tokenizer {
                 String::from_utf8_lossy(&bytes).into_owned()
             }
             #[cfg(not(target_arch = "wasm32"))]
-            Tokenizer::Hf(t) => t.decode(ids, false).unwrap_or_default(),
+            Tokenizer::Hf(t) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                t.decode(ids, false).unwrap_or_default()
+            }))
+            .unwrap_or_default(),
         }
     }
 
