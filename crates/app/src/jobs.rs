@@ -158,6 +158,9 @@ impl HifApp {
 
     /// Opens files handed in together (dropped, or from the browser's file picker).
     pub fn open_files(&mut self, files: &[(String, Vec<u8>)]) {
+        if crate::hf_model::is_hf_files(files) {
+            return self.open_hf_files(files);
+        }
         match RunView::from_files(files) {
             Ok(v) => {
                 self.status = format!("Opened {} ({} quantizers).", v.name, v.calls.len());
@@ -171,7 +174,7 @@ impl HifApp {
     /// Starts training with the current settings (no-op while they are invalid). Natively
     /// the knowledge probes are scored before, during (every quarter) and after the run.
     pub fn start(&mut self, wake: impl Fn() + Send + Sync + 'static) {
-        let Ok(config) = self.settings.config() else {
+        let Ok(config) = self.run_config() else {
             return;
         };
         // Probes cost a few forward passes per evaluation: natively on the training thread;
@@ -181,6 +184,7 @@ impl HifApp {
                 .then(|| Arc::new(hif8lab_train::corpus::ProbeSet::for_data(&config.data))),
             eval_every: (config.train.steps / 4).max(1),
             eval_at_start: true,
+            base: self.hf_model.as_ref().map(|m| m.weights.clone()),
             ..Default::default()
         };
         self.start_run(config, extras, wake);
@@ -257,7 +261,7 @@ impl HifApp {
                 ),
                 _ => (hif8lab_engine::MemoryLimits::host(), "this machine".into()),
             };
-            let whole = self.settings.config().and_then(|config| {
+            let whole = self.run_config().and_then(|config| {
                 let estimate = hif8lab_train::memory::MemoryEstimate::for_config(&config);
                 estimate.check(&limits, &adapter).map_err(|e| e.0)?;
                 Ok(estimate.summary())
@@ -274,7 +278,9 @@ impl HifApp {
     fn run_name(&self, c: &RunConfig) -> String {
         format!(
             "{} {} lr={} {}",
-            self.settings.preset, c.qat.scaling.estimator, c.train.lr, c.qat.scaling.format
+            self.hf_model
+                .as_ref()
+                .map_or(self.settings.preset.as_str(), |m| m.name.as_str()), c.qat.scaling.estimator, c.train.lr, c.qat.scaling.format
         )
     }
 

@@ -10,6 +10,7 @@
 //! model of the panels in [`state`].
 
 pub mod charts;
+pub mod hf_model;
 pub mod jobs;
 pub mod panels;
 pub mod png;
@@ -52,6 +53,8 @@ pub struct Options {
     /// Measure frame times: draw a synthetic 64-quantizer × 10,000-step run on every panel
     /// for this many frames each, print the figures and quit.
     pub bench_frames: Option<usize>,
+    /// A Hugging Face Llama folder to continue training from.
+    pub init_from: Option<PathBuf>,
 }
 
 /// The frame-time benchmark (`hif8lab-app --bench-frames N`): each data panel drawn for N
@@ -298,6 +301,8 @@ pub struct HifApp {
     pub error: Option<String>,
     /// The lesson shown in the Lessons panel.
     pub lesson: &'static hif8lab_train::lesson::Lesson,
+    /// The Hugging Face model that Start continues training, when one is open.
+    pub hf_model: Option<hf_model::HfStart>,
     /// The last verdict of a lesson scenario.
     pub lesson_report: Option<hif8lab_train::lesson::LessonReport>,
     /// The runs of the last lesson scenario, as recorded (for its small multiples).
@@ -361,6 +366,7 @@ impl HifApp {
             lesson: &hif8lab_train::lesson::LESSONS[0],
             lesson_report: None,
             lesson_views: Vec::new(),
+            hf_model: None,
         };
         if let Some(name) = &options.lesson {
             match hif8lab_train::lesson::lesson(name) {
@@ -376,6 +382,10 @@ impl HifApp {
                     )
                 }
             }
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(dir) = &options.init_from {
+            app.open_hf_dir(dir);
         }
         if let Some(dir) = &options.open {
             app.open_path = dir.display().to_string();
@@ -522,6 +532,24 @@ impl HifApp {
         // The UI's own time (in the browser, training's share of the frame is in poll).
         let started = web_time::Instant::now();
         // Files dropped on the window (natively; the browser page uses its file picker).
+        #[cfg(not(target_arch = "wasm32"))]
+        let dropped_dirs: Vec<PathBuf> = ui.ctx().input(|i| {
+            i.raw
+                .dropped_files
+                .iter()
+                .map(|f| f.path().to_path_buf())
+                .filter(|p| p.is_dir())
+                .collect()
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        for dir in dropped_dirs {
+            if hif8lab_train::hf::is_hf_dir(&dir) {
+                self.open_hf_dir(&dir);
+            } else {
+                self.open_path = dir.display().to_string();
+                self.open_run();
+            }
+        }
         #[cfg(not(target_arch = "wasm32"))]
         let dropped: Vec<(String, Vec<u8>)> = ui.ctx().input(|i| {
             i.raw

@@ -83,6 +83,25 @@ fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
                 }
             }
         });
+    if let Some(m) = &app.hf_model {
+        let text = format!(
+            "Model: {} (Hugging Face, {:.2} M parameters, {} layers × d_model {}); the preset's \
+             model fields do not apply",
+            m.name,
+            m.parameters() as f64 / 1e6,
+            m.model.layers,
+            m.model.d_model
+        );
+        ui.label(RichText::new(text).strong());
+        if ui
+            .button("Use the preset's model")
+            .on_hover_text("forget the opened Hugging Face model")
+            .clicked()
+        {
+            app.hf_model = None;
+            app.form_check = None;
+        }
+    }
     let (field_errors, whole) = app.check_form();
     for group in ["Training", "Quantization", "Model"] {
         egui::CollapsingHeader::new(group)
@@ -170,15 +189,29 @@ fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
         let name = ui.label("Open a run folder:");
         ui.text_edit_singleline(&mut app.open_path)
             .labelled_by(name.id);
-        if ui.button("Open run").clicked() {
-            app.open_run();
-        }
+        ui.horizontal_wrapped(|ui| {
+            if ui.button("Open run").clicked() {
+                app.open_run();
+            }
+            if ui
+                .button("Open HF model")
+                .on_hover_text(
+                    "a Hugging Face Llama folder (config.json, *.safetensors, tokenizer.json): \
+                     Start continues training it",
+                )
+                .clicked()
+            {
+                let dir = std::path::PathBuf::from(app.open_path.trim());
+                app.open_hf_dir(&dir);
+            }
+        });
     }
     #[cfg(target_arch = "wasm32")]
     if ui
         .button("Open files…")
         .on_hover_text(
-            "a run folder's metrics.jsonl + trace.jsonl (+ config.toml), or one trace / CSV",
+            "a run folder's metrics.jsonl + trace.jsonl (+ config.toml), one trace / CSV, or a \
+             Hugging Face model's config.json + .safetensors + tokenizer.json",
         )
         .clicked()
         && let Err(e) = crate::web::pick_files()

@@ -545,3 +545,46 @@ fn memory_estimate_beside_the_form_and_huge_runs_refused() {
     h.get_by_label_contains("needs about");
     assert!(h.get_by_label("Start").accesskit_node().is_disabled());
 }
+
+#[test]
+fn a_hugging_face_folder_continues_training_with_the_dashboard_live() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/hf/tiny-gqa-tied-bf16");
+    let mut h = harness(Options {
+        preset: Some("smoke".into()),
+        init_from: Some(dir.clone()),
+        backend: Some("cpu".into()),
+        ..Default::default()
+    });
+    h.state_mut().settings.set("train.steps", "6");
+    h.state_mut().settings.set("qat.warmup_steps", "1");
+    h.state_mut().settings.set("qat.blocks", "0,1");
+    h.run_steps(2);
+    h.get_by_label_contains("Model: tiny-gqa-tied-bf16 (Hugging Face, ");
+    let config = h.state().run_config().unwrap();
+    assert_eq!(config.model.vocab, 384);
+    assert!(config.model.tie_embeddings);
+    assert_eq!(config.model.context, 32, "the preset's 32, within the model's 32");
+    assert!(config.data.tokenizer.ends_with("tokenizer.json"));
+    h.get_by_label("Start").click();
+    until(&mut h, |app| {
+        !app.jobs.running(JobKind::Run)
+            && !app.jobs.running(JobKind::Baseline)
+            && app.runs.live.as_ref().is_some_and(|v| v.loss.len() == 6)
+    });
+    let view = h.state().runs.live.clone().unwrap();
+    assert!(view.name.starts_with("tiny-gqa-tied-bf16 "), "{}", view.name);
+    // The folder's weights, not a fresh initialization: the first loss is the model's (a
+    // random 384-token model: near ln 384 = 5.95), and QAT calls were recorded live.
+    assert!((view.loss[0][1] - 5.95).abs() < 0.3, "{:?}", view.loss[0]);
+    assert_eq!(view.calls.len(), 2 * 3 * 3, "2 blocks × 3 MLP modules × A, W, G");
+    // Back to the preset's model.
+    h.get_by_label("Use the preset's model").click();
+    h.run_steps(2);
+    assert!(h.state().hf_model.is_none());
+    assert_eq!(h.state().run_config().unwrap().model.vocab, 256);
+    // A folder that is not a model says why.
+    h.state_mut().open_hf_dir(&dir.join("nope"));
+    h.run_steps(1);
+    h.get_by_label_contains("Cannot open the model");
+}

@@ -94,7 +94,7 @@ impl Checkpoint {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         metadata.insert(CHECKSUM_KEY.into(), PLACEHOLDER.into());
-        let mut out = safetensors::serialize(views, Some(metadata)).unwrap_or_default();
+        let mut out = canonical(safetensors::serialize(views, Some(metadata)).unwrap_or_default());
         // The checksum of the data section, written over the placeholder (same length).
         let header_len = header_len(&out).unwrap_or(0);
         let crc = format!("{:011x}", crc32fast::hash(&out[8 + header_len..]));
@@ -170,6 +170,48 @@ impl Checkpoint {
         let map = map_file(path)?;
         Self::from_bytes(&path.display().to_string(), &map)
     }
+
+    /// Reads a checkpoint file.
+    #[cfg(target_arch = "wasm32")]
+    pub fn load(path: &Path) -> Result<Self, CheckpointError> {
+        let bytes = std::fs::read(path).map_err(|e| CheckpointError {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        Self::from_bytes(&path.display().to_string(), &bytes)
+    }
+}
+
+/// The same safetensors bytes with the header's keys sorted (the crate writes metadata from a
+/// hash map, in an order that changes from process to process): equal contents, equal
+/// bytes, so a resumed run's checkpoint is byte-identical to an uninterrupted one's.
+pub fn canonical(bytes: Vec<u8>) -> Vec<u8> {
+    let Some(n) = header_len(&bytes).filter(|n| 8 + n <= bytes.len()) else {
+        return bytes;
+    };
+    let Ok(header) = serde_json::from_slice::<BTreeMap<String, serde_json::Value>>(&bytes[8..8 + n])
+    else {
+        return bytes;
+    };
+    let sorted: BTreeMap<String, serde_json::Value> = header
+        .into_iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::Object(m) => {
+                let inner: BTreeMap<String, serde_json::Value> = m.into_iter().collect();
+                (k, serde_json::to_value(inner).unwrap_or_default())
+            }
+            other => (k, other),
+        })
+        .collect();
+    let Ok(mut text) = serde_json::to_vec(&sorted) else {
+        return bytes;
+    };
+    text.resize(text.len().next_multiple_of(8), b' ');
+    let mut out = Vec::with_capacity(8 + text.len() + bytes.len() - 8 - n);
+    out.extend_from_slice(&(text.len() as u64).to_le_bytes());
+    out.extend_from_slice(&text);
+    out.extend_from_slice(&bytes[8 + n..]);
+    out
 }
 
 /// The length of a safetensors header (the 8-byte little-endian prefix).

@@ -372,7 +372,9 @@ pub fn model_safetensors(weights: &[(String, Vec<usize>, Vec<f32>)], dtype: Expo
         })
         .collect::<Result<Vec<_>, _>>()?;
     let meta = [("format".to_owned(), "pt".to_owned())].into_iter().collect();
-    safetensors::serialize(views, Some(meta)).map_err(|e| e.to_string())
+    safetensors::serialize(views, Some(meta))
+        .map(crate::checkpoint::canonical)
+        .map_err(|e| e.to_string())
 }
 
 /// `generation_config.json` (sampling defaults; the ids of the config, when it has them).

@@ -31,6 +31,7 @@ pub mod driver;
 pub mod folder;
 pub mod grid;
 pub mod hf;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod infer;
 pub mod lesson;
 pub mod memory;
