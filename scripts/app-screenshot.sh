@@ -3,6 +3,8 @@
 # has finished, takes a screenshot and checks it is not blank; also checks the app's own PNG
 # export of the shown panel (--png-after).
 #   scripts/app-screenshot.sh [OUT.png] [PANEL]   (default <target dir>/app-screenshot.png, loss)
+# HIF8LAB_APP_ARGS adds flags, e.g. HIF8LAB_APP_ARGS="--init-from tests/fixtures/hf/tiny-untied-f32-sharded"
+# (continue training a Hugging Face folder).
 # Installs Xvfb, ImageMagick and the X libraries winit needs when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +38,8 @@ trap cleanup EXIT
 sleep 1
 png="app-screenshot-check-$$.png"
 rm -f "exports/$png"
-DISPLAY=$display XDG_RUNTIME_DIR=$runtime "$target/debug/hif8lab-app" --preset smoke --autostart --tab "$tab" --png-after "$png" >"$log" 2>&1 &
+# shellcheck disable=SC2086 # HIF8LAB_APP_ARGS is split into flags on purpose
+DISPLAY=$display XDG_RUNTIME_DIR=$runtime "$target/debug/hif8lab-app" --preset smoke --autostart --tab "$tab" --png-after "$png" ${HIF8LAB_APP_ARGS:-} >"$log" 2>&1 &
 app=$!
 for _ in $(seq 1 120); do
   grep -q "Training finished" "$log" && break

@@ -71,6 +71,11 @@ say "browser demo in headless Chromium: WebGPU (SwiftShader) and the CPU fallbac
 if [ ! -d web/tests/node_modules/playwright-core ]; then
   (cd web/tests && npm ci --no-audit --no-fund)
 fi
-node web/tests/browser.mjs --mode all --shots "$target"
+# A Hugging Face folder with the byte tokenizer for the browser's file-picker case.
+hf_tmp=$(mktemp -d)
+"$target/debug/hif8lab" train --preset smoke --backend cpu --quiet --out "$hf_tmp/run" --set train.steps=4
+"$target/debug/hif8lab" export hf "$hf_tmp/run" --out "$hf_tmp/hf"
+HIF8LAB_HF_DIR="$hf_tmp/hf" node web/tests/browser.mjs --mode all --shots "$target"
+rm -rf "$hf_tmp"
 
 say "all checks passed"

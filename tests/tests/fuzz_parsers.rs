@@ -298,7 +298,17 @@ fn fuzz_hf_config_and_tokenizer_json() {
     // tokenizer.json: the byte tokenizer as transformers wrote it and a trained BPE.
     let byte = std::fs::read(hf.join("byte-tokenizer/tokenizer.json")).unwrap();
     let bpe = std::fs::read(hf.join("bpe-tokenizer/tokenizer.json")).unwrap();
-    let mut m = Mutator::new(12, &["\"BPE\"", "\"merges\"", "\"vocab\"", "ByteLevel", "null", "[]"]);
+    let mut m = Mutator::new(
+        12,
+        &[
+            "\"BPE\"",
+            "\"merges\"",
+            "\"vocab\"",
+            "ByteLevel",
+            "null",
+            "[]",
+        ],
+    );
     let start = Instant::now();
     let counts = fuzz("tokenizer.json", INPUTS, &mut m, &[byte, bpe], |bytes| {
         let text = String::from_utf8_lossy(bytes);

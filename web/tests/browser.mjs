@@ -7,6 +7,10 @@
 // cpu:    the same page with WebGPU unavailable; the app must say so and train on the CPU
 //         backend compiled to wasm.
 // lesson: ?lesson=saturation&autostart=1 opens the saturation lesson and its live run trains.
+// hf:     a Hugging Face folder through the file picker: one with a BPE tokenizer is refused
+//         with a message (the browser build reads the byte tokenizer only), one exported by
+//         `hif8lab export hf` (the byte tokenizer; folder in $HIF8LAB_HF_DIR) opens and
+//         continues training on the CPU backend.
 // All: no console errors, a screenshot that is not blank, and the time from page load to the
 // first reported step and the steps/s printed (measured in this headless Chromium).
 import { chromium } from "playwright-core";
@@ -64,7 +68,7 @@ function checkNotBlank(file) {
   return { sd, colours };
 }
 
-async function run(name, flags, expectBackend, port, query, until) {
+async function run(name, flags, expectBackend, port, query, until, prepare) {
   const userDir = fs.mkdtempSync(path.join(os.tmpdir(), "hif8lab-chromium-"));
   // A fresh profile each time (Playwright passes it as --user-data-dir).
   const browser = await chromium.launchPersistentContext(userDir, {
@@ -87,6 +91,7 @@ async function run(name, flags, expectBackend, port, query, until) {
     const fail = async (why) => {
       throw new Error(`[${name}] ${why}; __hif8lab = ${JSON.stringify(await snap())}; console errors: ${JSON.stringify(errors)}`);
     };
+    if (prepare) await prepare(page, fail);
     // Waits for n reported steps (and, with quant, quantizer calls: the smoke preset trains
     // its first steps in high precision).
     const waitSteps = async (n, timeout, quant) => {
@@ -167,9 +172,33 @@ if (mode === "lesson" || mode === "all") cases.push(["lesson-forgetting", webgpu
 // The fixes lesson's judged scenario in memory: base + 12 runs on the CPU backend, judged.
 const judged = "(s => !!s && (!!s.error || (!!s.verdict && !s.scenario_running)))(window.__hif8lab)";
 if (mode === "lesson" || mode === "all") cases.push(["lesson-fixes", webgpuFlags, "cpu", "?lesson=fixes&autostart=1&backend=cpu", judged]);
-for (const [name, flags, backend, query, until] of cases) {
+// A Hugging Face model opened through the file picker, then trained from a script's Start.
+const hfDir = process.env.HIF8LAB_HF_DIR;
+const bpeDir = path.resolve(root, "..", "..", "tests", "fixtures", "hf", "tiny-gqa-tied-bf16");
+const pick = (dir) => fs.readdirSync(dir)
+  .filter((f) => f === "config.json" || f === "tokenizer.json" || f.endsWith(".safetensors"))
+  .map((f) => path.join(dir, f));
+const openHf = async (page, fail) => {
+  await page.waitForFunction(() => !!window.__hif8lab && !!window.__hif8lab_handle, null, { timeout: 60000 });
+  await page.setInputFiles("#hif8lab-file", pick(bpeDir));
   try {
-    await run(name, flags, backend, port, query, until);
+    await page.waitForFunction(() => /Cannot open the model: .*desktop app/.test(window.__hif8lab.status), null, { timeout: 30000 });
+  } catch (e) {
+    await fail("a BPE-tokenizer model was not refused with a message");
+  }
+  await page.setInputFiles("#hif8lab-file", pick(hfDir));
+  try {
+    await page.waitForFunction(() => window.__hif8lab.hf_model && window.__hif8lab.hf_model.vocab === 256, null, { timeout: 30000 });
+  } catch (e) {
+    await fail(`the exported model in ${hfDir} did not open`);
+  }
+  await page.evaluate(() => window.__hif8lab_handle.start_training());
+};
+if ((mode === "hf" || mode === "all") && hfDir) cases.push(["hf", ["--disable-features=WebGPU"], "cpu", "?preset=smoke&backend=cpu", null, openHf]);
+else if (mode === "hf" || mode === "all") console.log("browser hf: skipped (set HIF8LAB_HF_DIR to an `hif8lab export hf` folder)");
+for (const [name, flags, backend, query, until, prepare] of cases) {
+  try {
+    await run(name, flags, backend, port, query, until, prepare);
   } catch (e) {
     failed++;
     console.error(`browser ${name}: FAILED — ${e.message}`);

@@ -65,8 +65,8 @@ impl HifApp {
         let result = hf::load(dir).map_err(|e| e.to_string()).and_then(|m| {
             let tokenizer = match &m.tokenizer {
                 Some(p) => {
-                    let text = std::fs::read_to_string(p)
-                        .map_err(|e| format!("{}: {e}", p.display()))?;
+                    let text =
+                        std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
                     match hif8lab_train::tokenizer::Tokenizer::from_json(
                         &p.display().to_string(),
                         &text,
@@ -124,9 +124,12 @@ impl HifApp {
             if tensors.is_empty() {
                 return Err("no .safetensors files among the files".to_owned());
             }
-            let weights =
-                hf::select_weights(std::path::Path::new("(the chosen files)"), &config.model, tensors)
-                    .map_err(|e| e.to_string())?;
+            let weights = hf::select_weights(
+                std::path::Path::new("(the chosen files)"),
+                &config.model,
+                tensors,
+            )
+            .map_err(|e| e.to_string())?;
             let tokenizer = match files.iter().find(|(n, _)| base(n) == "tokenizer.json") {
                 Some((name, bytes)) => {
                     match hif8lab_train::tokenizer::Tokenizer::from_json(

@@ -280,7 +280,10 @@ impl HifApp {
             "{} {} lr={} {}",
             self.hf_model
                 .as_ref()
-                .map_or(self.settings.preset.as_str(), |m| m.name.as_str()), c.qat.scaling.estimator, c.train.lr, c.qat.scaling.format
+                .map_or(self.settings.preset.as_str(), |m| m.name.as_str()),
+            c.qat.scaling.estimator,
+            c.train.lr,
+            c.qat.scaling.format
         )
     }
 

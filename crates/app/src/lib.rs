@@ -522,6 +522,13 @@ impl HifApp {
             })),
             "error": self.error,
             "notice": self.notice,
+            "status": self.status,
+            "hf_model": self.hf_model.as_ref().map(|m| serde_json::json!({
+                "name": m.name,
+                "parameters": m.parameters(),
+                "vocab": m.model.vocab,
+                "layers": m.model.layers,
+            })),
         })
     }
 

@@ -42,7 +42,8 @@ fn parse_args() -> Result<Options, String> {
             }
             "--init-from" => {
                 options.init_from = Some(PathBuf::from(
-                    args.next().ok_or("--init-from needs a Hugging Face folder")?,
+                    args.next()
+                        .ok_or("--init-from needs a Hugging Face folder")?,
                 ))
             }
             "--lesson" => options.lesson = Some(args.next().ok_or("--lesson needs a name")?),

@@ -16,6 +16,8 @@ use crate::{HifApp, Options, Tab};
 thread_local! {
     /// Files the page's picker delivered, waiting for the next frame.
     static DROPPED: RefCell<Vec<(String, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
+    /// A Start asked for by a script, waiting for the next frame.
+    static START: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// The handle the page holds (`new WebHandle()`, then `start(canvas)`).
@@ -63,6 +65,11 @@ impl WebHandle {
     /// Hands a file's contents to the app (the page's file picker calls this per file).
     pub fn open_file(&self, name: String, bytes: Vec<u8>) {
         DROPPED.with(|d| d.borrow_mut().push((name, bytes)));
+    }
+
+    /// Presses Start at the next frame (for scripts: the same as the button).
+    pub fn start_training(&self) {
+        START.with(|s| s.set(true));
     }
 }
 
@@ -129,6 +136,9 @@ pub fn publish(app: &mut HifApp) {
     let files: Vec<(String, Vec<u8>)> = DROPPED.with(|d| d.borrow_mut().drain(..).collect());
     if !files.is_empty() {
         app.open_files(&files);
+    }
+    if START.with(|s| s.replace(false)) {
+        app.start(|| {});
     }
     let Some(window) = web_sys::window() else {
         return;

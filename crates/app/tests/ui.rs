@@ -564,7 +564,10 @@ fn a_hugging_face_folder_continues_training_with_the_dashboard_live() {
     let config = h.state().run_config().unwrap();
     assert_eq!(config.model.vocab, 384);
     assert!(config.model.tie_embeddings);
-    assert_eq!(config.model.context, 32, "the preset's 32, within the model's 32");
+    assert_eq!(
+        config.model.context, 32,
+        "the preset's 32, within the model's 32"
+    );
     assert!(config.data.tokenizer.ends_with("tokenizer.json"));
     h.get_by_label("Start").click();
     until(&mut h, |app| {
@@ -573,11 +576,19 @@ fn a_hugging_face_folder_continues_training_with_the_dashboard_live() {
             && app.runs.live.as_ref().is_some_and(|v| v.loss.len() == 6)
     });
     let view = h.state().runs.live.clone().unwrap();
-    assert!(view.name.starts_with("tiny-gqa-tied-bf16 "), "{}", view.name);
+    assert!(
+        view.name.starts_with("tiny-gqa-tied-bf16 "),
+        "{}",
+        view.name
+    );
     // The folder's weights, not a fresh initialization: the first loss is the model's (a
     // random 384-token model: near ln 384 = 5.95), and QAT calls were recorded live.
     assert!((view.loss[0][1] - 5.95).abs() < 0.3, "{:?}", view.loss[0]);
-    assert_eq!(view.calls.len(), 2 * 3 * 3, "2 blocks × 3 MLP modules × A, W, G");
+    assert_eq!(
+        view.calls.len(),
+        2 * 3 * 3,
+        "2 blocks × 3 MLP modules × A, W, G"
+    );
     // Back to the preset's model.
     h.get_by_label("Use the preset's model").click();
     h.run_steps(2);

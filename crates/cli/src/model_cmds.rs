@@ -48,7 +48,9 @@ pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
         let run = RunConfig::parse(&cfg_path.display().to_string(), &text, &[])?;
         let ck_path = match step {
             Some(n) => {
-                let p = path.join("checkpoints").join(format!("step_{n}.safetensors"));
+                let p = path
+                    .join("checkpoints")
+                    .join(format!("step_{n}.safetensors"));
                 if !p.is_file() {
                     let have: Vec<String> = hif8lab_train::checkpoint::list(path)
                         .iter()
@@ -57,22 +59,27 @@ pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
                     bail!(
                         "--step {n}: {} does not exist (checkpoints of this run: {})",
                         p.display(),
-                        if have.is_empty() { "none".into() } else { have.join(", ") }
+                        if have.is_empty() {
+                            "none".into()
+                        } else {
+                            have.join(", ")
+                        }
                     );
                 }
                 p
             }
             None => {
-                let (found, skipped) = hif8lab_train::checkpoint::newest_valid(
-                    path,
-                    &run.continuation_fingerprint(),
-                );
+                let (found, skipped) =
+                    hif8lab_train::checkpoint::newest_valid(path, &run.continuation_fingerprint());
                 for s in skipped {
                     eprintln!("skipping {s}");
                 }
-                found
-                    .map(|f| f.path)
-                    .with_context(|| format!("{}: no valid checkpoints/step_N.safetensors", path.display()))?
+                found.map(|f| f.path).with_context(|| {
+                    format!(
+                        "{}: no valid checkpoints/step_N.safetensors",
+                        path.display()
+                    )
+                })?
             }
         };
         let weights = Checkpoint::load(&ck_path)?;
@@ -114,7 +121,11 @@ pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
                 path.display()
             );
         };
-        let run = RunConfig::parse(&format!("{} (metadata 'config')", path.display()), text, &[])?;
+        let run = RunConfig::parse(
+            &format!("{} (metadata 'config')", path.display()),
+            text,
+            &[],
+        )?;
         let dir = path
             .parent()
             .and_then(Path::parent)
@@ -152,7 +163,9 @@ fn from_run(path: &Path, dir: &Path, run: RunConfig, weights: Checkpoint) -> Res
     };
     let hf_path = dir.join("hf").join("config.json");
     let hf_config = match std::fs::read_to_string(&hf_path) {
-        Ok(t) => Some(serde_json::from_str(&t).with_context(|| format!("{}: not JSON", hf_path.display()))?),
+        Ok(t) => Some(
+            serde_json::from_str(&t).with_context(|| format!("{}: not JSON", hf_path.display()))?,
+        ),
         Err(_) => None,
     };
     Ok(Source {
@@ -252,15 +265,14 @@ fn window(src: &Source, context: Option<u64>) -> Result<ModelConfig> {
 }
 
 /// Runs `job` on the backend `name` (`auto`: the GPU when there is one).
-fn on_backend<T>(
-    name: &str,
-    job: impl FnOnce(Either) -> Result<T>,
-) -> Result<T> {
+fn on_backend<T>(name: &str, job: impl FnOnce(Either) -> Result<T>) -> Result<T> {
     match name {
         "cpu" => job(Either::Cpu(CpuBackend::new())),
-        "gpu" => job(Either::Gpu(GpuBackend::new_blocking().context("--backend gpu")?)),
+        "gpu" => job(Either::Gpu(Box::new(
+            GpuBackend::new_blocking().context("--backend gpu")?,
+        ))),
         _ => match GpuBackend::new_blocking() {
-            Ok(g) => job(Either::Gpu(g)),
+            Ok(g) => job(Either::Gpu(Box::new(g))),
             Err(e) => {
                 eprintln!("note: no GPU adapter ({e}); using the CPU backend");
                 job(Either::Cpu(CpuBackend::new()))
@@ -274,17 +286,21 @@ pub enum Either {
     /// The CPU backend.
     Cpu(CpuBackend),
     /// The GPU backend.
-    Gpu(GpuBackend),
+    Gpu(Box<GpuBackend>),
 }
 
 pub fn run_eval(args: EvalArgs) -> Result<Outcome> {
+    let opened = std::time::Instant::now();
     let src = open_source(&args.model, None)?;
     let text = std::fs::read(&args.text)
         .with_context(|| format!("--text: reading {}", args.text.display()))?;
     let text = hif8lab_train::data::corpus_text(&args.text, text).map_err(anyhow::Error::msg)?;
     let ids = src.tokenizer.encode(&text).map_err(anyhow::Error::msg)?;
     if ids.len() < 2 {
-        bail!("--text {}: fewer than 2 tokens, nothing to predict", args.text.display());
+        bail!(
+            "--text {}: fewer than 2 tokens, nothing to predict",
+            args.text.display()
+        );
     }
     let m = window(&src, args.context)?;
     let first_bytes = src.tokenizer.decode(&ids[..1]).len();
@@ -292,32 +308,49 @@ pub fn run_eval(args: EvalArgs) -> Result<Outcome> {
     let quantized = args.quantized;
     let batch = args.batch as usize;
     on_backend(&args.backend, |be| match be {
-        Either::Cpu(b) => eval_on(b, &src, m, &ids, batch, quantized, bytes, args.json),
-        Either::Gpu(b) => eval_on(b, &src, m, &ids, batch, quantized, bytes, args.json),
+        Either::Cpu(b) => eval_on(
+            b,
+            &src,
+            m,
+            &ids,
+            (batch, quantized, bytes, args.json),
+            opened,
+        ),
+        Either::Gpu(b) => eval_on(
+            *b,
+            &src,
+            m,
+            &ids,
+            (batch, quantized, bytes, args.json),
+            opened,
+        ),
     })?;
     Ok(Outcome::Ok)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Evaluates on `backend`; `how` is (batch, quantized, text bytes, JSON output); `opened`
+/// when reading the model began (the load time reported).
 fn eval_on<B: Backend>(
     backend: B,
     src: &Source,
     m: ModelConfig,
     ids: &[u32],
-    batch: usize,
-    quantized: bool,
-    bytes: usize,
-    json: bool,
+    how: (usize, bool, usize, bool),
+    opened: std::time::Instant,
 ) -> Result<()> {
+    let (batch, quantized, bytes, json) = how;
     let info = backend.info();
     let context = m.context;
     let mut model = Model::new(backend, m, &src.weights, batch)?;
     if quantized {
         let Some(run) = &src.run else {
-            bail!("--quantized needs a run folder or checkpoint (a Hugging Face folder has no quantizer state)");
+            bail!(
+                "--quantized needs a run folder or checkpoint (a Hugging Face folder has no quantizer state)"
+            );
         };
         model = model.quantized(&run.qat, &src.weights)?;
     }
+    let load_s = opened.elapsed().as_secs_f64();
     let clock = std::time::Instant::now();
     let r = model.eval(ids)?;
     let seconds = clock.elapsed().as_secs_f64();
@@ -333,6 +366,7 @@ fn eval_on<B: Backend>(
         "quantized": quantized,
         "model": src.path.display().to_string(),
         "tokens_per_s": r.tokens as f64 / seconds.max(1e-9),
+        "load_s": load_s,
     });
     if json {
         println!("{}", serde_json::to_string_pretty(&doc)?);
@@ -356,17 +390,26 @@ fn eval_on<B: Backend>(
 
 pub fn run_sample(args: SampleArgs) -> Result<Outcome> {
     if !(args.temperature.is_finite() && args.temperature >= 0.0) {
-        bail!("--temperature must be a number ≥ 0, got {}", args.temperature);
+        bail!(
+            "--temperature must be a number ≥ 0, got {}",
+            args.temperature
+        );
     }
     let src = open_source(&args.model, None)?;
     let m = window(&src, args.context)?;
-    let prompt = src.tokenizer.encode(&args.prompt).map_err(anyhow::Error::msg)?;
+    let prompt = src
+        .tokenizer
+        .encode(&args.prompt)
+        .map_err(anyhow::Error::msg)?;
     if let Some(bad) = prompt.iter().find(|t| **t as usize >= m.vocab) {
-        bail!("--prompt: token id {bad} is outside the model's vocabulary {}", m.vocab);
+        bail!(
+            "--prompt: token id {bad} is outside the model's vocabulary {}",
+            m.vocab
+        );
     }
     on_backend(&args.backend, |be| match be {
         Either::Cpu(b) => sample_on(b, &src, m, &prompt, &args),
-        Either::Gpu(b) => sample_on(b, &src, m, &prompt, &args),
+        Either::Gpu(b) => sample_on(*b, &src, m, &prompt, &args),
     })?;
     Ok(Outcome::Ok)
 }
@@ -384,17 +427,24 @@ fn sample_on<B: Backend>(
     let mut so_far: Vec<u32> = Vec::new();
     let mut shown = 0usize;
     let tokenizer = &src.tokenizer;
-    model.sample(prompt, args.tokens, args.temperature, args.top_k, args.seed, &mut |t| {
-        // Print what decodes completely so far (multi-byte characters arrive whole).
-        so_far.push(t);
-        let text = tokenizer.decode(&so_far);
-        let complete = text.trim_end_matches('\u{FFFD}');
-        if complete.len() > shown {
-            let _ = write!(out, "{}", &complete[shown..]);
-            let _ = out.flush();
-            shown = complete.len();
-        }
-    })?;
+    model.sample(
+        prompt,
+        args.tokens,
+        args.temperature,
+        args.top_k,
+        args.seed,
+        &mut |t| {
+            // Print what decodes completely so far (multi-byte characters arrive whole).
+            so_far.push(t);
+            let text = tokenizer.decode(&so_far);
+            let complete = text.trim_end_matches('\u{FFFD}');
+            if complete.len() > shown {
+                let _ = write!(out, "{}", &complete[shown..]);
+                let _ = out.flush();
+                shown = complete.len();
+            }
+        },
+    )?;
     let text = tokenizer.decode(&so_far);
     if text.len() > shown {
         let _ = write!(out, "{}", &text[shown..]);
@@ -426,7 +476,12 @@ pub fn run_export_hf(args: ExportHfArgs) -> Result<Outcome> {
         dtype: args.dtype,
     };
     let files = hf::write_folder(&args.out, &parts, &weights)?;
-    let step = src.weights.metadata.get("step").cloned().unwrap_or_default();
+    let step = src
+        .weights
+        .metadata
+        .get("step")
+        .cloned()
+        .unwrap_or_default();
     eprintln!(
         "wrote {} ({}) from step {step} of {}",
         args.out.display(),

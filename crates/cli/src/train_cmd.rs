@@ -165,7 +165,10 @@ fn init_source(dir: &Path, name: &str, text: &str) -> Result<Init> {
     let m = &model.config.model;
     let dir_abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
     let preset: RunConfig = RunConfig::parse(name, text, &[])?;
-    let context = preset.model.context.min(m.max_positions.unwrap_or(m.context));
+    let context = preset
+        .model
+        .context
+        .min(m.max_positions.unwrap_or(m.context));
     let mut sets = vec![
         format!("model.vocab={}", m.vocab),
         format!("model.d_model={}", m.d_model),
@@ -177,8 +180,14 @@ fn init_source(dir: &Path, name: &str, text: &str) -> Result<Init> {
         format!("model.norm_eps={:e}", m.norm_eps),
         format!("model.rope_theta={:?}", m.rope_theta),
         format!("model.tie_embeddings={}", m.tie_embeddings),
-        format!("model.max_positions={}", m.max_positions.unwrap_or(m.context)),
-        format!("train.init_from={}", toml_string(&dir_abs.display().to_string())),
+        format!(
+            "model.max_positions={}",
+            m.max_positions.unwrap_or(m.context)
+        ),
+        format!(
+            "train.init_from={}",
+            toml_string(&dir_abs.display().to_string())
+        ),
     ];
     let mut keep = vec![(
         "hf/config.json",
@@ -463,9 +472,8 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
             trainer
                 .load_weights(&init.weights)
                 .with_context(|| format!("--init-from {}", init.dir.display()))?;
-            let folder =
-                RunFolder::create(out, &config, &estimators, active, quantizers, &info)
-                    .with_context(|| format!("creating run folder {}", out.display()))?;
+            let folder = RunFolder::create(out, &config, &estimators, active, quantizers, &info)
+                .with_context(|| format!("creating run folder {}", out.display()))?;
             for (name, bytes) in &init.keep {
                 folder
                     .attach(name, bytes)

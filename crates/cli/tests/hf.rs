@@ -63,7 +63,15 @@ fn model_tensors(ck: &Checkpoint) -> Vec<(String, Vec<u32>)> {
 }
 
 fn eval_json(model: &Path, text: &Path, extra: &[&str]) -> Value {
-    let mut args = vec!["eval", s(model), "--text", s(text), "--backend", "cpu", "--json"];
+    let mut args = vec![
+        "eval",
+        s(model),
+        "--text",
+        s(text),
+        "--backend",
+        "cpu",
+        "--json",
+    ];
     args.extend(extra);
     serde_json::from_str(&ok(&hif8lab(&args))).unwrap()
 }
@@ -74,13 +82,31 @@ fn init_from_export_and_back_is_bit_identical_and_eval_agrees() {
     let text = src.join("eval.txt");
     let run = tmp("run");
     ok(&hif8lab(&[
-        "train", "--init-from", s(&src), "--preset", "smoke", "--backend", "cpu", "--quiet",
-        "--out", s(&run), "--set", "train.steps=4", "--set", "qat.enabled=true",
-        "--set", "qat.warmup_steps=1", "--set", "qat.blocks=[0,1]",
+        "train",
+        "--init-from",
+        s(&src),
+        "--preset",
+        "smoke",
+        "--backend",
+        "cpu",
+        "--quiet",
+        "--out",
+        s(&run),
+        "--set",
+        "train.steps=4",
+        "--set",
+        "qat.enabled=true",
+        "--set",
+        "qat.warmup_steps=1",
+        "--set",
+        "qat.blocks=[0,1]",
     ]));
     // The run records where it started, and keeps the model's config and tokenizer.
     let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
-    assert!(config.contains("init_from = ") && config.contains("tie_embeddings = true"), "{config}");
+    assert!(
+        config.contains("init_from = ") && config.contains("tie_embeddings = true"),
+        "{config}"
+    );
     assert_eq!(
         std::fs::read(run.join("hf/tokenizer.json")).unwrap(),
         std::fs::read(src.join("tokenizer.json")).unwrap()
@@ -88,12 +114,21 @@ fn init_from_export_and_back_is_bit_identical_and_eval_agrees() {
     // Training moved the weights away from the folder's.
     let start = Checkpoint::load(&src.join("model.safetensors")).unwrap();
     let after = Checkpoint::load(&run.join("checkpoints/step_4.safetensors")).unwrap();
-    assert!(after.get("lm_head.weight").is_none(), "tied: no separate head");
+    assert!(
+        after.get("lm_head.weight").is_none(),
+        "tied: no separate head"
+    );
     assert_ne!(model_tensors(&start), model_tensors(&after));
 
     let out = tmp("export");
     ok(&hif8lab(&["export", "hf", s(&run), "--out", s(&out)]));
-    for f in ["config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json"] {
+    for f in [
+        "config.json",
+        "model.safetensors",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ] {
         assert!(out.join(f).is_file(), "{f}");
     }
     // config.json: every field transformers wrote for the folder, the same (dtype: float32).
@@ -110,16 +145,36 @@ fn init_from_export_and_back_is_bit_identical_and_eval_agrees() {
         std::fs::read(src.join("tokenizer.json")).unwrap()
     );
     let exported = Checkpoint::load(&out.join("model.safetensors")).unwrap();
-    assert_eq!(model_tensors(&exported), model_tensors(&after), "export is exact");
+    assert_eq!(
+        model_tensors(&exported),
+        model_tensors(&after),
+        "export is exact"
+    );
 
     // Back in: a run from the export with lr 0 keeps the weights bit for bit.
     let back = tmp("back");
     ok(&hif8lab(&[
-        "train", "--init-from", s(&out), "--preset", "smoke", "--backend", "cpu", "--quiet",
-        "--out", s(&back), "--set", "train.steps=1", "--set", "train.lr=0",
+        "train",
+        "--init-from",
+        s(&out),
+        "--preset",
+        "smoke",
+        "--backend",
+        "cpu",
+        "--quiet",
+        "--out",
+        s(&back),
+        "--set",
+        "train.steps=1",
+        "--set",
+        "train.lr=0",
     ]));
     let again = Checkpoint::load(&back.join("checkpoints/step_1.safetensors")).unwrap();
-    assert_eq!(model_tensors(&again), model_tensors(&after), "round trip is bit-identical");
+    assert_eq!(
+        model_tensors(&again),
+        model_tensors(&after),
+        "round trip is bit-identical"
+    );
 
     // eval: the run folder and its export give the same numbers; the fields are the contract.
     let a = eval_json(&run, &text, &[]);
@@ -137,15 +192,35 @@ fn init_from_export_and_back_is_bit_identical_and_eval_agrees() {
     let ql = q["loss"].as_f64().unwrap();
     assert!(ql.is_finite() && ql != loss, "{ql} vs {loss}");
     fails(
-        &hif8lab(&["eval", s(&out), "--text", s(&text), "--backend", "cpu", "--quantized"]),
+        &hif8lab(&[
+            "eval",
+            s(&out),
+            "--text",
+            s(&text),
+            "--backend",
+            "cpu",
+            "--quantized",
+        ]),
         &["--quantized", "quantizer state"],
     );
 
     // sample: seeded and reproducible; another seed, another text.
     let sample = |seed: &str| {
         ok(&hif8lab(&[
-            "sample", s(&out), "--prompt", "The river", "--tokens", "24", "--seed", seed,
-            "--temperature", "1", "--top-k", "0", "--backend", "cpu",
+            "sample",
+            s(&out),
+            "--prompt",
+            "The river",
+            "--tokens",
+            "24",
+            "--seed",
+            seed,
+            "--temperature",
+            "1",
+            "--top-k",
+            "0",
+            "--backend",
+            "cpu",
         ]))
     };
     let (x, y, z) = (sample("3"), sample("3"), sample("4"));
@@ -154,13 +229,24 @@ fn init_from_export_and_back_is_bit_identical_and_eval_agrees() {
     assert!(x.starts_with("The river"));
 
     // Exporting over a folder that holds something is refused; nothing is changed.
-    fails(&hif8lab(&["export", "hf", s(&run), "--out", s(&out)]), &["not an empty folder"]);
+    fails(
+        &hif8lab(&["export", "hf", s(&run), "--out", s(&out)]),
+        &["not an empty folder"],
+    );
     assert_eq!(
         model_tensors(&Checkpoint::load(&out.join("model.safetensors")).unwrap()),
         model_tensors(&after)
     );
     fails(
-        &hif8lab(&["export", "hf", s(&run), "--step", "99", "--out", s(&tmp("x99"))]),
+        &hif8lab(&[
+            "export",
+            "hf",
+            s(&run),
+            "--step",
+            "99",
+            "--out",
+            s(&tmp("x99")),
+        ]),
         &["--step 99", "step_99.safetensors", "4"],
     );
     for d in [run, out, back] {
@@ -171,9 +257,19 @@ fn init_from_export_and_back_is_bit_identical_and_eval_agrees() {
 #[test]
 fn byte_level_runs_export_the_byte_tokenizer_and_sharded_models_train() {
     let run = tmp("bytes");
-    ok(&common::train_command(&run, &["--set", "train.steps=2"]).output().unwrap());
+    ok(&common::train_command(&run, &["--set", "train.steps=2"])
+        .output()
+        .unwrap());
     let out = tmp("bytes-export");
-    ok(&hif8lab(&["export", "hf", s(&run), "--out", s(&out), "--dtype", "bf16"]));
+    ok(&hif8lab(&[
+        "export",
+        "hf",
+        s(&run),
+        "--out",
+        s(&out),
+        "--dtype",
+        "bf16",
+    ]));
     let tokenizer = std::fs::read_to_string(out.join("tokenizer.json")).unwrap();
     assert!(hif8lab_train::tokenizer::is_byte_tokenizer(&tokenizer));
     let theirs = json(&fixture("byte-tokenizer/tokenizer.json"));
@@ -181,7 +277,10 @@ fn byte_level_runs_export_the_byte_tokenizer_and_sharded_models_train() {
     let config = json(&out.join("config.json"));
     let smoke = json(&fixture("smoke-config/config.json"));
     for (k, v) in smoke.as_object().unwrap() {
-        if !matches!(k.as_str(), "transformers_version" | "bos_token_id" | "eos_token_id" | "dtype") {
+        if !matches!(
+            k.as_str(),
+            "transformers_version" | "bos_token_id" | "eos_token_id" | "dtype"
+        ) {
             assert_eq!(config.get(k), Some(v), "config.json field '{k}'");
         }
     }
@@ -189,15 +288,31 @@ fn byte_level_runs_export_the_byte_tokenizer_and_sharded_models_train() {
     // A sharded, untied f32 model continues training with QAT on attention too.
     let sharded = tmp("sharded");
     ok(&hif8lab(&[
-        "train", "--init-from", s(&fixture("tiny-untied-f32-sharded")), "--preset", "smoke",
-        "--backend", "cpu", "--quiet", "--out", s(&sharded), "--set", "train.steps=2",
-        "--set", "qat.enabled=true", "--set", "qat.modules=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\"]",
+        "train",
+        "--init-from",
+        s(&fixture("tiny-untied-f32-sharded")),
+        "--preset",
+        "smoke",
+        "--backend",
+        "cpu",
+        "--quiet",
+        "--out",
+        s(&sharded),
+        "--set",
+        "train.steps=2",
+        "--set",
+        "qat.enabled=true",
+        "--set",
+        "qat.modules=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\"]",
     ]));
     let summary = json(&sharded.join("summary.json"));
     assert_eq!(summary["steps"], 2);
     assert!(summary["final_loss"].as_f64().unwrap().is_finite());
     let config = std::fs::read_to_string(sharded.join("config.toml")).unwrap();
-    assert!(config.contains("rope_theta = 500000.0") && config.contains("context = 24"), "{config}");
+    assert!(
+        config.contains("rope_theta = 500000.0") && config.contains("context = 24"),
+        "{config}"
+    );
     for d in [run, out, sharded] {
         let _ = std::fs::remove_dir_all(d);
     }
@@ -216,7 +331,15 @@ fn bad_models_and_texts_are_refused_by_name() {
     let mut c = json(&fixture("tiny-gqa-tied-bf16/config.json"));
     c.as_object_mut().unwrap().remove("num_hidden_layers");
     std::fs::write(bad.join("config.json"), c.to_string()).unwrap();
-    let o = hif8lab(&["train", "--init-from", s(&bad), "--preset", "smoke", "--out", s(&tmp("never"))]);
+    let o = hif8lab(&[
+        "train",
+        "--init-from",
+        s(&bad),
+        "--preset",
+        "smoke",
+        "--out",
+        s(&tmp("never")),
+    ]);
     fails(&o, &["config.json", "'num_hidden_layers'", "missing"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(!tmp("never").exists(), "no run folder for a refused model");
@@ -224,7 +347,14 @@ fn bad_models_and_texts_are_refused_by_name() {
     let text = bad.join("bad.txt");
     std::fs::write(&text, [b'a', b'b', 0xFF, b'c']).unwrap();
     fails(
-        &hif8lab(&["eval", s(&fixture("tiny-gqa-tied-bf16")), "--text", s(&text), "--backend", "cpu"]),
+        &hif8lab(&[
+            "eval",
+            s(&fixture("tiny-gqa-tied-bf16")),
+            "--text",
+            s(&text),
+            "--backend",
+            "cpu",
+        ]),
         &["bad.txt", "not UTF-8", "byte 2"],
     );
     let _ = std::fs::remove_dir_all(bad);

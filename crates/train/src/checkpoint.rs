@@ -14,7 +14,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-
 /// Metadata key of the CRC-32 of the data section (lower-case hex, 8 digits).
 pub const CHECKSUM_KEY: &str = "tensor_crc32";
 
@@ -118,10 +117,12 @@ impl Checkpoint {
         let invalid = |e: safetensors::SafeTensorError| {
             use safetensors::SafeTensorError as E;
             err(match e {
-                E::MetadataIncompleteBuffer | E::InvalidHeaderLength | E::HeaderTooSmall => format!(
-                    "not a complete safetensors file ({e}; {} bytes: cut short or damaged?)",
-                    bytes.len()
-                ),
+                E::MetadataIncompleteBuffer | E::InvalidHeaderLength | E::HeaderTooSmall => {
+                    format!(
+                        "not a complete safetensors file ({e}; {} bytes: cut short or damaged?)",
+                        bytes.len()
+                    )
+                }
                 other => format!("not a valid safetensors file: {other}"),
             })
         };
@@ -186,10 +187,12 @@ impl Checkpoint {
 /// hash map, in an order that changes from process to process): equal contents, equal
 /// bytes, so a resumed run's checkpoint is byte-identical to an uninterrupted one's.
 pub fn canonical(bytes: Vec<u8>) -> Vec<u8> {
+    // (`bytes` is moved in so the common case needs no copy.)
     let Some(n) = header_len(&bytes).filter(|n| 8 + n <= bytes.len()) else {
         return bytes;
     };
-    let Ok(header) = serde_json::from_slice::<BTreeMap<String, serde_json::Value>>(&bytes[8..8 + n])
+    let Ok(header) =
+        serde_json::from_slice::<BTreeMap<String, serde_json::Value>>(&bytes[8..8 + n])
     else {
         return bytes;
     };
@@ -207,6 +210,12 @@ pub fn canonical(bytes: Vec<u8>) -> Vec<u8> {
         return bytes;
     };
     text.resize(text.len().next_multiple_of(8), b' ');
+    if text.len() == n {
+        // Same length (the usual case): rewritten in place, no second copy of the data.
+        let mut bytes = bytes;
+        bytes[8..8 + n].copy_from_slice(&text);
+        return bytes;
+    }
     let mut out = Vec::with_capacity(8 + text.len() + bytes.len() - 8 - n);
     out.extend_from_slice(&(text.len() as u64).to_le_bytes());
     out.extend_from_slice(&text);
@@ -241,7 +250,11 @@ pub fn to_f32(dtype: safetensors::Dtype, bytes: &[u8]) -> Result<Vec<f32>, Strin
             .chunks_exact(2)
             .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
             .collect(),
-        other => return Err(format!("dtype {other:?} is not supported (F32, BF16 or F16)")),
+        other => {
+            return Err(format!(
+                "dtype {other:?} is not supported (F32, BF16 or F16)"
+            ));
+        }
     })
 }
 

@@ -519,7 +519,11 @@ impl RunConfig {
         // The block count sizes a list in the checks below: bounded first (far above anything
         // trainable here); every other size is left to the memory estimate.
         if m.layers > 1 << 12 {
-            return Err(format!("model.layers must be at most {}, got {}", 1 << 12, m.layers));
+            return Err(format!(
+                "model.layers must be at most {}, got {}",
+                1 << 12,
+                m.layers
+            ));
         }
         if m.context < 2 {
             return Err("model.context must be at least 2".into());

@@ -44,8 +44,8 @@ pub struct HfConfig {
 
 /// Parses `config.json` text; `file` names it in errors.
 pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
-    let json: Value = serde_json::from_str(text)
-        .map_err(|e| err(file, format!("not JSON: {e}")))?;
+    let json: Value =
+        serde_json::from_str(text).map_err(|e| err(file, format!("not JSON: {e}")))?;
     let Some(obj) = json.as_object() else {
         return Err(err(file, "not a JSON object"));
     };
@@ -71,7 +71,12 @@ pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
                 .as_u64()
                 .filter(|n| *n > 0)
                 .map(|n| n as usize)
-                .ok_or_else(|| err(file, format!("field '{key}' must be a positive integer, got {v}"))),
+                .ok_or_else(|| {
+                    err(
+                        file,
+                        format!("field '{key}' must be a positive integer, got {v}"),
+                    )
+                }),
         }
     };
     let (hidden, heads) = (int("hidden_size")?, int("num_attention_heads")?);
@@ -84,8 +89,12 @@ pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
         .and_then(|r| r.get("rope_theta"))
         .or_else(|| obj.get("rope_theta"))
         .map(|v| {
-            v.as_f64()
-                .ok_or_else(|| err(file, format!("field 'rope_theta' must be a number, got {v}")))
+            v.as_f64().ok_or_else(|| {
+                err(
+                    file,
+                    format!("field 'rope_theta' must be a number, got {v}"),
+                )
+            })
         })
         .transpose()?
         .unwrap_or(10000.0);
@@ -104,31 +113,61 @@ pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
             _ => Ok(()),
         }
     };
-    refuse("rope_scaling", &Value::is_null, "rope scaling is not supported")?;
-    refuse("attention_bias", &|v| *v == false, "biases are not supported")?;
+    refuse(
+        "rope_scaling",
+        &Value::is_null,
+        "rope scaling is not supported",
+    )?;
+    refuse(
+        "attention_bias",
+        &|v| *v == false,
+        "biases are not supported",
+    )?;
     refuse("mlp_bias", &|v| *v == false, "biases are not supported")?;
-    refuse("sliding_window", &Value::is_null, "sliding-window attention is not supported")?;
-    refuse("hidden_act", &|v| *v == "silu", "only SiLU (SwiGLU) is supported")?;
+    refuse(
+        "sliding_window",
+        &Value::is_null,
+        "sliding-window attention is not supported",
+    )?;
+    refuse(
+        "hidden_act",
+        &|v| *v == "silu",
+        "only SiLU (SwiGLU) is supported",
+    )?;
     if heads == 0 || !hidden.is_multiple_of(heads) {
-        return Err(err(file, format!("field 'hidden_size' {hidden} is not a multiple of num_attention_heads {heads}")));
+        return Err(err(
+            file,
+            format!(
+                "field 'hidden_size' {hidden} is not a multiple of num_attention_heads {heads}"
+            ),
+        ));
     }
     refuse(
         "head_dim",
         &|v| v.is_null() || v.as_u64() == Some((hidden / heads) as u64),
-        &format!("only head_dim = hidden_size / num_attention_heads = {} is supported", hidden / heads),
+        &format!(
+            "only head_dim = hidden_size / num_attention_heads = {} is supported",
+            hidden / heads
+        ),
     )?;
     let eps = match obj.get("rms_norm_eps") {
         None => return Err(err(file, "field 'rms_norm_eps' is missing")),
-        Some(v) => v
-            .as_f64()
-            .ok_or_else(|| err(file, format!("field 'rms_norm_eps' must be a number, got {v}")))?,
+        Some(v) => v.as_f64().ok_or_else(|| {
+            err(
+                file,
+                format!("field 'rms_norm_eps' must be a number, got {v}"),
+            )
+        })?,
     };
     let max_positions = int("max_position_embeddings")?;
     let tie = match obj.get("tie_word_embeddings") {
         None => false, // LlamaConfig's default
-        Some(v) => v
-            .as_bool()
-            .ok_or_else(|| err(file, format!("field 'tie_word_embeddings' must be true or false, got {v}")))?,
+        Some(v) => v.as_bool().ok_or_else(|| {
+            err(
+                file,
+                format!("field 'tie_word_embeddings' must be true or false, got {v}"),
+            )
+        })?,
     };
     let model = ModelConfig {
         vocab: int("vocab_size")?,
@@ -168,7 +207,8 @@ pub fn is_hf_dir(dir: &Path) -> bool {
 #[cfg(not(target_arch = "wasm32"))]
 pub fn load(dir: &Path) -> Result<HfModel, HfError> {
     let config_path = dir.join("config.json");
-    let text = std::fs::read_to_string(&config_path).map_err(|e| err(&config_path, e.to_string()))?;
+    let text =
+        std::fs::read_to_string(&config_path).map_err(|e| err(&config_path, e.to_string()))?;
     let config = parse_config(&config_path, &text)?;
     let index = dir.join("model.safetensors.index.json");
     let files: Vec<PathBuf> = if index.is_file() {
@@ -181,11 +221,17 @@ pub fn load(dir: &Path) -> Result<HfModel, HfError> {
             .ok_or_else(|| err(&index, "field 'weight_map' is missing or not an object"))?;
         let mut shards: Vec<String> = Vec::new();
         for (name, file) in map {
-            let f = file
-                .as_str()
-                .ok_or_else(|| err(&index, format!("field 'weight_map.{name}' is not a file name")))?;
+            let f = file.as_str().ok_or_else(|| {
+                err(
+                    &index,
+                    format!("field 'weight_map.{name}' is not a file name"),
+                )
+            })?;
             if f.contains('/') || f.contains('\\') || f.starts_with('.') {
-                return Err(err(&index, format!("field 'weight_map.{name}': '{f}' is not a file of this folder")));
+                return Err(err(
+                    &index,
+                    format!("field 'weight_map.{name}': '{f}' is not a file of this folder"),
+                ));
             }
             if !shards.iter().any(|s| s == f) {
                 shards.push(f.to_owned());
@@ -232,7 +278,9 @@ pub fn select_weights(
     let specs = crate::model::param_specs(m);
     let mut by_name: BTreeMap<String, (PathBuf, NamedTensor)> = BTreeMap::new();
     for (file, t) in tensors {
-        if t.name.ends_with("rotary_emb.inv_freq") || (m.tie_embeddings && t.name == "lm_head.weight") {
+        if t.name.ends_with("rotary_emb.inv_freq")
+            || (m.tie_embeddings && t.name == "lm_head.weight")
+        {
             continue;
         }
         if !specs.iter().any(|(n, _, _)| *n == t.name) {
@@ -250,12 +298,18 @@ pub fn select_weights(
     let mut out = Vec::new();
     for (name, shape, _) in &specs {
         let Some((file, t)) = by_name.remove(name) else {
-            return Err(err(dir, format!("tensor '{name}' is missing from the safetensors files")));
+            return Err(err(
+                dir,
+                format!("tensor '{name}' is missing from the safetensors files"),
+            ));
         };
         if t.shape != *shape {
             return Err(err(
                 &file,
-                format!("tensor '{name}' has shape {:?}, config.json needs {shape:?}", t.shape),
+                format!(
+                    "tensor '{name}' has shape {:?}, config.json needs {shape:?}",
+                    t.shape
+                ),
             ));
         }
         out.push(t);
@@ -348,13 +402,22 @@ pub fn config_json(m: &ModelConfig, base: Option<&Value>, dtype: ExportDtype) ->
 }
 
 /// The `model.safetensors` bytes of `weights` (model tensors only, in `dtype`).
-pub fn model_safetensors(weights: &[(String, Vec<usize>, Vec<f32>)], dtype: ExportDtype) -> Result<Vec<u8>, String> {
+pub fn model_safetensors(
+    weights: &[(String, Vec<usize>, Vec<f32>)],
+    dtype: ExportDtype,
+) -> Result<Vec<u8>, String> {
     let bytes: Vec<Vec<u8>> = weights
         .iter()
         .map(|(_, _, d)| match dtype {
             ExportDtype::F32 => d.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            ExportDtype::Bf16 => d.iter().flat_map(|v| half::bf16::from_f32(*v).to_le_bytes()).collect(),
-            ExportDtype::F16 => d.iter().flat_map(|v| half::f16::from_f32(*v).to_le_bytes()).collect(),
+            ExportDtype::Bf16 => d
+                .iter()
+                .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
+                .collect(),
+            ExportDtype::F16 => d
+                .iter()
+                .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+                .collect(),
         })
         .collect();
     let st_dtype = match dtype {
@@ -371,7 +434,9 @@ pub fn model_safetensors(weights: &[(String, Vec<usize>, Vec<f32>)], dtype: Expo
                 .map_err(|e| format!("tensor '{name}': {e}"))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let meta = [("format".to_owned(), "pt".to_owned())].into_iter().collect();
+    let meta = [("format".to_owned(), "pt".to_owned())]
+        .into_iter()
+        .collect();
     safetensors::serialize(views, Some(meta))
         .map(crate::checkpoint::canonical)
         .map_err(|e| e.to_string())
@@ -420,14 +485,21 @@ pub fn write_folder(
     parts: &ExportParts<'_>,
     weights: &[(String, Vec<usize>, Vec<f32>)],
 ) -> Result<Vec<String>, HfError> {
-    if out.exists()
-        && std::fs::read_dir(out).map_or(true, |mut d| d.next().is_some())
-    {
-        return Err(err(out, "exists and is not an empty folder (choose another --out)"));
+    if out.exists() && std::fs::read_dir(out).map_or(true, |mut d| d.next().is_some()) {
+        return Err(err(
+            out,
+            "exists and is not an empty folder (choose another --out)",
+        ));
     }
-    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(|e| err(parent, e.to_string()))?;
-    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "export".into());
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "export".into());
     let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(|e| err(&tmp, e.to_string()))?;
@@ -440,12 +512,19 @@ pub fn write_folder(
         let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default() + "\n";
         let files: Vec<(&str, Vec<u8>)> = vec![
             ("config.json", pretty(&config).into_bytes()),
-            ("generation_config.json", pretty(&generation_config(&config)).into_bytes()),
+            (
+                "generation_config.json",
+                pretty(&generation_config(&config)).into_bytes(),
+            ),
             ("tokenizer.json", tokenizer.into_bytes()),
-            ("tokenizer_config.json", pretty(&tokenizer_config()).into_bytes()),
+            (
+                "tokenizer_config.json",
+                pretty(&tokenizer_config()).into_bytes(),
+            ),
             (
                 "model.safetensors",
-                model_safetensors(weights, parts.dtype).map_err(|e| err(&tmp.join("model.safetensors"), e))?,
+                model_safetensors(weights, parts.dtype)
+                    .map_err(|e| err(&tmp.join("model.safetensors"), e))?,
             ),
         ];
         let mut names = Vec::new();

@@ -99,12 +99,8 @@ impl<B: Backend> Model<B> {
                 "--quantized: the run's config quantizes nothing (qat.enabled = false)".into()
             }));
         }
-        let snap = crate::trainer::bank_snapshot(
-            state,
-            plan.ids.len(),
-            qat.scaling.active_index(),
-        )
-        .map_err(|e| TrainError::Checkpoint(format!("--quantized: {e}")))?;
+        let snap = crate::trainer::bank_snapshot(state, plan.ids.len(), qat.scaling.active_index())
+            .map_err(|e| TrainError::Checkpoint(format!("--quantized: {e}")))?;
         let bank = self
             .backend
             .new_bank(&BankConfig::new(plan.ids.len(), qat.scaling.clone()))?;
@@ -242,7 +238,11 @@ pub fn pick(logits: &[f32], temperature: f32, top_k: usize, rng: &mut Rng) -> u3
     if temperature <= 0.0 || !temperature.is_finite() {
         return order[0] as u32;
     }
-    let k = if top_k == 0 { order.len() } else { top_k.min(order.len()) };
+    let k = if top_k == 0 {
+        order.len()
+    } else {
+        top_k.min(order.len())
+    };
     let top = &order[..k];
     let m = f64::from(logits[top[0]]);
     let w: Vec<f64> = top
@@ -283,6 +283,9 @@ mod tests {
             assert!(t == 1 || t == 2, "{t}");
         }
         let draws: Vec<u32> = (0..50).map(|_| pick(&l, 5.0, 0, &mut rng)).collect();
-        assert!(draws.contains(&0) || draws.contains(&3), "a high temperature reaches the tail");
+        assert!(
+            draws.contains(&0) || draws.contains(&3),
+            "a high temperature reaches the tail"
+        );
     }
 }

@@ -58,7 +58,8 @@ impl MemoryEstimate {
         let hd = u(m.head_dim());
         let (qd, kvd) = (u(m.heads) * hd, u(m.kv_heads) * hd);
         let per_block = 2 * c + qd * c + 2 * kvd * c + c * qd + 3 * f * c;
-        let parameters = 2 * v * c + layers * per_block + c;
+        let tables = if m.tie_embeddings { 1 } else { 2 };
+        let parameters = tables * v * c + layers * per_block + c;
 
         let batch = u(config.train.batch);
         let t = u(m.context);
@@ -293,6 +294,17 @@ mod tests {
             .map(|(_, s, _)| s.iter().product::<usize>())
             .sum();
         assert_eq!(e.parameters, counted as u128);
+        // Tied embeddings: one table fewer.
+        let tied =
+            RunConfig::parse("small", text, &["model.tie_embeddings=true".into()]).expect("tied");
+        let counted: usize = crate::model::param_specs(&tied.model)
+            .iter()
+            .map(|(_, s, _)| s.iter().product::<usize>())
+            .sum();
+        assert_eq!(
+            MemoryEstimate::for_config(&tied).parameters,
+            counted as u128
+        );
         assert!(e.check(&limits(8 << 30, None, true), "cpu").is_ok());
         let err = e
             .check(&limits(1 << 20, None, true), "cpu")

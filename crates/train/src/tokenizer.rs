@@ -56,11 +56,16 @@ impl Tokenizer {
         {
             // The tokenizers crate panics on some malformed files instead of returning an
             // error; such a panic is caught and reported like an error.
-            let parsed = std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(text.as_bytes()));
+            let parsed =
+                std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(text.as_bytes()));
             match parsed {
                 Ok(Ok(t)) => Ok(Tokenizer::Hf(Box::new(t))),
-                Ok(Err(e)) => Err(format!("{source}: not a tokenizer.json the tokenizers crate reads: {e}")),
-                Err(_) => Err(format!("{source}: not a tokenizer.json the tokenizers crate reads (it failed on this file)")),
+                Ok(Err(e)) => Err(format!(
+                    "{source}: not a tokenizer.json the tokenizers crate reads: {e}"
+                )),
+                Err(_) => Err(format!(
+                    "{source}: not a tokenizer.json the tokenizers crate reads (it failed on this file)"
+                )),
             }
         }
         #[cfg(target_arch = "wasm32")]

@@ -12,8 +12,8 @@ use hif8lab_scaling::{CallRecord, QuantizerId};
 use crate::checkpoint::Checkpoint;
 use crate::config::RunConfig;
 use crate::data::Sampler;
-use crate::tokenizer::Tokenizer;
 use crate::model::{self, Ctx, Params, QuantPlan, Workspace};
+use crate::tokenizer::Tokenizer;
 
 mod probes;
 mod state;
@@ -163,8 +163,7 @@ impl<B: Backend> Trainer<B> {
         let numel = plan.numel(m, config.train.batch);
         let text = crate::corpus::training_text(&config.data, config.train.seed)
             .map_err(TrainError::Data)?;
-        let tokenizer =
-            Tokenizer::for_setting(&config.data.tokenizer).map_err(TrainError::Data)?;
+        let tokenizer = Tokenizer::for_setting(&config.data.tokenizer).map_err(TrainError::Data)?;
         let ids = tokenizer.encode(&text).map_err(TrainError::Data)?;
         if let Some(max) = ids.iter().max().filter(|t| **t as usize >= m.vocab) {
             return Err(TrainError::Data(format!(

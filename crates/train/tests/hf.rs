@@ -76,7 +76,11 @@ fn logits_error<B: Backend>(b: B, name: &str) -> (f64, f64) {
     let text = std::fs::read_to_string(dir.join("eval.txt")).unwrap();
     let eval_ids = tokenizer_of(&dir).encode(&text).unwrap();
     let e = model.eval(&eval_ids).unwrap();
-    assert_eq!(e.tokens, reference["eval_tokens"].as_u64().unwrap(), "{name}");
+    assert_eq!(
+        e.tokens,
+        reference["eval_tokens"].as_u64().unwrap(),
+        "{name}"
+    );
     let want_eval = reference["eval_loss"].as_f64().unwrap();
     assert!(
         (e.loss() - want_eval).abs() < 1e-5 * want_eval,
@@ -123,7 +127,9 @@ fn tokenizers_give_the_ids_transformers_gave() {
     let ids = json(&dir.join("ids.json"));
     let want: Vec<u32> = serde_json::from_value(ids["ids"].clone()).unwrap();
     assert_eq!(
-        Tokenizer::Bytes.encode(ids["text"].as_str().unwrap()).unwrap(),
+        Tokenizer::Bytes
+            .encode(ids["text"].as_str().unwrap())
+            .unwrap(),
         want
     );
     // What export writes for the byte tokenizer is what transformers wrote, field by field.
@@ -132,15 +138,18 @@ fn tokenizers_give_the_ids_transformers_gave() {
     for (k, v) in theirs.as_object().unwrap() {
         assert_eq!(ours.get(k), Some(v), "tokenizer.json field '{k}'");
     }
-    assert_eq!(ours.as_object().unwrap().len(), theirs.as_object().unwrap().len());
+    assert_eq!(
+        ours.as_object().unwrap().len(),
+        theirs.as_object().unwrap().len()
+    );
 }
 
 #[test]
 fn exported_config_json_has_every_field_transformers_writes() {
     // The smoke preset's shape, as transformers writes its LlamaConfig.
     let theirs = json(&fixtures().join("smoke-config/config.json"));
-    let smoke = hif8lab_train::RunConfig::parse("smoke", hif8lab_train::config::PRESETS[0].1, &[])
-        .unwrap();
+    let smoke =
+        hif8lab_train::RunConfig::parse("smoke", hif8lab_train::config::PRESETS[0].1, &[]).unwrap();
     let ours = hf::config_json(&smoke.model, None, ExportDtype::F32);
     for (k, v) in theirs.as_object().unwrap() {
         match k.as_str() {
@@ -198,29 +207,47 @@ fn refused(dir: &Path, file: &str, words: &[&str]) {
 #[test]
 fn bad_folders_are_refused_naming_file_and_field() {
     let tied = MODELS[0];
-    let d = broken(tied, "missing", |d| edit_config(d, |c| drop(c.remove("hidden_size"))));
+    let d = broken(tied, "missing", |d| {
+        edit_config(d, |c| drop(c.remove("hidden_size")))
+    });
     refused(&d, "config.json", &["'hidden_size'", "missing"]);
     let d = broken(tied, "arch", |d| {
         edit_config(d, |c| {
-            c.insert("architectures".into(), serde_json::json!(["MistralForCausalLM"]));
+            c.insert(
+                "architectures".into(),
+                serde_json::json!(["MistralForCausalLM"]),
+            );
         })
     });
-    refused(&d, "config.json", &["'architectures'", "MistralForCausalLM"]);
+    refused(
+        &d,
+        "config.json",
+        &["'architectures'", "MistralForCausalLM"],
+    );
     let d = broken(tied, "rope", |d| {
         edit_config(d, |c| {
-            c.insert("rope_scaling".into(), serde_json::json!({"type": "linear", "factor": 2.0}));
+            c.insert(
+                "rope_scaling".into(),
+                serde_json::json!({"type": "linear", "factor": 2.0}),
+            );
         })
     });
     refused(&d, "config.json", &["'rope_scaling'"]);
     let d = broken(tied, "bias", |d| {
-        edit_config(d, |c| drop(c.insert("attention_bias".into(), Value::Bool(true))));
+        edit_config(d, |c| {
+            drop(c.insert("attention_bias".into(), Value::Bool(true)))
+        });
     });
     refused(&d, "config.json", &["'attention_bias'", "biases"]);
     let d = broken(tied, "window", |d| {
-        edit_config(d, |c| drop(c.insert("sliding_window".into(), serde_json::json!(4096))));
+        edit_config(d, |c| {
+            drop(c.insert("sliding_window".into(), serde_json::json!(4096)))
+        });
     });
     refused(&d, "config.json", &["'sliding_window'"]);
-    let d = broken(tied, "nostate", |d| std::fs::remove_file(d.join("model.safetensors")).unwrap());
+    let d = broken(tied, "nostate", |d| {
+        std::fs::remove_file(d.join("model.safetensors")).unwrap()
+    });
     refused(&d, "model.safetensors", &["missing"]);
     // A shard of a sharded model is gone.
     let sharded = MODELS[1];
@@ -230,7 +257,9 @@ fn bad_folders_are_refused_naming_file_and_field() {
     refused(&d, "model-00003-of-00006.safetensors", &["missing"]);
     // config.json says another shape than the tensors have.
     let d = broken(tied, "shape", |d| {
-        edit_config(d, |c| drop(c.insert("intermediate_size".into(), serde_json::json!(128))));
+        edit_config(d, |c| {
+            drop(c.insert("intermediate_size".into(), serde_json::json!(128)))
+        });
     });
     refused(&d, "model.safetensors", &["mlp.", "shape", "[128, 64]"]);
     // A tensor of a type that is not a float.
@@ -238,14 +267,21 @@ fn bad_folders_are_refused_naming_file_and_field() {
         let bytes = safetensors::serialize(
             [(
                 "model.norm.weight",
-                safetensors::tensor::TensorView::new(safetensors::Dtype::I32, vec![48], &[0u8; 192])
-                    .unwrap(),
+                safetensors::tensor::TensorView::new(
+                    safetensors::Dtype::I32,
+                    vec![48],
+                    &[0u8; 192],
+                )
+                .unwrap(),
             )],
             None,
         )
         .unwrap();
         let index = json(&d.join("model.safetensors.index.json"));
-        let file = index["weight_map"]["model.norm.weight"].as_str().unwrap().to_owned();
+        let file = index["weight_map"]["model.norm.weight"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         std::fs::write(d.join(&file), bytes).unwrap();
     });
     refused(&d, "safetensors", &["'model.norm.weight'", "I32"]);
@@ -258,7 +294,10 @@ fn bad_folders_are_refused_naming_file_and_field() {
             shape: vec![64],
             data: vec![0.0; 64],
         });
-        let ck = hif8lab_train::checkpoint::Checkpoint { tensors, metadata: Default::default() };
+        let ck = hif8lab_train::checkpoint::Checkpoint {
+            tensors,
+            metadata: Default::default(),
+        };
         std::fs::write(d.join("model.safetensors"), ck.to_bytes()).unwrap();
     });
     refused(&d, "model.safetensors", &["q_proj.bias", "not supported"]);
