@@ -18,6 +18,17 @@ thread_local! {
     static DROPPED: RefCell<Vec<(String, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
     /// A Start asked for by a script, waiting for the next frame.
     static START: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The app's egui context, to ask for a frame when the page hands something in (an idle
+    /// page draws no frames on its own).
+    static CTX: RefCell<Option<eframe::egui::Context>> = const { RefCell::new(None) };
+}
+
+fn wake() {
+    CTX.with(|c| {
+        if let Some(ctx) = c.borrow().as_ref() {
+            ctx.request_repaint();
+        }
+    });
 }
 
 /// The handle the page holds (`new WebHandle()`, then `start(canvas)`).
@@ -65,11 +76,13 @@ impl WebHandle {
     /// Hands a file's contents to the app (the page's file picker calls this per file).
     pub fn open_file(&self, name: String, bytes: Vec<u8>) {
         DROPPED.with(|d| d.borrow_mut().push((name, bytes)));
+        wake();
     }
 
     /// Presses Start at the next frame (for scripts: the same as the button).
     pub fn start_training(&self) {
         START.with(|s| s.set(true));
+        wake();
     }
 }
 
@@ -91,6 +104,7 @@ pub fn options_from_query(query: &str) -> Options {
 }
 
 fn create(cc: &eframe::CreationContext<'_>, options: &Options) -> HifApp {
+    CTX.with(|c| *c.borrow_mut() = Some(cc.egui_ctx.clone()));
     let mut app = HifApp::new(options);
     match &cc.wgpu_render_state {
         Some(rs) => {

@@ -184,6 +184,9 @@ fn init_from_export_and_back_is_bit_identical_and_eval_agrees() {
     }
     assert_eq!(a["loss"], b["loss"]);
     assert_eq!(a["tokens"], 185);
+    // A checkpoint file of the run is a model too.
+    let c = eval_json(&run.join("checkpoints/step_4.safetensors"), &text, &[]);
+    assert_eq!(a["loss"], c["loss"]);
     let loss = a["loss"].as_f64().unwrap();
     assert!((a["perplexity"].as_f64().unwrap() - loss.exp()).abs() < 1e-9);
     // Quantized: the run's fake quantization with its saved state; a different loss.
@@ -285,6 +288,39 @@ fn byte_level_runs_export_the_byte_tokenizer_and_sharded_models_train() {
         }
     }
     assert_eq!(config["dtype"], "bfloat16");
+    // bf16 and f16 exports hold each weight rounded to nearest even, nothing else.
+    let f16 = tmp("bytes-export-f16");
+    ok(&hif8lab(&[
+        "export",
+        "hf",
+        s(&run),
+        "--out",
+        s(&f16),
+        "--dtype",
+        "f16",
+    ]));
+    let ck = Checkpoint::load(&run.join("checkpoints/step_2.safetensors")).unwrap();
+    for (dir, round) in [
+        (
+            &out,
+            (|v: f32| half::bf16::from_f32(v).to_f32()) as fn(f32) -> f32,
+        ),
+        (&f16, |v: f32| half::f16::from_f32(v).to_f32()),
+    ] {
+        let m = hif8lab_train::hf::load(dir).unwrap();
+        for t in &m.weights.tensors {
+            let want: Vec<u32> = ck
+                .get(&t.name)
+                .unwrap()
+                .data
+                .iter()
+                .map(|v| round(*v).to_bits())
+                .collect();
+            let got: Vec<u32> = t.data.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "{}", t.name);
+        }
+    }
+    let _ = std::fs::remove_dir_all(f16);
     // A sharded, untied f32 model continues training with QAT on attention too.
     let sharded = tmp("sharded");
     ok(&hif8lab(&[
