@@ -58,6 +58,9 @@ pub enum BenchCommand {
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
+        /// Time every op of the timed steps (CPU backend) and print where a step goes.
+        #[arg(long)]
+        profile: bool,
     },
 }
 
@@ -74,8 +77,9 @@ pub fn run(cmd: BenchCommand) -> Result<Outcome> {
             backend,
             steps,
             json,
+            profile,
         } => {
-            crate::bench_train::bench_train(&preset, &sets, &backend, steps.max(1), json)?;
+            crate::bench_train::bench_train(&preset, &sets, &backend, steps.max(1), json, profile)?;
             Ok(Outcome::Ok)
         }
         BenchCommand::Kernels {
@@ -167,4 +171,9 @@ fn bench_codec(n: usize, reps: usize, json: bool) -> Result<Outcome> {
         }
     }
     Ok(Outcome::Ok)
+}
+
+/// Threads the CPU backend's parallel loops and GEMM use (rayon's pool).
+pub fn threads() -> usize {
+    hif8lab_engine::cpu::threads()
 }

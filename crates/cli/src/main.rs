@@ -25,6 +25,10 @@ use clap::{Parser, Subcommand};
 #[derive(Parser, Debug)]
 #[command(name = "hif8lab", version, about, long_about = None)]
 struct Cli {
+    /// Threads of the CPU backend (parallel loops and GEMM; default: one per core). Results
+    /// do not depend on it: losses are bit-identical at any thread count.
+    #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    threads: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -74,6 +78,12 @@ pub enum Outcome {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(n) = cli.threads
+        && let Err(e) = hif8lab_engine::cpu::set_threads(n as usize)
+    {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Codec(cmd) => codec::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),

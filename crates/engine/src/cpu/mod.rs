@@ -7,10 +7,12 @@
 //! implement [`crate::TensorOps`], [`crate::QuantOps`], [`crate::ModelOps`] and
 //! [`crate::OptimizerOps`]; `matmul.rs` and `ops.rs` hold the plain loops they call.
 
+mod attention;
 mod matmul;
 mod model;
 mod ops;
 mod optimizer;
+mod par;
 mod quant;
 mod tensor;
 
@@ -81,6 +83,45 @@ impl CpuBank {
 #[derive(Debug, Default)]
 pub struct CpuBackend {
     launched: AtomicU64,
+    /// Per-op time, when profiling ([`CpuBackend::set_profiling`]).
+    profile: Mutex<Option<std::collections::BTreeMap<&'static str, OpTime>>>,
+}
+
+/// Calls and time of one op, summed ([`CpuBackend::profile`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OpTime {
+    /// Calls.
+    pub calls: u64,
+    /// Seconds spent in them.
+    pub seconds: f64,
+}
+
+/// Times one op while it lives (when profiling).
+pub(crate) struct OpTimer<'a> {
+    backend: &'a CpuBackend,
+    op: &'static str,
+    #[cfg(not(target_arch = "wasm32"))]
+    start: Option<std::time::Instant>,
+}
+
+impl Drop for OpTimer<'_> {
+    fn drop(&mut self) {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(start) = self.start {
+            let dt = start.elapsed().as_secs_f64();
+            let mut p = self
+                .backend
+                .profile
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(map) = p.as_mut() {
+                let e = map.entry(self.op).or_default();
+                e.calls += 1;
+                e.seconds += dt;
+            }
+        }
+        let _ = (self.backend, self.op);
+    }
 }
 
 impl CpuBackend {
@@ -89,9 +130,45 @@ impl CpuBackend {
         CpuBackend::default()
     }
 
-    /// Counts one operation that stands for a GPU dispatch.
-    fn launched(&self) {
+    /// Counts one operation that stands for a GPU dispatch, and times it while profiling.
+    fn launched(&self, op: &'static str) -> OpTimer<'_> {
         self.launched.fetch_add(1, Ordering::Relaxed);
+        #[cfg(not(target_arch = "wasm32"))]
+        let start = self
+            .profile
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some()
+            .then(std::time::Instant::now);
+        OpTimer {
+            backend: self,
+            op,
+            #[cfg(not(target_arch = "wasm32"))]
+            start,
+        }
+    }
+
+    /// Starts (clearing earlier figures) or stops timing every op (natively; the browser has
+    /// no clock fine enough and records nothing).
+    pub fn set_profiling(&self, on: bool) {
+        *self
+            .profile
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            on.then(std::collections::BTreeMap::new);
+    }
+
+    /// Per op: calls and seconds since profiling started, slowest first.
+    pub fn profile(&self) -> Vec<(&'static str, OpTime)> {
+        let mut v: Vec<(&'static str, OpTime)> = self
+            .profile
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(|m| m.iter().map(|(k, v)| (*k, *v)).collect())
+            .unwrap_or_default();
+        v.sort_by(|a, b| b.1.seconds.total_cmp(&a.1.seconds));
+        v
     }
 }
 
@@ -118,6 +195,26 @@ impl Device for CpuBackend {
             ..Counters::default()
         }
     }
+}
+
+/// Threads of the CPU backend's parallel loops and GEMM (rayon's global pool natively; 1 in
+/// the browser, whose wasm has no threads).
+pub fn threads() -> usize {
+    #[cfg(not(target_arch = "wasm32"))]
+    return rayon::current_num_threads();
+    #[cfg(target_arch = "wasm32")]
+    1
+}
+
+/// Sets the thread count (`--threads N`), before any CPU work. Results of an op never depend
+/// on it: parallel loops split work into fixed pieces (rows, heads) each computed exactly as
+/// the sequential loop would, and GEMM's blocking does not depend on the thread count.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn set_threads(n: usize) -> Result<(), String> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .build_global()
+        .map_err(|e| format!("--threads {n}: {e}"))
 }
 
 /// Checks an attention shape (shared by both backends).

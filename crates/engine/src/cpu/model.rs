@@ -11,7 +11,7 @@ impl ModelOps for CpuBackend {
         out: &CpuTensor,
         channels: usize,
     ) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("embedding");
         let (t, w, mut o) = (tokens.get(), table.get(), out.get());
         rows_of("embedding table", w.len(), channels)?;
         at_least("embedding out", o.len(), t.len() * channels)?;
@@ -26,7 +26,7 @@ impl ModelOps for CpuBackend {
         dtable: &CpuTensor,
         channels: usize,
     ) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("embedding_backward");
         let (t, d, mut w) = (tokens.get(), dout.get(), dtable.get());
         rows_of("embedding dtable", w.len(), channels)?;
         at_least("embedding dout", d.len(), t.len() * channels)?;
@@ -42,7 +42,7 @@ impl ModelOps for CpuBackend {
         rstd: &CpuTensor,
         eps: f32,
     ) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("rmsnorm");
         let (xv, w, mut o, mut r) = (x.get(), weight.get(), out.get(), rstd.get());
         let rows = rows_of("rmsnorm x", xv.len(), w.len())?;
         same_len("rmsnorm out", o.len(), xv.len())?;
@@ -60,7 +60,7 @@ impl ModelOps for CpuBackend {
         dx: &CpuTensor,
         dweight: &CpuTensor,
     ) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("rmsnorm_backward");
         let (xv, w, r, d) = (x.get(), weight.get(), rstd.get(), dy.get());
         let (mut dxv, mut dwv) = (dx.get(), dweight.get());
         let rows = rows_of("rmsnorm_backward x", xv.len(), w.len())?;
@@ -80,7 +80,7 @@ impl ModelOps for CpuBackend {
         shape: RopeShape,
         inverse: bool,
     ) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("rope");
         let (xv, t, mut o) = (x.get(), table.get(), out.get());
         let n = shape.rows * shape.heads * shape.head_dim;
         at_least("rope x", xv.len(), n)?;
@@ -99,7 +99,7 @@ impl ModelOps for CpuBackend {
         probs: &CpuTensor,
         shape: AttentionShape,
     ) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("attention");
         check_attention(&shape)?;
         let (qv, kv, vv) = (q.get(), k.get(), v.get());
         let (mut o, mut p) = (out.get(), probs.get());
@@ -108,7 +108,7 @@ impl ModelOps for CpuBackend {
         at_least("attention v", vv.len(), shape.kv_len())?;
         at_least("attention out", o.len(), shape.q_len())?;
         at_least("attention probs", p.len(), shape.probs_len())?;
-        ops::attention(&qv, &kv, &vv, &mut o, &mut p, shape);
+        super::attention::attention(&qv, &kv, &vv, &mut o, &mut p, shape);
         Ok(())
     }
 
@@ -125,7 +125,7 @@ impl ModelOps for CpuBackend {
         dv: &CpuTensor,
         shape: AttentionShape,
     ) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("attention_backward");
         check_attention(&shape)?;
         let (qv, kv, vv, p, d) = (q.get(), k.get(), v.get(), probs.get(), dout.get());
         let (mut ds, mut dqv, mut dkv, mut dvv) = (dscores.get(), dq.get(), dk.get(), dv.get());
@@ -134,7 +134,7 @@ impl ModelOps for CpuBackend {
         at_least("attention_backward dk", dkv.len(), shape.kv_len())?;
         at_least("attention_backward dv", dvv.len(), shape.kv_len())?;
         at_least("attention_backward dout", d.len(), shape.q_len())?;
-        ops::attention_backward(
+        super::attention::attention_backward(
             &qv,
             &kv,
             &vv,
@@ -152,7 +152,7 @@ impl ModelOps for CpuBackend {
     }
 
     fn swiglu(&self, g: &CpuTensor, u: &CpuTensor, out: &CpuTensor) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("swiglu");
         let (gv, uv, mut o) = (g.get(), u.get(), out.get());
         same_len("swiglu u", uv.len(), gv.len())?;
         same_len("swiglu out", o.len(), gv.len())?;
@@ -168,7 +168,7 @@ impl ModelOps for CpuBackend {
         dg: &CpuTensor,
         du: &CpuTensor,
     ) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("swiglu_backward");
         let (gv, uv, d) = (g.get(), u.get(), dy.get());
         let (mut dgv, mut duv) = (dg.get(), du.get());
         for (what, len) in [
@@ -191,7 +191,7 @@ impl ModelOps for CpuBackend {
         dlogits: &CpuTensor,
         grad_scale: f32,
     ) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("cross_entropy");
         let (l, t) = (logits.get(), targets.get());
         let (mut lo, mut dl) = (losses.get(), dlogits.get());
         same_len("cross_entropy losses", lo.len(), t.len())?;

@@ -1,7 +1,7 @@
 //! CPU twins of the model kernels, on plain slices, looping in the same order as the WGSL
 //! (so sums are reproducible and the comparison with the GPU is tight).
 
-use crate::{AdamHyper, AttentionShape, RopeShape};
+use crate::{AdamHyper, RopeShape};
 
 fn token(t: f32, vocab: usize) -> usize {
     (t.max(0.0) as usize).min(vocab - 1)
@@ -80,66 +80,6 @@ pub(crate) fn rope(x: &[f32], table: &[f32], out: &mut [f32], s: RopeShape, inve
     }
 }
 
-fn q_index(s: &AttentionShape, b: usize, t: usize, h: usize) -> usize {
-    ((b * s.seq + t) * s.heads + h) * s.head_dim
-}
-
-fn kv_index(s: &AttentionShape, b: usize, t: usize, h: usize) -> usize {
-    ((b * s.seq + t) * s.kv_heads + h) * s.head_dim
-}
-
-fn p_index(s: &AttentionShape, b: usize, h: usize, i: usize) -> usize {
-    ((b * s.heads + h) * s.seq + i) * s.seq
-}
-
-pub(crate) fn attention(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    out: &mut [f32],
-    probs: &mut [f32],
-    s: AttentionShape,
-) {
-    let scale = s.scale();
-    let group = s.heads / s.kv_heads;
-    for b in 0..s.batch {
-        for h in 0..s.heads {
-            let kvh = h / group;
-            for i in 0..s.seq {
-                let qi = q_index(&s, b, i, h);
-                let prow = p_index(&s, b, h, i);
-                let mut m = f32::NEG_INFINITY;
-                for j in 0..=i {
-                    let kj = kv_index(&s, b, j, kvh);
-                    let mut dot = 0.0f32;
-                    for d in 0..s.head_dim {
-                        dot += q[qi + d] * k[kj + d];
-                    }
-                    let sc = dot * scale;
-                    probs[prow + j] = sc;
-                    m = m.max(sc);
-                }
-                let mut sum = 0.0f32;
-                for j in 0..=i {
-                    let e = (probs[prow + j] - m).exp();
-                    probs[prow + j] = e;
-                    sum += e;
-                }
-                for j in 0..s.seq {
-                    probs[prow + j] = if j <= i { probs[prow + j] / sum } else { 0.0 };
-                }
-                for d in 0..s.head_dim {
-                    let mut acc = 0.0f32;
-                    for j in 0..=i {
-                        acc += probs[prow + j] * v[kv_index(&s, b, j, kvh) + d];
-                    }
-                    out[qi + d] = acc;
-                }
-            }
-        }
-    }
-}
-
 /// Outputs of the attention backward pass.
 pub(crate) struct AttentionGrads<'a> {
     pub dscores: &'a mut [f32],
@@ -148,87 +88,34 @@ pub(crate) struct AttentionGrads<'a> {
     pub dv: &'a mut [f32],
 }
 
-pub(crate) fn attention_backward(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    probs: &[f32],
-    dout: &[f32],
-    g: AttentionGrads<'_>,
-    s: AttentionShape,
-) {
-    let scale = s.scale();
-    let group = s.heads / s.kv_heads;
-    for b in 0..s.batch {
-        for h in 0..s.heads {
-            let kvh = h / group;
-            for i in 0..s.seq {
-                let qi = q_index(&s, b, i, h);
-                let prow = p_index(&s, b, h, i);
-                let mut rowsum = 0.0f32;
-                for j in 0..=i {
-                    let vj = kv_index(&s, b, j, kvh);
-                    let mut dp = 0.0f32;
-                    for d in 0..s.head_dim {
-                        dp += dout[qi + d] * v[vj + d];
-                    }
-                    g.dscores[prow + j] = dp;
-                    rowsum += probs[prow + j] * dp;
-                }
-                for j in 0..s.seq {
-                    g.dscores[prow + j] = if j <= i {
-                        probs[prow + j] * (g.dscores[prow + j] - rowsum)
-                    } else {
-                        0.0
-                    };
-                }
-                for d in 0..s.head_dim {
-                    let mut acc = 0.0f32;
-                    for j in 0..=i {
-                        acc += g.dscores[prow + j] * k[kv_index(&s, b, j, kvh) + d];
-                    }
-                    g.dq[qi + d] = acc * scale;
-                }
-            }
-        }
-        for kvh in 0..s.kv_heads {
-            for j in 0..s.seq {
-                let kj = kv_index(&s, b, j, kvh);
-                for d in 0..s.head_dim {
-                    let (mut dk, mut dv) = (0.0f32, 0.0f32);
-                    for gi in 0..group {
-                        let h = kvh * group + gi;
-                        for i in j..s.seq {
-                            let pi = p_index(&s, b, h, i) + j;
-                            let qi = q_index(&s, b, i, h);
-                            dk += g.dscores[pi] * q[qi + d];
-                            dv += probs[pi] * dout[qi + d];
-                        }
-                    }
-                    g.dk[kj + d] = dk * scale;
-                    g.dv[kj + d] = dv;
-                }
-            }
-        }
-    }
-}
-
 fn sigmoid(v: f32) -> f32 {
     1.0 / (1.0 + (-v).exp())
 }
 
 pub(crate) fn swiglu(g: &[f32], u: &[f32], out: &mut [f32]) {
-    for i in 0..out.len() {
-        out[i] = g[i] * sigmoid(g[i]) * u[i];
-    }
+    super::par::pieces_mut(out, |at, o| {
+        for (k, ok) in o.iter_mut().enumerate() {
+            let i = at + k;
+            *ok = g[i] * sigmoid(g[i]) * u[i];
+        }
+    });
 }
 
 pub(crate) fn swiglu_backward(g: &[f32], u: &[f32], dy: &[f32], dg: &mut [f32], du: &mut [f32]) {
-    for i in 0..dg.len() {
-        let s = sigmoid(g[i]);
-        dg[i] = dy[i] * u[i] * s * (1.0 + g[i] * (1.0 - s));
-        du[i] = dy[i] * g[i] * s;
-    }
+    // Each output in its own pass (the sigmoid is recomputed: the same value).
+    super::par::pieces_mut(dg, |at, o| {
+        for (k, ok) in o.iter_mut().enumerate() {
+            let i = at + k;
+            let s = sigmoid(g[i]);
+            *ok = dy[i] * u[i] * s * (1.0 + g[i] * (1.0 - s));
+        }
+    });
+    super::par::pieces_mut(&mut du[..dg.len()], |at, o| {
+        for (k, ok) in o.iter_mut().enumerate() {
+            let i = at + k;
+            *ok = dy[i] * g[i] * sigmoid(g[i]);
+        }
+    });
 }
 
 pub(crate) fn cross_entropy(
@@ -302,5 +189,138 @@ pub(crate) fn adamw(
         v[i] = vi;
         let update = (mi / bc1) / ((vi / bc2).sqrt() + h.eps);
         param[i] -= h.lr * (update + h.weight_decay * param[i]);
+    }
+}
+
+/// The plain loops of attention, the oracle of the parallel `cpu::attention` (which must
+/// match them bit for bit).
+#[cfg(test)]
+pub(crate) mod reference {
+    use super::AttentionGrads;
+    use crate::AttentionShape;
+
+    fn q_index(s: &AttentionShape, b: usize, t: usize, h: usize) -> usize {
+        ((b * s.seq + t) * s.heads + h) * s.head_dim
+    }
+
+    fn kv_index(s: &AttentionShape, b: usize, t: usize, h: usize) -> usize {
+        ((b * s.seq + t) * s.kv_heads + h) * s.head_dim
+    }
+
+    fn p_index(s: &AttentionShape, b: usize, h: usize, i: usize) -> usize {
+        ((b * s.heads + h) * s.seq + i) * s.seq
+    }
+
+    pub fn attention(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        out: &mut [f32],
+        probs: &mut [f32],
+        s: AttentionShape,
+    ) {
+        let scale = s.scale();
+        let group = s.heads / s.kv_heads;
+        for b in 0..s.batch {
+            for h in 0..s.heads {
+                let kvh = h / group;
+                for i in 0..s.seq {
+                    let qi = q_index(&s, b, i, h);
+                    let prow = p_index(&s, b, h, i);
+                    let mut m = f32::NEG_INFINITY;
+                    for j in 0..=i {
+                        let kj = kv_index(&s, b, j, kvh);
+                        let mut dot = 0.0f32;
+                        for d in 0..s.head_dim {
+                            dot += q[qi + d] * k[kj + d];
+                        }
+                        let sc = dot * scale;
+                        probs[prow + j] = sc;
+                        m = m.max(sc);
+                    }
+                    let mut sum = 0.0f32;
+                    for j in 0..=i {
+                        let e = (probs[prow + j] - m).exp();
+                        probs[prow + j] = e;
+                        sum += e;
+                    }
+                    for j in 0..s.seq {
+                        probs[prow + j] = if j <= i { probs[prow + j] / sum } else { 0.0 };
+                    }
+                    for d in 0..s.head_dim {
+                        let mut acc = 0.0f32;
+                        for j in 0..=i {
+                            acc += probs[prow + j] * v[kv_index(&s, b, j, kvh) + d];
+                        }
+                        out[qi + d] = acc;
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn attention_backward(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        probs: &[f32],
+        dout: &[f32],
+        g: AttentionGrads<'_>,
+        s: AttentionShape,
+    ) {
+        let scale = s.scale();
+        let group = s.heads / s.kv_heads;
+        for b in 0..s.batch {
+            for h in 0..s.heads {
+                let kvh = h / group;
+                for i in 0..s.seq {
+                    let qi = q_index(&s, b, i, h);
+                    let prow = p_index(&s, b, h, i);
+                    let mut rowsum = 0.0f32;
+                    for j in 0..=i {
+                        let vj = kv_index(&s, b, j, kvh);
+                        let mut dp = 0.0f32;
+                        for d in 0..s.head_dim {
+                            dp += dout[qi + d] * v[vj + d];
+                        }
+                        g.dscores[prow + j] = dp;
+                        rowsum += probs[prow + j] * dp;
+                    }
+                    for j in 0..s.seq {
+                        g.dscores[prow + j] = if j <= i {
+                            probs[prow + j] * (g.dscores[prow + j] - rowsum)
+                        } else {
+                            0.0
+                        };
+                    }
+                    for d in 0..s.head_dim {
+                        let mut acc = 0.0f32;
+                        for j in 0..=i {
+                            acc += g.dscores[prow + j] * k[kv_index(&s, b, j, kvh) + d];
+                        }
+                        g.dq[qi + d] = acc * scale;
+                    }
+                }
+            }
+            for kvh in 0..s.kv_heads {
+                for j in 0..s.seq {
+                    let kj = kv_index(&s, b, j, kvh);
+                    for d in 0..s.head_dim {
+                        let (mut dk, mut dv) = (0.0f32, 0.0f32);
+                        for gi in 0..group {
+                            let h = kvh * group + gi;
+                            for i in j..s.seq {
+                                let pi = p_index(&s, b, h, i) + j;
+                                let qi = q_index(&s, b, i, h);
+                                dk += g.dscores[pi] * q[qi + d];
+                                dv += probs[pi] * dout[qi + d];
+                            }
+                        }
+                        g.dk[kj + d] = dk * scale;
+                        g.dv[kj + d] = dv;
+                    }
+                }
+            }
+        }
     }
 }

@@ -5,7 +5,7 @@ use crate::{AdamHyper, EngineError, OptimizerOps, at_least, same_len};
 
 impl OptimizerOps for CpuBackend {
     fn sum_squares(&self, x: &CpuTensor, out: &CpuTensor, slot: usize) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("sum_squares");
         let v = ops::sum_squares(&x.get());
         let mut o = out.get();
         at_least("sum_squares out", o.len(), slot + 1)?;
@@ -23,7 +23,7 @@ impl OptimizerOps for CpuBackend {
         n_norms: usize,
         hyper: &AdamHyper,
     ) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("adamw");
         let (g, nv) = (grad.get(), norms.get());
         let (mut p, mut mv, mut vv) = (param.get(), m.get(), v.get());
         for (what, len) in [("grad", g.len()), ("m", mv.len()), ("v", vv.len())] {

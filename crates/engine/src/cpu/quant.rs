@@ -1,7 +1,7 @@
 //! CPU op family `QuantOps`: the quantizer bank: fake quantization, amax, delayed scaling (`hif8lab_scaling::QuantizerState`), statistics.
 
 use hif8lab_scaling::QuantizerState;
-use hif8lab_scaling::stats::{Threshold, amax_and_nonfinite, tensor_stats};
+use hif8lab_scaling::stats::Threshold;
 
 use std::sync::Mutex;
 
@@ -50,7 +50,7 @@ impl QuantOps for CpuBackend {
         bank: &CpuBank,
         quantizer: usize,
     ) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("qdq");
         let scale = bank.active_scale(quantizer)?;
         if std::ptr::eq(x, out) {
             bank.quant.qdq_slice(&mut out.get(), scale);
@@ -59,20 +59,20 @@ impl QuantOps for CpuBackend {
         let src = x.get();
         let mut dst = out.get();
         same_len("qdq", src.len(), dst.len())?;
-        bank.quant.qdq_into(&src, &mut dst, scale);
+        super::par::qdq_into(&bank.quant, &src, &mut dst, scale);
         Ok(())
     }
 
     fn amax(&self, x: &CpuTensor, bank: &CpuBank, quantizer: usize) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("amax");
         bank.config.check_index(quantizer)?;
-        let (amax, _) = amax_and_nonfinite(&x.get());
+        let amax = super::par::amax(&x.get());
         bank.lock().measured[quantizer] = amax;
         Ok(())
     }
 
     fn scale_update(&self, bank: &CpuBank, first: usize, count: usize) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("scale_update");
         if count == 0 {
             return Ok(());
         }
@@ -87,7 +87,7 @@ impl QuantOps for CpuBackend {
     }
 
     fn reset(&self, bank: &CpuBank) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("reset");
         let est = bank.initial_est();
         let mut inner = bank.lock();
         for q in 0..bank.config.quantizers {
@@ -103,7 +103,7 @@ impl QuantOps for CpuBackend {
         bank: &CpuBank,
         quantizer: usize,
     ) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("quant_stats");
         bank.config.check_index(quantizer)?;
         let mut inner = bank.lock();
         let scales = inner.states[quantizer].scales().to_vec();
@@ -115,7 +115,7 @@ impl QuantOps for CpuBackend {
                 scale: *scale,
             })
             .collect();
-        let s = tensor_stats(&x.get(), &thresholds, scales[bank.active], &bank.quant);
+        let s = super::par::stats(&x.get(), &thresholds, scales[bank.active], &bank.quant);
         inner.stats[quantizer] = StatsSnapshot {
             amax: s.amax,
             nonfinite: s.nonfinite,
@@ -132,7 +132,7 @@ impl QuantOps for CpuBackend {
         bank: &CpuBank,
         quantizer: usize,
     ) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("histogram");
         let scale = bank.active_scale(quantizer)?;
         let hist = hif8lab_scaling::stats::Log2Histogram::of(&x.get(), scale);
         bank.lock().histogram = Some(crate::BankHistogram { quantizer, hist });
@@ -191,7 +191,7 @@ impl QuantOps for CpuBackend {
         bank: &CpuBank,
         quantizer: usize,
     ) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("ste_mask");
         bank.config.check_index(quantizer)?;
         let limit = bank.lock().est[quantizer][bank.active];
         let xv = x.get();

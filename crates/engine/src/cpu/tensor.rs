@@ -52,7 +52,7 @@ impl TensorOps for CpuBackend {
         spec: &MatmulSpec,
         bank: Option<&CpuBank>,
     ) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("matmul");
         if std::ptr::eq(a, c) || std::ptr::eq(b, c) {
             return Err(EngineError::Shape("matmul: C must not alias A or B".into()));
         }
@@ -67,7 +67,7 @@ impl TensorOps for CpuBackend {
                         EngineError::Shape("matmul: fused quantization needs a bank".into())
                     })?;
                     let mut out = vec![0.0; data.len()];
-                    bank.quant.qdq_into(data, &mut out, bank.active_scale(q)?);
+                    super::par::qdq_into(&bank.quant, data, &mut out, bank.active_scale(q)?);
                     Ok(Some(out))
                 }
             }
@@ -99,7 +99,7 @@ impl TensorOps for CpuBackend {
     }
 
     fn add_inplace(&self, dst: &CpuTensor, src: &CpuTensor) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("add_inplace");
         let s = src.get().clone();
         let mut d = dst.get();
         same_len("add_inplace", d.len(), s.len())?;
@@ -110,7 +110,7 @@ impl TensorOps for CpuBackend {
     }
 
     fn scale_inplace(&self, dst: &CpuTensor, factor: f32) -> Result<(), EngineError> {
-        self.launched();
+        let _op = self.launched("scale_inplace");
         for d in dst.get().iter_mut() {
             *d *= factor;
         }
