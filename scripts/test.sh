@@ -21,6 +21,7 @@ ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1 ' || apt_missing+=(libvulkan1)
 [ -x /usr/lib/chromium/chromium ] || apt_missing+=(chromium)
 command -v chromedriver >/dev/null || apt_missing+=(chromium-driver)
 command -v node >/dev/null || apt_missing+=(nodejs)
+command -v python3 >/dev/null || apt_missing+=(python3)
 command -v npm >/dev/null || apt_missing+=(npm)
 if [ ${#apt_missing[@]} -gt 0 ]; then
   say "installing with apt: ${apt_missing[*]} (lavapipe: Vulkan on the CPU for GPU tests; DejaVu for plot labels; Chromium and Node for the browser tests)"
@@ -77,5 +78,9 @@ hf_tmp=$(mktemp -d)
 "$target/debug/hif8lab" export hf "$hf_tmp/run" --out "$hf_tmp/hf"
 HIF8LAB_HF_DIR="$hf_tmp/hf" node web/tests/browser.mjs --mode all --shots "$target"
 rm -rf "$hf_tmp"
+
+say "GPU benchmark script on the CPU adapter (--allow-cpu: small sizes, keeps the script working)"
+scripts/bench-gpu.sh --allow-cpu >"$target/bench-gpu.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["train"]["smoke"]["tokens_per_s_qat"] > 0, d; print("bench-gpu.sh --allow-cpu:", d["adapter"], d["seconds"], "s")' "$target/bench-gpu.json"
 
 say "all checks passed"

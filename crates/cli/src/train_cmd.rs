@@ -26,7 +26,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 /// Arguments of `hif8lab train`.
 #[derive(Args, Debug)]
 pub struct TrainArgs {
-    /// A preset from assets/presets (`smoke`, `small`).
+    /// A preset from assets/presets (`smoke`, `small`, `medium`).
     #[arg(long, conflicts_with = "config")]
     preset: Option<String>,
     /// A TOML run configuration.
@@ -106,7 +106,9 @@ pub fn run_train(args: TrainArgs) -> Result<()> {
             path.display().to_string(),
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
         ),
-        (None, None) => bail!("give --preset NAME or --config FILE (presets: smoke, small)"),
+        (None, None) => {
+            bail!("give --preset NAME or --config FILE (presets: smoke, small, medium)")
+        }
     };
     let init = match &args.init_from {
         Some(dir) => Some(init_source(dir, &name, &text)?),

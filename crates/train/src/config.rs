@@ -6,9 +6,13 @@ use hif8lab_scaling::{Module, Role, ScalingConfig};
 use serde::{Deserialize, Serialize};
 
 /// Presets compiled into the binary (so the browser build has them too).
-pub const PRESETS: [(&str, &str); 2] = [
+pub const PRESETS: [(&str, &str); 3] = [
     ("smoke", include_str!("../../../assets/presets/smoke.toml")),
     ("small", include_str!("../../../assets/presets/small.toml")),
+    (
+        "medium",
+        include_str!("../../../assets/presets/medium.toml"),
+    ),
 ];
 
 /// Model sizes.

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The GPU benchmark in one command, for a machine with a real GPU (Vulkan, Metal or DX12):
+# builds in release and prints one JSON document:
+#   {"adapter", "device_type", "backend", "allow_cpu", "seconds",
+#    "kernels": <hif8lab bench kernels --json>,
+#    "train": {"smoke": <bench train --json>, "small": …, "medium": …}}
+# (copy / qdq / quant_stats GB/s and their ratio to copy, matmul GFLOP/s per size, layout and
+# fusion; tokens/s plain and QAT, host ms per step, dispatches per step). Under 5 minutes on a
+# GPU. On a CPU adapter (lavapipe, SwiftShader) it stops with a message, unless given
+# --allow-cpu: then it runs the small sizes only (what CI does to keep this script working).
+#   scripts/bench-gpu.sh [--allow-cpu]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+allow_cpu=0
+for a in "$@"; do
+  case "$a" in
+    --allow-cpu) allow_cpu=1 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "bench-gpu.sh: unknown argument '$a' (try --help)" >&2; exit 2 ;;
+  esac
+done
+target=$(target_dir)
+start=$(date +%s)
+cargo build --release --locked -p hif8lab-cli >&2
+bin="$target/release/hif8lab"
+# Which adapter? One short train measurement names it.
+probe=$("$bin" bench train --preset smoke --backend gpu --steps 1 --json) || {
+  echo "bench-gpu.sh: no GPU adapter could be opened (see the error above)" >&2
+  exit 1
+}
+device_type=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["device_type"])' "$probe")
+adapter=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["adapter"])' "$probe")
+if [ "$device_type" = "Cpu" ] && [ "$allow_cpu" = 0 ]; then
+  echo "bench-gpu.sh: the adapter is '$adapter', a CPU (device type Cpu), not a GPU: its figures" >&2
+  echo "would measure an emulator. Run it where a GPU driver is installed, or pass --allow-cpu" >&2
+  echo "to check the script itself on small sizes." >&2
+  exit 1
+fi
+if [ "$allow_cpu" = 1 ] && [ "$device_type" = "Cpu" ]; then
+  kernels=$("$bin" bench kernels --json --sizes 128,256 --elements 1048576)
+  presets=(smoke)
+  steps=3
+else
+  kernels=$("$bin" bench kernels --json)
+  presets=(smoke small medium)
+  steps=20
+fi
+train="{"
+sep=""
+for p in "${presets[@]}"; do
+  t=$("$bin" bench train --preset "$p" --backend gpu --steps "$steps" --json)
+  train="$train$sep\"$p\":$t"
+  sep=","
+done
+train="$train}"
+end=$(date +%s)
+python3 - "$adapter" "$device_type" "$allow_cpu" "$((end - start))" "$kernels" "$train" <<'PY'
+import json, sys
+adapter, device_type, allow_cpu, seconds, kernels, train = sys.argv[1:]
+print(json.dumps({
+    "adapter": adapter,
+    "device_type": device_type,
+    "backend": "gpu",
+    "allow_cpu": allow_cpu == "1",
+    "seconds": int(seconds),
+    "kernels": json.loads(kernels),
+    "train": json.loads(train),
+}, indent=2))
+PY
