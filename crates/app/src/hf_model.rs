@@ -15,6 +15,8 @@ use hif8lab_train::config::ModelConfig;
 use hif8lab_train::{RunConfig, hf};
 
 use crate::HifApp;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::egui;
 
 /// A Hugging Face model to continue training from.
 #[derive(Clone)]
@@ -158,6 +160,39 @@ impl HifApp {
             })
         })();
         self.set_hf(result);
+    }
+
+    /// Opens what was dropped on the window (natively; the browser page uses its file
+    /// picker): a folder as a Hugging Face model or a run folder, files as a run or trace.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open_dropped(&mut self, ctx: &egui::Context) {
+        let (dirs, files): (Vec<std::path::PathBuf>, Vec<(String, Vec<u8>)>) = ctx.input(|i| {
+            let dirs = i
+                .raw
+                .dropped_files
+                .iter()
+                .map(|f| f.path().to_path_buf())
+                .filter(|p| p.is_dir())
+                .collect();
+            let files = i
+                .raw
+                .dropped_files
+                .iter()
+                .filter_map(|f| Some((f.path().display().to_string(), f.bytes().ok()?)))
+                .collect();
+            (dirs, files)
+        });
+        for dir in dirs {
+            if hf::is_hf_dir(&dir) {
+                self.open_hf_dir(&dir);
+            } else {
+                self.open_path = dir.display().to_string();
+                self.open_run();
+            }
+        }
+        if !files.is_empty() {
+            self.open_files(&files);
+        }
     }
 
     fn set_hf(&mut self, result: Result<HfStart, String>) {

@@ -538,38 +538,8 @@ impl HifApp {
         self.poll_jobs(ui.ctx());
         // The UI's own time (in the browser, training's share of the frame is in poll).
         let started = web_time::Instant::now();
-        // Files dropped on the window (natively; the browser page uses its file picker).
         #[cfg(not(target_arch = "wasm32"))]
-        let dropped_dirs: Vec<PathBuf> = ui.ctx().input(|i| {
-            i.raw
-                .dropped_files
-                .iter()
-                .map(|f| f.path().to_path_buf())
-                .filter(|p| p.is_dir())
-                .collect()
-        });
-        #[cfg(not(target_arch = "wasm32"))]
-        for dir in dropped_dirs {
-            if hif8lab_train::hf::is_hf_dir(&dir) {
-                self.open_hf_dir(&dir);
-            } else {
-                self.open_path = dir.display().to_string();
-                self.open_run();
-            }
-        }
-        #[cfg(not(target_arch = "wasm32"))]
-        let dropped: Vec<(String, Vec<u8>)> = ui.ctx().input(|i| {
-            i.raw
-                .dropped_files
-                .iter()
-                .filter_map(|f| Some((f.path().display().to_string(), f.bytes().ok()?)))
-                .collect()
-        });
-        #[cfg(target_arch = "wasm32")]
-        let dropped: Vec<(String, Vec<u8>)> = Vec::new();
-        if !dropped.is_empty() {
-            self.open_files(&dropped);
-        }
+        self.open_dropped(ui.ctx());
         panels::side_panel(self, ui);
         panels::central(self, ui);
         if let Some((name, rect)) = self.exports.png.take() {
