@@ -66,20 +66,7 @@ impl HifApp {
     pub fn open_hf_dir(&mut self, dir: &std::path::Path) {
         let result = hf::load(dir).map_err(|e| e.to_string()).and_then(|m| {
             let tokenizer = match &m.tokenizer {
-                Some(p) => {
-                    let text =
-                        std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-                    match hif8lab_train::tokenizer::Tokenizer::from_json(
-                        &p.display().to_string(),
-                        &text,
-                    )? {
-                        hif8lab_train::tokenizer::Tokenizer::Bytes => "bytes".to_owned(),
-                        _ => std::fs::canonicalize(p)
-                            .unwrap_or_else(|_| p.clone())
-                            .display()
-                            .to_string(),
-                    }
-                }
+                Some(p) => hif8lab_train::tokenizer::Tokenizer::read(p)?.0.setting(p),
                 None if m.config.model.vocab == 256 => "bytes".into(),
                 None => return Err(format!("{}: no tokenizer.json", dir.display())),
             };
@@ -103,7 +90,6 @@ impl HifApp {
     /// Opens a Hugging Face model from its files (the browser's file picker): `config.json`,
     /// every `.safetensors` file, and `tokenizer.json` (the byte tokenizer in the browser).
     pub fn open_hf_files(&mut self, files: &[(String, Vec<u8>)]) {
-        let base = |n: &str| n.rsplit(['/', '\\']).next().unwrap_or(n).to_owned();
         let result = (|| {
             let (_, config) = files
                 .iter()
@@ -226,7 +212,11 @@ impl HifApp {
 
 /// Whether dropped or picked files are a Hugging Face model (a config.json and weights).
 pub fn is_hf_files(files: &[(String, Vec<u8>)]) -> bool {
-    let base = |n: &str| n.rsplit(['/', '\\']).next().unwrap_or(n).to_owned();
     files.iter().any(|(n, _)| base(n) == "config.json")
         && files.iter().any(|(n, _)| n.ends_with(".safetensors"))
+}
+
+/// The file name of a picked or dropped file's path.
+fn base(name: &str) -> &str {
+    name.rsplit(['/', '\\']).next().unwrap_or(name)
 }

@@ -89,10 +89,7 @@ pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
         let m = hf::load(path)?;
         let (tokenizer, tokenizer_json) = match &m.tokenizer {
             Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .with_context(|| format!("reading {}", p.display()))?;
-                let t = Tokenizer::from_json(&p.display().to_string(), &text)
-                    .map_err(anyhow::Error::msg)?;
+                let (t, text) = Tokenizer::read(p).map_err(anyhow::Error::msg)?;
                 (t, Some(text))
             }
             None if m.config.model.vocab == 256 => (Tokenizer::Bytes, None),
@@ -153,10 +150,7 @@ fn from_run(path: &Path, dir: &Path, run: RunConfig, weights: Checkpoint) -> Res
     };
     let (tokenizer, tokenizer_json) = match tokenizer_file {
         Some(p) => {
-            let text =
-                std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
-            let t = Tokenizer::from_json(&p.display().to_string(), &text)
-                .map_err(anyhow::Error::msg)?;
+            let (t, text) = Tokenizer::read(&p).map_err(anyhow::Error::msg)?;
             (t, Some(text))
         }
         None => (Tokenizer::Bytes, None),

@@ -197,16 +197,11 @@ fn init_source(dir: &Path, name: &str, text: &str) -> Result<Init> {
     )];
     match &model.tokenizer {
         Some(p) => {
-            let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
-            let text = String::from_utf8_lossy(&bytes);
-            let t = hif8lab_train::tokenizer::Tokenizer::from_json(&p.display().to_string(), &text)
-                .map_err(anyhow::Error::msg)?;
-            if !matches!(t, hif8lab_train::tokenizer::Tokenizer::Bytes) {
-                let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
-                sets.push(format!(
-                    "data.tokenizer={}",
-                    toml_string(&abs.display().to_string())
-                ));
+            let (t, text) =
+                hif8lab_train::tokenizer::Tokenizer::read(p).map_err(anyhow::Error::msg)?;
+            let setting = t.setting(p);
+            if setting != hif8lab_train::tokenizer::BYTES {
+                sets.push(format!("data.tokenizer={}", toml_string(&setting)));
             }
             if t.vocab_size() > m.vocab {
                 bail!(
@@ -216,7 +211,7 @@ fn init_source(dir: &Path, name: &str, text: &str) -> Result<Init> {
                     m.vocab
                 );
             }
-            keep.push(("hf/tokenizer.json", bytes));
+            keep.push(("hf/tokenizer.json", text.into_bytes()));
         }
         None if m.vocab == 256 => {}
         None => bail!(

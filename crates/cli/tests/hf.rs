@@ -62,6 +62,13 @@ fn model_tensors(ck: &Checkpoint) -> Vec<(String, Vec<u32>)> {
     v
 }
 
+/// `train --init-from DIR --preset smoke --backend cpu --quiet --out OUT` plus `extra`.
+fn train_from(dir: &str, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["--init-from", dir];
+    args.extend(extra);
+    common::train_command(out, &args).output().unwrap()
+}
+
 fn eval_json(model: &Path, text: &Path, extra: &[&str]) -> Value {
     let mut args = vec![
         "eval",
@@ -81,26 +88,20 @@ fn init_from_export_and_back_is_bit_identical_and_eval_agrees() {
     let src = fixture("tiny-gqa-tied-bf16");
     let text = src.join("eval.txt");
     let run = tmp("run");
-    ok(&hif8lab(&[
-        "train",
-        "--init-from",
+    ok(&train_from(
         s(&src),
-        "--preset",
-        "smoke",
-        "--backend",
-        "cpu",
-        "--quiet",
-        "--out",
-        s(&run),
-        "--set",
-        "train.steps=4",
-        "--set",
-        "qat.enabled=true",
-        "--set",
-        "qat.warmup_steps=1",
-        "--set",
-        "qat.blocks=[0,1]",
-    ]));
+        &run,
+        &[
+            "--set",
+            "train.steps=4",
+            "--set",
+            "qat.enabled=true",
+            "--set",
+            "qat.warmup_steps=1",
+            "--set",
+            "qat.blocks=[0,1]",
+        ],
+    ));
     // The run records where it started, and keeps the model's config and tokenizer.
     let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
     assert!(
@@ -153,22 +154,11 @@ fn init_from_export_and_back_is_bit_identical_and_eval_agrees() {
 
     // Back in: a run from the export with lr 0 keeps the weights bit for bit.
     let back = tmp("back");
-    ok(&hif8lab(&[
-        "train",
-        "--init-from",
+    ok(&train_from(
         s(&out),
-        "--preset",
-        "smoke",
-        "--backend",
-        "cpu",
-        "--quiet",
-        "--out",
-        s(&back),
-        "--set",
-        "train.steps=1",
-        "--set",
-        "train.lr=0",
-    ]));
+        &back,
+        &["--set", "train.steps=1", "--set", "train.lr=0"],
+    ));
     let again = Checkpoint::load(&back.join("checkpoints/step_1.safetensors")).unwrap();
     assert_eq!(
         model_tensors(&again),
@@ -323,24 +313,18 @@ fn byte_level_runs_export_the_byte_tokenizer_and_sharded_models_train() {
     let _ = std::fs::remove_dir_all(f16);
     // A sharded, untied f32 model continues training with QAT on attention too.
     let sharded = tmp("sharded");
-    ok(&hif8lab(&[
-        "train",
-        "--init-from",
+    ok(&train_from(
         s(&fixture("tiny-untied-f32-sharded")),
-        "--preset",
-        "smoke",
-        "--backend",
-        "cpu",
-        "--quiet",
-        "--out",
-        s(&sharded),
-        "--set",
-        "train.steps=2",
-        "--set",
-        "qat.enabled=true",
-        "--set",
-        "qat.modules=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\"]",
-    ]));
+        &sharded,
+        &[
+            "--set",
+            "train.steps=2",
+            "--set",
+            "qat.enabled=true",
+            "--set",
+            "qat.modules=[\"q\",\"k\",\"v\",\"o\",\"gate\",\"up\",\"down\"]",
+        ],
+    ));
     let summary = json(&sharded.join("summary.json"));
     assert_eq!(summary["steps"], 2);
     assert!(summary["final_loss"].as_f64().unwrap().is_finite());

@@ -38,10 +38,31 @@ impl Tokenizer {
         if setting == BYTES {
             return Ok(Tokenizer::Bytes);
         }
-        let path = Path::new(setting);
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("data.tokenizer: {}: {e}", path.display()))?;
-        Self::from_json(&path.display().to_string(), &text)
+        Self::read(Path::new(setting))
+            .map(|(t, _)| t)
+            .map_err(|e| format!("data.tokenizer: {e}"))
+    }
+
+    /// Reads a `tokenizer.json` file: the tokenizer and the file's text (errors name the
+    /// file).
+    pub fn read(path: &Path) -> Result<(Self, String), String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let t = Self::from_json(&path.display().to_string(), &text)?;
+        Ok((t, text))
+    }
+
+    /// The `data.tokenizer` value for this tokenizer read from `path`: `bytes` for the byte
+    /// tokenizer, else the file's absolute path.
+    pub fn setting(&self, path: &Path) -> String {
+        let _ = path; // (the browser build has only the byte tokenizer)
+        match self {
+            Tokenizer::Bytes => BYTES.into(),
+            #[cfg(not(target_arch = "wasm32"))]
+            Tokenizer::Hf(_) => std::fs::canonicalize(path)
+                .unwrap_or_else(|_| path.to_owned())
+                .display()
+                .to_string(),
+        }
     }
 
     /// A tokenizer from `tokenizer.json` text; `source` names it in errors.

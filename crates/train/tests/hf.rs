@@ -4,11 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
+mod common;
+
+use common::gpu;
 use std::path::{Path, PathBuf};
 
 use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
-use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_train::hf::{self, ExportDtype};
 use hif8lab_train::infer::Model;
 use hif8lab_train::tokenizer::{self, Tokenizer};
@@ -22,20 +24,6 @@ fn fixtures() -> PathBuf {
 
 fn json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn gpu() -> Option<GpuBackend> {
-    match GpuBackend::new_blocking() {
-        Ok(g) => Some(g),
-        Err(e) => {
-            assert!(
-                std::env::var("HIF8LAB_REQUIRE_GPU").as_deref() != Ok("1"),
-                "no GPU: {e}"
-            );
-            eprintln!("!!!!!!!! SKIPPING GPU TESTS: no adapter ({e}) !!!!!!!!");
-            None
-        }
-    }
 }
 
 fn tokenizer_of(dir: &Path) -> Tokenizer {

@@ -4,11 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
+mod common;
+
+use common::gpu;
 use std::collections::BTreeSet;
 
 use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
-use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_engine::prelude::*;
 use hif8lab_scaling::{Module, Role};
 use hif8lab_train::config::{PRESETS, RunConfig};
@@ -51,20 +53,6 @@ fn run<B: Backend>(b: B, config: RunConfig) -> (Vec<StepReport>, Trainer<B>) {
 
 fn losses(r: &[StepReport]) -> Vec<u32> {
     r.iter().map(|r| r.loss.to_bits()).collect()
-}
-
-fn gpu() -> Option<GpuBackend> {
-    match GpuBackend::new_blocking() {
-        Ok(g) => Some(g),
-        Err(e) => {
-            assert!(
-                std::env::var("HIF8LAB_REQUIRE_GPU").as_deref() != Ok("1"),
-                "no GPU: {e}"
-            );
-            eprintln!("!!!!!!!! SKIPPING GPU TESTS: no adapter ({e}) !!!!!!!!");
-            None
-        }
-    }
 }
 
 #[test]
