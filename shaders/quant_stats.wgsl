@@ -1,12 +1,20 @@
 // quant_stats.wgsl — one pass over a tensor: amax, non-finite count, and for each of the
 // bank's K estimators the count above its estimate and the overflow count at its scale,
 // plus the underflow count at the active scale. All counts exact (integer atomics).
+// Also the quantization error at the active scale: Σx² and Σ(x − qdq(x))² over the finite
+// elements whose fake-quantized value is finite (SQNR = 10·log10 of their ratio).
 //
 // Bindings: 0 params (uniform StatsParams), 1 x (read), 2 est (read, f32 [Q·K]),
-//           3 scales (read, f32 [Q·K]), 4 stats (read_write, atomic u32 [Q·stride]).
-// Stats slot layout (u32): [amax bits, nonfinite, underflow, above[K], overflow[K]];
-// the slot must be zeroed before (the engine clears it).
-// Dispatch: 1-D grid-stride; per-workgroup counters, then one global atomic per counter.
+//           3 scales (read, f32 [Q·K]), 4 stats (read_write, atomic u32 [Q·stride]),
+//           5 partials (read_write, vec2<f32> [groups]: per-workgroup energies).
+// Stats slot layout (u32): [amax bits, nonfinite, underflow, above[K], overflow[K],
+// signal bits (f32), noise bits (f32)]; the slot must be zeroed before (the engine clears it).
+// Dispatch: `main`, 1-D grid-stride over `groups` workgroups; per-workgroup counters, then
+// one global atomic per counter; each workgroup's energies (its lanes' f32 sums in
+// grid-stride order, then a fixed tree) go to partials[workgroup]. Then `finish`, one
+// workgroup: sums partials in a fixed order and stores the two energies in the slot. The
+// energies are therefore deterministic for a given `groups` (no float atomics); they match
+// the CPU twin's f64 sums to f32 rounding.
 // CPU twin: hif8lab_scaling::stats::tensor_stats (which uses the codec itself for underflow,
 // so the threshold form here is checked against it). Needs common/quant.wgsl.
 
@@ -19,7 +27,7 @@ struct StatsParams {
     stride: u32,
     overflow_threshold: f32,
     underflow_max: f32,
-    _pad0: u32,
+    groups: u32,
     quant: QuantParams,
 }
 
@@ -31,16 +39,32 @@ const COUNTERS: u32 = 19u; // 3 + 2·MAX_K
 @group(0) @binding(2) var<storage, read> est: array<f32>;
 @group(0) @binding(3) var<storage, read> scales: array<f32>;
 @group(0) @binding(4) var<storage, read_write> stats: array<atomic<u32>>;
+@group(0) @binding(5) var<storage, read_write> partials: array<vec2<f32>>;
 
 override WG: u32 = 256u;
+// Lanes of the energy tree: WG must not exceed it (the engine launches 256).
+const LANES: u32 = 256u;
 
 var<workgroup> wg_counts: array<atomic<u32>, COUNTERS>;
+var<workgroup> wg_energy: array<vec2<f32>, LANES>;
+
+// Sums wg_energy[0..LANES] into wg_energy[0] by a fixed tree (call from uniform control flow).
+fn reduce_energy(lid: u32) {
+    workgroupBarrier();
+    for (var s = LANES / 2u; s > 0u; s >>= 1u) {
+        if lid < s {
+            wg_energy[lid] += wg_energy[lid + s];
+        }
+        workgroupBarrier();
+    }
+}
 
 @compute @workgroup_size(WG)
 fn main(
     @builtin(global_invocation_id) gid: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
     @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(workgroup_id) wid: vec3<u32>,
 ) {
     if lid < COUNTERS {
         atomicStore(&wg_counts[lid], 0u);
@@ -54,6 +78,7 @@ fn main(
     var underflow = 0u;
     var above = array<u32, MAX_K>();
     var overflow = array<u32, MAX_K>();
+    var energy = vec2<f32>(0.0, 0.0);
     var thresholds_est = array<f32, MAX_K>();
     var thresholds_scale = array<f32, MAX_K>();
     for (var k = 0u; k < MAX_K; k++) {
@@ -84,7 +109,15 @@ fn main(
         if v != 0.0 && abs(v * active_scale) <= params.underflow_max {
             underflow += 1u;
         }
+        if a_bits < 0x7f800000u {
+            let q = fake_quant(v, active_scale, params.quant, i);
+            if is_finite_f32(q) {
+                let e = v - q;
+                energy += vec2<f32>(v * v, e * e);
+            }
+        }
     }
+    wg_energy[lid] = energy;
     atomicMax(&wg_counts[0], local_max);
     atomicAdd(&wg_counts[1], nonfinite);
     atomicAdd(&wg_counts[2], underflow);
@@ -100,5 +133,25 @@ fn main(
         atomicMax(&stats[slot], atomicLoad(&wg_counts[0]));
     } else if lid < 3u + 2u * params.k {
         atomicAdd(&stats[slot + lid], atomicLoad(&wg_counts[lid]));
+    }
+    reduce_energy(lid);
+    if lid == 0u {
+        partials[wid.x] = wg_energy[0];
+    }
+}
+
+// One workgroup of LANES: the workgroups' energies summed in a fixed order into the slot.
+@compute @workgroup_size(256)
+fn finish(@builtin(local_invocation_index) lid: u32) {
+    var e = vec2<f32>(0.0, 0.0);
+    for (var g = lid; g < params.groups; g += LANES) {
+        e += partials[g];
+    }
+    wg_energy[lid] = e;
+    reduce_energy(lid);
+    if lid == 0u {
+        let at = params.quantizer * params.stride + 3u + 2u * params.k;
+        atomicStore(&stats[at], bitcast<u32>(wg_energy[0].x));
+        atomicStore(&stats[at + 1u], bitcast<u32>(wg_energy[0].y));
     }
 }

@@ -240,6 +240,92 @@ fn fuzz_traces_csv_and_te_logs() {
 }
 
 #[test]
+fn fuzz_grid_configs() {
+    let seeds: Vec<Vec<u8>> = hif8lab_train::grid::GRID_PRESETS
+        .iter()
+        .map(|(_, t)| t.as_bytes().to_vec())
+        .collect();
+    let mut m = Mutator::new(
+        12,
+        &[
+            "entities",
+            "eval_every",
+            "lr_high",
+            "[continue]",
+            "[pretrain]",
+            "steps",
+            "0",
+            "1e9",
+            "qat_warmup_steps",
+        ],
+    );
+    let start = Instant::now();
+    let counts = fuzz("grid config", INPUTS, &mut m, &seeds, |bytes| {
+        let text = String::from_utf8_lossy(bytes);
+        match hif8lab_train::grid::GridConfig::parse(&text, "grid.toml") {
+            Ok(g) => {
+                // Every run it makes is one the trainer's checks accept.
+                for r in hif8lab_train::grid::grid_runs() {
+                    g.run_config(&r)
+                        .validate()
+                        .map_err(|e| format!("accepted but invalid: {e}"))?;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                assert!(e.to_string().starts_with("grid.toml"), "{e}");
+                Err(e.message)
+            }
+        }
+    });
+    report("grid config", start, counts);
+}
+
+#[test]
+fn fuzz_probe_records() {
+    // A probes.jsonl line with per-item marks, as a run folder holds it.
+    let line = r#"{"step":40,"knowledge_acc":0.5,"knowledge_acc_norm":0.5,"completion_acc":0.25,"completion_acc_norm":0.75,"heldout_loss":2.5,"knowledge_items":12,"completion_items":4,"intervals":{"knowledge_acc":[0.2,0.8],"knowledge_acc_norm":[0.2,0.8],"completion_acc":[0.0,0.7],"completion_acc_norm":[0.3,1.0],"heldout_loss":[2.4,2.6]},"marks":{"knowledge_acc":"a5f","knowledge_acc_norm":"0f0","completion_acc":"8","completion_acc_norm":"e","heldout":[2.4,2.6]}}"#;
+    let mut m = Mutator::new(13, &["\"marks\"", "\"fff\"", "12", "-1", "1e300", "null"]);
+    let start = Instant::now();
+    let counts = fuzz(
+        "probe record",
+        INPUTS,
+        &mut m,
+        &[line.as_bytes().to_vec()],
+        |bytes| {
+            let p: hif8lab_train::ProbeScores =
+                serde_json::from_slice(bytes).map_err(|e| format!("probes.jsonl: {e}"))?;
+            // Whatever the record says, reading its items and comparing it never panics, and
+            // item values come back only when the marks cover the items.
+            for name in hif8lab_train::trainer::PROBE_SCORES {
+                let g = p.groups(name);
+                if let Some(v) = p.item_values(name) {
+                    if name != "heldout_loss" {
+                        assert_eq!(v.len(), g.items());
+                    }
+                }
+                let _ = p.interval(name);
+            }
+            if bytes.len() % 16 != 0 {
+                return Ok(()); // the bootstrap below is slow: one record in 16 takes it
+            }
+            let run = hif8lab_train::grid::RunSummary {
+                probes: Some(p.clone()),
+                ..Default::default()
+            };
+            let e = hif8lab_train::grid::compare(
+                &[std::slice::from_ref(&run), std::slice::from_ref(&run)],
+                "knowledge_acc_norm",
+                &|m| m[1] - m[0],
+            );
+            assert!(e.value == 0.0 || e.value.is_nan(), "{e:?}");
+            Ok(())
+        },
+    );
+    report("probe records", start, counts);
+}
+
+#[test]
 fn fuzz_corpus_files() {
     let seeds = vec![
         b"The river Quelt runs past the library of Amarin.\n".to_vec(),

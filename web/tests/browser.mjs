@@ -117,7 +117,9 @@ async function run(name, flags, expectBackend, port, query, until, prepare) {
       const s = await snap();
       if (s.error) await fail(`training error: ${s.error}`);
       const t1 = await page.evaluate(() => performance.now());
-      if (s.verdict && !s.verdict.holds) await fail(`the lesson's claims do not all hold: ${JSON.stringify(s.verdict)}`);
+      // A claim judged from probe scores may be inconclusive (its interval straddles the
+      // threshold); none may fail.
+      if (s.verdict && s.verdict.claims_failing > 0) await fail(`a lesson claim fails: ${JSON.stringify(s.verdict)}`);
       const shot = path.join(shots, `web-${name}.png`);
       await page.screenshot({ path: shot });
       const look = checkNotBlank(shot);
@@ -125,7 +127,7 @@ async function run(name, flags, expectBackend, port, query, until, prepare) {
       console.log(
         `browser ${name}: ok — point reached ${(t1 / 1000).toFixed(1)} s after page load (${((t1 - t0) / 1000).toFixed(1)} s of training); ` +
         (s.verdict
-          ? `verdict of ${s.verdict.lesson}: ${s.verdict.claims_holding} of ${s.verdict.claims} claims hold over ${s.verdict.runs} runs; `
+          ? `verdict of ${s.verdict.lesson}: ${s.verdict.claims_holding} of ${s.verdict.claims} claims hold (${s.verdict.verdict}) over ${s.verdict.runs} runs; `
           : `backend ${s.backend}; base knowledge ${(100 * s.base_knowledge).toFixed(1)} %, after ${s.steps} steps ${(100 * s.knowledge).toFixed(1)} % ` +
             `(${s.probes} probe evaluations, baseline ${s.baseline_probes}); loss ${s.loss.toFixed(3)}; `) +
         `screenshot ${shot} (std-dev ${look.sd.toFixed(3)}, ${look.colours} colours)`);

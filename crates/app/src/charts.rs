@@ -5,7 +5,7 @@
 //! Estimators tables cached per view revision.
 
 use eframe::egui::{self, Color32, RichText};
-use egui_plot::{Axis, Bar, BarChart, HLine, Legend, Line, Plot, Span, VLine};
+use egui_plot::{Axis, Bar, BarChart, HLine, Legend, Line, Plot, Polygon, Span, VLine};
 use hif8lab_format::{Format, hif8};
 use hif8lab_scaling::stats::{HIST_BINS, HIST_PER_BINADE, Log2Histogram};
 
@@ -28,6 +28,8 @@ use saturation::saturation;
 /// Most points drawn per line (long runs are bucketed: amax keeps each bucket's max, an
 /// estimate its min, so no excursion above an estimate is hidden).
 pub const MAX_POINTS: usize = 1000;
+/// The top of the SQNR colour scale (dB): calls at or above it draw dark.
+pub const SQNR_TOP_DB: f32 = 50.0;
 
 /// PNG exports the panels asked for this frame (the app takes the screenshot).
 #[derive(Debug, Default)]
@@ -226,8 +228,19 @@ fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
             .map(|p| format!(", matched baseline {:.1} %", pct(p)))
             .unwrap_or_default();
         let first = view.probes.first().map(pct).unwrap_or(f64::NAN);
+        let [lo, hi] = last.interval("knowledge_acc_norm");
+        let ci = if lo.is_finite() {
+            format!(
+                " [95 %: {:.1}–{:.1}, {} items]",
+                100.0 * lo,
+                100.0 * hi,
+                last.knowledge_items
+            )
+        } else {
+            String::new()
+        };
         ui.label(format!(
-            "Knowledge probes (accuracy, per-byte likelihood): {:.1} % at step {} (first evaluation {first:.1} %){b}; completion {:.1} %.",
+            "Knowledge probes (accuracy, per-byte likelihood): {:.1} %{ci} at step {} (first evaluation {first:.1} %){b}; completion {:.1} %.",
             pct(last),
             last.step,
             100.0 * last.completion_acc_norm
@@ -267,6 +280,28 @@ fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
             .y_axis_label("knowledge %")
             .include_y(0.0)
             .show(ui, |p| {
+                // 95 % interval bands (cluster bootstrap over the probe items) under the curves.
+                for (name, v, colour) in [
+                    (
+                        "knowledge probes 95 % interval",
+                        view.probes.as_slice(),
+                        Color32::from_rgb(70, 130, 220),
+                    ),
+                    (
+                        "matched baseline 95 % interval",
+                        cx.baseline_probes(),
+                        Color32::from_rgb(220, 130, 40),
+                    ),
+                ] {
+                    if let Some(band) = interval_band(v) {
+                        p.polygon(
+                            Polygon::new(name, band)
+                                .fill_color(colour.gamma_multiply(0.18))
+                                .stroke(egui::Stroke::NONE)
+                                .allow_hover(false),
+                        );
+                    }
+                }
                 p.line(Line::new("knowledge probes", pts(&view.probes)).width(2.0));
                 if !cx.baseline_probes().is_empty() {
                     p.line(Line::new("matched baseline", pts(cx.baseline_probes())));
@@ -278,6 +313,23 @@ fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         rect = rect.union(r.response.rect);
     }
     save_png(cx.exports, want, &view.name, "loss", rect);
+}
+
+/// The 95 % interval band of knowledge acc_norm over the evaluations (percent), as a closed
+/// polygon: lower edge forward, upper edge back. `None` with fewer than two evaluations or
+/// records without intervals.
+pub fn interval_band(v: &[hif8lab_train::ProbeScores]) -> Option<Vec<[f64; 2]>> {
+    let edges: Vec<(f64, [f64; 2])> = v
+        .iter()
+        .map(|p| (p.step as f64, p.interval("knowledge_acc_norm")))
+        .filter(|(_, i)| i[0].is_finite() && i[1].is_finite())
+        .collect();
+    if edges.len() < 2 {
+        return None;
+    }
+    let lower = edges.iter().map(|(x, i)| [*x, 100.0 * i[0]]);
+    let upper = edges.iter().rev().map(|(x, i)| [*x, 100.0 * i[1]]);
+    Some(lower.chain(upper).collect())
 }
 
 /// Every point of a short curve; bucket means of a long one.
@@ -468,7 +520,15 @@ fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
             overflow - data_top
         ));
     }
+    let has_sqnr = calls.iter().any(|c| c.sqnr_db.is_some());
+    let amax_height = if has_sqnr {
+        (ui.available_height() - 170.0).max(120.0)
+    } else {
+        ui.available_height()
+    };
     let r = Plot::new("amax")
+        .height(amax_height)
+        .link_axis(egui::Id::unique("amax-x"), [true, false])
         .legend(Legend::default())
         .x_axis_label("quantizer call")
         .y_axis_label("amax")
@@ -522,11 +582,38 @@ fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
                 .color(Color32::WHITE),
             );
         });
+    let mut rect = r.response.rect;
+    if has_sqnr {
+        // The quantization error of the same calls: where amax jumps above the estimate,
+        // HiF8 keeps the values with fewer mantissa bits and the SQNR dips.
+        let pts: Vec<[f64; 2]> = shown
+            .iter()
+            .filter_map(|(a, b)| {
+                let worst = calls[*a..*b]
+                    .iter()
+                    .filter_map(|c| c.sqnr_db)
+                    .fold(f32::INFINITY, f32::min);
+                worst.is_finite().then(|| [*a as f64, f64::from(worst)])
+            })
+            .collect();
+        let r = Plot::new("amax-sqnr")
+            .height(160.0)
+            .legend(Legend::default())
+            .x_axis_label("quantizer call")
+            .y_axis_label("SQNR dB")
+            .link_axis(egui::Id::unique("amax-x"), [true, false])
+            .show(ui, |p| {
+                p.line(
+                    Line::new("SQNR at the scale used (dB; worst of each bucket)", pts).width(1.5),
+                );
+            });
+        rect = rect.union(r.response.rect);
+    }
     save_png(
         cx.exports,
         want,
         &view.name,
         &format!("amax-{selected}"),
-        r.response.rect,
+        rect,
     );
 }

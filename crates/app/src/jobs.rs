@@ -403,7 +403,7 @@ impl HifApp {
                 return;
             }
         };
-        let (Some(base), Some(probes)) = (self.base.clone(), self.base_probes) else {
+        let (Some(base), Some(probes)) = (self.base.clone(), self.base_probes.clone()) else {
             // Stepped from the frame loop, which keeps repainting while it runs.
             self.scenario_waiting = self.pretrain_base(&grid, || {});
             return;

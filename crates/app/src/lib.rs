@@ -165,6 +165,9 @@ pub enum HeatValue {
     Overflow,
     /// Non-zero elements quantized to zero.
     Underflow,
+    /// Quantization error: the worst SQNR of each cell, shown as its shortfall below
+    /// [`charts::SQNR_TOP_DB`] (brighter = more precision lost).
+    Sqnr,
 }
 
 /// What the panels select: one selection shared by every panel.
@@ -509,14 +512,16 @@ impl HifApp {
             "lesson": self.lesson.name,
             "probes": view.map(|v| v.probes.len()).unwrap_or(0),
             "knowledge": view.and_then(|v| v.probes.last()).map(|p| p.knowledge_acc_norm),
-            "base_knowledge": self.base_probes.map(|p| p.knowledge_acc_norm),
+            "base_knowledge": self.base_probes.as_ref().map(|p| p.knowledge_acc_norm),
             "baseline_probes": self.runs.baseline_probes().len(),
             "pretraining": self.jobs.running(JobKind::Base),
             "scenario_running": self.jobs.any(&[JobKind::Scenario, JobKind::Lesson]) || self.scenario_waiting,
             "verdict": self.lesson_report.as_ref().map(|r| serde_json::json!({
                 "lesson": r.lesson,
                 "holds": r.holds(),
+                "verdict": r.verdict(),
                 "claims": r.claims.len(),
+                "claims_failing": r.claims.iter().filter(|c| c.verdict == hif8lab_train::stats::Verdict3::Fails).count(),
                 "claims_holding": r.claims.iter().filter(|c| c.holds).count(),
                 "runs": self.lesson_views.len(),
             })),

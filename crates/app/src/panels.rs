@@ -306,7 +306,7 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
             selection,
             exports,
             baseline: runs.baseline.as_ref(),
-            base_probes: *base_probes,
+            base_probes: base_probes.clone(),
             live: jobs.running(JobKind::Run),
         };
         if let Some(panel) = panels.of(cx.selection.tab) {
@@ -379,12 +379,18 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
             RichText::new("The lesson's scenario (its runs, judged from their numbers)").strong(),
         );
         for c in &r.claims {
-            let (mark, colour) = if c.holds {
-                ("holds", Color32::from_rgb(60, 160, 60))
-            } else {
-                ("does not hold", Color32::from_rgb(220, 60, 60))
+            use hif8lab_train::stats::Verdict3;
+            let colour = match c.verdict {
+                Verdict3::Holds => Color32::from_rgb(60, 160, 60),
+                Verdict3::Fails => Color32::from_rgb(220, 60, 60),
+                Verdict3::Inconclusive => Color32::from_rgb(200, 140, 20),
             };
-            ui.label(RichText::new(format!("{mark}: {}", c.claim)).color(colour));
+            ui.label(RichText::new(format!("{}: {}", c.verdict.as_str(), c.claim)).color(colour));
+            let p = c.p_value.map_or(String::new(), |p| format!(", p = {p:.3}"));
+            ui.label(format!(
+                "statistic {:.3}, 95 % interval [{:.3}, {:.3}]{p} — {}",
+                c.statistic, c.interval[0], c.interval[1], c.test
+            ));
             ui.label(c.evidence.to_string());
         }
         ui.label(&r.summary);

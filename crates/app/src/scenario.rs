@@ -83,7 +83,7 @@ impl ScenarioJob {
         let Some((name, config)) = self.runs.get(i).cloned() else {
             return Ok(Some(hif8lab_train::lesson::judge(
                 &self.lesson,
-                self.base_probes,
+                self.base_probes.clone(),
                 &self.runs,
                 &self.summaries,
             )));
@@ -129,7 +129,7 @@ impl ScenarioJob {
                     cur.view.push_report(&r);
                 }
                 Msg::Probes(p) => {
-                    cur.probes = p;
+                    cur.probes = p.clone();
                     cur.view.probes.push(p);
                 }
                 Msg::Error(e) => return Err(format!("{name}: {e}")),

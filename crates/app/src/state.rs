@@ -163,6 +163,9 @@ impl RunView {
                         .collect(),
                     overflow: vec![0; d.len()],
                     underflow: (next() * 3.0) as u64,
+                    // HiF8 near its target keeps about 30 dB; a burst above the estimate
+                    // rounds coarser.
+                    sqnr_db: Some((30.0 - 4.0 * burst + next() - 0.5) as f32),
                 });
             }
         }
@@ -226,13 +229,26 @@ impl RunView {
         columns: usize,
         value: impl Fn(&Call) -> u64,
     ) -> Vec<u64> {
+        self.heatmap_by(rows, columns, value, |a, b| a + b)
+    }
+
+    /// [`Self::heatmap`] with another way of combining the calls of a cell (`max` shows the
+    /// worst call of each column).
+    pub fn heatmap_by(
+        &self,
+        rows: &[SeriesKey],
+        columns: usize,
+        value: impl Fn(&Call) -> u64,
+        combine: impl Fn(u64, u64) -> u64,
+    ) -> Vec<u64> {
         let columns = columns.max(1);
         let steps = self.last_step() + 1;
         let mut out = vec![0u64; rows.len() * columns];
         for (r, id) in rows.iter().enumerate() {
             for c in self.calls.get(id).into_iter().flatten() {
                 let col = ((c.step as u128 * columns as u128) / u128::from(steps)) as usize;
-                out[r * columns + col.min(columns - 1)] += value(c);
+                let cell = &mut out[r * columns + col.min(columns - 1)];
+                *cell = combine(*cell, value(c));
             }
         }
         out
@@ -415,6 +431,7 @@ impl RunView {
                             .collect(),
                         underflow: 0,
                         nonfinite: 0,
+                        sqnr_db: None,
                     },
                 );
             }
@@ -578,6 +595,7 @@ mod tests {
             overflow: vec![0; n],
             underflow: 0,
             nonfinite: 0,
+            sqnr_db: Some(25.0),
         };
         v.push_call(&call);
         assert!(v.revision > r0);

@@ -66,6 +66,7 @@ fn long_run_counts_match_the_summary_and_a_spike_survives() {
                     overflow: vec![u64::from(amax > 100.0), 0],
                     underflow: 1,
                     nonfinite: 0,
+                    sqnr_db: Some(if amax > 100.0 { 12.0 } else { 31.0 }),
                 }
             })
             .collect();

@@ -78,10 +78,21 @@ fn smoke_run_fills_every_panel() {
     h.run_steps(2);
     assert_eq!(h.state().selection.tab, Tab::Amax);
     h.get_by_label_contains("8 calls. log2 axis");
-    // Saturation panel.
+    // Every call carries its quantization error (SQNR at the scale it used).
+    for calls in view.calls.values() {
+        for c in calls {
+            let db = c.sqnr_db.expect("SQNR measured");
+            assert!(db > 5.0 && db < 60.0, "{db}");
+        }
+    }
+    // Saturation panel, then its SQNR map: the worst call of each cell, per role.
     h.get_by_label("Saturation").click();
     h.run_steps(2);
     h.get_by_label_contains("rows: quantizers");
+    h.get_by_label("SQNR").click();
+    h.run_steps(2);
+    h.get_by_label_contains("colour: the worst SQNR of the cell");
+    h.get_by_label_contains("activations (A): SQNR median");
     // Estimators panel: the reading is computed from the counts.
     h.get_by_label("Estimators").click();
     h.run_steps(2);
@@ -449,7 +460,7 @@ fn forgetting_lesson_continues_from_the_base_with_probes() {
             && app.runs.live.as_ref().is_some_and(|v| v.loss.len() == 100)
     });
     let app = h.state();
-    let base = app.base_probes.expect("base scored");
+    let base = app.base_probes.clone().expect("base scored");
     let view = app.runs.live.clone().unwrap();
     // Before the first step (= the base), every 25 steps, after the last.
     let steps: Vec<u64> = view.probes.iter().map(|p| p.step).collect();
@@ -468,6 +479,24 @@ fn forgetting_lesson_continues_from_the_base_with_probes() {
     h.get_by_label("Loss").click();
     h.run_steps(2);
     h.get_by_label_contains("Knowledge probes (accuracy, per-byte likelihood)");
+    // Each evaluation carries its 95 % interval: stated beside the score and drawn as a
+    // band around the curve.
+    let last = view.probes.last().unwrap();
+    let [lo, hi] = last.interval("knowledge_acc_norm");
+    assert!(lo <= last.knowledge_acc_norm && last.knowledge_acc_norm <= hi && lo < hi);
+    h.get_by_label_contains(&format!(
+        "[95 %: {:.1}–{:.1}, {} items]",
+        100.0 * lo,
+        100.0 * hi,
+        last.knowledge_items
+    ));
+    let band = hif8lab_app::charts::interval_band(&view.probes).unwrap();
+    assert_eq!(band.len(), 2 * view.probes.len());
+    for (i, p) in view.probes.iter().enumerate() {
+        let (low, high) = (band[i], band[band.len() - 1 - i]);
+        assert_eq!((low[0], high[0]), (p.step as f64, p.step as f64));
+        assert!(low[1] <= 100.0 * p.knowledge_acc_norm && 100.0 * p.knowledge_acc_norm <= high[1]);
+    }
 }
 
 /// The browser's way of running a lesson's judged scenario (in memory, stepped from the frame

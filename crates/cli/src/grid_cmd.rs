@@ -13,15 +13,29 @@ use hif8lab_train::grid::{self, GridConfig, GridProgress};
 /// Arguments shared by `pretrain` and `grid`.
 #[derive(Args, Debug)]
 pub struct GridArgs {
-    /// Grid preset (`grid-small`, `grid-micro`).
+    /// Grid preset (`grid-small`, `grid-medium`, `grid-micro`, `grid-lesson`).
     #[arg(long, default_value = "grid-small")]
     preset: String,
+    /// A grid configuration file (TOML, laid out as `assets/presets/grid-*.toml`) instead
+    /// of a preset.
+    #[arg(long, conflicts_with = "preset")]
+    config: Option<PathBuf>,
     /// Output folder (default runs/<preset>); re-running skips finished runs.
     #[arg(long)]
     out: Option<PathBuf>,
     /// `cpu` (default: fastest here for these small models) or `gpu`.
     #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
     backend: String,
+    /// `grid` only: repeat every continued-training run (QAT runs and baselines) with this
+    /// many data orders; the report gives means, intervals over seeds and items, and
+    /// verdicts that use every seed.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=16))]
+    seeds: u64,
+    /// `grid` only: do just these runs (comma-separated names, e.g.
+    /// `baseline-low,most_recent-low,max_window-low`); verdicts that need others come out
+    /// inconclusive.
+    #[arg(long, value_delimiter = ',')]
+    runs: Vec<String>,
 }
 
 struct Printer {
@@ -62,15 +76,36 @@ impl GridProgress for Printer {
     }
 }
 
+/// The grid configuration of `--config FILE` or `--preset NAME`.
+fn grid_config(preset: &str, config: Option<&PathBuf>) -> Result<GridConfig> {
+    Ok(match config {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| hif8lab_train::config::ConfigError {
+                    set: None,
+                    source_name: path.display().to_string(),
+                    message: format!("cannot read it: {e}"),
+                })?;
+            GridConfig::parse(&text, &path.display().to_string())?
+        }
+        None => GridConfig::preset(preset)?,
+    })
+}
+
 fn out_dir(args: &GridArgs) -> PathBuf {
+    let name = args
+        .config
+        .as_ref()
+        .and_then(|p| p.file_stem())
+        .map_or(args.preset.clone(), |s| s.to_string_lossy().into_owned());
     args.out
         .clone()
-        .unwrap_or_else(|| PathBuf::from("runs").join(&args.preset))
+        .unwrap_or_else(|| PathBuf::from("runs").join(name))
 }
 
 /// `hif8lab pretrain`.
 pub fn run_pretrain(args: GridArgs) -> Result<()> {
-    let config = GridConfig::preset(&args.preset)?;
+    let config = grid_config(&args.preset, args.config.as_ref())?;
     let out = out_dir(&args);
     let mut p = Printer {
         start: Instant::now(),
@@ -99,7 +134,16 @@ pub fn run_pretrain(args: GridArgs) -> Result<()> {
 
 /// `hif8lab grid`.
 pub fn run_grid(args: GridArgs) -> Result<()> {
-    let config = GridConfig::preset(&args.preset)?;
+    let config = grid_config(&args.preset, args.config.as_ref())?;
+    let known: Vec<String> = grid::grid_runs().into_iter().map(|r| r.name).collect();
+    if let Some(bad) = args.runs.iter().find(|n| !known.contains(n)) {
+        return Err(hif8lab_train::config::ConfigError {
+            set: None,
+            source_name: "--runs".into(),
+            message: format!("no grid run '{bad}' (runs: {})", known.join(", ")),
+        }
+        .into());
+    }
     let out = out_dir(&args);
     let mut p = Printer {
         start: Instant::now(),
@@ -110,10 +154,19 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
             &|| GpuBackend::new_blocking().map_err(TrainError::from),
             &config,
             &out,
+            args.seeds as usize,
+            &args.runs,
             &mut p,
         )?
     } else {
-        grid::run_grid(&|| Ok(CpuBackend::new()), &config, &out, &mut p)?
+        grid::run_grid(
+            &|| Ok(CpuBackend::new()),
+            &config,
+            &out,
+            args.seeds as usize,
+            &args.runs,
+            &mut p,
+        )?
     };
     let summaries: Vec<_> = results.rows.iter().map(|r| r.summary.clone()).collect();
     let (files, skipped) = crate::plots::grid_plots(&out, &summaries)?;
@@ -141,7 +194,8 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
 /// `hif8lab lesson …`.
 #[derive(clap::Subcommand, Debug)]
 pub enum LessonCommand {
-    /// Run a lesson's scenario headless and judge its claims (exit 0 when all hold).
+    /// Run a lesson's scenario headless and judge its claims (exit 0 when all hold, 1 when
+    /// one fails, 3 when none fails but some are inconclusive).
     Run(LessonArgs),
     /// List the lessons.
     List,
@@ -152,12 +206,16 @@ pub enum LessonCommand {
 pub struct LessonArgs {
     /// Lesson: saturation, forgetting, fixes, sandbox.
     name: String,
-    /// Print the verdict as JSON (`{"lesson":..,"claims":[{"claim","holds","evidence"}],..}`).
+    /// Print the verdict as JSON (`{"lesson":..,"claims":[{"claim","holds","verdict","test",
+    /// "statistic","interval","p_value","evidence"}],..}`).
     #[arg(long)]
     json: bool,
     /// Size of the runs (a grid preset).
     #[arg(long, default_value = "grid-lesson")]
     preset: String,
+    /// A grid configuration file instead of a preset.
+    #[arg(long, conflicts_with = "preset")]
+    config: Option<PathBuf>,
     /// Output folder (default runs/lessons-<preset>); the base and finished runs are reused.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -186,7 +244,7 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
         );
         return Ok(crate::Outcome::BadInput);
     }
-    let config = GridConfig::preset(&args.preset)?;
+    let config = grid_config(&args.preset, args.config.as_ref())?;
     let out = args
         .out
         .clone()
@@ -211,22 +269,28 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
         let mut v = serde_json::to_value(&report)?;
         v["seconds"] = serde_json::json!(seconds);
         v["holds"] = serde_json::json!(report.holds());
+        v["verdict"] = serde_json::json!(report.verdict());
         println!("{v}");
     } else {
         println!("lesson {} ({seconds:.0} s)", report.lesson);
         for c in &report.claims {
+            let p = c.p_value.map_or(String::new(), |p| format!(", p = {p:.3}"));
             println!(
-                "  [{}] {}\n        {}",
-                if c.holds { "holds" } else { "FAILS" },
+                "  [{}] {}\n        statistic {:.3}, 95 % interval [{:.3}, {:.3}]{p} ({})\n        {}",
+                c.verdict.as_str(),
                 c.claim,
+                c.statistic,
+                c.interval[0],
+                c.interval[1],
+                c.test,
                 c.evidence
             );
         }
         println!("  what happened: {}", report.summary);
     }
-    Ok(if report.holds() {
-        crate::Outcome::Ok
-    } else {
-        crate::Outcome::ClaimsFail
+    Ok(match report.verdict() {
+        hif8lab_train::stats::Verdict3::Holds => crate::Outcome::Ok,
+        hif8lab_train::stats::Verdict3::Fails => crate::Outcome::ClaimsFail,
+        hif8lab_train::stats::Verdict3::Inconclusive => crate::Outcome::Inconclusive,
     })
 }

@@ -72,8 +72,10 @@ pub enum Outcome {
     Ok,
     /// Some input was rejected (reported on stderr); exit code 2.
     BadInput,
-    /// A lesson ran but not every claim held; exit code 1.
+    /// A lesson ran and some claim failed; exit code 1.
     ClaimsFail,
+    /// A lesson ran, no claim failed, but some were inconclusive; exit code 3.
+    Inconclusive,
 }
 
 fn main() -> ExitCode {
@@ -101,6 +103,7 @@ fn main() -> ExitCode {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::BadInput) => ExitCode::from(2),
         Ok(Outcome::ClaimsFail) => ExitCode::FAILURE,
+        Ok(Outcome::Inconclusive) => ExitCode::from(3),
         Err(err) => {
             eprintln!("error: {err:#}");
             // A config the user wrote wrong, or one too big for this machine: bad input.

@@ -136,18 +136,24 @@ pub fn grid_plots(out: &Path, summaries: &[RunSummary]) -> Result<(Vec<PathBuf>,
         &loss,
     )?;
     files.push(p);
-    // Probe curves.
+    // Probe curves, each starting from the base model's score (continued runs start from
+    // the base and are not scored again at step 0).
+    let base = hif8lab_train::grid::RunSummary::read(&out.join("base")).map(|s| s.final_probes());
     let probes: Vec<Series> = summaries
         .iter()
         .filter_map(|s| {
             let text = std::fs::read_to_string(out.join("runs").join(&s.name).join("probes.jsonl"))
                 .ok()?;
-            let pts = text
+            let scored: Vec<(f64, f64)> = text
                 .lines()
                 .filter_map(|l| serde_json::from_str::<hif8lab_train::ProbeScores>(l).ok())
                 .map(|p| (p.step as f64, p.knowledge_acc_norm))
                 .collect();
-            Some((s.name.clone(), pts))
+            let start = base
+                .as_ref()
+                .filter(|_| scored.first().is_none_or(|p| p.0 > 0.0))
+                .map(|b| (0.0, b.knowledge_acc_norm));
+            Some((s.name.clone(), start.into_iter().chain(scored).collect()))
         })
         .collect();
     let p = dir.join("probes.png");

@@ -271,8 +271,14 @@ fn print_report(report: &ReplayReport, args: &ReplayArgs, kind: &str) {
         } else {
             String::new()
         };
+        let sqnr = q.recorded_sqnr.map_or(String::new(), |r| {
+            format!(
+                "; recorded SQNR (the run's own estimator) median {:.2} dB, worst {:.2} dB over {} calls",
+                r.median_db, r.worst_db, r.calls
+            )
+        });
         print_table(
-            &format!("{} ({} calls{note})", q.name, q.calls),
+            &format!("{} ({} calls{note}{sqnr})", q.name, q.calls),
             &rows,
             hif8,
         );

@@ -46,6 +46,25 @@ fn micro_grid_end_to_end_and_resumable() {
         assert!(loss.is_finite() && loss > 0.5 && loss < 6.0, "{line}");
         let acc: f64 = f[col("knowledge_acc_norm")].parse().unwrap();
         assert!((0.0..=1.0).contains(&acc));
+        assert_eq!(f[col("seeds")], "1");
+        // Every probe score carries its 95 % interval, around the score.
+        for score in [
+            "knowledge_acc",
+            "knowledge_acc_norm",
+            "completion_acc",
+            "completion_acc_norm",
+            "heldout_loss",
+        ] {
+            let v: f64 = f[col(score)].parse().unwrap();
+            let lo: f64 = f[col(&format!("{score}_lo"))].parse().unwrap();
+            let hi: f64 = f[col(&format!("{score}_hi"))].parse().unwrap();
+            assert!(
+                lo <= v + 1e-3 && v <= hi + 1e-3 && lo < hi,
+                "{score}: {line}"
+            );
+        }
+        let p: f64 = f[col("knowledge_drop_p")].parse().unwrap();
+        assert!((0.0..=1.0).contains(&p), "{line}");
         if f[col("estimator")] != "none" {
             let ape: f64 = f[col("ape_all_pct")].parse().unwrap();
             assert!((0.0..50.0).contains(&ape), "{line}");
@@ -54,7 +73,24 @@ fn micro_grid_end_to_end_and_resumable() {
         }
     }
     let md = std::fs::read_to_string(out.join("results.md")).unwrap();
-    assert_eq!(md.matches("reproduced").count(), 4, "{md}");
+    // The verdict table: five claims, each reproduced / not reproduced / inconclusive, with
+    // its statistic, interval and test.
+    let verdicts = md.split("## Verdicts").nth(1).unwrap();
+    let rows: Vec<&str> = verdicts
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| claim"))
+        .collect();
+    assert_eq!(rows.len(), 5, "{verdicts}");
+    for r in &rows {
+        let cells: Vec<&str> = r.split(" | ").collect();
+        assert!(
+            ["**reproduced**", "**not reproduced**", "**inconclusive**"].contains(&cells[1]),
+            "{r}"
+        );
+        assert!(cells[3].starts_with('['), "interval: {r}");
+    }
+    assert!(md.contains("paired cluster bootstrap"), "{md}");
+    assert!(md.contains("## Quantization error (SQNR, dB)"), "{md}");
     assert!(md.contains("max_window-low-warmup"));
     for name in ["base", "runs/baseline-low", "runs/max_window-low-warmup"] {
         let s: serde_json::Value = serde_json::from_str(
@@ -76,8 +112,10 @@ fn micro_grid_end_to_end_and_resumable() {
     );
 }
 
+/// Two seeds: every run twice (seed 1 in `<run>-seed1`), means and intervals over both, and
+/// the plots drawn.
 #[test]
-fn grid_plots_are_drawn() {
+fn grid_seeds_and_plots() {
     let out = std::env::temp_dir().join(format!("hif8lab-grid-plots-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let r = Command::new(env!("CARGO_BIN_EXE_hif8lab"))
@@ -87,6 +125,8 @@ fn grid_plots_are_drawn() {
             "grid-micro",
             "--backend",
             "cpu",
+            "--seeds",
+            "2",
             "--out",
             out.to_str().unwrap(),
         ])
@@ -94,6 +134,44 @@ fn grid_plots_are_drawn() {
         .unwrap();
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(md.contains("2 seed(s) per run"), "{md}");
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert_eq!(
+        csv.lines().count(),
+        1 + 12,
+        "one line per run, seeds pooled"
+    );
+    let seeds_col = csv
+        .lines()
+        .next()
+        .unwrap()
+        .split(',')
+        .position(|h| h == "seeds")
+        .unwrap();
+    for line in csv.lines().skip(1) {
+        assert_eq!(line.split(',').nth(seeds_col), Some("2"), "{line}");
+    }
+    // Seed 1 trained on another data order: its losses differ from seed 0's.
+    let losses = |dir: &str| {
+        let s: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join("runs").join(dir).join("summary.json")).unwrap(),
+        )
+        .unwrap();
+        s["losses"].clone()
+    };
+    assert_ne!(losses("baseline-low"), losses("baseline-low-seed1"));
+    // A QAT run's summary holds its SQNR per role.
+    let s: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("runs/most_recent-low-seed1/summary.json")).unwrap(),
+    )
+    .unwrap();
+    let a = &s["sqnr"]["A"];
+    assert!(a["calls"].as_u64().unwrap() > 0, "{s}");
+    let (median, worst) = (
+        a["median_db"].as_f64().unwrap(),
+        a["worst_db"].as_f64().unwrap(),
+    );
+    assert!(worst <= median && median > 10.0 && median < 60.0, "{a}");
     for name in ["loss.png", "probes.png", "amax.png"] {
         let p = out.join("plots").join(name);
         let bytes = std::fs::read(&p)
@@ -106,4 +184,24 @@ fn grid_plots_are_drawn() {
         );
         assert!(md.contains(&format!("plots/{name}")));
     }
+}
+
+#[test]
+fn unknown_grid_run_is_bad_input() {
+    let o = Command::new(env!("CARGO_BIN_EXE_hif8lab"))
+        .args([
+            "grid",
+            "--preset",
+            "grid-micro",
+            "--runs",
+            "baseline-low,nope",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--runs") && err.contains("'nope'") && err.contains("most_recent-low"),
+        "{err}"
+    );
 }

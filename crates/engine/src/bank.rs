@@ -85,6 +85,18 @@ pub struct StatsSnapshot {
     pub above_est: Vec<u64>,
     /// Per estimator: |x·scale| ≥ overflow threshold.
     pub overflow: Vec<u64>,
+    /// Σx² of the elements the quantization error covers
+    /// ([`hif8lab_scaling::stats::quant_error`]).
+    pub signal: f64,
+    /// Σ(x − qdq(x))² at the active scale (f64 sums on the CPU, f32 on the GPU).
+    pub noise: f64,
+}
+
+impl StatsSnapshot {
+    /// The call's SQNR in dB ([`hif8lab_scaling::stats::sqnr_db`]).
+    pub fn sqnr_db(&self) -> Option<f32> {
+        hif8lab_scaling::stats::sqnr_db(self.signal, self.noise)
+    }
 }
 
 /// One quantizer's state as read back.

@@ -33,6 +33,9 @@ pub struct CallRecord {
     pub underflow: u64,
     /// NaN/Inf elements.
     pub nonfinite: u64,
+    /// Quantization error of the call at the active scale, as SQNR in dB
+    /// ([`crate::stats::sqnr_db`]); `None` for an all-zero tensor or a trace without it.
+    pub sqnr_db: Option<f32>,
 }
 
 impl CallRecord {
@@ -60,6 +63,7 @@ impl CallRecord {
             overflow: at(&self.overflow),
             underflow: self.underflow,
             nonfinite: self.nonfinite,
+            sqnr_db: self.sqnr_db,
             shadow: names
                 .iter()
                 .enumerate()
@@ -106,6 +110,7 @@ impl CallRecord {
                 .collect(),
             underflow: r.underflow,
             nonfinite: r.nonfinite,
+            sqnr_db: r.sqnr_db,
         }
     }
 }
@@ -254,6 +259,7 @@ mod tests {
             overflow: overflow.to_vec(),
             underflow: 5,
             nonfinite: 0,
+            sqnr_db: Some(30.0),
         }
     }
 

@@ -32,6 +32,9 @@ pub struct AmaxSeries {
     /// Calls whose amax was printed as 0 by a log with fixed decimals (the true value was
     /// below the last printed digit), left out.
     pub rounded_to_zero: u64,
+    /// The SQNR (dB) the run measured on its calls with its own estimator, where the trace
+    /// recorded it (hif8lab traces since SQNR was measured; empty otherwise).
+    pub sqnr_db: Vec<f32>,
 }
 
 impl AmaxSeries {
@@ -44,6 +47,7 @@ impl AmaxSeries {
             nonfinite: 0,
             negative: 0,
             rounded_to_zero: 0,
+            sqnr_db: Vec::new(),
         }
     }
 
@@ -135,6 +139,9 @@ pub fn series_from_trace(trace: &Trace, warnings: &mut Vec<String>) -> Vec<AmaxS
     let mut b = SeriesBuilder::default();
     for r in &trace.records {
         let name = r.quantizer().to_string();
+        if let Some(db) = r.sqnr_db.filter(|d| d.is_finite()) {
+            b.entry(name.clone()).sqnr_db.push(db);
+        }
         b.push(name, r.step, r.amax);
     }
     b.finish(warnings)

@@ -81,6 +81,35 @@ pub struct QuantizerReplay {
     pub rounded_to_zero: u64,
     /// Per estimator name.
     pub estimators: BTreeMap<String, EstimatorReplay>,
+    /// The quantization error the run itself measured (its own estimator), where the trace
+    /// has it: replay cannot recompute it for other estimators without the tensors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_sqnr: Option<RecordedSqnr>,
+}
+
+/// SQNR recorded in a trace over one quantizer's calls.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordedSqnr {
+    /// Calls with an SQNR.
+    pub calls: u64,
+    /// Median (dB).
+    pub median_db: f32,
+    /// Worst (dB).
+    pub worst_db: f32,
+}
+
+impl RecordedSqnr {
+    /// Median and worst of `values` (`None` when empty).
+    pub fn of(values: &[f32]) -> Option<Self> {
+        if values.is_empty() {
+            return None;
+        }
+        Some(RecordedSqnr {
+            calls: values.len() as u64,
+            median_db: median(values),
+            worst_db: values.iter().copied().fold(f32::INFINITY, f32::min),
+        })
+    }
 }
 
 /// The whole replay: per quantizer and in total.
@@ -222,6 +251,7 @@ pub fn replay(series: &[AmaxSeries], options: &ReplayOptions) -> ReplayReport {
                 .cloned()
                 .zip(accs.iter().map(|a| a.finish(hif8)))
                 .collect(),
+            recorded_sqnr: RecordedSqnr::of(&s.sqnr_db),
         });
     }
     ReplayReport {

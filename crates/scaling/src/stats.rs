@@ -34,6 +34,44 @@ pub struct TensorStats {
     pub overflow: Vec<u64>,
     /// Non-zero elements that quantize to zero at the active scale.
     pub underflow: u64,
+    /// Σx² over the finite elements whose fake-quantized value is finite.
+    pub signal: f64,
+    /// Σ(x − qdq(x))² over the same elements, at the active scale (the quantization error
+    /// of the call; overflowing elements are counted in `overflow`, not here).
+    pub noise: f64,
+}
+
+/// SQNR reported when a call's quantization error is exactly zero (every value
+/// representable): a cap, not a measurement.
+pub const SQNR_CAP_DB: f32 = 300.0;
+
+/// Signal-to-quantization-noise ratio in dB, 10·log10(signal / noise); `None` when there is
+/// no signal (an all-zero tensor), [`SQNR_CAP_DB`] when the noise is zero.
+pub fn sqnr_db(signal: f64, noise: f64) -> Option<f32> {
+    if !(signal > 0.0) || !signal.is_finite() || !noise.is_finite() {
+        None
+    } else if noise <= 0.0 {
+        Some(SQNR_CAP_DB)
+    } else {
+        Some(((10.0 * (signal / noise).log10()) as f32).min(SQNR_CAP_DB))
+    }
+}
+
+/// Signal and quantization-noise energies of `x` fake-quantized at `scale` (f64 sums in
+/// element order; element `i` uses random index `first_index + i` for hybrid rounding, as
+/// the fake-quantization of the same tensor does). Non-finite inputs and elements whose
+/// quantized value is not finite (overflow without saturation) are left out.
+pub fn quant_error(x: &[f32], first_index: u32, scale: f32, quant: &FakeQuant) -> (f64, f64) {
+    let (mut signal, mut noise) = (0.0f64, 0.0f64);
+    for (i, v) in x.iter().enumerate() {
+        let q = quant.qdq_at(*v, scale, first_index.wrapping_add(i as u32));
+        if v.is_finite() && q.is_finite() {
+            let (v, e) = (f64::from(*v), f64::from(*v) - f64::from(q));
+            signal += v * v;
+            noise += e * e;
+        }
+    }
+    (signal, noise)
 }
 
 /// amax and non-finite count (the first pass; all that delayed scaling needs).
@@ -56,6 +94,18 @@ pub fn amax_and_nonfinite(x: &[f32]) -> (f32, u64) {
 /// is the scale quantization uses; `quant` gives the format and overflow threshold.
 pub fn tensor_stats(
     x: &[f32],
+    thresholds: &[Threshold],
+    active_scale: f32,
+    quant: &FakeQuant,
+) -> TensorStats {
+    tensor_stats_from(x, 0, thresholds, active_scale, quant)
+}
+
+/// [`tensor_stats`] of a piece of a tensor starting at element `first_index` (the random
+/// index of hybrid rounding in the quantization error).
+pub fn tensor_stats_from(
+    x: &[f32],
+    first_index: u32,
     thresholds: &[Threshold],
     active_scale: f32,
     quant: &FakeQuant,
@@ -86,6 +136,7 @@ pub fn tensor_stats(
         })
         .collect();
     let underflow = count(&|v| v != 0.0 && (v * active_scale).abs() <= underflow_max);
+    let (signal, noise) = quant_error(x, first_index, active_scale, quant);
     TensorStats {
         numel: x.len() as u64,
         amax,
@@ -93,6 +144,8 @@ pub fn tensor_stats(
         above_est,
         overflow,
         underflow,
+        signal,
+        noise,
     }
 }
 

@@ -124,6 +124,10 @@ pub struct TraceRecord {
     pub underflow: u64,
     /// NaN/Inf elements.
     pub nonfinite: u64,
+    /// Quantization error at the active scale, SQNR in dB (absent in traces written before it
+    /// was measured, and for all-zero tensors).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sqnr_db: Option<f32>,
     /// Every estimator's view of the same call.
     #[serde(default)]
     pub shadow: BTreeMap<String, ShadowRecord>,

@@ -82,6 +82,7 @@ fn records() -> Vec<TraceRecord> {
                 overflow: s.overflow[a],
                 underflow: s.underflow,
                 nonfinite: s.nonfinite,
+                sqnr_db: hif8lab_scaling::stats::sqnr_db(s.signal, s.noise),
                 shadow: state
                     .estimators()
                     .iter()

@@ -240,73 +240,150 @@ fn choices_with(answer: String, mut pool: Vec<String>, rng: &mut Rng) -> (Vec<St
     (choices, at)
 }
 
+/// Knowledge items per entity ([`ProbeSet::generate`]): its colour in three phrasings, its
+/// kind in two, its neighbour in one. They are resampled together (they share facts).
+pub const KNOWLEDGE_PER_ENTITY: usize = 6;
+
+/// Every distinct completion item: weekdays and numbers from 7 starts with 1–3 words given,
+/// letters from 22 starts with 2–4 given.
+pub const COMPLETION_ITEMS: usize = 7 * 3 + 7 * 3 + 22 * 3;
+
 impl ProbeSet {
-    /// The probes of a run's data config: its knowledge base (`entities`, `kb_seed`) and 60
-    /// completion items; the same for every run of a grid and for `hif8lab train`.
+    /// The probes of a run's data config: its knowledge base (`entities`, `kb_seed`),
+    /// [`KNOWLEDGE_PER_ENTITY`] knowledge items per entity and every completion item; the same
+    /// for every run of a grid and for `hif8lab train`.
     pub fn for_data(data: &crate::config::DataConfig) -> Self {
         let kb = KnowledgeBase::generate(data.entities, data.kb_seed);
-        ProbeSet::generate(&kb, 60, data.kb_seed ^ 0x9B)
+        ProbeSet::generate(&kb, COMPLETION_ITEMS, data.kb_seed ^ 0x9B)
     }
 
-    /// Probes for a knowledge base: one knowledge item per entity, `completion` regularity
-    /// items, and about 8 KiB of held-out pretraining text.
+    /// Probes for a knowledge base: [`KNOWLEDGE_PER_ENTITY`] knowledge items per entity (in
+    /// entity order, so item `i` asks about entity `i / 6`), up to `completion` distinct
+    /// regularity items (at most [`COMPLETION_ITEMS`]), and about 8 KiB of held-out
+    /// pretraining text. Every question uses a phrasing the pretraining corpus states.
     pub fn generate(kb: &KnowledgeBase, completion: usize, seed: u64) -> Self {
         let mut rng = Rng::new(seed ^ 0x5052_4F42);
-        let colors: Vec<String> = COLORS.iter().map(|c| format!(" {c}.")).collect();
-        let knowledge = kb
-            .entities
-            .iter()
-            .map(|e| {
-                let (choices, answer) =
-                    choices_with(format!(" {}.", COLORS[e.color]), colors.clone(), &mut rng);
-                McItem {
-                    context: format!("The color of {} is", e.name),
+        let words = |list: &[&str], end: &str| -> Vec<String> {
+            list.iter().map(|w| format!(" {w}{end}")).collect()
+        };
+        let names: Vec<String> = kb.entities.iter().map(|e| e.name.clone()).collect();
+        let mut knowledge = Vec::with_capacity(kb.entities.len() * KNOWLEDGE_PER_ENTITY);
+        for e in &kb.entities {
+            let (name, kind, color) = (&e.name, KINDS[e.kind], COLORS[e.color]);
+            let next = &kb.entities[e.neighbour].name;
+            let questions: [(String, String, Vec<String>); KNOWLEDGE_PER_ENTITY] = [
+                (
+                    format!("The color of {name} is"),
+                    format!(" {color}."),
+                    words(&COLORS, "."),
+                ),
+                (
+                    format!("In the old maps, {name} is painted"),
+                    format!(" {color}."),
+                    words(&COLORS, "."),
+                ),
+                (
+                    format!("{name} is a {kind} whose color is"),
+                    format!(" {color}."),
+                    words(&COLORS, "."),
+                ),
+                (
+                    format!("The kind of {name} is"),
+                    format!(" {kind}."),
+                    words(&KINDS, "."),
+                ),
+                (
+                    format!("{name} is a"),
+                    format!(" {kind}"),
+                    words(&KINDS, ""),
+                ),
+                (
+                    format!("{name} lies next to"),
+                    format!(" {next}."),
+                    names.iter().map(|n| format!(" {n}.")).collect(),
+                ),
+            ];
+            for (context, answer, pool) in questions {
+                let (choices, answer) = choices_with(answer, pool, &mut rng);
+                knowledge.push(McItem {
+                    context,
                     choices,
                     answer,
-                }
-            })
-            .collect();
-        let completion = (0..completion)
-            .map(|i| {
-                let (context, answer, pool): (String, String, Vec<String>) = match i % 3 {
-                    0 => {
-                        let s = rng.below(7);
-                        (
-                            format!(
-                                "After {} comes {}, then {}, then",
-                                DAYS[s],
-                                DAYS[(s + 1) % 7],
-                                DAYS[(s + 2) % 7]
-                            ),
-                            format!(" {}.", DAYS[(s + 3) % 7]),
-                            DAYS.iter().map(|d| format!(" {d}.")).collect(),
-                        )
-                    }
-                    1 => {
-                        let s = rng.below(7);
-                        (
-                            format!(
-                                "Counting: {}, {}, {},",
-                                NUMBERS[s],
-                                NUMBERS[s + 1],
-                                NUMBERS[s + 2]
-                            ),
-                            format!(" {}.", NUMBERS[s + 3]),
-                            NUMBERS.iter().map(|n| format!(" {n}.")).collect(),
-                        )
-                    }
-                    _ => {
-                        let s = rng.below(22) as u8;
-                        let l = |k: u8| char::from(b'a' + s + k);
-                        (
-                            format!("Letters: {} {} {} {}", l(0), l(1), l(2), l(3)),
-                            format!(" {}.", l(4)),
-                            (b'a'..=b'z')
-                                .map(|c| format!(" {}.", char::from(c)))
-                                .collect(),
-                        )
-                    }
-                };
+                });
+            }
+        }
+        let mut all: Vec<(String, String, Vec<String>)> = Vec::with_capacity(COMPLETION_ITEMS);
+        // A sequence shown up to `given` elements; the next one (with the corpus's punctuation
+        // after it) is the answer.
+        let seq = |prefix: &str,
+                   shown: &[&str],
+                   sep: &str,
+                   last_sep: &str,
+                   next: &str,
+                   end: &str,
+                   pool: &[&str]| {
+            let mut context = String::from(prefix);
+            for (i, w) in shown.iter().enumerate() {
+                context.push(' ');
+                context.push_str(w);
+                context.push_str(if i + 1 == shown.len() { last_sep } else { sep });
+            }
+            (context, format!(" {next}{end}"), words(pool, end))
+        };
+        for s in 0..7 {
+            let d: Vec<&str> = (0..4).map(|i| DAYS[(s + i) % 7]).collect();
+            all.push(seq("After", &d[..1], "", " comes", d[1], ",", &DAYS));
+            all.push((
+                format!("After {} comes {}, then", d[0], d[1]),
+                format!(" {},", d[2]),
+                words(&DAYS, ","),
+            ));
+            all.push((
+                format!("After {} comes {}, then {}, then", d[0], d[1], d[2]),
+                format!(" {}.", d[3]),
+                words(&DAYS, "."),
+            ));
+        }
+        for s in 0..7 {
+            let n = &NUMBERS[s..s + 4];
+            for given in 1..=3 {
+                let end = if given == 3 { "." } else { "," };
+                all.push(seq(
+                    "Counting:",
+                    &n[..given],
+                    ",",
+                    ",",
+                    n[given],
+                    end,
+                    &NUMBERS,
+                ));
+            }
+        }
+        let letters: Vec<String> = (b'a'..=b'z').map(|c| char::from(c).to_string()).collect();
+        let letter_refs: Vec<&str> = letters.iter().map(String::as_str).collect();
+        for s in 0..22 {
+            let l = &letter_refs[s..s + 5];
+            for given in 2..=4 {
+                let end = if given == 4 { "." } else { "" };
+                all.push(seq(
+                    "Letters:",
+                    &l[..given],
+                    "",
+                    "",
+                    l[given],
+                    end,
+                    &letter_refs,
+                ));
+            }
+        }
+        // A fixed shuffle, so that a prefix (`completion` < all) mixes the three kinds.
+        for i in (1..all.len()).rev() {
+            all.swap(i, rng.below(i + 1));
+        }
+        all.truncate(completion);
+        let completion = all
+            .into_iter()
+            .map(|(context, answer, pool)| {
                 let (choices, answer) = choices_with(answer, pool, &mut rng);
                 McItem {
                     context,
@@ -327,18 +404,24 @@ impl ProbeSet {
 /// highest sum, `acc_norm` the highest sum per byte of the choice (lm-eval-harness style;
 /// ties go to the first choice).
 pub fn mc_accuracy(items: &[McItem], loglik: &[Vec<f64>]) -> (f64, f64) {
-    let mut acc = 0usize;
-    let mut acc_norm = 0usize;
+    let (acc, acc_norm) = mc_marks(items, loglik);
+    let n = items.len().max(1) as f64;
+    let count = |m: &[bool]| m.iter().filter(|b| **b).count() as f64 / n;
+    (count(&acc), count(&acc_norm))
+}
+
+/// Per item, whether `acc` and `acc_norm` ([`mc_accuracy`]) count it right.
+pub fn mc_marks(items: &[McItem], loglik: &[Vec<f64>]) -> (Vec<bool>, Vec<bool>) {
+    let mut acc = Vec::with_capacity(items.len());
+    let mut acc_norm = Vec::with_capacity(items.len());
     for (item, ll) in items.iter().zip(loglik) {
         let best = |f: &dyn Fn(usize) -> f64| {
             (0..item.choices.len()).fold(0, |b, i| if f(i) > f(b) { i } else { b })
         };
-        acc += usize::from(best(&|i| ll[i]) == item.answer);
-        acc_norm +=
-            usize::from(best(&|i| ll[i] / item.choices[i].len().max(1) as f64) == item.answer);
+        acc.push(best(&|i| ll[i]) == item.answer);
+        acc_norm.push(best(&|i| ll[i] / item.choices[i].len().max(1) as f64) == item.answer);
     }
-    let n = items.len().max(1) as f64;
-    (acc as f64 / n, acc_norm as f64 / n)
+    (acc, acc_norm)
 }
 
 /// Relative drop of a probe score, (base − other) / base × 100 (SPEC.md §6).
@@ -367,13 +450,15 @@ pub fn ape(qat: &[f64], base: &[f64]) -> f64 {
 
 /// Probe scores from per-token losses: `rows` holds one row of losses per scored sequence —
 /// every (item, choice) of `knowledge`, then of `completion`, then held-out windows — and
-/// each item set carries, per sequence, (tokens used, choice tokens).
+/// each item set carries, per sequence, (tokens used, choice tokens). Each score comes with
+/// its 95 % interval (cluster bootstrap: knowledge items by entity) and the per-item marks.
 pub fn score_probes(
     step: u64,
     rows: &[Vec<f32>],
     knowledge: &(Vec<McItem>, Vec<(usize, usize)>),
     completion: &(Vec<McItem>, Vec<(usize, usize)>),
 ) -> crate::ProbeScores {
+    use crate::stats::{Arm, Groups, bootstrap, pack_marks};
     let mut at = 0;
     let mut score = |(items, spans): &(Vec<McItem>, Vec<(usize, usize)>)| {
         let mut ll = Vec::new();
@@ -392,20 +477,57 @@ pub fn score_probes(
             ll.push(row);
         }
         at += k;
-        mc_accuracy(items, &ll)
+        mc_marks(items, &ll)
     };
-    let (knowledge_acc, knowledge_acc_norm) = score(knowledge);
-    let (completion_acc, completion_acc_norm) = score(completion);
-    let held = &rows[at..];
-    let n: usize = held.iter().map(Vec::len).sum();
-    let heldout_loss = held.iter().flatten().map(|v| f64::from(*v)).sum::<f64>() / n.max(1) as f64;
+    let (k_acc, k_norm) = score(knowledge);
+    let (c_acc, c_norm) = score(completion);
+    let held: Vec<f64> = rows[at..]
+        .iter()
+        .map(|r| r.iter().map(|v| f64::from(*v)).sum::<f64>() / r.len().max(1) as f64)
+        .collect();
+    let n: usize = rows[at..].iter().map(Vec::len).sum();
+    let heldout_loss = rows[at..]
+        .iter()
+        .flatten()
+        .map(|v| f64::from(*v))
+        .sum::<f64>()
+        / n.max(1) as f64;
+    let frac = |m: &[bool]| m.iter().filter(|b| **b).count() as f64 / m.len().max(1) as f64;
+    let kg = Groups::consecutive(k_acc.len(), KNOWLEDGE_PER_ENTITY);
+    let cg = Groups::singletons(c_acc.len());
+    let ci =
+        |g: &Groups, m: &[bool]| bootstrap(g, &[Arm::marks(&[m.to_vec()])], &|v| v[0]).interval;
+    let intervals = crate::trainer::ProbeIntervals {
+        knowledge_acc: ci(&kg, &k_acc),
+        knowledge_acc_norm: ci(&kg, &k_norm),
+        completion_acc: ci(&cg, &c_acc),
+        completion_acc_norm: ci(&cg, &c_norm),
+        heldout_loss: bootstrap(
+            &Groups::singletons(held.len()),
+            &[Arm {
+                seeds: vec![held.clone()],
+            }],
+            &|v| v[0],
+        )
+        .interval,
+    };
     crate::ProbeScores {
         step,
-        knowledge_acc,
-        knowledge_acc_norm,
-        completion_acc,
-        completion_acc_norm,
+        knowledge_acc: frac(&k_acc),
+        knowledge_acc_norm: frac(&k_norm),
+        completion_acc: frac(&c_acc),
+        completion_acc_norm: frac(&c_norm),
         heldout_loss,
+        knowledge_items: k_acc.len(),
+        completion_items: c_acc.len(),
+        intervals: Some(intervals),
+        marks: Some(crate::trainer::ProbeMarks {
+            knowledge_acc: pack_marks(&k_acc),
+            knowledge_acc_norm: pack_marks(&k_norm),
+            completion_acc: pack_marks(&c_acc),
+            completion_acc_norm: pack_marks(&c_norm),
+            heldout: held,
+        }),
     }
 }
 
@@ -445,16 +567,90 @@ mod tests {
         assert!(!a.bytes().any(|b| b >= 0x80));
         let p = ProbeSet::generate(&kb, 12, 4);
         assert_eq!(p, ProbeSet::generate(&kb, 12, 4));
-        assert_eq!(p.knowledge.len(), 30);
+        assert_eq!(p.knowledge.len(), 30 * KNOWLEDGE_PER_ENTITY);
+        assert_eq!(p.completion.len(), 12);
         assert!(
             p.knowledge
                 .iter()
                 .chain(&p.completion)
                 .all(|i| i.choices.len() == 4 && i.answer < 4)
         );
-        // The facts the knowledge probe asks are stated in the corpus.
-        let e = &kb.entities[0];
-        assert!(a.contains(&format!("The color of {} is {}.", e.name, COLORS[e.color])));
+        // Every knowledge question, answered rightly, is a sentence the pretraining corpus
+        // states (item i asks about entity i / 6); every choice set has no duplicate.
+        let big = pretrain_corpus(&kb, 2, 400_000);
+        for (i, it) in p.knowledge.iter().enumerate() {
+            let e = &kb.entities[i / KNOWLEDGE_PER_ENTITY];
+            assert!(it.context.contains(&e.name), "{it:?}");
+            let sentence = format!("{}{}", it.context, it.choices[it.answer]);
+            assert!(big.contains(&sentence), "not in the corpus: {sentence}");
+            let distinct: std::collections::BTreeSet<_> = it.choices.iter().collect();
+            assert_eq!(distinct.len(), 4, "{it:?}");
+        }
+        // Every completion item is distinct and its right answer continues a corpus line.
+        let all = ProbeSet::generate(&kb, COMPLETION_ITEMS, 4);
+        assert_eq!(all.completion.len(), COMPLETION_ITEMS);
+        let contexts: std::collections::BTreeSet<_> =
+            all.completion.iter().map(|i| &i.context).collect();
+        assert_eq!(contexts.len(), COMPLETION_ITEMS);
+        for it in &all.completion {
+            let sentence = format!("{}{}", it.context, it.choices[it.answer]);
+            assert!(big.contains(&sentence), "not in the corpus: {sentence}");
+        }
+    }
+
+    #[test]
+    fn probe_scores_carry_marks_and_intervals() {
+        use crate::stats::unpack_marks;
+        // 2 entities' knowledge items (12) and 4 completion items, every choice one token;
+        // losses make the answer the most likely choice on even items only.
+        let kb = KnowledgeBase::generate(2, 1);
+        let p = ProbeSet::generate(&kb, 4, 2);
+        let spans = |items: &[McItem]| -> Vec<(usize, usize)> {
+            items
+                .iter()
+                .flat_map(|it| it.choices.iter().map(|_| (1, 1)))
+                .collect()
+        };
+        let mut rows = Vec::new();
+        for items in [&p.knowledge, &p.completion] {
+            for (i, it) in items.iter().enumerate() {
+                for c in 0..it.choices.len() {
+                    let right = (c == it.answer) == (i % 2 == 0);
+                    rows.push(vec![if right { 0.1 } else { 3.0 }]);
+                }
+            }
+        }
+        rows.push(vec![1.0, 2.0]);
+        rows.push(vec![3.0, 4.0]);
+        let s = score_probes(
+            5,
+            &rows,
+            &(p.knowledge.clone(), spans(&p.knowledge)),
+            &(p.completion.clone(), spans(&p.completion)),
+        );
+        assert_eq!((s.knowledge_items, s.completion_items), (12, 4));
+        assert_eq!(s.knowledge_acc, 0.5);
+        assert_eq!(s.heldout_loss, 2.5);
+        let m = s.marks.as_ref().unwrap();
+        let marks = unpack_marks(&m.knowledge_acc, 12).unwrap();
+        assert_eq!(marks, (0..12).map(|i| i % 2 == 0).collect::<Vec<_>>());
+        assert_eq!(m.heldout, vec![1.5, 3.5]);
+        for name in crate::trainer::PROBE_SCORES {
+            let [lo, hi] = s.interval(name);
+            let v = s.score(name);
+            assert!(lo <= v && v <= hi, "{name}: {lo} {v} {hi}");
+        }
+        // Round trip through the probes.jsonl line.
+        let line = serde_json::to_string(&s).unwrap();
+        let back: crate::ProbeScores = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, s);
+        // A record from before marks: no items, NaN intervals, no panic.
+        let old: crate::ProbeScores = serde_json::from_str(
+            r#"{"step":1,"knowledge_acc":0.5,"knowledge_acc_norm":0.5,"completion_acc":0.5,"completion_acc_norm":0.5,"heldout_loss":2.0}"#,
+        )
+        .unwrap();
+        assert!(old.item_values("knowledge_acc").is_none());
+        assert!(old.interval("knowledge_acc")[0].is_nan());
     }
 
     #[test]

@@ -37,9 +37,18 @@ mod results;
 #[cfg(not(target_arch = "wasm32"))]
 mod runner;
 
-pub use results::{GridResults, ResultRow, Verdict, count_prefix};
+pub use results::{GridResults, PAIRED_TEST, ResultRow, Verdict, compare, count_prefix};
 #[cfg(not(target_arch = "wasm32"))]
 pub use runner::{pretrain, run_grid, train_from_base};
+
+/// The folder name of a grid run at seed `k` (seed 0 keeps the run's own name).
+pub fn seed_name(name: &str, k: usize) -> String {
+    if k == 0 {
+        name.to_owned()
+    } else {
+        format!("{name}-seed{k}")
+    }
+}
 
 /// Grid presets compiled into the binary.
 pub const GRID_PRESETS: [(&str, &str); 3] = [
@@ -116,23 +125,31 @@ impl GridConfig {
             .ok_or_else(|| ConfigError {
                 set: None,
                 source_name: format!("grid preset '{name}'"),
-                message: "no such grid preset (available: grid-small, grid-micro, grid-lesson)"
-                    .into(),
+                message: format!(
+                    "no such grid preset (available: {})",
+                    GRID_PRESETS.map(|(n, _)| n).join(", ")
+                ),
             })?;
-        let config: GridConfig = toml::from_str(text).map_err(|e| ConfigError {
+        Self::parse(text, &format!("grid preset '{name}'"))
+    }
+
+    /// Parses and validates a grid configuration (TOML, the presets' layout); errors name
+    /// `source_name` and the field.
+    pub fn parse(text: &str, source_name: &str) -> Result<Self, ConfigError> {
+        let err = |message: String| ConfigError {
             set: None,
-            source_name: format!("grid preset '{name}'"),
-            message: e.to_string(),
-        })?;
+            source_name: source_name.to_owned(),
+            message,
+        };
+        let config: GridConfig = toml::from_str(text).map_err(|e| err(e.to_string()))?;
         // Validate through the run configs it produces.
-        config
-            .pretrain_config()
-            .validate()
-            .map_err(|m| ConfigError {
-                set: None,
-                source_name: format!("grid preset '{name}'"),
-                message: m,
-            })?;
+        config.pretrain_config().validate().map_err(err)?;
+        for run in grid_runs() {
+            config.run_config(&run).validate().map_err(err)?;
+        }
+        if config.cont.eval_every == 0 {
+            return Err(err("continue.eval_every must be at least 1".into()));
+        }
         Ok(config)
     }
 

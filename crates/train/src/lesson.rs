@@ -8,7 +8,8 @@ use serde::Serialize;
 
 use crate::config::RunConfig;
 use crate::corpus::{ape, relative_drop};
-use crate::grid::{GridConfig, GridResults, RunSummary, count_prefix as count, grid_runs};
+use crate::grid::{GridConfig, GridResults, RunSummary, compare, count_prefix as count, grid_runs};
+use crate::stats::{Estimate, Verdict3};
 use crate::trainer::ProbeScores;
 
 /// A lesson's text and set-up.
@@ -81,10 +82,74 @@ pub fn names() -> String {
 pub struct Claim {
     /// The claim.
     pub claim: String,
-    /// Whether the numbers bear it out.
+    /// Whether the numbers bear it out (`verdict == holds`).
     pub holds: bool,
+    /// holds / fails / inconclusive.
+    pub verdict: Verdict3,
+    /// The test behind the verdict.
+    pub test: String,
+    /// The statistic the verdict rests on.
+    pub statistic: f64,
+    /// Its 95 % interval (a point for exact counts of one run).
+    pub interval: [f64; 2],
+    /// Two-sided p-value, where the claim compares two runs' probe scores.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p_value: Option<f64>,
     /// The numbers.
     pub evidence: serde_json::Value,
+}
+
+/// The test of claims on exact quantities of one run (counts, APE): no sampling error
+/// within the run, so the interval is the point itself.
+pub const EXACT: &str =
+    "exact value of this run (counts and losses carry no sampling error within a run)";
+
+impl Claim {
+    /// A claim on an exact quantity `statistic`, holding or failing by `holds`.
+    fn exact(claim: &str, holds: bool, statistic: f64, evidence: serde_json::Value) -> Self {
+        Claim {
+            claim: claim.into(),
+            holds,
+            verdict: if holds {
+                Verdict3::Holds
+            } else {
+                Verdict3::Fails
+            },
+            test: EXACT.into(),
+            statistic,
+            interval: [statistic, statistic],
+            p_value: None,
+            evidence,
+        }
+    }
+
+    /// A claim judged from a bootstrap estimate.
+    fn estimated(claim: &str, verdict: Verdict3, e: Estimate, evidence: serde_json::Value) -> Self {
+        Claim {
+            claim: claim.into(),
+            holds: verdict == Verdict3::Holds,
+            verdict,
+            test: crate::grid::PAIRED_TEST.into(),
+            statistic: e.value,
+            interval: e.interval,
+            p_value: Some(e.p_value),
+            evidence,
+        }
+    }
+
+    /// A grid verdict as a lesson claim.
+    fn from_verdict(v: &crate::grid::Verdict) -> Self {
+        Claim {
+            claim: v.claim.clone(),
+            holds: v.holds,
+            verdict: v.verdict,
+            test: v.test.clone(),
+            statistic: v.statistic,
+            interval: v.interval,
+            p_value: v.p_value,
+            evidence: serde_json::json!({"text": v.evidence, "threshold": v.threshold}),
+        }
+    }
 }
 
 /// A lesson's verdict: `{"lesson": .., "claims": [..], "summary": ..}`.
@@ -102,6 +167,12 @@ impl LessonReport {
     /// Whether every claim holds.
     pub fn holds(&self) -> bool {
         self.claims.iter().all(|c| c.holds)
+    }
+
+    /// The lesson's verdict: holds when every claim holds, fails when one fails,
+    /// inconclusive otherwise.
+    pub fn verdict(&self) -> Verdict3 {
+        Verdict3::all(&self.claims.iter().map(|c| c.verdict).collect::<Vec<_>>())
     }
 }
 
@@ -216,31 +287,35 @@ fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, St
         mr.final_probes().knowledge_acc_norm,
     );
     let claims = vec![
-        Claim {
-            claim: "on activations and gradients, most_recent's estimate is exceeded on many calls, max_window(64)'s on few (≤ 1/4 as many)".into(),
-            holds: mr_calls >= 10 && 4 * mw_calls <= mr_calls,
-            evidence: serde_json::json!({
+        Claim::exact(
+            "on activations and gradients, most_recent's estimate is exceeded on many calls, max_window(64)'s on few (≤ 1/4 as many)",
+            mr_calls >= 10 && 4 * mw_calls <= mr_calls,
+            mr_calls as f64 / mw_calls.max(1) as f64,
+            serde_json::json!({
                 "most_recent_calls_above_est": mr_calls,
                 "max_window_calls_above_est": mw_calls,
                 "same_calls_shadow": {"max_window_in_most_recent_run": mw_shadow_in_mr, "most_recent_in_max_window_run": mr_shadow_in_mw},
                 "weights_drifting_up": {"most_recent": mr_w, "max_window": mw_w},
             }),
-        },
-        Claim {
-            claim: "the loss barely moves: APE of the most_recent run vs its matched baseline < 2 %".into(),
-            holds: mr_ape.is_finite() && mr_ape < 2.0,
-            evidence: serde_json::json!({"ape_percent": mr_ape, "steps": n, "knowledge_drop_percent": kd}),
-        },
-        Claim {
-            claim: "HiF8 with target 15 keeps what exceeds the estimate (fewer mantissa bits, no overflow)".into(),
-            holds: mr_elems > 0 && mr_over == 0,
-            evidence: serde_json::json!({"elements_above_est": mr_elems, "overflow": mr_over}),
-        },
-        Claim {
-            claim: "E4M3 with target = max (448) and saturate hard-clips the excursions (overflow > 0)".into(),
-            holds: e4_calls > 0 && e4_over > 0,
-            evidence: serde_json::json!({"calls_above_est": e4_calls, "overflow_clipped": e4_over}),
-        },
+        ),
+        Claim::exact(
+            "the loss barely moves: APE of the most_recent run vs its matched baseline < 2 %",
+            mr_ape.is_finite() && mr_ape < 2.0,
+            mr_ape,
+            serde_json::json!({"ape_percent": mr_ape, "steps": n, "knowledge_drop_percent": kd}),
+        ),
+        Claim::exact(
+            "HiF8 with target 15 keeps what exceeds the estimate (fewer mantissa bits, no overflow)",
+            mr_elems > 0 && mr_over == 0,
+            mr_over as f64,
+            serde_json::json!({"elements_above_est": mr_elems, "overflow": mr_over}),
+        ),
+        Claim::exact(
+            "E4M3 with target = max (448) and saturate hard-clips the excursions (overflow > 0)",
+            e4_calls > 0 && e4_over > 0,
+            e4_over as f64,
+            serde_json::json!({"calls_above_est": e4_calls, "overflow_clipped": e4_over}),
+        ),
     ];
     let summary = format!(
         "On activations and gradients, most_recent was exceeded on {mr_calls} calls, max_window(64) on {mw_calls} (weights, drifting up slowly, exceeded both: {mr_w} and {mw_w} calls); the loss stayed within {mr_ape:.3} % (APE) of the baseline and knowledge accuracy moved {kd:.1} %. HiF8 target 15 let {mr_elems} elements above the estimate through with fewer mantissa bits ({mr_over} overflowed); E4M3 at target 448 clipped {e4_over}."
@@ -253,11 +328,18 @@ fn forgetting(
     runs: &[(String, RunConfig)],
     s: &[RunSummary],
 ) -> (Vec<Claim>, String) {
-    let drop = |n: &str| {
-        relative_drop(
-            base.knowledge_acc_norm,
-            by_name(runs, s, n).final_probes().knowledge_acc_norm,
-        )
+    let base_run = [RunSummary {
+        probes: Some(base.clone()),
+        ..RunSummary::default()
+    }];
+    let one = |n: &str| std::slice::from_ref(by_name(runs, s, n));
+    let k = "knowledge_acc_norm";
+    let drop = |n: &str| compare(&[&base_run, one(n)], k, &|m| relative_drop(m[0], m[1]));
+    // drop_high − 2·drop_low, on the same items.
+    let excess = |hi: &str, lo: &str| {
+        compare(&[&base_run, one(hi), one(lo)], k, &|m| {
+            relative_drop(m[0], m[1]) - 2.0 * relative_drop(m[0], m[2]).max(0.0)
+        })
     };
     let loss = |n: &str| tail_mean(&by_name(runs, s, n).losses);
     let (bl, bh, ql, qh) = (
@@ -266,77 +348,113 @@ fn forgetting(
         drop("max_window-low"),
         drop("max_window-high"),
     );
+    let (bx, qx) = (
+        excess("baseline-high", "baseline-low"),
+        excess("max_window-high", "max_window-low"),
+    );
     let (ll, lh) = (loss("baseline-low"), loss("baseline-high"));
-    let forgets = |hi: f64, lo: f64| hi >= 10.0 && hi >= 2.0 * lo.max(0.0);
+    let forgets = |hi: &Estimate, x: &Estimate| {
+        Verdict3::all(&[
+            Verdict3::judge(hi.interval, 10.0, true),
+            Verdict3::judge(x.interval, 0.0, true),
+        ])
+    };
+    let ev = |hi: &Estimate, lo: &Estimate, x: &Estimate| {
+        serde_json::json!({
+            "drop_high_percent": hi.value, "drop_high_interval": hi.interval, "drop_high_p": hi.p_value,
+            "drop_low_percent": lo.value, "drop_low_interval": lo.interval,
+            "excess_high_minus_2x_low": x.value, "excess_interval": x.interval,
+            "base_knowledge_acc_norm": base.knowledge_acc_norm,
+            "items": base.knowledge_items,
+            "thresholds": "drop_high ≥ 10 % and drop_high − 2·drop_low ≥ 0 (both intervals)",
+        })
+    };
     let claims = vec![
-        Claim {
-            claim: "without QAT, the high learning rate forgets (knowledge drop ≥ 10 % and ≥ 2× the low rate's)".into(),
-            holds: forgets(bh, bl),
-            evidence: serde_json::json!({"drop_high_percent": bh, "drop_low_percent": bl, "base_knowledge_acc_norm": base.knowledge_acc_norm}),
-        },
-        Claim {
-            claim: "with QAT (max_window), the same".into(),
-            holds: forgets(qh, ql),
-            evidence: serde_json::json!({"drop_high_percent": qh, "drop_low_percent": ql}),
-        },
-        Claim {
-            claim: "the loss looks healthy: the high-LR run ends with a training loss no worse than the low-LR run's".into(),
-            holds: lh <= ll * 1.02,
-            evidence: serde_json::json!({"final_loss_high": lh, "final_loss_low": ll}),
-        },
+        Claim::estimated(
+            "without QAT, the high learning rate forgets (knowledge drop ≥ 10 % and ≥ 2× the low rate's)",
+            forgets(&bh, &bx),
+            bx,
+            ev(&bh, &bl, &bx),
+        ),
+        Claim::estimated(
+            "with QAT (max_window), the same",
+            forgets(&qh, &qx),
+            qx,
+            ev(&qh, &ql, &qx),
+        ),
+        Claim::exact(
+            "the loss looks healthy: the high-LR run ends with a training loss no worse than the low-LR run's",
+            lh <= ll * 1.02,
+            lh - ll,
+            serde_json::json!({"final_loss_high": lh, "final_loss_low": ll}),
+        ),
     ];
     let summary = format!(
-        "Against the base model, knowledge accuracy fell {bh:.1} % at the high LR and {bl:.1} % at the low LR without QAT ({qh:.1} % and {ql:.1} % with QAT), while the final training loss was {lh:.3} (high) vs {ll:.3} (low)."
+        "Against the base model, knowledge accuracy fell {:.1} % [95 %: {:.1} to {:.1}] at the high LR and {:.1} % at the low LR without QAT ({:.1} % and {:.1} % with QAT), while the final training loss was {lh:.3} (high) vs {ll:.3} (low).",
+        bh.value, bh.interval[0], bh.interval[1], bl.value, qh.value, ql.value
     );
     (claims, summary)
 }
 
 fn fixes(base: ProbeScores, s: &[RunSummary]) -> (Vec<Claim>, String) {
-    let results = GridResults::compute(&grid_runs(), s, base);
+    let per_run: Vec<Vec<RunSummary>> = s.iter().map(|x| vec![x.clone()]).collect();
+    let results = GridResults::compute(&grid_runs(), &per_run, base.clone());
     // The grid's verdicts on the loss and on the fix (lessons 1 and 2 teach the others) …
     let mut claims: Vec<Claim> = results
         .verdicts
         .iter()
         .filter(|v| v.claim.starts_with("the training loss") || v.claim.contains("near-lossless"))
-        .map(|v| Claim {
-            claim: v.claim.clone(),
-            holds: v.holds,
-            evidence: serde_json::Value::String(v.evidence.clone()),
-        })
+        .map(Claim::from_verdict)
         .collect();
     // … and why each fix alone falls short.
     let row = |n: &str| results.rows.iter().find(|r| r.name == n);
+    let base_run = [RunSummary {
+        probes: Some(base.clone()),
+        ..RunSummary::default()
+    }];
     let forgot = row("max_window-high").map(|r| {
-        relative_drop(
-            base.knowledge_acc_norm,
-            r.summary.final_probes().knowledge_acc_norm,
-        )
+        compare(&[&base_run, &r.seeds], "knowledge_acc_norm", &|m| {
+            relative_drop(m[0], m[1])
+        })
     });
-    let forgot = forgot.unwrap_or(f64::NAN);
-    claims.push(Claim {
-        claim: "max_window alone is not enough: at the high LR it still forgets (knowledge drop vs the base ≥ 10 %)".into(),
-        holds: forgot >= 10.0,
-        evidence: serde_json::json!({"max_window_high_knowledge_drop_percent": forgot}),
+    let forgot = forgot.unwrap_or(Estimate {
+        value: f64::NAN,
+        interval: [f64::NAN; 2],
+        p_value: f64::NAN,
     });
+    claims.push(Claim::estimated(
+        "max_window alone is not enough: at the high LR it still forgets (knowledge drop vs the base ≥ 10 %)",
+        Verdict3::judge(forgot.interval, 10.0, true),
+        forgot,
+        serde_json::json!({"max_window_high_knowledge_drop_percent": forgot.value, "interval": forgot.interval, "threshold": "interval ≥ 10 %"}),
+    ));
     let ag = |n: &str, p: &str| row(n).map(|r| count_ag(&r.summary, p)).unwrap_or(0);
     let (mr_low, fix_calls) = (
         ag("most_recent-low", "most_recent"),
         ag("max_window-low-warmup", "max_window"),
     );
-    claims.push(Claim {
-        claim: "a low LR alone is not enough: most_recent still saturates (activations and gradients above the estimate ≥ 4× as often as in the fixed run)".into(),
-        holds: mr_low >= 10 && mr_low >= 4 * fix_calls,
-        evidence: serde_json::json!({"most_recent_low_calls_above_est": mr_low, "fix_calls_above_est": fix_calls}),
-    });
+    claims.push(Claim::exact(
+        "a low LR alone is not enough: most_recent still saturates (activations and gradients above the estimate ≥ 4× as often as in the fixed run)",
+        mr_low >= 10 && mr_low >= 4 * fix_calls,
+        mr_low as f64 / fix_calls.max(1) as f64,
+        serde_json::json!({"most_recent_low_calls_above_est": mr_low, "fix_calls_above_est": fix_calls}),
+    ));
     let fix = row("max_window-low-warmup");
     let summary = match fix {
         Some(r) => format!(
-            "{} runs. max_window(64) + warmup + low LR: APE {:.3} %, knowledge drop {:.2} % vs its baseline, {fix_calls} activation/gradient calls above the estimate (most_recent at the low LR: {mr_low}); max_window at the high LR lost {forgot:.1} % of the base model's knowledge. {} of {} claims hold.",
+            "{} runs. max_window(64) + warmup + low LR: APE {:.3} %, knowledge drop {:.2} % [95 %: {:.2} to {:.2}] vs its baseline, {fix_calls} activation/gradient calls above the estimate (most_recent at the low LR: {mr_low}); max_window at the high LR lost {:.1} % of the base model's knowledge. {} of {} claims hold, {} inconclusive.",
             results.rows.len(),
             r.ape_all,
-            r.knowledge_drop,
+            r.knowledge.value,
+            r.knowledge.interval[0],
+            r.knowledge.interval[1],
+            forgot.value,
             claims.iter().filter(|c| c.holds).count(),
-            claims.len()
+            claims.len(),
+            claims
+                .iter()
+                .filter(|c| c.verdict == Verdict3::Inconclusive)
+                .count(),
         ),
         None => "The grid did not run.".into(),
     };
@@ -349,13 +467,12 @@ fn sandbox(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, Strin
         count(&r.shadow_calls(), "most_recent"),
         count(&r.shadow_calls(), "max_window"),
     );
-    let claims = vec![Claim {
-        claim:
-            "on the same calls, max_window(64) (never below most_recent) is exceeded no more often"
-                .into(),
-        holds: mw <= mr,
-        evidence: serde_json::json!({"run": runs[0].0, "most_recent_calls_above_est": mr, "max_window_calls_above_est": mw}),
-    }];
+    let claims = vec![Claim::exact(
+        "on the same calls, max_window(64) (never below most_recent) is exceeded no more often",
+        mw <= mr,
+        mr as f64 - mw as f64,
+        serde_json::json!({"run": runs[0].0, "most_recent_calls_above_est": mr, "max_window_calls_above_est": mw}),
+    )];
     let summary = format!(
         "{}: {} steps; calls above the estimate: most_recent {mr}, max_window(64) {mw}.",
         runs[0].0,

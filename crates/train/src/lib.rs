@@ -37,6 +37,7 @@ pub mod lesson;
 pub mod memory;
 pub mod model;
 pub mod run;
+pub mod stats;
 pub mod tokenizer;
 pub mod trainer;
 

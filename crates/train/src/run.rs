@@ -13,7 +13,9 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use hif8lab_scaling::trace::{TRACE_VERSION, TraceHeader, TraceWriter, write_json_line};
-use hif8lab_scaling::{CallCounts, EstimatorCounts};
+use std::collections::BTreeMap;
+
+use hif8lab_scaling::{CallCounts, EstimatorCounts, Role};
 use serde::{Deserialize, Serialize};
 
 use crate::config::RunConfig;
@@ -43,6 +45,43 @@ pub struct MetricsLine {
     /// Every estimator's counts over this step's calls (absent without calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counts: Option<CallCounts>,
+    /// Per role (`A`, `W`, `G`), the SQNR (dB, to 0.01) of each of this step's calls, in
+    /// call order (absent without calls or in lines written before SQNR was measured).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sqnr_db: BTreeMap<Role, Vec<f32>>,
+}
+
+/// A role's quantization error over a run: the SQNR of its calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SqnrSummary {
+    /// Calls with an SQNR.
+    pub calls: u64,
+    /// Median SQNR (dB).
+    pub median_db: f32,
+    /// Worst (lowest) SQNR (dB).
+    pub worst_db: f32,
+}
+
+impl SqnrSummary {
+    /// The median and worst of `values` (`None` when empty).
+    pub fn of(values: &[f32]) -> Option<Self> {
+        let mut v: Vec<f32> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f32::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            0.5 * (v[n / 2 - 1] + v[n / 2])
+        };
+        Some(SqnrSummary {
+            calls: n as u64,
+            median_db: median,
+            worst_db: v[0],
+        })
+    }
 }
 
 impl MetricsLine {
@@ -72,12 +111,24 @@ impl MetricsLine {
             calls_above_est: of_active(|e| e.calls_above_est),
             overflow: of_active(|e| e.overflow),
             counts,
+            sqnr_db: {
+                let mut by_role: BTreeMap<Role, Vec<f32>> = BTreeMap::new();
+                for c in &report.calls {
+                    if let Some(db) = c.sqnr_db {
+                        by_role
+                            .entry(c.id.role)
+                            .or_default()
+                            .push((db * 100.0).round() / 100.0);
+                    }
+                }
+                by_role
+            },
         }
     }
 }
 
 /// How a segment (and, for the last one, the run) stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
     /// Training (or killed without a chance to say so).
@@ -91,6 +142,7 @@ pub enum RunStatus {
     /// Found still `running` by a later resume: the process was killed.
     Killed,
     /// Of a run folder written before segments were recorded.
+    #[default]
     Unknown,
 }
 
@@ -185,7 +237,7 @@ pub fn write_segments(dir: &Path, segments: &[Segment]) -> io::Result<()> {
 /// The whole run as `summary.json` describes it: one schema for every command that makes a
 /// run (`train`, `grid`, `lesson`), rebuilt from `metrics.jsonl`, `probes.jsonl` and
 /// `segments.json` whenever a segment ends.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     /// Of the last segment: `finished`, `interrupted`, `failed`.
     pub status: RunStatus,
@@ -229,6 +281,10 @@ pub struct RunSummary {
     pub estimators: Vec<String>,
     /// Every estimator's counts over the whole run (same order), per role too.
     pub counts: CallCounts,
+    /// Per role, the SQNR of its calls over the run (median and worst); empty without
+    /// quantization or in summaries written before SQNR was measured.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sqnr: BTreeMap<Role, SqnrSummary>,
 }
 
 /// What a summary needs to know besides the run folder's files.
@@ -318,6 +374,17 @@ impl RunSummary {
             probes,
             estimators: facts.estimators.to_vec(),
             counts,
+            sqnr: {
+                let mut all: BTreeMap<Role, Vec<f32>> = BTreeMap::new();
+                for l in lines {
+                    for (role, v) in &l.sqnr_db {
+                        all.entry(*role).or_default().extend_from_slice(v);
+                    }
+                }
+                all.into_iter()
+                    .filter_map(|(r, v)| Some((r, SqnrSummary::of(&v)?)))
+                    .collect()
+            },
         }
     }
 
@@ -399,7 +466,7 @@ impl RunSummary {
 
     /// The last probe scores (zeros when the probes never ran).
     pub fn final_probes(&self) -> ProbeScores {
-        self.probes.unwrap_or_default()
+        self.probes.clone().unwrap_or_default()
     }
 }
 

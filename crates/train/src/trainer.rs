@@ -18,7 +18,9 @@ use crate::tokenizer::Tokenizer;
 mod probes;
 mod state;
 
-pub use probes::{PendingEval, PendingWeights, ProbeScores};
+pub use probes::{
+    PROBE_SCORES, PendingEval, PendingWeights, ProbeIntervals, ProbeMarks, ProbeScores,
+};
 pub use state::bank_snapshot;
 
 /// One quantizer call as read back (the scaling crate's call record).
@@ -407,6 +409,7 @@ impl<B: Backend> Trainer<B> {
                     overflow: s.stats.overflow.clone(),
                     underflow: s.stats.underflow,
                     nonfinite: s.stats.nonfinite,
+                    sqnr_db: s.stats.sqnr_db(),
                 });
             }
         }

@@ -7,7 +7,22 @@ fn heat_value(which: HeatValue, active: usize) -> impl Fn(&Call) -> u64 {
         HeatValue::AboveEst => c.above_est.get(active).copied().unwrap_or(0),
         HeatValue::Overflow => c.overflow.get(active).copied().unwrap_or(0),
         HeatValue::Underflow => c.underflow,
+        HeatValue::Sqnr => sqnr_shortfall(c.sqnr_db),
     }
+}
+
+/// An SQNR as its shortfall below [`SQNR_TOP_DB`] in hundredths of a dB (0 for none or
+/// better): what the SQNR heatmap shows, worst call per cell.
+pub fn sqnr_shortfall(db: Option<f32>) -> u64 {
+    db.map_or(0, |d| {
+        (100.0 * (f64::from(SQNR_TOP_DB) - f64::from(d)).clamp(0.0, f64::from(SQNR_TOP_DB))).round()
+            as u64
+    })
+}
+
+/// The SQNR back from a shortfall.
+fn shortfall_db(v: u64) -> f64 {
+    f64::from(SQNR_TOP_DB) - v as f64 / 100.0
 }
 
 fn heat_colour(v: u64, peak: u64) -> Color32 {
@@ -44,6 +59,8 @@ pub(super) fn saturation(
             );
             ui.radio_value(&mut cx.selection.heat, HeatValue::Overflow, "overflow");
             ui.radio_value(&mut cx.selection.heat, HeatValue::Underflow, "underflow");
+            ui.radio_value(&mut cx.selection.heat, HeatValue::Sqnr, "SQNR")
+                .on_hover_text("Quantization error of each call, 10·log10(Σx² / Σ(x − qdq(x))²) in dB at the scale it used; each cell shows its worst call. HiF8 rounds values above the estimate to fewer mantissa bits, so saturation shows here as lost dB.");
             png_button(ui)
         })
         .inner;
@@ -54,9 +71,16 @@ pub(super) fn saturation(
     let fresh = st.cache.as_ref().is_some_and(|(k, _)| *k == key);
     if !fresh {
         let value = heat_value(cx.selection.heat, view.active);
+        let sqnr = cx.selection.heat == HeatValue::Sqnr;
         let maps: Vec<Vec<u64>> = groups
             .iter()
-            .map(|(_, rows)| view.heatmap(rows, columns, &value))
+            .map(|(_, rows)| {
+                if sqnr {
+                    view.heatmap_by(rows, columns, &value, u64::max)
+                } else {
+                    view.heatmap(rows, columns, &value)
+                }
+            })
             .collect();
         st.cache = Some((key, maps));
     }
@@ -64,11 +88,20 @@ pub(super) fn saturation(
     let (key, maps) = st.cache.take().unwrap_or((key, Vec::new()));
     let peak = maps.iter().flatten().copied().max().unwrap_or(0).max(1);
     let per_col = steps.div_ceil(columns.max(1));
-    ui.label(format!(
-        "rows: quantizers (block.module), one map per role; columns: steps{}; brightest = {peak} elements ({} estimator). Hover for exact values, click a row to open it in Amax.",
-        if per_col > 1 { format!(", {per_col} per column (summed)") } else { String::new() },
-        view.estimators.get(view.active).map(String::as_str).unwrap_or("active")
-    ));
+    let sqnr = cx.selection.heat == HeatValue::Sqnr;
+    if sqnr {
+        ui.label(format!(
+            "rows: quantizers (block.module), one map per role; columns: steps{}; colour: the worst SQNR of the cell, brightest = {:.1} dB, dark = {SQNR_TOP_DB} dB or better. Hover for exact values, click a row to open it in Amax.",
+            if per_col > 1 { format!(", {per_col} per column (worst call)") } else { String::new() },
+            shortfall_db(peak)
+        ));
+    } else {
+        ui.label(format!(
+            "rows: quantizers (block.module), one map per role; columns: steps{}; brightest = {peak} elements ({} estimator). Hover for exact values, click a row to open it in Amax.",
+            if per_col > 1 { format!(", {per_col} per column (summed)") } else { String::new() },
+            view.estimators.get(view.active).map(String::as_str).unwrap_or("active")
+        ));
+    }
     let top = ui.cursor().min;
     while st.textures.len() < groups.len() {
         let blank = egui::ColorImage::new([1, 1], vec![Color32::BLACK]);
@@ -86,8 +119,22 @@ pub(super) fn saturation(
                 "G" => "gradients (G)",
                 _ => "series",
             };
-            let sum: u64 = map.iter().sum();
-            ui.label(RichText::new(format!("{role_name}: {sum} in all")).strong());
+            let head = if sqnr {
+                let calls: Vec<f32> = rows
+                    .iter()
+                    .flat_map(|id| view.calls[id].iter().filter_map(|c| c.sqnr_db))
+                    .collect();
+                match hif8lab_train::run::SqnrSummary::of(&calls) {
+                    Some(s) => format!(
+                        "{role_name}: SQNR median {:.1} dB, worst {:.1} dB",
+                        s.median_db, s.worst_db
+                    ),
+                    None => format!("{role_name}: no SQNR recorded"),
+                }
+            } else {
+                format!("{role_name}: {} in all", map.iter().sum::<u64>())
+            };
+            ui.label(RichText::new(head).strong());
             if !fresh || st.textures[g].size() != [columns, rows.len()] {
                 let pixels: Vec<Color32> = map.iter().map(|v| heat_colour(*v, peak)).collect();
                 st.textures[g].set(
@@ -139,9 +186,14 @@ pub(super) fn saturation(
                         .iter()
                         .filter(|c| (first as u64..=last as u64).contains(&c.step))
                         .count();
+                    let what = if sqnr {
+                        format!("worst SQNR {:.2} dB", shortfall_db(*v))
+                    } else {
+                        format!("{v} elements")
+                    };
                     response
                         .clone()
-                        .on_hover_text(format!("{id}, {span}: {v} elements over {calls} calls"));
+                        .on_hover_text(format!("{id}, {span}: {what} over {calls} calls"));
                     if response.clicked() {
                         cx.selection.quantizer = Some(id.clone());
                         cx.selection.tab = Tab::Amax;

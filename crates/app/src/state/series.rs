@@ -84,6 +84,8 @@ pub struct Call {
     pub overflow: Vec<u64>,
     /// Elements quantized to zero.
     pub underflow: u64,
+    /// SQNR of the call at its active scale (dB; the worst of the merged calls).
+    pub sqnr_db: Option<f32>,
 }
 
 impl Call {
@@ -99,6 +101,7 @@ impl Call {
             above_est: c.above_est.clone(),
             overflow: c.overflow.clone(),
             underflow: c.underflow,
+            sqnr_db: c.sqnr_db,
         }
     }
 
@@ -121,5 +124,9 @@ impl Call {
             *x = x.min(*y);
         }
         self.underflow += next.underflow;
+        self.sqnr_db = match (self.sqnr_db, next.sqnr_db) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 }

@@ -4,7 +4,9 @@
 //! operations that are exact in any order (max, integer sums).
 
 use hif8lab_format::FakeQuant;
-use hif8lab_scaling::stats::{TensorStats, Threshold, tensor_stats};
+#[cfg(test)]
+use hif8lab_scaling::stats::tensor_stats;
+use hif8lab_scaling::stats::{TensorStats, Threshold, tensor_stats_from};
 
 /// Elements per piece.
 pub(crate) const PIECE: usize = 1 << 14;
@@ -73,15 +75,18 @@ pub(crate) fn stats(
     active_scale: f32,
     quant: &FakeQuant,
 ) -> TensorStats {
-    let one = |s: &[f32]| tensor_stats(s, thresholds, active_scale, quant);
+    let one = |(i, s): (usize, &[f32])| {
+        tensor_stats_from(s, (i * PIECE) as u32, thresholds, active_scale, quant)
+    };
     #[cfg(not(target_arch = "wasm32"))]
     let parts: Vec<TensorStats> = {
         use rayon::prelude::*;
-        x.par_chunks(PIECE).map(one).collect()
+        x.par_chunks(PIECE).enumerate().map(one).collect()
     };
     #[cfg(target_arch = "wasm32")]
-    let parts: Vec<TensorStats> = x.chunks(PIECE).map(one).collect();
-    let mut total = one(&[]);
+    let parts: Vec<TensorStats> = x.chunks(PIECE).enumerate().map(one).collect();
+    // Pieces combine in order: the energies are the same at any thread count.
+    let mut total = one((0, &[]));
     for p in parts {
         total.numel += p.numel;
         // Non-negative (or +Inf) floats: larger bits, larger value, as the one pass compares.
@@ -90,6 +95,8 @@ pub(crate) fn stats(
         }
         total.nonfinite += p.nonfinite;
         total.underflow += p.underflow;
+        total.signal += p.signal;
+        total.noise += p.noise;
         for (t, v) in total.above_est.iter_mut().zip(&p.above_est) {
             *t += v;
         }
@@ -124,10 +131,22 @@ mod tests {
                 scale: 1500.0,
             },
         ];
-        assert_eq!(
+        // Counts and amax exactly; the energies to f64 rounding (pieces sum in another order).
+        let (mut p, mut one) = (
             stats(&x, &th, 15.0, &quant),
-            tensor_stats(&x, &th, 15.0, &quant)
+            tensor_stats(&x, &th, 15.0, &quant),
         );
+        assert!(
+            (p.signal - one.signal).abs() <= 1e-12 * one.signal,
+            "{p:?} {one:?}"
+        );
+        assert!(
+            (p.noise - one.noise).abs() <= 1e-12 * one.noise,
+            "{p:?} {one:?}"
+        );
+        assert!(one.noise > 0.0 && one.signal > one.noise);
+        (p.signal, p.noise, one.signal, one.noise) = (0.0, 0.0, 0.0, 0.0);
+        assert_eq!(p, one);
         assert_eq!(
             amax(&x).to_bits(),
             hif8lab_scaling::stats::amax_and_nonfinite(&x).0.to_bits()

@@ -122,6 +122,8 @@ impl QuantOps for CpuBackend {
             underflow: s.underflow,
             above_est: s.above_est,
             overflow: s.overflow,
+            signal: s.signal,
+            noise: s.noise,
         };
         Ok(())
     }

@@ -84,6 +84,8 @@ impl BankLayout {
                         underflow: u64::from(s[2]),
                         above_est: s[3..3 + k].iter().map(|v| u64::from(*v)).collect(),
                         overflow: s[3 + k..3 + 2 * k].iter().map(|v| u64::from(*v)).collect(),
+                        signal: f64::from(f(s[3 + 2 * k])),
+                        noise: f64::from(f(s[4 + 2 * k])),
                     },
                 }
             })

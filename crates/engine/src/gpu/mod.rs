@@ -173,6 +173,8 @@ pub struct GpuBank {
     scales: wgpu::Buffer,
     stats: wgpu::Buffer,
     hist: wgpu::Buffer,
+    /// Scratch of `quant_stats`: one (signal, noise) pair per workgroup of a call.
+    partials: wgpu::Buffer,
 }
 
 impl GpuBank {

@@ -60,6 +60,10 @@ impl QuantOps for GpuBackend {
                 "bank histogram",
                 bytemuck::cast_slice(&zero_words(histogram::WORDS)),
             )?,
+            partials: init(
+                "bank quant_stats partials",
+                bytemuck::cast_slice(&zero_words(2 * super::kernel::REDUCTION_GROUPS)),
+            )?,
             config: config.clone(),
         };
         Ok(bank)

@@ -1,5 +1,6 @@
-//! `gpu::quant_stats`: amax, non-finite, shadow above/overflow counts and underflow in one
-//! pass (`shaders/quant_stats.wgsl`).
+//! `gpu::quant_stats`: amax, non-finite, shadow above/overflow counts, underflow and the
+//! quantization error's energies in one pass, then a one-workgroup `finish` that sums the
+//! workgroups' energies in a fixed order (`shaders/quant_stats.wgsl`).
 
 use bytemuck::{Pod, Zeroable};
 
@@ -17,7 +18,7 @@ pub const WG: u32 = 256;
 
 /// u32 words of one quantizer's statistics slot for `k` estimators.
 pub fn slot_words(k: usize) -> usize {
-    3 + 2 * k
+    5 + 2 * k
 }
 
 /// Uniform parameters; keep in sync with `StatsParams` in `shaders/quant_stats.wgsl`.
@@ -38,8 +39,8 @@ pub struct StatsParams {
     pub overflow_threshold: f32,
     /// |x·scale| at or below this quantizes to zero.
     pub underflow_max: f32,
-    /// Padding to a 16-byte boundary.
-    pub _pad: u32,
+    /// Workgroups of the `main` dispatch (the energies `finish` sums).
+    pub groups: u32,
     /// Format, overflow, rounding, seed.
     pub quant: QuantParams,
 }
@@ -49,8 +50,14 @@ pub const KERNEL: Kernel = Kernel {
     name: "quant_stats",
     wgsl: WGSL,
     common: true,
-    entries: &["main"],
-    bindings: &[(1, "x"), (2, "est"), (3, "scales"), (4, "stats")],
+    entries: &["main", "finish"],
+    bindings: &[
+        (1, "x"),
+        (2, "est"),
+        (3, "scales"),
+        (4, "stats"),
+        (5, "partials"),
+    ],
     params: params_layout!(StatsParams {
         n,
         quantizer,
@@ -59,6 +66,7 @@ pub const KERNEL: Kernel = Kernel {
         stride,
         overflow_threshold,
         underflow_max,
+        groups,
         quant
     }),
 };
@@ -79,13 +87,14 @@ pub(crate) fn launch(
         stride: stride as u32,
         overflow_threshold: bank.config.scaling.format.facts().overflow_threshold,
         underflow_max: bank.config.scaling.format.facts().underflow_max,
-        _pad: 0,
+        groups: super::kernel::grid_stride_groups(x.len, WG, super::kernel::REDUCTION_GROUPS),
         quant: bank.quant,
     };
     let out = [
         ("est", Bind::all(&bank.est)),
         ("scales", Bind::all(&bank.scales)),
         ("stats", Bind::all(&bank.stats)),
+        ("partials", Bind::all(&bank.partials)),
     ];
     let slot = (
         &bank.stats,
@@ -93,5 +102,15 @@ pub(crate) fn launch(
         Some((stride * 4) as u64),
     );
     gpu.reduce(&KERNEL, WG, &params, x, &out, slot);
+    gpu.dispatch(
+        &KERNEL,
+        "finish",
+        &params,
+        &[
+            ("stats", Bind::all(&bank.stats)),
+            ("partials", Bind::all(&bank.partials)),
+        ],
+        (1, 1, 1),
+    );
     Ok(())
 }

@@ -15,7 +15,8 @@ fn io_err(e: std::io::Error) -> TrainError {
 
 #[cfg(not(target_arch = "wasm32"))]
 /// Trains one configuration into `dir` (optionally from base weights) through the run
-/// driver, probing before the first step and every `eval_every` steps; returns its summary
+/// driver, probing before the first step (pretraining only: a continued run starts from the
+/// base, scored already) and every `eval_every` steps; returns its summary
 /// and, with `checkpoint_at_end`, the path of its final checkpoint.
 #[allow(clippy::too_many_arguments)]
 fn train_run<B: Backend>(
@@ -45,7 +46,8 @@ fn train_run<B: Backend>(
     let schedule = Schedule {
         probes: Some(probes.clone()),
         eval_every: eval_every.max(1),
-        eval_at_start: true,
+        // A continued run starts from the base, whose probes are scored once in pretraining.
+        eval_at_start: base.is_none(),
         checkpoint_at_end,
         ..Schedule::default()
     };
@@ -140,19 +142,46 @@ pub fn train_from_base<B: Backend>(
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-/// Runs the whole grid (pretraining first if needed) and writes the results.
+/// Runs the whole grid (pretraining first if needed), every run at `seeds` seeds (seed `k`
+/// changes the continued training's data order: `train.seed = 7 + k`), and writes the
+/// results. `only` (when not empty) names the runs to do (verdicts whose runs are missing
+/// come out inconclusive).
 pub fn run_grid<B: Backend>(
     make: &dyn Fn() -> Result<B, TrainError>,
     grid: &GridConfig,
     out: &Path,
+    seeds: usize,
+    only: &[String],
     progress: &mut dyn GridProgress,
 ) -> Result<GridResults, TrainError> {
-    let runs = grid_runs();
-    let configs: Vec<(String, RunConfig)> = runs
-        .iter()
-        .map(|r| (r.name.clone(), grid.run_config(r)))
+    let known: Vec<String> = grid_runs().into_iter().map(|r| r.name).collect();
+    if let Some(bad) = only.iter().find(|n| !known.contains(n)) {
+        return Err(TrainError::Data(format!(
+            "--runs: no grid run '{bad}' (runs: {})",
+            known.join(", ")
+        )));
+    }
+    let runs: Vec<GridRun> = grid_runs()
+        .into_iter()
+        .filter(|r| only.is_empty() || only.contains(&r.name))
         .collect();
-    let (base_probes, summaries) = train_from_base(make, grid, out, &configs, progress)?;
+    let seeds = seeds.max(1);
+    let mut configs: Vec<(String, RunConfig)> = Vec::new();
+    for k in 0..seeds {
+        for r in &runs {
+            let mut c = grid.run_config(r);
+            c.train.seed += k as u64;
+            configs.push((seed_name(&r.name, k), c));
+        }
+    }
+    let (base_probes, flat) = train_from_base(make, grid, out, &configs, progress)?;
+    let summaries: Vec<Vec<RunSummary>> = (0..runs.len())
+        .map(|i| {
+            (0..seeds)
+                .map(|k| flat[k * runs.len() + i].clone())
+                .collect()
+        })
+        .collect();
     let results = GridResults::compute(&runs, &summaries, base_probes);
     write_atomic(&out.join("results.csv"), results.csv().as_bytes()).map_err(io_err)?;
     write_atomic(&out.join("results.md"), results.markdown().as_bytes()).map_err(io_err)?;

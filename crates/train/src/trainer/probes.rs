@@ -4,7 +4,7 @@
 use super::*;
 
 /// Probe results of one evaluation.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProbeScores {
     /// Step after which the probes ran.
     pub step: u64,
@@ -18,6 +18,115 @@ pub struct ProbeScores {
     pub completion_acc_norm: f64,
     /// Mean loss on held-out pretraining text.
     pub heldout_loss: f64,
+    /// Knowledge items scored (absent in records written before items were kept).
+    #[serde(default)]
+    pub knowledge_items: usize,
+    /// Completion items scored.
+    #[serde(default)]
+    pub completion_items: usize,
+    /// 95 % intervals of the scores above (cluster bootstrap, [`crate::stats`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<ProbeIntervals>,
+    /// Per-item outcomes, for paired tests between runs scored on the same items.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<ProbeMarks>,
+}
+
+/// 95 % intervals of each probe score (`[lo, hi]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProbeIntervals {
+    /// Of `knowledge_acc`.
+    pub knowledge_acc: [f64; 2],
+    /// Of `knowledge_acc_norm`.
+    pub knowledge_acc_norm: [f64; 2],
+    /// Of `completion_acc`.
+    pub completion_acc: [f64; 2],
+    /// Of `completion_acc_norm`.
+    pub completion_acc_norm: [f64; 2],
+    /// Of `heldout_loss` (bootstrap over held-out windows).
+    pub heldout_loss: [f64; 2],
+}
+
+/// Per-item outcomes of one evaluation: correctness packed as hexadecimal
+/// ([`crate::stats::pack_marks`]) and each held-out window's mean loss.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProbeMarks {
+    /// Knowledge items right by summed log-likelihood.
+    pub knowledge_acc: String,
+    /// Knowledge items right by per-byte log-likelihood.
+    pub knowledge_acc_norm: String,
+    /// Completion items right by summed log-likelihood.
+    pub completion_acc: String,
+    /// Completion items right by per-byte log-likelihood.
+    pub completion_acc_norm: String,
+    /// Mean loss of each held-out window.
+    pub heldout: Vec<f64>,
+}
+
+/// The probe scores that carry an interval, by their field name.
+pub const PROBE_SCORES: [&str; 5] = [
+    "knowledge_acc",
+    "knowledge_acc_norm",
+    "completion_acc",
+    "completion_acc_norm",
+    "heldout_loss",
+];
+
+impl ProbeScores {
+    /// A score by field name ([`PROBE_SCORES`]).
+    pub fn score(&self, name: &str) -> f64 {
+        match name {
+            "knowledge_acc" => self.knowledge_acc,
+            "knowledge_acc_norm" => self.knowledge_acc_norm,
+            "completion_acc" => self.completion_acc,
+            "completion_acc_norm" => self.completion_acc_norm,
+            _ => self.heldout_loss,
+        }
+    }
+
+    /// The 95 % interval of a score (NaNs where the record predates intervals).
+    pub fn interval(&self, name: &str) -> [f64; 2] {
+        let Some(i) = &self.intervals else {
+            return [f64::NAN; 2];
+        };
+        match name {
+            "knowledge_acc" => i.knowledge_acc,
+            "knowledge_acc_norm" => i.knowledge_acc_norm,
+            "completion_acc" => i.completion_acc,
+            "completion_acc_norm" => i.completion_acc_norm,
+            _ => i.heldout_loss,
+        }
+    }
+
+    /// Per-item values of a score (1/0 per item; per-window loss for `heldout_loss`), or
+    /// `None` where the record predates marks.
+    pub fn item_values(&self, name: &str) -> Option<Vec<f64>> {
+        let m = self.marks.as_ref()?;
+        let bits = |text: &str, n: usize| {
+            crate::stats::unpack_marks(text, n)
+                .map(|v| v.into_iter().map(|b| f64::from(u8::from(b))).collect())
+        };
+        match name {
+            "knowledge_acc" => bits(&m.knowledge_acc, self.knowledge_items),
+            "knowledge_acc_norm" => bits(&m.knowledge_acc_norm, self.knowledge_items),
+            "completion_acc" => bits(&m.completion_acc, self.completion_items),
+            "completion_acc_norm" => bits(&m.completion_acc_norm, self.completion_items),
+            _ => Some(m.heldout.clone()),
+        }
+    }
+
+    /// The resampling groups of a score's items (as many as [`Self::item_values`] gives):
+    /// knowledge items by entity, completion items and held-out windows each alone.
+    pub fn groups(&self, name: &str) -> crate::stats::Groups {
+        use crate::stats::Groups;
+        let n = self.item_values(name).map_or(0, |v| v.len());
+        match name {
+            "knowledge_acc" | "knowledge_acc_norm" => {
+                Groups::consecutive(n, crate::corpus::KNOWLEDGE_PER_ENTITY)
+            }
+            _ => Groups::singletons(n),
+        }
+    }
 }
 
 impl<B: Backend> Trainer<B> {

@@ -1,0 +1,464 @@
+//! The uncertainty of probe scores and the tests behind verdicts.
+//!
+//! Probe items are not independent: the knowledge items of one entity ask about the same
+//! facts in several phrasings, so they rise and fall together. Every interval and test here
+//! therefore resamples **groups** (an entity's items; a completion item is its own group) —
+//! a cluster bootstrap — rather than items, and, where a grid ran several seeds, resamples
+//! the seeds too (two levels). Everything is deterministic from a fixed resampling seed, so a
+//! report is reproducible to the digit.
+//!
+//! A verdict has three values ([`Verdict3`]): it *holds* when the 95 % interval of the
+//! statistic lies on the claim's side of the threshold, *fails* when it lies wholly on the
+//! other side, and is *inconclusive* when the interval straddles the threshold.
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::Rng;
+
+/// Bootstrap resamples behind every interval and p-value.
+pub const RESAMPLES: usize = 2000;
+const RESAMPLE_SEED: u64 = 0x5EED_B007;
+
+/// Three-valued verdict on a claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict3 {
+    /// The interval lies on the claim's side of the threshold.
+    Holds,
+    /// The interval lies wholly on the other side.
+    Fails,
+    /// The interval straddles the threshold: the data cannot decide.
+    Inconclusive,
+}
+
+impl Verdict3 {
+    /// `"holds"`, `"fails"`, `"inconclusive"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict3::Holds => "holds",
+            Verdict3::Fails => "fails",
+            Verdict3::Inconclusive => "inconclusive",
+        }
+    }
+
+    /// The grid report's words: reproduced / not reproduced / inconclusive.
+    pub fn report_word(self) -> &'static str {
+        match self {
+            Verdict3::Holds => "reproduced",
+            Verdict3::Fails => "not reproduced",
+            Verdict3::Inconclusive => "inconclusive",
+        }
+    }
+
+    /// Verdict on "statistic ≥ threshold" (`at_least`) or "statistic < threshold" from its
+    /// interval.
+    pub fn judge(interval: [f64; 2], threshold: f64, at_least: bool) -> Self {
+        let [lo, hi] = interval;
+        if !(lo.is_finite() && hi.is_finite()) {
+            return Verdict3::Inconclusive;
+        }
+        match (at_least, lo >= threshold, hi < threshold) {
+            (true, true, _) | (false, _, true) => Verdict3::Holds,
+            (true, _, true) | (false, true, _) => Verdict3::Fails,
+            _ => Verdict3::Inconclusive,
+        }
+    }
+
+    /// Combines the verdicts of sub-claims that must all hold.
+    pub fn all(parts: &[Verdict3]) -> Self {
+        if parts.contains(&Verdict3::Fails) {
+            Verdict3::Fails
+        } else if parts.iter().all(|v| *v == Verdict3::Holds) {
+            Verdict3::Holds
+        } else {
+            Verdict3::Inconclusive
+        }
+    }
+}
+
+/// A statistic with its 95 % interval and, for a comparison, its two-sided p-value (null:
+/// the statistic is zero).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// The statistic on the data as observed.
+    pub value: f64,
+    /// 95 % interval (2.5th and 97.5th percentiles of the resampled statistic).
+    pub interval: [f64; 2],
+    /// Two-sided bootstrap p-value of "the statistic is zero".
+    pub p_value: f64,
+}
+
+/// Wilson score interval (95 %) of `k` successes in `n` independent trials.
+pub fn wilson(k: usize, n: usize) -> [f64; 2] {
+    if n == 0 {
+        return [0.0, 1.0];
+    }
+    let (z, n, p) = (1.959_964, n as f64, k as f64 / n as f64);
+    let z2 = z * z;
+    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
+    let half = z / (1.0 + z2 / n) * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    [(centre - half).max(0.0), (centre + half).min(1.0)]
+}
+
+/// Exact two-sided McNemar p-value from the discordant pairs (`b`: only the first run right,
+/// `c`: only the second): binomial(b + c, ½), doubled tail, capped at 1.
+pub fn mcnemar(b: usize, c: usize) -> f64 {
+    let n = b + c;
+    if n == 0 {
+        return 1.0;
+    }
+    let k = b.min(c);
+    // log C(n, i) summed stably.
+    let mut tail = 0.0f64;
+    let mut log_c = 0.0f64; // log C(n, 0)
+    for i in 0..=k {
+        if i > 0 {
+            log_c += ((n - i + 1) as f64).ln() - (i as f64).ln();
+        }
+        tail += (log_c - n as f64 * std::f64::consts::LN_2).exp();
+    }
+    (2.0 * tail).min(1.0)
+}
+
+/// The items a statistic can be bootstrapped over: per item, its group; items of one group
+/// are resampled together.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Groups {
+    of_item: Vec<usize>,
+    count: usize,
+}
+
+impl Groups {
+    /// Items `0..n` in consecutive groups of `size` (the knowledge items of one entity).
+    pub fn consecutive(n: usize, size: usize) -> Self {
+        let size = size.max(1);
+        Groups {
+            of_item: (0..n).map(|i| i / size).collect(),
+            count: n.div_ceil(size),
+        }
+    }
+
+    /// Every item its own group.
+    pub fn singletons(n: usize) -> Self {
+        Self::consecutive(n, 1)
+    }
+
+    /// Number of items.
+    pub fn items(&self) -> usize {
+        self.of_item.len()
+    }
+
+    /// Number of groups.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether there are no groups.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Per group, the sum of `values` over its items and its item count.
+    fn sums(&self, values: &[f64]) -> Vec<(f64, f64)> {
+        let mut out = vec![(0.0, 0.0); self.count];
+        for (g, v) in self.of_item.iter().zip(values) {
+            out[*g].0 += v;
+            out[*g].1 += 1.0;
+        }
+        out
+    }
+}
+
+/// One arm of a comparison: the same items scored once per seed (a shared base model has one
+/// seed; runs repeated with `--seeds N` have N). Values are per item: 1/0 for a probe item,
+/// a loss for a held-out window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Arm {
+    /// Per seed, per item.
+    pub seeds: Vec<Vec<f64>>,
+}
+
+impl Arm {
+    /// An arm from per-seed correctness marks.
+    pub fn marks(seeds: &[Vec<bool>]) -> Self {
+        Arm {
+            seeds: seeds
+                .iter()
+                .map(|m| m.iter().map(|b| f64::from(u8::from(*b))).collect())
+                .collect(),
+        }
+    }
+}
+
+/// Cluster bootstrap of any statistic of the arms' mean scores: `stat` gets one mean per arm
+/// (averaged over the arm's seeds) and returns the statistic. Groups are resampled with
+/// replacement and, where an arm has several seeds, the seeds too (the same draw for every
+/// arm, so seed k of a QAT run stays paired with seed k of its baseline).
+pub fn bootstrap(groups: &Groups, arms: &[Arm], stat: &dyn Fn(&[f64]) -> f64) -> Estimate {
+    let sums: Vec<Vec<Vec<(f64, f64)>>> = arms
+        .iter()
+        .map(|a| a.seeds.iter().map(|s| groups.sums(s)).collect())
+        .collect();
+    let max_seeds = arms.iter().map(|a| a.seeds.len()).max().unwrap_or(1).max(1);
+    let mean_of = |weights: &[f64], seed_pick: &[usize]| -> Vec<f64> {
+        sums.iter()
+            .map(|arm| {
+                if arm.is_empty() {
+                    return f64::NAN;
+                }
+                let per_seed: Vec<f64> = seed_pick
+                    .iter()
+                    .map(|k| {
+                        let g = &arm[k % arm.len()];
+                        let (mut s, mut n) = (0.0, 0.0);
+                        for (w, (gs, gn)) in weights.iter().zip(g) {
+                            s += w * gs;
+                            n += w * gn;
+                        }
+                        if n > 0.0 { s / n } else { f64::NAN }
+                    })
+                    .collect();
+                per_seed.iter().sum::<f64>() / per_seed.len() as f64
+            })
+            .collect()
+    };
+    let all_seeds: Vec<usize> = (0..max_seeds).collect();
+    let value = stat(&mean_of(&vec![1.0; groups.len()], &all_seeds));
+    if groups.is_empty() {
+        return Estimate {
+            value,
+            interval: [f64::NAN, f64::NAN],
+            p_value: f64::NAN,
+        };
+    }
+    let mut rng = Rng::new(RESAMPLE_SEED);
+    let mut draws = Vec::with_capacity(RESAMPLES);
+    let mut weights = vec![0.0; groups.len()];
+    for _ in 0..RESAMPLES {
+        weights.iter_mut().for_each(|w| *w = 0.0);
+        for _ in 0..groups.len() {
+            weights[rng.below(groups.len())] += 1.0;
+        }
+        let pick: Vec<usize> = if max_seeds > 1 {
+            (0..max_seeds).map(|_| rng.below(max_seeds)).collect()
+        } else {
+            vec![0]
+        };
+        let v = stat(&mean_of(&weights, &pick));
+        if v.is_finite() {
+            draws.push(v);
+        }
+    }
+    draws.sort_by(f64::total_cmp);
+    let q = |p: f64| {
+        if draws.is_empty() {
+            f64::NAN
+        } else {
+            draws[((draws.len() - 1) as f64 * p).round() as usize]
+        }
+    };
+    let below = draws.iter().filter(|v| **v <= 0.0).count();
+    let above = draws.iter().filter(|v| **v >= 0.0).count();
+    let p_value = (2.0 * (below.min(above) + 1) as f64 / (draws.len() + 1) as f64).min(1.0);
+    Estimate {
+        value,
+        interval: [q(0.025), q(0.975)],
+        p_value,
+    }
+}
+
+/// Mean and sample standard deviation (0 for one value).
+pub fn mean_sd(v: &[f64]) -> (f64, f64) {
+    let n = v.len();
+    if n == 0 {
+        return (f64::NAN, f64::NAN);
+    }
+    let m = v.iter().sum::<f64>() / n as f64;
+    if n == 1 {
+        return (m, 0.0);
+    }
+    let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1) as f64;
+    (m, var.sqrt())
+}
+
+/// Items a paired test needs to detect a difference of `delta` (a fraction, e.g. 0.02) at
+/// two-sided α = 0.05 with 80 % power, when a fraction `discordant` of items differ between
+/// the two runs (McNemar's normal approximation; independent items).
+pub fn items_needed(delta: f64, discordant: f64) -> usize {
+    let (za, zb) = (1.959_964, 0.841_621);
+    let d = discordant.max(delta);
+    let n = (za * d.sqrt() + zb * (d - delta * delta).max(0.0).sqrt()).powi(2) / (delta * delta);
+    n.ceil() as usize
+}
+
+/// The smallest difference (a fraction) a paired test on `n` items detects at α = 0.05 with
+/// 80 % power when a fraction `discordant` of them differ (inverse of [`items_needed`]).
+pub fn detectable_difference(n: usize, discordant: f64) -> f64 {
+    let (mut lo, mut hi) = (1e-4, 1.0);
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if items_needed(mid, discordant) <= n {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
+/// Packs correctness marks as hexadecimal (4 items a digit, first item in the high bit).
+pub fn pack_marks(marks: &[bool]) -> String {
+    marks
+        .chunks(4)
+        .map(|c| {
+            let v = c
+                .iter()
+                .enumerate()
+                .fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (3 - i)));
+            char::from_digit(v, 16).unwrap_or('0')
+        })
+        .collect()
+}
+
+/// Unpacks `n` marks packed by [`pack_marks`]; `None` when the text is too short or not hex.
+pub fn unpack_marks(text: &str, n: usize) -> Option<Vec<bool>> {
+    let digits: Vec<u32> = text
+        .chars()
+        .map(|c| c.to_digit(16))
+        .collect::<Option<_>>()?;
+    if digits.len() < n.div_ceil(4) {
+        return None;
+    }
+    Some(
+        (0..n)
+            .map(|i| digits[i / 4] >> (3 - i % 4) & 1 == 1)
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wilson_matches_published_values() {
+        // Wilson (1927) / Newcombe (1998) example: 81 of 263 → 0.2553 – 0.3662.
+        let [lo, hi] = wilson(81, 263);
+        assert!(
+            (lo - 0.2553).abs() < 5e-4 && (hi - 0.3662).abs() < 5e-4,
+            "{lo} {hi}"
+        );
+        assert_eq!(wilson(0, 0), [0.0, 1.0]);
+        let [lo, hi] = wilson(10, 10);
+        assert!(
+            (hi - 1.0).abs() < 1e-12 && (lo - 0.7225).abs() < 5e-4,
+            "{lo} {hi}"
+        );
+    }
+
+    #[test]
+    fn mcnemar_exact_values() {
+        // binomial(10, ½): P(X ≤ 1) = 11/1024, doubled.
+        assert!((mcnemar(1, 9) - 22.0 / 1024.0).abs() < 1e-12);
+        assert_eq!(mcnemar(5, 5), 1.0);
+        assert_eq!(mcnemar(0, 0), 1.0);
+        assert!(mcnemar(0, 30) < 1e-8);
+    }
+
+    #[test]
+    fn marks_round_trip() {
+        let m: Vec<bool> = (0..37).map(|i| (i * 7 + 3) % 5 < 2).collect();
+        let s = pack_marks(&m);
+        assert_eq!(s.len(), 10);
+        assert_eq!(unpack_marks(&s, 37).unwrap(), m);
+        assert!(unpack_marks("zz", 5).is_none());
+        assert!(unpack_marks("f", 5).is_none());
+    }
+
+    #[test]
+    fn verdicts_follow_the_interval() {
+        assert_eq!(Verdict3::judge([0.12, 0.3], 0.1, true), Verdict3::Holds);
+        assert_eq!(Verdict3::judge([0.02, 0.08], 0.1, true), Verdict3::Fails);
+        assert_eq!(
+            Verdict3::judge([0.05, 0.2], 0.1, true),
+            Verdict3::Inconclusive
+        );
+        assert_eq!(Verdict3::judge([0.0, 0.01], 0.02, false), Verdict3::Holds);
+        assert_eq!(Verdict3::judge([0.03, 0.05], 0.02, false), Verdict3::Fails);
+        assert_eq!(
+            Verdict3::judge([f64::NAN, 1.0], 0.0, true),
+            Verdict3::Inconclusive
+        );
+        use Verdict3::*;
+        assert_eq!(Verdict3::all(&[Holds, Inconclusive]), Inconclusive);
+        assert_eq!(Verdict3::all(&[Holds, Fails, Inconclusive]), Fails);
+        assert_eq!(Verdict3::all(&[Holds, Holds]), Holds);
+    }
+
+    #[test]
+    fn bootstrap_separates_a_real_difference_and_not_noise() {
+        // 400 items in groups of 4; arm b is right on 10 points more items than arm a.
+        let g = Groups::consecutive(400, 4);
+        let a: Vec<bool> = (0..400).map(|i| i % 10 < 5).collect();
+        let b: Vec<bool> = (0..400).map(|i| i % 10 < 6).collect();
+        let e = bootstrap(&g, &[Arm::marks(&[a.clone()]), Arm::marks(&[b])], &|m| {
+            m[1] - m[0]
+        });
+        assert!((e.value - 0.1).abs() < 1e-12);
+        assert!(e.interval[0] > 0.0 && e.interval[1] < 0.2, "{e:?}");
+        assert!(e.p_value < 0.01, "{e:?}");
+        // The same run against itself: difference 0, p = 1.
+        let same = bootstrap(&g, &[Arm::marks(&[a.clone()]), Arm::marks(&[a])], &|m| {
+            m[1] - m[0]
+        });
+        assert_eq!(same.value, 0.0);
+        assert_eq!(same.interval, [0.0, 0.0]);
+        assert_eq!(same.p_value, 1.0);
+    }
+
+    #[test]
+    fn correlated_groups_widen_the_interval() {
+        // The same 50 % score from independent items vs from all-or-nothing groups of 8:
+        // the cluster bootstrap must see the second as far less certain.
+        let n = 400;
+        let mut rng = Rng::new(11);
+        let indep: Vec<bool> = (0..n).map(|_| rng.below(2) == 0).collect();
+        let clustered: Vec<bool> = (0..n).map(|i| (i / 8) % 2 == 0).collect();
+        let g = Groups::consecutive(n, 8);
+        let w = |m: &[bool]| {
+            let e = bootstrap(&g, &[Arm::marks(&[m.to_vec()])], &|v| v[0]);
+            e.interval[1] - e.interval[0]
+        };
+        assert!(
+            w(&clustered) > 2.0 * w(&indep),
+            "{} {}",
+            w(&clustered),
+            w(&indep)
+        );
+        // Independent items: close to Wilson's width.
+        let [lo, hi] = wilson(n / 2, n);
+        assert!(
+            (w(&indep) - (hi - lo)).abs() < 0.03,
+            "{} {}",
+            w(&indep),
+            hi - lo
+        );
+    }
+
+    #[test]
+    fn power_calculation_inverts() {
+        // 2 points with 5 % of items discordant: about 970 items.
+        let n = items_needed(0.02, 0.05);
+        assert!((900..1100).contains(&n), "{n}");
+        let d = detectable_difference(n, 0.05);
+        assert!((d - 0.02).abs() < 1e-3, "{d}");
+        assert!(detectable_difference(100, 0.05) > 0.05);
+    }
+
+    #[test]
+    fn mean_and_spread() {
+        assert_eq!(mean_sd(&[2.0]), (2.0, 0.0));
+        let (m, s) = mean_sd(&[1.0, 2.0, 3.0]);
+        assert!((m - 2.0).abs() < 1e-12 && (s - 1.0).abs() < 1e-12);
+    }
+}
