@@ -35,11 +35,12 @@ fi
 # Whole-program LTO in one codegen unit for the wasm only (native release builds keep the
 # defaults): about 6 % smaller gzipped. The UI crates (egui, epaint, egui_plot, eframe, the
 # app) and the parsers that run once per file (serde_json, toml, safetensors) are optimized
-# for size, the engine and trainer (the CPU fallback's hot loops) for speed: 1.4 % smaller
-# again when first measured (3.007 → 2.967 MB), which keeps the demo under its 3 MB budget.
+# for size (`z`), the engine and trainer (the CPU fallback's hot loops) for speed. Measured:
+# with `s` for the UI crates 3.02 MB gzipped once the statistics of the verdicts and SQNR
+# landed; with `z` 2.93 MB, which keeps the demo under its 3 MB budget.
 ui_size=()
 for crate in egui epaint egui_plot eframe hif8lab-app serde_json toml toml_parser winnow safetensors; do
-  ui_size+=(--config "profile.release.package.$crate.opt-level=\"s\"")
+  ui_size+=(--config "profile.release.package.$crate.opt-level=\"z\"")
 done
 # WebAssembly SIMD (simd128) is opt-in: HIF8LAB_WASM_SIMD=1. Measured in headless Chromium
 # on the smoke preset's CPU fallback it changed nothing (4.1–4.6 steps/s with it, 4.5–4.8

@@ -594,7 +594,20 @@ impl HifApp {
         match kind {
             JobKind::Run => {
                 if *status == JobStatus::Finished {
-                    self.status = "Training finished.".into();
+                    let done = self.runs.live.as_ref().map_or(0, |v| v.loss.len());
+                    let target = self
+                        .runs
+                        .live
+                        .as_ref()
+                        .and_then(|v| v.config.as_ref())
+                        .and_then(|c| c["train"]["steps"].as_u64())
+                        .unwrap_or(0) as usize;
+                    // A run stopped early ends as "finished" too: say which it was.
+                    self.status = if done < target {
+                        format!("Training stopped at step {done} of {target}.")
+                    } else {
+                        "Training finished.".into()
+                    };
                 }
                 let steps = self.runs.live.as_ref().map_or(0, |v| v.loss.len());
                 // For scripts driving the app (the screenshot check waits for this line).

@@ -494,6 +494,13 @@ impl HifApp {
         self.status = "Reset: pick a preset and press Start.".into();
     }
 
+    /// Whether the live run is paused.
+    pub fn paused(&self) -> bool {
+        self.jobs
+            .training(jobs::JobKind::Run)
+            .is_some_and(|t| t.paused())
+    }
+
     /// What scripts and embedding pages read (the browser's `window.__hif8lab`): backend,
     /// adapter, whether training runs, steps reported, last loss, quantizers seen, last error.
     pub fn snapshot(&self) -> serde_json::Value {
@@ -502,7 +509,8 @@ impl HifApp {
         serde_json::json!({
             "backend": self.backend.name(),
             "adapter": self.adapter,
-            "running": self.jobs.running(JobKind::Run),
+            "running": self.jobs.running(JobKind::Run) && !self.paused(),
+            "paused": self.paused(),
             "steps": view.map(|v| v.loss.len()).unwrap_or(0),
             "loss": view.and_then(|v| v.loss.last()).map(|p| p[1]),
             "quantizers": view.map(|v| v.calls.len()).unwrap_or(0),

@@ -154,6 +154,12 @@ fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
                 for t in [Some(t), baseline].into_iter().flatten() {
                     t.set_paused(pause);
                 }
+                let step = app.runs.live.as_ref().map_or(0, |v| v.loss.len());
+                app.status = if pause {
+                    format!("Paused after step {step}: press Resume to continue.")
+                } else {
+                    format!("Resumed after step {step}: training.")
+                };
             }
             if ui.button("Stop").clicked() {
                 for t in [Some(t), baseline].into_iter().flatten() {

@@ -628,3 +628,45 @@ fn a_hugging_face_folder_continues_training_with_the_dashboard_live() {
     h.run_steps(1);
     h.get_by_label_contains("Cannot open the model");
 }
+
+/// The status says what happened: Pause says paused (and `running` turns false for
+/// scripts), Stop before the last step says where it stopped, not "finished".
+#[test]
+fn pause_and_stop_tell_the_truth() {
+    let mut h = harness(Options {
+        preset: Some("smoke".into()),
+        ..Default::default()
+    });
+    h.state_mut().settings.set("train.steps", "400");
+    h.run_steps(2);
+    h.get_by_label("Start").click();
+    until(&mut h, |app| {
+        app.runs.live.as_ref().is_some_and(|v| v.loss.len() >= 3)
+    });
+    h.get_by_label("Pause").click();
+    h.run_steps(2);
+    assert!(
+        h.state().status.starts_with("Paused after step"),
+        "{}",
+        h.state().status
+    );
+    let snap = h.state().snapshot();
+    assert_eq!(snap["paused"], true);
+    assert_eq!(snap["running"], false, "{snap}");
+    h.get_by_label("Resume").click();
+    h.run_steps(2);
+    assert!(
+        h.state().status.starts_with("Resumed"),
+        "{}",
+        h.state().status
+    );
+    assert_eq!(h.state().snapshot()["running"], true);
+    h.get_by_label("Stop").click();
+    until(&mut h, |app| !app.jobs.running(JobKind::Run));
+    let steps = h.state().runs.live.as_ref().unwrap().loss.len();
+    assert!(steps < 400);
+    assert_eq!(
+        h.state().status,
+        format!("Training stopped at step {steps} of 400."),
+    );
+}

@@ -48,7 +48,7 @@ pub const SQNR_CAP_DB: f32 = 300.0;
 /// Signal-to-quantization-noise ratio in dB, 10·log10(signal / noise); `None` when there is
 /// no signal (an all-zero tensor), [`SQNR_CAP_DB`] when the noise is zero.
 pub fn sqnr_db(signal: f64, noise: f64) -> Option<f32> {
-    if !(signal > 0.0) || !signal.is_finite() || !noise.is_finite() {
+    if signal.is_nan() || signal <= 0.0 || !signal.is_finite() || !noise.is_finite() {
         None
     } else if noise <= 0.0 {
         Some(SQNR_CAP_DB)

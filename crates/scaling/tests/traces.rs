@@ -461,3 +461,44 @@ fn impossible_amax_values_are_counted_not_replayed() {
         assert_eq!(q.estimators["most_recent"].calls_above_est, 1, "{name}");
     }
 }
+
+/// A trace with SQNR per call: the importer keeps it per quantizer and `replay` reports the
+/// recorded median and worst (it cannot recompute SQNR for other estimators).
+#[test]
+fn recorded_sqnr_reaches_the_replay() {
+    let recs = records();
+    assert!(
+        recs.iter().all(|r| r.sqnr_db.is_some()),
+        "the fixture measures SQNR"
+    );
+    let bytes = write_trace(&recs);
+    assert!(String::from_utf8_lossy(&bytes).contains("\"sqnr_db\":"));
+    let imported = hif8lab_scaling::import::import_bytes(Path::new("t.jsonl"), &bytes).unwrap();
+    let report = replay(&imported.series, &ReplayOptions::default());
+    for (s, q) in imported.series.iter().zip(&report.quantizers) {
+        let mine: Vec<f32> = recs
+            .iter()
+            .filter(|r| r.quantizer().to_string() == s.name)
+            .filter_map(|r| r.sqnr_db)
+            .collect();
+        let r = q.recorded_sqnr.expect("recorded");
+        assert_eq!(r.calls as usize, mine.len());
+        let worst = mine.iter().copied().fold(f32::INFINITY, f32::min);
+        assert_eq!(r.worst_db, worst);
+        assert!(r.worst_db <= r.median_db && r.median_db > 0.0, "{r:?}");
+    }
+    // A trace without SQNR (older traces, other tools): none reported.
+    let mut old = recs.clone();
+    for r in &mut old {
+        r.sqnr_db = None;
+    }
+    let imported =
+        hif8lab_scaling::import::import_bytes(Path::new("t.jsonl"), &write_trace(&old)).unwrap();
+    let report = replay(&imported.series, &ReplayOptions::default());
+    assert!(report.quantizers.iter().all(|q| q.recorded_sqnr.is_none()));
+    assert!(
+        !serde_json::to_string(&report)
+            .unwrap()
+            .contains("recorded_sqnr")
+    );
+}

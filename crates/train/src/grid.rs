@@ -7,6 +7,7 @@
 //! (one run folder each, plus `probes.jsonl`), `<out>/results.md`, `<out>/results.csv`.
 //! A run whose `summary.json` says `finished` is skipped on re-run (resumable).
 
+#[cfg(not(target_arch = "wasm32"))]
 use std::fmt::Write as _;
 #[cfg(not(target_arch = "wasm32"))]
 use std::path::{Path, PathBuf};

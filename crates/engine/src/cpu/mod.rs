@@ -181,7 +181,12 @@ impl Device for CpuBackend {
         BackendInfo {
             kind: "cpu",
             adapter: cpu_name(),
-            api: "native".into(),
+            // The browser's CPU fallback is WebAssembly, not native code.
+            api: if cfg!(target_arch = "wasm32") {
+                "wasm".into()
+            } else {
+                "native".into()
+            },
             device_type: "Cpu".into(),
             memory: crate::MemoryLimits::host(),
         }

@@ -169,6 +169,7 @@ fn power(rows: &[ResultRow]) -> Option<Power> {
     })
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn shadow(s: &RunSummary, name: &str) -> u64 {
     s.estimators
         .iter()
@@ -306,7 +307,8 @@ impl GridResults {
     }
 
     /// `results.csv`: one line per run (means over seeds), each probe score with its
-    /// `_lo`/`_hi` 95 % interval.
+    /// `_lo`/`_hi` 95 % interval. (Native only: the browser writes no reports.)
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn csv(&self) -> String {
         let mut out = csv::Writer::from_writer(Vec::new());
         let mut header: Vec<String> = "run,lr,estimator,warmup,seeds,final_loss,ape_all_pct,ape_all_sd,ape_last10_pct,ape_last10_sd"
@@ -400,7 +402,8 @@ impl GridResults {
         String::from_utf8(out.into_inner().unwrap_or_default()).unwrap_or_default()
     }
 
-    /// `results.md`: the table, the shadow comparison, and the verdict table.
+    /// `results.md`: the table, the shadow comparison, and the verdict table. (Native only.)
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn markdown(&self) -> String {
         let mut md = String::from("# hif8lab grid results\n\n");
         let b = &self.base;
@@ -570,6 +573,7 @@ impl GridResults {
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn fmt_pm(v: f64, sd: f64) -> String {
     if v.is_nan() {
         "–".into()
@@ -588,6 +592,7 @@ fn fmt_p(p: f64) -> String {
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// A run's SQNR for one role over its seeds: (median of the seeds' medians, worst of all).
 fn sqnr_of(r: &ResultRow, role: hif8lab_scaling::Role) -> Option<(f32, f32)> {
     let per: Vec<_> = r.seeds.iter().filter_map(|s| s.sqnr.get(&role)).collect();
@@ -600,6 +605,7 @@ fn sqnr_of(r: &ResultRow, role: hif8lab_scaling::Role) -> Option<(f32, f32)> {
     Some((med[med.len() / 2], worst))
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 const SQNR_ROLES: [hif8lab_scaling::Role; 3] = [
     hif8lab_scaling::Role::A,
     hif8lab_scaling::Role::W,
