@@ -299,10 +299,10 @@ fn fuzz_probe_records() {
             // item values come back only when the marks cover the items.
             for name in hif8lab_train::trainer::PROBE_SCORES {
                 let g = p.groups(name);
-                if let Some(v) = p.item_values(name) {
-                    if name != "heldout_loss" {
-                        assert_eq!(v.len(), g.items());
-                    }
+                if let Some(v) = p.item_values(name)
+                    && name != "heldout_loss"
+                {
+                    assert_eq!(v.len(), g.items());
                 }
                 let _ = p.interval(name);
             }

@@ -198,7 +198,7 @@ impl Stepper {
             let mut sink = |e: Event| {
                 queue.push_back(match e {
                     Event::Report(r) => Msg::Report(r),
-                    Event::Probes(p) => Msg::Probes(p),
+                    Event::Probes(p) => Msg::Probes(*p),
                     Event::Weights(w) => Msg::Weights(w),
                     Event::Checkpoint { .. } => return Ok(()),
                 });

@@ -58,7 +58,7 @@ pub enum Event {
     /// A step's report (with every quantizer call).
     Report(Box<StepReport>),
     /// Probe scores.
-    Probes(ProbeScores),
+    Probes(Box<ProbeScores>),
     /// A checkpoint of the state after `step` steps (scheduled, final or on stop).
     Checkpoint {
         /// Steps done.
@@ -97,7 +97,7 @@ impl Sink for Memory {
     fn event(&mut self, event: Event) -> Result<(), TrainError> {
         match event {
             Event::Report(r) => self.reports.push(*r),
-            Event::Probes(p) => self.probes.push(p),
+            Event::Probes(p) => self.probes.push(*p),
             Event::Weights(w) => self.weights = Some(w),
             Event::Checkpoint { .. } => {}
         }
@@ -267,7 +267,7 @@ impl<B: Backend> Driver<B> {
                     self.pending_eval = Some(p);
                     return Ok(Progress::Waiting);
                 }
-                sink.event(Event::Probes(p.finish(block)?))?;
+                sink.event(Event::Probes(Box::new(p.finish(block)?)))?;
             }
             let steps = self.trainer.steps_done();
             let eval_due = self.next_eval.is_some_and(|n| steps >= n)

@@ -401,16 +401,20 @@ mod tests {
         let g = Groups::consecutive(400, 4);
         let a: Vec<bool> = (0..400).map(|i| i % 10 < 5).collect();
         let b: Vec<bool> = (0..400).map(|i| i % 10 < 6).collect();
-        let e = bootstrap(&g, &[Arm::marks(&[a.clone()]), Arm::marks(&[b])], &|m| {
-            m[1] - m[0]
-        });
+        let e = bootstrap(
+            &g,
+            &[Arm::marks(std::slice::from_ref(&a)), Arm::marks(&[b])],
+            &|m| m[1] - m[0],
+        );
         assert!((e.value - 0.1).abs() < 1e-12);
         assert!(e.interval[0] > 0.0 && e.interval[1] < 0.2, "{e:?}");
         assert!(e.p_value < 0.01, "{e:?}");
         // The same run against itself: difference 0, p = 1.
-        let same = bootstrap(&g, &[Arm::marks(&[a.clone()]), Arm::marks(&[a])], &|m| {
-            m[1] - m[0]
-        });
+        let same = bootstrap(
+            &g,
+            &[Arm::marks(std::slice::from_ref(&a)), Arm::marks(&[a])],
+            &|m| m[1] - m[0],
+        );
         assert_eq!(same.value, 0.0);
         assert_eq!(same.interval, [0.0, 0.0]);
         assert_eq!(same.p_value, 1.0);
