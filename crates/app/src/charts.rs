@@ -31,6 +31,44 @@ pub const MAX_POINTS: usize = 1000;
 /// The top of the SQNR colour scale (dB): calls at or above it draw dark.
 pub const SQNR_TOP_DB: f32 = 50.0;
 
+/// Series colours, in order: every one of medium luminance, so it contrasts (≥ 3:1) with the
+/// plot background of both the dark and the light theme (a test checks).
+pub const SERIES: [Color32; 8] = [
+    Color32::from_rgb(31, 119, 200),  // blue
+    Color32::from_rgb(215, 95, 0),    // orange
+    Color32::from_rgb(30, 145, 60),   // green
+    Color32::from_rgb(200, 40, 90),   // crimson
+    Color32::from_rgb(130, 90, 210),  // violet
+    Color32::from_rgb(150, 110, 20),  // ochre
+    Color32::from_rgb(0, 140, 150),   // teal
+    Color32::from_rgb(120, 120, 120), // grey
+];
+
+/// The amax line (the Amax panel's main data), in both themes.
+pub const AMAX: Color32 = Color32::from_rgb(225, 45, 45);
+
+/// The colour of series `i`.
+pub fn series(i: usize) -> Color32 {
+    SERIES[i % SERIES.len()]
+}
+
+/// WCAG contrast ratio of two colours (1 to 21).
+pub fn contrast(a: Color32, b: Color32) -> f32 {
+    let lum = |c: Color32| {
+        let lin = |v: u8| {
+            let v = f32::from(v) / 255.0;
+            if v <= 0.040_45 {
+                v / 12.92
+            } else {
+                ((v + 0.055) / 1.055).powf(2.4)
+            }
+        };
+        0.2126 * lin(c.r()) + 0.7152 * lin(c.g()) + 0.0722 * lin(c.b())
+    };
+    let (x, y) = (lum(a), lum(b));
+    (x.max(y) + 0.05) / (x.min(y) + 0.05)
+}
+
 /// PNG exports the panels asked for this frame (the app takes the screenshot).
 #[derive(Debug, Default)]
 pub struct Exports {
@@ -257,13 +295,21 @@ fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         .x_axis_label("step")
         .y_axis_label("loss")
         .show(ui, |p| {
-            p.line(Line::new("training loss", decimate_xy(&view.loss)));
+            // The baseline dashed underneath, the run on top: where they agree both stay
+            // visible.
             if !baseline.is_empty() {
-                p.line(Line::new(
-                    "matched baseline (no quantization)",
-                    decimate_xy(baseline),
-                ));
+                p.line(
+                    Line::new("matched baseline (no quantization)", decimate_xy(baseline))
+                        .color(series(1))
+                        .width(2.5)
+                        .style(egui_plot::LineStyle::dashed_loose()),
+                );
             }
+            p.line(
+                Line::new("training loss", decimate_xy(&view.loss))
+                    .color(series(0))
+                    .width(1.5),
+            );
             if let Some(v) = qat_line(view) {
                 p.vline(v);
             }
@@ -302,10 +348,19 @@ fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
                         );
                     }
                 }
-                p.line(Line::new("knowledge probes", pts(&view.probes)).width(2.0));
                 if !cx.baseline_probes().is_empty() {
-                    p.line(Line::new("matched baseline", pts(cx.baseline_probes())));
+                    p.line(
+                        Line::new("matched baseline", pts(cx.baseline_probes()))
+                            .color(series(1))
+                            .width(2.5)
+                            .style(egui_plot::LineStyle::dashed_loose()),
+                    );
                 }
+                p.line(
+                    Line::new("knowledge probes", pts(&view.probes))
+                        .color(series(0))
+                        .width(2.0),
+                );
                 if let Some(b) = &cx.base_probes {
                     p.hline(HLine::new("base model", pct(b)).color(Color32::GRAY));
                 }
@@ -545,7 +600,7 @@ fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
                         min.is_finite().then(|| [*a as f64, log2(min)])
                     })
                     .collect();
-                p.line(Line::new(format!("est: {name}"), pts));
+                p.line(Line::new(format!("est: {name}"), pts).color(series(k)));
             }
             if let Some(shift) = shift {
                 // Only the landmarks near the data, so the chart is not squashed.
@@ -579,7 +634,7 @@ fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
                         .collect::<Vec<_>>(),
                 )
                 .width(2.5)
-                .color(Color32::WHITE),
+                .color(AMAX),
             );
         });
     let mut rect = r.response.rect;

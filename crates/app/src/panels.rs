@@ -54,7 +54,9 @@ fn field(ui: &mut egui::Ui, app: &mut HifApp, f: &crate::settings::Field, error:
         }
     }
     if let Some(e) = error {
-        ui.label(RichText::new(e).color(ERROR).small());
+        ui.label(RichText::new(e).color(ERROR));
+    } else if let Some(w) = app.settings.field_warning(f.key) {
+        ui.label(RichText::new(w).color(Color32::from_rgb(200, 120, 20)));
     }
 }
 

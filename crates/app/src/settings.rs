@@ -305,7 +305,23 @@ impl Settings {
         let o = Self::override_of(field, self.get(key))?;
         RunConfig::parse(&self.preset, text, &[o])
             .err()
-            .map(|e| e.message)
+            .map(|e| plain_words(field, &e.message))
+    }
+
+    /// A setting that is valid but defeats itself (every value overflowing), in the user's
+    /// words; shown under the field as a warning.
+    pub fn field_warning(&self, key: &str) -> Option<String> {
+        if key != "qat.scaling.target" {
+            return None;
+        }
+        let target: f32 = self.get(key).trim().parse().ok()?;
+        let format: hif8lab_format::Format = self.get("qat.scaling.format").trim().parse().ok()?;
+        let limit = format.facts().overflow_threshold;
+        (target >= limit).then(|| {
+            format!(
+                "A target of {target} puts every tensor's amax at or above {format}'s overflow ({limit}): the largest values of every call will overflow. Targets below {limit} keep them finite (15 is HiF8's usual one)."
+            )
+        })
     }
 
     /// The run config these settings describe, or the first problem (naming the field).
@@ -338,6 +354,39 @@ impl Settings {
         }
         self.set(key, &items.join(","));
     }
+}
+
+/// A config error in the user's words: what kind of value the field takes, not the parser's
+/// type names (`expected u64`).
+pub fn plain_words(field: &Field, message: &str) -> String {
+    let label = field.label;
+    let msg = message
+        .strip_prefix(&format!("key '{}': ", field.key))
+        .unwrap_or(message);
+    let quoted = |m: &str| m.split('"').nth(1).map(str::to_owned);
+    let backticked = |m: &str| m.split('`').nth(1).map(str::to_owned);
+    let whole = ["expected u64", "expected usize", "expected u32"]
+        .iter()
+        .any(|t| msg.ends_with(t));
+    if whole {
+        let got = quoted(msg).or_else(|| backticked(msg)).unwrap_or_default();
+        return if msg.contains("invalid value: integer") {
+            format!("{label}: a whole number of 0 or more, not {got}")
+        } else {
+            format!("{label}: a whole number (like 40), not \"{got}\"")
+        };
+    }
+    if msg.ends_with("expected f32") || msg.ends_with("expected f64") {
+        let got = quoted(msg).or_else(|| backticked(msg)).unwrap_or_default();
+        return format!("{label}: a number (like 0.003 or 3e-3), not \"{got}\"");
+    }
+    if let Some(rest) = msg.strip_prefix("bad estimator '") {
+        let got = rest.split('\'').next().unwrap_or_default();
+        return format!(
+            "{label}: \"{got}\" is not an estimator. Write one of: most_recent, max_window(64), mean_window(64), ema(0.1), holt(0.5,0.1,0.9), current (numbers in brackets: window length or smoothing factors)."
+        );
+    }
+    format!("{label}: {msg}")
 }
 
 #[cfg(test)]
@@ -374,6 +423,52 @@ mod tests {
         s.set("qat.roles", "A");
         s.set("qat.blocks", "one");
         assert!(s.field_error("qat.blocks").is_some());
+    }
+
+    #[test]
+    fn errors_in_the_users_words() {
+        let err = |k: &str, v: &str| {
+            let mut s = Settings::from_preset("smoke");
+            s.set(k, v);
+            s.field_error(k).unwrap()
+        };
+        assert_eq!(
+            err("train.steps", "40abc"),
+            "steps: a whole number (like 40), not \"40abc\""
+        );
+        assert_eq!(
+            err("train.batch", "-3"),
+            "batch: a whole number of 0 or more, not -3"
+        );
+        assert_eq!(
+            err("qat.scaling.window", "1.5"),
+            "window: a whole number (like 40), not \"1.5\""
+        );
+        assert_eq!(
+            err("train.lr", "fast"),
+            "lr: a number (like 0.003 or 3e-3), not \"fast\""
+        );
+        let e = err("qat.scaling.estimator", "maxwindow");
+        assert!(e.starts_with("estimator: \"maxwindow\" is not an estimator. Write one of: most_recent, max_window(64)"), "{e}");
+        for e in [err("train.steps", "40abc"), err("train.lr", "fast"), e] {
+            assert!(
+                !e.contains("expected u") && !e.contains("expected f") && !e.contains("key '"),
+                "{e}"
+            );
+        }
+        // A target at or above the format's overflow is valid but warned about.
+        let mut s = Settings::from_preset("smoke");
+        assert!(s.field_warning("qat.scaling.target").is_none());
+        s.set("qat.scaling.target", "100000");
+        assert!(s.field_error("qat.scaling.target").is_none());
+        let w = s.field_warning("qat.scaling.target").unwrap();
+        assert!(w.contains("40960") && w.contains("overflow"), "{w}");
+        s.set("qat.scaling.format", "e4m3");
+        s.set("qat.scaling.target", "448");
+        assert!(
+            s.field_warning("qat.scaling.target").is_none(),
+            "448 is E4M3's max, below 464"
+        );
     }
 
     #[test]

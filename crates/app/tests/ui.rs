@@ -241,7 +241,7 @@ fn invalid_input_shows_an_error_and_disables_start() {
         .settings
         .set("qat.scaling.estimator", "median");
     h.run_steps(2);
-    h.get_by_label_contains("unknown estimator");
+    h.get_by_label_contains("\"median\" is not an estimator. Write one of: most_recent");
     h.state_mut()
         .settings
         .set("qat.scaling.estimator", "max_window");
@@ -669,4 +669,44 @@ fn pause_and_stop_tell_the_truth() {
         h.state().status,
         format!("Training stopped at step {steps} of 400."),
     );
+}
+
+/// Every data series (the palette, the amax line) contrasts at least 3:1 with the plot
+/// background of both themes (the amax line was white, invisible on the light theme).
+#[test]
+fn series_colours_contrast_in_both_themes() {
+    use hif8lab_app::charts::{AMAX, SERIES, contrast};
+    for (theme, v) in [
+        ("dark", egui::Visuals::dark()),
+        ("light", egui::Visuals::light()),
+    ] {
+        for bg in [v.extreme_bg_color, v.panel_fill] {
+            for c in SERIES.iter().chain([&AMAX]) {
+                let r = contrast(*c, bg);
+                assert!(r >= 3.0, "{c:?} on the {theme} theme's {bg:?}: {r:.2}:1");
+            }
+        }
+    }
+    // The measure itself: black on white is 21:1, a colour on itself 1:1.
+    assert!((contrast(egui::Color32::BLACK, egui::Color32::WHITE) - 21.0).abs() < 0.01);
+    assert!((contrast(AMAX, AMAX) - 1.0).abs() < 1e-6);
+}
+
+/// Validation speaks the user's words under the field, and a target that makes every call
+/// overflow is warned about (it is valid, so Start stays enabled).
+#[test]
+fn validation_in_plain_words_and_overflow_warning() {
+    let mut h = harness(Options {
+        preset: Some("smoke".into()),
+        ..Default::default()
+    });
+    h.state_mut().settings.set("train.steps", "40abc");
+    h.run_steps(2);
+    h.get_by_label("steps: a whole number (like 40), not \"40abc\"");
+    h.state_mut().settings.set("train.steps", "40");
+    h.state_mut().settings.set("qat.scaling.target", "100000");
+    h.run_steps(2);
+    h.get_by_label_contains("the largest values of every call will overflow");
+    let (errors, whole) = h.state_mut().check_form();
+    assert!(errors.iter().all(Option::is_none) && whole.is_ok());
 }

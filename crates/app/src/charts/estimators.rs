@@ -132,8 +132,8 @@ pub(super) fn estimators(
         .x_axis_label("step")
         .y_axis_label("calls")
         .show(ui, |p| {
-            for (name, pts) in view.estimators.iter().zip(&t.cumulative) {
-                p.line(Line::new(name.clone(), pts.clone()));
+            for (k, (name, pts)) in view.estimators.iter().zip(&t.cumulative).enumerate() {
+                p.line(Line::new(name.clone(), pts.clone()).color(series(k)));
             }
         });
     ui.label("Headroom distribution: share of calls by log2(est/amax); below 0 the amax exceeded the estimate:");
@@ -143,8 +143,8 @@ pub(super) fn estimators(
         .x_axis_label("log2(est/amax)")
         .y_axis_label("share of calls")
         .show(ui, |p| {
-            for (name, pts) in view.estimators.iter().zip(&t.headroom_dist) {
-                p.line(Line::new(name.clone(), pts.clone()));
+            for (k, (name, pts)) in view.estimators.iter().zip(&t.headroom_dist).enumerate() {
+                p.line(Line::new(name.clone(), pts.clone()).color(series(k)));
             }
             p.vline(VLine::new("amax = estimate", 0.0).color(Color32::RED));
         });

@@ -111,7 +111,7 @@ pub(super) fn histogram(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView
                     format!("target {} (the estimate lands here)", view.target),
                     target,
                 )
-                .color(Color32::WHITE),
+                .color(AMAX),
             );
             if view.format == Format::HiF8 {
                 p.span(

@@ -90,11 +90,15 @@ fn runs_panel(ui: &mut egui::Ui, app: &mut crate::Runs, exports: &mut Exports) -
         .y_axis_label("loss")
         .show(ui, |p| {
             if let Some(v) = &app.live {
-                p.line(Line::new(format!("current: {}", v.name), decimate_xy(&v.loss)).width(2.0));
+                p.line(
+                    Line::new(format!("current: {}", v.name), decimate_xy(&v.loss))
+                        .color(series(0))
+                        .width(2.0),
+                );
             }
-            for (v, on) in app.earlier.iter().zip(&app.overlay) {
+            for (i, (v, on)) in app.earlier.iter().zip(&app.overlay).enumerate() {
                 if *on {
-                    p.line(Line::new(v.name.clone(), decimate_xy(&v.loss)));
+                    p.line(Line::new(v.name.clone(), decimate_xy(&v.loss)).color(series(i + 1)));
                 }
             }
         });
