@@ -298,10 +298,12 @@ fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
             // The baseline dashed underneath, the run on top: where they agree both stay
             // visible.
             if !baseline.is_empty() {
+                // Wide and dashed: a band of the baseline's colour stays visible on both
+                // sides of the run's line where they agree.
                 p.line(
                     Line::new("matched baseline (no quantization)", decimate_xy(baseline))
                         .color(series(1))
-                        .width(2.5)
+                        .width(5.0)
                         .style(egui_plot::LineStyle::dashed_loose()),
                 );
             }
