@@ -395,11 +395,26 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
             };
             ui.label(RichText::new(format!("{}: {}", c.verdict.as_str(), c.claim)).color(colour));
             let p = c.p_value.map_or(String::new(), |p| format!(", p = {p:.3}"));
+            let interval = if c.interval[0] == c.interval[1] {
+                String::new()
+            } else {
+                format!(
+                    ", 95 % interval {} to {}",
+                    round3(c.interval[0]),
+                    round3(c.interval[1])
+                )
+            };
             ui.label(format!(
-                "statistic {:.3}, 95 % interval [{:.3}, {:.3}]{p} — {}",
-                c.statistic, c.interval[0], c.interval[1], c.test
+                "Measured {}{interval}{p}; test: {}.",
+                round3(c.statistic),
+                c.test
             ));
-            ui.label(c.evidence.to_string());
+            // The claim's raw numbers stay available, folded.
+            egui::CollapsingHeader::new("details (the claim's data)")
+                .id_salt(("claim", &c.claim))
+                .show(ui, |ui| {
+                    ui.label(RichText::new(c.evidence.to_string()).small().monospace());
+                });
         }
         ui.label(&r.summary);
         small_multiples(app, ui);
@@ -543,4 +558,19 @@ fn live_reading(app: &HifApp) -> String {
         of(&w, "most_recent"),
         of(&w, "max_window"),
     )
+}
+
+/// A number rounded for reading: three significant digits, no trailing noise.
+fn round3(v: f64) -> String {
+    if !v.is_finite() {
+        return "n/a".into();
+    }
+    let digits = if v.abs() >= 100.0 {
+        0
+    } else if v.abs() >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.digits$}")
 }

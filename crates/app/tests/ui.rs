@@ -436,6 +436,15 @@ fn saturation_lesson_live_and_judged() {
     assert_eq!(report.lesson, "saturation");
     assert!(report.holds(), "{report:?}");
     h.get_by_label_contains("holds: on activations and gradients");
+    // Each claim reads as a sentence with rounded numbers; its raw data is folded away.
+    assert_eq!(
+        h.query_all_by_label_contains("Measured ").count(),
+        report.claims.len()
+    );
+    assert_eq!(
+        h.query_all_by_label("details (the claim's data)").count(),
+        report.claims.len()
+    );
 }
 
 /// The forgetting lesson live: the base is pretrained once in the app, then continued at the
