@@ -38,7 +38,10 @@ mod results;
 #[cfg(not(target_arch = "wasm32"))]
 mod runner;
 
-pub use results::{GridResults, PAIRED_TEST, ResultRow, Verdict, compare, count_prefix};
+pub use results::{
+    GridResults, PAIRED_TEST, ResultRow, Verdict, base_run, compare, count_prefix, drop_stat,
+    forgetting_excess,
+};
 #[cfg(not(target_arch = "wasm32"))]
 pub use runner::{pretrain, run_grid, train_from_base};
 

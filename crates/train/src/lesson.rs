@@ -8,7 +8,10 @@ use serde::Serialize;
 
 use crate::config::RunConfig;
 use crate::corpus::{ape, relative_drop};
-use crate::grid::{GridConfig, GridResults, RunSummary, compare, count_prefix as count, grid_runs};
+use crate::grid::{
+    GridConfig, GridResults, RunSummary, base_run, compare, count_prefix as count, drop_stat,
+    forgetting_excess, grid_runs,
+};
 use crate::stats::{Estimate, Verdict3};
 use crate::trainer::ProbeScores;
 
@@ -328,19 +331,13 @@ fn forgetting(
     runs: &[(String, RunConfig)],
     s: &[RunSummary],
 ) -> (Vec<Claim>, String) {
-    let base_run = [RunSummary {
-        probes: Some(base.clone()),
-        ..RunSummary::default()
-    }];
+    let base_run = [base_run(&base)];
     let one = |n: &str| std::slice::from_ref(by_name(runs, s, n));
     let k = "knowledge_acc_norm";
-    let drop = |n: &str| compare(&[&base_run, one(n)], k, &|m| relative_drop(m[0], m[1]));
+    let drop = |n: &str| compare(&[&base_run, one(n)], k, &drop_stat);
     // drop_high − 2·drop_low, on the same items.
-    let excess = |hi: &str, lo: &str| {
-        compare(&[&base_run, one(hi), one(lo)], k, &|m| {
-            relative_drop(m[0], m[1]) - 2.0 * relative_drop(m[0], m[2]).max(0.0)
-        })
-    };
+    let excess =
+        |hi: &str, lo: &str| compare(&[&base_run, one(hi), one(lo)], k, &forgetting_excess);
     let loss = |n: &str| tail_mean(&by_name(runs, s, n).losses);
     let (bl, bh, ql, qh) = (
         drop("baseline-low"),
@@ -408,15 +405,9 @@ fn fixes(base: ProbeScores, s: &[RunSummary]) -> (Vec<Claim>, String) {
         .collect();
     // … and why each fix alone falls short.
     let row = |n: &str| results.rows.iter().find(|r| r.name == n);
-    let base_run = [RunSummary {
-        probes: Some(base.clone()),
-        ..RunSummary::default()
-    }];
-    let forgot = row("max_window-high").map(|r| {
-        compare(&[&base_run, &r.seeds], "knowledge_acc_norm", &|m| {
-            relative_drop(m[0], m[1])
-        })
-    });
+    let base_run = [base_run(&base)];
+    let forgot = row("max_window-high")
+        .map(|r| compare(&[&base_run, &r.seeds], "knowledge_acc_norm", &drop_stat));
     let forgot = forgot.unwrap_or(Estimate {
         value: f64::NAN,
         interval: [f64::NAN; 2],

@@ -223,12 +223,18 @@ pub fn compare(runs: &[&[RunSummary]], score: &str, stat: &dyn Fn(&[f64]) -> f64
 }
 
 /// Relative drop (%) of the second arm's mean against the first's.
-fn drop_stat(m: &[f64]) -> f64 {
+pub fn drop_stat(m: &[f64]) -> f64 {
     relative_drop(m[0], m[1])
 }
 
-/// The base model as a one-seed "run".
-fn base_run(base: &ProbeScores) -> RunSummary {
+/// How much more the high-rate arm forgot than twice the low-rate arm, both as relative
+/// drops from the base arm: arms (base, high, low); ≥ 0 when the high rate forgets ≥ 2×.
+pub fn forgetting_excess(m: &[f64]) -> f64 {
+    relative_drop(m[0], m[1]) - 2.0 * relative_drop(m[0], m[2]).max(0.0)
+}
+
+/// The base model as a one-seed "run" (an arm of [`compare`]).
+pub fn base_run(base: &ProbeScores) -> RunSummary {
     RunSummary {
         probes: Some(base.clone()),
         ..RunSummary::default()
@@ -731,9 +737,7 @@ fn verdicts(rows: &[ResultRow], base: &[RunSummary]) -> Vec<Verdict> {
     let forget = |hi: &str, lo: &str| {
         let (h, l) = (seeds_of(hi), seeds_of(lo));
         let high = compare(&[base, h], k, &drop_stat);
-        let excess = compare(&[base, h, l], k, &|m| {
-            relative_drop(m[0], m[1]) - 2.0 * relative_drop(m[0], m[2]).max(0.0)
-        });
+        let excess = compare(&[base, h, l], k, &forgetting_excess);
         (high, excess)
     };
     let (bh, bx) = forget("baseline-high", "baseline-low");
