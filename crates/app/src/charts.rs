@@ -5,7 +5,9 @@
 //! Estimators tables cached per view revision.
 
 use eframe::egui::{self, Color32, RichText};
-use egui_plot::{Axis, Bar, BarChart, HLine, Legend, Line, Plot, Polygon, Span, VLine};
+use egui_plot::{Axis, Bar, BarChart, HLine, Line, Plot, Polygon, Span, VLine};
+
+use crate::layout::legend;
 use hif8lab_format::{Format, hif8};
 use hif8lab_scaling::stats::{HIST_BINS, HIST_PER_BINADE, Log2Histogram};
 
@@ -218,6 +220,22 @@ impl Panels {
     }
 }
 
+/// A plot as the panels draw it: inside a scrolling panel the mouse wheel scrolls the panel
+/// (it does not pan the plot into empty ranges); drag to pan, Ctrl + wheel or pinch to zoom,
+/// double-click to reset. The legend is drawn above the plot by [`legend`], never over it.
+fn plot(id: &str) -> Plot<'_> {
+    Plot::new(id).allow_scroll(false)
+}
+
+/// A header row: the text (wrapping, its terms explained on hover) and what follows it.
+fn header<R>(ui: &mut egui::Ui, text: &str, then: impl FnOnce(&mut egui::Ui) -> R) -> R {
+    ui.horizontal_wrapped(|ui| {
+        crate::glossary::label(ui, text);
+        then(ui)
+    })
+    .inner
+}
+
 /// A "Save PNG" button; the plot drawn after it in the same frame is saved when clicked.
 fn png_button(ui: &mut egui::Ui) -> bool {
     ui.button("Save PNG")
@@ -234,9 +252,16 @@ fn save_png(exports: &mut Exports, want: bool, view: &str, what: &str, rect: egu
     }
 }
 
+/// The "QAT on" marker's colour: strong enough to see in both themes.
+const QAT_ON: Color32 = Color32::from_rgb(150, 60, 200);
+
 fn qat_line(view: &RunView) -> Option<VLine> {
-    view.qat_from
-        .map(|s| VLine::new("QAT on", s as f64).color(Color32::GRAY))
+    view.qat_from.map(|s| {
+        VLine::new("QAT on", s as f64)
+            .color(QAT_ON)
+            .width(2.0)
+            .style(egui_plot::LineStyle::dashed_dense())
+    })
 }
 
 /// The Loss panel: QAT run vs matched baseline, APE.
@@ -249,12 +274,11 @@ fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
             )
         })
         .unwrap_or_default();
-    let want = ui
-        .horizontal(|ui| {
-            ui.label(format!("{}: {} steps{ape}", view.name, view.loss.len()));
-            png_button(ui)
-        })
-        .inner;
+    let want = header(
+        ui,
+        &format!("{}: {} steps{ape}", view.name, view.loss.len()),
+        png_button,
+    );
     let baseline = cx.baseline_loss();
     let probes = !view.probes.is_empty();
     let pct = |p: &hif8lab_train::ProbeScores| 100.0 * p.knowledge_acc_norm;
@@ -277,27 +301,38 @@ fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         } else {
             String::new()
         };
-        ui.label(format!(
-            "Knowledge probes (accuracy, per-byte likelihood): {:.1} %{ci} at step {} (first evaluation {first:.1} %){b}; completion {:.1} %.",
-            pct(last),
-            last.step,
-            100.0 * last.completion_acc_norm
-        ));
+        crate::glossary::label(
+            ui,
+            format!(
+                "Knowledge probes (accuracy, per-byte likelihood): {:.1} %{ci} at step {} (first evaluation {first:.1} %){b}; completion {:.1} %.",
+                pct(last),
+                last.step,
+                100.0 * last.completion_acc_norm
+            ),
+        );
     }
+    let mut items = vec![("training loss".to_owned(), series(0))];
+    if !baseline.is_empty() {
+        items.push(("matched baseline (no quantization)".to_owned(), series(1)));
+    }
+    if view.qat_from.is_some() {
+        items.push(("QAT on".to_owned(), QAT_ON));
+    }
+    let shown = legend(ui, "loss", &items);
+    let on = |name: &str| items.iter().zip(&shown).any(|((n, _), s)| n == name && *s);
     let height = if probes {
-        (ui.available_height() - 190.0).max(120.0)
+        (ui.available_height() - 215.0).max(140.0)
     } else {
-        ui.available_height()
+        (ui.available_height() - 4.0).max(140.0)
     };
-    let r = Plot::new("loss")
+    let r = plot("loss")
         .height(height)
-        .legend(Legend::default())
         .x_axis_label("step")
         .y_axis_label("loss")
         .show(ui, |p| {
             // The baseline dashed underneath, the run on top: where they agree both stay
             // visible.
-            if !baseline.is_empty() {
+            if on("matched baseline (no quantization)") {
                 // Wide and dashed: a band of the baseline's colour stays visible on both
                 // sides of the run's line where they agree.
                 p.line(
@@ -307,12 +342,14 @@ fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
                         .style(egui_plot::LineStyle::dashed_loose()),
                 );
             }
-            p.line(
-                Line::new("training loss", decimate_xy(&view.loss))
-                    .color(series(0))
-                    .width(1.5),
-            );
-            if let Some(v) = qat_line(view) {
+            if on("training loss") {
+                p.line(
+                    Line::new("training loss", decimate_xy(&view.loss))
+                        .color(series(0))
+                        .width(1.5),
+                );
+            }
+            if let Some(v) = qat_line(view).filter(|_| on("QAT on")) {
                 p.vline(v);
             }
         });
@@ -321,9 +358,20 @@ fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         let pts = |v: &[hif8lab_train::ProbeScores]| -> Vec<[f64; 2]> {
             v.iter().map(|p| [p.step as f64, pct(p)]).collect()
         };
-        let r = Plot::new("probes")
+        let mut items = vec![(
+            "knowledge probes (band: 95 % interval)".to_owned(),
+            series(0),
+        )];
+        if !cx.baseline_probes().is_empty() {
+            items.push(("matched baseline".to_owned(), series(1)));
+        }
+        if cx.base_probes.is_some() {
+            items.push(("base model".to_owned(), Color32::GRAY));
+        }
+        let shown = legend(ui, "probes", &items);
+        let on = |name: &str| items.iter().zip(&shown).any(|((n, _), s)| n == name && *s);
+        let r = plot("probes")
             .height(170.0)
-            .legend(Legend::default())
             .x_axis_label("step")
             .y_axis_label("knowledge %")
             .include_y(0.0)
@@ -350,7 +398,7 @@ fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
                         );
                     }
                 }
-                if !cx.baseline_probes().is_empty() {
+                if !cx.baseline_probes().is_empty() && on("matched baseline") {
                     p.line(
                         Line::new("matched baseline", pts(cx.baseline_probes()))
                             .color(series(1))
@@ -358,12 +406,14 @@ fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
                             .style(egui_plot::LineStyle::dashed_loose()),
                     );
                 }
-                p.line(
-                    Line::new("knowledge probes", pts(&view.probes))
-                        .color(series(0))
-                        .width(2.0),
-                );
-                if let Some(b) = &cx.base_probes {
+                if on("knowledge probes (band: 95 % interval)") {
+                    p.line(
+                        Line::new("knowledge probes", pts(&view.probes))
+                            .color(series(0))
+                            .width(2.0),
+                    );
+                }
+                if let Some(b) = cx.base_probes.as_ref().filter(|_| on("base model")) {
                     p.hline(HLine::new("base model", pct(b)).color(Color32::GRAY));
                 }
             });
@@ -538,24 +588,27 @@ fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         return;
     }
     let (selected, want) = ui
-        .horizontal(|ui| (choose_quantizer(cx, ui, &ids), png_button(ui)))
+        .horizontal_wrapped(|ui| (choose_quantizer(cx, ui, &ids), png_button(ui)))
         .inner;
     let calls = &view.calls[&selected];
-    let shown = buckets(calls.len(), MAX_POINTS);
-    let decimated = if shown.len() < calls.len() {
+    let buckets_shown = buckets(calls.len(), MAX_POINTS);
+    let decimated = if buckets_shown.len() < calls.len() {
         format!(
             " (drawn as {} buckets: amax max, estimates min)",
-            shown.len()
+            buckets_shown.len()
         )
     } else {
         String::new()
     };
-    ui.label(format!(
-        "{} calls{decimated}. log2 axis; horizontal lines: the {} landmarks of the scaled domain placed at the last active estimate (the estimate maps to target {}).",
-        calls.len(),
-        view.format,
-        view.target
-    ));
+    crate::glossary::label(
+        ui,
+        format!(
+            "{} calls{decimated}. log2 axis; horizontal lines: the {} landmarks of the scaled domain placed at the last active estimate (the estimate maps to target {}).",
+            calls.len(),
+            view.format,
+            view.target
+        ),
+    );
     let active = view.active;
     let data = |f: fn(f64, f64) -> f64, init: f64| {
         calls
@@ -578,21 +631,44 @@ fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         ));
     }
     let has_sqnr = calls.iter().any(|c| c.sqnr_db.is_some());
+    // The landmarks near the data only, so the chart is not squashed.
+    let near: Vec<(&'static str, f64, Color32)> = shift
+        .map(|shift| {
+            landmarks(view.format)
+                .into_iter()
+                .map(|(label, at, colour)| (label, at + shift, colour))
+                .filter(|(_, y, _)| *y > data_bottom - 3.0 && *y < data_top + 4.0)
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut items: Vec<(String, Color32)> = vec![("amax".into(), AMAX)];
+    items.extend(
+        view.estimators
+            .iter()
+            .enumerate()
+            .map(|(k, n)| (format!("est: {n}"), series(k))),
+    );
+    items.extend(near.iter().map(|(l, _, c)| ((*l).to_owned(), *c)));
+    items.push(("QAT on (history reset)".into(), QAT_ON));
+    let shown = legend(ui, "amax", &items);
+    let on = |name: &str| items.iter().zip(&shown).any(|((n, _), s)| n == name && *s);
     let amax_height = if has_sqnr {
-        (ui.available_height() - 170.0).max(120.0)
+        (ui.available_height() - 195.0).max(140.0)
     } else {
-        ui.available_height()
+        (ui.available_height() - 4.0).max(140.0)
     };
-    let r = Plot::new("amax")
+    let r = plot("amax")
         .height(amax_height)
         .link_axis(egui::Id::unique("amax-x"), [true, false])
-        .legend(Legend::default())
         .x_axis_label("quantizer call")
         .y_axis_label("amax")
         .y_axis_formatter(|m, _| pow2_label(m.value))
         .show(ui, |p| {
             for (k, name) in view.estimators.iter().enumerate() {
-                let pts: Vec<[f64; 2]> = shown
+                if !on(&format!("est: {name}")) {
+                    continue;
+                }
+                let pts: Vec<[f64; 2]> = buckets_shown
                     .iter()
                     .filter_map(|(a, b)| {
                         let min = calls[*a..*b]
@@ -604,30 +680,32 @@ fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
                     .collect();
                 p.line(Line::new(format!("est: {name}"), pts).color(series(k)));
             }
-            if let Some(shift) = shift {
-                // Only the landmarks near the data, so the chart is not squashed.
-                for (label, at, colour) in landmarks(view.format) {
-                    let y = at + shift;
-                    if y > data_bottom - 3.0 && y < data_top + 4.0 {
-                        p.hline(HLine::new(label, y).color(colour));
-                    }
+            for (label, y, colour) in &near {
+                if on(label) {
+                    p.hline(HLine::new(*label, *y).color(*colour));
                 }
             }
-            p.vline(
-                VLine::new(
-                    format!(
-                        "QAT on (step {}; history reset)",
-                        view.qat_from.unwrap_or(0)
-                    ),
-                    0.0,
-                )
-                .color(Color32::GRAY),
-            );
+            if on("QAT on (history reset)") {
+                p.vline(
+                    VLine::new(
+                        format!(
+                            "QAT on (step {}; history reset)",
+                            view.qat_from.unwrap_or(0)
+                        ),
+                        0.0,
+                    )
+                    .color(QAT_ON)
+                    .style(egui_plot::LineStyle::dashed_dense()),
+                );
+            }
             // amax last and thicker, on top of the estimates.
+            if !on("amax") {
+                return;
+            }
             p.line(
                 Line::new(
                     "amax",
-                    shown
+                    buckets_shown
                         .iter()
                         .map(|(a, b)| {
                             let max = calls[*a..*b].iter().fold(0.0f32, |m, c| m.max(c.amax));
@@ -643,7 +721,7 @@ fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
     if has_sqnr {
         // The quantization error of the same calls: where amax jumps above the estimate,
         // HiF8 keeps the values with fewer mantissa bits and the SQNR dips.
-        let pts: Vec<[f64; 2]> = shown
+        let pts: Vec<[f64; 2]> = buckets_shown
             .iter()
             .filter_map(|(a, b)| {
                 let worst = calls[*a..*b]
@@ -653,15 +731,20 @@ fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
                 worst.is_finite().then(|| [*a as f64, f64::from(worst)])
             })
             .collect();
-        let r = Plot::new("amax-sqnr")
+        crate::glossary::label(
+            ui,
+            "SQNR at the scale each call used (dB; the worst of each bucket): it dips where amax jumps above the estimate.",
+        );
+        let r = plot("amax-sqnr")
             .height(160.0)
-            .legend(Legend::default())
             .x_axis_label("quantizer call")
             .y_axis_label("SQNR dB")
             .link_axis(egui::Id::unique("amax-x"), [true, false])
             .show(ui, |p| {
                 p.line(
-                    Line::new("SQNR at the scale used (dB; worst of each bucket)", pts).width(1.5),
+                    Line::new("SQNR at the scale used (dB; worst of each bucket)", pts)
+                        .color(series(6))
+                        .width(1.5),
                 );
             });
         rect = rect.union(r.response.rect);

@@ -179,6 +179,7 @@ impl HifApp {
         };
         // Probes cost a few forward passes per evaluation: natively on the training thread;
         // in the browser's frame loop only the lessons that need them ask for them.
+        self.lesson_run = None;
         let extras = RunExtras {
             probes: (!self.frame_loop)
                 .then(|| Arc::new(hif8lab_train::corpus::ProbeSet::for_data(&config.data))),
@@ -298,7 +299,10 @@ impl HifApp {
             "forgetting" => self.start_from_base(wake),
             // The grid is the lesson: in the browser its scenario is what starts.
             "fixes" if self.frame_loop => self.run_scenario_in_memory(),
-            _ => self.start(wake),
+            _ => {
+                self.start(wake);
+                self.lesson_run = Some(self.lesson.name);
+            }
         }
         // Natively a lesson also runs its judged scenario (headless runs, a few seconds).
         #[cfg(not(target_arch = "wasm32"))]
@@ -357,7 +361,20 @@ impl HifApp {
             eval_at_start: true,
             keep_weights: false,
         };
+        let lr = config.train.lr;
         self.start_run(config, extras, wake);
+        self.lesson_run = Some("forgetting");
+        // Named after what it runs (the form's preset does not describe it).
+        if let Some(v) = &mut self.runs.live {
+            v.name = format!(
+                "forgetting lesson lr={lr:e} {}",
+                if self.lesson_qat {
+                    "QAT max_window(64)"
+                } else {
+                    "no QAT"
+                }
+            );
+        }
     }
 
     /// Pretrains the lessons' base (once) on the CPU, scoring its probes and keeping its

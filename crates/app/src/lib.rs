@@ -10,8 +10,10 @@
 //! model of the panels in [`state`].
 
 pub mod charts;
+pub mod glossary;
 pub mod hf_model;
 pub mod jobs;
+pub mod layout;
 pub mod panels;
 pub mod png;
 pub mod scenario;
@@ -310,6 +312,13 @@ pub struct HifApp {
     pub lesson_report: Option<hif8lab_train::lesson::LessonReport>,
     /// The runs of the last lesson scenario, as recorded (for its small multiples).
     pub lesson_views: Vec<RunView>,
+    /// The lesson whose live run the current run is (its "What just happened" reads it).
+    pub lesson_run: Option<&'static str>,
+    /// On a narrow window: the settings page is shown instead of a tab.
+    pub settings_page: bool,
+    /// The last frame's layout overflow: every region whose content did not fit the space
+    /// it was given (see [`layout`]); empty when everything fits.
+    pub overflow: Vec<String>,
 }
 
 impl Tab {
@@ -370,6 +379,9 @@ impl HifApp {
             lesson_report: None,
             lesson_views: Vec::new(),
             hf_model: None,
+            lesson_run: None,
+            settings_page: false,
+            overflow: Vec::new(),
         };
         if let Some(name) = &options.lesson {
             match hif8lab_train::lesson::lesson(name) {
@@ -494,6 +506,20 @@ impl HifApp {
         self.status = "Reset: pick a preset and press Start.".into();
     }
 
+    /// Shows lesson `l` (its scenario's verdict and runs belong to the lesson shown before).
+    pub fn select_lesson(&mut self, l: &'static hif8lab_train::lesson::Lesson) {
+        if self.lesson.name != l.name {
+            self.lesson_report = None;
+            self.lesson_views.clear();
+        }
+        self.lesson = l;
+    }
+
+    /// Whether the last frame was narrow (settings as a page of their own).
+    fn settings_page_possible(&self) -> bool {
+        self.central_rect.width() > 0.0 && self.central_rect.right() < layout::NARROW
+    }
+
     /// Whether the live run is paused.
     pub fn paused(&self) -> bool {
         self.jobs
@@ -534,6 +560,10 @@ impl HifApp {
                 "runs": self.lesson_views.len(),
             })),
             "error": self.error,
+            "overflow": self.overflow,
+            "narrow": self.settings_page_possible(),
+            "settings_page": self.settings_page,
+            "preparing": view.is_some_and(|v| v.loss.is_empty()) && self.jobs.running(JobKind::Run),
             "notice": self.notice,
             "status": self.status,
             "hf_model": self.hf_model.as_ref().map(|m| serde_json::json!({
@@ -549,12 +579,14 @@ impl HifApp {
     pub fn show(&mut self, ui: &mut egui::Ui) {
         self.take_screenshot(ui.ctx());
         self.poll_jobs(ui.ctx());
+        layout::begin(ui.ctx());
         // The UI's own time (in the browser, training's share of the frame is in poll).
         let started = web_time::Instant::now();
         #[cfg(not(target_arch = "wasm32"))]
         self.open_dropped(ui.ctx());
         panels::side_panel(self, ui);
         panels::central(self, ui);
+        self.overflow = layout::take(ui.ctx());
         if let Some((name, rect)) = self.exports.png.take() {
             self.request_png(ui.ctx(), name, rect);
         }

@@ -8,17 +8,45 @@ use hif8lab_scaling::Role;
 use crate::charts::PanelCtx;
 use crate::jobs::JobKind;
 use crate::settings::{FIELDS, Kind};
+use crate::state::RunView;
 use crate::{HifApp, Tab};
 
 const ERROR: Color32 = Color32::from_rgb(220, 60, 60);
+const WARNING: Color32 = Color32::from_rgb(200, 120, 20);
 
-/// One field of the form, with its inline message.
+/// A field's label: marked (!) (red for an error, amber for a warning) with the message as its
+/// hover; the messages themselves are listed under the form, so a message appearing never
+/// moves the fields below it.
+fn field_label(
+    ui: &mut egui::Ui,
+    f: &crate::settings::Field,
+    flag: Option<(&str, Color32)>,
+) -> egui::Response {
+    let help = crate::glossary::explanations(f.label);
+    let help = if help.is_empty() {
+        f.help.to_owned()
+    } else {
+        format!("{}\n\n{help}", f.help)
+    };
+    match flag {
+        Some((message, colour)) => ui
+            .label(RichText::new(format!("(!) {}", f.label)).color(colour))
+            .on_hover_text(format!("{message}\n\n{help}")),
+        None => ui.label(f.label).on_hover_text(help),
+    }
+}
+
+/// One field of the form; a problem marks its label (see [`field_label`]).
 fn field(ui: &mut egui::Ui, app: &mut HifApp, f: &crate::settings::Field, error: Option<&str>) {
     let key = f.key;
+    let warning = app.settings.field_warning(key);
+    let flag = error
+        .map(|e| (e, ERROR))
+        .or(warning.as_deref().map(|w| (w, WARNING)));
     match f.kind {
         Kind::Text | Kind::Blocks => {
             ui.horizontal(|ui| {
-                let name = ui.label(f.label).on_hover_text(f.help);
+                let name = field_label(ui, f, flag);
                 let mut text = app.settings.get(key).to_owned();
                 let edit = egui::TextEdit::singleline(&mut text).desired_width(120.0);
                 if ui.add(edit).labelled_by(name.id).changed() {
@@ -27,22 +55,25 @@ fn field(ui: &mut egui::Ui, app: &mut HifApp, f: &crate::settings::Field, error:
             });
         }
         Kind::Choice(options) => {
-            let current = app.settings.get(key).to_owned();
-            egui::ComboBox::from_label(f.label)
-                .selected_text(current.clone())
-                .show_ui(ui, |ui| {
-                    for o in options {
-                        if ui.selectable_label(current == *o, *o).clicked() {
-                            app.settings.set(key, o);
+            ui.horizontal(|ui| {
+                let current = app.settings.get(key).to_owned();
+                let name = field_label(ui, f, flag);
+                egui::ComboBox::from_id_salt(key)
+                    .selected_text(current.clone())
+                    .show_ui(ui, |ui| {
+                        for o in options {
+                            if ui.selectable_label(current == *o, *o).clicked() {
+                                app.settings.set(key, o);
+                            }
                         }
-                    }
-                })
-                .response
-                .on_hover_text(f.help);
+                    })
+                    .response
+                    .labelled_by(name.id);
+            });
         }
         Kind::Set(options) => {
             ui.horizontal_wrapped(|ui| {
-                ui.label(f.label).on_hover_text(f.help);
+                field_label(ui, f, flag);
                 let current = app.settings.get(key).to_owned();
                 for o in options {
                     let mut on = current.split(',').any(|s| s.trim() == *o);
@@ -53,26 +84,28 @@ fn field(ui: &mut egui::Ui, app: &mut HifApp, f: &crate::settings::Field, error:
             });
         }
     }
-    if let Some(e) = error {
-        ui.label(RichText::new(e).color(ERROR));
-    } else if let Some(w) = app.settings.field_warning(f.key) {
-        ui.label(RichText::new(w).color(Color32::from_rgb(200, 120, 20)));
-    }
 }
 
 /// The left side panel.
+/// (On a narrow window the settings are a page of the central area instead.)
 pub fn side_panel(app: &mut HifApp, ui: &mut egui::Ui) {
+    if crate::layout::narrow(ui.ctx()) {
+        return;
+    }
     egui::Panel::left("settings")
         .min_size(280.0)
+        .max_size((ui.ctx().content_rect().width() * 0.4).max(280.0))
         .show(ui, |ui| {
-            egui::ScrollArea::vertical().show(ui, |ui| side_panel_contents(app, ui));
+            crate::layout::scroll(ui, "settings", |ui| side_panel_contents(app, ui));
         });
 }
 
-fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
+/// The settings: what is running, the form, Start / Pause / Stop / Reset, opening runs.
+pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
     ui.heading("hif8lab");
     ui.label("HiF8 delayed-scaling lab");
     ui.separator();
+    running_box(app, ui);
     egui::ComboBox::from_label("preset")
         .selected_text(app.settings.preset.clone())
         .show_ui(ui, |ui| {
@@ -124,17 +157,26 @@ fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
         &mut app.settings.baseline,
         "train the matched baseline alongside",
     );
+    // The fields' messages, listed here (not under each field: a message appearing must not
+    // move the field the user is about to click).
+    let marked: Vec<&String> = field_errors.iter().flatten().collect();
     match &whole {
-        Err(e) => {
-            let shown = if field_errors.iter().any(Option::is_some) {
-                "see the fields marked above".to_owned()
-            } else {
-                e.clone()
-            };
-            ui.label(RichText::new(format!("Invalid: {shown}")).color(ERROR));
+        Err(e) if marked.is_empty() => {
+            ui.label(RichText::new(format!("Invalid: {e}")).color(ERROR));
+        }
+        Err(_) => {
+            ui.label(RichText::new("Invalid: fix the fields marked (!)").color(ERROR));
+            for m in marked {
+                ui.label(RichText::new(m).color(ERROR));
+            }
         }
         Ok(memory) => {
             ui.label(format!("Memory: {memory}"));
+        }
+    }
+    for f in FIELDS.iter() {
+        if let Some(w) = app.settings.field_warning(f.key) {
+            ui.label(RichText::new(w).color(WARNING));
         }
     }
     ui.label("History advances once per quantizer call (per micro-batch).");
@@ -188,6 +230,58 @@ fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
         ui.label(RichText::new(format!("UI {ms:.1} ms per frame (median)")).small())
             .on_hover_text("time to build a frame's UI here; drawing it follows on the GPU");
     }
+}
+
+/// What is training now, from the running run's own config (not the form, which may already
+/// describe the next run, or a lesson's run the form cannot express).
+fn running_box(app: &HifApp, ui: &mut egui::Ui) {
+    if !app.jobs.any(&[JobKind::Run, JobKind::Base]) {
+        return;
+    }
+    egui::Frame::group(ui.style()).show(ui, |ui| {
+        ui.set_width(ui.available_width());
+        if app.jobs.running(JobKind::Base) && !app.jobs.running(JobKind::Run) {
+            ui.label(RichText::new("Running: pretraining the lessons' base model").strong());
+            return;
+        }
+        let Some(view) = &app.runs.live else {
+            return;
+        };
+        let state = if app.paused() { "Paused" } else { "Running" };
+        ui.label(RichText::new(format!("{state}: {}", view.name)).strong());
+        if let Some(c) = &view.config {
+            let get = |k: &str| {
+                crate::settings::lookup(c, k)
+                    .map(crate::settings::text_of)
+                    .unwrap_or_else(|| "?".into())
+            };
+            let qat = if get("qat.enabled") == "true" {
+                format!(
+                    "QAT {} with {}, target {}",
+                    get("qat.scaling.format"),
+                    get("qat.scaling.estimator"),
+                    get("qat.scaling.target")
+                )
+            } else {
+                "no quantization".into()
+            };
+            crate::glossary::label(
+                ui,
+                format!(
+                    "{} steps at lr {}; model d_model {} × {} layers; {qat}; on {}.",
+                    get("train.steps"),
+                    get("train.lr"),
+                    get("model.d_model"),
+                    get("model.layers"),
+                    app.backend.name()
+                ),
+            );
+        }
+        if view.loss.is_empty() {
+            ui.label("Preparing the first step…");
+        }
+        ui.label(RichText::new("The form below sets up the next run.").small());
+    });
 }
 
 /// Opening runs and traces, and exporting the current one's data.
@@ -266,36 +360,76 @@ fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
     }
 }
 
-/// The central tabs: the data panels see their run view and a [`PanelCtx`] only.
+/// The tabs, in order, with their names.
+pub const TABS: [(Tab, &str); 7] = [
+    (Tab::Loss, "Loss"),
+    (Tab::Amax, "Amax"),
+    (Tab::Saturation, "Saturation"),
+    (Tab::Estimators, "Estimators"),
+    (Tab::Histogram, "Histogram"),
+    (Tab::Runs, "Runs"),
+    (Tab::Lessons, "Lessons"),
+];
+
+/// The central tabs: the data panels see their run view and a [`PanelCtx`] only. Every tab
+/// scrolls vertically and must fit the width it gets (what does not is reported, see
+/// [`crate::layout`]); on a narrow window the settings are one more page here.
 pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
     egui::CentralPanel::default().show(ui, |ui| {
         app.central_rect = ui.max_rect();
-        ui.horizontal(|ui| {
-            for (tab, name) in [
-                (Tab::Loss, "Loss"),
-                (Tab::Amax, "Amax"),
-                (Tab::Saturation, "Saturation"),
-                (Tab::Estimators, "Estimators"),
-                (Tab::Histogram, "Histogram"),
-                (Tab::Runs, "Runs"),
-                (Tab::Lessons, "Lessons"),
-            ] {
-                ui.selectable_value(&mut app.selection.tab, tab, name);
-            }
+        let narrow = crate::layout::narrow(ui.ctx());
+        crate::layout::fitted(ui, "tab row", |ui| {
+            ui.horizontal_wrapped(|ui| {
+                if narrow
+                    && ui
+                        .selectable_label(app.settings_page, "Settings »")
+                        .on_hover_text("the run's settings, Start and Stop")
+                        .clicked()
+                {
+                    app.settings_page = !app.settings_page;
+                }
+                for (tab, name) in TABS {
+                    let on = app.selection.tab == tab && !(narrow && app.settings_page);
+                    if ui.selectable_label(on, name).clicked() {
+                        app.selection.tab = tab;
+                        app.settings_page = false;
+                    }
+                }
+            });
         });
         ui.separator();
+        if narrow && app.settings_page {
+            crate::layout::scroll(ui, "settings page", |ui| side_panel_contents(app, ui));
+            return;
+        }
+        if narrow {
+            // The status stays in sight while the settings are folded away.
+            ui.label(RichText::new(&app.status).small());
+        }
         match app.selection.tab {
             Tab::Lessons => {
-                egui::ScrollArea::vertical().show(ui, |ui| lessons(app, ui));
+                crate::layout::scroll(ui, "lessons", |ui| lessons(app, ui));
                 return;
             }
             Tab::Runs => {
-                if let Some(i) = app.runs_panel.show(ui, &mut app.runs, &mut app.exports) {
+                let HifApp {
+                    runs_panel,
+                    runs,
+                    exports,
+                    ..
+                } = app;
+                let chosen =
+                    crate::layout::scroll(ui, "runs", |ui| runs_panel.show(ui, runs, exports));
+                if let Some(i) = chosen {
                     app.make_current(i);
                 }
                 return;
             }
             _ => {}
+        }
+        if app.runs.live.is_none() {
+            crate::layout::scroll(ui, "welcome", |ui| welcome(app, ui));
+            return;
         }
         let HifApp {
             runs,
@@ -307,7 +441,6 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
             ..
         } = app;
         let Some(view) = runs.live.as_ref() else {
-            ui.label("No run yet: press Start, or open a run folder.");
             return;
         };
         let mut cx = PanelCtx {
@@ -317,39 +450,113 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
             base_probes: base_probes.clone(),
             live: jobs.running(JobKind::Run),
         };
-        if let Some(panel) = panels.of(cx.selection.tab) {
-            panel.show(ui, view, &mut cx);
+        let tab = cx.selection.tab;
+        if let Some(panel) = panels.of(tab) {
+            let id = format!("{tab:?}").to_ascii_lowercase();
+            crate::layout::scroll(ui, &id, |ui| panel.show(ui, view, &mut cx));
         }
     });
+}
+
+/// The first screen (no run yet): what this is, where to begin, and the words it uses.
+fn welcome(app: &mut HifApp, ui: &mut egui::Ui) {
+    ui.heading("Why does 8-bit training silently break?");
+    crate::glossary::label(
+        ui,
+        "hif8lab trains a small language model with HiF8 QAT — every matmul's inputs rounded to \
+         8 bits — and shows, live, what the rounding does: each quantizer's amax against the \
+         estimate its scale was chosen from, where values saturate, and what the model forgets \
+         while its loss looks fine.",
+    );
+    ui.add_space(6.0);
+    ui.label(RichText::new("Where to begin").strong());
+    ui.horizontal_wrapped(|ui| {
+        if ui
+            .button("The lessons »")
+            .on_hover_text("three short experiments, each with a prediction to make and a verdict")
+            .clicked()
+        {
+            app.selection.tab = Tab::Lessons;
+        }
+        ui.label("three guided experiments (about a minute each), or");
+    });
+    ui.horizontal_wrapped(|ui| {
+        let ok = app.check_form().1.is_ok();
+        if ui
+            .add_enabled(ok && !app.jobs.running(JobKind::Run), egui::Button::new("A first run »"))
+            .on_hover_text("train the form's preset (smoke: 40 steps, a few seconds) with its matched baseline")
+            .clicked()
+        {
+            let ctx = ui.ctx().clone();
+            app.start(move || ctx.request_repaint());
+        }
+        ui.label(format!(
+            "train the {} preset with the settings {}, then look at Amax and Estimators.",
+            app.settings.preset,
+            if crate::layout::narrow(ui.ctx()) {
+                "under Settings »"
+            } else {
+                "on the left"
+            }
+        ));
+    });
+    ui.label("Or open a run folder or a trace (Settings, then Open run).");
+    ui.add_space(6.0);
+    egui::CollapsingHeader::new("The words it uses")
+        .default_open(true)
+        .show(ui, |ui| {
+            for (term, text) in crate::glossary::TERMS {
+                ui.horizontal_wrapped(|ui| {
+                    ui.label(RichText::new(term).strong());
+                    ui.add(egui::Label::new(text).wrap());
+                });
+            }
+        });
 }
 
 /// The Lessons panel: what to predict, what to look at, the controls that matter, a live
 /// "what just happened" from the current run's numbers, and (natively) the lesson's headless
 /// scenario with its judged claims.
 fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
-    ui.horizontal(|ui| {
+    ui.horizontal_wrapped(|ui| {
         for l in &hif8lab_train::lesson::LESSONS {
             if ui
                 .selectable_label(app.lesson.name == l.name, l.title)
                 .clicked()
             {
-                app.lesson = l;
-                app.lesson_report = None;
+                app.select_lesson(l);
             }
         }
     });
     let l = app.lesson;
     ui.heading(l.title);
     ui.label(RichText::new("Predict").strong());
-    ui.label(l.predict);
+    crate::glossary::label(ui, l.predict);
     ui.label(RichText::new("Look at").strong());
-    ui.label(l.look);
-    ui.label(format!("Controls that matter: {}.", l.controls.join(", ")));
+    crate::glossary::label(ui, l.look);
+    // The panels the lesson points at, one click away.
+    ui.horizontal_wrapped(|ui| {
+        for (tab, name) in TABS {
+            if tab != Tab::Lessons
+                && l.look.contains(name)
+                && ui
+                    .link(format!("Open {name} »"))
+                    .on_hover_text(format!("show the {name} panel of the current run"))
+                    .clicked()
+            {
+                app.selection.tab = tab;
+            }
+        }
+    });
+    crate::glossary::label(
+        ui,
+        format!("Controls that matter: {}.", l.controls.join(", ")),
+    );
     let running = app.jobs.any(&[JobKind::Run, JobKind::Base]);
     if l.name == "forgetting" {
         forgetting_controls(app, ui, running);
     }
-    ui.horizontal(|ui| {
+    ui.horizontal_wrapped(|ui| {
         if l.name != "forgetting"
             && ui
                 .add_enabled(!running, egui::Button::new("Set up and start a live run"))
@@ -358,6 +565,7 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
             app.setup_lesson();
             let ctx = ui.ctx().clone();
             app.start(move || ctx.request_repaint());
+            app.lesson_run = Some(l.name);
         }
         let busy = app.jobs.any(&[JobKind::Lesson, JobKind::Scenario]) || app.scenario_waiting;
         if ui
@@ -372,8 +580,8 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
         }
     });
     ui.separator();
-    ui.label(RichText::new("What just happened (this live run)").strong());
-    ui.label(live_reading(app));
+    ui.label(RichText::new("What just happened (this lesson's live run)").strong());
+    crate::glossary::label(ui, live_reading(app));
     if app.jobs.running(JobKind::Lesson) {
         ui.label("Running the lesson's scenario…");
     }
@@ -424,7 +632,7 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
 /// The forgetting lesson's controls: the learning rate (log slider), QAT on/off, and the
 /// run from the pretrained base.
 fn forgetting_controls(app: &mut HifApp, ui: &mut egui::Ui, running: bool) {
-    ui.horizontal(|ui| {
+    ui.horizontal_wrapped(|ui| {
         ui.add(
             egui::Slider::new(&mut app.lesson_lr, 1e-5..=1e-2)
                 .logarithmic(true)
@@ -453,6 +661,25 @@ fn forgetting_controls(app: &mut HifApp, ui: &mut egui::Ui, running: bool) {
     }
 }
 
+/// A scenario run's knowledge before → after as its claim measures it: from the base model
+/// (what every run continued from) to the run's last evaluation, with the relative drop the
+/// claims use and the same change in points.
+pub fn knowledge_caption(base: Option<&hif8lab_train::ProbeScores>, v: &RunView) -> String {
+    let (Some(base), Some(end)) = (base, v.probes.last()) else {
+        return String::new();
+    };
+    let (b, e) = (base.knowledge_acc_norm, end.knowledge_acc_norm);
+    let drop = hif8lab_train::corpus::relative_drop(b, e);
+    format!(
+        "knowledge {:.1} % (base) to {:.1} %: {} {:.1} % relative ({:+.1} points)",
+        100.0 * b,
+        100.0 * e,
+        if drop >= 0.0 { "dropped" } else { "rose" },
+        drop.abs(),
+        100.0 * (e - b)
+    )
+}
+
 /// The lesson scenario's runs as small multiples: each run's loss with its numbers.
 fn small_multiples(app: &HifApp, ui: &mut egui::Ui) {
     let views = &app.lesson_views;
@@ -464,42 +691,41 @@ fn small_multiples(app: &HifApp, ui: &mut egui::Ui) {
         .iter()
         .flat_map(|v| v.loss.iter().map(|p| p[1]))
         .fold(0.0f64, f64::max);
-    let width = ((ui.available_width() - 24.0) / 4.0).max(160.0);
+    // As many columns as fit at 200 points or more (one on a phone).
+    let columns = ((ui.available_width() / 210.0).floor() as usize).clamp(1, 4);
+    let width = (ui.available_width() / columns as f32 - 12.0).max(120.0);
     egui::Grid::new("multiples").show(ui, |ui| {
         for (i, v) in views.iter().enumerate() {
             ui.vertical(|ui| {
                 ui.set_width(width);
                 let above = v.calls_above().get(v.active).copied().unwrap_or(0);
-                let knowledge = match (v.probes.first(), v.probes.last()) {
-                    (Some(a), Some(b)) => format!(
-                        "knowledge {:.0} % to {:.0} %",
-                        100.0 * a.knowledge_acc_norm,
-                        100.0 * b.knowledge_acc_norm
+                ui.add(egui::Label::new(RichText::new(&v.name).strong().small()).wrap());
+                crate::glossary::label(
+                    ui,
+                    format!(
+                        "final loss {:.3}; {above} calls above the estimate; {}",
+                        v.loss.last().map(|p| p[1]).unwrap_or(f64::NAN),
+                        knowledge_caption(app.base_probes.as_ref(), v)
                     ),
-                    _ => String::new(),
-                };
-                ui.label(RichText::new(&v.name).strong().small());
-                ui.label(
-                    RichText::new(format!(
-                        "loss {:.3}; {above} calls above est; {knowledge}",
-                        v.loss.last().map(|p| p[1]).unwrap_or(f64::NAN)
-                    ))
-                    .small(),
                 );
                 egui_plot::Plot::new(format!("multiple-{i}"))
-                    .height(90.0)
+                    .height(110.0)
                     .width(width)
-                    .show_axes([false, true])
+                    .x_axis_label("step")
+                    .y_axis_label("loss")
                     .include_y(0.0)
                     .include_y(top)
                     .allow_drag(false)
                     .allow_zoom(false)
                     .allow_scroll(false)
                     .show(ui, |p| {
-                        p.line(egui_plot::Line::new("loss", v.loss.clone()));
+                        p.line(
+                            egui_plot::Line::new("loss", v.loss.clone())
+                                .color(crate::charts::series(0)),
+                        );
                     });
             });
-            if i % 4 == 3 {
+            if i % columns == columns - 1 {
                 ui.end_row();
             }
         }
@@ -508,9 +734,22 @@ fn small_multiples(app: &HifApp, ui: &mut egui::Ui) {
 
 /// A reading of the live run for the lesson, from its numbers.
 fn live_reading(app: &HifApp) -> String {
-    let Some(view) = &app.runs.live else {
-        return "No run yet: press “Set up and start a live run”.".into();
+    let start = if app.lesson.name == "forgetting" {
+        "“Continue training the base at this rate”"
+    } else {
+        "“Set up and start a live run”"
     };
+    let Some(view) = app
+        .runs
+        .live
+        .as_ref()
+        .filter(|_| app.lesson_run == Some(app.lesson.name))
+    else {
+        return format!("No run of this lesson yet: press {start}.");
+    };
+    if view.loss.is_empty() {
+        return format!("Starting {}: preparing the first step…", view.name);
+    }
     if app.lesson.name == "forgetting"
         && let (Some(base), Some(now)) = (&app.base_probes, view.probes.last())
     {
@@ -529,10 +768,13 @@ fn live_reading(app: &HifApp) -> String {
             view.loss.len(),
             100.0 * base.knowledge_acc_norm,
             100.0 * now.knowledge_acc_norm,
-            if drop >= 10.0 {
-                "The model forgot facts while its loss looked fine: try a rate 30x lower."
-            } else {
-                "The facts survived so far: try a rate 30x higher."
+            match (drop >= 10.0, view_lr(view) >= 1e-3) {
+                (true, true) =>
+                    "The model forgot facts while its loss looked fine: try a rate 30x lower.",
+                (true, false) => "The model forgot facts even at this low rate.",
+                (false, true) =>
+                    "The facts survived so far at this high rate: watch the next evaluations.",
+                (false, false) => "The facts survived at this low rate: try a rate 30x higher.",
             }
         );
     }
@@ -558,6 +800,15 @@ fn live_reading(app: &HifApp) -> String {
         of(&w, "most_recent"),
         of(&w, "max_window"),
     )
+}
+
+/// The learning rate `view` trains at (NaN when unknown).
+fn view_lr(view: &RunView) -> f64 {
+    view.config
+        .as_ref()
+        .and_then(|c| crate::settings::lookup(c, "train.lr"))
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(f64::NAN)
 }
 
 /// A number rounded for reading: three significant digits, no trailing noise.

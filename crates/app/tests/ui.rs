@@ -207,7 +207,7 @@ fn field_errors_show_under_their_field() {
     h.state_mut().settings.set("model.heads", "5");
     h.run_steps(2);
     // The Model group is collapsed by default; the message still names the key.
-    h.get_by_label_contains("Invalid: see the fields marked above");
+    h.get_by_label_contains("Invalid: fix the fields marked (!)");
     assert!(h.get_by_label("Start").accesskit_node().is_disabled());
     let (fields, whole) = h.state_mut().check_form();
     let heads = hif8lab_app::settings::FIELDS
@@ -718,4 +718,157 @@ fn validation_in_plain_words_and_overflow_warning() {
     h.get_by_label_contains("the largest values of every call will overflow");
     let (errors, whole) = h.state_mut().check_form();
     assert!(errors.iter().all(Option::is_none) && whole.is_ok());
+}
+
+/// The app filled with everything a panel can show (a synthetic run with loss, probes, a
+/// baseline, a histogram and earlier runs; a judged lesson with its runs), for layout checks.
+fn full_app() -> HifApp {
+    use hif8lab_app::state::{HistView, RunView};
+    let mut app = HifApp::new(&Options::default());
+    let config = hif8lab_train::RunConfig::parse(
+        "smoke",
+        hif8lab_train::RunConfig::preset_text("smoke").unwrap(),
+        &[],
+    )
+    .unwrap();
+    let probes = |k: f64| -> Vec<hif8lab_train::ProbeScores> {
+        (0..5u64)
+            .map(|i| hif8lab_train::ProbeScores {
+                step: i * 100,
+                knowledge_acc_norm: k - 0.05 * i as f64,
+                completion_acc_norm: 0.5,
+                knowledge_items: 144,
+                ..Default::default()
+            })
+            .collect()
+    };
+    let mut view = RunView::synthetic(24, 400, 3);
+    view.name = "smoke max_window lr=0.002 hif8 (a long run name to wrap)".into();
+    view.set_config(&config);
+    view.probes = probes(0.6);
+    view.qat_from = Some(10);
+    let x: Vec<f32> = (0..65_536)
+        .map(|i| ((i as f32) * 0.37).sin() * 3.0)
+        .collect();
+    view.histogram = view.calls.keys().next().cloned().map(|id| HistView {
+        id,
+        step: 399,
+        hist: hif8lab_scaling::stats::Log2Histogram::of(&x, 4.0),
+    });
+    let mut baseline = RunView::synthetic(1, 400, 4);
+    baseline.probes = probes(0.62);
+    for i in 0..3 {
+        let mut earlier = RunView::synthetic(6, 300, 10 + i);
+        let mut c = config.clone();
+        c.train.lr = 1e-3 * (i + 1) as f32;
+        earlier.set_config(&c);
+        app.keep_run(earlier);
+    }
+    app.runs.live = Some(view.clone());
+    app.runs.baseline = Some(baseline);
+    app.base_probes = Some(probes(0.64)[0].clone());
+    app.lesson = hif8lab_train::lesson::lesson("forgetting").unwrap();
+    app.lesson_report = Some(hif8lab_train::lesson::LessonReport {
+        lesson: "forgetting".into(),
+        claims: vec![hif8lab_train::lesson::Claim {
+            claim: "without QAT, the high learning rate forgets (knowledge drop ≥ 10 % and ≥ 2× the low rate's)".into(),
+            holds: true,
+            verdict: hif8lab_train::stats::Verdict3::Holds,
+            test: "paired cluster bootstrap".into(),
+            statistic: 21.5,
+            interval: [12.0, 30.0],
+            p_value: Some(0.001),
+            evidence: serde_json::json!({"drop_high_percent": 37.5}),
+        }],
+        summary: "Against the base model, knowledge accuracy fell 37.5 %.".into(),
+    });
+    app.lesson_views = (0..4)
+        .map(|i| {
+            let mut v = RunView::synthetic(3, 100, 20 + i);
+            v.name = format!("max_window-high-seed{i}");
+            v.probes = probes(0.5);
+            v
+        })
+        .collect();
+    app
+}
+
+/// Every tab — and the welcome screen, and on a phone the settings page — fits the window at
+/// 390×844, 1024×700 and 1280×800 in both themes: nothing is laid out beyond the space its
+/// region has (tall content scrolls; nothing may run off to the right).
+#[test]
+fn every_tab_fits_at_every_size_in_both_themes() {
+    use hif8lab_app::panels::TABS;
+    let mut checked = 0;
+    for size in [[390.0, 844.0], [1024.0, 700.0], [1280.0, 800.0]] {
+        for theme in [egui::Theme::Dark, egui::Theme::Light] {
+            for filled in [false, true] {
+                let app = if filled {
+                    full_app()
+                } else {
+                    HifApp::new(&Options::default())
+                };
+                let mut h = Harness::builder()
+                    .with_size(egui::vec2(size[0], size[1]))
+                    .with_theme(theme)
+                    .build_ui_state(|ui, app: &mut HifApp| app.show(ui), app);
+                let narrow = size[0] < hif8lab_app::layout::NARROW;
+                let pages = TABS
+                    .iter()
+                    .map(|(t, n)| (Some(*t), *n))
+                    .chain(narrow.then_some((None, "Settings")));
+                for (tab, name) in pages {
+                    match tab {
+                        Some(t) => {
+                            h.state_mut().selection.tab = t;
+                            h.state_mut().settings_page = false;
+                        }
+                        None => h.state_mut().settings_page = true,
+                    }
+                    h.run_steps(3);
+                    let app = h.state();
+                    assert!(
+                        app.overflow.is_empty(),
+                        "{}×{} {theme:?} {name} ({}): {:?}",
+                        size[0],
+                        size[1],
+                        if filled { "with a run" } else { "first run" },
+                        app.overflow
+                    );
+                    // The side panel folds away on a phone (and the page says so).
+                    assert_eq!(app.snapshot()["narrow"], narrow);
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 2 * (7 * 3 * 2) + 2 * 2);
+}
+
+/// The overflow check itself: a row wider than its window is reported, naming the region.
+#[test]
+fn overflow_is_reported() {
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(390.0, 300.0))
+        .build_ui_state(
+            |ui, seen: &mut Vec<String>| {
+                hif8lab_app::layout::begin(ui.ctx());
+                hif8lab_app::layout::scroll(ui, "test row", |ui| {
+                    ui.horizontal(|ui| {
+                        for i in 0..20 {
+                            let _ = ui.button(format!("button {i}"));
+                        }
+                    });
+                });
+                *seen = hif8lab_app::layout::take(ui.ctx());
+            },
+            Vec::new(),
+        );
+    h.run_steps(2);
+    assert_eq!(h.state().len(), 1, "{:?}", h.state());
+    assert!(
+        h.state()[0].starts_with("test row: content"),
+        "{:?}",
+        h.state()
+    );
 }

@@ -100,16 +100,15 @@ pub(super) fn estimators(
     let Some(t) = est.cache.take() else {
         return;
     };
-    let want = ui
-        .horizontal(|ui| {
-            ui.label(&t.reading);
-            png_button(ui)
-        })
-        .inner;
+    let want = header(ui, &t.reading, png_button);
+    let top = ui.cursor().min;
     egui::Grid::new("estimators").striped(true).show(ui, |ui| {
         ui.strong("estimator");
-        ui.strong("calls above its estimate");
-        ui.strong("median headroom est/amax");
+        crate::glossary::explained(
+            ui.strong("calls above est"),
+            "calls above its estimate: saturation",
+        );
+        crate::glossary::explained(ui.strong("median headroom"), "headroom: estimate / amax");
         ui.end_row();
         for ((name, c), h) in view.estimators.iter().zip(&t.calls_above).zip(&t.headroom) {
             let name = if view.estimators.get(view.active) == Some(name) {
@@ -123,28 +122,47 @@ pub(super) fn estimators(
             ui.end_row();
         }
     });
-    let top = ui.cursor().min;
-    let h = (ui.available_height() / 2.0 - 8.0).max(120.0);
-    ui.label("Cumulative calls whose amax exceeded the estimate (shadow counts on the same run):");
-    Plot::new("cumulative")
+    // One legend for both plots (the same estimators, the same colours).
+    let items: Vec<(String, Color32)> = view
+        .estimators
+        .iter()
+        .enumerate()
+        .map(|(k, n)| (n.clone(), series(k)))
+        .collect();
+    let shown = legend(ui, "estimators", &items);
+    // Both plots and their titles in the space left (at least 140 points each: then the
+    // panel scrolls).
+    let h = ((ui.available_height() - 70.0) / 2.0).max(140.0);
+    crate::glossary::label(
+        ui,
+        "Cumulative calls whose amax exceeded the estimate (shadow counts on the same run):",
+    );
+    plot("cumulative")
         .height(h)
-        .legend(Legend::default())
         .x_axis_label("step")
         .y_axis_label("calls")
+        .include_y(0.0)
         .show(ui, |p| {
             for (k, (name, pts)) in view.estimators.iter().zip(&t.cumulative).enumerate() {
-                p.line(Line::new(name.clone(), pts.clone()).color(series(k)));
+                if shown[k] {
+                    p.line(Line::new(name.clone(), pts.clone()).color(series(k)));
+                }
             }
         });
-    ui.label("Headroom distribution: share of calls by log2(est/amax); below 0 the amax exceeded the estimate:");
-    Plot::new("headroom")
+    crate::glossary::label(
+        ui,
+        "Headroom distribution: share of calls by log2(est/amax); left of the red line (0) the amax exceeded the estimate:",
+    );
+    plot("headroom")
         .height(h)
-        .legend(Legend::default())
         .x_axis_label("log2(est/amax)")
         .y_axis_label("share of calls")
+        .include_y(0.0)
         .show(ui, |p| {
             for (k, (name, pts)) in view.estimators.iter().zip(&t.headroom_dist).enumerate() {
-                p.line(Line::new(name.clone(), pts.clone()).color(series(k)));
+                if shown[k] {
+                    p.line(Line::new(name.clone(), pts.clone()).color(series(k)));
+                }
             }
             p.vline(VLine::new("amax = estimate", 0.0).color(Color32::RED));
         });

@@ -31,7 +31,7 @@ pub fn histogram_csv(h: &HistView, format: Format) -> String {
 pub(super) fn histogram(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
     let ids: Vec<SeriesKey> = view.calls.keys().cloned().collect();
     let want = ui
-        .horizontal(|ui| {
+        .horizontal_wrapped(|ui| {
             if !ids.is_empty() {
                 choose_quantizer(cx, ui, &ids);
             }
@@ -74,13 +74,16 @@ pub(super) fn histogram(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView
     if h.hist.zeros > 0 {
         parts.push(format!("exact zeros {:.2} %", share(h.hist.zeros)));
     }
-    ui.label(format!(
-        "{} at step {}: {total} elements, log2|x·scale| in quarter binades, coloured by {} tier: {}.",
-        h.id,
-        h.step,
-        view.format,
-        parts.join(", ")
-    ));
+    crate::glossary::label(
+        ui,
+        format!(
+            "{} at step {}: {total} elements, log2|x·scale| in quarter binades, coloured by {} tier: {}.",
+            h.id,
+            h.step,
+            view.format,
+            parts.join(", ")
+        ),
+    );
     let binned = HIST_BINS / HIST_PER_BINADE;
     ui.label(
         RichText::new(format!(
@@ -94,25 +97,38 @@ pub(super) fn histogram(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView
         .small(),
     );
     let target = f64::from(view.target).log2();
-    let r = Plot::new("histogram")
-        .legend(Legend::default())
+    let target_name = format!("target {} (the estimate lands here)", view.target);
+    let mut items: Vec<(String, Color32)> = by_tier
+        .iter()
+        .map(|(t, c, _, _)| ((*t).to_owned(), *c))
+        .collect();
+    items.push((target_name.clone(), AMAX));
+    items.extend(
+        landmarks(view.format)
+            .into_iter()
+            .map(|(l, _, c)| (l.to_owned(), c)),
+    );
+    let shown = legend(ui, "histogram", &items);
+    let on = |name: &str| items.iter().zip(&shown).any(|((n, _), s)| n == name && *s);
+    let r = plot("histogram")
+        .height((ui.available_height() - 4.0).max(160.0))
         .x_axis_label("log2 |x·scale|")
         .y_axis_label("elements")
         .x_axis_formatter(|m, _| pow2_label(m.value))
         .show(ui, |p| {
             for (tier, colour, _, bars) in by_tier {
-                p.bar_chart(BarChart::new(tier, bars).color(colour));
+                if on(tier) {
+                    p.bar_chart(BarChart::new(tier, bars).color(colour));
+                }
             }
             for (label, at, colour) in landmarks(view.format) {
-                p.vline(VLine::new(label, at).color(colour));
+                if on(label) {
+                    p.vline(VLine::new(label, at).color(colour));
+                }
             }
-            p.vline(
-                VLine::new(
-                    format!("target {} (the estimate lands here)", view.target),
-                    target,
-                )
-                .color(AMAX),
-            );
+            if on(&target_name) {
+                p.vline(VLine::new(target_name.clone(), target).color(AMAX));
+            }
             if view.format == Format::HiF8 {
                 p.span(
                     Span::new("3-bit tier", three_bit_tier())

@@ -19,13 +19,23 @@ impl RunsPanel {
     }
 }
 
+/// A run's name in the table: at most 40 characters, the whole name on hover.
+fn short_name(ui: &mut egui::Ui, name: &str) {
+    if name.chars().count() <= 40 {
+        ui.label(name);
+    } else {
+        let short: String = name.chars().take(38).collect();
+        ui.label(format!("{short}…")).on_hover_text(name);
+    }
+}
+
 fn runs_panel(ui: &mut egui::Ui, app: &mut crate::Runs, exports: &mut Exports) -> Option<usize> {
     if app.live.is_none() && app.earlier.is_empty() {
         ui.label("No runs yet: train one or open a run folder. Each new run or opened folder keeps the previous one here.");
         return None;
     }
     let want = ui
-        .horizontal(|ui| {
+        .horizontal_wrapped(|ui| {
             ui.label(format!(
                 "The current run and {} earlier ones (at most {}); tick to overlay and diff against the current one.",
                 app.earlier.len(),
@@ -44,48 +54,75 @@ fn runs_panel(ui: &mut egui::Ui, app: &mut crate::Runs, exports: &mut Exports) -
         (v.loss.len(), last, above)
     };
     let mut show: Option<usize> = None;
-    egui::Grid::new("runs").striped(true).show(ui, |ui| {
-        for h in [
-            "overlay",
-            "run",
-            "steps",
-            "final loss",
-            "calls above active est",
-            "format",
-            "",
-        ] {
-            ui.strong(h);
-        }
-        ui.end_row();
-        if let Some(v) = &app.live {
-            let (n, last, above) = summary(v);
-            ui.label("current");
-            ui.label(&v.name);
-            ui.label(n.to_string());
-            ui.label(last);
-            ui.label(above.to_string());
-            ui.label(v.format.to_string());
-            ui.label("");
-            ui.end_row();
-        }
-        for (i, v) in app.earlier.iter().enumerate() {
-            let (n, last, above) = summary(v);
-            ui.checkbox(&mut app.overlay[i], "");
-            ui.label(&v.name);
-            ui.label(n.to_string());
-            ui.label(last);
-            ui.label(above.to_string());
-            ui.label(v.format.to_string());
-            if ui.button("make current").clicked() {
-                show = Some(i);
+    // A table where it fits; on a narrow window one block per run.
+    let wide = ui.available_width() >= 900.0;
+    if wide {
+        egui::Grid::new("runs").striped(true).show(ui, |ui| {
+            for h in [
+                "overlay",
+                "run",
+                "steps",
+                "final loss",
+                "calls above active est",
+                "format",
+                "",
+            ] {
+                ui.strong(h);
             }
             ui.end_row();
+            if let Some(v) = &app.live {
+                let (n, last, above) = summary(v);
+                ui.label("current");
+                short_name(ui, &v.name);
+                ui.label(n.to_string());
+                ui.label(last);
+                ui.label(above.to_string());
+                ui.label(v.format.to_string());
+                ui.label("");
+                ui.end_row();
+            }
+            for (i, v) in app.earlier.iter().enumerate() {
+                let (n, last, above) = summary(v);
+                ui.checkbox(&mut app.overlay[i], "");
+                short_name(ui, &v.name);
+                ui.label(n.to_string());
+                ui.label(last);
+                ui.label(above.to_string());
+                ui.label(v.format.to_string());
+                if ui.button("make current").clicked() {
+                    show = Some(i);
+                }
+                ui.end_row();
+            }
+        });
+    } else {
+        let line = |v: &RunView| {
+            let (n, last, above) = summary(v);
+            format!(
+                "{n} steps, final loss {last}, {above} calls above the active estimate, {}",
+                v.format
+            )
+        };
+        if let Some(v) = &app.live {
+            ui.add(egui::Label::new(RichText::new(format!("current: {}", v.name)).strong()).wrap());
+            ui.add(egui::Label::new(line(v)).wrap());
         }
-    });
+        for (i, v) in app.earlier.iter().enumerate() {
+            ui.separator();
+            ui.horizontal_wrapped(|ui| {
+                ui.checkbox(&mut app.overlay[i], "overlay");
+                if ui.button("make current").clicked() {
+                    show = Some(i);
+                }
+            });
+            ui.add(egui::Label::new(RichText::new(&v.name).strong()).wrap());
+            ui.add(egui::Label::new(line(v)).wrap());
+        }
+    }
     let h = (ui.available_height() * 0.55).max(150.0);
-    let r = Plot::new("runs-loss")
+    let r = plot("runs-loss")
         .height(h)
-        .legend(Legend::default())
+        .legend(egui_plot::Legend::default().position(egui_plot::Corner::RightTop))
         .x_axis_label("step")
         .y_axis_label("loss")
         .show(ui, |p| {
@@ -113,18 +150,21 @@ fn runs_panel(ui: &mut egui::Ui, app: &mut crate::Runs, exports: &mut Exports) -
         return show;
     };
     let current = crate::settings::flatten(current);
-    egui::ScrollArea::vertical().show(ui, |ui| {
-        for (v, on) in app.earlier.iter().zip(&app.overlay) {
-            if !*on {
-                continue;
-            }
-            let Some(other) = &v.config else { continue };
-            let d = crate::settings::diff(&current, &crate::settings::flatten(other));
-            ui.label(RichText::new(format!("Config diff: current vs {}", v.name)).strong());
-            if d.is_empty() {
-                ui.label("identical configs");
-                continue;
-            }
+    for (v, on) in app.earlier.iter().zip(&app.overlay) {
+        if !*on {
+            continue;
+        }
+        let Some(other) = &v.config else { continue };
+        let d = crate::settings::diff(&current, &crate::settings::flatten(other));
+        ui.add(
+            egui::Label::new(RichText::new(format!("Config diff: current vs {}", v.name)).strong())
+                .wrap(),
+        );
+        if d.is_empty() {
+            ui.label("identical configs");
+            continue;
+        }
+        if wide {
             egui::Grid::new(format!("diff-{}", v.name))
                 .striped(true)
                 .show(ui, |ui| {
@@ -139,7 +179,11 @@ fn runs_panel(ui: &mut egui::Ui, app: &mut crate::Runs, exports: &mut Exports) -
                         ui.end_row();
                     }
                 });
+        } else {
+            for (k, a, b) in d {
+                ui.add(egui::Label::new(format!("{k}: {a} (current) vs {b}")).wrap());
+            }
         }
-    });
+    }
     show
 }

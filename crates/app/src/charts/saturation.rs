@@ -50,7 +50,7 @@ pub(super) fn saturation(
     view: &RunView,
 ) {
     let want = ui
-        .horizontal(|ui| {
+        .horizontal_wrapped(|ui| {
             ui.label("count:");
             ui.radio_value(
                 &mut cx.selection.heat,
