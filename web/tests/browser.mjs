@@ -1,6 +1,6 @@
 // Headless-Chromium tests of the browser demo (web/dist, built by scripts/build-web.sh).
 //
-//   node web/tests/browser.mjs [--mode webgpu|cpu|lesson|all] [--shots DIR]
+//   node web/tests/browser.mjs [--mode webgpu|cpu|lesson|hf|layout|all] [--shots DIR]
 //
 // webgpu: Chromium with the SwiftShader WebGPU flags; the smoke preset must train on
 //         WebGPU (eframe's own device) to >= 5 reported steps, with loss and quantizer data.
@@ -11,6 +11,11 @@
 //         with a message (the browser build reads the byte tokenizer only), one exported by
 //         `hif8lab export hf` (the byte tokenizer; folder in $HIF8LAB_HF_DIR) opens and
 //         continues training on the CPU backend.
+// layout: every tab (and the first-run screen, and on a phone the settings page) at 390×844,
+//         1024×700 and 1280×800 in the dark and the light theme, before and after a smoke run
+//         on the CPU backend: the app's own overflow report (window.__hif8lab.overflow: every
+//         region laid out beyond its space) must be empty; a screenshot of each goes to
+//         <shots>/layout/.
 // All: no console errors, a screenshot that is not blank, and the time from page load to the
 // first reported step and the steps/s printed (measured in this headless Chromium).
 import { chromium } from "playwright-core";
@@ -159,6 +164,82 @@ async function run(name, flags, expectBackend, port, query, until, prepare) {
   }
 }
 
+const sizes = [[390, 844], [1024, 700], [1280, 800]];
+const tabs = ["loss", "amax", "saturation", "estimators", "histogram", "runs", "lessons"];
+
+async function layout(port) {
+  const userDir = fs.mkdtempSync(path.join(os.tmpdir(), "hif8lab-chromium-"));
+  const browser = await chromium.launchPersistentContext(userDir, {
+    executablePath: chromiumPath,
+    args: [...base, "--disable-features=WebGPU"],
+    ignoreDefaultArgs: ["--headless"],
+    headless: false,
+    viewport: { width: 1280, height: 800 },
+  });
+  const dir = path.join(shots, "layout");
+  fs.mkdirSync(dir, { recursive: true });
+  const errors = [];
+  const problems = [];
+  let pages = 0;
+  try {
+    const page = browser.pages()[0] || (await browser.newPage());
+    page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+    page.on("pageerror", (e) => errors.push(String(e)));
+    await page.goto(`http://127.0.0.1:${port}/?preset=smoke`);
+    await page.waitForFunction(() => !!window.__hif8lab && !!window.__hif8lab_handle, null, { timeout: 60000 });
+    const snap = () => page.evaluate(() => window.__hif8lab);
+    // Shows `what` and waits for a frame drawn after it (the snapshot of the frame that
+    // handled the request still reports the frame before).
+    const show = async (what, theme) => {
+      await page.evaluate(([w, t]) => { window.__hif8lab_handle.set_theme(t); window.__hif8lab_handle.show_tab(w); }, [what, theme]);
+      await page.waitForFunction((w) => window.__hif8lab.tab === w || (w === "settings" && window.__hif8lab.settings_page), what, { timeout: 10000 });
+      const f = (await snap()).frame;
+      await page.evaluate((w) => window.__hif8lab_handle.show_tab(w), what);
+      await page.waitForFunction((f) => window.__hif8lab.frame >= f + 2, f, { timeout: 10000 });
+    };
+    const check = async (label, what, theme) => {
+      await show(what, theme);
+      const s = await snap();
+      const file = path.join(dir, `${label}-${theme}-${what}.png`);
+      await page.screenshot({ path: file });
+      pages++;
+      if (s.overflow.length) problems.push(`${label} ${theme} ${what}: ${s.overflow.join("; ")}`);
+    };
+    for (const [w, h] of sizes) {
+      await page.setViewportSize({ width: w, height: h });
+      for (const theme of ["dark", "light"]) {
+        await check(`first-${w}x${h}`, "loss", theme);
+        if (w < 720) await check(`first-${w}x${h}`, "settings", theme);
+      }
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.evaluate(() => window.__hif8lab_handle.start_training());
+    try {
+      await page.waitForFunction(() => window.__hif8lab.steps >= 40 && !window.__hif8lab.running, null, { timeout: 240000, polling: 250 });
+    } catch (e) {
+      throw new Error(`[layout] the smoke run did not finish: ${JSON.stringify(await snap())}`);
+    }
+    for (const [w, h] of sizes) {
+      await page.setViewportSize({ width: w, height: h });
+      for (const theme of ["dark", "light"]) {
+        for (const t of tabs) await check(`${w}x${h}`, t, theme);
+        if (w < 720) {
+          const s = await snap();
+          if (!s.narrow) problems.push(`${w}x${h}: the settings did not fold into a page`);
+          await check(`${w}x${h}`, "settings", theme);
+        }
+      }
+    }
+    if (errors.length) problems.push(`console errors: ${JSON.stringify(errors)}`);
+    if (problems.length) throw new Error(`[layout] ${problems.length} problem(s):\n  ${problems.join("\n  ")}`);
+    const look = checkNotBlank(path.join(dir, "1280x800-light-amax.png"));
+    console.log(`browser layout: ok — ${pages} pages (3 sizes × 2 themes, first-run screen and every tab after a smoke run) without overflow; screenshots in ${dir} (1280x800-light-amax std-dev ${look.sd.toFixed(3)})`);
+  } finally {
+    await browser.close();
+    fs.rmSync(userDir, { recursive: true, force: true });
+  }
+}
+
 const server = await serve();
 const port = server.address().port;
 let failed = 0;
@@ -199,6 +280,14 @@ const openHf = async (page, fail) => {
 };
 if ((mode === "hf" || mode === "all") && hfDir) cases.push(["hf", ["--disable-features=WebGPU"], "cpu", "?preset=smoke&backend=cpu", null, openHf]);
 else if (mode === "hf" || mode === "all") console.log("browser hf: skipped (set HIF8LAB_HF_DIR to an `hif8lab export hf` folder)");
+if (mode === "layout" || mode === "all") {
+  try {
+    await layout(port);
+  } catch (e) {
+    failed++;
+    console.error(`browser layout: FAILED — ${e.message}`);
+  }
+}
 for (const [name, flags, backend, query, until, prepare] of cases) {
   try {
     await run(name, flags, backend, port, query, until, prepare);

@@ -513,7 +513,12 @@ impl HifApp {
                     if let Ok(result) = rx.try_recv() {
                         match result {
                             Ok(r) => {
-                                self.lesson_views = lesson_views(&r);
+                                let (views, base) = lesson_views(&r);
+                                self.lesson_views = views;
+                                // The base every run continued from: the thumbnails' "before".
+                                if base.is_some() {
+                                    self.base_probes = base;
+                                }
                                 self.lesson_report = Some(r);
                                 job.status = JobStatus::Finished;
                             }
@@ -557,9 +562,17 @@ impl HifApp {
                 self.status = match self.backend {
                     BackendKind::WebGpu => format!("Training on WebGPU ({}).", self.adapter),
                     _ => format!("Training on {backend}."),
-                };
+                } + " First step running…";
+            }
+            (JobKind::Run, Msg::Preparing { compiled, total }) => {
+                self.status = format!(
+                    "Preparing the GPU kernels: {compiled} of {total} compiled (once per run; the first step follows)…"
+                );
             }
             (JobKind::Run, Msg::Report(r)) => {
+                if self.runs.live.as_ref().is_some_and(|v| v.loss.is_empty()) {
+                    self.status = self.status.replace(" First step running…", "");
+                }
                 if let Some(v) = &mut self.runs.live {
                     v.push_report(&r);
                     if self.selection.quantizer.is_none() {
@@ -647,22 +660,30 @@ impl HifApp {
     }
 }
 
-/// The runs of a headless lesson scenario, read back from their run folders (native).
-fn lesson_views(r: &hif8lab_train::lesson::LessonReport) -> Vec<RunView> {
+/// The runs of a headless lesson scenario, read back from their run folders, and the base
+/// model's last probe scores (native).
+fn lesson_views(
+    r: &hif8lab_train::lesson::LessonReport,
+) -> (Vec<RunView>, Option<hif8lab_train::ProbeScores>) {
     #[cfg(not(target_arch = "wasm32"))]
     {
-        let dir = std::path::Path::new(LESSON_OUT).join("runs");
-        hif8lab_train::grid::GridConfig::preset("grid-lesson")
+        let out = std::path::Path::new(LESSON_OUT);
+        let dir = out.join("runs");
+        let views = hif8lab_train::grid::GridConfig::preset("grid-lesson")
             .ok()
             .and_then(|g| hif8lab_train::lesson::scenario(&r.lesson, &g))
             .unwrap_or_default()
             .iter()
             .filter_map(|(name, _)| RunView::load(&dir.join(name)).ok())
-            .collect()
+            .collect();
+        let base = RunView::load(&out.join("base"))
+            .ok()
+            .and_then(|v| v.probes.last().cloned());
+        (views, base)
     }
     #[cfg(target_arch = "wasm32")]
     {
         let _ = r;
-        Vec::new()
+        (Vec::new(), None)
     }
 }

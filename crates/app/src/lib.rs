@@ -319,6 +319,9 @@ pub struct HifApp {
     /// The last frame's layout overflow: every region whose content did not fit the space
     /// it was given (see [`layout`]); empty when everything fits.
     pub overflow: Vec<String>,
+    /// Frames drawn so far (the page's snapshot carries it, so scripts can wait for a frame
+    /// drawn after a change).
+    pub frame: u64,
 }
 
 impl Tab {
@@ -382,6 +385,7 @@ impl HifApp {
             lesson_run: None,
             settings_page: false,
             overflow: Vec::new(),
+            frame: 0,
         };
         if let Some(name) = &options.lesson {
             match hif8lab_train::lesson::lesson(name) {
@@ -561,6 +565,7 @@ impl HifApp {
             })),
             "error": self.error,
             "overflow": self.overflow,
+            "frame": self.frame,
             "narrow": self.settings_page_possible(),
             "settings_page": self.settings_page,
             "preparing": view.is_some_and(|v| v.loss.is_empty()) && self.jobs.running(JobKind::Run),
@@ -587,6 +592,7 @@ impl HifApp {
         panels::side_panel(self, ui);
         panels::central(self, ui);
         self.overflow = layout::take(ui.ctx());
+        self.frame += 1;
         if let Some((name, rect)) = self.exports.png.take() {
             self.request_png(ui.ctx(), name, rect);
         }

@@ -438,11 +438,16 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
             exports,
             jobs,
             base_probes,
+            status,
             ..
         } = app;
         let Some(view) = runs.live.as_ref() else {
             return;
         };
+        if view.loss.is_empty() && jobs.running(JobKind::Run) {
+            // Before the first step: what is happening, not empty axes alone.
+            ui.add(egui::Label::new(RichText::new(status.as_str()).strong()).wrap());
+        }
         let mut cx = PanelCtx {
             selection,
             exports,

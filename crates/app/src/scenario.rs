@@ -133,6 +133,7 @@ impl ScenarioJob {
                     cur.view.probes.push(p);
                 }
                 Msg::Error(e) => return Err(format!("{name}: {e}")),
+                Msg::Preparing { .. } => {}
                 Msg::Weights(_) => {}
                 Msg::Finished => finished = true,
             }

@@ -30,6 +30,13 @@ pub enum Msg {
         /// Quantizers, in bank order.
         quantizers: Vec<hif8lab_scaling::QuantizerId>,
     },
+    /// The GPU kernels compiled so far, of all (before `Started` on a GPU device).
+    Preparing {
+        /// Kernels compiled and confirmed by the device.
+        compiled: usize,
+        /// Kernels in all.
+        total: usize,
+    },
     /// A step's report.
     Report(Box<StepReport>),
     /// Probe scores (before the first step, every `eval_every` steps, after the last).
@@ -112,6 +119,9 @@ pub struct Stepper {
     done: bool,
     histogram: usize,
     extras: RunExtras,
+    /// A GPU device's kernels being compiled (one per call), with the config to start once
+    /// they are.
+    preparing: Option<(hif8lab_engine::gpu::Preparing, RunConfig)>,
 }
 
 impl Stepper {
@@ -123,12 +133,19 @@ impl Stepper {
             done: false,
             histogram: NO_HISTOGRAM,
             extras,
+            preparing: None,
         };
         let made = match device {
             Device::Cpu => s.adopt(CpuBackend::new(), config),
             Device::Gpu(gpu) => {
                 let (d, q, info) = *gpu;
-                s.adopt(GpuBackend::from_device(d, q, info), config)
+                let p = GpuBackend::preparing(d, q, info);
+                s.queue.push_back(Msg::Preparing {
+                    compiled: 0,
+                    total: p.total(),
+                });
+                s.preparing = Some((p, config));
+                Ok(())
             }
         };
         if let Err(e) = made {
@@ -168,6 +185,50 @@ impl Stepper {
         Ok(())
     }
 
+    /// Compiles GPU kernels for up to `budget` (one at a time, each confirmed by the device
+    /// before the next), then builds the trainer; Stop ends it here.
+    fn prepare(&mut self, control: u8, budget: Duration) -> (Vec<Msg>, bool) {
+        let start = web_time::Instant::now();
+        let mut waiting = false;
+        if control == STOP {
+            self.preparing = None;
+            self.done = true;
+            self.queue.push_back(Msg::Finished);
+        }
+        while let Some((p, _)) = self.preparing.as_mut() {
+            let before = p.compiled();
+            let ready = p.advance();
+            let (compiled, total) = (p.compiled(), p.total());
+            if compiled != before {
+                self.queue.push_back(Msg::Preparing { compiled, total });
+            }
+            if ready {
+                if let Some((p, config)) = self.preparing.take()
+                    && let Err(e) = self.adopt(p.finish(), config)
+                {
+                    self.queue.push_back(Msg::Error(e.to_string()));
+                    self.queue.push_back(Msg::Finished);
+                    self.done = true;
+                }
+                break;
+            }
+            if compiled == before && start.elapsed() >= budget {
+                waiting = true;
+                break;
+            }
+            if compiled == before {
+                // The device has not confirmed the last kernel yet: natively it will soon,
+                // in the browser only between frames.
+                waiting = true;
+                if cfg!(target_arch = "wasm32") {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        (self.queue.drain(..).collect(), waiting)
+    }
+
     /// Whether `Finished` has been produced.
     pub fn done(&self) -> bool {
         self.done
@@ -177,6 +238,9 @@ impl Stepper {
     /// happened. Returns early when it can only wait for readbacks: in the browser they arrive
     /// between frames. `control` is RUN, PAUSE or STOP.
     fn advance(&mut self, control: u8, histogram: usize, budget: Duration) -> (Vec<Msg>, bool) {
+        if self.preparing.is_some() {
+            return self.prepare(control, budget);
+        }
         let mut waiting = false;
         let Stepper {
             run: slot,

@@ -18,6 +18,10 @@ thread_local! {
     static DROPPED: RefCell<Vec<(String, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
     /// A Start asked for by a script, waiting for the next frame.
     static START: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// A page (`loss` … `lessons`, or `settings`) a script asked to show.
+    static SHOW: RefCell<Option<String>> = const { RefCell::new(None) };
+    /// A theme (`dark` / `light`) a script asked for.
+    static THEME: RefCell<Option<String>> = const { RefCell::new(None) };
     /// The app's egui context, to ask for a frame when the page hands something in (an idle
     /// page draws no frames on its own).
     static CTX: RefCell<Option<eframe::egui::Context>> = const { RefCell::new(None) };
@@ -76,6 +80,20 @@ impl WebHandle {
     /// Hands a file's contents to the app (the page's file picker calls this per file).
     pub fn open_file(&self, name: String, bytes: Vec<u8>) {
         DROPPED.with(|d| d.borrow_mut().push((name, bytes)));
+        wake();
+    }
+
+    /// Shows a tab (`loss`, `amax`, `saturation`, `estimators`, `histogram`, `runs`,
+    /// `lessons`) or, on a narrow window, the settings page (`settings`) at the next frame —
+    /// what a click on the tab does (for scripts and the layout test).
+    pub fn show_tab(&self, name: String) {
+        SHOW.with(|s| *s.borrow_mut() = Some(name));
+        wake();
+    }
+
+    /// Switches the theme (`dark` or `light`) at the next frame.
+    pub fn set_theme(&self, name: String) {
+        THEME.with(|s| *s.borrow_mut() = Some(name));
         wake();
     }
 
@@ -153,6 +171,25 @@ pub fn publish(app: &mut HifApp) {
     }
     if START.with(|s| s.replace(false)) {
         app.start(|| {});
+    }
+    if let Some(name) = SHOW.with(|s| s.borrow_mut().take()) {
+        app.settings_page = name == "settings";
+        if let Some(tab) = Tab::parse(&name) {
+            app.selection.tab = tab;
+        }
+        wake();
+    }
+    if let Some(name) = THEME.with(|s| s.borrow_mut().take()) {
+        CTX.with(|c| {
+            if let Some(ctx) = c.borrow().as_ref() {
+                ctx.set_theme(if name == "light" {
+                    eframe::egui::Theme::Light
+                } else {
+                    eframe::egui::Theme::Dark
+                });
+            }
+        });
+        wake();
     }
     let Some(window) = web_sys::window() else {
         return;

@@ -471,6 +471,9 @@ fn forgetting_lesson_continues_from_the_base_with_probes() {
     let app = h.state();
     let base = app.base_probes.clone().expect("base scored");
     let view = app.runs.live.clone().unwrap();
+    // Named after what it ran (not the form's preset), and read as this lesson's run.
+    assert_eq!(view.name, "forgetting lesson lr=3e-3 QAT max_window(64)");
+    assert_eq!(app.lesson_run, Some("forgetting"));
     // Before the first step (= the base), every 25 steps, after the last.
     let steps: Vec<u64> = view.probes.iter().map(|p| p.step).collect();
     assert_eq!(steps, [0, 25, 50, 75, 100]);
@@ -529,6 +532,28 @@ fn in_memory_scenario_matches_the_headless_lesson() {
     assert_eq!(app.lesson_views.len(), 1);
     assert_eq!(app.lesson_views[0].loss.len(), 100);
     h.get_by_label("The scenario's runs");
+    // The thumbnail says what the claims measure: base → end, the drop relative (and in
+    // points), the same numbers the lessons compute.
+    let base = app.base_probes.clone().unwrap();
+    let end = app.lesson_views[0]
+        .probes
+        .last()
+        .unwrap()
+        .knowledge_acc_norm;
+    let drop = hif8lab_train::corpus::relative_drop(base.knowledge_acc_norm, end);
+    let caption = hif8lab_app::panels::knowledge_caption(Some(&base), &app.lesson_views[0]);
+    assert!(
+        caption.contains(&format!(
+            "knowledge {:.1} % (base) to {:.1} %: {} {:.1} % relative ({:+.1} points)",
+            100.0 * base.knowledge_acc_norm,
+            100.0 * end,
+            if drop >= 0.0 { "dropped" } else { "rose" },
+            drop.abs(),
+            100.0 * (end - base.knowledge_acc_norm)
+        )),
+        "{caption}"
+    );
+    h.get_by_label_contains(&caption);
     let dir = std::env::temp_dir().join(format!("hif8lab-app-lesson-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let headless = hif8lab_train::lesson::run_lesson(
@@ -871,4 +896,85 @@ fn overflow_is_reported() {
         "{:?}",
         h.state()
     );
+}
+
+/// Lessons: switching clears the other lesson's verdict and runs and its "What just
+/// happened"; a lesson links to the panels it says to look at; before the first step the
+/// reading says it is starting (no "NaN"); the thumbnails say base → end.
+#[test]
+fn lessons_switch_cleanly_and_link_to_their_panels() {
+    use hif8lab_app::state::RunView;
+    let mut app = full_app();
+    app.selection.tab = Tab::Lessons;
+    app.lesson_run = Some("forgetting");
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1280.0, 800.0))
+        .build_ui_state(|ui, app: &mut HifApp| app.show(ui), app);
+    h.run_steps(2);
+    let base = h.state().base_probes.clone().unwrap();
+    let caption = hif8lab_app::panels::knowledge_caption(Some(&base), &h.state().lesson_views[0]);
+    assert!(
+        caption.contains("(base) to") && caption.contains("relative"),
+        "{caption}"
+    );
+    assert_eq!(h.query_all_by_label_contains(&caption).count(), 4);
+    // The forgetting lesson's live run before its first step.
+    let mut empty = RunView::new(
+        "forgetting lesson lr=3e-3 QAT max_window(64)",
+        Vec::new(),
+        0,
+        15.0,
+    );
+    empty.name = "forgetting lesson lr=3e-3 QAT max_window(64)".into();
+    h.state_mut().runs.live = Some(empty);
+    h.run_steps(2);
+    h.get_by_label(
+        "Starting forgetting lesson lr=3e-3 QAT max_window(64): preparing the first step…",
+    );
+    assert_eq!(h.query_all_by_label_contains("NaN").count(), 0);
+    // Switch: the verdict, the runs and the reading of the other lesson go.
+    h.get_by_label("1. Amax saturation").click();
+    h.run_steps(2);
+    assert_eq!(h.state().lesson.name, "saturation");
+    assert!(h.state().lesson_report.is_none() && h.state().lesson_views.is_empty());
+    h.get_by_label("No run of this lesson yet: press “Set up and start a live run”.");
+    assert_eq!(h.query_all_by_label("The scenario's runs").count(), 0);
+    // Its links open the panels it names.
+    for (link, tab) in [
+        ("Open Estimators »", Tab::Estimators),
+        ("Open Saturation »", Tab::Saturation),
+        ("Open Loss »", Tab::Loss),
+    ] {
+        h.state_mut().selection.tab = Tab::Lessons;
+        h.run_steps(2);
+        h.get_by_label(link).click();
+        h.run_steps(2);
+        assert_eq!(h.state().selection.tab, tab, "{link}");
+    }
+}
+
+/// The first screen says what this is and where to begin; its buttons open the lessons and
+/// start a first run; the terms it uses are explained.
+#[test]
+fn first_screen_offers_lessons_and_a_first_run() {
+    let mut h = harness(Options::default());
+    h.run_steps(2);
+    h.get_by_label("Why does 8-bit training silently break?");
+    for (term, _) in hif8lab_app::glossary::TERMS {
+        assert!(h.query_all_by_label(term).count() >= 1, "{term}");
+    }
+    h.get_by_label("The lessons »").click();
+    h.run_steps(2);
+    assert_eq!(h.state().selection.tab, Tab::Lessons);
+    h.state_mut().selection.tab = Tab::Loss;
+    h.state_mut().settings.set("train.steps", "400");
+    h.run_steps(2);
+    h.get_by_label("A first run »").click();
+    h.run_steps(2);
+    assert!(h.state().jobs.running(JobKind::Run));
+    // While it runs, the side panel says what runs (from the run's own config).
+    h.get_by_label_contains("Running: smoke");
+    h.get_by_label_contains("400 steps at lr");
+    h.get_by_label("Stop").click();
+    until(&mut h, |app| !app.jobs.running(JobKind::Run));
 }

@@ -774,3 +774,48 @@ fn repeated_steps_reuse_bind_groups_and_keep_each_dispatch_params() {
     );
     assert_eq!(after_third.dispatches - after_first.dispatches, 10);
 }
+
+/// A backend prepared kernel by kernel (what the browser's frame loop does, so it can show
+/// "n of N compiled") counts every kernel once, in order, and computes what a backend built
+/// in one go computes, bit for bit.
+#[test]
+fn a_backend_prepared_kernel_by_kernel_counts_and_matches() {
+    let Some(gpu) = gpu() else { return };
+    let (device, queue, info) = gpu.device_parts();
+    let mut p = GpuBackend::preparing(device, queue, info);
+    let total = p.total();
+    assert_eq!(total, hif8lab_engine::gpu::KERNELS.len());
+    assert_eq!(p.compiled(), 0);
+    let mut seen = vec![0];
+    let start = std::time::Instant::now();
+    while !p.advance() {
+        if *seen.last().unwrap() != p.compiled() {
+            seen.push(p.compiled());
+        }
+        assert!(
+            start.elapsed().as_secs() < 120,
+            "stuck at {} of {total}",
+            p.compiled()
+        );
+    }
+    if *seen.last().unwrap() != p.compiled() {
+        seen.push(p.compiled());
+    }
+    assert_eq!(
+        seen,
+        (0..=total).collect::<Vec<_>>(),
+        "one kernel at a time"
+    );
+    let prepared = p.finish();
+    let mut rng = Rng(5);
+    let x: Vec<f32> = (0..1 << 16).map(|_| rng.mixed()).collect();
+    let config = BankConfig::new(
+        1,
+        scaling(Format::HiF8, Overflow::Inf, &["max_window(4)"], 4),
+    );
+    same_bits(
+        &run_qdq(&prepared, &x, &config, 15.0 / 3.7),
+        &run_qdq(gpu, &x, &config, 15.0 / 3.7),
+    )
+    .unwrap();
+}

@@ -90,32 +90,45 @@ impl Pipelines {
     /// Builds one pipeline per entry point of every kernel in `kernels` (layouts derived per
     /// entry, so each binds only what it uses).
     pub(crate) fn new(device: &wgpu::Device, kernels: &[&Kernel]) -> Self {
-        let by_kernel = kernels
-            .iter()
-            .map(|k| {
-                let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                    label: Some(k.name),
-                    source: wgpu::ShaderSource::Wgsl(k.source().into()),
-                });
-                let pipelines = k
-                    .entries
-                    .iter()
-                    .map(|entry| {
-                        let p = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                            label: Some(&format!("{}::{entry}", k.name)),
-                            layout: None,
-                            module: &module,
-                            entry_point: Some(entry),
-                            compilation_options: Default::default(),
-                            cache: None,
-                        });
-                        (*entry, p)
-                    })
-                    .collect();
-                (k.name, pipelines)
-            })
-            .collect();
-        Pipelines { by_kernel }
+        let mut p = Pipelines::empty();
+        for k in kernels {
+            p.add(device, k);
+        }
+        p
+    }
+
+    /// No pipelines yet (see [`Pipelines::add`]).
+    pub(crate) fn empty() -> Self {
+        Pipelines {
+            by_kernel: HashMap::new(),
+        }
+    }
+
+    /// Builds the pipelines of one kernel (each entry point).
+    pub(crate) fn add(&mut self, device: &wgpu::Device, k: &Kernel) {
+        let built = [k].into_iter().map(|k| {
+            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(k.name),
+                source: wgpu::ShaderSource::Wgsl(k.source().into()),
+            });
+            let pipelines = k
+                .entries
+                .iter()
+                .map(|entry| {
+                    let p = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                        label: Some(&format!("{}::{entry}", k.name)),
+                        layout: None,
+                        module: &module,
+                        entry_point: Some(entry),
+                        compilation_options: Default::default(),
+                        cache: None,
+                    });
+                    (*entry, p)
+                })
+                .collect();
+            (k.name, pipelines)
+        });
+        self.by_kernel.extend(built);
     }
 
     fn get(&self, kernel: &Kernel, entry: &str) -> &wgpu::ComputePipeline {

@@ -313,14 +313,42 @@ impl GpuBackend {
         }
     }
 
+    /// Starts adopting a device and queue created elsewhere with its kernels compiled one
+    /// at a time ([`Preparing::advance`]), so a UI that cannot block (the browser's frame
+    /// loop) keeps drawing and can say how far it got.
+    pub fn preparing(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        adapter: wgpu::AdapterInfo,
+    ) -> Preparing {
+        Preparing {
+            device,
+            queue,
+            adapter,
+            pipelines: Pipelines::empty(),
+            next: 0,
+            confirmed: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
     /// Adopts a device and queue created elsewhere (eframe's `wgpu_render_state`).
     pub fn from_device(
         device: wgpu::Device,
         queue: wgpu::Queue,
         adapter: wgpu::AdapterInfo,
     ) -> Self {
-        let limits = device.limits();
         let pipelines = Pipelines::new(&device, &KERNELS);
+        Self::from_parts(device, queue, adapter, pipelines)
+    }
+
+    /// A backend on `device` with its `pipelines` built.
+    fn from_parts(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        adapter: wgpu::AdapterInfo,
+        pipelines: Pipelines,
+    ) -> Self {
+        let limits = device.limits();
         let recorder = Mutex::new(Recorder::new(&device));
         let one_scale = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
             label: Some("unit scale"),
@@ -338,6 +366,16 @@ impl GpuBackend {
             blocking_syncs: Arc::new(AtomicU64::new(0)),
             one_scale,
         }
+    }
+
+    /// Its device, queue and adapter description (shared handles), e.g. to prepare a second
+    /// backend on the same device.
+    pub fn device_parts(&self) -> (wgpu::Device, wgpu::Queue, wgpu::AdapterInfo) {
+        (
+            self.device.clone(),
+            self.queue.clone(),
+            self.adapter.clone(),
+        )
     }
 
     /// The device limits in force.
@@ -559,5 +597,66 @@ impl GpuBackend {
         let mut guard = lock(&self.recorder);
         self.submit_locked(&mut guard);
         self.queue.write_buffer(buffer, offset, bytes);
+    }
+}
+
+/// A [`GpuBackend`] being prepared kernel by kernel (from [`GpuBackend::preparing`]). Each
+/// step builds one kernel's pipelines and waits — without blocking — until the device has
+/// processed them (a queue callback after an empty submission): browsers compile pipelines
+/// in their GPU process, so this is where the seconds before a first step go, and counting
+/// confirmed kernels tells the truth about progress.
+pub struct Preparing {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    adapter: wgpu::AdapterInfo,
+    pipelines: Pipelines,
+    /// Kernels whose pipelines have been created.
+    next: usize,
+    /// Kernels the device has confirmed (set by the queue callbacks).
+    confirmed: Arc<AtomicU64>,
+}
+
+impl Preparing {
+    /// Kernels to compile in all.
+    pub fn total(&self) -> usize {
+        KERNELS.len()
+    }
+
+    /// Kernels compiled and confirmed by the device so far.
+    pub fn compiled(&self) -> usize {
+        (self.confirmed.load(Ordering::Acquire) as usize).min(self.next)
+    }
+
+    /// Builds the next kernel once the device has confirmed the one before; returns whether
+    /// every kernel is compiled and confirmed. Never blocks.
+    pub fn advance(&mut self) -> bool {
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = self.device.poll(wgpu::PollType::Poll);
+        if self.compiled() < self.next {
+            return false;
+        }
+        let Some(kernel) = KERNELS.get(self.next) else {
+            return true;
+        };
+        self.pipelines.add(&self.device, kernel);
+        self.next += 1;
+        let done = self.confirmed.clone();
+        let n = self.next as u64;
+        self.queue.submit(std::iter::empty());
+        self.queue.on_submitted_work_done(move || {
+            done.fetch_max(n, Ordering::AcqRel);
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = self.device.poll(wgpu::PollType::Poll);
+        false
+    }
+
+    /// The backend, once [`Preparing::advance`] has returned true (earlier, the kernels not
+    /// yet built are built here, blocking).
+    pub fn finish(mut self) -> GpuBackend {
+        for k in KERNELS.iter().skip(self.next) {
+            self.pipelines.add(&self.device, k);
+        }
+        GpuBackend::from_parts(self.device, self.queue, self.adapter, self.pipelines)
     }
 }
