@@ -507,7 +507,12 @@ impl HifApp {
         self.error = None;
         self.panels.clear();
         self.settings = self.settings.switched_to(&self.settings.preset);
-        self.status = "Reset: pick a preset and press Start.".into();
+        self.status = if self.runs.earlier.is_empty() {
+            "Reset: pick a preset and press Start.".into()
+        } else {
+            "Reset: the last run is kept in Runs (make it current there); pick a preset and press Start."
+                .into()
+        };
     }
 
     /// Shows lesson `l` (its scenario's verdict and runs belong to the lesson shown before).

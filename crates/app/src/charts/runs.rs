@@ -19,6 +19,11 @@ impl RunsPanel {
     }
 }
 
+/// Whether the legend shows `name`.
+fn on_legend(items: &[(String, Color32)], shown: &[bool], name: &str) -> bool {
+    items.iter().zip(shown).any(|((n, _), s)| n == name && *s)
+}
+
 /// A run's name in the table: at most 40 characters, the whole name on hover.
 fn short_name(ui: &mut egui::Ui, name: &str) {
     if name.chars().count() <= 40 {
@@ -119,14 +124,29 @@ fn runs_panel(ui: &mut egui::Ui, app: &mut crate::Runs, exports: &mut Exports) -
             ui.add(egui::Label::new(line(v)).wrap());
         }
     }
+    // The overlay's legend above the plot (the overlay ticks choose the runs).
+    let mut items: Vec<(String, Color32)> = app
+        .live
+        .iter()
+        .map(|v| (format!("current: {}", v.name), series(0)))
+        .collect();
+    items.extend(
+        app.earlier
+            .iter()
+            .zip(&app.overlay)
+            .enumerate()
+            .filter(|(_, (_, on))| **on)
+            .map(|(i, (v, _))| (v.name.clone(), series(i + 1))),
+    );
+    let shown = legend(ui, "runs", &items);
+    let on = |name: &str| on_legend(&items, &shown, name);
     let h = (ui.available_height() * 0.55).max(150.0);
     let r = plot("runs-loss")
         .height(h)
-        .legend(egui_plot::Legend::default().position(egui_plot::Corner::RightTop))
         .x_axis_label("step")
         .y_axis_label("loss")
         .show(ui, |p| {
-            if let Some(v) = &app.live {
+            if let Some(v) = app.live.as_ref().filter(|v| on(&format!("current: {}", v.name))) {
                 p.line(
                     Line::new(format!("current: {}", v.name), decimate_xy(&v.loss))
                         .color(series(0))
@@ -134,7 +154,7 @@ fn runs_panel(ui: &mut egui::Ui, app: &mut crate::Runs, exports: &mut Exports) -
                 );
             }
             for (i, (v, on)) in app.earlier.iter().zip(&app.overlay).enumerate() {
-                if *on {
+                if *on && self::on_legend(&items, &shown, &v.name) {
                     p.line(Line::new(v.name.clone(), decimate_xy(&v.loss)).color(series(i + 1)));
                 }
             }
