@@ -146,7 +146,11 @@ fn runs_panel(ui: &mut egui::Ui, app: &mut crate::Runs, exports: &mut Exports) -
         .x_axis_label("step")
         .y_axis_label("loss")
         .show(ui, |p| {
-            if let Some(v) = app.live.as_ref().filter(|v| on(&format!("current: {}", v.name))) {
+            if let Some(v) = app
+                .live
+                .as_ref()
+                .filter(|v| on(&format!("current: {}", v.name)))
+            {
                 p.line(
                     Line::new(format!("current: {}", v.name), decimate_xy(&v.loss))
                         .color(series(0))
