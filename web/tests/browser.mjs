@@ -91,6 +91,18 @@ async function run(name, flags, expectBackend, port, query, until, prepare) {
       if (m.type() === "error") errors.push(`${m.text()} (${m.location().url || "?"})`);
     });
     page.on("pageerror", (e) => errors.push(String(e)));
+    // Every status line the page shows, from its first frame (to see what it says before
+    // the first step).
+    await page.addInitScript(() => {
+      window.__statuses = [];
+      setInterval(() => {
+        const s = window.__hif8lab && window.__hif8lab.status;
+        if (s && window.__statuses[window.__statuses.length - 1] !== s) {
+          window.__statuses.push(s);
+          (window.__statusTimes = window.__statusTimes || []).push([Math.round(performance.now()), s, window.__hif8lab.frame]);
+        }
+      }, 10);
+    });
     await page.goto(`http://127.0.0.1:${port}/${query}`);
     const snap = () => page.evaluate(() => window.__hif8lab || null);
     const fail = async (why) => {
@@ -127,7 +139,7 @@ async function run(name, flags, expectBackend, port, query, until, prepare) {
       // threshold); none may fail.
       if (s.verdict && s.verdict.claims_failing > 0) await fail(`a lesson claim fails: ${JSON.stringify(s.verdict)}`);
       const shot = path.join(shots, `web-${name}.png`);
-      await page.screenshot({ path: shot });
+      await page.screenshot({ path: shot, timeout: 120000 });
       const look = checkNotBlank(shot);
       if (errors.length) await fail("console errors");
       console.log(
@@ -147,16 +159,27 @@ async function run(name, flags, expectBackend, port, query, until, prepare) {
     if (!(s.quantizers > 0 && s.calls > 0)) await fail("no quantizer data");
     if (expectBackend === "cpu" && !(s.notice && /WebGPU/.test(s.notice))) await fail("no notice saying why the CPU trains");
     if (expectBackend === "webgpu" && s.notice) await fail(`unexpected notice: ${s.notice}`);
+    // Before the first step on WebGPU the page says what it is doing: the kernels compiled
+    // so far, then the first step.
+    const statuses = await page.evaluate(() => window.__statuses);
+    if (process.env.HIF8LAB_BROWSER_LOG) console.log(JSON.stringify(await page.evaluate(() => window.__statusTimes)));
+    let preparing = "";
+    if (expectBackend === "webgpu") {
+      const counts = statuses.map((t) => t.match(/Preparing the GPU kernels: (\d+) of (\d+)/)).filter(Boolean);
+      if (!counts.length) await fail(`no "Preparing the GPU kernels: n of N" status before the first step; statuses: ${JSON.stringify(statuses)}`);
+      if (!statuses.some((t) => /First step running/.test(t))) await fail(`no "First step running" status; statuses: ${JSON.stringify(statuses)}`);
+      preparing = `before the first step it said "${counts[0][0]}" … "${counts[counts.length - 1][0]}" (${counts.length} distinct counts seen), then "first step running"; `;
+    }
     const lesson = new URLSearchParams(query).get("lesson");
     if (lesson && !(s.lesson === lesson && s.tab === "lessons")) await fail(`lesson ${lesson} not open`);
     const shot = path.join(shots, `web-${name}.png`);
-    await page.screenshot({ path: shot });
+    await page.screenshot({ path: shot, timeout: 120000 });
     const look = checkNotBlank(shot);
     if (errors.length) await fail("console errors");
     const stepsPerSec = ((fifth.s.steps - first.s.steps) / ((fifth.t - first.t) / 1000));
     console.log(
       `browser ${name}: ok — backend ${s.backend} (${s.adapter}); first step reported ${(first.t / 1000).toFixed(1)} s after page load; ` +
-      `${s.steps} steps, ${Number.isFinite(stepsPerSec) ? stepsPerSec.toFixed(2) : "n/a"} steps/s; loss ${s.loss.toFixed(3)}; ` +
+      `${s.steps} steps, ${Number.isFinite(stepsPerSec) ? stepsPerSec.toFixed(2) : "n/a"} steps/s; loss ${s.loss.toFixed(3)}; ${preparing}` +
       `${s.quantizers} quantizers, ${s.calls} calls; screenshot ${shot} (std-dev ${look.sd.toFixed(3)}, ${look.colours} colours)`);
   } finally {
     await browser.close();

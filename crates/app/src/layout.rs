@@ -101,7 +101,15 @@ pub fn legend(ui: &mut egui::Ui, id: &str, items: &[(String, Color32)]) -> Vec<b
                 RichText::new(format!("• {name}")).color(*colour).strong()
             };
             if ui
-                .add(egui::Label::new(text).extend().sense(egui::Sense::click()))
+                .add({
+                    // Short names move to the next row whole; a long one (a run's name) wraps.
+                    let label = egui::Label::new(text).sense(egui::Sense::click());
+                    if name.chars().count() > 40 {
+                        label.wrap()
+                    } else {
+                        label.extend()
+                    }
+                })
                 .on_hover_text("click to hide or show this line")
                 .clicked()
             {

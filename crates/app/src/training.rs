@@ -122,6 +122,8 @@ pub struct Stepper {
     /// A GPU device's kernels being compiled (one per call), with the config to start once
     /// they are.
     preparing: Option<(hif8lab_engine::gpu::Preparing, RunConfig)>,
+    /// The compiled-kernel count last reported.
+    reported: usize,
 }
 
 impl Stepper {
@@ -134,6 +136,7 @@ impl Stepper {
             histogram: NO_HISTOGRAM,
             extras,
             preparing: None,
+            reported: 0,
         };
         let made = match device {
             Device::Cpu => s.adopt(CpuBackend::new(), config),
@@ -196,10 +199,13 @@ impl Stepper {
             self.queue.push_back(Msg::Finished);
         }
         while let Some((p, _)) = self.preparing.as_mut() {
-            let before = p.compiled();
+            let before = p.created();
             let ready = p.advance();
+            // Confirmations arrive on their own (in the browser, between frames): report
+            // every change, whenever it is seen.
             let (compiled, total) = (p.compiled(), p.total());
-            if compiled != before {
+            if compiled != self.reported {
+                self.reported = compiled;
                 self.queue.push_back(Msg::Preparing { compiled, total });
             }
             if ready {
@@ -212,13 +218,13 @@ impl Stepper {
                 }
                 break;
             }
-            if compiled == before && start.elapsed() >= budget {
+            if start.elapsed() >= budget {
                 waiting = true;
                 break;
             }
-            if compiled == before {
-                // The device has not confirmed the last kernel yet: natively it will soon,
-                // in the browser only between frames.
+            if p.created() == before {
+                // Every kernel is built; the device has not confirmed them all yet: natively
+                // it will soon, in the browser only between frames.
                 waiting = true;
                 if cfg!(target_arch = "wasm32") {
                     break;

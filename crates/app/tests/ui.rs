@@ -321,7 +321,7 @@ fn a_trace_is_replayed_with_every_estimator() {
     h.get_by_label_contains("400 calls. log2 axis");
     h.get_by_label("Estimators").click();
     h.run_steps(2);
-    h.get_by_label("median headroom est/amax");
+    h.get_by_label("median headroom");
 }
 
 /// The browser's way of training (no threads): steps driven from the frame loop with a time

@@ -601,9 +601,9 @@ impl GpuBackend {
 }
 
 /// A [`GpuBackend`] being prepared kernel by kernel (from [`GpuBackend::preparing`]). Each
-/// step builds one kernel's pipelines and waits — without blocking — until the device has
-/// processed them (a queue callback after an empty submission): browsers compile pipelines
-/// in their GPU process, so this is where the seconds before a first step go, and counting
+/// step builds one kernel's pipelines and asks the queue to call back once the device has
+/// processed them (after an empty submission); nothing waits. Browsers compile pipelines in
+/// their GPU process, so this is where the seconds before a first step go, and counting the
 /// confirmed kernels tells the truth about progress.
 pub struct Preparing {
     device: wgpu::Device,
@@ -627,16 +627,18 @@ impl Preparing {
         (self.confirmed.load(Ordering::Acquire) as usize).min(self.next)
     }
 
-    /// Builds the next kernel once the device has confirmed the one before; returns whether
-    /// every kernel is compiled and confirmed. Never blocks.
+    /// Kernels whose pipelines have been created (confirmed or not).
+    pub fn created(&self) -> usize {
+        self.next
+    }
+
+    /// Builds the next kernel, if any is left; returns whether every kernel is compiled and
+    /// confirmed. Never blocks.
     pub fn advance(&mut self) -> bool {
         #[cfg(not(target_arch = "wasm32"))]
         let _ = self.device.poll(wgpu::PollType::Poll);
-        if self.compiled() < self.next {
-            return false;
-        }
         let Some(kernel) = KERNELS.get(self.next) else {
-            return true;
+            return self.compiled() == self.total();
         };
         self.pipelines.add(&self.device, kernel);
         self.next += 1;
