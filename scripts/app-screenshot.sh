@@ -41,12 +41,12 @@ rm -f "exports/$png"
 # shellcheck disable=SC2086 # HIF8LAB_APP_ARGS is split into flags on purpose
 DISPLAY=$display XDG_RUNTIME_DIR=$runtime "$target/debug/hif8lab-app" --preset smoke --autostart --tab "$tab" --png-after "$png" ${HIF8LAB_APP_ARGS:-} >"$log" 2>&1 &
 app=$!
-for _ in $(seq 1 120); do
+for _ in $(seq 1 240); do
   grep -q "Training finished" "$log" && break
   if ! kill -0 "$app" 2>/dev/null; then echo "app exited early:"; cat "$log"; exit 1; fi
   sleep 1
 done
-grep -q "Training finished" "$log" || { echo "training did not finish in 120 s:"; cat "$log"; exit 1; }
+grep -q "Training finished" "$log" || { echo "training did not finish in 240 s:"; cat "$log"; exit 1; }
 sleep 1
 mkdir -p "$(dirname "$out")"
 DISPLAY=$display import -window root "$out"
