@@ -127,10 +127,10 @@ async function run(name, flags, expectBackend, port, query, until, prepare) {
       // A lesson that runs to its point: wait for the whole scenario, then report it.
       const t0 = await page.evaluate(() => performance.now());
       try {
-        // The fixes lesson trains a base and 12 runs on the wasm CPU backend: about 4 min here.
-        await page.waitForFunction(until, null, { timeout: 420000, polling: 250 });
+        // The fixes lesson trains a base and 12 runs on the wasm CPU backend: about 5 min here.
+        await page.waitForFunction(until, null, { timeout: 600000, polling: 250 });
       } catch (e) {
-        await fail("the lesson did not reach its point within 420 s");
+        await fail("the lesson did not reach its point within 600 s");
       }
       const s = await snap();
       if (s.error) await fail(`training error: ${s.error}`);

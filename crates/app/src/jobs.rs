@@ -446,7 +446,9 @@ impl HifApp {
 
     /// The frame-loop time a job gets this frame: the live run and its baseline share 12 ms;
     /// pretraining or a scenario gets 12 ms beside them, 14 ms alone — what a 60 Hz frame
-    /// can spare and still draw.
+    /// can spare and still draw. Where drawing a frame takes longer than that (a software
+    /// renderer), pretraining and scenarios — which no chart is waiting on — get as long as
+    /// the last frame took to draw, up to 60 ms, so they keep about half of the time.
     fn budget(&self, kind: JobKind) -> std::time::Duration {
         let live = [JobKind::Run, JobKind::Baseline]
             .iter()
@@ -455,7 +457,7 @@ impl HifApp {
         let ms = match kind {
             JobKind::Run | JobKind::Baseline => 12 / live.max(1),
             _ if live > 0 => 12,
-            _ => 14,
+            _ => 14u32.max(self.last_frame_ms.min(60.0) as u32),
         };
         std::time::Duration::from_millis(u64::from(ms))
     }

@@ -322,6 +322,11 @@ pub struct HifApp {
     /// Frames drawn so far (the page's snapshot carries it, so scripts can wait for a frame
     /// drawn after a change).
     pub frame: u64,
+    /// When the last frame began, how long its background work took, and how long the
+    /// frame before it took besides its background work (drawing; ms).
+    frame_started: Option<web_time::Instant>,
+    poll_ms: f32,
+    last_frame_ms: f32,
 }
 
 impl Tab {
@@ -386,6 +391,9 @@ impl HifApp {
             settings_page: false,
             overflow: Vec::new(),
             frame: 0,
+            frame_started: None,
+            poll_ms: 0.0,
+            last_frame_ms: 0.0,
         };
         if let Some(name) = &options.lesson {
             match hif8lab_train::lesson::lesson(name) {
@@ -588,7 +596,12 @@ impl HifApp {
     /// Draws the whole app into `ui` (used by eframe and by the UI tests).
     pub fn show(&mut self, ui: &mut egui::Ui) {
         self.take_screenshot(ui.ctx());
+        let now = web_time::Instant::now();
+        if let Some(t) = self.frame_started.replace(now) {
+            self.last_frame_ms = now.duration_since(t).as_secs_f32() * 1000.0 - self.poll_ms;
+        }
         self.poll_jobs(ui.ctx());
+        self.poll_ms = now.elapsed().as_secs_f32() * 1000.0;
         layout::begin(ui.ctx());
         // The UI's own time (in the browser, training's share of the frame is in poll).
         let started = web_time::Instant::now();
