@@ -319,7 +319,7 @@ fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         items.push(("QAT on".to_owned(), QAT_ON));
     }
     let shown = legend(ui, "loss", &items);
-    let on = |name: &str| items.iter().zip(&shown).any(|((n, _), s)| n == name && *s);
+    let on = |name: &str| shown.on(name);
     let height = if probes {
         (ui.available_height() - 215.0).max(140.0)
     } else {
@@ -369,7 +369,7 @@ fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
             items.push(("base model".to_owned(), Color32::GRAY));
         }
         let shown = legend(ui, "probes", &items);
-        let on = |name: &str| items.iter().zip(&shown).any(|((n, _), s)| n == name && *s);
+        let on = |name: &str| shown.on(name);
         let r = plot("probes")
             .height(170.0)
             .x_axis_label("step")
@@ -651,7 +651,7 @@ fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
     items.extend(near.iter().map(|(l, _, c)| ((*l).to_owned(), *c)));
     items.push(("QAT on (history reset)".into(), QAT_ON));
     let shown = legend(ui, "amax", &items);
-    let on = |name: &str| items.iter().zip(&shown).any(|((n, _), s)| n == name && *s);
+    let on = |name: &str| shown.on(name);
     let amax_height = if has_sqnr {
         (ui.available_height() - 195.0).max(140.0)
     } else {

@@ -81,9 +81,19 @@ pub fn narrow(ctx: &egui::Context) -> bool {
     ctx.content_rect().width() < NARROW
 }
 
+/// Which series of a [`legend`] are shown.
+pub struct Shown(Vec<(String, bool)>);
+
+impl Shown {
+    /// Whether the series named `name` is shown.
+    pub fn on(&self, name: &str) -> bool {
+        self.0.iter().any(|(n, s)| n == name && *s)
+    }
+}
+
 /// A legend row above a plot: each series' colour and name, wrapping with the width; click a
-/// name to hide or show its series. Returns which are shown (same order as `items`).
-pub fn legend(ui: &mut egui::Ui, id: &str, items: &[(String, Color32)]) -> Vec<bool> {
+/// name to hide or show its series. Returns which are shown.
+pub fn legend(ui: &mut egui::Ui, id: &str, items: &[(String, Color32)]) -> Shown {
     let key = Id::unique(("legend-hidden", id));
     let mut hidden: Vec<String> = ui.data(|d| d.get_temp(key)).unwrap_or_default();
     let mut changed = false;
@@ -125,5 +135,10 @@ pub fn legend(ui: &mut egui::Ui, id: &str, items: &[(String, Color32)]) -> Vec<b
     if changed {
         ui.data_mut(|d| d.insert_temp(key, hidden.clone()));
     }
-    items.iter().map(|(n, _)| !hidden.contains(n)).collect()
+    Shown(
+        items
+            .iter()
+            .map(|(n, _)| (n.clone(), !hidden.contains(n)))
+            .collect(),
+    )
 }

@@ -144,7 +144,7 @@ pub(super) fn estimators(
         .include_y(0.0)
         .show(ui, |p| {
             for (k, (name, pts)) in view.estimators.iter().zip(&t.cumulative).enumerate() {
-                if shown[k] {
+                if shown.on(name) {
                     p.line(Line::new(name.clone(), pts.clone()).color(series(k)));
                 }
             }
@@ -160,7 +160,7 @@ pub(super) fn estimators(
         .include_y(0.0)
         .show(ui, |p| {
             for (k, (name, pts)) in view.estimators.iter().zip(&t.headroom_dist).enumerate() {
-                if shown[k] {
+                if shown.on(name) {
                     p.line(Line::new(name.clone(), pts.clone()).color(series(k)));
                 }
             }

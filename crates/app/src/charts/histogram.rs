@@ -109,7 +109,7 @@ pub(super) fn histogram(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView
             .map(|(l, _, c)| (l.to_owned(), c)),
     );
     let shown = legend(ui, "histogram", &items);
-    let on = |name: &str| items.iter().zip(&shown).any(|((n, _), s)| n == name && *s);
+    let on = |name: &str| shown.on(name);
     let r = plot("histogram")
         .height((ui.available_height() - 4.0).max(160.0))
         .x_axis_label("log2 |x·scale|")

@@ -19,11 +19,6 @@ impl RunsPanel {
     }
 }
 
-/// Whether the legend shows `name`.
-fn on_legend(items: &[(String, Color32)], shown: &[bool], name: &str) -> bool {
-    items.iter().zip(shown).any(|((n, _), s)| n == name && *s)
-}
-
 /// A run's name in the table: at most 40 characters, the whole name on hover.
 fn short_name(ui: &mut egui::Ui, name: &str) {
     if name.chars().count() <= 40 {
@@ -139,7 +134,7 @@ fn runs_panel(ui: &mut egui::Ui, app: &mut crate::Runs, exports: &mut Exports) -
             .map(|(i, (v, _))| (v.name.clone(), series(i + 1))),
     );
     let shown = legend(ui, "runs", &items);
-    let on = |name: &str| on_legend(&items, &shown, name);
+    let on = |name: &str| shown.on(name);
     let h = (ui.available_height() * 0.55).max(150.0);
     let r = plot("runs-loss")
         .height(h)
@@ -158,7 +153,7 @@ fn runs_panel(ui: &mut egui::Ui, app: &mut crate::Runs, exports: &mut Exports) -
                 );
             }
             for (i, (v, on)) in app.earlier.iter().zip(&app.overlay).enumerate() {
-                if *on && self::on_legend(&items, &shown, &v.name) {
+                if *on && shown.on(&v.name) {
                     p.line(Line::new(v.name.clone(), decimate_xy(&v.loss)).color(series(i + 1)));
                 }
             }
