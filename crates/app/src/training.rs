@@ -188,8 +188,9 @@ impl Stepper {
         Ok(())
     }
 
-    /// Compiles GPU kernels for up to `budget` (one at a time, each confirmed by the device
-    /// before the next), then builds the trainer; Stop ends it here.
+    /// Builds GPU kernels for up to `budget` (one per `advance`, none waiting for another)
+    /// and reports each change in the count the device has confirmed; once all are
+    /// confirmed, builds the trainer. Stop ends it here.
     fn prepare(&mut self, control: u8, budget: Duration) -> (Vec<Msg>, bool) {
         let start = web_time::Instant::now();
         let mut waiting = false;
