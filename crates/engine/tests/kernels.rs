@@ -820,3 +820,60 @@ fn a_backend_prepared_kernel_by_kernel_counts_and_matches() {
     )
     .unwrap();
 }
+
+/// The CPU backend runs the codec once per quantizer call: the statistics pass leaves its
+/// fake-quantized copy for the fused matmul that follows. The product is bit for bit the one
+/// without the copy; once the input is touched (written, or read by another op) the copy is
+/// not used, and a copy of another tensor or another scale never is.
+#[test]
+fn cpu_fused_matmul_reuses_the_statistics_copy_only_while_valid() {
+    let cpu = CpuBackend::new();
+    let (m, n, k) = (33, 17, 40);
+    let mut rng = Rng(11);
+    let x: Vec<f32> = (0..m * k).map(|_| rng.mixed().clamp(-1e3, 1e3)).collect();
+    let w: Vec<f32> = (0..n * k).map(|_| rng.mixed().clamp(-1e3, 1e3)).collect();
+    let config = BankConfig::new(
+        2,
+        scaling(Format::HiF8, Overflow::Inf, &["max_window(4)"], 4),
+    );
+    let spec = MatmulSpec {
+        fuse_a: Some(0),
+        fuse_b: Some(1),
+        ..MatmulSpec::new(m, n, k, Layout::NT)
+    };
+    let scales = [15.0 / 3.0, 15.0 / 900.0];
+    // Reference: a bank that never ran the statistics pass (matmul quantizes itself).
+    let plain = cpu.new_bank(&config).unwrap();
+    cpu.set_scales(&plain, &scales).unwrap();
+    let product = |bank: &<CpuBackend as Device>::Bank, xt: &_, wt: &_| {
+        let ct = cpu.zeros(m * n).unwrap();
+        cpu.matmul(xt, wt, &ct, &spec, Some(bank)).unwrap();
+        cpu.read(&ct).wait().unwrap()
+    };
+    let (xt, wt) = (cpu.upload(&x).unwrap(), cpu.upload(&w).unwrap());
+    let expected = product(&plain, &xt, &wt);
+    let bank = cpu.new_bank(&config).unwrap();
+    cpu.set_scales(&bank, &scales).unwrap();
+    cpu.quant_stats(&xt, &bank, 0).unwrap();
+    cpu.quant_stats(&wt, &bank, 1).unwrap();
+    same_bits(&product(&bank, &xt, &wt), &expected).unwrap();
+    // Again without a new statistics pass: the copies were given back, still valid.
+    same_bits(&product(&bank, &xt, &wt), &expected).unwrap();
+    // x changes: the copy of the old x must not be used.
+    cpu.scale_inplace(&xt, 2.0).unwrap();
+    let x2: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
+    let x2t = cpu.upload(&x2).unwrap();
+    let expected2 = product(&plain, &x2t, &wt);
+    assert!(
+        same_bits(&expected2, &expected).is_err(),
+        "the change shows"
+    );
+    same_bits(&product(&bank, &xt, &wt), &expected2).unwrap();
+    // A copy of x offered for another tensor, or at another scale, is not taken.
+    cpu.quant_stats(&xt, &bank, 0).unwrap();
+    same_bits(&product(&bank, &x2t, &wt), &expected2).unwrap();
+    cpu.quant_stats(&xt, &bank, 0).unwrap();
+    cpu.set_scales(&bank, &[15.0 / 5.0, 15.0 / 900.0]).unwrap();
+    cpu.set_scales(&plain, &[15.0 / 5.0, 15.0 / 900.0]).unwrap();
+    same_bits(&product(&bank, &xt, &wt), &product(&plain, &x2t, &wt)).unwrap();
+}

@@ -282,7 +282,15 @@ impl FakeQuant {
     /// random index `i`. The format dispatch happens once, outside the element loop.
     pub fn qdq_into(&self, src: &[f32], dst: &mut [f32], scale: f32) {
         let n = src.len().min(dst.len());
-        let dst = &mut dst[..n];
+        let (src, dst) = (&src[..n], &mut dst[..n]);
+        if let (Format::HiF8, Rounding::Nearest) = (self.format, self.rounding) {
+            // The common case as a plain zip the compiler vectorizes.
+            let ob = hif8::overflow_magnitude_bits(self.overflow);
+            for (o, x) in dst.iter_mut().zip(src) {
+                *o = hif8::qdq_branchless(*x * scale, ob) / scale;
+            }
+            return;
+        }
         self.map_elements(dst, scale, |i, _| src[i]);
     }
 
@@ -296,8 +304,9 @@ impl FakeQuant {
                 }
             }
             (None, Rounding::Nearest) => {
+                let ob = hif8::overflow_magnitude_bits(overflow);
                 for (i, o) in out.iter_mut().enumerate() {
-                    *o = hif8::qdq(input(i, *o) * scale, overflow) / scale;
+                    *o = hif8::qdq_branchless(input(i, *o) * scale, ob) / scale;
                 }
             }
             (Some(ocp), _) => {

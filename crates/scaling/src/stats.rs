@@ -65,13 +65,28 @@ pub fn quant_error(x: &[f32], first_index: u32, scale: f32, quant: &FakeQuant) -
     let (mut signal, mut noise) = (0.0f64, 0.0f64);
     for (i, v) in x.iter().enumerate() {
         let q = quant.qdq_at(*v, scale, first_index.wrapping_add(i as u32));
-        if v.is_finite() && q.is_finite() {
-            let (v, e) = (f64::from(*v), f64::from(*v) - f64::from(q));
-            signal += v * v;
-            noise += e * e;
-        }
+        add_error(&mut signal, &mut noise, *v, q);
     }
     (signal, noise)
+}
+
+/// [`quant_error`] of `x` whose fake-quantized values `q` are already computed (same sums,
+/// same order: equal results when `q` is what the quantizer gives).
+pub fn quant_error_of(x: &[f32], q: &[f32]) -> (f64, f64) {
+    let (mut signal, mut noise) = (0.0f64, 0.0f64);
+    for (v, q) in x.iter().zip(q) {
+        add_error(&mut signal, &mut noise, *v, *q);
+    }
+    (signal, noise)
+}
+
+#[inline]
+fn add_error(signal: &mut f64, noise: &mut f64, v: f32, q: f32) {
+    if v.is_finite() && q.is_finite() {
+        let (v, e) = (f64::from(v), f64::from(v) - f64::from(q));
+        *signal += v * v;
+        *noise += e * e;
+    }
 }
 
 /// amax and non-finite count (the first pass; all that delayed scaling needs).
@@ -110,6 +125,42 @@ pub fn tensor_stats_from(
     active_scale: f32,
     quant: &FakeQuant,
 ) -> TensorStats {
+    let (signal, noise) = quant_error(x, first_index, active_scale, quant);
+    counted(x, thresholds, active_scale, quant, signal, noise)
+}
+
+/// [`tensor_stats_from`] of a piece `x` whose fake-quantized values at `active_scale` are
+/// `q` (computed once, e.g. by the fake quantization that follows): the same statistics
+/// without a second pass of the codec.
+pub fn tensor_stats_given(
+    x: &[f32],
+    q: &[f32],
+    thresholds: &[Threshold],
+    active_scale: f32,
+    quant: &FakeQuant,
+) -> TensorStats {
+    let (signal, noise) = quant_error_of(x, q);
+    counted(x, thresholds, active_scale, quant, signal, noise)
+}
+
+/// Elements of `x` for which `pred` holds: 32-bit counts per block of 2^20 elements (twice
+/// as many lanes per vector as 64-bit ones), summed as 64-bit.
+#[inline(always)]
+fn count(x: &[f32], pred: impl Fn(f32) -> bool) -> u64 {
+    x.chunks(1 << 20)
+        .map(|c| u64::from(c.iter().map(|v| u32::from(pred(*v))).sum::<u32>()))
+        .sum()
+}
+
+/// Every count of a call, with its error energies already summed.
+fn counted(
+    x: &[f32],
+    thresholds: &[Threshold],
+    active_scale: f32,
+    quant: &FakeQuant,
+    signal: f64,
+    noise: f64,
+) -> TensorStats {
     let (amax, nonfinite) = amax_and_nonfinite(x);
     let facts = quant.format.facts();
     let limit = facts.overflow_threshold;
@@ -118,25 +169,21 @@ pub fn tensor_stats_from(
     let underflow_max = facts.underflow_max;
     // One tight pass per counter: each inner loop is a simple compare-and-count the
     // compiler vectorizes, and the tensor stays in cache between passes.
-    let count = |pred: &dyn Fn(f32) -> bool| x.iter().filter(|v| pred(**v)).count() as u64;
     let above_est = thresholds
         .iter()
         .map(|t| {
             let est = t.est;
-            x.iter().map(|v| u64::from(v.abs() > est)).sum()
+            count(x, |v| v.abs() > est)
         })
         .collect();
     let overflow = thresholds
         .iter()
         .map(|t| {
             let scale = t.scale;
-            x.iter()
-                .map(|v| u64::from((v * scale).abs() >= limit))
-                .sum()
+            count(x, |v| (v * scale).abs() >= limit)
         })
         .collect();
-    let underflow = count(&|v| v != 0.0 && (v * active_scale).abs() <= underflow_max);
-    let (signal, noise) = quant_error(x, first_index, active_scale, quant);
+    let underflow = count(x, |v| v != 0.0 && (v * active_scale).abs() <= underflow_max);
     TensorStats {
         numel: x.len() as u64,
         amax,

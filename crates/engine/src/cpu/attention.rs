@@ -46,38 +46,121 @@ fn map_range<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> 
     }
 }
 
-/// `out[j] = Σ_d a[d]·bt[d·stride + j]` for every j of `out`, each sum over d ascending from
-/// 0.0 (the plain loops' order per j); vectorized across j.
-fn dots(out: &mut [f32], a: &[f32], bt: &[f32], stride: usize) {
-    out.fill(0.0);
-    let n = out.len();
-    for (d, ad) in a.iter().enumerate() {
-        let col = &bt[d * stride..d * stride + n];
-        for (o, x) in out.iter_mut().zip(col) {
-            *o += ad * x;
+/// Rows per register block of the kernels below.
+const R: usize = 4;
+/// Lanes per accumulator (one AVX register of f32; two SSE or wasm SIMD registers).
+const W: usize = 8;
+
+/// `out[r·out_stride + j] = Σ_d a[r][d]·bt[d·stride + j]` for the `RR` rows and every
+/// `j < ncols`, each sum over d ascending from 0.0 (the plain loops' order per element), in
+/// register blocks of `RR` rows × `W` columns. `bt` is [head_dim][stride] with `stride` a
+/// multiple of `W` ≥ `ncols` (zero padding): columns past `ncols` in the last block are
+/// computed and dropped.
+fn dots_block<const RR: usize>(
+    out: &mut [f32],
+    out_stride: usize,
+    a: [&[f32]; RR],
+    bt: &[f32],
+    stride: usize,
+    ncols: usize,
+) {
+    let hd = a[0].len();
+    let a = a.map(|r| &r[..hd]);
+    let mut j = 0;
+    while j < ncols {
+        let mut acc = [[0.0f32; W]; RR];
+        for d in 0..hd {
+            let col = lanes(&bt[d * stride + j..]);
+            for r in 0..RR {
+                let x = a[r][d];
+                for l in 0..W {
+                    acc[r][l] += x * col[l];
+                }
+            }
         }
+        let w = W.min(ncols - j);
+        for (r, accr) in acc.iter().enumerate() {
+            out[r * out_stride + j..r * out_stride + j + w].copy_from_slice(&accr[..w]);
+        }
+        j += W;
     }
+}
+
+/// `out[r][d] = Σ_{j ≤ i0 + r} p[r][j]·x[j][d]` for the `RR` consecutive causal rows
+/// `i0..i0 + RR` (row `r` sums over j ascending from 0.0 up to its own position, the plain
+/// loops' order), `x` rows at `x_at(j)` of `hd` elements; lanes in register blocks.
+fn weighted_rows<const RR: usize>(
+    out: [&mut [f32]; RR],
+    p: [&[f32]; RR],
+    x: &[f32],
+    x_at: impl Fn(usize) -> usize,
+    i0: usize,
+) {
+    let hd = out[0].len();
+    let mut out = out;
+    let mut dc = 0;
+    while dc < hd {
+        let w = W.min(hd - dc);
+        let mut acc = [[0.0f32; W]; RR];
+        if w == W {
+            let p = p.map(|r| &r[..=i0]);
+            for j in 0..=i0 {
+                let xj = lanes(&x[x_at(j) + dc..]);
+                for r in 0..RR {
+                    let c = p[r][j];
+                    for l in 0..W {
+                        acc[r][l] += c * xj[l];
+                    }
+                }
+            }
+        } else {
+            for j in 0..=i0 {
+                let xj = &x[x_at(j) + dc..x_at(j) + dc + w];
+                for (accr, pr) in acc.iter_mut().zip(&p) {
+                    let c = pr[j];
+                    for (o, v) in accr.iter_mut().zip(xj) {
+                        *o += c * v;
+                    }
+                }
+            }
+        }
+        // The triangle: position i0 + e adds only to the rows at or below it.
+        for e in 1..RR {
+            let j = i0 + e;
+            let xj = &x[x_at(j) + dc..x_at(j) + dc + w];
+            for (accr, pr) in acc.iter_mut().zip(&p).skip(e) {
+                let c = pr[j];
+                for (o, v) in accr.iter_mut().zip(xj) {
+                    *o += c * v;
+                }
+            }
+        }
+        for (o, accr) in out.iter_mut().zip(&acc) {
+            o[dc..dc + w].copy_from_slice(&accr[..w]);
+        }
+        dc += W;
+    }
+}
+
+/// The first `W` elements of `x` as an array (its length known to the compiler).
+#[inline(always)]
+fn lanes(x: &[f32]) -> &[f32; W] {
+    x[..W].try_into().unwrap_or(&[0.0; W])
 }
 
 /// Rows of kv head `kvh` of sequence `b` of a [batch, seq, kv_heads, head_dim] tensor,
-/// transposed to [head_dim, seq].
-fn transposed(x: &[f32], s: &AttentionShape, b: usize, kvh: usize) -> Vec<f32> {
+/// transposed to [head_dim, stride] (`stride`: seq rounded up to `W`, zero padded).
+fn transposed(x: &[f32], s: &AttentionShape, b: usize, kvh: usize) -> (Vec<f32>, usize) {
     let (seq, hd) = (s.seq, s.head_dim);
-    let mut t = vec![0.0f32; hd * seq];
+    let stride = seq.div_ceil(W) * W;
+    let mut t = vec![0.0f32; hd * stride];
     for j in 0..seq {
         let o = at(s, s.kv_heads, b, j, kvh);
         for (d, v) in x[o..o + hd].iter().enumerate() {
-            t[d * seq + j] = *v;
+            t[d * stride + j] = *v;
         }
     }
-    t
-}
-
-/// acc[d] += c·x[d] for every d (independent elements: vectorized).
-fn axpy(acc: &mut [f32], c: f32, x: &[f32]) {
-    for (a, v) in acc.iter_mut().zip(x) {
-        *a += c * v;
-    }
+    (t, stride)
 }
 
 /// Offset of row `t`, head `h` of a [batch, seq, heads, head_dim] tensor.
@@ -98,6 +181,64 @@ fn scatter(dst: &mut [f32], blocks: &[Vec<f32>], s: &AttentionShape, heads: usiz
     }
 }
 
+/// Row blocks of a causal [seq, seq] matrix: (first row, rows) in blocks of `R`, the last
+/// one shorter.
+fn row_blocks(seq: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..seq).step_by(R).map(move |i0| (i0, R.min(seq - i0)))
+}
+
+/// `f` on `rows` consecutive rows of `m` (row length `len`) from row `i0`, as an array of
+/// `RR` slices.
+fn rows_of<const RR: usize>(m: &[f32], len: usize, i0: usize) -> [&[f32]; RR] {
+    std::array::from_fn(|r| &m[(i0 + r) * len..(i0 + r + 1) * len])
+}
+
+fn rows_of_mut<const RR: usize>(m: &mut [f32], len: usize, i0: usize) -> [&mut [f32]; RR] {
+    let mut it = m[i0 * len..(i0 + RR) * len].chunks_mut(len);
+    std::array::from_fn(|_| it.next().unwrap_or_default())
+}
+
+/// Score rows `i0..i0 + rows` of one (b, h): `a` rows at `a_at(i)`, against `bt`.
+fn score_rows(
+    out: &mut [f32],
+    seq: usize,
+    a: &[f32],
+    a_at: impl Fn(usize) -> usize,
+    hd: usize,
+    (bt, stride): (&[f32], usize),
+    (i0, rows): (usize, usize),
+) {
+    let ncols = i0 + rows;
+    let row = |r: usize| &a[a_at(i0 + r)..a_at(i0 + r) + hd];
+    let out = &mut out[i0 * seq..];
+    if rows == R {
+        dots_block::<R>(out, seq, std::array::from_fn(row), bt, stride, ncols);
+    } else {
+        for r in 0..rows {
+            dots_block::<1>(&mut out[r * seq..], seq, [row(r)], bt, stride, i0 + r + 1);
+        }
+    }
+}
+
+/// `out` rows `i0..i0 + rows` (each `hd` long) from causal weight rows of `p`.
+fn weighted(
+    out: &mut [f32],
+    p: &[f32],
+    seq: usize,
+    x: &[f32],
+    x_at: impl Fn(usize) -> usize + Copy,
+    (i0, rows): (usize, usize),
+) {
+    let hd = out.len() / seq;
+    if rows == R {
+        weighted_rows::<R>(rows_of_mut(out, hd, i0), rows_of(p, seq, i0), x, x_at, i0);
+    } else {
+        for i in i0..i0 + rows {
+            weighted_rows::<1>(rows_of_mut(out, hd, i), rows_of(p, seq, i), x, x_at, i);
+        }
+    }
+}
+
 pub(crate) fn attention(
     q: &[f32],
     k: &[f32],
@@ -110,32 +251,31 @@ pub(crate) fn attention(
     let blocks = map_chunks(&mut probs[..s.probs_len()], seq * seq, |idx, p| {
         let (b, h) = (idx / s.heads, idx % s.heads);
         let kvh = h / group;
-        let kt = transposed(k, &s, b, kvh);
+        let (kt, stride) = transposed(k, &s, b, kvh);
         let mut o = vec![0.0f32; seq * hd];
-        for i in 0..seq {
-            let qi = at(&s, s.heads, b, i, h);
-            let row = &mut p[i * seq..(i + 1) * seq];
-            dots(&mut row[..=i], &q[qi..qi + hd], &kt, seq);
-            let mut m = f32::NEG_INFINITY;
-            for pj in row.iter_mut().take(i + 1) {
-                let sc = *pj * scale;
-                *pj = sc;
-                m = m.max(sc);
+        for (i0, rows) in row_blocks(seq) {
+            let q_at = |i| at(&s, s.heads, b, i, h);
+            score_rows(p, seq, q, q_at, hd, (&kt, stride), (i0, rows));
+            for i in i0..i0 + rows {
+                let row = &mut p[i * seq..(i + 1) * seq];
+                let mut m = f32::NEG_INFINITY;
+                for pj in row.iter_mut().take(i + 1) {
+                    let sc = *pj * scale;
+                    *pj = sc;
+                    m = m.max(sc);
+                }
+                let mut sum = 0.0f32;
+                for pj in row.iter_mut().take(i + 1) {
+                    let e = (*pj - m).exp();
+                    *pj = e;
+                    sum += e;
+                }
+                for (j, pj) in row.iter_mut().enumerate() {
+                    *pj = if j <= i { *pj / sum } else { 0.0 };
+                }
             }
-            let mut sum = 0.0f32;
-            for pj in row.iter_mut().take(i + 1) {
-                let e = (*pj - m).exp();
-                *pj = e;
-                sum += e;
-            }
-            for (j, pj) in row.iter_mut().enumerate() {
-                *pj = if j <= i { *pj / sum } else { 0.0 };
-            }
-            let acc = &mut o[i * hd..(i + 1) * hd];
-            for (j, pj) in row.iter().enumerate().take(i + 1) {
-                let vj = at(&s, s.kv_heads, b, j, kvh);
-                axpy(acc, *pj, &v[vj..vj + hd]);
-            }
+            let v_at = |j| at(&s, s.kv_heads, b, j, kvh);
+            weighted(&mut o, p, seq, v, v_at, (i0, rows));
         }
         o
     });
@@ -156,30 +296,29 @@ pub(crate) fn attention_backward(
     let dq_blocks = map_chunks(&mut g.dscores[..s.probs_len()], seq * seq, |idx, ds| {
         let (b, h) = (idx / s.heads, idx % s.heads);
         let kvh = h / group;
-        let vt = transposed(v, &s, b, kvh);
+        let (vt, stride) = transposed(v, &s, b, kvh);
         let p = &probs[idx * seq * seq..(idx + 1) * seq * seq];
         let mut dq = vec![0.0f32; seq * hd];
-        for i in 0..seq {
-            let qi = at(&s, s.heads, b, i, h);
-            let (prow, dsrow) = (&p[i * seq..(i + 1) * seq], &mut ds[i * seq..(i + 1) * seq]);
-            dots(&mut dsrow[..=i], &dout[qi..qi + hd], &vt, seq);
-            let mut rowsum = 0.0f32;
-            for j in 0..=i {
-                rowsum += prow[j] * dsrow[j];
+        for (i0, rows) in row_blocks(seq) {
+            let d_at = |i| at(&s, s.heads, b, i, h);
+            score_rows(ds, seq, dout, d_at, hd, (&vt, stride), (i0, rows));
+            for i in i0..i0 + rows {
+                let (prow, dsrow) = (&p[i * seq..(i + 1) * seq], &mut ds[i * seq..(i + 1) * seq]);
+                let mut rowsum = 0.0f32;
+                for j in 0..=i {
+                    rowsum += prow[j] * dsrow[j];
+                }
+                for j in 0..seq {
+                    dsrow[j] = if j <= i {
+                        prow[j] * (dsrow[j] - rowsum)
+                    } else {
+                        0.0
+                    };
+                }
             }
-            for j in 0..seq {
-                dsrow[j] = if j <= i {
-                    prow[j] * (dsrow[j] - rowsum)
-                } else {
-                    0.0
-                };
-            }
-            let acc = &mut dq[i * hd..(i + 1) * hd];
-            for (j, dsj) in dsrow.iter().enumerate().take(i + 1) {
-                let kj = at(&s, s.kv_heads, b, j, kvh);
-                axpy(acc, *dsj, &k[kj..kj + hd]);
-            }
-            for a in acc.iter_mut() {
+            let k_at = |j| at(&s, s.kv_heads, b, j, kvh);
+            weighted(&mut dq, ds, seq, k, k_at, (i0, rows));
+            for a in dq[i0 * hd..(i0 + rows) * hd].iter_mut() {
                 *a *= scale;
             }
         }
@@ -187,27 +326,60 @@ pub(crate) fn attention_backward(
     });
     scatter(g.dq, &dq_blocks, &s, s.heads);
     // dk and dv, per (b, kv head): for each (j, d) the sum runs over the group's heads, then
-    // i ascending from j, as in the reference.
+    // i ascending from j, as in the reference; blocks of R positions j × W lanes of d.
     let dscores: &[f32] = g.dscores;
     let kv_blocks = map_range(s.batch * s.kv_heads, |idx| {
         let (b, kvh) = (idx / s.kv_heads, idx % s.kv_heads);
         let mut dk = vec![0.0f32; seq * hd];
         let mut dv = vec![0.0f32; seq * hd];
-        for gi in 0..group {
-            let h = kvh * group + gi;
-            let base = (b * s.heads + h) * seq * seq;
-            for i in 0..seq {
-                let qi = at(&s, s.heads, b, i, h);
-                let (qrow, drow) = (&q[qi..qi + hd], &dout[qi..qi + hd]);
-                for j in 0..=i {
-                    let (dsc, pr) = (dscores[base + i * seq + j], probs[base + i * seq + j]);
-                    axpy(&mut dk[j * hd..(j + 1) * hd], dsc, qrow);
-                    axpy(&mut dv[j * hd..(j + 1) * hd], pr, drow);
+        for (j0, rows) in row_blocks(seq) {
+            let mut dc = 0;
+            while dc < hd {
+                let w = W.min(hd - dc);
+                let (mut ak, mut av) = ([[0.0f32; W]; R], [[0.0f32; W]; R]);
+                for gi in 0..group {
+                    let h = kvh * group + gi;
+                    let base = (b * s.heads + h) * seq * seq;
+                    // The triangle: position j0 + r gets row i only from i ≥ j0 + r on.
+                    let full = j0 + rows - 1;
+                    for i in j0..seq {
+                        let qi = at(&s, s.heads, b, i, h) + dc;
+                        if i >= full && w == W && rows == R {
+                            let (qrow, drow) = (lanes(&q[qi..]), lanes(&dout[qi..]));
+                            let at_i = base + i * seq + j0;
+                            let (dsc, pr) = (&dscores[at_i..at_i + R], &probs[at_i..at_i + R]);
+                            for r in 0..R {
+                                let (c, e) = (dsc[r], pr[r]);
+                                for l in 0..W {
+                                    ak[r][l] += c * qrow[l];
+                                    av[r][l] += e * drow[l];
+                                }
+                            }
+                            continue;
+                        }
+                        let (qrow, drow) = (&q[qi..qi + w], &dout[qi..qi + w]);
+                        let active = rows.min(i - j0 + 1);
+                        for r in 0..active {
+                            let at_ij = base + i * seq + j0 + r;
+                            let (dsc, pr) = (dscores[at_ij], probs[at_ij]);
+                            for ((o, x), (ov, y)) in
+                                ak[r].iter_mut().zip(qrow).zip(av[r].iter_mut().zip(drow))
+                            {
+                                *o += dsc * x;
+                                *ov += pr * y;
+                            }
+                        }
+                    }
                 }
+                for r in 0..rows {
+                    let o = (j0 + r) * hd + dc;
+                    for (x, a) in dk[o..o + w].iter_mut().zip(&ak[r]) {
+                        *x = a * scale;
+                    }
+                    dv[o..o + w].copy_from_slice(&av[r][..w]);
+                }
+                dc += W;
             }
-        }
-        for x in dk.iter_mut() {
-            *x *= scale;
         }
         (dk, dv)
     });
@@ -240,6 +412,7 @@ mod tests {
             (2, 7, 4, 2, 8),
             (3, 16, 6, 3, 4),
             (1, 33, 2, 1, 16),
+            (2, 128, 6, 3, 32),
         ] {
             let s = AttentionShape {
                 batch,

@@ -25,17 +25,40 @@ use hif8lab_scaling::QuantizerState;
 use crate::bank::{BankConfig, StatsSnapshot};
 use crate::{AttentionShape, BackendInfo, Counters, Device, EngineError};
 
-/// A CPU tensor: a flat f32 vector behind a lock (outputs are written through `&`).
+/// A CPU tensor: a flat f32 vector behind a lock (outputs are written through `&`), and the
+/// access stamp it was last taken with (see [`CpuTensor::stamp`]).
 #[derive(Debug, Default)]
 pub struct CpuTensor {
     data: Mutex<Vec<f32>>,
+    stamp: AtomicU64,
 }
 
+/// Access stamps: unique across every tensor and every access.
+static STAMPS: AtomicU64 = AtomicU64::new(1);
+
 impl CpuTensor {
+    fn new(data: Vec<f32>) -> Self {
+        CpuTensor {
+            data: Mutex::new(data),
+            stamp: AtomicU64::new(STAMPS.fetch_add(1, Ordering::Relaxed)),
+        }
+    }
+
+    /// Locks the contents for reading or writing; every access takes a fresh stamp.
     fn get(&self) -> std::sync::MutexGuard<'_, Vec<f32>> {
-        self.data
+        let guard = self
+            .data
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.stamp
+            .store(STAMPS.fetch_add(1, Ordering::Relaxed), Ordering::Release);
+        guard
+    }
+
+    /// The stamp of the last access: unchanged stamp, unchanged contents (nothing has
+    /// touched the tensor since). What a fake-quantized copy is keyed by.
+    fn stamp(&self) -> u64 {
+        self.stamp.load(Ordering::Acquire)
     }
 
     /// A copy of the contents.
@@ -50,6 +73,31 @@ struct BankInner {
     est: Vec<Vec<f32>>,
     stats: Vec<StatsSnapshot>,
     histogram: Option<crate::BankHistogram>,
+    /// Per quantizer: the fake-quantized copy its last statistics pass wrote (the codec runs
+    /// once per call; a fused matmul takes the copy while its input is untouched).
+    quantized: Vec<Option<Quantized>>,
+}
+
+/// A fake-quantized copy of a tensor: of which tensor (address and access stamp), at which
+/// scale.
+struct Quantized {
+    tensor: usize,
+    stamp: u64,
+    scale_bits: u32,
+    data: Vec<f32>,
+}
+
+impl BankInner {
+    /// Takes quantizer `q`'s copy if it is of `t` as it is now, at `scale`.
+    fn take_quantized(&mut self, q: usize, t: &CpuTensor, scale: f32) -> Option<Quantized> {
+        let slot = self.quantized.get_mut(q)?;
+        let fresh = slot.as_ref().is_some_and(|c| {
+            c.tensor == std::ptr::from_ref(t) as usize
+                && c.stamp == t.stamp()
+                && c.scale_bits == scale.to_bits()
+        });
+        if fresh { slot.take() } else { None }
+    }
 }
 
 /// A CPU quantizer bank: one [`QuantizerState`] per quantizer.

@@ -25,7 +25,17 @@ pub(crate) fn embedding_backward(tokens: &[f32], dout: &[f32], dtable: &mut [f32
     }
 }
 
+/// Rows in parallel pieces (each row as [`rmsnorm_rows`] computes it).
 pub(crate) fn rmsnorm(x: &[f32], w: &[f32], out: &mut [f32], rstd: &mut [f32], eps: f32) {
+    let c = w.len();
+    let rows = rstd.len();
+    super::par::rows2_mut(&mut out[..rows * c], c, rstd, 1, |n0, o, r| {
+        rmsnorm_rows(&x[n0 * c..n0 * c + o.len()], w, o, r, eps);
+    });
+}
+
+/// The readable loops of [`rmsnorm`] over the rows of `x`.
+pub(crate) fn rmsnorm_rows(x: &[f32], w: &[f32], out: &mut [f32], rstd: &mut [f32], eps: f32) {
     let c = w.len();
     for (n, r_out) in rstd.iter_mut().enumerate() {
         let row = &x[n * c..(n + 1) * c];
@@ -47,14 +57,36 @@ pub(crate) fn rmsnorm_backward(
     dw: &mut [f32],
 ) {
     let c = w.len();
-    for (n, r) in rstd.iter().enumerate() {
-        let base = n * c;
-        let dot = (0..c).fold(0.0f32, |s, j| s + w[j] * dy[base + j] * x[base + j]);
-        let mean_dot = dot / c as f32;
-        for j in 0..c {
-            dx[base + j] = r * (w[j] * dy[base + j] - x[base + j] * r * r * mean_dot);
+    let rows = rstd.len();
+    super::par::rows_mut(&mut dx[..rows * c], c, |n0, d| {
+        let n1 = n0 + d.len() / c;
+        rmsnorm_backward_dx(&x[n0 * c..n1 * c], w, &rstd[n0..n1], &dy[n0 * c..n1 * c], d);
+    });
+    // dw[j] sums over the rows in order for every j: rows outer, columns inner (vectorized),
+    // the columns split into parallel pieces.
+    super::par::sized_mut(&mut dw[..c], 64, |j0, part| {
+        for (n, r) in rstd.iter().enumerate() {
+            let (dyr, xr) = (&dy[n * c + j0..], &x[n * c + j0..]);
+            for ((a, d), xv) in part.iter_mut().zip(dyr).zip(xr) {
+                *a += d * xv * r;
+            }
         }
-    }
+    });
+}
+
+#[cfg(test)]
+/// The readable loops of [`rmsnorm_backward`]: dx of the rows of `x`, and (when `dw` is
+/// given) the weight gradient summed over them.
+pub(crate) fn rmsnorm_backward_rows(
+    x: &[f32],
+    w: &[f32],
+    rstd: &[f32],
+    dy: &[f32],
+    dx: &mut [f32],
+    dw: &mut [f32],
+) {
+    let c = w.len();
+    rmsnorm_backward_dx(x, w, rstd, dy, dx);
     for j in 0..c {
         let mut acc = dw[j];
         for (n, r) in rstd.iter().enumerate() {
@@ -64,9 +96,39 @@ pub(crate) fn rmsnorm_backward(
     }
 }
 
+fn rmsnorm_backward_dx(x: &[f32], w: &[f32], rstd: &[f32], dy: &[f32], dx: &mut [f32]) {
+    let c = w.len();
+    for (n, r) in rstd.iter().enumerate() {
+        let base = n * c;
+        let dot = (0..c).fold(0.0f32, |s, j| s + w[j] * dy[base + j] * x[base + j]);
+        let mean_dot = dot / c as f32;
+        for j in 0..c {
+            dx[base + j] = r * (w[j] * dy[base + j] - x[base + j] * r * r * mean_dot);
+        }
+    }
+}
+
+/// Rows in parallel pieces (each as [`rope_rows`] computes it).
 pub(crate) fn rope(x: &[f32], table: &[f32], out: &mut [f32], s: RopeShape, inverse: bool) {
+    let len = s.heads * s.head_dim;
+    super::par::rows_mut(&mut out[..s.rows * len], len, |r0, o| {
+        rope_rows(x, table, o, s, inverse, r0 * s.heads);
+    });
+}
+
+/// The readable loops of [`rope`] for the head rows `first..` that `out` holds (`out` starts
+/// at head row `first`).
+pub(crate) fn rope_rows(
+    x: &[f32],
+    table: &[f32],
+    out: &mut [f32],
+    s: RopeShape,
+    inverse: bool,
+    first: usize,
+) {
     let half = s.head_dim / 2;
-    for rh in 0..s.rows * s.heads {
+    let out_base = first * s.head_dim;
+    for rh in first..first + out.len() / s.head_dim {
         let p = (rh / s.heads) % s.seq;
         let base = rh * s.head_dim;
         for i in 0..half {
@@ -74,8 +136,8 @@ pub(crate) fn rope(x: &[f32], table: &[f32], out: &mut [f32], s: RopeShape, inve
             let sn = table[(p * half + i) * 2 + 1];
             let sn = if inverse { -sn } else { sn };
             let (a, b) = (x[base + i], x[base + i + half]);
-            out[base + i] = a * c - b * sn;
-            out[base + i + half] = b * c + a * sn;
+            out[base - out_base + i] = a * c - b * sn;
+            out[base - out_base + i + half] = b * c + a * sn;
         }
     }
 }
@@ -102,23 +164,47 @@ pub(crate) fn swiglu(g: &[f32], u: &[f32], out: &mut [f32]) {
 }
 
 pub(crate) fn swiglu_backward(g: &[f32], u: &[f32], dy: &[f32], dg: &mut [f32], du: &mut [f32]) {
-    // Each output in its own pass (the sigmoid is recomputed: the same value).
-    super::par::pieces_mut(dg, |at, o| {
-        for (k, ok) in o.iter_mut().enumerate() {
-            let i = at + k;
-            let s = sigmoid(g[i]);
-            *ok = dy[i] * u[i] * s * (1.0 + g[i] * (1.0 - s));
-        }
-    });
-    super::par::pieces_mut(&mut du[..dg.len()], |at, o| {
-        for (k, ok) in o.iter_mut().enumerate() {
-            let i = at + k;
-            *ok = dy[i] * g[i] * sigmoid(g[i]);
+    // Both outputs in one pass, the sigmoid computed once per element.
+    let n = dg.len();
+    super::par::rows2_mut(dg, 1, &mut du[..n], 1, |at, dgp, dup| {
+        let (g, u, dy) = (&g[at..], &u[at..], &dy[at..]);
+        for (k, (gk, uk)) in dgp.iter_mut().zip(dup.iter_mut()).enumerate() {
+            let s = sigmoid(g[k]);
+            *gk = dy[k] * u[k] * s * (1.0 + g[k] * (1.0 - s));
+            *uk = dy[k] * g[k] * s;
         }
     });
 }
 
 pub(crate) fn cross_entropy(
+    logits: &[f32],
+    targets: &[f32],
+    losses: &mut [f32],
+    dlogits: &mut [f32],
+    grad_scale: f32,
+) {
+    let rows = losses.len();
+    let vocab = logits.len() / rows.max(1);
+    super::par::rows2_mut(
+        &mut dlogits[..rows * vocab],
+        vocab,
+        losses,
+        1,
+        |n0, d, l| {
+            let n1 = n0 + l.len();
+            cross_entropy_rows(
+                &logits[n0 * vocab..n1 * vocab],
+                &targets[n0..n1],
+                l,
+                d,
+                grad_scale,
+            );
+        },
+    );
+}
+
+/// The readable loops of [`cross_entropy`] over the rows of `logits`.
+pub(crate) fn cross_entropy_rows(
     logits: &[f32],
     targets: &[f32],
     losses: &mut [f32],
@@ -145,15 +231,12 @@ pub(crate) fn cross_entropy(
 /// Σ x² in the order of `shaders/sum_squares.wgsl`: 256 strided partial sums, then a tree.
 pub(crate) fn sum_squares(x: &[f32]) -> f32 {
     const WG: usize = 256;
+    // Lane l sums x[l], x[l + 256], … in order: rows of 256, lanes vectorized.
     let mut partial = [0.0f32; WG];
-    for (lane, p) in partial.iter_mut().enumerate() {
-        let mut acc = 0.0f32;
-        let mut i = lane;
-        while i < x.len() {
-            acc += x[i] * x[i];
-            i += WG;
+    for row in x.chunks(WG) {
+        for (p, v) in partial.iter_mut().zip(row) {
+            *p += v * v;
         }
-        *p = acc;
     }
     let mut width = WG / 2;
     while width > 0 {
@@ -181,15 +264,19 @@ pub(crate) fn adamw(
         1.0
     };
     let (bc1, bc2) = h.bias_corrections();
-    for i in 0..param.len() {
-        let g = grad[i] * clip;
-        let mi = h.beta1 * m[i] + (1.0 - h.beta1) * g;
-        let vi = h.beta2 * v[i] + (1.0 - h.beta2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        let update = (mi / bc1) / ((vi / bc2).sqrt() + h.eps);
-        param[i] -= h.lr * (update + h.weight_decay * param[i]);
-    }
+    let n = param.len();
+    super::par::pieces3_mut(param, &mut m[..n], &mut v[..n], |at, param, m, v| {
+        let grad = &grad[at..at + param.len()];
+        for i in 0..param.len() {
+            let g = grad[i] * clip;
+            let mi = h.beta1 * m[i] + (1.0 - h.beta1) * g;
+            let vi = h.beta2 * v[i] + (1.0 - h.beta2) * g * g;
+            m[i] = mi;
+            v[i] = vi;
+            let update = (mi / bc1) / ((vi / bc2).sqrt() + h.eps);
+            param[i] -= h.lr * (update + h.weight_decay * param[i]);
+        }
+    });
 }
 
 /// The plain loops of attention, the oracle of the parallel `cpu::attention` (which must
@@ -322,5 +409,130 @@ pub(crate) mod reference {
                 }
             }
         }
+    }
+}
+
+/// The parallel ops against their readable loops (one piece, in order): bit for bit, on
+/// sizes that span several pieces with a ragged last one.
+#[cfg(test)]
+mod parallel_tests {
+    use super::*;
+
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 6.0
+            })
+            .collect()
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    #[test]
+    fn parallel_ops_equal_their_readable_loops() {
+        let (rows, c) = (1031, 72); // 74,232 elements: 5 pieces, the last one short
+        let (x, w, dy) = (values(rows * c, 1), values(c, 2), values(rows * c, 3));
+        let (mut o1, mut r1) = (vec![0.0; rows * c], vec![0.0; rows]);
+        let (mut o2, mut r2) = (vec![1.0; rows * c], vec![1.0; rows]);
+        rmsnorm(&x, &w, &mut o1, &mut r1, 1e-5);
+        rmsnorm_rows(&x, &w, &mut o2, &mut r2, 1e-5);
+        assert_eq!((bits(&o1), bits(&r1)), (bits(&o2), bits(&r2)), "rmsnorm");
+
+        let dw0 = values(c, 4);
+        let (mut dx1, mut dw1) = (vec![0.0; rows * c], dw0.clone());
+        let (mut dx2, mut dw2) = (vec![1.0; rows * c], dw0);
+        rmsnorm_backward(&x, &w, &r1, &dy, &mut dx1, &mut dw1);
+        rmsnorm_backward_rows(&x, &w, &r1, &dy, &mut dx2, &mut dw2);
+        assert_eq!(bits(&dx1), bits(&dx2), "rmsnorm_backward dx");
+        assert_eq!(bits(&dw1), bits(&dw2), "rmsnorm_backward dw");
+
+        let s = RopeShape {
+            rows,
+            heads: 3,
+            head_dim: 24,
+            seq: 17,
+        };
+        let table = values(s.seq * s.head_dim, 5);
+        for inverse in [false, true] {
+            let (mut a, mut b) = (vec![0.0; rows * c], vec![1.0; rows * c]);
+            rope(&x, &table, &mut a, s, inverse);
+            rope_rows(&x, &table, &mut b, s, inverse, 0);
+            assert_eq!(bits(&a), bits(&b), "rope inverse={inverse}");
+        }
+
+        let (g, u) = (values(rows * c, 6), values(rows * c, 7));
+        let (mut dg1, mut du1) = (vec![0.0; rows * c], vec![0.0; rows * c]);
+        swiglu_backward(&g, &u, &dy, &mut dg1, &mut du1);
+        for i in 0..rows * c {
+            let sg = sigmoid(g[i]);
+            let dg = dy[i] * u[i] * sg * (1.0 + g[i] * (1.0 - sg));
+            let du = dy[i] * g[i] * sigmoid(g[i]);
+            assert_eq!(
+                (dg1[i].to_bits(), du1[i].to_bits()),
+                (dg.to_bits(), du.to_bits())
+            );
+        }
+
+        let vocab = 256;
+        let logits = values(rows * vocab, 8);
+        let targets: Vec<f32> = (0..rows).map(|i| ((i * 37) % vocab) as f32).collect();
+        let (mut l1, mut d1) = (vec![0.0; rows], vec![0.0; rows * vocab]);
+        let (mut l2, mut d2) = (vec![1.0; rows], vec![1.0; rows * vocab]);
+        cross_entropy(&logits, &targets, &mut l1, &mut d1, 0.25);
+        cross_entropy_rows(&logits, &targets, &mut l2, &mut d2, 0.25);
+        assert_eq!(
+            (bits(&l1), bits(&d1)),
+            (bits(&l2), bits(&d2)),
+            "cross_entropy"
+        );
+
+        // Σx²: 256 strided lane sums in order, then the tree of the WGSL kernel.
+        let mut lanes = [0.0f32; 256];
+        for (i, v) in x.iter().enumerate() {
+            lanes[i % 256] += v * v;
+        }
+        let mut width = 128;
+        while width > 0 {
+            for l in 0..width {
+                lanes[l] += lanes[l + width];
+            }
+            width /= 2;
+        }
+        assert_eq!(sum_squares(&x).to_bits(), lanes[0].to_bits());
+
+        let h = AdamHyper {
+            lr: 1e-3,
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: 0.1,
+            step: 3,
+            max_norm: 1.0,
+        };
+        let (mut p1, mut m1, mut v1) = (x.clone(), values(rows * c, 9), values(rows * c, 10));
+        for v in v1.iter_mut() {
+            *v = v.abs();
+        }
+        let (mut p2, mut m2, mut v2) = (p1.clone(), m1.clone(), v1.clone());
+        adamw(&mut p1, &dy, &mut m1, &mut v1, &[4.0, 5.0], &h);
+        let clip = (h.max_norm / (9.0f32.sqrt() + 1e-6)).min(1.0);
+        let (bc1, bc2) = h.bias_corrections();
+        for i in 0..p2.len() {
+            let g = dy[i] * clip;
+            m2[i] = h.beta1 * m2[i] + (1.0 - h.beta1) * g;
+            v2[i] = h.beta2 * v2[i] + (1.0 - h.beta2) * g * g;
+            let update = (m2[i] / bc1) / ((v2[i] / bc2).sqrt() + h.eps);
+            p2[i] -= h.lr * (update + h.weight_decay * p2[i]);
+        }
+        assert_eq!(
+            (bits(&p1), bits(&m1), bits(&v1)),
+            (bits(&p2), bits(&m2), bits(&v2))
+        );
     }
 }

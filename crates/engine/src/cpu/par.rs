@@ -6,7 +6,9 @@
 use hif8lab_format::FakeQuant;
 #[cfg(test)]
 use hif8lab_scaling::stats::tensor_stats;
-use hif8lab_scaling::stats::{TensorStats, Threshold, tensor_stats_from};
+#[cfg(test)]
+use hif8lab_scaling::stats::tensor_stats_from;
+use hif8lab_scaling::stats::{TensorStats, Threshold, tensor_stats_given};
 
 /// Elements per piece.
 pub(crate) const PIECE: usize = 1 << 14;
@@ -32,16 +34,105 @@ pub(crate) fn zip_pieces(
 
 /// `f(index of the first element, piece)` over the pieces of `data`.
 pub(crate) fn pieces_mut(data: &mut [f32], f: impl Fn(usize, &mut [f32]) + Sync + Send) {
+    sized_mut(data, PIECE, f);
+}
+
+/// `f(index of the first element, piece)` over pieces of `size` elements of `data`.
+pub(crate) fn sized_mut(
+    data: &mut [f32],
+    size: usize,
+    f: impl Fn(usize, &mut [f32]) + Sync + Send,
+) {
+    let size = size.max(1);
     #[cfg(not(target_arch = "wasm32"))]
     {
         use rayon::prelude::*;
-        data.par_chunks_mut(PIECE)
+        data.par_chunks_mut(size)
             .enumerate()
-            .for_each(|(i, d)| f(i * PIECE, d));
+            .for_each(|(i, d)| f(i * size, d));
     }
     #[cfg(target_arch = "wasm32")]
-    for (i, d) in data.chunks_mut(PIECE).enumerate() {
-        f(i * PIECE, d);
+    for (i, d) in data.chunks_mut(size).enumerate() {
+        f(i * size, d);
+    }
+}
+
+/// Rows per piece for rows of `len` elements: whole rows, about [`PIECE`] elements.
+fn rows_per_piece(len: usize) -> usize {
+    (PIECE / len.max(1)).max(1)
+}
+
+/// `f(first row, rows)` over pieces of whole rows (`len` elements each) of `out`.
+pub(crate) fn rows_mut(out: &mut [f32], len: usize, f: impl Fn(usize, &mut [f32]) + Sync + Send) {
+    let per = rows_per_piece(len);
+    let len = len.max(1);
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        out.par_chunks_mut(per * len)
+            .enumerate()
+            .for_each(|(i, o)| f(i * per, o));
+    }
+    #[cfg(target_arch = "wasm32")]
+    for (i, o) in out.chunks_mut(per * len).enumerate() {
+        f(i * per, o);
+    }
+}
+
+/// `f(first row, a rows, b rows)` over pieces of whole rows of `a` (`a_len` elements each)
+/// and the matching rows of `b` (`b_len` each).
+pub(crate) fn rows2_mut(
+    a: &mut [f32],
+    a_len: usize,
+    b: &mut [f32],
+    b_len: usize,
+    f: impl Fn(usize, &mut [f32], &mut [f32]) + Sync + Send,
+) {
+    let per = rows_per_piece(a_len);
+    let (a_len, b_len) = (a_len.max(1), b_len.max(1));
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        a.par_chunks_mut(per * a_len)
+            .zip(b.par_chunks_mut(per * b_len))
+            .enumerate()
+            .for_each(|(i, (x, y))| f(i * per, x, y));
+    }
+    #[cfg(target_arch = "wasm32")]
+    for (i, (x, y)) in a
+        .chunks_mut(per * a_len)
+        .zip(b.chunks_mut(per * b_len))
+        .enumerate()
+    {
+        f(i * per, x, y);
+    }
+}
+
+/// `f(index of the first element, a piece, b piece, c piece)` over matching pieces of three
+/// equally long slices.
+pub(crate) fn pieces3_mut(
+    a: &mut [f32],
+    b: &mut [f32],
+    c: &mut [f32],
+    f: impl Fn(usize, &mut [f32], &mut [f32], &mut [f32]) + Sync + Send,
+) {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        a.par_chunks_mut(PIECE)
+            .zip(b.par_chunks_mut(PIECE))
+            .zip(c.par_chunks_mut(PIECE))
+            .enumerate()
+            .for_each(|(i, ((x, y), z))| f(i * PIECE, x, y, z));
+    }
+    #[cfg(target_arch = "wasm32")]
+    for (i, ((x, y), z)) in a
+        .chunks_mut(PIECE)
+        .zip(b.chunks_mut(PIECE))
+        .zip(c.chunks_mut(PIECE))
+        .enumerate()
+    {
+        f(i * PIECE, x, y, z);
     }
 }
 
@@ -68,7 +159,9 @@ pub(crate) fn amax(x: &[f32]) -> f32 {
 }
 
 /// [`tensor_stats`] of `x`, computed per piece and combined exactly (amax by max, counts by
-/// sums): equal to the one-pass result.
+/// sums): equal to the one-pass result. (The backend uses [`stats_qdq`]; this two-pass form
+/// is its reference.)
+#[cfg(test)]
 pub(crate) fn stats(
     x: &[f32],
     thresholds: &[Threshold],
@@ -85,8 +178,38 @@ pub(crate) fn stats(
     };
     #[cfg(target_arch = "wasm32")]
     let parts: Vec<TensorStats> = x.chunks(PIECE).enumerate().map(one).collect();
-    // Pieces combine in order: the energies are the same at any thread count.
-    let mut total = one((0, &[]));
+    combine(one((0, &[])), parts)
+}
+
+/// [`stats`] and the fake quantization of `x` at `active_scale` into `out`, with the codec
+/// run once per element: `out` is exactly [`qdq_into`]'s result, and the statistics are
+/// exactly [`stats`]' (its error sums read `out` instead of quantizing again).
+pub(crate) fn stats_qdq(
+    x: &[f32],
+    out: &mut [f32],
+    thresholds: &[Threshold],
+    active_scale: f32,
+    quant: &FakeQuant,
+) -> TensorStats {
+    qdq_into(quant, x, out, active_scale);
+    let out: &[f32] = out;
+    let one = |(s, q): (&[f32], &[f32])| tensor_stats_given(s, q, thresholds, active_scale, quant);
+    #[cfg(not(target_arch = "wasm32"))]
+    let parts: Vec<TensorStats> = {
+        use rayon::prelude::*;
+        x.par_chunks(PIECE)
+            .zip(out.par_chunks(PIECE))
+            .map(one)
+            .collect()
+    };
+    #[cfg(target_arch = "wasm32")]
+    let parts: Vec<TensorStats> = x.chunks(PIECE).zip(out.chunks(PIECE)).map(one).collect();
+    combine(one((&[], &[])), parts)
+}
+
+/// Per-piece statistics combined in piece order onto `total` (an empty piece's): amax by
+/// max, counts by sums, energies summed in order — the same at any thread count.
+fn combine(mut total: TensorStats, parts: Vec<TensorStats>) -> TensorStats {
     for p in parts {
         total.numel += p.numel;
         // Non-negative (or +Inf) floats: larger bits, larger value, as the one pass compares.
@@ -156,5 +279,42 @@ mod tests {
         qdq_into(&quant, &x, &mut b, 3.0);
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&a), bits(&b));
+    }
+
+    /// The one-codec-pass statistics equal the two-pass ones bit for bit (energies too: same
+    /// pieces, same order) and their output equals the fake quantization's, for round to
+    /// nearest and for hybrid rounding, HiF8 and an OCP format.
+    #[test]
+    fn stats_with_qdq_equal_stats_then_qdq() {
+        use hif8lab_format::{Format, Rounding};
+        let n = 3 * PIECE + 77;
+        let mut x: Vec<f32> = (0..n)
+            .map(|i| ((i as f32) * 0.37).cos() * 10f32.powi((i % 11) as i32 - 5))
+            .collect();
+        x[9] = f32::NAN;
+        x[PIECE + 3] = f32::NEG_INFINITY;
+        x[2 * PIECE] = 9.0e4;
+        let th = [Threshold {
+            est: 2.0,
+            scale: 7.5,
+        }];
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for (format, rounding) in [
+            (Format::HiF8, Rounding::Nearest),
+            (Format::HiF8, Rounding::Hybrid { seed: 3 }),
+            (Format::E4M3, Rounding::Nearest),
+        ] {
+            let mut quant = FakeQuant::new(format);
+            quant.rounding = rounding;
+            let two = stats(&x, &th, 7.5, &quant);
+            let mut q = vec![0.0; n];
+            qdq_into(&quant, &x, &mut q, 7.5);
+            let mut out = vec![1.0; n];
+            let one = stats_qdq(&x, &mut out, &th, 7.5, &quant);
+            assert_eq!(bits(&out), bits(&q), "{format} {rounding:?}");
+            assert_eq!(one, two, "{format} {rounding:?}");
+            assert_eq!(one.signal.to_bits(), two.signal.to_bits());
+            assert_eq!(one.noise.to_bits(), two.noise.to_bits());
+        }
     }
 }

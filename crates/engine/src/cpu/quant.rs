@@ -25,6 +25,7 @@ impl QuantOps for CpuBackend {
                 est: Vec::new(),
                 stats: vec![StatsSnapshot::default(); config.quantizers],
                 histogram: None,
+                quantized: (0..config.quantizers).map(|_| None).collect(),
             }),
         };
         let est = bank.initial_est();
@@ -115,7 +116,24 @@ impl QuantOps for CpuBackend {
                 scale: *scale,
             })
             .collect();
-        let s = super::par::stats(&x.get(), &thresholds, scales[bank.active], &bank.quant);
+        // The statistics and the fake quantization in one codec pass; the copy waits for the
+        // fused matmul that follows (the trainer's order: amax, scale update, statistics,
+        // matmul), which takes it while `x` is untouched.
+        let scale = scales[bank.active];
+        let mut copy = inner.quantized[quantizer]
+            .take()
+            .map(|c| c.data)
+            .unwrap_or_default();
+        let xv = x.get();
+        copy.resize(xv.len(), 0.0);
+        let s = super::par::stats_qdq(&xv, &mut copy, &thresholds, scale, &bank.quant);
+        drop(xv);
+        inner.quantized[quantizer] = Some(super::Quantized {
+            tensor: std::ptr::from_ref(x) as usize,
+            stamp: x.stamp(),
+            scale_bits: scale.to_bits(),
+            data: copy,
+        });
         inner.stats[quantizer] = StatsSnapshot {
             amax: s.amax,
             nonfinite: s.nonfinite,

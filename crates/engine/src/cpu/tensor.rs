@@ -1,21 +1,15 @@
 //! CPU op family `TensorOps`: tensors: create, read, write, copy, elementwise, matrix products.
 
-use std::sync::Mutex;
-
 use super::{CpuBackend, CpuBank, CpuTensor, matmul};
 use crate::{EngineError, MatmulSpec, Readback, TensorOps, check_matmul, same_len};
 
 impl TensorOps for CpuBackend {
     fn upload(&self, data: &[f32]) -> Result<CpuTensor, EngineError> {
-        Ok(CpuTensor {
-            data: Mutex::new(data.to_vec()),
-        })
+        Ok(CpuTensor::new(data.to_vec()))
     }
 
     fn zeros(&self, len: usize) -> Result<CpuTensor, EngineError> {
-        Ok(CpuTensor {
-            data: Mutex::new(vec![0.0; len]),
-        })
+        Ok(CpuTensor::new(vec![0.0; len]))
     }
 
     fn len(&self, t: &CpuTensor) -> usize {
@@ -56,12 +50,34 @@ impl TensorOps for CpuBackend {
         if std::ptr::eq(a, c) || std::ptr::eq(b, c) {
             return Err(EngineError::Shape("matmul: C must not alias A or B".into()));
         }
-        let fused = |data: &[f32], fuse: Option<usize>| -> Result<Option<Vec<f32>>, EngineError> {
+        // A fused operand's fake-quantized copy, when its statistics pass left one for this
+        // very tensor (untouched since, same scale): taken before the tensor is locked (the
+        // lock takes a new stamp) and given back, re-stamped, after the product.
+        let take = |t: &CpuTensor,
+                    fuse: Option<usize>|
+         -> Result<Option<(usize, super::Quantized)>, EngineError> {
+            let (Some(q), Some(bank)) = (fuse, bank) else {
+                return Ok(None);
+            };
+            let scale = bank.active_scale(q)?;
+            Ok(bank.lock().take_quantized(q, t, scale).map(|c| (q, c)))
+        };
+        let mut cached_a = take(a, spec.fuse_a)?;
+        let mut cached_b = if std::ptr::eq(a, b) && spec.fuse_a == spec.fuse_b {
+            None
+        } else {
+            take(b, spec.fuse_b)?
+        };
+        let fused = |data: &[f32],
+                     fuse: Option<usize>,
+                     cached: &Option<(usize, super::Quantized)>|
+         -> Result<Option<Vec<f32>>, EngineError> {
             match fuse {
                 None if spec.round_bf16 => Ok(Some(
                     data.iter().map(|v| hif8lab_format::bf16_rne(*v)).collect(),
                 )),
                 None => Ok(None),
+                Some(_) if cached.is_some() => Ok(None),
                 Some(q) => {
                     let bank = bank.ok_or_else(|| {
                         EngineError::Shape("matmul: fused quantization needs a bank".into())
@@ -82,14 +98,50 @@ impl TensorOps for CpuBackend {
         let bv: &[f32] = b_guard.as_deref().map(Vec::as_slice).unwrap_or(&av);
         let mut cv = c.get();
         check_matmul(spec, av.len(), bv.len(), cv.len())?;
-        let qa = fused(&av, spec.fuse_a)?;
-        let qb = fused(bv, spec.fuse_b)?;
-        matmul::gemm(
-            spec,
-            qa.as_deref().unwrap_or(&av),
-            qb.as_deref().unwrap_or(bv),
-            &mut cv,
-        );
+        if cached_a
+            .as_ref()
+            .is_some_and(|(_, c)| c.data.len() != av.len())
+        {
+            cached_a = None;
+        }
+        if cached_b
+            .as_ref()
+            .is_some_and(|(_, c)| c.data.len() != bv.len())
+        {
+            cached_b = None;
+        }
+        // The same tensor fused by the same quantizer on both sides: one operand serves both.
+        let same = std::ptr::eq(a, b) && spec.fuse_a == spec.fuse_b;
+        let qa = fused(&av, spec.fuse_a, &cached_a)?;
+        let qb = if same {
+            None
+        } else {
+            fused(bv, spec.fuse_b, &cached_b)?
+        };
+        let a_in: &[f32] = match (&cached_a, &qa) {
+            (Some((_, c)), _) => &c.data,
+            (None, Some(v)) => v,
+            (None, None) => &av,
+        };
+        let b_in: &[f32] = match (&cached_b, &qb) {
+            _ if same => a_in,
+            (Some((_, c)), _) => &c.data,
+            (None, Some(v)) => v,
+            (None, None) => bv,
+        };
+        matmul::gemm(spec, a_in, b_in, &mut cv);
+        drop(b_guard);
+        drop(av);
+        // Give the copies back, stamped as their tensors now are (only read since).
+        if let Some(bank) = bank {
+            let mut inner = bank.lock();
+            for (t, cached) in [(a, cached_a), (b, cached_b)] {
+                if let Some((q, mut c)) = cached {
+                    c.stamp = t.stamp();
+                    inner.quantized[q] = Some(c);
+                }
+            }
+        }
         Ok(())
     }
 
@@ -100,12 +152,22 @@ impl TensorOps for CpuBackend {
 
     fn add_inplace(&self, dst: &CpuTensor, src: &CpuTensor) -> Result<(), EngineError> {
         let _op = self.launched("add_inplace");
-        let s = src.get().clone();
+        if std::ptr::eq(dst, src) {
+            super::par::pieces_mut(&mut dst.get(), |_, d| {
+                for v in d.iter_mut() {
+                    *v += *v;
+                }
+            });
+            return Ok(());
+        }
+        let s = src.get();
         let mut d = dst.get();
         same_len("add_inplace", d.len(), s.len())?;
-        for (d, s) in d.iter_mut().zip(&s) {
-            *d += s;
-        }
+        super::par::pieces_mut(&mut d, |at, d| {
+            for (d, s) in d.iter_mut().zip(&s[at..]) {
+                *d += s;
+            }
+        });
         Ok(())
     }
 
