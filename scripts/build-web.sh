@@ -42,34 +42,43 @@ ui_size=()
 for crate in egui epaint egui_plot eframe hif8lab-app serde_json toml toml_parser winnow safetensors; do
   ui_size+=(--config "profile.release.package.$crate.opt-level=\"z\"")
 done
-# WebAssembly SIMD (simd128) is opt-in: HIF8LAB_WASM_SIMD=1. Measured in headless Chromium
-# on the smoke preset's CPU fallback it changed nothing (4.1–4.6 steps/s with it, 4.5–4.8
-# without, same session), while it would shut out browsers without it (Safari before 16.4,
-# where the module fails to compile and the page shows the error); so the default build has
-# none.
-simd_flags=""
-if [ "${HIF8LAB_WASM_SIMD:-0}" = 1 ]; then simd_flags="-C target-feature=+simd128"; fi
-CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$simd_flags" \
-CARGO_PROFILE_RELEASE_LTO=fat CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
-  cargo build --release --locked --target wasm32-unknown-unknown -p hif8lab-app --lib "${ui_size[@]}"
-wasm=$target/wasm32-unknown-unknown/release/hif8lab_app.wasm
+# Two builds of the same app. pkg/: with WebAssembly SIMD (simd128; every current browser:
+# Chrome/Edge 91+, Firefox 89+, Safari 16.4+), which the CPU fallback's loops use (the
+# HiF8 codec, statistics, attention blocks, norms). pkg-nosimd/: without, for the browsers
+# that lack it and are still in use (Safari 15 to 16.3: iPhones and iPads that cannot
+# update past iOS 15/16.3). index.html tests for SIMD and loads one; `?wasm=nosimd` forces
+# the other. The baseline build has a target directory of its own, so neither evicts the
+# other's cache. HIF8LAB_WASM_SIMD=0 builds only the baseline (into both places' stead:
+# pkg/), for a quick build.
+build_one() { # build_one TARGET_DIR RUSTFLAGS OUT_DIR
+  local dir=$1 flags=$2 out=$3
+  CARGO_TARGET_DIR="$dir" CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$flags" \
+  CARGO_PROFILE_RELEASE_LTO=fat CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
+    cargo build --release --locked --target wasm32-unknown-unknown -p hif8lab-app --lib "${ui_size[@]}"
+  mkdir -p "$out"
+  wasm-bindgen --target web --no-typescript --out-dir "$out" "$dir/wasm32-unknown-unknown/release/hif8lab_app.wasm"
+  if [ "$opt" = 1 ]; then
+    tools=$target/web-tools
+    if [ ! -x "$tools/node_modules/.bin/wasm-opt" ]; then
+      mkdir -p "$tools"
+      npm install --prefix "$tools" --no-audit --no-fund binaryen@132 >&2
+    fi
+    "$tools/node_modules/.bin/wasm-opt" -O2 --enable-bulk-memory --enable-nontrapping-float-to-int \
+      --enable-sign-ext --enable-mutable-globals --enable-reference-types --enable-multivalue --enable-simd \
+      "$out/hif8lab_app_bg.wasm" -o "$out/hif8lab_app_bg.opt.wasm"
+    mv "$out/hif8lab_app_bg.opt.wasm" "$out/hif8lab_app_bg.wasm"
+  fi
+}
 
 dist=web/dist
 tmp="$dist.tmp-$$"
 rm -rf "$tmp"
-mkdir -p "$tmp/pkg"
-wasm-bindgen --target web --no-typescript --out-dir "$tmp/pkg" "$wasm"
-
-if [ "$opt" = 1 ]; then
-  tools=$target/web-tools
-  if [ ! -x "$tools/node_modules/.bin/wasm-opt" ]; then
-    mkdir -p "$tools"
-    npm install --prefix "$tools" --no-audit --no-fund binaryen@132 >&2
-  fi
-  "$tools/node_modules/.bin/wasm-opt" -O2 --enable-bulk-memory --enable-nontrapping-float-to-int \
-    --enable-sign-ext --enable-mutable-globals --enable-reference-types --enable-multivalue --enable-simd \
-    "$tmp/pkg/hif8lab_app_bg.wasm" -o "$tmp/pkg/hif8lab_app_bg.opt.wasm"
-  mv "$tmp/pkg/hif8lab_app_bg.opt.wasm" "$tmp/pkg/hif8lab_app_bg.wasm"
+mkdir -p "$tmp"
+if [ "${HIF8LAB_WASM_SIMD:-1}" = 0 ]; then
+  build_one "$target/wasm-baseline" "" "$tmp/pkg"
+else
+  build_one "$target" "-C target-feature=+simd128" "$tmp/pkg"
+  build_one "$target/wasm-baseline" "" "$tmp/pkg-nosimd"
 fi
 
 cp web/index.html "$tmp/"

@@ -177,9 +177,19 @@ async function run(name, flags, expectBackend, port, query, until, prepare) {
     const look = checkNotBlank(shot);
     if (errors.length) await fail("console errors");
     const stepsPerSec = ((fifth.s.steps - first.s.steps) / ((fifth.t - first.t) / 1000));
+    // The CPU fallback's own speed, outside the frame loop (the live run above is paced by
+    // drawing): the smoke preset timed in this page, plain and QAT.
+    let bench = "";
+    if (expectBackend === "cpu" && name.startsWith("cpu")) {
+      const b = JSON.parse(await page.evaluate(() => window.__hif8lab_bench_cpu("smoke", 20)));
+      if (!(b.steps_per_s_plain > 0 && b.steps_per_s_qat > 0)) await fail(`bench_cpu gave ${JSON.stringify(b)}`);
+      if (b.simd !== (name === "cpu")) await fail(`${name} loaded the ${b.simd ? "SIMD" : "baseline"} build`);
+      bench = `CPU fallback outside the frame loop (${b.simd ? "SIMD" : "no SIMD"} build): smoke ${b.steps_per_s_plain.toFixed(1)} steps/s plain, ` +
+        `${b.steps_per_s_qat.toFixed(1)} QAT (${b.ms_per_step_plain.toFixed(1)} / ${b.ms_per_step_qat.toFixed(1)} ms per step); `;
+    }
     console.log(
       `browser ${name}: ok — backend ${s.backend} (${s.adapter}); first step reported ${(first.t / 1000).toFixed(1)} s after page load; ` +
-      `${s.steps} steps, ${Number.isFinite(stepsPerSec) ? stepsPerSec.toFixed(2) : "n/a"} steps/s; loss ${s.loss.toFixed(3)}; ${preparing}` +
+      `${s.steps} steps, ${Number.isFinite(stepsPerSec) ? stepsPerSec.toFixed(2) : "n/a"} steps/s live; ${bench}loss ${s.loss.toFixed(3)}; ${preparing}` +
       `${s.quantizers} quantizers, ${s.calls} calls; screenshot ${shot} (std-dev ${look.sd.toFixed(3)}, ${look.colours} colours)`);
   } finally {
     await browser.close();
@@ -270,6 +280,8 @@ const cases = [];
 const smoke = "?preset=smoke&autostart=1";
 if (mode === "webgpu" || mode === "all") cases.push(["webgpu", webgpuFlags, "webgpu", smoke]);
 if (mode === "cpu" || mode === "all") cases.push(["cpu", ["--disable-features=WebGPU"], "cpu", smoke]);
+// The build without WebAssembly SIMD (what browsers without SIMD load).
+if (mode === "cpu" || mode === "all") cases.push(["cpu-nosimd", ["--disable-features=WebGPU"], "cpu", smoke + "&wasm=nosimd"]);
 if (mode === "lesson" || mode === "all") cases.push(["lesson-saturation", webgpuFlags, "webgpu", "?lesson=saturation&autostart=1"]);
 // The forgetting lesson end to end: the base pretrained in the page, then continued at a high
 // rate with QAT and the matched baseline on the CPU backend, probes scored five times each.

@@ -104,6 +104,46 @@ impl WebHandle {
     }
 }
 
+/// Times the CPU backend in this page (the browser's CPU fallback), outside the frame loop:
+/// `steps` training steps of `preset` (plain, then QAT from the first step) after two
+/// warm-up steps each, on the main thread. Returns JSON: `simd` (whether this build uses
+/// WebAssembly SIMD), `steps_per_s_plain`, `steps_per_s_qat`, `ms_per_step_plain`,
+/// `ms_per_step_qat`. For the browser test and for anyone comparing builds or browsers.
+#[wasm_bindgen]
+pub fn bench_cpu(preset: &str, steps: u32) -> Result<String, JsValue> {
+    use hif8lab_train::{RunConfig, Trainer};
+    let err = |e: &dyn std::fmt::Display| JsValue::from_str(&e.to_string());
+    let text = RunConfig::preset_text(preset).map_err(|e| err(&e))?;
+    let base = RunConfig::parse(preset, text, &[]).map_err(|e| err(&e))?;
+    let mut ms = [0.0f64; 2];
+    for (slot, qat) in [false, true].into_iter().enumerate() {
+        let mut config = base.clone();
+        config.qat.enabled = qat;
+        config.qat.warmup_steps = 0;
+        config.train.steps = u64::from(steps) + 2;
+        config.train.eval_every = 0;
+        config.train.checkpoint_every = 0;
+        let mut trainer =
+            Trainer::new(hif8lab_engine::cpu::CpuBackend::new(), config).map_err(|e| err(&e))?;
+        for _ in 0..2 {
+            trainer.step().map_err(|e| err(&e))?;
+        }
+        let start = web_time::Instant::now();
+        for _ in 0..steps {
+            trainer.step().map_err(|e| err(&e))?;
+        }
+        ms[slot] = start.elapsed().as_secs_f64() * 1e3 / f64::from(steps.max(1));
+    }
+    Ok(format!(
+        "{{\"preset\":{preset:?},\"steps\":{steps},\"simd\":{},\"ms_per_step_plain\":{:.3},\"ms_per_step_qat\":{:.3},\"steps_per_s_plain\":{:.3},\"steps_per_s_qat\":{:.3}}}",
+        cfg!(target_feature = "simd128"),
+        ms[0],
+        ms[1],
+        1e3 / ms[0],
+        1e3 / ms[1]
+    ))
+}
+
 /// Start-up options from a URL query: `?preset=NAME&autostart=1&tab=amax&lesson=NAME&backend=cpu`.
 pub fn options_from_query(query: &str) -> Options {
     let mut o = Options::default();

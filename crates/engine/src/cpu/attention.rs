@@ -103,16 +103,7 @@ fn weighted_rows<const RR: usize>(
         let w = W.min(hd - dc);
         let mut acc = [[0.0f32; W]; RR];
         if w == W {
-            let p = p.map(|r| &r[..=i0]);
-            for j in 0..=i0 {
-                let xj = lanes(&x[x_at(j) + dc..]);
-                for r in 0..RR {
-                    let c = p[r][j];
-                    for l in 0..W {
-                        acc[r][l] += c * xj[l];
-                    }
-                }
-            }
+            acc = weighted_full(acc, p, x, &x_at, dc, i0);
         } else {
             for j in 0..=i0 {
                 let xj = &x[x_at(j) + dc..x_at(j) + dc + w];
@@ -146,6 +137,59 @@ fn weighted_rows<const RR: usize>(
 #[inline(always)]
 fn lanes(x: &[f32]) -> &[f32; W] {
     x[..W].try_into().unwrap_or(&[0.0; W])
+}
+
+/// Accumulators of dK and dV for `R` positions × `W` lanes.
+type KvAcc = ([[f32; W]; R], [[f32; W]; R]);
+
+/// dK and dV accumulators of `R` consecutive positions plus rows `rows` (all at or after
+/// the last position, so every position takes every row), rows ascending: `q`/`dout` lanes
+/// at `q_at(i)`, the positions' scores' gradients and probabilities at `ds_at(i)`. The
+/// accumulators live in registers (by value in and out).
+#[inline(never)]
+fn kv_rows(
+    (mut ak, mut av): KvAcc,
+    (q, dout, q_at): (&[f32], &[f32], impl Fn(usize) -> usize),
+    (dscores, probs, ds_at): (&[f32], &[f32], impl Fn(usize) -> usize),
+    rows: std::ops::Range<usize>,
+) -> KvAcc {
+    for i in rows {
+        let (qrow, drow) = (lanes(&q[q_at(i)..]), lanes(&dout[q_at(i)..]));
+        let at_i = ds_at(i);
+        let (dsc, pr) = (&dscores[at_i..at_i + R], &probs[at_i..at_i + R]);
+        for r in 0..R {
+            let (c, e) = (dsc[r], pr[r]);
+            for l in 0..W {
+                ak[r][l] += c * qrow[l];
+                av[r][l] += e * drow[l];
+            }
+        }
+    }
+    (ak, av)
+}
+
+/// `acc[r][l] += p[r][j]·x[x_at(j) + dc + l]` for j in `0..=i0` ascending (every row takes
+/// every j: registers, by value in and out).
+#[inline(never)]
+fn weighted_full<const RR: usize>(
+    mut acc: [[f32; W]; RR],
+    p: [&[f32]; RR],
+    x: &[f32],
+    x_at: impl Fn(usize) -> usize,
+    dc: usize,
+    i0: usize,
+) -> [[f32; W]; RR] {
+    let p = p.map(|r| &r[..=i0]);
+    for j in 0..=i0 {
+        let xj = lanes(&x[x_at(j) + dc..]);
+        for r in 0..RR {
+            let c = p[r][j];
+            for l in 0..W {
+                acc[r][l] += c * xj[l];
+            }
+        }
+    }
+    acc
 }
 
 /// Rows of kv head `kvh` of sequence `b` of a [batch, seq, kv_heads, head_dim] tensor,
@@ -342,20 +386,16 @@ pub(crate) fn attention_backward(
                     let base = (b * s.heads + h) * seq * seq;
                     // The triangle: position j0 + r gets row i only from i ≥ j0 + r on.
                     let full = j0 + rows - 1;
+                    let blocked = w == W && rows == R;
                     for i in j0..seq {
                         let qi = at(&s, s.heads, b, i, h) + dc;
-                        if i >= full && w == W && rows == R {
-                            let (qrow, drow) = (lanes(&q[qi..]), lanes(&dout[qi..]));
-                            let at_i = base + i * seq + j0;
-                            let (dsc, pr) = (&dscores[at_i..at_i + R], &probs[at_i..at_i + R]);
-                            for r in 0..R {
-                                let (c, e) = (dsc[r], pr[r]);
-                                for l in 0..W {
-                                    ak[r][l] += c * qrow[l];
-                                    av[r][l] += e * drow[l];
-                                }
-                            }
-                            continue;
+                        if i >= full && blocked {
+                            // From here on every position takes every row: registers.
+                            let q_at = |i| at(&s, s.heads, b, i, h) + dc;
+                            let ds_at = |i| base + i * seq + j0;
+                            (ak, av) =
+                                kv_rows((ak, av), (q, dout, q_at), (dscores, probs, ds_at), i..seq);
+                            break;
                         }
                         let (qrow, drow) = (&q[qi..qi + w], &dout[qi..qi + w]);
                         let active = rows.min(i - j0 + 1);
