@@ -88,7 +88,9 @@ rm -rf "$dist.old"
 mv "$tmp" "$dist"
 rm -rf "$dist.old"
 
-raw=$(stat -c %s "$dist/pkg/hif8lab_app_bg.wasm")
-gz=$(gzip -9 -c "$dist/pkg/hif8lab_app_bg.wasm" | wc -c)
-awk -v raw="$raw" -v gz="$gz" -v f="$dist/pkg/hif8lab_app_bg.wasm" -v o="$([ "$opt" = 1 ] && echo ' (wasm-opt -O2)')" \
-  'BEGIN { printf "build-web.sh: %s %.2f MB raw, %.2f MB gzipped%s\n", f, raw / 1e6, gz / 1e6, o }'
+for f in "$dist"/pkg*/hif8lab_app_bg.wasm; do
+  raw=$(stat -c %s "$f")
+  gz=$(gzip -9 -c "$f" | wc -c)
+  awk -v raw="$raw" -v gz="$gz" -v f="$f" -v o="$([ "$opt" = 1 ] && echo ' (wasm-opt -O2)')" \
+    'BEGIN { printf "build-web.sh: %s %.2f MB raw, %.2f MB gzipped%s\n", f, raw / 1e6, gz / 1e6, o }'
+done
