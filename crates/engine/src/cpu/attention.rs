@@ -431,18 +431,11 @@ pub(crate) fn attention_backward(
 #[cfg(test)]
 mod tests {
     use super::super::ops::reference;
+    use super::super::test_data::bits;
     use super::*;
 
     fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut x = seed;
-        (0..n)
-            .map(|_| {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
-            })
-            .collect()
+        super::super::test_data::values(n, seed, 4.0)
     }
 
     #[test]
@@ -471,7 +464,6 @@ mod tests {
             let (mut o2, mut p2) = (vec![9.0; s.q_len()], vec![9.0; s.probs_len()]);
             reference::attention(&q, &k, &v, &mut o1, &mut p1, s);
             attention(&q, &k, &v, &mut o2, &mut p2, s);
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&o1), bits(&o2), "out {s:?}");
             assert_eq!(bits(&p1), bits(&p2), "probs {s:?}");
             let mut a = [

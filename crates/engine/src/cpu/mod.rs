@@ -16,6 +16,28 @@ mod par;
 mod quant;
 mod tensor;
 
+/// Deterministic inputs for the CPU backend's unit tests.
+#[cfg(test)]
+mod test_data {
+    /// `n` values spread over (−span/2, span/2) from an LCG seeded with `seed`.
+    pub(crate) fn values(n: usize, seed: u64, span: f32) -> Vec<f32> {
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * span
+            })
+            .collect()
+    }
+
+    /// The bit patterns of `v`, for bit-for-bit comparisons.
+    pub(crate) fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+}
+
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 

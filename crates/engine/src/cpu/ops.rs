@@ -75,8 +75,8 @@ pub(crate) fn rmsnorm_backward(
 }
 
 #[cfg(test)]
-/// The readable loops of [`rmsnorm_backward`]: dx of the rows of `x`, and (when `dw` is
-/// given) the weight gradient summed over them.
+/// The readable loops of [`rmsnorm_backward`]: dx of the rows of `x`, and the weight
+/// gradient summed over them onto `dw`.
 pub(crate) fn rmsnorm_backward_rows(
     x: &[f32],
     w: &[f32],
@@ -263,20 +263,32 @@ pub(crate) fn adamw(
     } else {
         1.0
     };
-    let (bc1, bc2) = h.bias_corrections();
     let n = param.len();
     super::par::pieces3_mut(param, &mut m[..n], &mut v[..n], |at, param, m, v| {
-        let grad = &grad[at..at + param.len()];
-        for i in 0..param.len() {
-            let g = grad[i] * clip;
-            let mi = h.beta1 * m[i] + (1.0 - h.beta1) * g;
-            let vi = h.beta2 * v[i] + (1.0 - h.beta2) * g * g;
-            m[i] = mi;
-            v[i] = vi;
-            let update = (mi / bc1) / ((vi / bc2).sqrt() + h.eps);
-            param[i] -= h.lr * (update + h.weight_decay * param[i]);
-        }
+        adamw_elements(param, &grad[at..at + param.len()], m, v, clip, h);
     });
+}
+
+/// The readable loop of [`adamw`]: every element of `param` (with its moments) updated from
+/// its gradient scaled by `clip`.
+pub(crate) fn adamw_elements(
+    param: &mut [f32],
+    grad: &[f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    clip: f32,
+    h: &AdamHyper,
+) {
+    let (bc1, bc2) = h.bias_corrections();
+    for i in 0..param.len() {
+        let g = grad[i] * clip;
+        let mi = h.beta1 * m[i] + (1.0 - h.beta1) * g;
+        let vi = h.beta2 * v[i] + (1.0 - h.beta2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        let update = (mi / bc1) / ((vi / bc2).sqrt() + h.eps);
+        param[i] -= h.lr * (update + h.weight_decay * param[i]);
+    }
 }
 
 /// The plain loops of attention, the oracle of the parallel `cpu::attention` (which must
@@ -416,22 +428,11 @@ pub(crate) mod reference {
 /// sizes that span several pieces with a ragged last one.
 #[cfg(test)]
 mod parallel_tests {
+    use super::super::test_data::bits;
     use super::*;
 
     fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut x = seed;
-        (0..n)
-            .map(|_| {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 6.0
-            })
-            .collect()
-    }
-
-    fn bits(v: &[f32]) -> Vec<u32> {
-        v.iter().map(|x| x.to_bits()).collect()
+        super::super::test_data::values(n, seed, 6.0)
     }
 
     #[test]
@@ -522,14 +523,7 @@ mod parallel_tests {
         let (mut p2, mut m2, mut v2) = (p1.clone(), m1.clone(), v1.clone());
         adamw(&mut p1, &dy, &mut m1, &mut v1, &[4.0, 5.0], &h);
         let clip = (h.max_norm / (9.0f32.sqrt() + 1e-6)).min(1.0);
-        let (bc1, bc2) = h.bias_corrections();
-        for i in 0..p2.len() {
-            let g = dy[i] * clip;
-            m2[i] = h.beta1 * m2[i] + (1.0 - h.beta1) * g;
-            v2[i] = h.beta2 * v2[i] + (1.0 - h.beta2) * g * g;
-            let update = (m2[i] / bc1) / ((v2[i] / bc2).sqrt() + h.eps);
-            p2[i] -= h.lr * (update + h.weight_decay * p2[i]);
-        }
+        adamw_elements(&mut p2, &dy, &mut m2, &mut v2, clip, &h);
         assert_eq!(
             (bits(&p1), bits(&m1), bits(&v1)),
             (bits(&p2), bits(&m2), bits(&v2))

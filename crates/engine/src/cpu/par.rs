@@ -64,19 +64,8 @@ fn rows_per_piece(len: usize) -> usize {
 
 /// `f(first row, rows)` over pieces of whole rows (`len` elements each) of `out`.
 pub(crate) fn rows_mut(out: &mut [f32], len: usize, f: impl Fn(usize, &mut [f32]) + Sync + Send) {
-    let per = rows_per_piece(len);
     let len = len.max(1);
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        use rayon::prelude::*;
-        out.par_chunks_mut(per * len)
-            .enumerate()
-            .for_each(|(i, o)| f(i * per, o));
-    }
-    #[cfg(target_arch = "wasm32")]
-    for (i, o) in out.chunks_mut(per * len).enumerate() {
-        f(i * per, o);
-    }
+    sized_mut(out, rows_per_piece(len) * len, |at, o| f(at / len, o));
 }
 
 /// `f(first row, a rows, b rows)` over pieces of whole rows of `a` (`a_len` elements each)

@@ -62,12 +62,10 @@ impl TensorOps for CpuBackend {
             let scale = bank.active_scale(q)?;
             Ok(bank.lock().take_quantized(q, t, scale).map(|c| (q, c)))
         };
+        // The same tensor fused by the same quantizer on both sides: one operand serves both.
+        let same = std::ptr::eq(a, b) && spec.fuse_a == spec.fuse_b;
         let mut cached_a = take(a, spec.fuse_a)?;
-        let mut cached_b = if std::ptr::eq(a, b) && spec.fuse_a == spec.fuse_b {
-            None
-        } else {
-            take(b, spec.fuse_b)?
-        };
+        let mut cached_b = if same { None } else { take(b, spec.fuse_b)? };
         let fused = |data: &[f32],
                      fuse: Option<usize>,
                      cached: &Option<(usize, super::Quantized)>|
@@ -110,8 +108,6 @@ impl TensorOps for CpuBackend {
         {
             cached_b = None;
         }
-        // The same tensor fused by the same quantizer on both sides: one operand serves both.
-        let same = std::ptr::eq(a, b) && spec.fuse_a == spec.fuse_b;
         let qa = fused(&av, spec.fuse_a, &cached_a)?;
         let qb = if same {
             None
