@@ -8,23 +8,35 @@
 # fusion; tokens/s plain and QAT, host ms per step, dispatches per step). Under 5 minutes on a
 # GPU. On a CPU adapter (lavapipe, SwiftShader) it stops with a message, unless given
 # --allow-cpu: then it runs the small sizes only (what CI does to keep this script working).
-#   scripts/bench-gpu.sh [--allow-cpu]
+#   scripts/bench-gpu.sh [--allow-cpu] [--bin PATH]
+# --bin PATH uses an hif8lab binary already built instead of building the release one (CI
+# passes its debug build: the script is what it checks there, not the figures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 allow_cpu=0
-for a in "$@"; do
-  case "$a" in
+bin=""
+while [ $# -gt 0 ]; do
+  case "$1" in
     --allow-cpu) allow_cpu=1 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-    *) echo "bench-gpu.sh: unknown argument '$a' (try --help)" >&2; exit 2 ;;
+    --bin)
+      [ $# -ge 2 ] || { echo "bench-gpu.sh: --bin needs a path" >&2; exit 2; }
+      bin=$2
+      shift ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "bench-gpu.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
+  shift
 done
-target=$(target_dir)
 start=$(date +%s)
-cargo build --release --locked -p hif8lab-cli >&2
-bin="$target/release/hif8lab"
+if [ -z "$bin" ]; then
+  cargo build --release --locked -p hif8lab-cli >&2
+  bin="$(target_dir)/release/hif8lab"
+elif [ ! -x "$bin" ]; then
+  echo "bench-gpu.sh: --bin $bin: no executable there" >&2
+  exit 2
+fi
 # Which adapter? One short train measurement names it.
 probe=$("$bin" bench train --preset smoke --backend gpu --steps 1 --json) || {
   echo "bench-gpu.sh: no GPU adapter could be opened (see the error above)" >&2

@@ -9,7 +9,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-say() { printf '\n==> %s\n' "$*"; }
+# Each step says how long the ones before it took (and the end gives the table), so a slow
+# step shows in the log.
+t0=$(date +%s); t_step=$t0; step=""; timings=()
+say() {
+  local now; now=$(date +%s)
+  [ -n "$step" ] && timings+=("$(printf '%5d s  %s' $((now - t_step)) "$step")")
+  step=$*; t_step=$now
+  printf '\n==> [%d:%02d] %s\n' $(((now - t0) / 60)) $(((now - t0) % 60)) "$*"
+}
 SUDO=""
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
 
@@ -82,7 +90,8 @@ HIF8LAB_HF_DIR="$hf_tmp/hf" node web/tests/browser.mjs --mode all --shots "$targ
 rm -rf "$hf_tmp"
 
 say "GPU benchmark script on the CPU adapter (--allow-cpu: small sizes, keeps the script working)"
-scripts/bench-gpu.sh --allow-cpu >"$target/bench-gpu.json"
+scripts/bench-gpu.sh --allow-cpu --bin "$target/debug/hif8lab" >"$target/bench-gpu.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["train"]["smoke"]["tokens_per_s_qat"] > 0, d; print("bench-gpu.sh --allow-cpu:", d["adapter"], d["seconds"], "s")' "$target/bench-gpu.json"
 
 say "all checks passed"
+printf '%s\n' "${timings[@]}"

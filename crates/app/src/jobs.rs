@@ -447,17 +447,20 @@ impl HifApp {
     /// The frame-loop time a job gets this frame: the live run and its baseline share 12 ms;
     /// pretraining or a scenario gets 12 ms beside them, 14 ms alone — what a 60 Hz frame
     /// can spare and still draw. Where drawing a frame takes longer than that (a software
-    /// renderer), pretraining and scenarios — which no chart is waiting on — get as long as
-    /// the last frame took to draw, up to 60 ms, so they keep about half of the time.
+    /// renderer, a slow machine), the jobs get as long as the last frame took to draw, up to
+    /// 250 ms, so training keeps about half of the time instead of a sliver of it (with
+    /// 250 ms frames, 12 ms of training was 5 % of the time; the CPU fallback's speed did
+    /// not show in a live run).
     fn budget(&self, kind: JobKind) -> std::time::Duration {
         let live = [JobKind::Run, JobKind::Baseline]
             .iter()
             .filter(|k| self.jobs.running(**k))
             .count() as u32;
+        let drawing = self.last_frame_ms.clamp(0.0, 250.0) as u32;
         let ms = match kind {
-            JobKind::Run | JobKind::Baseline => 12 / live.max(1),
+            JobKind::Run | JobKind::Baseline => 12u32.max(drawing) / live.max(1),
             _ if live > 0 => 12,
-            _ => 14u32.max(self.last_frame_ms.min(60.0) as u32),
+            _ => 14u32.max(drawing),
         };
         std::time::Duration::from_millis(u64::from(ms))
     }

@@ -117,12 +117,7 @@ pub fn bench_cpu(preset: &str, steps: u32) -> Result<String, JsValue> {
     let base = RunConfig::parse(preset, text, &[]).map_err(|e| err(&e))?;
     let mut ms = [0.0f64; 2];
     for (slot, qat) in [false, true].into_iter().enumerate() {
-        let mut config = base.clone();
-        config.qat.enabled = qat;
-        config.qat.warmup_steps = 0;
-        config.train.steps = u64::from(steps) + 2;
-        config.train.eval_every = 0;
-        config.train.checkpoint_every = 0;
+        let config = base.bench_variant(qat, u64::from(steps) + 2);
         let mut trainer =
             Trainer::new(hif8lab_engine::cpu::CpuBackend::new(), config).map_err(|e| err(&e))?;
         for _ in 0..2 {

@@ -1,5 +1,6 @@
 //! `hif8lab bench train`: tokens/s of a plain run and of the same run with QAT (all shadow
-//! estimators) measured in one process through the run driver, their ratio; per step:
+//! estimators) measured in one process through the run driver, in alternating blocks of
+//! steps (so both see the same machine), their ratio; per step:
 //! submissions, blocking syncs, kernel dispatches, bind groups created and host time spent
 //! enqueuing (recording and submitting) a step; and peak memory. `--profile` (CPU backend)
 //! times every op of the timed steps and prints where a step's time goes.
@@ -47,58 +48,111 @@ struct Figures {
     profile: Vec<(&'static str, hif8lab_engine::cpu::OpTime)>,
 }
 
-/// Steps `steps` timed steps through the run driver (after 2 untimed warm-up steps) and
-/// reads the backend's counters around them.
+/// Untimed warm-up steps of each variant (pipeline compilation, allocation).
+const WARMUP: u64 = 2;
+
+/// One variant being measured: its driver, and what its timed blocks added up to.
+struct Variant<B: Backend> {
+    driver: Driver<B>,
+    tokens: u64,
+    seconds: f64,
+}
+
+impl<B: Backend> Variant<B> {
+    fn new(backend: B, config: &RunConfig, qat: bool, steps: u64) -> Result<Self> {
+        let trainer = Trainer::new(backend, config.bench_variant(qat, WARMUP + steps))?;
+        Ok(Variant {
+            driver: Driver::new(trainer, Schedule::default()),
+            tokens: 0,
+            seconds: 0.0,
+        })
+    }
+
+    /// Runs until `until` steps are done and delivered (waiting for the device), adding
+    /// the time and the tokens of the steps after the warm-up.
+    fn block(&mut self, until: u64) -> Result<()> {
+        let mut tokens = 0u64;
+        let mut sink = |e: Event| {
+            if let Event::Report(r) = e
+                && r.step >= WARMUP
+            {
+                tokens += r.tokens;
+            }
+            Ok(())
+        };
+        let start = Instant::now();
+        while self.driver.trainer().steps_done() < until {
+            self.driver
+                .advance(Control::Run, Duration::ZERO, true, &mut sink)?;
+        }
+        self.driver
+            .advance(Control::Pause, Duration::ZERO, true, &mut sink)?;
+        self.seconds += start.elapsed().as_secs_f64();
+        self.tokens += tokens;
+        Ok(())
+    }
+}
+
+/// Times `steps` steps of the plain run and `steps` of the QAT run through the run driver
+/// (after 2 untimed warm-up steps each), interleaved: blocks of steps alternate between the
+/// two in the order plain, QAT, QAT, plain, … so a machine whose speed drifts during the
+/// measurement (a shared host) slows both alike and the overhead ratio keeps its meaning.
+/// Reads each backend's counters around its timed steps.
 fn measure<B: Backend + Profiled>(
-    backend: B,
-    mut config: RunConfig,
+    make: impl Fn() -> Result<B>,
+    config: &RunConfig,
     steps: u64,
     profile: bool,
-) -> Result<Figures> {
-    const WARMUP: u64 = 2;
-    config.train.steps = WARMUP + steps;
-    config.train.eval_every = 0;
-    config.train.checkpoint_every = 0;
-    let trainer = Trainer::new(backend, config)?;
-    let mut driver = Driver::new(trainer, Schedule::default());
-    let mut tokens = 0u64;
-    let mut sink = |e: Event| {
-        if let Event::Report(r) = e
-            && r.step >= WARMUP
-        {
-            tokens += r.tokens;
-        }
-        Ok(())
-    };
-    // Warm-up (pipeline compilation, allocation), not timed: run until WARMUP steps are
-    // delivered.
-    while driver.trainer().steps_done() < WARMUP {
-        driver.advance(Control::Run, Duration::ZERO, true, &mut sink)?;
+) -> Result<[Figures; 2]> {
+    let mut variants = [
+        Variant::new(make()?, config, false, steps)?,
+        Variant::new(make()?, config, true, steps)?,
+    ];
+    for v in &mut variants {
+        v.block(WARMUP)?;
     }
-    driver.advance(Control::Pause, Duration::ZERO, true, &mut sink)?;
-    let before = driver.trainer().backend().counters();
-    let host_before = driver.host_time();
+    let before = variants.each_ref().map(|v| {
+        (
+            v.driver.trainer().backend().counters(),
+            v.driver.host_time(),
+        )
+    });
     if profile {
-        driver.trainer().backend().start_profile();
+        for v in &variants {
+            v.driver.trainer().backend().start_profile();
+        }
     }
-    let start = Instant::now();
-    driver.run(&mut sink, &|| false)?;
-    let secs = start.elapsed().as_secs_f64();
-    let ops = driver.trainer().backend().take_profile();
-    let after = driver.trainer().backend().counters();
-    let host = (driver.host_time() - host_before).as_secs_f64();
-    let per = |a: u64, b: u64| (a - b) as f64 / steps as f64;
-    Ok(Figures {
-        tokens_per_s: tokens as f64 / secs,
-        ms_per_step: secs * 1e3 / steps as f64,
-        host_ms_per_step: host * 1e3 / steps as f64,
-        submits_per_step: per(after.submits, before.submits),
-        syncs_per_step: per(after.blocking_syncs, before.blocking_syncs),
-        dispatches_per_step: per(after.dispatches, before.dispatches),
-        bind_groups_per_step: per(after.bind_groups_created, before.bind_groups_created),
-        seconds: secs,
-        profile: ops,
-    })
+    // Blocks of about a tenth of the steps, at least one step each.
+    let rounds = steps.clamp(1, 10);
+    for round in 0..rounds {
+        let until = WARMUP + steps * (round + 1) / rounds;
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for i in order {
+            variants[i].block(until)?;
+        }
+    }
+    let mut figures = Vec::with_capacity(2);
+    for (v, (counters, host)) in variants.iter().zip(before) {
+        let backend = v.driver.trainer().backend();
+        let ops = backend.take_profile();
+        let after = backend.counters();
+        let host = (v.driver.host_time() - host).as_secs_f64();
+        let per = |a: u64, b: u64| (a - b) as f64 / steps as f64;
+        figures.push(Figures {
+            tokens_per_s: v.tokens as f64 / v.seconds,
+            ms_per_step: v.seconds * 1e3 / steps as f64,
+            host_ms_per_step: host * 1e3 / steps as f64,
+            submits_per_step: per(after.submits, counters.submits),
+            syncs_per_step: per(after.blocking_syncs, counters.blocking_syncs),
+            dispatches_per_step: per(after.dispatches, counters.dispatches),
+            bind_groups_per_step: per(after.bind_groups_created, counters.bind_groups_created),
+            seconds: v.seconds,
+            profile: ops,
+        });
+    }
+    let q = figures.pop().expect("two variants");
+    let p = figures.pop().expect("two variants");
+    Ok([p, q])
 }
 
 /// Peak resident memory of this process in MiB (Linux), if known.
@@ -159,15 +213,9 @@ fn run<B: Backend + Profiled>(
     profile: bool,
 ) -> Result<()> {
     let info = make()?.info();
-    let mut plain = config.clone();
-    plain.qat.enabled = false;
-    let mut qat = config.clone();
-    qat.qat.enabled = true;
-    qat.qat.warmup_steps = 0;
-    let p = measure(make()?, plain, steps, profile)?;
-    let q = measure(make()?, qat.clone(), steps, profile)?;
+    let [p, q] = measure(&make, config, steps, profile)?;
     let overhead = p.tokens_per_s / q.tokens_per_s;
-    let estimators = qat.qat.scaling.estimators().len();
+    let estimators = config.qat.scaling.estimators().len();
     let peak = peak_rss_mib();
     if json {
         println!(
@@ -201,7 +249,7 @@ fn run<B: Backend + Profiled>(
         );
     } else {
         println!(
-            "bench train on {} '{}' ({}), {steps} steps each after 2 warm-up steps",
+            "bench train on {} '{}' ({}), {steps} steps each after 2 warm-up steps, plain and QAT in alternating blocks",
             info.kind, info.adapter, info.device_type
         );
         println!(

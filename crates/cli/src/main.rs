@@ -78,15 +78,9 @@ pub enum Outcome {
     Inconclusive,
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    if let Some(n) = cli.threads
-        && let Err(e) = hif8lab_engine::cpu::set_threads(n as usize)
-    {
-        eprintln!("error: {e}");
-        return ExitCode::from(2);
-    }
-    let result = match cli.command {
+/// Runs one command.
+fn run(command: Command) -> anyhow::Result<Outcome> {
+    match command {
         Command::Codec(cmd) => codec::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Trace(cmd) => scaling_cmds::run_trace(cmd),
@@ -98,7 +92,19 @@ fn main() -> ExitCode {
         Command::Pretrain(args) => grid_cmd::run_pretrain(args).map(|()| Outcome::Ok),
         Command::Grid(args) => grid_cmd::run_grid(args).map(|()| Outcome::Ok),
         Command::Lesson(cmd) => grid_cmd::run_lesson(cmd),
-    };
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(n) = cli.threads
+        && let Err(e) = hif8lab_engine::cpu::set_threads(n as usize)
+    {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    // The whole command on a thread of the CPU backend's pool (see `on_pool`).
+    let result = hif8lab_engine::cpu::on_pool(|| run(cli.command));
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::BadInput) => ExitCode::from(2),

@@ -877,3 +877,43 @@ fn cpu_fused_matmul_reuses_the_statistics_copy_only_while_valid() {
     cpu.set_scales(&plain, &[15.0 / 5.0, 15.0 / 900.0]).unwrap();
     same_bits(&product(&bank, &xt, &wt), &product(&plain, &x2t, &wt)).unwrap();
 }
+
+/// The statistics take the amax op's measurement only while it is of the same tensor,
+/// untouched: after a write, or on another tensor, they measure again (the amax and the
+/// non-finite count of what they are given).
+#[test]
+fn cpu_statistics_reuse_the_measured_amax_only_while_valid() {
+    let cpu = CpuBackend::new();
+    let config = BankConfig::new(
+        1,
+        scaling(Format::HiF8, Overflow::Inf, &["max_window(4)"], 4),
+    );
+    let mut x = vec![0.5f32; 5000];
+    x[17] = -3.0;
+    x[4000] = f32::INFINITY;
+    x[4001] = f32::NAN;
+    let stats = |bank: &<CpuBackend as Device>::Bank| {
+        let snap = cpu.read_bank(bank).wait().unwrap();
+        let s = &snap.quantizers[0].stats;
+        (s.amax, s.nonfinite)
+    };
+    let xt = cpu.upload(&x).unwrap();
+    let other = cpu.upload(&[7.0f32, -1.0]).unwrap();
+    let bank = cpu.new_bank(&config).unwrap();
+    // The trainer's order: amax, scale update, statistics.
+    cpu.amax(&xt, &bank, 0).unwrap();
+    cpu.scale_update(&bank, 0, 1).unwrap();
+    cpu.quant_stats(&xt, &bank, 0).unwrap();
+    assert_eq!(stats(&bank), (f32::INFINITY, 2));
+    // Measured on x, then x changes: the statistics see the new contents.
+    cpu.amax(&xt, &bank, 0).unwrap();
+    cpu.scale_inplace(&xt, 0.0).unwrap();
+    cpu.quant_stats(&xt, &bank, 0).unwrap();
+    let (amax, nonfinite) = stats(&bank);
+    // 0·inf and 0·NaN are NaN: amax leaves NaNs out and counts them.
+    assert_eq!((amax, nonfinite), (0.0, 2));
+    // Measured on x, statistics of another tensor: its own amax.
+    cpu.amax(&xt, &bank, 0).unwrap();
+    cpu.quant_stats(&other, &bank, 0).unwrap();
+    assert_eq!(stats(&bank), (7.0, 0));
+}

@@ -358,6 +358,19 @@ pub struct ConfigError {
 }
 
 impl RunConfig {
+    /// The benchmark variant of this run: quantization on from the first step (no warm-up)
+    /// or off, `steps` steps in all, no evaluations and no checkpoints — what `hif8lab
+    /// bench train` and the browser's `bench_cpu` time, so both time the same thing.
+    pub fn bench_variant(&self, qat: bool, steps: u64) -> RunConfig {
+        let mut c = self.clone();
+        c.qat.enabled = qat;
+        c.qat.warmup_steps = 0;
+        c.train.steps = steps;
+        c.train.eval_every = 0;
+        c.train.checkpoint_every = 0;
+        c
+    }
+
     /// The TOML text of a preset.
     pub fn preset_text(name: &str) -> Result<&'static str, ConfigError> {
         PRESETS
@@ -648,6 +661,38 @@ impl RunConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The benchmark variant changes quantization, its warm-up, the step count, evaluations
+    /// and checkpoints, and nothing else.
+    #[test]
+    fn bench_variant_changes_only_what_it_says() {
+        let base = RunConfig::parse(
+            "small",
+            RunConfig::preset_text("small").expect("small"),
+            &["qat.enabled=false".into(), "qat.warmup_steps=5".into()],
+        )
+        .expect("small");
+        for qat in [false, true] {
+            let b = base.bench_variant(qat, 12);
+            assert_eq!(b.qat.enabled, qat);
+            assert_eq!(
+                (
+                    b.qat.warmup_steps,
+                    b.train.steps,
+                    b.train.eval_every,
+                    b.train.checkpoint_every
+                ),
+                (0, 12, 0, 0)
+            );
+            let mut back = b.clone();
+            back.qat.enabled = base.qat.enabled;
+            back.qat.warmup_steps = base.qat.warmup_steps;
+            back.train.steps = base.train.steps;
+            back.train.eval_every = base.train.eval_every;
+            back.train.checkpoint_every = base.train.checkpoint_every;
+            assert_eq!(back, base);
+        }
+    }
 
     #[test]
     fn presets_parse_and_overrides_apply() {

@@ -308,12 +308,11 @@ pub(crate) fn attention(
                     *pj = sc;
                     m = m.max(sc);
                 }
-                let mut sum = 0.0f32;
+                // e^(s − m) for the whole row first (vectorized), then the sum in order.
                 for pj in row.iter_mut().take(i + 1) {
-                    let e = (*pj - m).exp();
-                    *pj = e;
-                    sum += e;
+                    *pj = super::math::exp(*pj - m);
                 }
+                let sum = row.iter().take(i + 1).fold(0.0f32, |s, e| s + e);
                 for (j, pj) in row.iter_mut().enumerate() {
                     *pj = if j <= i { *pj / sum } else { 0.0 };
                 }

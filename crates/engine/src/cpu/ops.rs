@@ -150,15 +150,16 @@ pub(crate) struct AttentionGrads<'a> {
     pub dv: &'a mut [f32],
 }
 
+#[inline(always)]
 fn sigmoid(v: f32) -> f32 {
-    1.0 / (1.0 + (-v).exp())
+    1.0 / (1.0 + super::math::exp(-v))
 }
 
 pub(crate) fn swiglu(g: &[f32], u: &[f32], out: &mut [f32]) {
     super::par::pieces_mut(out, |at, o| {
-        for (k, ok) in o.iter_mut().enumerate() {
-            let i = at + k;
-            *ok = g[i] * sigmoid(g[i]) * u[i];
+        let n = o.len();
+        for ((ok, g), u) in o.iter_mut().zip(&g[at..at + n]).zip(&u[at..at + n]) {
+            *ok = g * sigmoid(*g) * u;
         }
     });
 }
@@ -167,11 +168,13 @@ pub(crate) fn swiglu_backward(g: &[f32], u: &[f32], dy: &[f32], dg: &mut [f32], 
     // Both outputs in one pass, the sigmoid computed once per element.
     let n = dg.len();
     super::par::rows2_mut(dg, 1, &mut du[..n], 1, |at, dgp, dup| {
-        let (g, u, dy) = (&g[at..], &u[at..], &dy[at..]);
-        for (k, (gk, uk)) in dgp.iter_mut().zip(dup.iter_mut()).enumerate() {
+        let n = dgp.len();
+        let (g, u, dy) = (&g[at..at + n], &u[at..at + n], &dy[at..at + n]);
+        let dup = &mut dup[..n];
+        for k in 0..n {
             let s = sigmoid(g[k]);
-            *gk = dy[k] * u[k] * s * (1.0 + g[k] * (1.0 - s));
-            *uk = dy[k] * g[k] * s;
+            dgp[k] = dy[k] * u[k] * s * (1.0 + g[k] * (1.0 - s));
+            dup[k] = dy[k] * g[k] * s;
         }
     });
 }
@@ -216,15 +219,19 @@ pub(crate) fn cross_entropy_rows(
     for n in 0..rows {
         let row = &logits[n * vocab..(n + 1) * vocab];
         let m = row[1..].iter().fold(row[0], |m, v| m.max(*v));
-        let sum = row.iter().fold(0.0f32, |s, v| s + (v - m).exp());
+        // e^(l − m) into the gradient row first (vectorized), then its sum in order.
+        let d = &mut dlogits[n * vocab..(n + 1) * vocab];
+        for (e, l) in d.iter_mut().zip(row) {
+            *e = super::math::exp(l - m);
+        }
+        let sum = d.iter().fold(0.0f32, |s, e| s + e);
         let lse = m + sum.ln();
         let t = token(targets[n], vocab);
         losses[n] = lse - row[t];
-        for (v, l) in row.iter().enumerate() {
-            let p = (l - lse).exp();
-            let onehot = if v == t { 1.0 } else { 0.0 };
-            dlogits[n * vocab + v] = (p - onehot) * grad_scale;
+        for (dv, l) in d.iter_mut().zip(row) {
+            *dv = super::math::exp(l - lse) * grad_scale;
         }
+        d[t] = (super::math::exp(row[t] - lse) - 1.0) * grad_scale;
     }
 }
 
@@ -339,7 +346,7 @@ pub(crate) mod reference {
                     }
                     let mut sum = 0.0f32;
                     for j in 0..=i {
-                        let e = (probs[prow + j] - m).exp();
+                        let e = crate::cpu::math::exp(probs[prow + j] - m);
                         probs[prow + j] = e;
                         sum += e;
                     }

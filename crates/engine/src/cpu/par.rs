@@ -8,7 +8,7 @@ use hif8lab_format::FakeQuant;
 use hif8lab_scaling::stats::tensor_stats;
 #[cfg(test)]
 use hif8lab_scaling::stats::tensor_stats_from;
-use hif8lab_scaling::stats::{TensorStats, Threshold, tensor_stats_given};
+use hif8lab_scaling::stats::{TensorStats, Threshold, tensor_counts_given, tensor_stats_given};
 
 /// Elements per piece.
 pub(crate) const PIECE: usize = 1 << 14;
@@ -134,17 +134,22 @@ pub(crate) fn qdq_into(quant: &FakeQuant, x: &[f32], out: &mut [f32], scale: f32
     }
 }
 
-/// max |x| over non-NaN elements, as `amax_and_nonfinite` gives it, per piece then max.
-pub(crate) fn amax(x: &[f32]) -> f32 {
-    let one = |s: &[f32]| hif8lab_scaling::stats::amax_and_nonfinite(s).0.to_bits();
+/// max |x| over non-NaN elements and the count of non-finite ones, as
+/// `amax_and_nonfinite` gives them: per piece, then the max and the sum.
+pub(crate) fn amax(x: &[f32]) -> (f32, u64) {
+    let one = |s: &[f32]| {
+        let (amax, nonfinite) = hif8lab_scaling::stats::amax_and_nonfinite(s);
+        (amax.to_bits(), nonfinite)
+    };
+    let both = |a: (u32, u64), b: (u32, u64)| (a.0.max(b.0), a.1 + b.1);
     #[cfg(not(target_arch = "wasm32"))]
-    let bits = {
+    let (bits, nonfinite) = {
         use rayon::prelude::*;
-        x.par_chunks(PIECE).map(one).max()
+        x.par_chunks(PIECE).map(one).reduce(|| (0, 0), both)
     };
     #[cfg(target_arch = "wasm32")]
-    let bits = x.chunks(PIECE).map(one).max();
-    f32::from_bits(bits.unwrap_or(0))
+    let (bits, nonfinite) = x.chunks(PIECE).map(one).fold((0, 0), both);
+    (f32::from_bits(bits), nonfinite)
 }
 
 /// [`tensor_stats`] of `x`, computed per piece and combined exactly (amax by max, counts by
@@ -172,17 +177,22 @@ pub(crate) fn stats(
 
 /// [`stats`] and the fake quantization of `x` at `active_scale` into `out`, with the codec
 /// run once per element: `out` is exactly [`qdq_into`]'s result, and the statistics are
-/// exactly [`stats`]' (its error sums read `out` instead of quantizing again).
+/// exactly [`stats`]' (its error sums read `out` instead of quantizing again). `measured`:
+/// [`amax`] of `x` where the caller has it (then no piece measures it again).
 pub(crate) fn stats_qdq(
     x: &[f32],
     out: &mut [f32],
     thresholds: &[Threshold],
     active_scale: f32,
     quant: &FakeQuant,
+    measured: Option<(f32, u64)>,
 ) -> TensorStats {
     qdq_into(quant, x, out, active_scale);
     let out: &[f32] = out;
-    let one = |(s, q): (&[f32], &[f32])| tensor_stats_given(s, q, thresholds, active_scale, quant);
+    let one = |(s, q): (&[f32], &[f32])| match measured {
+        Some(_) => tensor_counts_given(s, q, thresholds, active_scale, quant),
+        None => tensor_stats_given(s, q, thresholds, active_scale, quant),
+    };
     #[cfg(not(target_arch = "wasm32"))]
     let parts: Vec<TensorStats> = {
         use rayon::prelude::*;
@@ -193,7 +203,11 @@ pub(crate) fn stats_qdq(
     };
     #[cfg(target_arch = "wasm32")]
     let parts: Vec<TensorStats> = x.chunks(PIECE).zip(out.chunks(PIECE)).map(one).collect();
-    combine(one((&[], &[])), parts)
+    let mut total = combine(one((&[], &[])), parts);
+    if let Some((amax, nonfinite)) = measured {
+        (total.amax, total.nonfinite) = (amax, nonfinite);
+    }
+    total
 }
 
 /// Per-piece statistics combined in piece order onto `total` (an empty piece's): amax by
@@ -259,9 +273,11 @@ mod tests {
         assert!(one.noise > 0.0 && one.signal > one.noise);
         (p.signal, p.noise, one.signal, one.noise) = (0.0, 0.0, 0.0, 0.0);
         assert_eq!(p, one);
+        let (whole, nonfinite) = hif8lab_scaling::stats::amax_and_nonfinite(&x);
+        let (pieced, pieced_nonfinite) = amax(&x);
         assert_eq!(
-            amax(&x).to_bits(),
-            hif8lab_scaling::stats::amax_and_nonfinite(&x).0.to_bits()
+            (pieced.to_bits(), pieced_nonfinite),
+            (whole.to_bits(), nonfinite)
         );
         let (mut a, mut b) = (vec![0.0; n], vec![0.0; n]);
         quant.qdq_into(&x, &mut a, 3.0);
@@ -299,11 +315,16 @@ mod tests {
             let mut q = vec![0.0; n];
             qdq_into(&quant, &x, &mut q, 7.5);
             let mut out = vec![1.0; n];
-            let one = stats_qdq(&x, &mut out, &th, 7.5, &quant);
+            let one = stats_qdq(&x, &mut out, &th, 7.5, &quant, None);
             assert_eq!(bits(&out), bits(&q), "{format} {rounding:?}");
             assert_eq!(one, two, "{format} {rounding:?}");
             assert_eq!(one.signal.to_bits(), two.signal.to_bits());
             assert_eq!(one.noise.to_bits(), two.noise.to_bits());
+            // With the amax measured beforehand (the amax op's): the same statistics.
+            let measured = amax(&x);
+            assert_eq!((measured.0, measured.1), (two.amax, two.nonfinite));
+            let given = stats_qdq(&x, &mut out, &th, 7.5, &quant, Some(measured));
+            assert_eq!(given, two, "{format} {rounding:?}");
         }
     }
 }

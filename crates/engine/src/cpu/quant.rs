@@ -22,6 +22,7 @@ impl QuantOps for CpuBackend {
             inner: Mutex::new(BankInner {
                 states: vec![state; config.quantizers],
                 measured: vec![0.0; config.quantizers],
+                measured_on: vec![None; config.quantizers],
                 est: Vec::new(),
                 stats: vec![StatsSnapshot::default(); config.quantizers],
                 histogram: None,
@@ -67,8 +68,11 @@ impl QuantOps for CpuBackend {
     fn amax(&self, x: &CpuTensor, bank: &CpuBank, quantizer: usize) -> Result<(), EngineError> {
         let _op = self.launched("amax");
         bank.config.check_index(quantizer)?;
-        let amax = super::par::amax(&x.get());
-        bank.lock().measured[quantizer] = amax;
+        let (amax, nonfinite) = super::par::amax(&x.read());
+        let on = (std::ptr::from_ref(x) as usize, x.stamp(), nonfinite);
+        let mut inner = bank.lock();
+        inner.measured[quantizer] = amax;
+        inner.measured_on[quantizer] = Some(on);
         Ok(())
     }
 
@@ -124,9 +128,11 @@ impl QuantOps for CpuBackend {
             .take()
             .map(|c| c.data)
             .unwrap_or_default();
-        let xv = x.get();
+        // The amax op's pass on this very tensor, when nothing has touched it since.
+        let measured = inner.measured_of(quantizer, x);
+        let xv = x.read();
         copy.resize(xv.len(), 0.0);
-        let s = super::par::stats_qdq(&xv, &mut copy, &thresholds, scale, &bank.quant);
+        let s = super::par::stats_qdq(&xv, &mut copy, &thresholds, scale, &bank.quant, measured);
         drop(xv);
         inner.quantized[quantizer] = Some(super::Quantized {
             tensor: std::ptr::from_ref(x) as usize,
@@ -154,7 +160,7 @@ impl QuantOps for CpuBackend {
     ) -> Result<(), EngineError> {
         let _op = self.launched("histogram");
         let scale = bank.active_scale(quantizer)?;
-        let hist = hif8lab_scaling::stats::Log2Histogram::of(&x.get(), scale);
+        let hist = hif8lab_scaling::stats::Log2Histogram::of(&x.read(), scale);
         bank.lock().histogram = Some(crate::BankHistogram { quantizer, hist });
         Ok(())
     }

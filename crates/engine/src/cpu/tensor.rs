@@ -51,8 +51,9 @@ impl TensorOps for CpuBackend {
             return Err(EngineError::Shape("matmul: C must not alias A or B".into()));
         }
         // A fused operand's fake-quantized copy, when its statistics pass left one for this
-        // very tensor (untouched since, same scale): taken before the tensor is locked (the
-        // lock takes a new stamp) and given back, re-stamped, after the product.
+        // very tensor (not written since, same scale): taken, and given back after the
+        // product (the operands are only read, so the copy stays valid for the backward
+        // pass's products of the same tensor).
         let take = |t: &CpuTensor,
                     fuse: Option<usize>|
          -> Result<Option<(usize, super::Quantized)>, EngineError> {
@@ -86,12 +87,12 @@ impl TensorOps for CpuBackend {
                 }
             }
         };
-        let av = a.get();
+        let av = a.read();
         // A and B may be the same tensor: lock it once.
         let b_guard = if std::ptr::eq(a, b) {
             None
         } else {
-            Some(b.get())
+            Some(b.read())
         };
         let bv: &[f32] = b_guard.as_deref().map(Vec::as_slice).unwrap_or(&av);
         let mut cv = c.get();
@@ -128,14 +129,11 @@ impl TensorOps for CpuBackend {
         matmul::gemm(spec, a_in, b_in, &mut cv);
         drop(b_guard);
         drop(av);
-        // Give the copies back, stamped as their tensors now are (only read since).
+        // Give the copies back (their tensors were only read: the stamps still hold).
         if let Some(bank) = bank {
             let mut inner = bank.lock();
-            for (t, cached) in [(a, cached_a), (b, cached_b)] {
-                if let Some((q, mut c)) = cached {
-                    c.stamp = t.stamp();
-                    inner.quantized[q] = Some(c);
-                }
+            for (q, c) in [cached_a, cached_b].into_iter().flatten() {
+                inner.quantized[q] = Some(c);
             }
         }
         Ok(())
