@@ -27,7 +27,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
     xvfb imagemagick libxkbcommon-x11-0 libxcursor1 libxrandr2 libxi6 libx11-xcb1
 fi
-cargo build --locked -p hif8lab-app
+# HIF8LAB_APP_BIN: an app binary already built (scripts/test.sh passes the one `cargo test
+# --workspace` built; `cargo build -p hif8lab-app` alone resolves other dependency features
+# and rebuilds wgpu, naga and more).
+app_bin=${HIF8LAB_APP_BIN:-}
+if [ -z "$app_bin" ]; then
+  cargo build --locked -p hif8lab-app
+  app_bin=$target/debug/hif8lab-app
+elif [ ! -x "$app_bin" ]; then
+  echo "app-screenshot.sh: HIF8LAB_APP_BIN=$app_bin: no executable there" >&2
+  exit 2
+fi
 display=":$((90 + RANDOM % 9))"
 Xvfb "$display" -screen 0 1280x800x24 -nolisten tcp >/dev/null 2>&1 &
 xvfb=$!
@@ -39,7 +49,7 @@ sleep 1
 png="app-screenshot-check-$$.png"
 rm -f "exports/$png"
 # shellcheck disable=SC2086 # HIF8LAB_APP_ARGS is split into flags on purpose
-DISPLAY=$display XDG_RUNTIME_DIR=$runtime "$target/debug/hif8lab-app" --preset smoke --autostart --tab "$tab" --png-after "$png" ${HIF8LAB_APP_ARGS:-} >"$log" 2>&1 &
+DISPLAY=$display XDG_RUNTIME_DIR=$runtime "$app_bin" --preset smoke --autostart --tab "$tab" --png-after "$png" ${HIF8LAB_APP_ARGS:-} >"$log" 2>&1 &
 app=$!
 for _ in $(seq 1 240); do
   grep -q "Training finished" "$log" && break

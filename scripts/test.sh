@@ -66,7 +66,7 @@ say "dependency direction"
 scripts/check-deps.sh
 
 say "desktop app under Xvfb (smoke preset, autostart) and a non-blank screenshot"
-scripts/app-screenshot.sh "$target/app-screenshot.png"
+HIF8LAB_APP_BIN="$target/debug/hif8lab-app" scripts/app-screenshot.sh "$target/app-screenshot.png"
 
 say "browser demo: build (wasm-bindgen, wasm-opt -O2) and the size budget (<= 3 MB gzipped)"
 scripts/build-web.sh --opt
