@@ -155,23 +155,9 @@ pub fn tensor_stats_from(
 }
 
 /// [`tensor_stats_from`] of a piece `x` whose fake-quantized values at `active_scale` are
-/// `q` (computed once, e.g. by the fake quantization that follows): the same statistics
-/// without a second pass of the codec.
-pub fn tensor_stats_given(
-    x: &[f32],
-    q: &[f32],
-    thresholds: &[Threshold],
-    active_scale: f32,
-    quant: &FakeQuant,
-) -> TensorStats {
-    let (signal, noise) = quant_error_of(x, q);
-    let amax = amax_and_nonfinite(x);
-    counted(x, thresholds, active_scale, quant, signal, noise, amax)
-}
-
-/// [`tensor_stats_given`] without the amax pass: `amax` and `nonfinite` are 0, for a caller
-/// that measured them already ([`amax_and_nonfinite`] of the same elements) and puts its
-/// own in their place.
+/// `q` (computed once, e.g. by the fake quantization that follows), without the codec and
+/// without the amax pass: `amax` and `nonfinite` are 0, for a caller that measures them
+/// ([`amax_and_nonfinite`] of the same elements) and puts them in their place.
 pub fn tensor_counts_given(
     x: &[f32],
     q: &[f32],

@@ -49,7 +49,7 @@ use crate::bank::{BankConfig, StatsSnapshot};
 use crate::{AttentionShape, BackendInfo, Counters, Device, EngineError};
 
 /// A CPU tensor: a flat f32 vector behind a lock (outputs are written through `&`), and the
-/// access stamp it was last taken with (see [`CpuTensor::stamp`]).
+/// access stamp it was last taken with (see [`CpuTensor::key`]).
 #[derive(Debug, Default)]
 pub struct CpuTensor {
     data: Mutex<Vec<f32>>,
@@ -88,10 +88,14 @@ impl CpuTensor {
         )
     }
 
-    /// The stamp of the last access that could write: unchanged stamp, unchanged contents
-    /// (nothing has written to the tensor since). What a fake-quantized copy is keyed by.
-    fn stamp(&self) -> u64 {
-        self.stamp.load(Ordering::Acquire)
+    /// This tensor as it is now: its address and the stamp of its last access that could
+    /// write (unchanged key, unchanged contents). What a fake-quantized copy and a measured
+    /// amax are keyed by.
+    fn key(&self) -> (usize, u64) {
+        (
+            std::ptr::from_ref(self) as usize,
+            self.stamp.load(Ordering::Acquire),
+        )
     }
 
     /// A copy of the contents.
@@ -113,10 +117,10 @@ impl std::ops::Deref for TensorRead<'_> {
 struct BankInner {
     states: Vec<QuantizerState>,
     measured: Vec<f32>,
-    /// Per quantizer: the tensor its last amax was measured on (address and access stamp)
-    /// and the non-finite count of that pass, for the statistics that follow on the same
-    /// tensor (no second amax pass).
-    measured_on: Vec<Option<(usize, u64, u64)>>,
+    /// Per quantizer: the tensor its last amax was measured on ([`CpuTensor::key`]) and
+    /// the non-finite count of that pass, for the statistics that follow on the same tensor
+    /// (no second amax pass).
+    measured_on: Vec<Option<((usize, u64), u64)>>,
     est: Vec<Vec<f32>>,
     stats: Vec<StatsSnapshot>,
     histogram: Option<crate::BankHistogram>,
@@ -125,11 +129,10 @@ struct BankInner {
     quantized: Vec<Option<Quantized>>,
 }
 
-/// A fake-quantized copy of a tensor: of which tensor (address and access stamp), at which
+/// A fake-quantized copy of a tensor: of which tensor ([`CpuTensor::key`]), at which
 /// scale.
 struct Quantized {
-    tensor: usize,
-    stamp: u64,
+    key: (usize, u64),
     scale_bits: u32,
     data: Vec<f32>,
 }
@@ -138,22 +141,16 @@ impl BankInner {
     /// Takes quantizer `q`'s copy if it is of `t` as it is now, at `scale`.
     fn take_quantized(&mut self, q: usize, t: &CpuTensor, scale: f32) -> Option<Quantized> {
         let slot = self.quantized.get_mut(q)?;
-        let fresh = slot.as_ref().is_some_and(|c| {
-            c.tensor == std::ptr::from_ref(t) as usize
-                && c.stamp == t.stamp()
-                && c.scale_bits == scale.to_bits()
-        });
+        let fresh = slot
+            .as_ref()
+            .is_some_and(|c| c.key == t.key() && c.scale_bits == scale.to_bits());
         if fresh { slot.take() } else { None }
     }
 
     /// Quantizer `q`'s measured amax and non-finite count if they are of `t` as it is now.
     fn measured_of(&self, q: usize, t: &CpuTensor) -> Option<(f32, u64)> {
         match self.measured_on.get(q)? {
-            Some((tensor, stamp, nonfinite))
-                if *tensor == std::ptr::from_ref(t) as usize && *stamp == t.stamp() =>
-            {
-                Some((self.measured[q], *nonfinite))
-            }
+            Some((key, nonfinite)) if *key == t.key() => Some((self.measured[q], *nonfinite)),
             _ => None,
         }
     }

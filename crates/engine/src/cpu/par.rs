@@ -8,7 +8,7 @@ use hif8lab_format::FakeQuant;
 use hif8lab_scaling::stats::tensor_stats;
 #[cfg(test)]
 use hif8lab_scaling::stats::tensor_stats_from;
-use hif8lab_scaling::stats::{TensorStats, Threshold, tensor_counts_given, tensor_stats_given};
+use hif8lab_scaling::stats::{TensorStats, Threshold, tensor_counts_given};
 
 /// Elements per piece.
 pub(crate) const PIECE: usize = 1 << 14;
@@ -178,7 +178,7 @@ pub(crate) fn stats(
 /// [`stats`] and the fake quantization of `x` at `active_scale` into `out`, with the codec
 /// run once per element: `out` is exactly [`qdq_into`]'s result, and the statistics are
 /// exactly [`stats`]' (its error sums read `out` instead of quantizing again). `measured`:
-/// [`amax`] of `x` where the caller has it (then no piece measures it again).
+/// [`amax`] of `x` where the caller has it (the amax op's), else it is measured here.
 pub(crate) fn stats_qdq(
     x: &[f32],
     out: &mut [f32],
@@ -189,10 +189,7 @@ pub(crate) fn stats_qdq(
 ) -> TensorStats {
     qdq_into(quant, x, out, active_scale);
     let out: &[f32] = out;
-    let one = |(s, q): (&[f32], &[f32])| match measured {
-        Some(_) => tensor_counts_given(s, q, thresholds, active_scale, quant),
-        None => tensor_stats_given(s, q, thresholds, active_scale, quant),
-    };
+    let one = |(s, q): (&[f32], &[f32])| tensor_counts_given(s, q, thresholds, active_scale, quant);
     #[cfg(not(target_arch = "wasm32"))]
     let parts: Vec<TensorStats> = {
         use rayon::prelude::*;
@@ -204,9 +201,7 @@ pub(crate) fn stats_qdq(
     #[cfg(target_arch = "wasm32")]
     let parts: Vec<TensorStats> = x.chunks(PIECE).zip(out.chunks(PIECE)).map(one).collect();
     let mut total = combine(one((&[], &[])), parts);
-    if let Some((amax, nonfinite)) = measured {
-        (total.amax, total.nonfinite) = (amax, nonfinite);
-    }
+    (total.amax, total.nonfinite) = measured.unwrap_or_else(|| amax(x));
     total
 }
 

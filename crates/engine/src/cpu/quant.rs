@@ -69,7 +69,7 @@ impl QuantOps for CpuBackend {
         let _op = self.launched("amax");
         bank.config.check_index(quantizer)?;
         let (amax, nonfinite) = super::par::amax(&x.read());
-        let on = (std::ptr::from_ref(x) as usize, x.stamp(), nonfinite);
+        let on = (x.key(), nonfinite);
         let mut inner = bank.lock();
         inner.measured[quantizer] = amax;
         inner.measured_on[quantizer] = Some(on);
@@ -135,8 +135,7 @@ impl QuantOps for CpuBackend {
         let s = super::par::stats_qdq(&xv, &mut copy, &thresholds, scale, &bank.quant, measured);
         drop(xv);
         inner.quantized[quantizer] = Some(super::Quantized {
-            tensor: std::ptr::from_ref(x) as usize,
-            stamp: x.stamp(),
+            key: x.key(),
             scale_bits: scale.to_bits(),
             data: copy,
         });
