@@ -68,14 +68,12 @@ impl<B: Backend> Variant<B> {
         })
     }
 
-    /// Runs until `until` steps are done and delivered (waiting for the device), adding
-    /// the time and the tokens of the steps after the warm-up.
-    fn block(&mut self, until: u64) -> Result<()> {
+    /// Runs until `until` steps are done and delivered (waiting for the device); returns
+    /// the tokens trained and the seconds it took.
+    fn run_until(&mut self, until: u64) -> Result<(u64, f64)> {
         let mut tokens = 0u64;
         let mut sink = |e: Event| {
-            if let Event::Report(r) = e
-                && r.step >= WARMUP
-            {
+            if let Event::Report(r) = e {
                 tokens += r.tokens;
             }
             Ok(())
@@ -87,8 +85,19 @@ impl<B: Backend> Variant<B> {
         }
         self.driver
             .advance(Control::Pause, Duration::ZERO, true, &mut sink)?;
-        self.seconds += start.elapsed().as_secs_f64();
+        Ok((tokens, start.elapsed().as_secs_f64()))
+    }
+
+    /// The untimed warm-up steps: neither their time nor their tokens count.
+    fn warm_up(&mut self) -> Result<()> {
+        self.run_until(WARMUP).map(|_| ())
+    }
+
+    /// One timed block: runs until `until` steps are done, adding its time and tokens.
+    fn block(&mut self, until: u64) -> Result<()> {
+        let (tokens, seconds) = self.run_until(until)?;
         self.tokens += tokens;
+        self.seconds += seconds;
         Ok(())
     }
 }
@@ -109,7 +118,7 @@ fn measure<B: Backend + Profiled>(
         Variant::new(make()?, config, true, steps)?,
     ];
     for v in &mut variants {
-        v.block(WARMUP)?;
+        v.warm_up()?;
     }
     let before = variants.each_ref().map(|v| {
         (

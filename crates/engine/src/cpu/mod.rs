@@ -100,7 +100,7 @@ impl CpuTensor {
 
     /// A copy of the contents.
     pub fn to_vec(&self) -> Vec<f32> {
-        self.get().clone()
+        self.read().clone()
     }
 }
 
@@ -237,6 +237,12 @@ impl CpuBackend {
     /// Counts one operation that stands for a GPU dispatch, and times it while profiling.
     fn launched(&self, op: &'static str) -> OpTimer<'_> {
         self.launched.fetch_add(1, Ordering::Relaxed);
+        self.timed(op)
+    }
+
+    /// Times one operation while profiling (tensor creation, uploads, copies and reads,
+    /// which are no dispatch on a GPU but take time here too).
+    fn timed(&self, op: &'static str) -> OpTimer<'_> {
         #[cfg(not(target_arch = "wasm32"))]
         let start = self
             .profile

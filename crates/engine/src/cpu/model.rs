@@ -12,7 +12,7 @@ impl ModelOps for CpuBackend {
         channels: usize,
     ) -> Result<(), EngineError> {
         let _op = self.launched("embedding");
-        let (t, w, mut o) = (tokens.get(), table.get(), out.get());
+        let (t, w, mut o) = (tokens.read(), table.read(), out.get());
         rows_of("embedding table", w.len(), channels)?;
         at_least("embedding out", o.len(), t.len() * channels)?;
         ops::embedding(&t, &w, &mut o, channels);
@@ -27,7 +27,7 @@ impl ModelOps for CpuBackend {
         channels: usize,
     ) -> Result<(), EngineError> {
         let _op = self.launched("embedding_backward");
-        let (t, d, mut w) = (tokens.get(), dout.get(), dtable.get());
+        let (t, d, mut w) = (tokens.read(), dout.read(), dtable.get());
         rows_of("embedding dtable", w.len(), channels)?;
         at_least("embedding dout", d.len(), t.len() * channels)?;
         ops::embedding_backward(&t, &d, &mut w, channels);
@@ -43,7 +43,7 @@ impl ModelOps for CpuBackend {
         eps: f32,
     ) -> Result<(), EngineError> {
         let _op = self.launched("rmsnorm");
-        let (xv, w, mut o, mut r) = (x.get(), weight.get(), out.get(), rstd.get());
+        let (xv, w, mut o, mut r) = (x.read(), weight.read(), out.get(), rstd.get());
         let rows = rows_of("rmsnorm x", xv.len(), w.len())?;
         same_len("rmsnorm out", o.len(), xv.len())?;
         same_len("rmsnorm rstd", r.len(), rows)?;
@@ -61,7 +61,7 @@ impl ModelOps for CpuBackend {
         dweight: &CpuTensor,
     ) -> Result<(), EngineError> {
         let _op = self.launched("rmsnorm_backward");
-        let (xv, w, r, d) = (x.get(), weight.get(), rstd.get(), dy.get());
+        let (xv, w, r, d) = (x.read(), weight.read(), rstd.read(), dy.read());
         let (mut dxv, mut dwv) = (dx.get(), dweight.get());
         let rows = rows_of("rmsnorm_backward x", xv.len(), w.len())?;
         same_len("rmsnorm_backward rstd", r.len(), rows)?;
@@ -81,7 +81,7 @@ impl ModelOps for CpuBackend {
         inverse: bool,
     ) -> Result<(), EngineError> {
         let _op = self.launched("rope");
-        let (xv, t, mut o) = (x.get(), table.get(), out.get());
+        let (xv, t, mut o) = (x.read(), table.read(), out.get());
         let n = shape.rows * shape.heads * shape.head_dim;
         at_least("rope x", xv.len(), n)?;
         at_least("rope out", o.len(), n)?;
@@ -101,7 +101,7 @@ impl ModelOps for CpuBackend {
     ) -> Result<(), EngineError> {
         let _op = self.launched("attention");
         check_attention(&shape)?;
-        let (qv, kv, vv) = (q.get(), k.get(), v.get());
+        let (qv, kv, vv) = (q.read(), k.read(), v.read());
         let (mut o, mut p) = (out.get(), probs.get());
         at_least("attention q", qv.len(), shape.q_len())?;
         at_least("attention k", kv.len(), shape.kv_len())?;
@@ -127,7 +127,7 @@ impl ModelOps for CpuBackend {
     ) -> Result<(), EngineError> {
         let _op = self.launched("attention_backward");
         check_attention(&shape)?;
-        let (qv, kv, vv, p, d) = (q.get(), k.get(), v.get(), probs.get(), dout.get());
+        let (qv, kv, vv, p, d) = (q.read(), k.read(), v.read(), probs.read(), dout.read());
         let (mut ds, mut dqv, mut dkv, mut dvv) = (dscores.get(), dq.get(), dk.get(), dv.get());
         at_least("attention_backward dscores", ds.len(), shape.probs_len())?;
         at_least("attention_backward dq", dqv.len(), shape.q_len())?;
@@ -153,7 +153,7 @@ impl ModelOps for CpuBackend {
 
     fn swiglu(&self, g: &CpuTensor, u: &CpuTensor, out: &CpuTensor) -> Result<(), EngineError> {
         let _op = self.launched("swiglu");
-        let (gv, uv, mut o) = (g.get(), u.get(), out.get());
+        let (gv, uv, mut o) = (g.read(), u.read(), out.get());
         same_len("swiglu u", uv.len(), gv.len())?;
         same_len("swiglu out", o.len(), gv.len())?;
         ops::swiglu(&gv, &uv, &mut o);
@@ -169,7 +169,7 @@ impl ModelOps for CpuBackend {
         du: &CpuTensor,
     ) -> Result<(), EngineError> {
         let _op = self.launched("swiglu_backward");
-        let (gv, uv, d) = (g.get(), u.get(), dy.get());
+        let (gv, uv, d) = (g.read(), u.read(), dy.read());
         let (mut dgv, mut duv) = (dg.get(), du.get());
         for (what, len) in [
             ("u", uv.len()),
@@ -192,7 +192,7 @@ impl ModelOps for CpuBackend {
         grad_scale: f32,
     ) -> Result<(), EngineError> {
         let _op = self.launched("cross_entropy");
-        let (l, t) = (logits.get(), targets.get());
+        let (l, t) = (logits.read(), targets.read());
         let (mut lo, mut dl) = (losses.get(), dlogits.get());
         same_len("cross_entropy losses", lo.len(), t.len())?;
         rows_of("cross_entropy logits", l.len(), l.len() / t.len().max(1))?;

@@ -6,7 +6,7 @@ use crate::{AdamHyper, EngineError, OptimizerOps, at_least, same_len};
 impl OptimizerOps for CpuBackend {
     fn sum_squares(&self, x: &CpuTensor, out: &CpuTensor, slot: usize) -> Result<(), EngineError> {
         let _op = self.launched("sum_squares");
-        let v = ops::sum_squares(&x.get());
+        let v = ops::sum_squares(&x.read());
         let mut o = out.get();
         at_least("sum_squares out", o.len(), slot + 1)?;
         o[slot] = v;
@@ -24,7 +24,7 @@ impl OptimizerOps for CpuBackend {
         hyper: &AdamHyper,
     ) -> Result<(), EngineError> {
         let _op = self.launched("adamw");
-        let (g, nv) = (grad.get(), norms.get());
+        let (g, nv) = (grad.read(), norms.read());
         let (mut p, mut mv, mut vv) = (param.get(), m.get(), v.get());
         for (what, len) in [("grad", g.len()), ("m", mv.len()), ("v", vv.len())] {
             same_len(&format!("adamw {what}"), len, p.len())?;

@@ -58,7 +58,7 @@ impl QuantOps for CpuBackend {
             bank.quant.qdq_slice(&mut out.get(), scale);
             return Ok(());
         }
-        let src = x.get();
+        let src = x.read();
         let mut dst = out.get();
         same_len("qdq", src.len(), dst.len())?;
         super::par::qdq_into(&bank.quant, &src, &mut dst, scale);
@@ -219,7 +219,7 @@ impl QuantOps for CpuBackend {
         let _op = self.launched("ste_mask");
         bank.config.check_index(quantizer)?;
         let limit = bank.lock().est[quantizer][bank.active];
-        let xv = x.get();
+        let xv = x.read();
         let mut g = grad.get();
         same_len("ste_mask", xv.len(), g.len())?;
         for (gi, xi) in g.iter_mut().zip(xv.iter()) {

@@ -5,18 +5,21 @@ use crate::{EngineError, MatmulSpec, Readback, TensorOps, check_matmul, same_len
 
 impl TensorOps for CpuBackend {
     fn upload(&self, data: &[f32]) -> Result<CpuTensor, EngineError> {
+        let _op = self.timed("upload");
         Ok(CpuTensor::new(data.to_vec()))
     }
 
     fn zeros(&self, len: usize) -> Result<CpuTensor, EngineError> {
+        let _op = self.timed("zeros");
         Ok(CpuTensor::new(vec![0.0; len]))
     }
 
     fn len(&self, t: &CpuTensor) -> usize {
-        t.get().len()
+        t.read().len()
     }
 
     fn write(&self, t: &CpuTensor, data: &[f32]) -> Result<(), EngineError> {
+        let _op = self.timed("write");
         let mut d = t.get();
         same_len("write", d.len(), data.len())?;
         d.copy_from_slice(data);
@@ -24,14 +27,16 @@ impl TensorOps for CpuBackend {
     }
 
     fn read(&self, t: &CpuTensor) -> Readback<Vec<f32>> {
-        Readback::ready(Ok(t.to_vec()))
+        let _op = self.timed("read");
+        Readback::ready(Ok(t.read().clone()))
     }
 
     fn copy(&self, src: &CpuTensor, dst: &CpuTensor) -> Result<(), EngineError> {
+        let _op = self.timed("copy");
         if std::ptr::eq(src, dst) {
             return Ok(());
         }
-        let s = src.get();
+        let s = src.read();
         let mut d = dst.get();
         same_len("copy", s.len(), d.len())?;
         d.copy_from_slice(&s);
@@ -140,6 +145,7 @@ impl TensorOps for CpuBackend {
     }
 
     fn fill_zero(&self, t: &CpuTensor) -> Result<(), EngineError> {
+        let _op = self.timed("fill_zero");
         t.get().fill(0.0);
         Ok(())
     }
@@ -154,7 +160,7 @@ impl TensorOps for CpuBackend {
             });
             return Ok(());
         }
-        let s = src.get();
+        let s = src.read();
         let mut d = dst.get();
         same_len("add_inplace", d.len(), s.len())?;
         super::par::pieces_mut(&mut d, |at, d| {
