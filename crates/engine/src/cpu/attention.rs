@@ -8,6 +8,7 @@
 use crate::AttentionShape;
 
 use super::ops::AttentionGrads;
+use super::simd::{F8, LANES};
 
 /// Runs `f(index, chunk)` over the `size`-element chunks of `data` (in parallel natively)
 /// and returns the results in chunk order.
@@ -48,12 +49,12 @@ fn map_range<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> 
 
 /// Rows per register block of the kernels below.
 const R: usize = 4;
-/// Lanes per accumulator (one AVX register of f32; two SSE or wasm SIMD registers).
-const W: usize = 8;
+/// Lanes per accumulator ([`F8`]: one AVX register, two SSE or wasm SIMD registers).
+const W: usize = LANES;
 
 /// `out[r·out_stride + j] = Σ_d a[r][d]·bt[d·stride + j]` for the `RR` rows and every
 /// `j < ncols`, each sum over d ascending from 0.0 (the plain loops' order per element), in
-/// register blocks of `RR` rows × `W` columns. `bt` is [head_dim][stride] with `stride` a
+/// register blocks of `RR` rows × `V`·`W` columns. `bt` is [head_dim][stride] with `stride` a
 /// multiple of `W` ≥ `ncols` (zero padding): columns past `ncols` in the last block are
 /// computed and dropped.
 fn dots_block<const RR: usize>(
@@ -64,25 +65,53 @@ fn dots_block<const RR: usize>(
     stride: usize,
     ncols: usize,
 ) {
-    let hd = a[0].len();
-    let a = a.map(|r| &r[..hd]);
     let mut j = 0;
     while j < ncols {
-        let mut acc = [[0.0f32; W]; RR];
-        for d in 0..hd {
-            let col = lanes(&bt[d * stride + j..]);
-            for r in 0..RR {
-                let x = a[r][d];
-                for l in 0..W {
-                    acc[r][l] += x * col[l];
-                }
+        // Two vectors of columns where both exist (more independent sums in flight).
+        if j + W < ncols && j + 2 * W <= stride {
+            dots_vectors::<RR, 2>(out, out_stride, a, bt, stride, j, ncols);
+            j += 2 * W;
+        } else {
+            dots_vectors::<RR, 1>(out, out_stride, a, bt, stride, j, ncols);
+            j += W;
+        }
+    }
+}
+
+/// One register block of [`dots_block`]: `RR` rows × `V` vectors of columns from `j`.
+#[inline(always)]
+fn dots_vectors<const RR: usize, const V: usize>(
+    out: &mut [f32],
+    out_stride: usize,
+    a: [&[f32]; RR],
+    bt: &[f32],
+    stride: usize,
+    j: usize,
+    ncols: usize,
+) {
+    let hd = a[0].len();
+    let a = a.map(|r| &r[..hd]);
+    let mut acc = [[F8::zero(); V]; RR];
+    for d in 0..hd {
+        let row = &bt[d * stride + j..];
+        let cols: [F8; V] = std::array::from_fn(|v| F8::at(&row[v * W..]));
+        for r in 0..RR {
+            let x = a[r][d];
+            for v in 0..V {
+                acc[r][v] = acc[r][v].add_scaled(x, cols[v]);
             }
         }
-        let w = W.min(ncols - j);
-        for (r, accr) in acc.iter().enumerate() {
-            out[r * out_stride + j..r * out_stride + j + w].copy_from_slice(&accr[..w]);
+    }
+    for (r, accr) in acc.iter().enumerate() {
+        for (v, lanes) in accr.iter().enumerate() {
+            let at = j + v * W;
+            if at >= ncols {
+                break;
+            }
+            let w = W.min(ncols - at);
+            let o = r * out_stride + at;
+            out[o..o + w].copy_from_slice(&lanes.to_array()[..w]);
         }
-        j += W;
     }
 }
 
@@ -100,26 +129,23 @@ fn weighted_rows<const RR: usize>(
     let mut out = out;
     let mut dc = 0;
     while dc < hd {
-        let w = W.min(hd - dc);
-        let mut acc = [[0.0f32; W]; RR];
-        if w == W {
-            acc = weighted_full(acc, p, x, &x_at, dc, i0);
-        } else {
-            for j in 0..=i0 {
-                let xj = &x[x_at(j) + dc..x_at(j) + dc + w];
-                for (accr, pr) in acc.iter_mut().zip(&p) {
-                    let c = pr[j];
-                    for (o, v) in accr.iter_mut().zip(xj) {
-                        *o += c * v;
-                    }
-                }
-            }
+        if dc + 2 * W <= hd {
+            weighted_vectors::<RR, 2>(&mut out, p, x, &x_at, dc, i0);
+            dc += 2 * W;
+            continue;
         }
-        // The triangle: position i0 + e adds only to the rows at or below it.
-        for e in 1..RR {
-            let j = i0 + e;
+        if dc + W <= hd {
+            weighted_vectors::<RR, 1>(&mut out, p, x, &x_at, dc, i0);
+            dc += W;
+            continue;
+        }
+        // The last lanes of a head_dim that is no multiple of W: plain loops.
+        let w = hd - dc;
+        let mut acc = [[0.0f32; W]; RR];
+        for j in 0..i0 + RR {
             let xj = &x[x_at(j) + dc..x_at(j) + dc + w];
-            for (accr, pr) in acc.iter_mut().zip(&p).skip(e) {
+            // Row r takes position j only up to its own position i0 + r.
+            for (accr, pr) in acc.iter_mut().zip(&p).skip(j.saturating_sub(i0)) {
                 let c = pr[j];
                 for (o, v) in accr.iter_mut().zip(xj) {
                     *o += c * v;
@@ -129,18 +155,51 @@ fn weighted_rows<const RR: usize>(
         for (o, accr) in out.iter_mut().zip(&acc) {
             o[dc..dc + w].copy_from_slice(&accr[..w]);
         }
-        dc += W;
+        dc = hd;
     }
 }
 
-/// The first `W` elements of `x` as an array (its length known to the compiler).
+/// `V` vectors of lanes from `dc` of [`weighted_rows`]: every row takes positions
+/// `0..=i0` (registers), then the triangle (position i0 + e adds only to the rows at or
+/// below it).
 #[inline(always)]
-fn lanes(x: &[f32]) -> &[f32; W] {
-    x[..W].try_into().unwrap_or(&[0.0; W])
+fn weighted_vectors<const RR: usize, const V: usize>(
+    out: &mut [&mut [f32]; RR],
+    p: [&[f32]; RR],
+    x: &[f32],
+    x_at: &impl Fn(usize) -> usize,
+    dc: usize,
+    i0: usize,
+) {
+    let acc = weighted_full::<RR, V>(p, x, x_at, dc, i0);
+    let mut acc = acc;
+    for e in 1..RR {
+        let j = i0 + e;
+        let xj: [F8; V] = std::array::from_fn(|v| F8::at(&x[x_at(j) + dc + v * W..]));
+        for r in e..RR {
+            let c = p[r][j];
+            for v in 0..V {
+                acc[r][v] = acc[r][v].add_scaled(c, xj[v]);
+            }
+        }
+    }
+    for (o, accr) in out.iter_mut().zip(&acc) {
+        for (v, lanes) in accr.iter().enumerate() {
+            lanes.store(first_mut(&mut o[dc + v * W..]));
+        }
+    }
+}
+
+/// The first `W` elements of `x` as an array.
+#[inline(always)]
+fn first_mut(x: &mut [f32]) -> &mut [f32; W] {
+    let n = x.len();
+    x.first_chunk_mut::<W>()
+        .unwrap_or_else(|| panic!("attention: {n} lanes, {W} needed"))
 }
 
 /// Accumulators of dK and dV for `R` positions × `W` lanes.
-type KvAcc = ([[f32; W]; R], [[f32; W]; R]);
+type KvAcc = ([F8; R], [F8; R]);
 
 /// dK and dV accumulators of `R` consecutive positions plus rows `rows` (all at or after
 /// the last position, so every position takes every row), rows ascending: `q`/`dout` lanes
@@ -154,38 +213,35 @@ fn kv_rows(
     rows: std::ops::Range<usize>,
 ) -> KvAcc {
     for i in rows {
-        let (qrow, drow) = (lanes(&q[q_at(i)..]), lanes(&dout[q_at(i)..]));
+        let (qrow, drow) = (F8::at(&q[q_at(i)..]), F8::at(&dout[q_at(i)..]));
         let at_i = ds_at(i);
         let (dsc, pr) = (&dscores[at_i..at_i + R], &probs[at_i..at_i + R]);
         for r in 0..R {
-            let (c, e) = (dsc[r], pr[r]);
-            for l in 0..W {
-                ak[r][l] += c * qrow[l];
-                av[r][l] += e * drow[l];
-            }
+            ak[r] = ak[r].add_scaled(dsc[r], qrow);
+            av[r] = av[r].add_scaled(pr[r], drow);
         }
     }
     (ak, av)
 }
 
-/// `acc[r][l] += p[r][j]·x[x_at(j) + dc + l]` for j in `0..=i0` ascending (every row takes
-/// every j: registers, by value in and out).
+/// `acc[r][v] = Σ_j p[r][j]·x[x_at(j) + dc + v·W ..]` for j in `0..=i0` ascending from 0.0
+/// (every row takes every j: registers).
 #[inline(never)]
-fn weighted_full<const RR: usize>(
-    mut acc: [[f32; W]; RR],
+fn weighted_full<const RR: usize, const V: usize>(
     p: [&[f32]; RR],
     x: &[f32],
-    x_at: impl Fn(usize) -> usize,
+    x_at: &impl Fn(usize) -> usize,
     dc: usize,
     i0: usize,
-) -> [[f32; W]; RR] {
+) -> [[F8; V]; RR] {
     let p = p.map(|r| &r[..=i0]);
+    let mut acc = [[F8::zero(); V]; RR];
     for j in 0..=i0 {
-        let xj = lanes(&x[x_at(j) + dc..]);
+        let xj: [F8; V] = std::array::from_fn(|v| F8::at(&x[x_at(j) + dc + v * W..]));
         for r in 0..RR {
             let c = p[r][j];
-            for l in 0..W {
-                acc[r][l] += c * xj[l];
+            for v in 0..V {
+                acc[r][v] = acc[r][v].add_scaled(c, xj[v]);
             }
         }
     }
@@ -377,25 +433,53 @@ pub(crate) fn attention_backward(
         let mut dv = vec![0.0f32; seq * hd];
         for (j0, rows) in row_blocks(seq) {
             let mut dc = 0;
-            while dc < hd {
-                let w = W.min(hd - dc);
+            while dc + W <= hd {
+                let (mut ak, mut av) = ([F8::zero(); R], [F8::zero(); R]);
+                for gi in 0..group {
+                    let h = kvh * group + gi;
+                    let base = (b * s.heads + h) * seq * seq;
+                    let q_at = |i| at(&s, s.heads, b, i, h) + dc;
+                    let ds_at = |i| base + i * seq + j0;
+                    // The triangle: position j0 + r gets row i only from i ≥ j0 + r on;
+                    // from row `full` on every position takes every row.
+                    let full = j0 + rows - 1;
+                    let take = |(ak, av): &mut KvAcc, i: usize, active: usize| {
+                        let (qrow, drow) = (F8::at(&q[q_at(i)..]), F8::at(&dout[q_at(i)..]));
+                        for r in 0..active {
+                            let at_ij = ds_at(i) + r;
+                            ak[r] = ak[r].add_scaled(dscores[at_ij], qrow);
+                            av[r] = av[r].add_scaled(probs[at_ij], drow);
+                        }
+                    };
+                    let mut acc = (ak, av);
+                    for i in j0..full {
+                        take(&mut acc, i, i - j0 + 1);
+                    }
+                    if rows == R {
+                        acc = kv_rows(acc, (q, dout, q_at), (dscores, probs, ds_at), full..seq);
+                    } else {
+                        for i in full..seq {
+                            take(&mut acc, i, rows);
+                        }
+                    }
+                    (ak, av) = acc;
+                }
+                for r in 0..rows {
+                    let o = (j0 + r) * hd + dc;
+                    ak[r].mul(F8::splat(scale)).store(first_mut(&mut dk[o..]));
+                    av[r].store(first_mut(&mut dv[o..]));
+                }
+                dc += W;
+            }
+            // The last lanes of a head_dim that is no multiple of W: plain loops, same order.
+            if dc < hd {
+                let w = hd - dc;
                 let (mut ak, mut av) = ([[0.0f32; W]; R], [[0.0f32; W]; R]);
                 for gi in 0..group {
                     let h = kvh * group + gi;
                     let base = (b * s.heads + h) * seq * seq;
-                    // The triangle: position j0 + r gets row i only from i ≥ j0 + r on.
-                    let full = j0 + rows - 1;
-                    let blocked = w == W && rows == R;
                     for i in j0..seq {
                         let qi = at(&s, s.heads, b, i, h) + dc;
-                        if i >= full && blocked {
-                            // From here on every position takes every row: registers.
-                            let q_at = |i| at(&s, s.heads, b, i, h) + dc;
-                            let ds_at = |i| base + i * seq + j0;
-                            (ak, av) =
-                                kv_rows((ak, av), (q, dout, q_at), (dscores, probs, ds_at), i..seq);
-                            break;
-                        }
                         let (qrow, drow) = (&q[qi..qi + w], &dout[qi..qi + w]);
                         let active = rows.min(i - j0 + 1);
                         for r in 0..active {
@@ -417,7 +501,6 @@ pub(crate) fn attention_backward(
                     }
                     dv[o..o + w].copy_from_slice(&av[r][..w]);
                 }
-                dc += W;
             }
         }
         (dk, dv)

@@ -15,6 +15,7 @@ mod ops;
 mod optimizer;
 mod par;
 mod quant;
+mod simd;
 mod tensor;
 
 /// Deterministic inputs for the CPU backend's unit tests.
