@@ -73,8 +73,92 @@ pub fn quant_error(x: &[f32], first_index: u32, scale: f32, quant: &FakeQuant) -
 /// [`quant_error`] of `x` whose fake-quantized values `q` are already computed (same sums,
 /// same order: equal results when `q` is what the quantizer gives).
 pub fn quant_error_of(x: &[f32], q: &[f32]) -> (f64, f64) {
+    const L: usize = ENERGY_LANES;
     let q = &q[..x.len()];
-    energies(x, |i, _| q[i])
+    let whole = x.len() / L * L;
+    let (mut signal, mut noise) = lanes_of_blocks(&x[..whole], &q[..whole]);
+    for (l, (v, qv)) in x[whole..].iter().zip(&q[whole..]).enumerate() {
+        let (s, n) = error_terms(*v, *qv);
+        signal[l] += s;
+        noise[l] += n;
+    }
+    (
+        signal.iter().fold(0.0, |a, b| a + b),
+        noise.iter().fold(0.0, |a, b| a + b),
+    )
+}
+
+/// The lane sums of [`quant_error_of`] over whole blocks of [`ENERGY_LANES`] elements (lane
+/// l takes element l of each block, blocks in order).
+#[cfg(not(all(target_arch = "x86_64", target_feature = "avx")))]
+fn lanes_of_blocks(x: &[f32], q: &[f32]) -> ([f64; ENERGY_LANES], [f64; ENERGY_LANES]) {
+    const L: usize = ENERGY_LANES;
+    let (mut signal, mut noise) = ([0.0f64; L], [0.0f64; L]);
+    for (xb, qb) in x.chunks_exact(L).zip(q.chunks_exact(L)) {
+        for l in 0..L {
+            let (s, n) = error_terms(xb[l], qb[l]);
+            signal[l] += s;
+            noise[l] += n;
+        }
+    }
+    (signal, noise)
+}
+
+/// [`lanes_of_blocks`] in AVX registers: the same IEEE operations per lane as
+/// [`error_terms`] (the compiler's own vectorization of it shuffled lanes and branched).
+#[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
+#[allow(unsafe_code)]
+fn lanes_of_blocks(x: &[f32], q: &[f32]) -> ([f64; ENERGY_LANES], [f64; ENERGY_LANES]) {
+    use std::arch::x86_64::{
+        _CMP_LT_OQ, _mm256_add_pd, _mm256_and_ps, _mm256_castps256_ps128, _mm256_cmp_ps,
+        _mm256_cvtps_pd, _mm256_extractf128_ps, _mm256_loadu_ps, _mm256_mul_pd, _mm256_set1_ps,
+        _mm256_setzero_pd, _mm256_storeu_pd, _mm256_sub_pd,
+    };
+    const L: usize = ENERGY_LANES;
+    let (mut signal, mut noise) = ([0.0f64; L], [0.0f64; L]);
+    // SAFETY: AVX is enabled for this build (the cfg above); every load reads 8 f32 of a
+    // block that `chunks_exact` made exactly 8 long, every store writes 4 f64 into an
+    // array of 8 at offset 0 or 4.
+    unsafe {
+        let abs = _mm256_set1_ps(f32::from_bits(0x7FFF_FFFF));
+        let inf = _mm256_set1_ps(f32::INFINITY);
+        let (mut s_lo, mut s_hi) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+        let (mut n_lo, mut n_hi) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+        for (xb, qb) in x.chunks_exact(L).zip(q.chunks_exact(L)) {
+            let (v, qv) = (_mm256_loadu_ps(xb.as_ptr()), _mm256_loadu_ps(qb.as_ptr()));
+            // Finite: |x| < inf (false for NaN); both finite or both become +0.0.
+            let keep = _mm256_and_ps(
+                _mm256_cmp_ps::<_CMP_LT_OQ>(_mm256_and_ps(v, abs), inf),
+                _mm256_cmp_ps::<_CMP_LT_OQ>(_mm256_and_ps(qv, abs), inf),
+            );
+            let (v, qv) = (_mm256_and_ps(v, keep), _mm256_and_ps(qv, keep));
+            let (v_lo, v_hi) = (
+                _mm256_cvtps_pd(_mm256_castps256_ps128(v)),
+                _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(v)),
+            );
+            let (q_lo, q_hi) = (
+                _mm256_cvtps_pd(_mm256_castps256_ps128(qv)),
+                _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(qv)),
+            );
+            let (e_lo, e_hi) = (_mm256_sub_pd(v_lo, q_lo), _mm256_sub_pd(v_hi, q_hi));
+            s_lo = _mm256_add_pd(s_lo, _mm256_mul_pd(v_lo, v_lo));
+            s_hi = _mm256_add_pd(s_hi, _mm256_mul_pd(v_hi, v_hi));
+            n_lo = _mm256_add_pd(n_lo, _mm256_mul_pd(e_lo, e_lo));
+            n_hi = _mm256_add_pd(n_hi, _mm256_mul_pd(e_hi, e_hi));
+        }
+        _mm256_storeu_pd(signal.as_mut_ptr(), s_lo);
+        _mm256_storeu_pd(signal.as_mut_ptr().add(4), s_hi);
+        _mm256_storeu_pd(noise.as_mut_ptr(), n_lo);
+        _mm256_storeu_pd(noise.as_mut_ptr().add(4), n_hi);
+    }
+    (signal, noise)
+}
+
+/// A block of `L` elements as an array (`x` has exactly `L`, from `chunks_exact`).
+#[inline(always)]
+fn block<const L: usize>(x: &[f32]) -> &[f32; L] {
+    x.try_into()
+        .unwrap_or_else(|_| panic!("stats: a block of {} elements, {L} expected", x.len()))
 }
 
 /// Lanes of the energy sums.
@@ -108,23 +192,45 @@ fn energies(x: &[f32], quantized: impl Fn(usize, f32) -> f32) -> (f64, f64) {
 /// One element's v² and (v − q)², both 0 (adding nothing) when `v` or `q` is not finite.
 #[inline(always)]
 fn error_terms(v: f32, q: f32) -> (f64, f64) {
-    let keep = v.is_finite() && q.is_finite();
+    // Finite: the magnitude's bits below those of infinity (compares the vectorizer keeps
+    // in integer lanes, no branch).
+    // When either is not, both become +0.0 (bit masks, no branch): terms of exactly 0.
+    let finite = |x: f32| (x.to_bits() & 0x7FFF_FFFF) < 0x7F80_0000;
+    let mask = 0u32.wrapping_sub(u32::from(finite(v) & finite(q)));
+    let (v, q) = (
+        f32::from_bits(v.to_bits() & mask),
+        f32::from_bits(q.to_bits() & mask),
+    );
     let (v, e) = (f64::from(v), f64::from(v) - f64::from(q));
-    if keep { (v * v, e * e) } else { (0.0, 0.0) }
+    (v * v, e * e)
 }
 
 /// amax and non-finite count (the first pass; all that delayed scaling needs).
 pub fn amax_and_nonfinite(x: &[f32]) -> (f32, u64) {
+    const L: usize = 8;
+    const INF: u32 = 0x7F80_0000;
     let mut amax_bits = 0u32;
     let mut nonfinite = 0u64;
-    for v in x {
-        let a = v.to_bits() & 0x7FFF_FFFF;
-        if a >= 0x7F80_0000 {
-            nonfinite += 1;
+    // Blocks of 2^20 elements: per lane a 32-bit count (cannot wrap) and a running max of
+    // the magnitude's bits (NaN's bits replaced by 0), L lanes at once.
+    for big in x.chunks(1 << 20) {
+        let whole = big.len() / L * L;
+        let (mut m, mut n) = ([0u32; L], [0u32; L]);
+        for b in big[..whole].chunks_exact(L) {
+            let b: &[f32; L] = block(b);
+            for l in 0..L {
+                let a = b[l].to_bits() & 0x7FFF_FFFF;
+                n[l] += u32::from(a >= INF);
+                m[l] = m[l].max(if a <= INF { a } else { 0 });
+            }
         }
-        if a <= 0x7F80_0000 && a > amax_bits {
-            amax_bits = a;
+        for v in &big[whole..] {
+            let a = v.to_bits() & 0x7FFF_FFFF;
+            n[0] += u32::from(a >= INF);
+            m[0] = m[0].max(if a <= INF { a } else { 0 });
         }
+        amax_bits = m.iter().fold(amax_bits, |a, b| a.max(*b));
+        nonfinite += n.iter().map(|c| u64::from(*c)).sum::<u64>();
     }
     (f32::from_bits(amax_bits), nonfinite)
 }
@@ -248,6 +354,73 @@ mod tests {
         assert_eq!(s.above_est, [3, 2]); // -3, -inf, 2 | -3, -inf
         assert_eq!(s.overflow, [1, 2]); // -inf | -3·2e4, -inf (2·2e4 = 40000 < 40960)
         assert_eq!(s.underflow, 1); // 1e-12·15 < 2^-23
+    }
+
+    /// Values of every kind: signs, tiny to overflowing magnitudes, zeros, NaN and ±Inf.
+    fn mixed(n: usize) -> Vec<f32> {
+        let mut s = 0x9E37_79B9_7F4A_7C15u64;
+        (0..n)
+            .map(|i| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let u = (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+                match i % 23 {
+                    5 => f32::NAN,
+                    11 => f32::INFINITY,
+                    17 => f32::NEG_INFINITY,
+                    19 => 0.0,
+                    20 => -0.0,
+                    _ => u * 10f32.powi((i % 13) as i32 - 6),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn energies_of_given_values_equal_the_codec_path_bit_for_bit() {
+        for format in [Format::HiF8, Format::E4M3] {
+            let q = FakeQuant::new(format);
+            for n in (0..40).chain([1000, 4099]) {
+                let x = mixed(n);
+                for scale in [1.0, 15.0, 3.0e4] {
+                    let mut out = vec![0.0; n];
+                    q.qdq_into(&x, &mut out, scale);
+                    let (s1, n1) = quant_error(&x, 0, scale, &q);
+                    let (s2, n2) = quant_error_of(&x, &out);
+                    assert_eq!(
+                        (s1.to_bits(), n1.to_bits()),
+                        (s2.to_bits(), n2.to_bits()),
+                        "{n} {scale}"
+                    );
+                    // And the definition, summed in the documented lane order.
+                    let mut lanes = ([0.0f64; ENERGY_LANES], [0.0f64; ENERGY_LANES]);
+                    for (i, (v, qv)) in x.iter().zip(&out).enumerate() {
+                        if v.is_finite() && qv.is_finite() {
+                            let (v, e) = (f64::from(*v), f64::from(*v) - f64::from(*qv));
+                            lanes.0[i % ENERGY_LANES] += v * v;
+                            lanes.1[i % ENERGY_LANES] += e * e;
+                        }
+                    }
+                    let sum = |l: [f64; ENERGY_LANES]| l.iter().fold(0.0, |a, b| a + b);
+                    assert_eq!(s2.to_bits(), sum(lanes.0).to_bits());
+                    assert_eq!(n2.to_bits(), sum(lanes.1).to_bits());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn amax_pass_matches_its_definition_at_every_length() {
+        for n in (0..40).chain([1000, 4099]) {
+            let x = mixed(n);
+            let nonfinite = x.iter().filter(|v| !v.is_finite()).count() as u64;
+            let amax = x
+                .iter()
+                .filter(|v| !v.is_nan())
+                .fold(0.0f32, |a, v| a.max(v.abs()));
+            assert_eq!(amax_and_nonfinite(&x), (amax, nonfinite), "{n}");
+        }
     }
 
     #[test]
