@@ -275,13 +275,91 @@ pub fn tensor_counts_given(
     counted(x, thresholds, active_scale, quant, signal, noise, (0.0, 0))
 }
 
-/// Elements of `x` for which `pred` holds: 32-bit counts per block of 2^20 elements (twice
-/// as many lanes per vector as 64-bit ones), summed as 64-bit.
-#[inline(always)]
-fn count(x: &[f32], pred: impl Fn(f32) -> bool) -> u64 {
-    x.chunks(1 << 20)
-        .map(|c| u64::from(c.iter().map(|v| u32::from(pred(*v))).sum::<u32>()))
-        .sum()
+/// The least magnitude m in [0, +Inf] (by bits) for which `pred(m)` holds, for a `pred`
+/// that is false then true as m grows (each count of [`counted`] is of such a predicate of
+/// |x|: rounding is monotone); NaN when it holds for none. 31 evaluations.
+fn least_magnitude(pred: impl Fn(f32) -> bool) -> f32 {
+    let (mut lo, mut hi) = (0u32, 0x7F80_0001u32);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(f32::from_bits(mid)) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    f32::from_bits(lo)
+}
+
+/// For each bound: the elements with |x| ≥ bound (NaN elements never count; a NaN bound
+/// counts nothing), [`GROUP`] bounds per pass, per block of 2^20 elements.
+fn count_at_least(x: &[f32], bounds: &[f32]) -> Vec<u64> {
+    let mut total = vec![0u64; bounds.len()];
+    for big in x.chunks(1 << 20) {
+        for (group, sums) in bounds.chunks(GROUP).zip(total.chunks_mut(GROUP)) {
+            let mut b = [f32::NAN; GROUP];
+            b[..group.len()].copy_from_slice(group);
+            let counts = count_group(big, &b);
+            for (t, c) in sums.iter_mut().zip(counts) {
+                *t += c;
+            }
+        }
+    }
+    total
+}
+
+/// Bounds counted per pass of [`count_at_least`].
+const GROUP: usize = 6;
+
+/// [`count_at_least`] of one block (at most 2^20 elements) for [`GROUP`] bounds.
+#[cfg(not(all(target_arch = "x86_64", target_feature = "avx")))]
+fn count_group(x: &[f32], bounds: &[f32; GROUP]) -> [u64; GROUP] {
+    let mut counts = [0u32; GROUP];
+    for v in x {
+        let m = v.abs();
+        for (c, b) in counts.iter_mut().zip(bounds) {
+            *c += u32::from(m >= *b);
+        }
+    }
+    counts.map(u64::from)
+}
+
+/// [`count_group`] in AVX registers: per bound, 8 lanes of counts kept as f32 (exact below
+/// 2^24; a block gives each lane at most 2^17).
+#[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
+#[allow(unsafe_code)]
+fn count_group(x: &[f32], bounds: &[f32; GROUP]) -> [u64; GROUP] {
+    use std::arch::x86_64::{
+        __m256, _CMP_GE_OQ, _mm256_add_ps, _mm256_and_ps, _mm256_cmp_ps, _mm256_loadu_ps,
+        _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+    };
+    const L: usize = 8;
+    let whole = x.len() / L * L;
+    let mut lanes = [[0.0f32; L]; GROUP];
+    // SAFETY: AVX is enabled for this build (the cfg above); each load reads 8 f32 of a
+    // block that `chunks_exact` made exactly 8 long; each store writes 8 f32 into an array
+    // of 8.
+    unsafe {
+        let abs = _mm256_set1_ps(f32::from_bits(0x7FFF_FFFF));
+        let one = _mm256_set1_ps(1.0);
+        let b: [__m256; GROUP] = bounds.map(|t| _mm256_set1_ps(t));
+        let mut acc = [_mm256_setzero_ps(); GROUP];
+        for block in x[..whole].chunks_exact(L) {
+            let m = _mm256_and_ps(_mm256_loadu_ps(block.as_ptr()), abs);
+            for k in 0..GROUP {
+                // Ordered compare: false for a NaN element or a NaN bound.
+                let hit = _mm256_cmp_ps::<_CMP_GE_OQ>(m, b[k]);
+                acc[k] = _mm256_add_ps(acc[k], _mm256_and_ps(hit, one));
+            }
+        }
+        for k in 0..GROUP {
+            _mm256_storeu_ps(lanes[k].as_mut_ptr(), acc[k]);
+        }
+    }
+    std::array::from_fn(|k| {
+        let tail = x[whole..].iter().filter(|v| v.abs() >= bounds[k]).count() as u64;
+        lanes[k].iter().map(|c| *c as u64).sum::<u64>() + tail
+    })
 }
 
 /// Every count of a call, with its error energies, amax and non-finite count already
@@ -300,23 +378,30 @@ fn counted(
     // qdq(v·s) == 0 exactly when |v·s| ≤ underflow_max (checked against the codec in the
     // format crate's tests); the comparison is much cheaper than the codec.
     let underflow_max = facts.underflow_max;
-    // One tight pass per counter: each inner loop is a simple compare-and-count the
-    // compiler vectorizes, and the tensor stays in cache between passes.
-    let above_est = thresholds
+    // Every count is of elements whose magnitude reaches a bound, found once per call by
+    // bisection over the magnitudes (each predicate depends on |v| alone and is monotone in
+    // it), then all counted in one pass: above the estimate (|v| > est), overflowing
+    // (|v·scale| ≥ limit), and the underflow range [smallest subnormal, first magnitude
+    // that does not underflow).
+    let k = thresholds.len();
+    let mut bounds: Vec<f32> = thresholds
         .iter()
-        .map(|t| {
-            let est = t.est;
-            count(x, |v| v.abs() > est)
-        })
+        .map(|t| least_magnitude(|m| m > t.est))
+        .chain(
+            thresholds
+                .iter()
+                .map(|t| least_magnitude(|m| (m * t.scale).abs() >= limit)),
+        )
         .collect();
-    let overflow = thresholds
-        .iter()
-        .map(|t| {
-            let scale = t.scale;
-            count(x, |v| (v * scale).abs() >= limit)
-        })
-        .collect();
-    let underflow = count(x, |v| v != 0.0 && (v * active_scale).abs() <= underflow_max);
+    let nonzero = f32::from_bits(1);
+    let kept = least_magnitude(|m| !((m * active_scale).abs() <= underflow_max));
+    bounds.push(nonzero);
+    // An empty range when even the smallest magnitude is kept; NaN (counting nothing) when none is.
+    bounds.push(if kept.to_bits() <= 1 { nonzero } else { kept });
+    let counts = count_at_least(x, &bounds);
+    let above_est = counts[..k].to_vec();
+    let overflow = counts[k..2 * k].to_vec();
+    let underflow = counts[2 * k] - counts[2 * k + 1];
     TensorStats {
         numel: x.len() as u64,
         amax,
@@ -420,6 +505,58 @@ mod tests {
                 .filter(|v| !v.is_nan())
                 .fold(0.0f32, |a, v| a.max(v.abs()));
             assert_eq!(amax_and_nonfinite(&x), (amax, nonfinite), "{n}");
+        }
+    }
+
+    #[test]
+    fn bounded_counts_equal_the_definitions() {
+        let specials = [
+            0.0,
+            -0.0,
+            f32::from_bits(1),
+            1e-30,
+            0.5,
+            1.0,
+            3.0,
+            15.0,
+            4.0e4,
+            3.0e38,
+            f32::INFINITY,
+            f32::NAN,
+            -2.0,
+            f32::NEG_INFINITY,
+        ];
+        let mut x = mixed(5000);
+        x.extend(specials);
+        x.extend(specials.map(|v| -v));
+        for format in [Format::HiF8, Format::E4M3, Format::E5M2] {
+            let q = FakeQuant::new(format);
+            let facts = format.facts();
+            for (i, est) in specials.iter().enumerate() {
+                let scale = specials[(i * 5 + 3) % specials.len()];
+                let t = [
+                    Threshold { est: *est, scale },
+                    Threshold {
+                        est: -*est,
+                        scale: 15.0 / est.abs().max(1e-30),
+                    },
+                ];
+                for active in [scale, 1.0, 7.5e3, 0.0, f32::INFINITY] {
+                    let got = counted(&x, &t, active, &q, 0.0, 0.0, (0.0, 0));
+                    let count =
+                        |p: &dyn Fn(f32) -> bool| x.iter().filter(|v| p(**v)).count() as u64;
+                    let above: Vec<u64> = t.iter().map(|t| count(&|v| v.abs() > t.est)).collect();
+                    let overflow: Vec<u64> = t
+                        .iter()
+                        .map(|t| count(&|v| (v * t.scale).abs() >= facts.overflow_threshold))
+                        .collect();
+                    let under = count(&|v| v != 0.0 && (v * active).abs() <= facts.underflow_max);
+                    let case = format!("{format:?} est {est} scale {scale} active {active}");
+                    assert_eq!(got.above_est, above, "{case}");
+                    assert_eq!(got.overflow, overflow, "{case}");
+                    assert_eq!(got.underflow, under, "{case}");
+                }
+            }
         }
     }
 
