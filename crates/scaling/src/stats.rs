@@ -394,7 +394,8 @@ fn counted(
         )
         .collect();
     let nonzero = f32::from_bits(1);
-    let kept = least_magnitude(|m| !((m * active_scale).abs() <= underflow_max));
+    let underflows = |m: f32| (m * active_scale).abs() <= underflow_max;
+    let kept = least_magnitude(|m| !underflows(m));
     bounds.push(nonzero);
     // An empty range when even the smallest magnitude is kept; NaN (counting nothing) when none is.
     bounds.push(if kept.to_bits() <= 1 { nonzero } else { kept });
