@@ -5,7 +5,10 @@
 # `hif8lab bench train --preset small --backend cpu`, both on the same thread count; prints
 # both figures and their ratios. Not part of scripts/test.sh.
 #
-#   scripts/bench-vs-torch.sh [--threads N] [--steps N]
+#   scripts/bench-vs-torch.sh [--threads N] [--steps N] [--rounds N]
+#
+# --rounds (default 3): how many torch/hif8lab pairs to run, alternating which goes first;
+# the summary gives the median ratio, the range and whether each goal held in every round.
 #
 # PyTorch comes from a virtual environment at $HIF8LAB_TORCH_VENV (default
 # <target dir>/torch-venv), created with `pip install torch` when missing (PyPI's Linux
@@ -17,14 +20,17 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 threads=2
 steps=10
+rounds=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "bench-vs-torch.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
+case "$rounds" in ''|*[!0-9]*|0) echo "bench-vs-torch.sh: --rounds must be a positive integer, not '$rounds'" >&2; exit 2 ;; esac
 target=$(target_dir)
 python=${HIF8LAB_TORCH_PYTHON:-}
 if [ -z "$python" ]; then
@@ -37,19 +43,50 @@ if [ -z "$python" ]; then
   python="$venv/bin/python"
 fi
 cargo build --release --locked -p hif8lab-cli >&2
-torch_json=$("$python" scripts/torch_reference.py --threads "$threads" --steps "$steps")
-ours_json=$("$target/release/hif8lab" --threads "$threads" bench train --preset small --backend cpu --steps "$steps" --json)
-python3 - "$torch_json" "$ours_json" <<'PY'
-import json, sys
-t, o = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-print(f"small preset shape ({t['parameters'] / 1e6:.2f} M parameters, 1,024 tokens per step), "
-      f"{t['threads']} threads, on {o['adapter']}:")
-print(f"| | plain tokens/s | QAT tokens/s | QAT overhead |")
-print(f"|---|---|---|---|")
-print(f"| PyTorch {t['torch']} eager (HiF8 W8A8G8 emulated in torch) | {t['tokens_per_s_plain']:,.0f} | "
-      f"{t['tokens_per_s_qat']:,.0f} | {t['qat_overhead']:.2f} |")
-print(f"| hif8lab bench train (CPU backend) | {o['tokens_per_s_plain']:,.0f} | "
-      f"{o['tokens_per_s_qat']:,.0f} | {o['qat_overhead']:.2f} |")
-print(f"| hif8lab ÷ PyTorch | {o['tokens_per_s_plain'] / t['tokens_per_s_plain']:.2f}× | "
-      f"{o['tokens_per_s_qat'] / t['tokens_per_s_qat']:.2f}× | |")
+# Rounds alternate which of the two runs first (torch, ours | ours, torch | ...), so a host
+# whose speed drifts slows both alike; every round is printed, then the median ratio.
+results=()
+for ((r = 0; r < rounds; r++)); do
+  echo "bench-vs-torch.sh: round $((r + 1)) of $rounds" >&2
+  torch() { "$python" scripts/torch_reference.py --threads "$threads" --steps "$steps"; }
+  ours() { "$target/release/hif8lab" --threads "$threads" bench train --preset small --backend cpu --steps "$steps" --json; }
+  if ((r % 2 == 0)); then t=$(torch); o=$(ours); else o=$(ours); t=$(torch); fi
+  results+=("$t" "$o")
+done
+python3 - "${results[@]}" <<'PY'
+import json, statistics, sys
+docs = [json.loads(a) for a in sys.argv[1:]]
+pairs = list(zip(docs[0::2], docs[1::2]))
+t0, o0 = pairs[0]
+print(f"small preset shape ({t0['parameters'] / 1e6:.2f} M parameters, 1,024 tokens per step), "
+      f"{t0['threads']} threads, on {o0['adapter']}, {len(pairs)} rounds (torch and hif8lab "
+      f"alternating which runs first):")
+print("| round | PyTorch plain | PyTorch QAT | PyTorch overhead | hif8lab plain | hif8lab QAT "
+      "| hif8lab overhead | ratio plain | ratio QAT |")
+print("|---|---|---|---|---|---|---|---|---|")
+ratios = []
+for i, (t, o) in enumerate(pairs, 1):
+    rp = o['tokens_per_s_plain'] / t['tokens_per_s_plain']
+    rq = o['tokens_per_s_qat'] / t['tokens_per_s_qat']
+    ratios.append((rp, rq, o['qat_overhead']))
+    print(f"| {i} | {t['tokens_per_s_plain']:,.0f} | {t['tokens_per_s_qat']:,.0f} | "
+          f"{t['qat_overhead']:.2f} | {o['tokens_per_s_plain']:,.0f} | {o['tokens_per_s_qat']:,.0f} | "
+          f"{o['qat_overhead']:.2f} | {rp:.2f}× | {rq:.2f}× |")
+print(f"(tokens/s; PyTorch {t0['torch']} eager with HiF8 W8A8G8 emulated in torch, "
+      "hif8lab bench train on its CPU backend)")
+def summary(name, values, goal, higher=True):
+    med = statistics.median(values)
+    lo, hi = min(values), max(values)
+    met = sum((v >= goal) if higher else (v <= goal) for v in values)
+    if met == len(values):
+        verdict = "met in every round"
+    elif met == 0:
+        verdict = "not met in any round"
+    else:
+        verdict = f"inconclusive: met in {met} of {len(values)} rounds"
+    sign = "≥" if higher else "≤"
+    print(f"{name}: median {med:.2f} (rounds {lo:.2f}–{hi:.2f}); goal {sign} {goal:.2f}: {verdict}")
+summary("hif8lab ÷ PyTorch, plain", [r[0] for r in ratios], 1.0)
+summary("hif8lab ÷ PyTorch, QAT", [r[1] for r in ratios], 2.0)
+summary("hif8lab QAT overhead", [r[2] for r in ratios], 1.10, higher=False)
 PY
