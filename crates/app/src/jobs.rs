@@ -133,18 +133,21 @@ impl HifApp {
         let spawned = std::thread::Builder::new()
             .name("hif8lab-lesson".into())
             .spawn(move || {
-                let result = hif8lab_train::grid::GridConfig::preset("grid-lesson")
-                    .map_err(|e| e.to_string())
-                    .and_then(|grid| {
-                        hif8lab_train::lesson::run_lesson(
-                            name,
-                            &|| Ok(hif8lab_engine::cpu::CpuBackend::new()),
-                            &grid,
-                            std::path::Path::new(LESSON_OUT),
-                            &mut (),
-                        )
+                // On a thread of the CPU backend's pool, as the command line runs it.
+                let result = hif8lab_engine::cpu::on_pool(|| {
+                    hif8lab_train::grid::GridConfig::preset("grid-lesson")
                         .map_err(|e| e.to_string())
-                    });
+                        .and_then(|grid| {
+                            hif8lab_train::lesson::run_lesson(
+                                name,
+                                &|| Ok(hif8lab_engine::cpu::CpuBackend::new()),
+                                &grid,
+                                std::path::Path::new(LESSON_OUT),
+                                &mut (),
+                            )
+                            .map_err(|e| e.to_string())
+                        })
+                });
                 let _ = tx.send(result);
             });
         match spawned {

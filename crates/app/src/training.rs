@@ -334,25 +334,36 @@ impl Training {
             std::thread::Builder::new()
                 .name("hif8lab-training".into())
                 .spawn(move || {
-                    let mut s = Stepper::new(config, device, extras);
-                    while !s.done() {
-                        let (msgs, waiting) = s.advance(
-                            flag.load(Ordering::Relaxed),
-                            hist.load(Ordering::Relaxed),
-                            Duration::from_millis(20),
-                        );
-                        let any = !msgs.is_empty();
-                        for m in msgs {
-                            if tx.send(m).is_err() {
-                                return; // the UI is gone
+                    let on_cpu = matches!(device, Device::Cpu);
+                    let body = move || {
+                        let mut s = Stepper::new(config, device, extras);
+                        while !s.done() {
+                            let (msgs, waiting) = s.advance(
+                                flag.load(Ordering::Relaxed),
+                                hist.load(Ordering::Relaxed),
+                                Duration::from_millis(20),
+                            );
+                            let any = !msgs.is_empty();
+                            for m in msgs {
+                                if tx.send(m).is_err() {
+                                    return; // the UI is gone
+                                }
+                            }
+                            if any {
+                                wake();
+                            }
+                            if waiting {
+                                std::thread::sleep(Duration::from_millis(1));
                             }
                         }
-                        if any {
-                            wake();
-                        }
-                        if waiting {
-                            std::thread::sleep(Duration::from_millis(1));
-                        }
+                    };
+                    // A CPU run works on a thread of the CPU backend's pool, as the command
+                    // line does: its ops split into pieces without a hand-off per op (while
+                    // paused it keeps that thread; other CPU work has the rest).
+                    if on_cpu {
+                        hif8lab_engine::cpu::on_pool(body);
+                    } else {
+                        body();
                     }
                 })?;
             Ok(Training {
