@@ -49,7 +49,7 @@ fn map_range<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> 
 
 /// Rows per register block of the kernels below.
 const R: usize = 4;
-/// Lanes per accumulator ([`F8`]: one AVX register, two SSE or wasm SIMD registers).
+/// Lanes per accumulator ([`F8`]: one AVX register natively, two simd128 registers in wasm).
 const W: usize = LANES;
 
 /// `out[r·out_stride + j] = Σ_d a[r][d]·bt[d·stride + j]` for the `RR` rows and every
@@ -171,8 +171,7 @@ fn weighted_vectors<const RR: usize, const V: usize>(
     dc: usize,
     i0: usize,
 ) {
-    let acc = weighted_full::<RR, V>(p, x, x_at, dc, i0);
-    let mut acc = acc;
+    let mut acc = weighted_full::<RR, V>(p, x, x_at, dc, i0);
     for e in 1..RR {
         let j = i0 + e;
         let xj: [F8; V] = std::array::from_fn(|v| F8::at(&x[x_at(j) + dc + v * W..]));
