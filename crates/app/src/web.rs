@@ -106,19 +106,19 @@ impl WebHandle {
 
 /// Times the CPU backend in this page (the browser's CPU fallback), outside the frame loop:
 /// `steps` training steps of `preset` (plain, and QAT from the first step, timed in
-/// alternating blocks) after two warm-up steps each, on the main thread. Returns JSON: `simd` (whether this build uses
-/// WebAssembly SIMD), `steps_per_s_plain`, `steps_per_s_qat`, `ms_per_step_plain`,
-/// `ms_per_step_qat`. For the browser test and for anyone comparing builds or browsers.
+/// alternating blocks) after two warm-up steps each, on the main thread. Returns JSON:
+/// `simd` (whether this build uses WebAssembly SIMD), `steps_per_s_plain`,
+/// `steps_per_s_qat`, `ms_per_step_plain`, `ms_per_step_qat`. For the browser test and for anyone comparing builds or browsers.
 #[wasm_bindgen]
 pub fn bench_cpu(preset: &str, steps: u32) -> Result<String, JsValue> {
     use hif8lab_train::{RunConfig, Trainer};
     let err = |e: &dyn std::fmt::Display| JsValue::from_str(&e.to_string());
     let text = RunConfig::preset_text(preset).map_err(|e| err(&e))?;
     let base = RunConfig::parse(preset, text, &[]).map_err(|e| err(&e))?;
-    // Both variants built and warmed up first, then timed in alternating blocks (plain,
-    // QAT, QAT, plain, …) as `hif8lab bench train` does: the browser compiles hot wasm
-    // code again in its optimizing tier while the page runs, and whichever variant ran
-    // first would pay for it.
+    // Both variants built and warmed up first, then timed in the blocks `hif8lab bench
+    // train` uses (RunConfig::bench_blocks): the browser compiles hot wasm code again in
+    // its optimizing tier while the page runs, and whichever variant ran first would pay
+    // for it.
     let mut trainers = Vec::with_capacity(2);
     for qat in [false, true] {
         let config = base.bench_variant(qat, u64::from(steps) + 2);
@@ -130,11 +130,8 @@ pub fn bench_cpu(preset: &str, steps: u32) -> Result<String, JsValue> {
         trainer.poll().map_err(|e| err(&e))?;
         trainers.push(trainer);
     }
-    let (mut seconds, mut done) = ([0.0f64; 2], [0u32; 2]);
-    let rounds = steps.clamp(1, 10);
-    for round in 0..rounds {
-        let until = steps * (round + 1) / rounds;
-        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+    let (mut seconds, mut done) = ([0.0f64; 2], [0u64; 2]);
+    for (until, order) in RunConfig::bench_blocks(u64::from(steps)) {
         for i in order {
             let start = web_time::Instant::now();
             while done[i] < until {

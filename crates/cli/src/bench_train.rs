@@ -131,13 +131,9 @@ fn measure<B: Backend + Profiled>(
             v.driver.trainer().backend().start_profile();
         }
     }
-    // Blocks of about a tenth of the steps, at least one step each.
-    let rounds = steps.clamp(1, 10);
-    for round in 0..rounds {
-        let until = WARMUP + steps * (round + 1) / rounds;
-        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+    for (timed, order) in RunConfig::bench_blocks(steps) {
         for i in order {
-            variants[i].block(until)?;
+            variants[i].block(WARMUP + timed)?;
         }
     }
     let mut figures = Vec::with_capacity(2);

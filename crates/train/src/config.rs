@@ -371,6 +371,19 @@ impl RunConfig {
         c
     }
 
+    /// The timed blocks of a benchmark of two variants over `steps` steps each: for every
+    /// block, the timed steps each variant has done at its end (about a tenth of `steps`
+    /// per block, at least one) and the order the two run in — plain, QAT, QAT, plain, … —
+    /// so a machine whose speed drifts slows both alike. `hif8lab bench train` and the
+    /// browser's `bench_cpu` both follow it.
+    pub fn bench_blocks(steps: u64) -> impl Iterator<Item = (u64, [usize; 2])> {
+        let rounds = steps.clamp(1, 10);
+        (0..rounds).map(move |round| {
+            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+            (steps * (round + 1) / rounds, order)
+        })
+    }
+
     /// The TOML text of a preset.
     pub fn preset_text(name: &str) -> Result<&'static str, ConfigError> {
         PRESETS
@@ -692,6 +705,28 @@ mod tests {
             back.train.checkpoint_every = base.train.checkpoint_every;
             assert_eq!(back, base);
         }
+    }
+
+    /// Blocks end at every step count up to `steps` in order, the last at `steps`, and the
+    /// variants alternate which runs first.
+    #[test]
+    fn bench_blocks_cover_the_steps_in_alternating_order() {
+        for steps in [1, 2, 7, 10, 13, 400] {
+            let blocks: Vec<_> = RunConfig::bench_blocks(steps).collect();
+            assert_eq!(blocks.len() as u64, steps.min(10), "{steps}");
+            assert_eq!(blocks.last().map(|b| b.0), Some(steps), "{steps}");
+            for (i, (until, order)) in blocks.iter().enumerate() {
+                assert!(
+                    *until >= 1 && (i == 0 || *until > blocks[i - 1].0),
+                    "{steps}"
+                );
+                assert_eq!(*order, if i % 2 == 0 { [0, 1] } else { [1, 0] });
+            }
+        }
+        assert_eq!(
+            RunConfig::bench_blocks(0).collect::<Vec<_>>(),
+            [(0, [0, 1])]
+        );
     }
 
     #[test]
