@@ -73,42 +73,21 @@ pub fn quant_error(x: &[f32], first_index: u32, scale: f32, quant: &FakeQuant) -
 /// [`quant_error`] of `x` whose fake-quantized values `q` are already computed (same sums,
 /// same order: equal results when `q` is what the quantizer gives).
 pub fn quant_error_of(x: &[f32], q: &[f32]) -> (f64, f64) {
-    const L: usize = ENERGY_LANES;
     let q = &q[..x.len()];
-    let whole = x.len() / L * L;
-    let (mut signal, mut noise) = lanes_of_blocks(&x[..whole], &q[..whole]);
-    for (l, (v, qv)) in x[whole..].iter().zip(&q[whole..]).enumerate() {
-        let (s, n) = error_terms(*v, *qv);
-        signal[l] += s;
-        noise[l] += n;
-    }
-    (
-        signal.iter().fold(0.0, |a, b| a + b),
-        noise.iter().fold(0.0, |a, b| a + b),
-    )
+    let given = |i: usize, _: f32| q[i];
+    let whole = x.len() / ENERGY_LANES * ENERGY_LANES;
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
+    let lanes = lanes_of_blocks(&x[..whole], &q[..whole]);
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx")))]
+    let lanes = block_lanes(&x[..whole], &given);
+    with_tail(lanes, x, whole, &given)
 }
 
-/// The lane sums of [`quant_error_of`] over whole blocks of [`ENERGY_LANES`] elements (lane
-/// l takes element l of each block, blocks in order).
-#[cfg(not(all(target_arch = "x86_64", target_feature = "avx")))]
-fn lanes_of_blocks(x: &[f32], q: &[f32]) -> ([f64; ENERGY_LANES], [f64; ENERGY_LANES]) {
-    const L: usize = ENERGY_LANES;
-    let (mut signal, mut noise) = ([0.0f64; L], [0.0f64; L]);
-    for (xb, qb) in x.chunks_exact(L).zip(q.chunks_exact(L)) {
-        for l in 0..L {
-            let (s, n) = error_terms(xb[l], qb[l]);
-            signal[l] += s;
-            noise[l] += n;
-        }
-    }
-    (signal, noise)
-}
-
-/// [`lanes_of_blocks`] in AVX registers: the same IEEE operations per lane as
+/// [`block_lanes`] of given values in AVX registers: the same IEEE operations per lane as
 /// [`error_terms`] (the compiler's own vectorization of it shuffled lanes and branched).
 #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
 #[allow(unsafe_code)]
-fn lanes_of_blocks(x: &[f32], q: &[f32]) -> ([f64; ENERGY_LANES], [f64; ENERGY_LANES]) {
+fn lanes_of_blocks(x: &[f32], q: &[f32]) -> Lanes {
     use std::arch::x86_64::{
         _CMP_LT_OQ, _mm256_add_pd, _mm256_and_ps, _mm256_castps256_ps128, _mm256_cmp_ps,
         _mm256_cvtps_pd, _mm256_extractf128_ps, _mm256_loadu_ps, _mm256_mul_pd, _mm256_set1_ps,
@@ -168,16 +147,38 @@ pub const ENERGY_LANES: usize = 8;
 /// [`ENERGY_LANES`] lanes.
 #[inline(always)]
 fn energies(x: &[f32], quantized: impl Fn(usize, f32) -> f32) -> (f64, f64) {
+    let whole = x.len() / ENERGY_LANES * ENERGY_LANES;
+    with_tail(block_lanes(&x[..whole], &quantized), x, whole, &quantized)
+}
+
+/// Per-lane energy sums: lane l of each.
+type Lanes = ([f64; ENERGY_LANES], [f64; ENERGY_LANES]);
+
+/// The lane sums over `x`, whole blocks of [`ENERGY_LANES`] elements: lane l takes element
+/// l of each block, blocks in order.
+#[inline(always)]
+fn block_lanes(x: &[f32], quantized: &impl Fn(usize, f32) -> f32) -> Lanes {
     const L: usize = ENERGY_LANES;
     let (mut signal, mut noise) = ([0.0f64; L], [0.0f64; L]);
-    let whole = x.len() / L * L;
-    for (c, block) in x[..whole].chunks_exact(L).enumerate() {
+    for (c, block) in x.chunks_exact(L).enumerate() {
         for l in 0..L {
             let (s, n) = error_terms(block[l], quantized(c * L + l, block[l]));
             signal[l] += s;
             noise[l] += n;
         }
     }
+    (signal, noise)
+}
+
+/// `lanes` of `x[..whole]` plus the elements from `whole` on (element `whole + l` into lane
+/// l), then the lanes summed in order.
+#[inline(always)]
+fn with_tail(
+    (mut signal, mut noise): Lanes,
+    x: &[f32],
+    whole: usize,
+    quantized: &impl Fn(usize, f32) -> f32,
+) -> (f64, f64) {
     for (l, v) in x[whole..].iter().enumerate() {
         let (s, n) = error_terms(*v, quantized(whole + l, *v));
         signal[l] += s;
@@ -192,9 +193,8 @@ fn energies(x: &[f32], quantized: impl Fn(usize, f32) -> f32) -> (f64, f64) {
 /// One element's v² and (v − q)², both 0 (adding nothing) when `v` or `q` is not finite.
 #[inline(always)]
 fn error_terms(v: f32, q: f32) -> (f64, f64) {
-    // Finite: the magnitude's bits below those of infinity (compares the vectorizer keeps
-    // in integer lanes, no branch).
-    // When either is not, both become +0.0 (bit masks, no branch): terms of exactly 0.
+    // Finite: the magnitude's bits below those of infinity. When either is not, both
+    // become +0.0 (bit masks, no branch): terms of exactly 0.
     let finite = |x: f32| (x.to_bits() & 0x7FFF_FFFF) < 0x7F80_0000;
     let mask = 0u32.wrapping_sub(u32::from(finite(v) & finite(q)));
     let (v, q) = (

@@ -28,7 +28,7 @@ impl TensorOps for CpuBackend {
 
     fn read(&self, t: &CpuTensor) -> Readback<Vec<f32>> {
         let _op = self.timed("read");
-        Readback::ready(Ok(t.read().clone()))
+        Readback::ready(Ok(t.to_vec()))
     }
 
     fn copy(&self, src: &CpuTensor, dst: &CpuTensor) -> Result<(), EngineError> {
