@@ -108,9 +108,13 @@ fn dots_vectors<const RR: usize, const V: usize>(
             if at >= ncols {
                 break;
             }
-            let w = W.min(ncols - at);
             let o = r * out_stride + at;
-            out[o..o + w].copy_from_slice(&lanes.to_array()[..w]);
+            if ncols - at >= W {
+                lanes.store(first_mut(&mut out[o..]));
+            } else {
+                let w = ncols - at;
+                out[o..o + w].copy_from_slice(&lanes.to_array()[..w]);
+            }
         }
     }
 }
@@ -197,30 +201,42 @@ fn first_mut(x: &mut [f32]) -> &mut [f32; W] {
         .unwrap_or_else(|| panic!("attention: {n} lanes, {W} needed"))
 }
 
-/// Accumulators of dK and dV for `R` positions × `W` lanes.
-type KvAcc = ([F8; R], [F8; R]);
+/// Sums of `R` positions × `V` vectors of lanes (dK's or dV's).
+type KvAcc<const V: usize> = [[F8; V]; R];
 
-/// dK and dV accumulators of `R` consecutive positions plus rows `rows` (all at or after
-/// the last position, so every position takes every row), rows ascending: `q`/`dout` lanes
-/// at `q_at(i)`, the positions' scores' gradients and probabilities at `ds_at(i)`. The
-/// accumulators live in registers (by value in and out).
+/// One head's rows `rows` into the sums of `R` consecutive positions: position `r` takes
+/// `coef[coef_at(i) + r]·x[x_at(i) + v·W ..]` from each row `i`, rows ascending — for dK the
+/// scores' gradients and Q, for dV the probabilities and dOut. `active(i)`: how many of the
+/// positions row `i` reaches (the causal triangle; `R` from the block's last position on).
+/// The sums live in registers (by value in and out).
 #[inline(never)]
-fn kv_rows(
-    (mut ak, mut av): KvAcc,
-    (q, dout, q_at): (&[f32], &[f32], impl Fn(usize) -> usize),
-    (dscores, probs, ds_at): (&[f32], &[f32], impl Fn(usize) -> usize),
+fn kv_rows<const V: usize>(
+    mut acc: KvAcc<V>,
+    (coef, coef_at): (&[f32], impl Fn(usize) -> usize),
+    (x, x_at): (&[f32], impl Fn(usize) -> usize),
     rows: std::ops::Range<usize>,
-) -> KvAcc {
+    active: impl Fn(usize) -> usize,
+) -> KvAcc<V> {
     for i in rows {
-        let (qrow, drow) = (F8::at(&q[q_at(i)..]), F8::at(&dout[q_at(i)..]));
-        let at_i = ds_at(i);
-        let (dsc, pr) = (&dscores[at_i..at_i + R], &probs[at_i..at_i + R]);
-        for r in 0..R {
-            ak[r] = ak[r].add_scaled(dsc[r], qrow);
-            av[r] = av[r].add_scaled(pr[r], drow);
+        let xa = x_at(i);
+        let xs: [F8; V] = std::array::from_fn(|v| F8::at(&x[xa + v * W..]));
+        let n = active(i);
+        let c = &coef[coef_at(i)..coef_at(i) + n];
+        if n == R {
+            for r in 0..R {
+                for v in 0..V {
+                    acc[r][v] = acc[r][v].add_scaled(c[r], xs[v]);
+                }
+            }
+        } else {
+            for r in 0..n {
+                for v in 0..V {
+                    acc[r][v] = acc[r][v].add_scaled(c[r], xs[v]);
+                }
+            }
         }
     }
-    (ak, av)
+    acc
 }
 
 /// `acc[r][v] = Σ_j p[r][j]·x[x_at(j) + dc + v·W ..]` for j in `0..=i0` ascending from 0.0
@@ -245,6 +261,37 @@ fn weighted_full<const RR: usize, const V: usize>(
         }
     }
     acc
+}
+
+/// dK (`coef` the scores' gradients, `x` Q, `mult` the score scale) or dV (the
+/// probabilities, dOut, 1: ×1 is exact) of positions `j0..j0 + rows` of kv head `kvh` of sequence `b`,
+/// lanes `dc..dc + V·W`, into `out` ([seq, head_dim]): each sum over the group's heads, then
+/// rows i ascending from its position, as in the reference.
+fn kv_block<const V: usize>(
+    s: &AttentionShape,
+    (b, kvh, j0, rows, dc): (usize, usize, usize, usize, usize),
+    (coef, x): (&[f32], &[f32]),
+    mult: f32,
+    out: &mut [f32],
+) {
+    let (seq, hd, group) = (s.seq, s.head_dim, s.heads / s.kv_heads);
+    let mut acc: KvAcc<V> = [[F8::zero(); V]; R];
+    // From row `full` on, every position of the block takes every row.
+    let full = j0 + rows - 1;
+    for gi in 0..group {
+        let h = kvh * group + gi;
+        let base = (b * s.heads + h) * seq * seq;
+        let coef_at = |i: usize| base + i * seq + j0;
+        let x_at = |i: usize| at(s, s.heads, b, i, h) + dc;
+        acc = kv_rows(acc, (coef, coef_at), (x, x_at), j0..full, |i| i - j0 + 1);
+        acc = kv_rows(acc, (coef, coef_at), (x, x_at), full..seq, |_| rows);
+    }
+    for (r, accr) in acc.iter().enumerate().take(rows) {
+        for (v, lanes) in accr.iter().enumerate() {
+            let o = (j0 + r) * hd + dc + v * W;
+            lanes.mul(F8::splat(mult)).store(first_mut(&mut out[o..]));
+        }
+    }
 }
 
 /// Rows of kv head `kvh` of sequence `b` of a [batch, seq, kv_heads, head_dim] tensor,
@@ -356,21 +403,21 @@ pub(crate) fn attention(
             let q_at = |i| at(&s, s.heads, b, i, h);
             score_rows(p, seq, q, q_at, hd, (&kt, stride), (i0, rows));
             for i in i0..i0 + rows {
-                let row = &mut p[i * seq..(i + 1) * seq];
-                let mut m = f32::NEG_INFINITY;
-                for pj in row.iter_mut().take(i + 1) {
-                    let sc = *pj * scale;
-                    *pj = sc;
-                    m = m.max(sc);
+                let (row, masked) = p[i * seq..(i + 1) * seq].split_at_mut(i + 1);
+                for pj in row.iter_mut() {
+                    *pj *= scale;
                 }
-                // e^(s − m) for the whole row first (vectorized), then the sum in order.
-                for pj in row.iter_mut().take(i + 1) {
+                // The max in lanes (exact in any order), e^(s − m) for the whole row, the
+                // sum in the references' lane order.
+                let m = super::math::lane_max(row);
+                for pj in row.iter_mut() {
                     *pj = super::math::exp(*pj - m);
                 }
-                let sum = row.iter().take(i + 1).fold(0.0f32, |s, e| s + e);
-                for (j, pj) in row.iter_mut().enumerate() {
-                    *pj = if j <= i { *pj / sum } else { 0.0 };
+                let sum = super::math::lane_sum(row);
+                for pj in row.iter_mut() {
+                    *pj /= sum;
                 }
+                masked.fill(0.0);
             }
             let v_at = |j| at(&s, s.kv_heads, b, j, kvh);
             weighted(&mut o, p, seq, v, v_at, (i0, rows));
@@ -401,18 +448,13 @@ pub(crate) fn attention_backward(
             let d_at = |i| at(&s, s.heads, b, i, h);
             score_rows(ds, seq, dout, d_at, hd, (&vt, stride), (i0, rows));
             for i in i0..i0 + rows {
-                let (prow, dsrow) = (&p[i * seq..(i + 1) * seq], &mut ds[i * seq..(i + 1) * seq]);
-                let mut rowsum = 0.0f32;
-                for j in 0..=i {
-                    rowsum += prow[j] * dsrow[j];
+                let prow = &p[i * seq..=i * seq + i];
+                let (dsrow, masked) = ds[i * seq..(i + 1) * seq].split_at_mut(i + 1);
+                let rowsum = super::math::lane_dot(prow, dsrow);
+                for (d, p) in dsrow.iter_mut().zip(prow) {
+                    *d = p * (*d - rowsum);
                 }
-                for j in 0..seq {
-                    dsrow[j] = if j <= i {
-                        prow[j] * (dsrow[j] - rowsum)
-                    } else {
-                        0.0
-                    };
-                }
+                masked.fill(0.0);
             }
             let k_at = |j| at(&s, s.kv_heads, b, j, kvh);
             weighted(&mut dq, ds, seq, k, k_at, (i0, rows));
@@ -431,44 +473,19 @@ pub(crate) fn attention_backward(
         let mut dk = vec![0.0f32; seq * hd];
         let mut dv = vec![0.0f32; seq * hd];
         for (j0, rows) in row_blocks(seq) {
+            // dK from the scores' gradients and Q, dV from the probabilities and dOut: two
+            // vectors of lanes at a time where they fit, then one.
             let mut dc = 0;
             while dc + W <= hd {
-                let (mut ak, mut av) = ([F8::zero(); R], [F8::zero(); R]);
-                for gi in 0..group {
-                    let h = kvh * group + gi;
-                    let base = (b * s.heads + h) * seq * seq;
-                    let q_at = |i| at(&s, s.heads, b, i, h) + dc;
-                    let ds_at = |i| base + i * seq + j0;
-                    // The triangle: position j0 + r gets row i only from i ≥ j0 + r on;
-                    // from row `full` on every position takes every row.
-                    let full = j0 + rows - 1;
-                    let take = |(ak, av): &mut KvAcc, i: usize, active: usize| {
-                        let (qrow, drow) = (F8::at(&q[q_at(i)..]), F8::at(&dout[q_at(i)..]));
-                        for r in 0..active {
-                            let at_ij = ds_at(i) + r;
-                            ak[r] = ak[r].add_scaled(dscores[at_ij], qrow);
-                            av[r] = av[r].add_scaled(probs[at_ij], drow);
-                        }
-                    };
-                    let mut acc = (ak, av);
-                    for i in j0..full {
-                        take(&mut acc, i, i - j0 + 1);
-                    }
-                    if rows == R {
-                        acc = kv_rows(acc, (q, dout, q_at), (dscores, probs, ds_at), full..seq);
-                    } else {
-                        for i in full..seq {
-                            take(&mut acc, i, rows);
-                        }
-                    }
-                    (ak, av) = acc;
+                if dc + 2 * W <= hd {
+                    kv_block::<2>(&s, (b, kvh, j0, rows, dc), (dscores, q), scale, &mut dk);
+                    kv_block::<2>(&s, (b, kvh, j0, rows, dc), (probs, dout), 1.0, &mut dv);
+                    dc += 2 * W;
+                } else {
+                    kv_block::<1>(&s, (b, kvh, j0, rows, dc), (dscores, q), scale, &mut dk);
+                    kv_block::<1>(&s, (b, kvh, j0, rows, dc), (probs, dout), 1.0, &mut dv);
+                    dc += W;
                 }
-                for r in 0..rows {
-                    let o = (j0 + r) * hd + dc;
-                    ak[r].mul(F8::splat(scale)).store(first_mut(&mut dk[o..]));
-                    av[r].store(first_mut(&mut dv[o..]));
-                }
-                dc += W;
             }
             // The last lanes of a head_dim that is no multiple of W: plain loops, same order.
             if dc < hd {
@@ -526,6 +543,7 @@ mod tests {
             (2, 7, 4, 2, 8),
             (3, 16, 6, 3, 4),
             (1, 33, 2, 1, 16),
+            (2, 9, 4, 2, 27),
             (2, 128, 6, 3, 32),
         ] {
             let s = AttentionShape {

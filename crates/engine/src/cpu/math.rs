@@ -2,7 +2,8 @@
 //! loops that call it vectorize (libm's `expf` is a call per element, which they cannot).
 //! Every CPU path, the fast loops and their readable references alike, uses this one
 //! function, so they stay equal bit for bit; against the exact e^x it is within 2 ulp
-//! (tested), like the GPU's `exp`.
+//! (tested), like the GPU's `exp`. Likewise the order of the attention softmax's sums
+//! ([`lane_sum`], [`lane_dot`]): one order that vectorizes, for both.
 
 /// e^x: Cody–Waite reduction x = k·ln 2 + r, |r| ≤ ln 2 / 2, Cephes' degree-7 polynomial
 /// for e^r (relative error about 1.7·10⁻⁷), scaled by 2^k in two halves so subnormal
@@ -39,9 +40,119 @@ pub(crate) fn exp(x: f32) -> f32 {
     }
 }
 
+/// Lanes of [`lane_sum`]'s order.
+const SUM_LANES: usize = 8;
+
+/// Σ x in the CPU backend's order for the attention softmax's sums: 8 lane sums (lane `l`
+/// adds the elements at `l`, `l + 8`, `l + 16`, … in ascending order, from 0.0), then the
+/// lanes pairwise, ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)). A sum in element order
+/// waits for each add in turn (one element per add latency); this one is 8 independent sums,
+/// one vector add per 8 elements. The readable references use it too, so they stay equal bit
+/// for bit (tested against the definition written as plain loops).
+#[inline]
+pub(crate) fn lane_sum(x: &[f32]) -> f32 {
+    let mut acc = [0.0f32; SUM_LANES];
+    let mut chunks = x.chunks_exact(SUM_LANES);
+    for c in &mut chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a += v;
+        }
+    }
+    for (a, v) in acc.iter_mut().zip(chunks.remainder()) {
+        *a += v;
+    }
+    combine_lanes(acc)
+}
+
+/// Σ a_i·b_i over the shorter length, each product rounded, summed in [`lane_sum`]'s order.
+#[inline]
+pub(crate) fn lane_dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f32; SUM_LANES];
+    let (mut ca, mut cb) = (a.chunks_exact(SUM_LANES), b.chunks_exact(SUM_LANES));
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        for ((s, x), y) in acc.iter_mut().zip(x).zip(y) {
+            *s += x * y;
+        }
+    }
+    for ((s, x), y) in acc.iter_mut().zip(ca.remainder()).zip(cb.remainder()) {
+        *s += x * y;
+    }
+    combine_lanes(acc)
+}
+
+#[inline(always)]
+fn combine_lanes(l: [f32; SUM_LANES]) -> f32 {
+    ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+}
+
+/// max over `x` of the non-NaN elements (−∞ when there are none), as a left fold of
+/// `f32::max` from −∞ gives it, in 8 lanes (max is exact, so the order does not change the
+/// value; of +0 and −0 either may come out, which no caller can tell apart: they only
+/// subtract it before e^x).
+#[inline]
+pub(crate) fn lane_max(x: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; SUM_LANES];
+    let mut chunks = x.chunks_exact(SUM_LANES);
+    for c in &mut chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a = a.max(*v);
+        }
+    }
+    for (a, v) in acc.iter_mut().zip(chunks.remainder()) {
+        *a = a.max(*v);
+    }
+    acc.into_iter().fold(f32::NEG_INFINITY, f32::max)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::exp;
+    use super::{exp, lane_dot, lane_max, lane_sum};
+
+    /// [`lane_sum`]'s order written out: element i goes to lane i mod 8.
+    fn lane_sum_by_definition(x: &[f32]) -> f32 {
+        let mut lanes = [0.0f32; 8];
+        for (i, v) in x.iter().enumerate() {
+            lanes[i % 8] += v;
+        }
+        ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+            + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
+    }
+
+    #[test]
+    fn lane_sums_follow_their_definition() {
+        let v = crate::cpu::test_data::values(300, 11, 1e4);
+        let w = crate::cpu::test_data::values(300, 12, 1e-3);
+        for n in (0..=40).chain([127, 128, 129, 300]) {
+            let x = &v[..n];
+            assert_eq!(
+                lane_sum(x).to_bits(),
+                lane_sum_by_definition(x).to_bits(),
+                "n {n}"
+            );
+            let prods: Vec<f32> = x.iter().zip(&w).map(|(a, b)| a * b).collect();
+            assert_eq!(
+                lane_dot(x, &w[..n]).to_bits(),
+                lane_sum_by_definition(&prods).to_bits(),
+                "dot n {n}"
+            );
+            let seq = x.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v));
+            assert_eq!(lane_max(x).to_bits(), seq.to_bits(), "max n {n}");
+        }
+        // The order is not the element order: the two differ on this sum.
+        let x = [1.0f32, 1e8, 1.0, -1e8, 1.0, 0.0, 0.0, 0.0, 1.0];
+        assert_eq!(lane_sum(&x), lane_sum_by_definition(&x));
+        assert_ne!(lane_sum(&x), x.iter().fold(0.0f32, |s, v| s + v));
+        // Specials: NaN ignored by the max, propagated by the sums; infinities.
+        let sp = [1.0, f32::NAN, -3.0, f32::INFINITY, 2.0];
+        assert_eq!(lane_max(&sp), f32::INFINITY);
+        assert_eq!(lane_max(&[f32::NAN, -2.0]), -2.0);
+        assert_eq!(lane_max(&[f32::NAN]), f32::NEG_INFINITY);
+        assert_eq!(lane_max(&[]), f32::NEG_INFINITY);
+        assert!(lane_sum(&sp).is_nan());
+        assert_eq!(lane_sum(&[]).to_bits(), 0.0f32.to_bits());
+    }
 
     /// Distance in units in the last place between `got` and the f64 result rounded to f32.
     fn ulps(got: f32, x: f32) -> u32 {

@@ -344,12 +344,10 @@ pub(crate) mod reference {
                         probs[prow + j] = sc;
                         m = m.max(sc);
                     }
-                    let mut sum = 0.0f32;
                     for j in 0..=i {
-                        let e = crate::cpu::math::exp(probs[prow + j] - m);
-                        probs[prow + j] = e;
-                        sum += e;
+                        probs[prow + j] = crate::cpu::math::exp(probs[prow + j] - m);
                     }
+                    let sum = crate::cpu::math::lane_sum(&probs[prow..=prow + i]);
                     for j in 0..s.seq {
                         probs[prow + j] = if j <= i { probs[prow + j] / sum } else { 0.0 };
                     }
@@ -382,7 +380,6 @@ pub(crate) mod reference {
                 for i in 0..s.seq {
                     let qi = q_index(&s, b, i, h);
                     let prow = p_index(&s, b, h, i);
-                    let mut rowsum = 0.0f32;
                     for j in 0..=i {
                         let vj = kv_index(&s, b, j, kvh);
                         let mut dp = 0.0f32;
@@ -390,8 +387,11 @@ pub(crate) mod reference {
                             dp += dout[qi + d] * v[vj + d];
                         }
                         g.dscores[prow + j] = dp;
-                        rowsum += probs[prow + j] * dp;
                     }
+                    let rowsum = crate::cpu::math::lane_dot(
+                        &probs[prow..=prow + i],
+                        &g.dscores[prow..=prow + i],
+                    );
                     for j in 0..s.seq {
                         g.dscores[prow + j] = if j <= i {
                             probs[prow + j] * (g.dscores[prow + j] - rowsum)
