@@ -187,19 +187,34 @@ pub(crate) fn stats_qdq(
     quant: &FakeQuant,
     measured: Option<(f32, u64)>,
 ) -> TensorStats {
-    qdq_into(quant, x, out, active_scale);
-    let out: &[f32] = out;
     let one = |(s, q): (&[f32], &[f32])| tensor_counts_given(s, q, thresholds, active_scale, quant);
+    // Each piece fake-quantized and counted in one task (one pass over the pool, the piece
+    // still in cache); hybrid rounding draws by element index, so it quantizes as one piece
+    // first.
+    let hybrid = matches!(quant.rounding, hif8lab_format::Rounding::Hybrid { .. });
+    if hybrid {
+        quant.qdq_into(x, out, active_scale);
+    }
+    let piece = |(s, q): (&[f32], &mut [f32])| {
+        if !hybrid {
+            quant.qdq_into(s, q, active_scale);
+        }
+        one((s, q))
+    };
     #[cfg(not(target_arch = "wasm32"))]
     let parts: Vec<TensorStats> = {
         use rayon::prelude::*;
         x.par_chunks(PIECE)
-            .zip(out.par_chunks(PIECE))
-            .map(one)
+            .zip(out.par_chunks_mut(PIECE))
+            .map(piece)
             .collect()
     };
     #[cfg(target_arch = "wasm32")]
-    let parts: Vec<TensorStats> = x.chunks(PIECE).zip(out.chunks(PIECE)).map(one).collect();
+    let parts: Vec<TensorStats> = x
+        .chunks(PIECE)
+        .zip(out.chunks_mut(PIECE))
+        .map(piece)
+        .collect();
     let mut total = combine(one((&[], &[])), parts);
     (total.amax, total.nonfinite) = measured.unwrap_or_else(|| amax(x));
     total
