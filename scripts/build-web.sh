@@ -60,17 +60,18 @@ build_one() { # build_one TARGET_DIR RUSTFLAGS OUT_DIR
   mkdir -p "$out"
   wasm-bindgen --target web --no-typescript --out-dir "$out" "$dir/wasm32-unknown-unknown/release/hif8lab_app.wasm"
   if [ "$opt" = 1 ]; then
-    tools=$target/web-tools
-    if [ ! -x "$tools/node_modules/.bin/wasm-opt" ]; then
-      mkdir -p "$tools"
-      npm install --prefix "$tools" --no-audit --no-fund binaryen@132 >&2
-    fi
     "$tools/node_modules/.bin/wasm-opt" -O2 --enable-bulk-memory --enable-nontrapping-float-to-int \
       --enable-sign-ext --enable-mutable-globals --enable-reference-types --enable-multivalue --enable-simd \
       "$out/hif8lab_app_bg.wasm" -o "$out/hif8lab_app_bg.opt.wasm"
     mv "$out/hif8lab_app_bg.opt.wasm" "$out/hif8lab_app_bg.wasm"
   fi
 }
+
+tools=$target/web-tools
+if [ "$opt" = 1 ] && [ ! -x "$tools/node_modules/.bin/wasm-opt" ]; then
+  mkdir -p "$tools"
+  npm install --prefix "$tools" --no-audit --no-fund binaryen@132 >&2
+fi
 
 dist=web/dist
 tmp="$dist.tmp-$$"
@@ -79,8 +80,27 @@ mkdir -p "$tmp"
 if [ "${HIF8LAB_WASM_SIMD:-1}" = 0 ]; then
   build_one "$target/wasm-baseline" "" "$tmp/pkg"
 else
-  build_one "$target" "-C target-feature=+simd128" "$tmp/pkg"
-  build_one "$target/wasm-baseline" "" "$tmp/pkg-nosimd"
+  # Side by side: each ends in a long single-threaded step (whole-program LTO in one codegen
+  # unit, then wasm-opt), which the other's compiling fills. The baseline build's output
+  # goes to a log, shown when it fails.
+  base_log=$(mktemp)
+  build_one "$target/wasm-baseline" "" "$tmp/pkg-nosimd" >"$base_log" 2>&1 &
+  base_pid=$!
+  # In the background too (not behind `||`, where `set -e` would not stop it at a failure).
+  build_one "$target" "-C target-feature=+simd128" "$tmp/pkg" &
+  simd_pid=$!
+  simd_ok=0
+  wait "$simd_pid" || simd_ok=$?
+  base_ok=0
+  wait "$base_pid" || base_ok=$?
+  if [ "$base_ok" != 0 ]; then
+    echo "build-web.sh: the baseline (no SIMD) build failed:" >&2
+    cat "$base_log" >&2
+  else
+    grep -E "Finished|warning|error" "$base_log" | sed 's/^/[baseline] /' >&2 || true
+  fi
+  rm -f "$base_log"
+  if [ "$simd_ok" != 0 ] || [ "$base_ok" != 0 ]; then rm -rf "$tmp"; exit 1; fi
 fi
 
 cp web/index.html "$tmp/"
