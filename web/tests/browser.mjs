@@ -17,8 +17,7 @@
 //         region laid out beyond its space) must be empty; a screenshot of each goes to
 //         <shots>/layout/.
 // All: no console errors, a screenshot that is not blank, and the time from page load to the
-// first reported step and the steps/s printed (measured in this headless Chromium). The two
-// lessons that train to their point run side by side, last.
+// first reported step and the steps/s printed (measured in this headless Chromium).
 import { chromium } from "playwright-core";
 import http from "node:http";
 import fs from "node:fs";
@@ -324,18 +323,13 @@ if (mode === "layout" || mode === "all") {
     console.error(`browser layout: FAILED — ${e.message}`);
   }
 }
-const attempt = async ([name, flags, backend, query, until, prepare]) => {
+for (const [name, flags, backend, query, until, prepare] of cases) {
   try {
     await run(name, flags, backend, port, query, until, prepare);
   } catch (e) {
     failed++;
     console.error(`browser ${name}: FAILED — ${e.message}`);
   }
-};
-// The lessons that train to their point (minutes of wasm on one core each) run side by side,
-// each in its own browser, after the others: nothing else is timed while they run.
-const long = cases.filter((c) => c[4]);
-for (const c of cases.filter((c) => !c[4])) await attempt(c);
-await Promise.all(long.map(attempt));
+}
 server.close();
 process.exit(failed ? 1 : 0);
