@@ -13,6 +13,11 @@ use hif8lab_scaling::stats::{TensorStats, Threshold, tensor_counts_given};
 /// Elements per piece.
 pub(crate) const PIECE: usize = 1 << 14;
 
+/// Elements per piece of the statistics pass ([`stats_qdq`]): smaller than [`PIECE`], so
+/// that the tensors of a small model (8–20 K elements) still split over two threads (the
+/// pass does several operations per element; the amax pass, one, keeps [`PIECE`]).
+pub(crate) const STATS_PIECE: usize = 1 << 12;
+
 /// `f(input piece, output piece)` over matching pieces of `src` and `dst`.
 pub(crate) fn zip_pieces(
     src: &[f32],
@@ -163,15 +168,15 @@ pub(crate) fn stats(
     quant: &FakeQuant,
 ) -> TensorStats {
     let one = |(i, s): (usize, &[f32])| {
-        tensor_stats_from(s, (i * PIECE) as u32, thresholds, active_scale, quant)
+        tensor_stats_from(s, (i * STATS_PIECE) as u32, thresholds, active_scale, quant)
     };
     #[cfg(not(target_arch = "wasm32"))]
     let parts: Vec<TensorStats> = {
         use rayon::prelude::*;
-        x.par_chunks(PIECE).enumerate().map(one).collect()
+        x.par_chunks(STATS_PIECE).enumerate().map(one).collect()
     };
     #[cfg(target_arch = "wasm32")]
-    let parts: Vec<TensorStats> = x.chunks(PIECE).enumerate().map(one).collect();
+    let parts: Vec<TensorStats> = x.chunks(STATS_PIECE).enumerate().map(one).collect();
     combine(one((0, &[])), parts)
 }
 
@@ -204,15 +209,15 @@ pub(crate) fn stats_qdq(
     #[cfg(not(target_arch = "wasm32"))]
     let parts: Vec<TensorStats> = {
         use rayon::prelude::*;
-        x.par_chunks(PIECE)
-            .zip(out.par_chunks_mut(PIECE))
+        x.par_chunks(STATS_PIECE)
+            .zip(out.par_chunks_mut(STATS_PIECE))
             .map(piece)
             .collect()
     };
     #[cfg(target_arch = "wasm32")]
     let parts: Vec<TensorStats> = x
-        .chunks(PIECE)
-        .zip(out.chunks_mut(PIECE))
+        .chunks(STATS_PIECE)
+        .zip(out.chunks_mut(STATS_PIECE))
         .map(piece)
         .collect();
     let mut total = combine(one((&[], &[])), parts);
