@@ -222,6 +222,7 @@ fn kv_rows<const V: usize>(
         let xs: [F8; V] = std::array::from_fn(|v| F8::at(&x[xa + v * W..]));
         let n = active(i);
         let c = &coef[coef_at(i)..coef_at(i) + n];
+        // The whole block as its own branch: a constant trip count the compiler unrolls.
         if n == R {
             for r in 0..R {
                 for v in 0..V {
@@ -264,9 +265,9 @@ fn weighted_full<const RR: usize, const V: usize>(
 }
 
 /// dK (`coef` the scores' gradients, `x` Q, `mult` the score scale) or dV (the
-/// probabilities, dOut, 1: ×1 is exact) of positions `j0..j0 + rows` of kv head `kvh` of sequence `b`,
-/// lanes `dc..dc + V·W`, into `out` ([seq, head_dim]): each sum over the group's heads, then
-/// rows i ascending from its position, as in the reference.
+/// probabilities, dOut, 1: ×1 is exact) of positions `j0..j0 + rows` of kv head `kvh` of
+/// sequence `b`, lanes `dc..dc + V·W`, into `out` ([seq, head_dim]): each sum over the
+/// group's heads, then rows i ascending from its position, as in the reference.
 fn kv_block<const V: usize>(
     s: &AttentionShape,
     (b, kvh, j0, rows, dc): (usize, usize, usize, usize, usize),
