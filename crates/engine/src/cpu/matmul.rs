@@ -1,12 +1,25 @@
-//! CPU GEMM through the `gemm` crate (cache-blocked, SIMD up to AVX-512), one
-//! single-threaded call per tile of C, tiles in parallel natively with rayon: the layouts
-//! are expressed as strides, so no operand is ever transposed in memory.
+//! CPU GEMM. Natively and in the browser's SIMD build: the `gemm-f32` kernels (cache-blocked,
+//! SIMD up to AVX-512 natively, simd128 in wasm), one single-threaded call per tile of C,
+//! tiles in parallel natively with rayon. In the browser's baseline build (no simd128) a
+//! portable register-blocked kernel ([`portable`]): `gemm-f32`'s wasm build holds simd128
+//! kernels whatever the target features, and one SIMD instruction anywhere in a module keeps
+//! a browser without SIMD from loading it. The layouts are expressed as strides, so no
+//! operand is ever transposed in memory.
 
 use crate::{Layout, MatmulSpec};
 
 /// Rows (or columns) of C per parallel tile, at most: each tile packs the whole other
 /// operand again, so tiles stay large.
+#[cfg(any(not(target_arch = "wasm32"), target_feature = "simd128"))]
 const TILE: usize = 128;
+
+/// An operand of a product: its elements and the (row, column) strides of its logical matrix.
+#[derive(Clone, Copy)]
+pub(crate) struct Operand<'a> {
+    pub data: &'a [f32],
+    pub rs: isize,
+    pub cs: isize,
+}
 
 /// `C[b] (+)= op(A[b])·op(B[b])` for every batch; sizes were checked by the caller.
 pub(crate) fn gemm(spec: &MatmulSpec, a: &[f32], b: &[f32], c: &mut [f32]) {
@@ -34,65 +47,268 @@ pub(crate) fn gemm(spec: &MatmulSpec, a: &[f32], b: &[f32], c: &mut [f32]) {
             }
             continue;
         }
-        // Tiles: blocks of rows of C (columns when C is wider than tall), each a
-        // single-threaded gemm, run in parallel. The tiling depends on the shape only,
-        // never on the thread count, so neither do the bits; with two cores it beats
-        // gemm's own threading by 1.1–2× on this model's shapes (most for k ≥ 512).
-        let by_rows = m >= n;
-        let dim = if by_rows { m } else { n };
-        let tiles = dim.div_ceil(TILE).max(2);
-        let size = dim.div_ceil(tiles).div_ceil(16) * 16;
-        let tiles = dim.div_ceil(size);
-        let c_at = c.as_mut_ptr() as usize;
-        let tile = |t: usize| {
-            let start = t * size;
-            let len = size.min(dim - start);
-            let (rows, cols) = if by_rows { (len, n) } else { (m, len) };
-            let (a_off, b_off, c_off) = if by_rows {
-                (start as isize * rsa, 0, start * n)
-            } else {
-                (0, start as isize * csb, start)
-            };
-            // SAFETY: `a` holds m·k elements, `b` k·n and `c` m·n (sliced above from
-            // buffers whose sizes `check_matmul` verified). A tile is rows `start..start +
-            // len` of C (or columns), so with the strides chosen for the layout every index
-            // gemm forms from the offsets — (start + i)·rsa + j·csa into `a`, i·rsb + (start
-            // + j)·csb into `b`, and the C element (i, j) of the tile — lies inside its
-            // slice. Tiles write disjoint elements of `c`, which is a distinct mutable
-            // borrow held for the whole call, so nothing else reads or writes it and it
-            // aliases neither `a` nor `b`. gemm computes dst := alpha·dst + beta·lhs·rhs,
-            // reading dst only when `read_dst` is true.
-            #[allow(unsafe_code)]
-            unsafe {
-                gemm::gemm(
-                    rows,
-                    cols,
-                    k,
-                    (c_at as *mut f32).add(c_off),
-                    1,
-                    n as isize,
-                    spec.accumulate,
-                    a.as_ptr().offset(a_off),
-                    csa,
-                    rsa,
-                    b.as_ptr().offset(b_off),
-                    csb,
-                    rsb,
-                    1.0f32,
-                    1.0f32,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
-                );
-            }
+        let a = Operand {
+            data: a,
+            rs: rsa,
+            cs: csa,
         };
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            use rayon::prelude::*;
-            (0..tiles).into_par_iter().for_each(tile);
+        let b = Operand {
+            data: b,
+            rs: rsb,
+            cs: csb,
+        };
+        #[cfg(all(target_arch = "wasm32", not(target_feature = "simd128")))]
+        portable::gemm(m, n, k, a, b, c, spec.accumulate);
+        #[cfg(any(not(target_arch = "wasm32"), target_feature = "simd128"))]
+        tiled(m, n, k, a, b, c, spec.accumulate);
+    }
+}
+
+/// One batch through `gemm-f32`: tiles of rows of C (columns when C is wider than tall), each
+/// a single-threaded call, run in parallel. The tiling depends on the shape only, never on
+/// the thread count, so neither do the bits; with two cores it beats gemm's own threading by
+/// 1.1–2× on this model's shapes (most for k ≥ 512).
+#[cfg(any(not(target_arch = "wasm32"), target_feature = "simd128"))]
+fn tiled(m: usize, n: usize, k: usize, a: Operand, b: Operand, c: &mut [f32], acc: bool) {
+    let by_rows = m >= n;
+    let dim = if by_rows { m } else { n };
+    let tiles = dim.div_ceil(TILE).max(2);
+    let size = dim.div_ceil(tiles).div_ceil(16) * 16;
+    let tiles = dim.div_ceil(size);
+    let c_at = c.as_mut_ptr() as usize;
+    let tile = |t: usize| {
+        let start = t * size;
+        let len = size.min(dim - start);
+        let (rows, cols) = if by_rows { (len, n) } else { (m, len) };
+        let (a_off, b_off, c_off) = if by_rows {
+            (start as isize * a.rs, 0, start * n)
+        } else {
+            (0, start as isize * b.cs, start)
+        };
+        // SAFETY: `a` holds m·k elements, `b` k·n and `c` m·n (sliced by the caller from
+        // buffers whose sizes `check_matmul` verified). A tile is rows `start..start + len`
+        // of C (or columns), so with the strides chosen for the layout every index the
+        // kernel forms from the offsets — (start + i)·rs + j·cs into `a`, i·rs + (start +
+        // j)·cs into `b`, and the C element (i, j) of the tile — lies inside its slice.
+        // Tiles write disjoint elements of `c`, which is a distinct mutable borrow held for
+        // the whole call, so nothing else reads or writes it and it aliases neither `a` nor
+        // `b`.
+        #[allow(unsafe_code)]
+        unsafe {
+            gemm_f32_call(
+                (rows, cols, k),
+                (c_at as *mut f32).add(c_off),
+                n as isize,
+                acc,
+                (a.data.as_ptr().offset(a_off), a.rs, a.cs),
+                (b.data.as_ptr().offset(b_off), b.rs, b.cs),
+            );
         }
-        #[cfg(target_arch = "wasm32")]
-        (0..tiles).for_each(tile);
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        (0..tiles).into_par_iter().for_each(tile);
+    }
+    #[cfg(target_arch = "wasm32")]
+    (0..tiles).for_each(tile);
+}
+
+/// `dst (+)= lhs·rhs` for a row-major `dst` (row stride `dst_rs`, unit column stride) through
+/// `gemm-f32`'s kernel for this machine. `gemm-f32`'s kernels want a column-major
+/// destination, so a row-major one is computed as `dstᵀ = rhsᵀ·lhsᵀ` — what the `gemm`
+/// crate's generic entry point does before it dispatches (strides here are never negative).
+///
+/// # Safety
+/// Every index (i·rs + j·cs) the shapes and strides form must lie inside the buffer behind
+/// its pointer, and `dst`'s elements must not be read or written elsewhere during the call.
+#[cfg(any(not(target_arch = "wasm32"), target_feature = "simd128"))]
+#[allow(unsafe_code)]
+unsafe fn gemm_f32_call(
+    (m, n, k): (usize, usize, usize),
+    dst: *mut f32,
+    dst_rs: isize,
+    read_dst: bool,
+    (lhs, lhs_rs, lhs_cs): (*const f32, isize, isize),
+    (rhs, rhs_rs, rhs_cs): (*const f32, isize, isize),
+) {
+    let kernel = gemm_f32::gemm::f32::get_gemm_fn();
+    // SAFETY: the caller's contract, with the roles of the operands swapped (a transposed
+    // view reads the same elements).
+    unsafe {
+        if 1 < dst_rs {
+            kernel(
+                n,
+                m,
+                k,
+                dst,
+                dst_rs,
+                1,
+                read_dst,
+                rhs,
+                rhs_rs,
+                rhs_cs,
+                lhs,
+                lhs_rs,
+                lhs_cs,
+                1.0,
+                1.0,
+                false,
+                false,
+                false,
+                gemm_common::Parallelism::None,
+            );
+        } else {
+            kernel(
+                m,
+                n,
+                k,
+                dst,
+                1,
+                dst_rs,
+                read_dst,
+                lhs,
+                lhs_cs,
+                lhs_rs,
+                rhs,
+                rhs_cs,
+                rhs_rs,
+                1.0,
+                1.0,
+                false,
+                false,
+                false,
+                gemm_common::Parallelism::None,
+            );
+        }
+    }
+}
+
+/// The portable kernel of the browser's baseline build (compiled everywhere so that native
+/// tests check it): B packed into panels of [`NR`] columns (k-major, zero-padded), A into
+/// blocks of [`MR`] rows, and an `MR`×`NR` block of sums in locals per pair. Each element of
+/// C is one sum over k ascending from 0.0, then added to C when accumulating.
+#[cfg_attr(
+    any(not(target_arch = "wasm32"), target_feature = "simd128"),
+    allow(dead_code)
+)]
+pub(crate) mod portable {
+    use super::Operand;
+
+    /// Rows of A per block.
+    const MR: usize = 4;
+    /// Columns of B per panel (4 × 2 sums and 2 + 1 operands stay in a browser's registers).
+    const NR: usize = 2;
+
+    /// `c (+)= a·b` for an m×k `a`, a k×n `b` and a row-major m×n `c`.
+    pub(crate) fn gemm(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: Operand,
+        b: Operand,
+        c: &mut [f32],
+        accumulate: bool,
+    ) {
+        let el = |x: Operand, i: usize, j: usize| x.data[i * x.rs as usize + j * x.cs as usize];
+        // A in blocks of MR rows, each k-major ([kk][r]), the last block zero-padded.
+        let row_blocks = m.div_ceil(MR);
+        let mut ap = vec![0.0f32; row_blocks * k * MR];
+        for (ib, block) in ap.chunks_exact_mut(k * MR).enumerate() {
+            for r in 0..MR.min(m - ib * MR) {
+                for kk in 0..k {
+                    block[kk * MR + r] = el(a, ib * MR + r, kk);
+                }
+            }
+        }
+        let mut panel = vec![0.0f32; k * NR];
+        for j0 in (0..n).step_by(NR) {
+            let cols = NR.min(n - j0);
+            for kk in 0..k {
+                for cc in 0..NR {
+                    panel[kk * NR + cc] = if cc < cols { el(b, kk, j0 + cc) } else { 0.0 };
+                }
+            }
+            for (ib, block) in ap.chunks_exact(k * MR).enumerate() {
+                let mut s = [[0.0f32; NR]; MR];
+                for (av, bv) in block.chunks_exact(MR).zip(panel.chunks_exact(NR)) {
+                    for r in 0..MR {
+                        for cc in 0..NR {
+                            s[r][cc] += av[r] * bv[cc];
+                        }
+                    }
+                }
+                for (r, sr) in s.iter().enumerate().take(MR.min(m - ib * MR)) {
+                    let row = &mut c[(ib * MR + r) * n + j0..][..cols];
+                    for (o, v) in row.iter_mut().zip(sr) {
+                        *o = if accumulate { *o + v } else { *v };
+                    }
+                }
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::super::Operand;
+
+        /// Each element a plain sum over k ascending, added to C when accumulating: the
+        /// portable kernel's order, so the two agree bit for bit.
+        fn plain(m: usize, n: usize, k: usize, a: Operand, b: Operand, c: &mut [f32], acc: bool) {
+            for i in 0..m {
+                for j in 0..n {
+                    let mut s = 0.0f32;
+                    for kk in 0..k {
+                        s += a.data[i * a.rs as usize + kk * a.cs as usize]
+                            * b.data[kk * b.rs as usize + j * b.cs as usize];
+                    }
+                    let o = &mut c[i * n + j];
+                    *o = if acc { *o + s } else { s };
+                }
+            }
+        }
+
+        #[test]
+        fn portable_gemm_equals_the_plain_sums_in_every_layout() {
+            let values = |n: usize, seed: u64| crate::cpu::test_data::values(n, seed, 3.0);
+            for (m, n, k) in [
+                (1, 1, 1),
+                (3, 5, 7),
+                (4, 2, 9),
+                (9, 7, 1),
+                (17, 13, 33),
+                (64, 3, 5),
+            ] {
+                for (layout, acc) in [(0, false), (1, true), (2, false), (2, true)] {
+                    let (av, bv) = (values(m * k, 1), values(k * n, 2));
+                    // NN, NT, TN as strides (row, column) of the logical A and B.
+                    let ((rsa, csa), (rsb, csb)) = match layout {
+                        0 => ((k, 1), (n, 1)),
+                        1 => ((k, 1), (1, k)),
+                        _ => ((1, m), (n, 1)),
+                    };
+                    let a = Operand {
+                        data: &av,
+                        rs: rsa as isize,
+                        cs: csa as isize,
+                    };
+                    let b = Operand {
+                        data: &bv,
+                        rs: rsb as isize,
+                        cs: csb as isize,
+                    };
+                    let start = values(m * n, 3);
+                    let (mut c1, mut c2) = (start.clone(), start);
+                    plain(m, n, k, a, b, &mut c1, acc);
+                    super::gemm(m, n, k, a, b, &mut c2, acc);
+                    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&c1),
+                        bits(&c2),
+                        "{m}×{n}×{k} layout {layout} acc {acc}"
+                    );
+                }
+            }
+        }
     }
 }
