@@ -222,22 +222,24 @@ fn kv_rows<const V: usize>(
         let xs: [F8; V] = std::array::from_fn(|v| F8::at(&x[xa + v * W..]));
         let n = active(i);
         let c = &coef[coef_at(i)..coef_at(i) + n];
-        // The whole block as its own branch: a constant trip count the compiler unrolls.
+        // The whole block as its own call: a constant trip count the compiler unrolls.
         if n == R {
-            for r in 0..R {
-                for v in 0..V {
-                    acc[r][v] = acc[r][v].add_scaled(c[r], xs[v]);
-                }
-            }
+            kv_add(&mut acc, c, xs, R);
         } else {
-            for r in 0..n {
-                for v in 0..V {
-                    acc[r][v] = acc[r][v].add_scaled(c[r], xs[v]);
-                }
-            }
+            kv_add(&mut acc, c, xs, n);
         }
     }
     acc
+}
+
+/// Adds `c[r]·xs` to the sums of the first `n` positions.
+#[inline(always)]
+fn kv_add<const V: usize>(acc: &mut KvAcc<V>, c: &[f32], xs: [F8; V], n: usize) {
+    for r in 0..n {
+        for v in 0..V {
+            acc[r][v] = acc[r][v].add_scaled(c[r], xs[v]);
+        }
+    }
 }
 
 /// `acc[r][v] = Σ_j p[r][j]·x[x_at(j) + dc + v·W ..]` for j in `0..=i0` ascending from 0.0
