@@ -132,55 +132,35 @@ unsafe fn gemm_f32_call(
     (lhs, lhs_rs, lhs_cs): (*const f32, isize, isize),
     (rhs, rhs_rs, rhs_cs): (*const f32, isize, isize),
 ) {
-    let kernel = gemm_f32::gemm::f32::get_gemm_fn();
-    // SAFETY: the caller's contract, with the roles of the operands swapped (a transposed
-    // view reads the same elements).
+    // A row-major destination (column stride 1 below its row stride) as its transpose.
+    let (m, n, dst_cs, dst_rs, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs) = if 1 < dst_rs {
+        (n, m, dst_rs, 1, rhs, rhs_rs, rhs_cs, lhs, lhs_rs, lhs_cs)
+    } else {
+        (m, n, 1, dst_rs, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs)
+    };
+    // SAFETY: the caller's contract; a transposed view reads the same elements.
     unsafe {
-        if 1 < dst_rs {
-            kernel(
-                n,
-                m,
-                k,
-                dst,
-                dst_rs,
-                1,
-                read_dst,
-                rhs,
-                rhs_rs,
-                rhs_cs,
-                lhs,
-                lhs_rs,
-                lhs_cs,
-                1.0,
-                1.0,
-                false,
-                false,
-                false,
-                gemm_common::Parallelism::None,
-            );
-        } else {
-            kernel(
-                m,
-                n,
-                k,
-                dst,
-                1,
-                dst_rs,
-                read_dst,
-                lhs,
-                lhs_cs,
-                lhs_rs,
-                rhs,
-                rhs_cs,
-                rhs_rs,
-                1.0,
-                1.0,
-                false,
-                false,
-                false,
-                gemm_common::Parallelism::None,
-            );
-        }
+        gemm_f32::gemm::f32::get_gemm_fn()(
+            m,
+            n,
+            k,
+            dst,
+            dst_cs,
+            dst_rs,
+            read_dst,
+            lhs,
+            lhs_cs,
+            lhs_rs,
+            rhs,
+            rhs_cs,
+            rhs_rs,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm_common::Parallelism::None,
+        );
     }
 }
 
