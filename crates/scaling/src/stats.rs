@@ -260,19 +260,86 @@ pub fn tensor_stats_from(
     counted(x, thresholds, active_scale, quant, signal, noise, amax)
 }
 
-/// [`tensor_stats_from`] of a piece `x` whose fake-quantized values at `active_scale` are
+/// [`tensor_stats_from`] of a piece `x` whose fake-quantized values at the active scale are
 /// `q` (computed once, e.g. by the fake quantization that follows), without the codec and
 /// without the amax pass: `amax` and `nonfinite` are 0, for a caller that measures them
-/// ([`amax_and_nonfinite`] of the same elements) and puts them in their place.
-pub fn tensor_counts_given(
-    x: &[f32],
-    q: &[f32],
-    thresholds: &[Threshold],
-    active_scale: f32,
-    quant: &FakeQuant,
-) -> TensorStats {
+/// ([`amax_and_nonfinite`] of the same elements) and puts them in their place. `bounds`:
+/// the call's [`CountBounds`] (found once for all its pieces); `reach`: at least every
+/// |x| of the piece that is not NaN (the tensor's amax), so that the counts from a bound
+/// above it, zero, need no pass over the elements.
+pub fn tensor_counts_given(x: &[f32], q: &[f32], bounds: &CountBounds, reach: f32) -> TensorStats {
     let (signal, noise) = quant_error_of(x, q);
-    counted(x, thresholds, active_scale, quant, signal, noise, (0.0, 0))
+    bounds.counted(x, signal, noise, (0.0, 0), reach)
+}
+
+/// The magnitudes at which each count of a call starts (every count is of the elements
+/// whose |x| reaches one of them): found once per call by bisection, since they depend on
+/// the thresholds, the active scale and the format only.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CountBounds {
+    /// Above each estimate, then overflowing at each scale, then the two ends of the
+    /// underflow range.
+    bounds: Vec<f32>,
+    /// Thresholds (estimators).
+    k: usize,
+}
+
+impl CountBounds {
+    /// The bounds of a call with these thresholds at this active scale: above the estimate
+    /// (|v| > est), overflowing (|v·scale| ≥ limit), and the underflow range [smallest
+    /// subnormal, first magnitude that does not underflow).
+    pub fn new(thresholds: &[Threshold], active_scale: f32, quant: &FakeQuant) -> Self {
+        let facts = quant.format.facts();
+        let limit = facts.overflow_threshold;
+        // qdq(v·s) == 0 exactly when |v·s| ≤ underflow_max (checked against the codec in the
+        // format crate's tests); the comparison is much cheaper than the codec.
+        let underflow_max = facts.underflow_max;
+        // Each predicate depends on |v| alone and is monotone in it.
+        let mut bounds: Vec<f32> = thresholds
+            .iter()
+            .map(|t| least_magnitude(|m| m > t.est))
+            .chain(
+                thresholds
+                    .iter()
+                    .map(|t| least_magnitude(|m| (m * t.scale).abs() >= limit)),
+            )
+            .collect();
+        let nonzero = f32::from_bits(1);
+        let underflows = |m: f32| (m * active_scale).abs() <= underflow_max;
+        let kept = least_magnitude(|m| !underflows(m));
+        bounds.push(nonzero);
+        // An empty range when even the smallest magnitude is kept; NaN (counting nothing)
+        // when none is.
+        bounds.push(if kept.to_bits() <= 1 { nonzero } else { kept });
+        CountBounds {
+            bounds,
+            k: thresholds.len(),
+        }
+    }
+
+    /// Every count of `x`, with its error energies, amax and non-finite count already
+    /// measured; bounds above `reach` (or NaN) count nothing without a pass.
+    fn counted(
+        &self,
+        x: &[f32],
+        signal: f64,
+        noise: f64,
+        (amax, nonfinite): (f32, u64),
+        reach: f32,
+    ) -> TensorStats {
+        let k = self.k;
+        let counts = count_at_least(x, &self.bounds, reach);
+        TensorStats {
+            numel: x.len() as u64,
+            amax,
+            nonfinite,
+            above_est: counts[..k].to_vec(),
+            overflow: counts[k..2 * k].to_vec(),
+            underflow: counts[2 * k] - counts[2 * k + 1],
+            signal,
+            noise,
+        }
+    }
 }
 
 /// The least magnitude m in [0, +Inf] (by bits) for which `pred(m)` holds, for a `pred`
@@ -292,29 +359,55 @@ fn least_magnitude(pred: impl Fn(f32) -> bool) -> f32 {
 }
 
 /// For each bound: the elements with |x| ≥ bound (NaN elements never count; a NaN bound
-/// counts nothing), [`GROUP`] bounds per pass, per block of 2^20 elements.
-fn count_at_least(x: &[f32], bounds: &[f32]) -> Vec<u64> {
+/// counts nothing), up to [`GROUP`] bounds per pass, per block of 2^20 elements. Bounds
+/// above `reach` (every non-NaN |x| is at most `reach`) and NaN bounds count 0 without a
+/// pass.
+fn count_at_least(x: &[f32], bounds: &[f32], reach: f32) -> Vec<u64> {
     let mut total = vec![0u64; bounds.len()];
+    let live: Vec<usize> = (0..bounds.len()).filter(|i| bounds[*i] <= reach).collect();
+    // Passes of equal size (12 bounds: 6 + 6, not 8 + 4).
+    let size = live
+        .len()
+        .div_ceil(live.len().div_ceil(GROUP).max(1))
+        .max(1);
     for big in x.chunks(1 << 20) {
-        for (group, sums) in bounds.chunks(GROUP).zip(total.chunks_mut(GROUP)) {
-            let mut b = [f32::NAN; GROUP];
-            b[..group.len()].copy_from_slice(group);
-            let counts = count_group(big, &b);
-            for (t, c) in sums.iter_mut().zip(counts) {
-                *t += c;
+        for group in live.chunks(size) {
+            let b: Vec<f32> = group.iter().map(|i| bounds[*i]).collect();
+            let counts = count_group_of(big, &b);
+            for (i, c) in group.iter().zip(counts) {
+                total[*i] += c;
             }
         }
     }
     total
 }
 
-/// Bounds counted per pass of [`count_at_least`].
-const GROUP: usize = 6;
+/// Bounds counted per pass of [`count_at_least`], at most.
+const GROUP: usize = 8;
 
-/// [`count_at_least`] of one block (at most 2^20 elements) for [`GROUP`] bounds.
-#[cfg(not(all(target_arch = "x86_64", target_feature = "avx")))]
-fn count_group(x: &[f32], bounds: &[f32; GROUP]) -> [u64; GROUP] {
-    let mut counts = [0u32; GROUP];
+/// [`count_group`] for 1 to [`GROUP`] bounds, a pass with exactly as many compares.
+fn count_group_of(x: &[f32], bounds: &[f32]) -> Vec<u64> {
+    fn n<const N: usize>(x: &[f32], bounds: &[f32]) -> Vec<u64> {
+        let b: [f32; N] = std::array::from_fn(|i| bounds[i]);
+        count_group(x, &b).to_vec()
+    }
+    match bounds.len() {
+        0 => Vec::new(),
+        1 => n::<1>(x, bounds),
+        2 => n::<2>(x, bounds),
+        3 => n::<3>(x, bounds),
+        4 => n::<4>(x, bounds),
+        5 => n::<5>(x, bounds),
+        6 => n::<6>(x, bounds),
+        7 => n::<7>(x, bounds),
+        _ => n::<GROUP>(x, bounds),
+    }
+}
+
+/// [`count_at_least`] of one block (at most 2^20 elements) for `N` bounds.
+#[cfg(not(all(target_arch = "x86_64", target_feature = "avx2")))]
+fn count_group<const N: usize>(x: &[f32], bounds: &[f32; N]) -> [u64; N] {
+    let mut counts = [0u32; N];
     for v in x {
         let m = v.abs();
         for (c, b) in counts.iter_mut().zip(bounds) {
@@ -324,46 +417,46 @@ fn count_group(x: &[f32], bounds: &[f32; GROUP]) -> [u64; GROUP] {
     counts.map(u64::from)
 }
 
-/// [`count_group`] in AVX registers: per bound, 8 lanes of counts kept as f32 (exact below
-/// 2^24; a block gives each lane at most 2^17).
-#[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
+/// [`count_group`] in AVX2 registers: per bound, 8 lanes of 32-bit counts (a block gives
+/// each lane at most 2^17), each compare's all-ones mask (−1) subtracted: two instructions
+/// per bound and 8 elements.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
 #[allow(unsafe_code)]
-fn count_group(x: &[f32], bounds: &[f32; GROUP]) -> [u64; GROUP] {
+fn count_group<const N: usize>(x: &[f32], bounds: &[f32; N]) -> [u64; N] {
     use std::arch::x86_64::{
-        __m256, _CMP_GE_OQ, _mm256_add_ps, _mm256_and_ps, _mm256_cmp_ps, _mm256_loadu_ps,
-        _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+        __m256, _CMP_GE_OQ, _mm256_and_ps, _mm256_castps_si256, _mm256_cmp_ps, _mm256_loadu_ps,
+        _mm256_set1_ps, _mm256_setzero_si256, _mm256_storeu_si256, _mm256_sub_epi32,
     };
     const L: usize = 8;
     let whole = x.len() / L * L;
-    let mut lanes = [[0.0f32; L]; GROUP];
-    // SAFETY: AVX is enabled for this build (the cfg above); each load reads 8 f32 of a
-    // block that `chunks_exact` made exactly 8 long; each store writes 8 f32 into an array
-    // of 8.
+    let mut lanes = [[0u32; L]; N];
+    // SAFETY: AVX2 is enabled for this build (the cfg above); each load reads 8 f32 of a
+    // block that `chunks_exact` made exactly 8 long; each store writes 8 u32 (32 bytes)
+    // into an array of 8.
     unsafe {
         let abs = _mm256_set1_ps(f32::from_bits(0x7FFF_FFFF));
-        let one = _mm256_set1_ps(1.0);
-        let b: [__m256; GROUP] = bounds.map(|t| _mm256_set1_ps(t));
-        let mut acc = [_mm256_setzero_ps(); GROUP];
+        let b: [__m256; N] = bounds.map(|t| _mm256_set1_ps(t));
+        let mut acc = [_mm256_setzero_si256(); N];
         for block in x[..whole].chunks_exact(L) {
             let m = _mm256_and_ps(_mm256_loadu_ps(block.as_ptr()), abs);
-            for k in 0..GROUP {
+            for k in 0..N {
                 // Ordered compare: false for a NaN element or a NaN bound.
                 let hit = _mm256_cmp_ps::<_CMP_GE_OQ>(m, b[k]);
-                acc[k] = _mm256_add_ps(acc[k], _mm256_and_ps(hit, one));
+                acc[k] = _mm256_sub_epi32(acc[k], _mm256_castps_si256(hit));
             }
         }
-        for k in 0..GROUP {
-            _mm256_storeu_ps(lanes[k].as_mut_ptr(), acc[k]);
+        for k in 0..N {
+            _mm256_storeu_si256(lanes[k].as_mut_ptr().cast(), acc[k]);
         }
     }
     std::array::from_fn(|k| {
         let tail = x[whole..].iter().filter(|v| v.abs() >= bounds[k]).count() as u64;
-        lanes[k].iter().map(|c| *c as u64).sum::<u64>() + tail
+        lanes[k].iter().map(|c| u64::from(*c)).sum::<u64>() + tail
     })
 }
 
 /// Every count of a call, with its error energies, amax and non-finite count already
-/// measured.
+/// measured (every bound counted by a pass).
 fn counted(
     x: &[f32],
     thresholds: &[Threshold],
@@ -371,48 +464,15 @@ fn counted(
     quant: &FakeQuant,
     signal: f64,
     noise: f64,
-    (amax, nonfinite): (f32, u64),
+    measured: (f32, u64),
 ) -> TensorStats {
-    let facts = quant.format.facts();
-    let limit = facts.overflow_threshold;
-    // qdq(v·s) == 0 exactly when |v·s| ≤ underflow_max (checked against the codec in the
-    // format crate's tests); the comparison is much cheaper than the codec.
-    let underflow_max = facts.underflow_max;
-    // Every count is of elements whose magnitude reaches a bound, found once per call by
-    // bisection over the magnitudes (each predicate depends on |v| alone and is monotone in
-    // it), then all counted in one pass: above the estimate (|v| > est), overflowing
-    // (|v·scale| ≥ limit), and the underflow range [smallest subnormal, first magnitude
-    // that does not underflow).
-    let k = thresholds.len();
-    let mut bounds: Vec<f32> = thresholds
-        .iter()
-        .map(|t| least_magnitude(|m| m > t.est))
-        .chain(
-            thresholds
-                .iter()
-                .map(|t| least_magnitude(|m| (m * t.scale).abs() >= limit)),
-        )
-        .collect();
-    let nonzero = f32::from_bits(1);
-    let underflows = |m: f32| (m * active_scale).abs() <= underflow_max;
-    let kept = least_magnitude(|m| !underflows(m));
-    bounds.push(nonzero);
-    // An empty range when even the smallest magnitude is kept; NaN (counting nothing) when none is.
-    bounds.push(if kept.to_bits() <= 1 { nonzero } else { kept });
-    let counts = count_at_least(x, &bounds);
-    let above_est = counts[..k].to_vec();
-    let overflow = counts[k..2 * k].to_vec();
-    let underflow = counts[2 * k] - counts[2 * k + 1];
-    TensorStats {
-        numel: x.len() as u64,
-        amax,
-        nonfinite,
-        above_est,
-        overflow,
-        underflow,
+    CountBounds::new(thresholds, active_scale, quant).counted(
+        x,
         signal,
         noise,
-    }
+        measured,
+        f32::INFINITY,
+    )
 }
 
 #[cfg(test)]
@@ -556,6 +616,57 @@ mod tests {
                     assert_eq!(got.above_est, above, "{case}");
                     assert_eq!(got.overflow, overflow, "{case}");
                     assert_eq!(got.underflow, under, "{case}");
+                }
+            }
+        }
+    }
+
+    /// The counts a call's pieces make from bounds found once, skipping every bound above
+    /// the tensor's amax (`reach`), equal the definitions: 1 to 9 thresholds (passes of 4
+    /// to 20 bounds, split evenly), tensors with and without infinities, NaN kept.
+    #[test]
+    fn counts_from_shared_bounds_skipping_those_above_amax_equal_the_definitions() {
+        let q = FakeQuant::new(Format::HiF8);
+        let facts = Format::HiF8.facts();
+        let all = mixed(3001);
+        let finite: Vec<f32> = all.iter().copied().filter(|v| !v.is_infinite()).collect();
+        for x in [&all, &finite, &finite[..7].to_vec(), &Vec::new()] {
+            let (amax, _) = amax_and_nonfinite(x);
+            for k in 1..=9usize {
+                // Estimates and scales around the data's amax: some bounds above it, some below.
+                let t: Vec<Threshold> = (0..k)
+                    .map(|i| {
+                        let f = 0.25 * 2f32.powi(i as i32 - 3);
+                        Threshold {
+                            est: amax * f,
+                            scale: facts.overflow_threshold / (amax.max(1e-30) * f),
+                        }
+                    })
+                    .collect();
+                for active in [1.0, 3.0e3, 1.0e9] {
+                    let bounds = CountBounds::new(&t, active, &q);
+                    let got = bounds.counted(x, 0.0, 0.0, (0.0, 0), amax);
+                    let count =
+                        |p: &dyn Fn(f32) -> bool| x.iter().filter(|v| p(**v)).count() as u64;
+                    let above: Vec<u64> = t.iter().map(|t| count(&|v| v.abs() > t.est)).collect();
+                    let overflow: Vec<u64> = t
+                        .iter()
+                        .map(|t| count(&|v| (v * t.scale).abs() >= facts.overflow_threshold))
+                        .collect();
+                    let under = count(&|v| v != 0.0 && (v * active).abs() <= facts.underflow_max);
+                    let case = format!(
+                        "{} elements, amax {amax}, {k} thresholds, active {active}",
+                        x.len()
+                    );
+                    assert_eq!(got.above_est, above, "{case}");
+                    assert_eq!(got.overflow, overflow, "{case}");
+                    assert_eq!(got.underflow, under, "{case}");
+                    // Some of these cases skip bounds, others count them all.
+                    assert_eq!(
+                        got,
+                        bounds.counted(x, 0.0, 0.0, (0.0, 0), f32::INFINITY),
+                        "{case}"
+                    );
                 }
             }
         }

@@ -8,7 +8,7 @@ use hif8lab_format::FakeQuant;
 use hif8lab_scaling::stats::tensor_stats;
 #[cfg(test)]
 use hif8lab_scaling::stats::tensor_stats_from;
-use hif8lab_scaling::stats::{TensorStats, Threshold, tensor_counts_given};
+use hif8lab_scaling::stats::{CountBounds, TensorStats, Threshold, tensor_counts_given};
 
 /// Elements per piece.
 pub(crate) const PIECE: usize = 1 << 14;
@@ -192,7 +192,11 @@ pub(crate) fn stats_qdq(
     quant: &FakeQuant,
     measured: Option<(f32, u64)>,
 ) -> TensorStats {
-    let one = |(s, q): (&[f32], &[f32])| tensor_counts_given(s, q, thresholds, active_scale, quant);
+    // The amax first: every count from a bound above it is zero without a pass. The bounds
+    // once for all pieces.
+    let (amax, nonfinite) = measured.unwrap_or_else(|| amax(x));
+    let bounds = CountBounds::new(thresholds, active_scale, quant);
+    let one = |(s, q): (&[f32], &[f32])| tensor_counts_given(s, q, &bounds, amax);
     // Each piece fake-quantized and counted in one task (one pass over the pool, the piece
     // still in cache); hybrid rounding draws by element index, so it quantizes as one piece
     // first.
@@ -221,7 +225,7 @@ pub(crate) fn stats_qdq(
         .map(piece)
         .collect();
     let mut total = combine(one((&[], &[])), parts);
-    (total.amax, total.nonfinite) = measured.unwrap_or_else(|| amax(x));
+    (total.amax, total.nonfinite) = (amax, nonfinite);
     total
 }
 
@@ -314,32 +318,48 @@ mod tests {
         x[9] = f32::NAN;
         x[PIECE + 3] = f32::NEG_INFINITY;
         x[2 * PIECE] = 9.0e4;
-        let th = [Threshold {
-            est: 2.0,
-            scale: 7.5,
-        }];
+        // Without the infinity the amax is finite (9e4): the overflow bound (about 4.4e3)
+        // is below it and counted, the estimates 1e5 and 1e6 above it and skipped.
+        let mut finite = x.clone();
+        finite[PIECE + 3] = 1.0;
+        let th = [
+            Threshold {
+                est: 2.0,
+                scale: 7.5,
+            },
+            Threshold {
+                est: 1.0e5,
+                scale: 1.0e-3,
+            },
+            Threshold {
+                est: 1.0e6,
+                scale: 7.5,
+            },
+        ];
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        for (format, rounding) in [
-            (Format::HiF8, Rounding::Nearest),
-            (Format::HiF8, Rounding::Hybrid { seed: 3 }),
-            (Format::E4M3, Rounding::Nearest),
-        ] {
-            let mut quant = FakeQuant::new(format);
-            quant.rounding = rounding;
-            let two = stats(&x, &th, 7.5, &quant);
-            let mut q = vec![0.0; n];
-            qdq_into(&quant, &x, &mut q, 7.5);
-            let mut out = vec![1.0; n];
-            let one = stats_qdq(&x, &mut out, &th, 7.5, &quant, None);
-            assert_eq!(bits(&out), bits(&q), "{format} {rounding:?}");
-            assert_eq!(one, two, "{format} {rounding:?}");
-            assert_eq!(one.signal.to_bits(), two.signal.to_bits());
-            assert_eq!(one.noise.to_bits(), two.noise.to_bits());
-            // With the amax measured beforehand (the amax op's): the same statistics.
-            let measured = amax(&x);
-            assert_eq!((measured.0, measured.1), (two.amax, two.nonfinite));
-            let given = stats_qdq(&x, &mut out, &th, 7.5, &quant, Some(measured));
-            assert_eq!(given, two, "{format} {rounding:?}");
+        for x in [x, finite] {
+            for (format, rounding) in [
+                (Format::HiF8, Rounding::Nearest),
+                (Format::HiF8, Rounding::Hybrid { seed: 3 }),
+                (Format::E4M3, Rounding::Nearest),
+            ] {
+                let mut quant = FakeQuant::new(format);
+                quant.rounding = rounding;
+                let two = stats(&x, &th, 7.5, &quant);
+                let mut q = vec![0.0; n];
+                qdq_into(&quant, &x, &mut q, 7.5);
+                let mut out = vec![1.0; n];
+                let one = stats_qdq(&x, &mut out, &th, 7.5, &quant, None);
+                assert_eq!(bits(&out), bits(&q), "{format} {rounding:?}");
+                assert_eq!(one, two, "{format} {rounding:?}");
+                assert_eq!(one.signal.to_bits(), two.signal.to_bits());
+                assert_eq!(one.noise.to_bits(), two.noise.to_bits());
+                // With the amax measured beforehand (the amax op's): the same statistics.
+                let measured = amax(&x);
+                assert_eq!((measured.0, measured.1), (two.amax, two.nonfinite));
+                let given = stats_qdq(&x, &mut out, &th, 7.5, &quant, Some(measured));
+                assert_eq!(given, two, "{format} {rounding:?}");
+            }
         }
     }
 }
