@@ -208,15 +208,18 @@ type KvAcc<const V: usize> = [[F8; V]; R];
 /// `coef[coef_at(i) + r]·x[x_at(i) + v·W ..]` from each row `i`, rows ascending — for dK the
 /// scores' gradients and Q, for dV the probabilities and dOut. `active(i)`: how many of the
 /// positions row `i` reaches (the causal triangle; `R` from the block's last position on).
-/// The sums live in registers (by value in and out).
+/// The sums live in registers: copied in, and out once at the end (updated in place, or
+/// returned by value, they were written to memory after every row — eight stores a row,
+/// the loop's bottleneck).
 #[inline(never)]
 fn kv_rows<const V: usize>(
-    mut acc: KvAcc<V>,
+    sums: &mut KvAcc<V>,
     (coef, coef_at): (&[f32], impl Fn(usize) -> usize),
     (x, x_at): (&[f32], impl Fn(usize) -> usize),
     rows: std::ops::Range<usize>,
     active: impl Fn(usize) -> usize,
-) -> KvAcc<V> {
+) {
+    let mut acc = *sums;
     for i in rows {
         let xa = x_at(i);
         let xs: [F8; V] = std::array::from_fn(|v| F8::at(&x[xa + v * W..]));
@@ -229,7 +232,7 @@ fn kv_rows<const V: usize>(
             kv_add(&mut acc, c, xs, n);
         }
     }
-    acc
+    *sums = acc;
 }
 
 /// Adds `c[r]·xs` to the sums of the first `n` positions.
@@ -286,8 +289,10 @@ fn kv_block<const V: usize>(
         let base = (b * s.heads + h) * seq * seq;
         let coef_at = |i: usize| base + i * seq + j0;
         let x_at = |i: usize| at(s, s.heads, b, i, h) + dc;
-        acc = kv_rows(acc, (coef, coef_at), (x, x_at), j0..full, |i| i - j0 + 1);
-        acc = kv_rows(acc, (coef, coef_at), (x, x_at), full..seq, |_| rows);
+        kv_rows(&mut acc, (coef, coef_at), (x, x_at), j0..full, |i| {
+            i - j0 + 1
+        });
+        kv_rows(&mut acc, (coef, coef_at), (x, x_at), full..seq, |_| rows);
     }
     for (r, accr) in acc.iter().enumerate().take(rows) {
         for (v, lanes) in accr.iter().enumerate() {
