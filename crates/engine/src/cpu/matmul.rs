@@ -9,9 +9,14 @@
 use crate::{Layout, MatmulSpec};
 
 /// Rows (or columns) of C per parallel tile, at most: each tile packs the whole other
-/// operand again, so tiles stay large.
+/// operand again, so tiles stay large. 256 rather than 128 (4 tiles instead of 8 for the
+/// `small` preset's 1,024 rows, still 2 per thread for rayon to balance): the repacking was
+/// about 7 % of a step (`gemm_common::pack_operands::pack_lhs` in a profile), and the
+/// matmul time of a `small` QAT step fell in 9 of 11 alternating pairs (125–148 against
+/// 128–165 ms in a noisy window). Bits do not depend on it (a 6-step `small` run's
+/// checkpoint was byte-identical at 128 and 256).
 #[cfg(any(not(target_arch = "wasm32"), target_feature = "simd128"))]
-const TILE: usize = 128;
+const TILE: usize = 256;
 
 /// An operand of a product: its elements and the (row, column) strides of its logical matrix.
 #[derive(Clone, Copy)]
