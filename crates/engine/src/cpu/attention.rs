@@ -1,6 +1,6 @@
-//! Causal attention on the CPU, forward and backward: one task per (sequence, head) — per
-//! (sequence, kv head) for dK and dV — run in parallel natively (rayon) and in order in the
-//! browser. Every output element is accumulated in exactly the order of the plain loops in
+//! Causal attention on the CPU, forward and backward: one task per (sequence, head) forward,
+//! per (sequence, kv head) backward (its group's heads, then dK and dV from them) — run in
+//! parallel natively (rayon) and in order in the browser. Every output element is accumulated in exactly the order of the plain loops in
 //! `ops::reference` (kept as the test oracle), so results are bit-identical to them and do
 //! not depend on the thread count; the loops are reordered only so that the innermost one
 //! runs along `head_dim` over contiguous memory.
@@ -31,19 +31,6 @@ fn map_chunks<R: Send>(
             .enumerate()
             .map(|(i, c)| f(i, c))
             .collect()
-    }
-}
-
-/// Runs `f(index)` for `0..n` (in parallel natively), results in order.
-fn map_range<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        use rayon::prelude::*;
-        (0..n).into_par_iter().map(f).collect()
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        (0..n).map(f).collect()
     }
 }
 
@@ -269,10 +256,11 @@ fn weighted_full<const RR: usize, const V: usize>(
     acc
 }
 
-/// dK (`coef` the scores' gradients, `x` Q, `mult` the score scale) or dV (the
-/// probabilities, dOut, 1: ×1 is exact) of positions `j0..j0 + rows` of kv head `kvh` of
-/// sequence `b`, lanes `dc..dc + V·W`, into `out` ([seq, head_dim]): each sum over the
-/// group's heads, then rows i ascending from its position, as in the reference.
+/// dK (`coef` the group's scores' gradients, `x` Q, `mult` the score scale) or dV (the
+/// group's probabilities, dOut, 1: ×1 is exact) of positions `j0..j0 + rows` of kv head
+/// `kvh` of sequence `b`, lanes `dc..dc + V·W`, into `out` ([seq, head_dim]): each sum over
+/// the group's heads, then rows i ascending from its position, as in the reference. `coef`
+/// holds the group's [seq, seq] matrices one after another.
 fn kv_block<const V: usize>(
     s: &AttentionShape,
     (b, kvh, j0, rows, dc): (usize, usize, usize, usize, usize),
@@ -286,7 +274,8 @@ fn kv_block<const V: usize>(
     let full = j0 + rows - 1;
     for gi in 0..group {
         let h = kvh * group + gi;
-        let base = (b * s.heads + h) * seq * seq;
+        // `coef` holds the group's [seq, seq] matrices, head gi's at gi·seq².
+        let base = gi * seq * seq;
         let coef_at = |i: usize| base + i * seq + j0;
         let x_at = |i: usize| at(s, s.heads, b, i, h) + dc;
         kv_rows(&mut acc, (coef, coef_at), (x, x_at), j0..full, |i| {
@@ -444,94 +433,138 @@ pub(crate) fn attention_backward(
     g: AttentionGrads<'_>,
     s: AttentionShape,
 ) {
+    let (group, seq) = (s.heads / s.kv_heads, s.seq);
+    // One task per (b, kv head): the scores' gradients and dQ of the group's heads (their
+    // dscores are consecutive, so each task owns a chunk), then dK and dV from them while
+    // they and the probabilities are still in cache (as two passes over all heads, the
+    // second read 6 MB back per layer of the small preset).
+    let blocks = map_chunks(
+        &mut g.dscores[..s.probs_len()],
+        group * seq * seq,
+        |idx, ds| {
+            let (b, kvh) = (idx / s.kv_heads, idx % s.kv_heads);
+            let dq: Vec<Vec<f32>> = ds
+                .chunks_mut(seq * seq)
+                .enumerate()
+                .map(|(gi, ds)| head_dscores_dq((k, v, probs, dout), ds, &s, (b, kvh, gi)))
+                .collect();
+            let (dk, dv) = head_dk_dv(q, probs, dout, ds, &s, (b, kvh));
+            (dq, dk, dv)
+        },
+    );
+    let mut dq = Vec::with_capacity(s.batch * s.heads);
+    let (mut dk, mut dv) = (Vec::new(), Vec::new());
+    for (q_blocks, k_block, v_block) in blocks {
+        dq.extend(q_blocks);
+        dk.push(k_block);
+        dv.push(v_block);
+    }
+    scatter(g.dq, &dq, &s, s.heads);
+    scatter(g.dk, &dk, &s, s.kv_heads);
+    scatter(g.dv, &dv, &s, s.kv_heads);
+}
+
+/// The scores' gradients `ds` ([seq, seq]) and dQ ([seq, head_dim]) of head `gi` of kv head
+/// `kvh`'s group in sequence `b`.
+fn head_dscores_dq(
+    (k, v, probs, dout): (&[f32], &[f32], &[f32], &[f32]),
+    ds: &mut [f32],
+    s: &AttentionShape,
+    (b, kvh, gi): (usize, usize, usize),
+) -> Vec<f32> {
     let (scale, group, hd, seq) = (s.scale(), s.heads / s.kv_heads, s.head_dim, s.seq);
-    // dscores and dq, per (b, h).
-    let dq_blocks = map_chunks(&mut g.dscores[..s.probs_len()], seq * seq, |idx, ds| {
-        let (b, h) = (idx / s.heads, idx % s.heads);
-        let kvh = h / group;
-        let (vt, stride) = transposed(v, &s, b, kvh);
-        let p = &probs[idx * seq * seq..(idx + 1) * seq * seq];
-        let mut dq = vec![0.0f32; seq * hd];
-        for (i0, rows) in row_blocks(seq) {
-            let d_at = |i| at(&s, s.heads, b, i, h);
-            score_rows(ds, seq, dout, d_at, hd, (&vt, stride), (i0, rows));
-            for i in i0..i0 + rows {
-                let prow = &p[i * seq..=i * seq + i];
-                let (dsrow, masked) = ds[i * seq..(i + 1) * seq].split_at_mut(i + 1);
-                let rowsum = super::math::lane_dot(prow, dsrow);
-                for (d, p) in dsrow.iter_mut().zip(prow) {
-                    *d = p * (*d - rowsum);
-                }
-                masked.fill(0.0);
+    let h = kvh * group + gi;
+    let idx = b * s.heads + h;
+    let (vt, stride) = transposed(v, s, b, kvh);
+    let p = &probs[idx * seq * seq..(idx + 1) * seq * seq];
+    let mut dq = vec![0.0f32; seq * hd];
+    for (i0, rows) in row_blocks(seq) {
+        let d_at = |i| at(s, s.heads, b, i, h);
+        score_rows(ds, seq, dout, d_at, hd, (&vt, stride), (i0, rows));
+        for i in i0..i0 + rows {
+            let prow = &p[i * seq..=i * seq + i];
+            let (dsrow, masked) = ds[i * seq..(i + 1) * seq].split_at_mut(i + 1);
+            let rowsum = super::math::lane_dot(prow, dsrow);
+            for (d, p) in dsrow.iter_mut().zip(prow) {
+                *d = p * (*d - rowsum);
             }
-            let k_at = |j| at(&s, s.kv_heads, b, j, kvh);
-            weighted(&mut dq, ds, seq, k, k_at, (i0, rows));
-            for a in dq[i0 * hd..(i0 + rows) * hd].iter_mut() {
-                *a *= scale;
+            masked.fill(0.0);
+        }
+        let k_at = |j| at(s, s.kv_heads, b, j, kvh);
+        weighted(&mut dq, ds, seq, k, k_at, (i0, rows));
+        for a in dq[i0 * hd..(i0 + rows) * hd].iter_mut() {
+            *a *= scale;
+        }
+    }
+    dq
+}
+
+/// dK and dV ([seq, head_dim] each) of kv head `kvh` of sequence `b`, from its group's
+/// scores' gradients `dscores` ([group][seq][seq]): for each (j, d) the sum runs over the
+/// group's heads, then i ascending from j, as in the reference; blocks of R positions j × W
+/// lanes of d.
+fn head_dk_dv(
+    q: &[f32],
+    probs: &[f32],
+    dout: &[f32],
+    dscores: &[f32],
+    s: &AttentionShape,
+    (b, kvh): (usize, usize),
+) -> (Vec<f32>, Vec<f32>) {
+    let (scale, group, hd, seq) = (s.scale(), s.heads / s.kv_heads, s.head_dim, s.seq);
+    let mut dk = vec![0.0f32; seq * hd];
+    let mut dv = vec![0.0f32; seq * hd];
+    // The group's probabilities, indexed like `dscores` (head gi at gi·seq², b's first).
+    let first = (b * s.heads + kvh * group) * seq * seq;
+    let p = &probs[first..first + group * seq * seq];
+    for (j0, rows) in row_blocks(seq) {
+        // dK from the scores' gradients and Q, dV from the probabilities and dOut: two
+        // vectors of lanes at a time where they fit, then one.
+        let mut dc = 0;
+        while dc + W <= hd {
+            if dc + 2 * W <= hd {
+                kv_block::<2>(s, (b, kvh, j0, rows, dc), (dscores, q), scale, &mut dk);
+                kv_block::<2>(s, (b, kvh, j0, rows, dc), (p, dout), 1.0, &mut dv);
+                dc += 2 * W;
+            } else {
+                kv_block::<1>(s, (b, kvh, j0, rows, dc), (dscores, q), scale, &mut dk);
+                kv_block::<1>(s, (b, kvh, j0, rows, dc), (p, dout), 1.0, &mut dv);
+                dc += W;
             }
         }
-        dq
-    });
-    scatter(g.dq, &dq_blocks, &s, s.heads);
-    // dk and dv, per (b, kv head): for each (j, d) the sum runs over the group's heads, then
-    // i ascending from j, as in the reference; blocks of R positions j × W lanes of d.
-    let dscores: &[f32] = g.dscores;
-    let kv_blocks = map_range(s.batch * s.kv_heads, |idx| {
-        let (b, kvh) = (idx / s.kv_heads, idx % s.kv_heads);
-        let mut dk = vec![0.0f32; seq * hd];
-        let mut dv = vec![0.0f32; seq * hd];
-        for (j0, rows) in row_blocks(seq) {
-            // dK from the scores' gradients and Q, dV from the probabilities and dOut: two
-            // vectors of lanes at a time where they fit, then one.
-            let mut dc = 0;
-            while dc + W <= hd {
-                if dc + 2 * W <= hd {
-                    kv_block::<2>(&s, (b, kvh, j0, rows, dc), (dscores, q), scale, &mut dk);
-                    kv_block::<2>(&s, (b, kvh, j0, rows, dc), (probs, dout), 1.0, &mut dv);
-                    dc += 2 * W;
-                } else {
-                    kv_block::<1>(&s, (b, kvh, j0, rows, dc), (dscores, q), scale, &mut dk);
-                    kv_block::<1>(&s, (b, kvh, j0, rows, dc), (probs, dout), 1.0, &mut dv);
-                    dc += W;
-                }
-            }
-            // The last lanes of a head_dim that is no multiple of W: plain loops, same order.
-            if dc < hd {
-                let w = hd - dc;
-                let (mut ak, mut av) = ([[0.0f32; W]; R], [[0.0f32; W]; R]);
-                for gi in 0..group {
-                    let h = kvh * group + gi;
-                    let base = (b * s.heads + h) * seq * seq;
-                    for i in j0..seq {
-                        let qi = at(&s, s.heads, b, i, h) + dc;
-                        let (qrow, drow) = (&q[qi..qi + w], &dout[qi..qi + w]);
-                        let active = rows.min(i - j0 + 1);
-                        for r in 0..active {
-                            let at_ij = base + i * seq + j0 + r;
-                            let (dsc, pr) = (dscores[at_ij], probs[at_ij]);
-                            for ((o, x), (ov, y)) in
-                                ak[r].iter_mut().zip(qrow).zip(av[r].iter_mut().zip(drow))
-                            {
-                                *o += dsc * x;
-                                *ov += pr * y;
-                            }
+        // The last lanes of a head_dim that is no multiple of W: plain loops, same order.
+        if dc < hd {
+            let w = hd - dc;
+            let (mut ak, mut av) = ([[0.0f32; W]; R], [[0.0f32; W]; R]);
+            for gi in 0..group {
+                let h = kvh * group + gi;
+                let base = gi * seq * seq;
+                for i in j0..seq {
+                    let qi = at(s, s.heads, b, i, h) + dc;
+                    let (qrow, drow) = (&q[qi..qi + w], &dout[qi..qi + w]);
+                    let active = rows.min(i - j0 + 1);
+                    for r in 0..active {
+                        let at_ij = base + i * seq + j0 + r;
+                        let (dsc, pr) = (dscores[at_ij], p[at_ij]);
+                        for ((o, x), (ov, y)) in
+                            ak[r].iter_mut().zip(qrow).zip(av[r].iter_mut().zip(drow))
+                        {
+                            *o += dsc * x;
+                            *ov += pr * y;
                         }
                     }
                 }
-                for r in 0..rows {
-                    let o = (j0 + r) * hd + dc;
-                    for (x, a) in dk[o..o + w].iter_mut().zip(&ak[r]) {
-                        *x = a * scale;
-                    }
-                    dv[o..o + w].copy_from_slice(&av[r][..w]);
+            }
+            for r in 0..rows {
+                let o = (j0 + r) * hd + dc;
+                for (x, a) in dk[o..o + w].iter_mut().zip(&ak[r]) {
+                    *x = a * scale;
                 }
+                dv[o..o + w].copy_from_slice(&av[r][..w]);
             }
         }
-        (dk, dv)
-    });
-    let (dk, dv): (Vec<Vec<f32>>, Vec<Vec<f32>>) = kv_blocks.into_iter().unzip();
-    scatter(g.dk, &dk, &s, s.kv_heads);
-    scatter(g.dv, &dv, &s, s.kv_heads);
+    }
+    (dk, dv)
 }
 
 #[cfg(test)]
