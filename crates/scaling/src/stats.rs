@@ -569,6 +569,28 @@ mod tests {
         }
     }
 
+    /// `got`'s counts against their definitions over `x`: above each estimate, overflowing
+    /// at each scale, underflowing at the active scale.
+    fn assert_counts_by_definition(
+        got: &TensorStats,
+        x: &[f32],
+        t: &[Threshold],
+        active: f32,
+        facts: &hif8lab_format::FormatFacts,
+        case: &str,
+    ) {
+        let count = |p: &dyn Fn(f32) -> bool| x.iter().filter(|v| p(**v)).count() as u64;
+        let above: Vec<u64> = t.iter().map(|t| count(&|v| v.abs() > t.est)).collect();
+        let overflow: Vec<u64> = t
+            .iter()
+            .map(|t| count(&|v| (v * t.scale).abs() >= facts.overflow_threshold))
+            .collect();
+        let under = count(&|v| v != 0.0 && (v * active).abs() <= facts.underflow_max);
+        assert_eq!(got.above_est, above, "{case}");
+        assert_eq!(got.overflow, overflow, "{case}");
+        assert_eq!(got.underflow, under, "{case}");
+    }
+
     #[test]
     fn bounded_counts_equal_the_definitions() {
         let specials = [
@@ -604,18 +626,8 @@ mod tests {
                 ];
                 for active in [scale, 1.0, 7.5e3, 0.0, f32::INFINITY] {
                     let got = counted(&x, &t, active, &q, 0.0, 0.0, (0.0, 0));
-                    let count =
-                        |p: &dyn Fn(f32) -> bool| x.iter().filter(|v| p(**v)).count() as u64;
-                    let above: Vec<u64> = t.iter().map(|t| count(&|v| v.abs() > t.est)).collect();
-                    let overflow: Vec<u64> = t
-                        .iter()
-                        .map(|t| count(&|v| (v * t.scale).abs() >= facts.overflow_threshold))
-                        .collect();
-                    let under = count(&|v| v != 0.0 && (v * active).abs() <= facts.underflow_max);
                     let case = format!("{format:?} est {est} scale {scale} active {active}");
-                    assert_eq!(got.above_est, above, "{case}");
-                    assert_eq!(got.overflow, overflow, "{case}");
-                    assert_eq!(got.underflow, under, "{case}");
+                    assert_counts_by_definition(&got, &x, &t, active, &facts, &case);
                 }
             }
         }
@@ -646,21 +658,11 @@ mod tests {
                 for active in [1.0, 3.0e3, 1.0e9] {
                     let bounds = CountBounds::new(&t, active, &q);
                     let got = bounds.counted(x, 0.0, 0.0, (0.0, 0), amax);
-                    let count =
-                        |p: &dyn Fn(f32) -> bool| x.iter().filter(|v| p(**v)).count() as u64;
-                    let above: Vec<u64> = t.iter().map(|t| count(&|v| v.abs() > t.est)).collect();
-                    let overflow: Vec<u64> = t
-                        .iter()
-                        .map(|t| count(&|v| (v * t.scale).abs() >= facts.overflow_threshold))
-                        .collect();
-                    let under = count(&|v| v != 0.0 && (v * active).abs() <= facts.underflow_max);
                     let case = format!(
                         "{} elements, amax {amax}, {k} thresholds, active {active}",
                         x.len()
                     );
-                    assert_eq!(got.above_est, above, "{case}");
-                    assert_eq!(got.overflow, overflow, "{case}");
-                    assert_eq!(got.underflow, under, "{case}");
+                    assert_counts_by_definition(&got, x, &t, active, &facts, &case);
                     // Some of these cases skip bounds, others count them all.
                     assert_eq!(
                         got,

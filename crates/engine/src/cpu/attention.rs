@@ -443,10 +443,14 @@ pub(crate) fn attention_backward(
         group * seq * seq,
         |idx, ds| {
             let (b, kvh) = (idx / s.kv_heads, idx % s.kv_heads);
+            // V of the kv head, transposed once for the group's heads.
+            let (vt, stride) = transposed(v, &s, b, kvh);
             let dq: Vec<Vec<f32>> = ds
                 .chunks_mut(seq * seq)
                 .enumerate()
-                .map(|(gi, ds)| head_dscores_dq((k, v, probs, dout), ds, &s, (b, kvh, gi)))
+                .map(|(gi, ds)| {
+                    head_dscores_dq((k, probs, dout), (&vt, stride), ds, &s, (b, kvh, gi))
+                })
                 .collect();
             let (dk, dv) = head_dk_dv(q, probs, dout, ds, &s, (b, kvh));
             (dq, dk, dv)
@@ -465,9 +469,10 @@ pub(crate) fn attention_backward(
 }
 
 /// The scores' gradients `ds` ([seq, seq]) and dQ ([seq, head_dim]) of head `gi` of kv head
-/// `kvh`'s group in sequence `b`.
+/// `kvh`'s group in sequence `b`; `vt`: that kv head's V as [`transposed`] gives it.
 fn head_dscores_dq(
-    (k, v, probs, dout): (&[f32], &[f32], &[f32], &[f32]),
+    (k, probs, dout): (&[f32], &[f32], &[f32]),
+    (vt, stride): (&[f32], usize),
     ds: &mut [f32],
     s: &AttentionShape,
     (b, kvh, gi): (usize, usize, usize),
@@ -475,12 +480,11 @@ fn head_dscores_dq(
     let (scale, group, hd, seq) = (s.scale(), s.heads / s.kv_heads, s.head_dim, s.seq);
     let h = kvh * group + gi;
     let idx = b * s.heads + h;
-    let (vt, stride) = transposed(v, s, b, kvh);
     let p = &probs[idx * seq * seq..(idx + 1) * seq * seq];
     let mut dq = vec![0.0f32; seq * hd];
     for (i0, rows) in row_blocks(seq) {
         let d_at = |i| at(s, s.heads, b, i, h);
-        score_rows(ds, seq, dout, d_at, hd, (&vt, stride), (i0, rows));
+        score_rows(ds, seq, dout, d_at, hd, (vt, stride), (i0, rows));
         for i in i0..i0 + rows {
             let prow = &p[i * seq..=i * seq + i];
             let (dsrow, masked) = ds[i * seq..(i + 1) * seq].split_at_mut(i + 1);
