@@ -8,7 +8,7 @@
 use crate::AttentionShape;
 
 use super::ops::AttentionGrads;
-use super::simd::{F8, LANES};
+use super::simd::{F8, F16, LANES, Lanes, WIDE};
 
 /// Runs `f(index, chunk)` over the `size`-element chunks of `data` (in parallel natively)
 /// and returns the results in chunk order.
@@ -36,7 +36,10 @@ fn map_chunks<R: Send>(
 
 /// Rows per register block of the kernels below.
 const R: usize = 4;
-/// Lanes per accumulator ([`F8`]: one AVX register natively, two simd128 registers in wasm).
+/// Lanes of the narrow accumulators ([`F8`]: one AVX register natively, two simd128
+/// registers in wasm), of the plain loops' tails and of [`transposed`]'s padding. Where the
+/// build has AVX-512 ([`WIDE`]) the kernels take [`F16`] (one AVX-512 register) wherever 16
+/// lanes fit, then [`F8`]: each lane's sum is the same chain at any width.
 const W: usize = LANES;
 
 /// `out[r·out_stride + j] = Σ_d a[r][d]·bt[d·stride + j]` for the `RR` rows and every
@@ -54,12 +57,19 @@ fn dots_block<const RR: usize>(
 ) {
     let mut j = 0;
     while j < ncols {
-        // Two vectors of columns where both exist (more independent sums in flight).
-        if j + W < ncols && j + 2 * W <= stride {
-            dots_vectors::<RR, 2>(out, out_stride, a, bt, stride, j, ncols);
+        // Two vectors of columns where both exist (more independent sums in flight); the
+        // last one may run into the padding (up to `stride`).
+        if WIDE && j + 16 < ncols && j + 32 <= stride {
+            dots_vectors::<RR, 2, F16>(out, out_stride, a, bt, stride, j, ncols);
+            j += 32;
+        } else if WIDE && j + W < ncols && j + 16 <= stride {
+            dots_vectors::<RR, 1, F16>(out, out_stride, a, bt, stride, j, ncols);
+            j += 16;
+        } else if j + W < ncols && j + 2 * W <= stride {
+            dots_vectors::<RR, 2, F8>(out, out_stride, a, bt, stride, j, ncols);
             j += 2 * W;
         } else {
-            dots_vectors::<RR, 1>(out, out_stride, a, bt, stride, j, ncols);
+            dots_vectors::<RR, 1, F8>(out, out_stride, a, bt, stride, j, ncols);
             j += W;
         }
     }
@@ -67,7 +77,7 @@ fn dots_block<const RR: usize>(
 
 /// One register block of [`dots_block`]: `RR` rows × `V` vectors of columns from `j`.
 #[inline(always)]
-fn dots_vectors<const RR: usize, const V: usize>(
+fn dots_vectors<const RR: usize, const V: usize, L: Lanes>(
     out: &mut [f32],
     out_stride: usize,
     a: [&[f32]; RR],
@@ -78,10 +88,10 @@ fn dots_vectors<const RR: usize, const V: usize>(
 ) {
     let hd = a[0].len();
     let a = a.map(|r| &r[..hd]);
-    let mut acc = [[F8::zero(); V]; RR];
+    let mut acc = [[L::zero(); V]; RR];
     for d in 0..hd {
         let row = &bt[d * stride + j..];
-        let cols: [F8; V] = std::array::from_fn(|v| F8::at(&row[v * W..]));
+        let cols: [L; V] = std::array::from_fn(|v| L::at(&row[v * L::W..]));
         for r in 0..RR {
             let x = a[r][d];
             for v in 0..V {
@@ -91,16 +101,15 @@ fn dots_vectors<const RR: usize, const V: usize>(
     }
     for (r, accr) in acc.iter().enumerate() {
         for (v, lanes) in accr.iter().enumerate() {
-            let at = j + v * W;
+            let at = j + v * L::W;
             if at >= ncols {
                 break;
             }
             let o = r * out_stride + at;
-            if ncols - at >= W {
-                lanes.store(first_mut(&mut out[o..]));
+            if ncols - at >= L::W {
+                lanes.store_at(&mut out[o..]);
             } else {
-                let w = ncols - at;
-                out[o..o + w].copy_from_slice(&lanes.to_array()[..w]);
+                lanes.store_prefix(&mut out[o..o + ncols - at]);
             }
         }
     }
@@ -120,13 +129,23 @@ fn weighted_rows<const RR: usize>(
     let mut out = out;
     let mut dc = 0;
     while dc < hd {
+        if WIDE && dc + 32 <= hd {
+            weighted_vectors::<RR, 2, F16>(&mut out, p, x, &x_at, dc, i0);
+            dc += 32;
+            continue;
+        }
+        if WIDE && dc + 16 <= hd {
+            weighted_vectors::<RR, 1, F16>(&mut out, p, x, &x_at, dc, i0);
+            dc += 16;
+            continue;
+        }
         if dc + 2 * W <= hd {
-            weighted_vectors::<RR, 2>(&mut out, p, x, &x_at, dc, i0);
+            weighted_vectors::<RR, 2, F8>(&mut out, p, x, &x_at, dc, i0);
             dc += 2 * W;
             continue;
         }
         if dc + W <= hd {
-            weighted_vectors::<RR, 1>(&mut out, p, x, &x_at, dc, i0);
+            weighted_vectors::<RR, 1, F8>(&mut out, p, x, &x_at, dc, i0);
             dc += W;
             continue;
         }
@@ -154,7 +173,7 @@ fn weighted_rows<const RR: usize>(
 /// `0..=i0` (registers), then the triangle (position i0 + e adds only to the rows at or
 /// below it).
 #[inline(always)]
-fn weighted_vectors<const RR: usize, const V: usize>(
+fn weighted_vectors<const RR: usize, const V: usize, L: Lanes>(
     out: &mut [&mut [f32]; RR],
     p: [&[f32]; RR],
     x: &[f32],
@@ -162,10 +181,10 @@ fn weighted_vectors<const RR: usize, const V: usize>(
     dc: usize,
     i0: usize,
 ) {
-    let mut acc = weighted_full::<RR, V>(p, x, x_at, dc, i0);
+    let mut acc = weighted_full::<RR, V, L>(p, x, x_at, dc, i0);
     for e in 1..RR {
         let j = i0 + e;
-        let xj: [F8; V] = std::array::from_fn(|v| F8::at(&x[x_at(j) + dc + v * W..]));
+        let xj: [L; V] = std::array::from_fn(|v| L::at(&x[x_at(j) + dc + v * L::W..]));
         for r in e..RR {
             let c = p[r][j];
             for v in 0..V {
@@ -175,21 +194,13 @@ fn weighted_vectors<const RR: usize, const V: usize>(
     }
     for (o, accr) in out.iter_mut().zip(&acc) {
         for (v, lanes) in accr.iter().enumerate() {
-            lanes.store(first_mut(&mut o[dc + v * W..]));
+            lanes.store_at(&mut o[dc + v * L::W..]);
         }
     }
 }
 
-/// The first `W` elements of `x` as an array.
-#[inline(always)]
-fn first_mut(x: &mut [f32]) -> &mut [f32; W] {
-    let n = x.len();
-    x.first_chunk_mut::<W>()
-        .unwrap_or_else(|| panic!("attention: {n} lanes, {W} needed"))
-}
-
 /// Sums of `R` positions × `V` vectors of lanes (dK's or dV's).
-type KvAcc<const V: usize> = [[F8; V]; R];
+type KvAcc<L, const V: usize> = [[L; V]; R];
 
 /// One head's rows `rows` into the sums of `R` consecutive positions: position `r` takes
 /// `coef[coef_at(i) + r]·x[x_at(i) + v·W ..]` from each row `i`, rows ascending — for dK the
@@ -199,8 +210,8 @@ type KvAcc<const V: usize> = [[F8; V]; R];
 /// returned by value, they were written to memory after every row — eight stores a row,
 /// the loop's bottleneck).
 #[inline(never)]
-fn kv_rows<const V: usize>(
-    sums: &mut KvAcc<V>,
+fn kv_rows<const V: usize, L: Lanes>(
+    sums: &mut KvAcc<L, V>,
     (coef, coef_at): (&[f32], impl Fn(usize) -> usize),
     (x, x_at): (&[f32], impl Fn(usize) -> usize),
     rows: std::ops::Range<usize>,
@@ -209,7 +220,7 @@ fn kv_rows<const V: usize>(
     let mut acc = *sums;
     for i in rows {
         let xa = x_at(i);
-        let xs: [F8; V] = std::array::from_fn(|v| F8::at(&x[xa + v * W..]));
+        let xs: [L; V] = std::array::from_fn(|v| L::at(&x[xa + v * L::W..]));
         let n = active(i);
         let c = &coef[coef_at(i)..coef_at(i) + n];
         // The whole block as its own call: a constant trip count the compiler unrolls.
@@ -224,7 +235,7 @@ fn kv_rows<const V: usize>(
 
 /// Adds `c[r]·xs` to the sums of the first `n` positions.
 #[inline(always)]
-fn kv_add<const V: usize>(acc: &mut KvAcc<V>, c: &[f32], xs: [F8; V], n: usize) {
+fn kv_add<const V: usize, L: Lanes>(acc: &mut KvAcc<L, V>, c: &[f32], xs: [L; V], n: usize) {
     for r in 0..n {
         for v in 0..V {
             acc[r][v] = acc[r][v].add_scaled(c[r], xs[v]);
@@ -235,17 +246,17 @@ fn kv_add<const V: usize>(acc: &mut KvAcc<V>, c: &[f32], xs: [F8; V], n: usize) 
 /// `acc[r][v] = Σ_j p[r][j]·x[x_at(j) + dc + v·W ..]` for j in `0..=i0` ascending from 0.0
 /// (every row takes every j: registers).
 #[inline(never)]
-fn weighted_full<const RR: usize, const V: usize>(
+fn weighted_full<const RR: usize, const V: usize, L: Lanes>(
     p: [&[f32]; RR],
     x: &[f32],
     x_at: &impl Fn(usize) -> usize,
     dc: usize,
     i0: usize,
-) -> [[F8; V]; RR] {
+) -> [[L; V]; RR] {
     let p = p.map(|r| &r[..=i0]);
-    let mut acc = [[F8::zero(); V]; RR];
+    let mut acc = [[L::zero(); V]; RR];
     for j in 0..=i0 {
-        let xj: [F8; V] = std::array::from_fn(|v| F8::at(&x[x_at(j) + dc + v * W..]));
+        let xj: [L; V] = std::array::from_fn(|v| L::at(&x[x_at(j) + dc + v * L::W..]));
         for r in 0..RR {
             let c = p[r][j];
             for v in 0..V {
@@ -261,7 +272,7 @@ fn weighted_full<const RR: usize, const V: usize>(
 /// `kvh` of sequence `b`, lanes `dc..dc + V·W`, into `out` ([seq, head_dim]): each sum over
 /// the group's heads, then rows i ascending from its position, as in the reference. `coef`
 /// holds the group's [seq, seq] matrices one after another.
-fn kv_block<const V: usize>(
+fn kv_block<const V: usize, L: Lanes>(
     s: &AttentionShape,
     (b, kvh, j0, rows, dc): (usize, usize, usize, usize, usize),
     (coef, x): (&[f32], &[f32]),
@@ -269,7 +280,7 @@ fn kv_block<const V: usize>(
     out: &mut [f32],
 ) {
     let (seq, hd, group) = (s.seq, s.head_dim, s.heads / s.kv_heads);
-    let mut acc: KvAcc<V> = [[F8::zero(); V]; R];
+    let mut acc: KvAcc<L, V> = [[L::zero(); V]; R];
     // From row `full` on, every position of the block takes every row.
     let full = j0 + rows - 1;
     for gi in 0..group {
@@ -285,8 +296,8 @@ fn kv_block<const V: usize>(
     }
     for (r, accr) in acc.iter().enumerate().take(rows) {
         for (v, lanes) in accr.iter().enumerate() {
-            let o = (j0 + r) * hd + dc + v * W;
-            lanes.mul(F8::splat(mult)).store(first_mut(&mut out[o..]));
+            let o = (j0 + r) * hd + dc + v * L::W;
+            lanes.mul(L::splat(mult)).store_at(&mut out[o..]);
         }
     }
 }
@@ -525,14 +536,23 @@ fn head_dk_dv(
         // dK from the scores' gradients and Q, dV from the probabilities and dOut: two
         // vectors of lanes at a time where they fit, then one.
         let mut dc = 0;
+        let block = |dc| (b, kvh, j0, rows, dc);
         while dc + W <= hd {
-            if dc + 2 * W <= hd {
-                kv_block::<2>(s, (b, kvh, j0, rows, dc), (dscores, q), scale, &mut dk);
-                kv_block::<2>(s, (b, kvh, j0, rows, dc), (p, dout), 1.0, &mut dv);
+            if WIDE && dc + 32 <= hd {
+                kv_block::<2, F16>(s, block(dc), (dscores, q), scale, &mut dk);
+                kv_block::<2, F16>(s, block(dc), (p, dout), 1.0, &mut dv);
+                dc += 32;
+            } else if WIDE && dc + 16 <= hd {
+                kv_block::<1, F16>(s, block(dc), (dscores, q), scale, &mut dk);
+                kv_block::<1, F16>(s, block(dc), (p, dout), 1.0, &mut dv);
+                dc += 16;
+            } else if dc + 2 * W <= hd {
+                kv_block::<2, F8>(s, block(dc), (dscores, q), scale, &mut dk);
+                kv_block::<2, F8>(s, block(dc), (p, dout), 1.0, &mut dv);
                 dc += 2 * W;
             } else {
-                kv_block::<1>(s, (b, kvh, j0, rows, dc), (dscores, q), scale, &mut dk);
-                kv_block::<1>(s, (b, kvh, j0, rows, dc), (p, dout), 1.0, &mut dv);
+                kv_block::<1, F8>(s, block(dc), (dscores, q), scale, &mut dk);
+                kv_block::<1, F8>(s, block(dc), (p, dout), 1.0, &mut dv);
                 dc += W;
             }
         }
@@ -589,6 +609,11 @@ mod tests {
             (3, 16, 6, 3, 4),
             (1, 33, 2, 1, 16),
             (2, 9, 4, 2, 27),
+            // Every mix of widths: 16 + 8, 32 + 8, 32 + 16, and a seq whose padded
+            // columns (24) take one vector of 16 then one of 8.
+            (1, 20, 2, 1, 24),
+            (1, 12, 2, 2, 40),
+            (1, 5, 1, 1, 48),
             (2, 128, 6, 3, 32),
         ] {
             let s = AttentionShape {

@@ -25,6 +25,25 @@ pub(crate) fn embedding_backward(tokens: &[f32], dout: &[f32], dtable: &mut [f32
     }
 }
 
+/// Rows whose sums (Σ w·dy·x of the norm's backward) run side by side: each row's
+/// sum is still one chain over its columns in order — the readable loop's bits — but a chain
+/// of dependent adds waits for each add's latency, and eight independent ones fill it.
+const ROW_GROUP: usize = 8;
+
+/// The sums of [`ROW_GROUP`] rows, one chain per row from 0.0 over the columns `0..c` in
+/// order (`term(r, j)`: row `r`'s term of column `j`), as `(0..c).fold(0.0, |s, j| s +
+/// term(r, j))` gives each of them.
+#[inline(always)]
+fn group_sums(c: usize, term: impl Fn(usize, usize) -> f32) -> [f32; ROW_GROUP] {
+    let mut sums = [0.0f32; ROW_GROUP];
+    for j in 0..c {
+        for (r, s) in sums.iter_mut().enumerate() {
+            *s += term(r, j);
+        }
+    }
+    sums
+}
+
 /// Rows in parallel pieces (each row as [`rmsnorm_rows`] computes it).
 pub(crate) fn rmsnorm(x: &[f32], w: &[f32], out: &mut [f32], rstd: &mut [f32], eps: f32) {
     let c = w.len();
@@ -60,11 +79,12 @@ pub(crate) fn rmsnorm_backward(
     let rows = rstd.len();
     super::par::rows_mut(&mut dx[..rows * c], c, |n0, d| {
         let n1 = n0 + d.len() / c;
-        rmsnorm_backward_dx(&x[n0 * c..n1 * c], w, &rstd[n0..n1], &dy[n0 * c..n1 * c], d);
+        rmsnorm_backward_dx_grouped(&x[n0 * c..n1 * c], w, &rstd[n0..n1], &dy[n0 * c..n1 * c], d);
     });
     // dw[j] sums over the rows in order for every j: rows outer, columns inner (vectorized),
-    // the columns split into parallel pieces.
-    super::par::sized_mut(&mut dw[..c], 64, |j0, part| {
+    // the columns split into parallel pieces (of 32: six for the model's 192 columns, so two
+    // threads share them evenly).
+    super::par::sized_mut(&mut dw[..c], 32, |j0, part| {
         for (n, r) in rstd.iter().enumerate() {
             let (dyr, xr) = (&dy[n * c + j0..], &x[n * c + j0..]);
             for ((a, d), xv) in part.iter_mut().zip(dyr).zip(xr) {
@@ -96,6 +116,27 @@ pub(crate) fn rmsnorm_backward_rows(
     }
 }
 
+/// dx of the rows of `x` in groups of [`ROW_GROUP`] rows (bit for bit [`rmsnorm_backward_dx`]).
+fn rmsnorm_backward_dx_grouped(x: &[f32], w: &[f32], rstd: &[f32], dy: &[f32], dx: &mut [f32]) {
+    let c = w.len();
+    let grouped = rstd.len() / ROW_GROUP * ROW_GROUP;
+    for (g, rg) in rstd[..grouped].chunks_exact(ROW_GROUP).enumerate() {
+        let span = g * ROW_GROUP * c..(g + 1) * ROW_GROUP * c;
+        let (x, dy, dx) = (&x[span.clone()], &dy[span.clone()], &mut dx[span]);
+        let dots = group_sums(c, |r, j| w[j] * dy[r * c + j] * x[r * c + j]);
+        for (k, r) in rg.iter().enumerate() {
+            let mean_dot = dots[k] / c as f32;
+            let row = k * c..(k + 1) * c;
+            let (x, dy, dx) = (&x[row.clone()], &dy[row.clone()], &mut dx[row]);
+            for j in 0..c {
+                dx[j] = r * (w[j] * dy[j] - x[j] * r * r * mean_dot);
+            }
+        }
+    }
+    let at = grouped * c;
+    rmsnorm_backward_dx(&x[at..], w, &rstd[grouped..], &dy[at..], &mut dx[at..]);
+}
+
 fn rmsnorm_backward_dx(x: &[f32], w: &[f32], rstd: &[f32], dy: &[f32], dx: &mut [f32]) {
     let c = w.len();
     for (n, r) in rstd.iter().enumerate() {
@@ -108,14 +149,39 @@ fn rmsnorm_backward_dx(x: &[f32], w: &[f32], rstd: &[f32], dy: &[f32], dx: &mut 
     }
 }
 
-/// Rows in parallel pieces (each as [`rope_rows`] computes it).
+/// Token rows in parallel pieces, bit for bit [`rope_rows`]: each row's position's cos and
+/// sin taken out of the interleaved table once (the sin negated for the inverse), then
+/// every head's two halves in contiguous loops the compiler vectorizes (reading the table's
+/// pairs per element kept them scalar).
 pub(crate) fn rope(x: &[f32], table: &[f32], out: &mut [f32], s: RopeShape, inverse: bool) {
     let len = s.heads * s.head_dim;
+    let half = s.head_dim / 2;
     super::par::rows_mut(&mut out[..s.rows * len], len, |r0, o| {
-        rope_rows(x, table, o, s, inverse, r0 * s.heads);
+        let (mut cos, mut sin) = (vec![0.0f32; half], vec![0.0f32; half]);
+        for (t, orow) in o.chunks_exact_mut(len).enumerate() {
+            let n = r0 + t;
+            let pair = &table[(n % s.seq) * half * 2..][..half * 2];
+            for ((c, sn), cs) in cos.iter_mut().zip(&mut sin).zip(pair.chunks_exact(2)) {
+                *c = cs[0];
+                *sn = if inverse { -cs[1] } else { cs[1] };
+            }
+            let xrow = &x[n * len..(n + 1) * len];
+            for (xh, oh) in xrow
+                .chunks_exact(s.head_dim)
+                .zip(orow.chunks_exact_mut(s.head_dim))
+            {
+                let (a, b) = xh.split_at(half);
+                let (oa, ob) = oh.split_at_mut(half);
+                for i in 0..half {
+                    oa[i] = a[i] * cos[i] - b[i] * sin[i];
+                    ob[i] = b[i] * cos[i] + a[i] * sin[i];
+                }
+            }
+        }
     });
 }
 
+#[cfg(test)]
 /// The readable loops of [`rope`] for the head rows `first..` that `out` holds (`out` starts
 /// at head row `first`).
 pub(crate) fn rope_rows(
