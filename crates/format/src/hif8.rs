@@ -167,7 +167,10 @@ pub fn qdq_branchless(x: f32, overflow_bits: u32) -> f32 {
 /// both lengths, 8 lanes at a time in AVX2 registers: the same IEEE product and quotient
 /// and the same integer steps as the scalar function (the compiler's own vectorization of
 /// it keeps its constants in memory and takes about twice as many instructions).
+/// (Where the build has AVX-512 too, [`qdq_scaled_into_avx512`] runs instead and this one
+/// is kept, and tested, for AVX2-only builds.)
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+#[cfg_attr(target_feature = "avx512f", allow(dead_code))]
 #[allow(unsafe_code)]
 pub(crate) fn qdq_scaled_into(src: &[f32], dst: &mut [f32], scale: f32, overflow_bits: u32) {
     use std::arch::x86_64::{
@@ -220,6 +223,71 @@ pub(crate) fn qdq_scaled_into(src: &[f32], dst: &mut [f32], scale: f32, overflow
             r = _mm256_blendv_epi8(r, _mm256_or_si256(sign, ob), _mm256_cmpgt_epi32(a, over));
             r = _mm256_blendv_epi8(r, bits, _mm256_cmpgt_epi32(a, inf));
             _mm256_storeu_ps(d.as_mut_ptr(), _mm256_div_ps(_mm256_castsi256_ps(r), vs));
+        }
+    }
+    for (o, x) in dst[whole..n].iter_mut().zip(&src[whole..n]) {
+        *o = qdq_branchless(*x * scale, overflow_bits) / scale;
+    }
+}
+
+/// [`qdq_scaled_into`] 16 lanes at a time in AVX-512 registers (compares into mask
+/// registers, blends by mask): the same IEEE product and quotient and the same integer
+/// steps as the scalar function, so the same bits as the AVX2 and scalar paths.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+#[allow(unsafe_code)]
+pub(crate) fn qdq_scaled_into_avx512(src: &[f32], dst: &mut [f32], scale: f32, overflow_bits: u32) {
+    use std::arch::x86_64::{
+        _mm512_abs_epi32, _mm512_add_epi32, _mm512_and_si512, _mm512_castps_si512,
+        _mm512_castsi512_ps, _mm512_cmpeq_epi32_mask, _mm512_cmpgt_epi32_mask,
+        _mm512_cmple_epi32_mask, _mm512_div_ps, _mm512_loadu_ps, _mm512_mask_add_epi32,
+        _mm512_mask_blend_epi32, _mm512_maskz_mov_epi32, _mm512_mul_ps, _mm512_or_si512,
+        _mm512_set1_epi32, _mm512_set1_ps, _mm512_setzero_si512, _mm512_slli_epi32,
+        _mm512_sllv_epi32, _mm512_srli_epi32, _mm512_storeu_ps, _mm512_sub_epi32,
+    };
+    const L: usize = 16;
+    let n = src.len().min(dst.len());
+    let whole = n / L * L;
+    // SAFETY: AVX-512F is enabled for this build (the cfg above), which is all the register
+    // intrinsics need; each load reads the 16 f32 of `s` and each store writes the 16 of
+    // `d`, chunks that `chunks_exact` made 16 long.
+    unsafe {
+        let c = |v: u32| _mm512_set1_epi32(v as i32);
+        let vs = _mm512_set1_ps(scale);
+        let (sign_m, abs_m) = (c(SIGN_BIT), c(ABS_MASK));
+        let (c127, c19, c3, c7, c15, cm23) = (c(127), c(19), c(3), c(7), c(15), c((-23i32) as u32));
+        let (one, zero) = (c(1), _mm512_setzero_si512());
+        let (denormal, under) = (c(MIN_DENORMAL_BITS), c(UNDERFLOW_BITS));
+        let (over, inf, ob) = (c(OVERFLOW_BITS - 1), c(F32_INF_BITS), c(overflow_bits));
+        for (s, d) in src[..whole]
+            .chunks_exact(L)
+            .zip(dst[..whole].chunks_exact_mut(L))
+        {
+            let bits = _mm512_castps_si512(_mm512_mul_ps(_mm512_loadu_ps(s.as_ptr()), vs));
+            let sign = _mm512_and_si512(bits, sign_m);
+            // Magnitudes are below 2^31, so signed compares order them.
+            let a = _mm512_and_si512(bits, abs_m);
+            let e = _mm512_sub_epi32(_mm512_srli_epi32::<23>(a), c127);
+            let ae = _mm512_abs_epi32(e);
+            // Half a unit in the last kept place: 2^19, one binade up per |e| tier passed.
+            let mut shift = c19;
+            for tier in [c3, c7, c15] {
+                shift = _mm512_mask_add_epi32(shift, _mm512_cmpgt_epi32_mask(ae, tier), shift, one);
+            }
+            let half = _mm512_sllv_epi32(one, shift);
+            let keep = _mm512_sub_epi32(zero, _mm512_slli_epi32::<1>(half));
+            let rounded = _mm512_and_si512(_mm512_add_epi32(a, half), keep);
+            let mut r = _mm512_or_si512(sign, rounded);
+            let to_denormal = _mm512_cmpeq_epi32_mask(e, cm23);
+            r = _mm512_mask_blend_epi32(to_denormal, r, _mm512_or_si512(sign, denormal));
+            // Zero below the underflow bound (kept where under ≤ a).
+            r = _mm512_maskz_mov_epi32(_mm512_cmple_epi32_mask(under, a), r);
+            r = _mm512_mask_blend_epi32(
+                _mm512_cmpgt_epi32_mask(a, over),
+                r,
+                _mm512_or_si512(sign, ob),
+            );
+            r = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(a, inf), r, bits);
+            _mm512_storeu_ps(d.as_mut_ptr(), _mm512_div_ps(_mm512_castsi512_ps(r), vs));
         }
     }
     for (o, x) in dst[whole..n].iter_mut().zip(&src[whole..n]) {
@@ -442,6 +510,18 @@ mod tests {
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
     #[test]
     fn avx2_slice_qdq_equals_the_scalar_codec() {
+        slice_qdq_equals_the_scalar_codec(qdq_scaled_into);
+    }
+
+    /// The AVX-512 slice codec likewise (16 lanes: offsets into every lane and the tail).
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    #[test]
+    fn avx512_slice_qdq_equals_the_scalar_codec() {
+        slice_qdq_equals_the_scalar_codec(qdq_scaled_into_avx512);
+    }
+
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+    fn slice_qdq_equals_the_scalar_codec(codec: fn(&[f32], &mut [f32], f32, u32)) {
         let mut xs: Vec<f32> = (0..=u32::MAX).step_by(257).map(f32::from_bits).collect();
         for exponent in 0u32..=255 {
             for top in 0u32..16 {
@@ -469,10 +549,10 @@ mod tests {
         for o in [Overflow::Inf, Overflow::Saturate] {
             let ob = overflow_magnitude_bits(o);
             for scale in [1.0f32, 3.0, 0.37, 1.0e-3, 7.5e4, 2.0f32.powi(-20)] {
-                // Offsets 0..8: every element in every lane and in the scalar tail.
-                for skip in [0, 3, 7] {
+                // Offsets: every element in every lane and in the scalar tail.
+                for skip in [0, 3, 7, 12] {
                     let (src, dst) = (&xs[skip..], &mut out[skip..]);
-                    qdq_scaled_into(src, dst, scale, ob);
+                    codec(src, dst, scale, ob);
                     for (x, q) in src.iter().zip(dst.iter()) {
                         let want = qdq_branchless(*x * scale, ob) / scale;
                         assert_eq!(

@@ -284,10 +284,16 @@ impl FakeQuant {
         let n = src.len().min(dst.len());
         let (src, dst) = (&src[..n], &mut dst[..n]);
         if let (Format::HiF8, Rounding::Nearest) = (self.format, self.rounding) {
-            // The common case: in AVX2 registers where the build has them, else as a plain
-            // zip the compiler vectorizes.
+            // The common case: in AVX-512 or AVX2 registers where the build has them, else as
+            // a plain zip the compiler vectorizes.
             let ob = hif8::overflow_magnitude_bits(self.overflow);
-            #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+            hif8::qdq_scaled_into_avx512(src, dst, scale, ob);
+            #[cfg(all(
+                target_arch = "x86_64",
+                target_feature = "avx2",
+                not(target_feature = "avx512f")
+            ))]
             hif8::qdq_scaled_into(src, dst, scale, ob);
             #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2")))]
             for (o, x) in dst.iter_mut().zip(src) {

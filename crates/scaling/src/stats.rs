@@ -76,7 +76,17 @@ pub fn quant_error_of(x: &[f32], q: &[f32]) -> (f64, f64) {
     let q = &q[..x.len()];
     let given = |i: usize, _: f32| q[i];
     let whole = x.len() / ENERGY_LANES * ENERGY_LANES;
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx512f",
+        target_feature = "avx512vl"
+    ))]
+    let lanes = lanes_of_blocks_avx512(&x[..whole], &q[..whole]);
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx",
+        not(all(target_feature = "avx512f", target_feature = "avx512vl"))
+    ))]
     let lanes = lanes_of_blocks(&x[..whole], &q[..whole]);
     #[cfg(not(all(target_arch = "x86_64", target_feature = "avx")))]
     let lanes = block_lanes(&x[..whole], &given);
@@ -86,6 +96,10 @@ pub fn quant_error_of(x: &[f32], q: &[f32]) -> (f64, f64) {
 /// [`block_lanes`] of given values in AVX registers: the same IEEE operations per lane as
 /// [`error_terms`] (the compiler's own vectorization of it shuffled lanes and branched).
 #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
+#[cfg_attr(
+    all(target_feature = "avx512f", target_feature = "avx512vl"),
+    allow(dead_code)
+)]
 #[allow(unsafe_code)]
 fn lanes_of_blocks(x: &[f32], q: &[f32]) -> Lanes {
     use std::arch::x86_64::{
@@ -129,6 +143,49 @@ fn lanes_of_blocks(x: &[f32], q: &[f32]) -> Lanes {
         _mm256_storeu_pd(signal.as_mut_ptr().add(4), s_hi);
         _mm256_storeu_pd(noise.as_mut_ptr(), n_lo);
         _mm256_storeu_pd(noise.as_mut_ptr().add(4), n_hi);
+    }
+    (signal, noise)
+}
+
+/// [`lanes_of_blocks`] with the eight f64 lanes in one AVX-512 register (the AVX path keeps
+/// them in two halves): the same lanes, the same IEEE operations per lane, a non-finite
+/// pair zeroed by the conversion's mask instead of a bit mask (both give +0.0).
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx512f",
+    target_feature = "avx512vl"
+))]
+#[allow(unsafe_code)]
+fn lanes_of_blocks_avx512(x: &[f32], q: &[f32]) -> Lanes {
+    use std::arch::x86_64::{
+        _CMP_LT_OQ, _mm256_and_ps, _mm256_cmp_ps_mask, _mm256_loadu_ps, _mm256_set1_ps,
+        _mm512_add_pd, _mm512_maskz_cvtps_pd, _mm512_mul_pd, _mm512_setzero_pd, _mm512_storeu_pd,
+        _mm512_sub_pd,
+    };
+    const L: usize = ENERGY_LANES;
+    let (mut signal, mut noise) = ([0.0f64; L], [0.0f64; L]);
+    // SAFETY: AVX-512F and VL are enabled for this build (the cfg above); every load reads
+    // 8 f32 of a block that `chunks_exact` made exactly 8 long, every store writes 8 f64
+    // into an array of 8.
+    unsafe {
+        let abs = _mm256_set1_ps(f32::from_bits(0x7FFF_FFFF));
+        let inf = _mm256_set1_ps(f32::INFINITY);
+        let (mut s, mut n) = (_mm512_setzero_pd(), _mm512_setzero_pd());
+        for (xb, qb) in x.chunks_exact(L).zip(q.chunks_exact(L)) {
+            let (v, qv) = (_mm256_loadu_ps(xb.as_ptr()), _mm256_loadu_ps(qb.as_ptr()));
+            // Finite: |x| < inf (false for NaN); both finite or both become +0.0.
+            let keep = _mm256_cmp_ps_mask::<_CMP_LT_OQ>(_mm256_and_ps(v, abs), inf)
+                & _mm256_cmp_ps_mask::<_CMP_LT_OQ>(_mm256_and_ps(qv, abs), inf);
+            let (v, qv) = (
+                _mm512_maskz_cvtps_pd(keep, v),
+                _mm512_maskz_cvtps_pd(keep, qv),
+            );
+            let e = _mm512_sub_pd(v, qv);
+            s = _mm512_add_pd(s, _mm512_mul_pd(v, v));
+            n = _mm512_add_pd(n, _mm512_mul_pd(e, e));
+        }
+        _mm512_storeu_pd(signal.as_mut_ptr(), s);
+        _mm512_storeu_pd(noise.as_mut_ptr(), n);
     }
     (signal, noise)
 }
@@ -207,6 +264,18 @@ fn error_terms(v: f32, q: f32) -> (f64, f64) {
 
 /// amax and non-finite count (the first pass; all that delayed scaling needs).
 pub fn amax_and_nonfinite(x: &[f32]) -> (f32, u64) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    return amax_and_nonfinite_avx512(x);
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    return amax_and_nonfinite_lanes(x);
+}
+
+/// [`amax_and_nonfinite`] in 8 lanes the compiler vectorizes.
+#[cfg_attr(
+    all(target_arch = "x86_64", target_feature = "avx512f"),
+    allow(dead_code)
+)]
+fn amax_and_nonfinite_lanes(x: &[f32]) -> (f32, u64) {
     const L: usize = 8;
     const INF: u32 = 0x7F80_0000;
     let mut amax_bits = 0u32;
@@ -231,6 +300,59 @@ pub fn amax_and_nonfinite(x: &[f32]) -> (f32, u64) {
         }
         amax_bits = m.iter().fold(amax_bits, |a, b| a.max(*b));
         nonfinite += n.iter().map(|c| u64::from(*c)).sum::<u64>();
+    }
+    (f32::from_bits(amax_bits), nonfinite)
+}
+
+/// [`amax_and_nonfinite`] in AVX-512 registers, 16 lanes (a max and counts: the same
+/// result in any order).
+#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+#[allow(unsafe_code)]
+fn amax_and_nonfinite_avx512(x: &[f32]) -> (f32, u64) {
+    use std::arch::x86_64::{
+        _mm512_and_si512, _mm512_castps_si512, _mm512_cmpge_epi32_mask, _mm512_cmple_epi32_mask,
+        _mm512_loadu_ps, _mm512_mask_add_epi32, _mm512_maskz_mov_epi32, _mm512_max_epu32,
+        _mm512_reduce_add_epi32, _mm512_reduce_max_epu32, _mm512_set1_epi32, _mm512_setzero_si512,
+    };
+    const L: usize = 16;
+    const INF: u32 = 0x7F80_0000;
+    let mut amax_bits = 0u32;
+    let mut nonfinite = 0u64;
+    let one_of = |a: u32| (u32::from(a >= INF), if a <= INF { a } else { 0 });
+    // Blocks of 2^20 elements: per lane a 32-bit count (at most 2^16) and a running max of
+    // the magnitude's bits (NaN's bits replaced by 0).
+    for big in x.chunks(1 << 20) {
+        let whole = big.len() / L * L;
+        // SAFETY: AVX-512F is enabled for this build (the cfg above); each load reads 16
+        // f32 of a block that `chunks_exact` made exactly 16 long.
+        let (m, n) = unsafe {
+            let (abs, inf, one) = (
+                _mm512_set1_epi32(0x7FFF_FFFF),
+                _mm512_set1_epi32(INF as i32),
+                _mm512_set1_epi32(1),
+            );
+            let (mut m, mut n) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+            for b in big[..whole].chunks_exact(L) {
+                // Magnitudes are below 2^31: signed compares order them.
+                let a = _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(b.as_ptr())), abs);
+                n = _mm512_mask_add_epi32(n, _mm512_cmpge_epi32_mask(a, inf), n, one);
+                m = _mm512_max_epu32(
+                    m,
+                    _mm512_maskz_mov_epi32(_mm512_cmple_epi32_mask(a, inf), a),
+                );
+            }
+            (
+                _mm512_reduce_max_epu32(m),
+                _mm512_reduce_add_epi32(n) as u32,
+            )
+        };
+        amax_bits = amax_bits.max(m);
+        nonfinite += u64::from(n);
+        for v in &big[whole..] {
+            let (c, a) = one_of(v.to_bits() & 0x7FFF_FFFF);
+            nonfinite += u64::from(c);
+            amax_bits = amax_bits.max(a);
+        }
     }
     (f32::from_bits(amax_bits), nonfinite)
 }
@@ -404,9 +526,25 @@ fn count_group_of(x: &[f32], bounds: &[f32]) -> Vec<u64> {
     }
 }
 
-/// [`count_at_least`] of one block (at most 2^20 elements) for `N` bounds.
-#[cfg(not(all(target_arch = "x86_64", target_feature = "avx2")))]
+/// [`count_at_least`] of one block (at most 2^20 elements) for `N` bounds: in AVX-512 or
+/// AVX2 registers where the build has them (counts do not depend on the order).
+#[inline(always)]
 fn count_group<const N: usize>(x: &[f32], bounds: &[f32; N]) -> [u64; N] {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    return count_group_avx512(x, bounds);
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        not(target_feature = "avx512f")
+    ))]
+    return count_group_avx2(x, bounds);
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2")))]
+    return count_group_scalar(x, bounds);
+}
+
+/// [`count_group`] element by element.
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "avx2"), allow(dead_code))]
+fn count_group_scalar<const N: usize>(x: &[f32], bounds: &[f32; N]) -> [u64; N] {
     let mut counts = [0u32; N];
     for v in x {
         let m = v.abs();
@@ -421,8 +559,9 @@ fn count_group<const N: usize>(x: &[f32], bounds: &[f32; N]) -> [u64; N] {
 /// each lane at most 2^17), each compare's all-ones mask (−1) subtracted: two instructions
 /// per bound and 8 elements.
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+#[cfg_attr(target_feature = "avx512f", allow(dead_code))]
 #[allow(unsafe_code)]
-fn count_group<const N: usize>(x: &[f32], bounds: &[f32; N]) -> [u64; N] {
+fn count_group_avx2<const N: usize>(x: &[f32], bounds: &[f32; N]) -> [u64; N] {
     use std::arch::x86_64::{
         __m256, _CMP_GE_OQ, _mm256_and_ps, _mm256_castps_si256, _mm256_cmp_ps, _mm256_loadu_ps,
         _mm256_set1_ps, _mm256_setzero_si256, _mm256_storeu_si256, _mm256_sub_epi32,
@@ -447,6 +586,45 @@ fn count_group<const N: usize>(x: &[f32], bounds: &[f32; N]) -> [u64; N] {
         }
         for k in 0..N {
             _mm256_storeu_si256(lanes[k].as_mut_ptr().cast(), acc[k]);
+        }
+    }
+    std::array::from_fn(|k| {
+        let tail = x[whole..].iter().filter(|v| v.abs() >= bounds[k]).count() as u64;
+        lanes[k].iter().map(|c| u64::from(*c)).sum::<u64>() + tail
+    })
+}
+
+/// [`count_group`] in AVX-512 registers: per bound, 16 lanes of 32-bit counts, each
+/// compare's mask adding one to the lanes it hits: two instructions per bound and 16
+/// elements.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+#[allow(unsafe_code)]
+fn count_group_avx512<const N: usize>(x: &[f32], bounds: &[f32; N]) -> [u64; N] {
+    use std::arch::x86_64::{
+        __m512, _CMP_GE_OQ, _mm512_abs_ps, _mm512_cmp_ps_mask, _mm512_loadu_ps,
+        _mm512_mask_add_epi32, _mm512_set1_epi32, _mm512_set1_ps, _mm512_setzero_si512,
+        _mm512_storeu_si512,
+    };
+    const L: usize = 16;
+    let whole = x.len() / L * L;
+    let mut lanes = [[0u32; L]; N];
+    // SAFETY: AVX-512F is enabled for this build (the cfg above); each load reads 16 f32 of
+    // a block that `chunks_exact` made exactly 16 long; each store writes 16 u32 (64 bytes)
+    // into an array of 16.
+    unsafe {
+        let one = _mm512_set1_epi32(1);
+        let b: [__m512; N] = bounds.map(|t| _mm512_set1_ps(t));
+        let mut acc = [_mm512_setzero_si512(); N];
+        for block in x[..whole].chunks_exact(L) {
+            let m = _mm512_abs_ps(_mm512_loadu_ps(block.as_ptr()));
+            for k in 0..N {
+                // Ordered compare: false for a NaN element or a NaN bound.
+                let hit = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(m, b[k]);
+                acc[k] = _mm512_mask_add_epi32(acc[k], hit, acc[k], one);
+            }
+        }
+        for k in 0..N {
+            _mm512_storeu_si512(lanes[k].as_mut_ptr().cast(), acc[k]);
         }
     }
     std::array::from_fn(|k| {
@@ -553,6 +731,59 @@ mod tests {
                     assert_eq!(n2.to_bits(), sum(lanes.1).to_bits());
                 }
             }
+        }
+    }
+
+    /// Every compiled variant of the counting, energy and amax kernels (plain, AVX2,
+    /// AVX-512) gives the same results on the same data: a build runs one of each, the
+    /// others are held to it here (with NaN, ±Inf, ±0 and subnormal-range elements, NaN and
+    /// infinite bounds, lengths that leave every tail).
+    #[test]
+    fn every_kernel_variant_gives_the_same_results() {
+        for n in (0..70).chain([1000, 4099]) {
+            let x = mixed(n);
+            // Stand-ins for quantized values: some differ, some are not finite.
+            let q: Vec<f32> = x
+                .iter()
+                .enumerate()
+                .map(|(i, v)| if i % 29 == 3 { f32::INFINITY } else { v * 0.75 })
+                .collect();
+            let bounds = [0.0, 1e-30, 4e-6, 0.01, 0.5, 3.0, f32::INFINITY, f32::NAN];
+            let counts = count_group_scalar(&x, &bounds);
+            let definition: Vec<u64> = bounds
+                .iter()
+                .map(|b| x.iter().filter(|v| v.abs() >= *b).count() as u64)
+                .collect();
+            assert_eq!(counts.to_vec(), definition, "{n}");
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+            assert_eq!(count_group_avx2(&x, &bounds), counts, "avx2 {n}");
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+            assert_eq!(count_group_avx512(&x, &bounds), counts, "avx512 {n}");
+
+            let whole = n / ENERGY_LANES * ENERGY_LANES;
+            let lanes_bits = |(s, e): Lanes| (s.map(f64::to_bits), e.map(f64::to_bits));
+            let plain = lanes_bits(block_lanes(&x[..whole], &|i, _| q[i]));
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
+            assert_eq!(
+                lanes_bits(lanes_of_blocks(&x[..whole], &q[..whole])),
+                plain,
+                "avx {n}"
+            );
+            #[cfg(all(
+                target_arch = "x86_64",
+                target_feature = "avx512f",
+                target_feature = "avx512vl"
+            ))]
+            assert_eq!(
+                lanes_bits(lanes_of_blocks_avx512(&x[..whole], &q[..whole])),
+                plain,
+                "avx512 {n}"
+            );
+
+            let amax = amax_and_nonfinite_lanes(&x);
+            #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+            assert_eq!(amax_and_nonfinite_avx512(&x), amax, "avx512 {n}");
+            assert_eq!(amax_and_nonfinite(&x), amax, "{n}");
         }
     }
 
