@@ -10,28 +10,19 @@ use crate::AttentionShape;
 use super::ops::AttentionGrads;
 use super::simd::{F8, F16, LANES, Lanes, WIDE};
 
-/// Runs `f(index, chunk)` over the `size`-element chunks of `data` (in parallel natively)
-/// and returns the results in chunk order.
-fn map_chunks<R: Send>(
-    data: &mut [f32],
-    size: usize,
-    f: impl Fn(usize, &mut [f32]) -> R + Sync + Send,
-) -> Vec<R> {
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        use rayon::prelude::*;
-        data.par_chunks_mut(size)
-            .enumerate()
-            .map(|(i, c)| f(i, c))
-            .collect()
+/// The rows (`head_dim` elements each) of a [batch, seq, heads, head_dim] tensor, grouped
+/// per (sequence, head): group `b·heads + h` holds that head's rows t = 0..seq in order. The
+/// tasks write their outputs straight into them (no per-task blocks copied back after).
+fn head_rows<'a>(x: &'a mut [f32], s: &AttentionShape, heads: usize) -> Vec<Vec<&'a mut [f32]>> {
+    let mut groups: Vec<Vec<&mut [f32]>> = (0..s.batch * heads)
+        .map(|_| Vec::with_capacity(s.seq))
+        .collect();
+    let len = s.batch * s.seq * heads * s.head_dim;
+    for (r, row) in x[..len].chunks_exact_mut(s.head_dim.max(1)).enumerate() {
+        let (b, h) = (r / (s.seq * heads), r % heads);
+        groups[b * heads + h].push(row);
     }
-    #[cfg(target_arch = "wasm32")]
-    {
-        data.chunks_mut(size)
-            .enumerate()
-            .map(|(i, c)| f(i, c))
-            .collect()
-    }
+    groups
 }
 
 /// Rows per register block of the kernels below.
@@ -269,7 +260,7 @@ fn weighted_full<const RR: usize, const V: usize, L: Lanes>(
 
 /// dK (`coef` the group's scores' gradients, `x` Q, `mult` the score scale) or dV (the
 /// group's probabilities, dOut, 1: ×1 is exact) of positions `j0..j0 + rows` of kv head
-/// `kvh` of sequence `b`, lanes `dc..dc + V·W`, into `out` ([seq, head_dim]): each sum over
+/// `kvh` of sequence `b`, lanes `dc..dc + V·W`, into `out` (its rows by position): each sum over
 /// the group's heads, then rows i ascending from its position, as in the reference. `coef`
 /// holds the group's [seq, seq] matrices one after another.
 fn kv_block<const V: usize, L: Lanes>(
@@ -277,9 +268,9 @@ fn kv_block<const V: usize, L: Lanes>(
     (b, kvh, j0, rows, dc): (usize, usize, usize, usize, usize),
     (coef, x): (&[f32], &[f32]),
     mult: f32,
-    out: &mut [f32],
+    out: &mut [&mut [f32]],
 ) {
-    let (seq, hd, group) = (s.seq, s.head_dim, s.heads / s.kv_heads);
+    let (seq, group) = (s.seq, s.heads / s.kv_heads);
     let mut acc: KvAcc<L, V> = [[L::zero(); V]; R];
     // From row `full` on, every position of the block takes every row.
     let full = j0 + rows - 1;
@@ -296,8 +287,9 @@ fn kv_block<const V: usize, L: Lanes>(
     }
     for (r, accr) in acc.iter().enumerate().take(rows) {
         for (v, lanes) in accr.iter().enumerate() {
-            let o = (j0 + r) * hd + dc + v * L::W;
-            lanes.mul(L::splat(mult)).store_at(&mut out[o..]);
+            lanes
+                .mul(L::splat(mult))
+                .store_at(&mut out[j0 + r][dc + v * L::W..]);
         }
     }
 }
@@ -322,19 +314,6 @@ fn at(s: &AttentionShape, heads: usize, b: usize, t: usize, h: usize) -> usize {
     ((b * s.seq + t) * heads + h) * s.head_dim
 }
 
-/// Writes a per-(b, head) [seq, head_dim] block back into a [batch, seq, heads, head_dim]
-/// tensor.
-fn scatter(dst: &mut [f32], blocks: &[Vec<f32>], s: &AttentionShape, heads: usize) {
-    let hd = s.head_dim;
-    for (idx, block) in blocks.iter().enumerate() {
-        let (b, h) = (idx / heads, idx % heads);
-        for t in 0..s.seq {
-            let o = at(s, heads, b, t, h);
-            dst[o..o + hd].copy_from_slice(&block[t * hd..(t + 1) * hd]);
-        }
-    }
-}
-
 /// Row blocks of a causal [seq, seq] matrix: (first row, rows) in blocks of `R`, the last
 /// one shorter.
 fn row_blocks(seq: usize) -> impl Iterator<Item = (usize, usize)> {
@@ -347,9 +326,10 @@ fn rows_of<const RR: usize>(m: &[f32], len: usize, i0: usize) -> [&[f32]; RR] {
     std::array::from_fn(|r| &m[(i0 + r) * len..(i0 + r + 1) * len])
 }
 
-fn rows_of_mut<const RR: usize>(m: &mut [f32], len: usize, i0: usize) -> [&mut [f32]; RR] {
-    let mut it = m[i0 * len..(i0 + RR) * len].chunks_mut(len);
-    std::array::from_fn(|_| it.next().unwrap_or_default())
+/// Rows `i0..i0 + RR` of a list of rows, as an array.
+fn rows_mut<'a, const RR: usize>(m: &'a mut [&mut [f32]], i0: usize) -> [&'a mut [f32]; RR] {
+    let mut it = m[i0..i0 + RR].iter_mut();
+    std::array::from_fn(|_| it.next().map(|r| &mut **r).unwrap_or_default())
 }
 
 /// Score rows `i0..i0 + rows` of one (b, h): `a` rows at `a_at(i)`, against `bt`.
@@ -374,23 +354,48 @@ fn score_rows(
     }
 }
 
-/// `out` rows `i0..i0 + rows` (each `hd` long) from causal weight rows of `p`.
+/// `out` rows `i0..i0 + rows` (of `out`'s rows, each `head_dim` long) from causal weight
+/// rows of `p`.
 fn weighted(
-    out: &mut [f32],
+    out: &mut [&mut [f32]],
     p: &[f32],
     seq: usize,
     x: &[f32],
     x_at: impl Fn(usize) -> usize + Copy,
     (i0, rows): (usize, usize),
 ) {
-    let hd = out.len() / seq;
     if rows == R {
-        weighted_rows::<R>(rows_of_mut(out, hd, i0), rows_of(p, seq, i0), x, x_at, i0);
+        weighted_rows::<R>(rows_mut(out, i0), rows_of(p, seq, i0), x, x_at, i0);
     } else {
         for i in i0..i0 + rows {
-            weighted_rows::<1>(rows_of_mut(out, hd, i), rows_of(p, seq, i), x, x_at, i);
+            weighted_rows::<1>(rows_mut(out, i), rows_of(p, seq, i), x, x_at, i);
         }
     }
+}
+
+/// One causal row of probabilities: its first `len` scores scaled, e^(s − max) over them
+/// divided by their sum, and the rest of the row 0. The max in lanes (exact in any order),
+/// the sum in the references' lane order (`math::lane_sum`). The scale and e^x run over whole
+/// vectors of 8 past `len` (the masked scores there are zeroed before the sum, so each of
+/// their lanes adds +0.0, which changes no sum of e^x): no element-by-element tail of e^x
+/// per row, which cost as much as the vectors for rows of a few dozen.
+#[inline(always)]
+fn softmax_row(row: &mut [f32], len: usize, scale: f32) {
+    let padded = len.div_ceil(W).saturating_mul(W).min(row.len());
+    let (live, masked) = row.split_at_mut(padded);
+    for pj in live.iter_mut() {
+        *pj *= scale;
+    }
+    let m = super::math::lane_max(&live[..len]);
+    for pj in live.iter_mut() {
+        *pj = super::math::exp(*pj - m);
+    }
+    live[len..].fill(0.0);
+    let sum = super::math::lane_sum(live);
+    for pj in live[..len].iter_mut() {
+        *pj /= sum;
+    }
+    masked.fill(0.0);
 }
 
 pub(crate) fn attention(
@@ -402,37 +407,37 @@ pub(crate) fn attention(
     s: AttentionShape,
 ) {
     let (scale, group, hd, seq) = (s.scale(), s.heads / s.kv_heads, s.head_dim, s.seq);
-    let blocks = map_chunks(&mut probs[..s.probs_len()], seq * seq, |idx, p| {
+    let mut outs = head_rows(out, &s, s.heads);
+    let task = |idx: usize, (p, o): (&mut [f32], &mut Vec<&mut [f32]>)| {
         let (b, h) = (idx / s.heads, idx % s.heads);
         let kvh = h / group;
         let (kt, stride) = transposed(k, &s, b, kvh);
-        let mut o = vec![0.0f32; seq * hd];
         for (i0, rows) in row_blocks(seq) {
             let q_at = |i| at(&s, s.heads, b, i, h);
             score_rows(p, seq, q, q_at, hd, (&kt, stride), (i0, rows));
             for i in i0..i0 + rows {
-                let (row, masked) = p[i * seq..(i + 1) * seq].split_at_mut(i + 1);
-                for pj in row.iter_mut() {
-                    *pj *= scale;
-                }
-                // The max in lanes (exact in any order), e^(s − m) for the whole row, the
-                // sum in the references' lane order.
-                let m = super::math::lane_max(row);
-                for pj in row.iter_mut() {
-                    *pj = super::math::exp(*pj - m);
-                }
-                let sum = super::math::lane_sum(row);
-                for pj in row.iter_mut() {
-                    *pj /= sum;
-                }
-                masked.fill(0.0);
+                softmax_row(&mut p[i * seq..(i + 1) * seq], i + 1, scale);
             }
             let v_at = |j| at(&s, s.kv_heads, b, j, kvh);
-            weighted(&mut o, p, seq, v, v_at, (i0, rows));
+            weighted(o, p, seq, v, v_at, (i0, rows));
         }
-        o
-    });
-    scatter(out, &blocks, &s, s.heads);
+    };
+    let probs = &mut probs[..s.probs_len()];
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        probs
+            .par_chunks_mut(seq * seq)
+            .zip(outs.par_iter_mut())
+            .enumerate()
+            .for_each(|(idx, t)| task(idx, t));
+    }
+    #[cfg(target_arch = "wasm32")]
+    probs
+        .chunks_mut(seq * seq)
+        .zip(outs.iter_mut())
+        .enumerate()
+        .for_each(|(idx, t)| task(idx, t));
 }
 
 pub(crate) fn attention_backward(
@@ -449,34 +454,38 @@ pub(crate) fn attention_backward(
     // dscores are consecutive, so each task owns a chunk), then dK and dV from them while
     // they and the probabilities are still in cache (as two passes over all heads, the
     // second read 6 MB back per layer of the small preset).
-    let blocks = map_chunks(
-        &mut g.dscores[..s.probs_len()],
-        group * seq * seq,
-        |idx, ds| {
-            let (b, kvh) = (idx / s.kv_heads, idx % s.kv_heads);
-            // V of the kv head, transposed once for the group's heads.
-            let (vt, stride) = transposed(v, &s, b, kvh);
-            let dq: Vec<Vec<f32>> = ds
-                .chunks_mut(seq * seq)
-                .enumerate()
-                .map(|(gi, ds)| {
-                    head_dscores_dq((k, probs, dout), (&vt, stride), ds, &s, (b, kvh, gi))
-                })
-                .collect();
-            let (dk, dv) = head_dk_dv(q, probs, dout, ds, &s, (b, kvh));
-            (dq, dk, dv)
-        },
-    );
-    let mut dq = Vec::with_capacity(s.batch * s.heads);
-    let (mut dk, mut dv) = (Vec::new(), Vec::new());
-    for (q_blocks, k_block, v_block) in blocks {
-        dq.extend(q_blocks);
-        dk.push(k_block);
-        dv.push(v_block);
+    // dQ's rows per (b, head): the group's heads of task (b, kvh) are consecutive.
+    let mut dq = head_rows(g.dq, &s, s.heads);
+    let mut dk = head_rows(g.dk, &s, s.kv_heads);
+    let mut dv = head_rows(g.dv, &s, s.kv_heads);
+    type Rows<'a> = Vec<&'a mut [f32]>;
+    let task = |idx: usize, ds: &mut [f32], dq: &mut [Rows], (dk, dv): (&mut Rows, &mut Rows)| {
+        let (b, kvh) = (idx / s.kv_heads, idx % s.kv_heads);
+        // V of the kv head, transposed once for the group's heads.
+        let (vt, stride) = transposed(v, &s, b, kvh);
+        for (gi, (ds, dq)) in ds.chunks_mut(seq * seq).zip(dq.iter_mut()).enumerate() {
+            head_dscores_dq((k, probs, dout), (&vt, stride), ds, dq, &s, (b, kvh, gi));
+        }
+        head_dk_dv(q, probs, dout, ds, (dk, dv), &s, (b, kvh));
+    };
+    let dscores = &mut g.dscores[..s.probs_len()];
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        dscores
+            .par_chunks_mut(group * seq * seq)
+            .zip(dq.par_chunks_mut(group))
+            .zip(dk.par_iter_mut().zip(dv.par_iter_mut()))
+            .enumerate()
+            .for_each(|(idx, ((ds, dq), kv))| task(idx, ds, dq, kv));
     }
-    scatter(g.dq, &dq, &s, s.heads);
-    scatter(g.dk, &dk, &s, s.kv_heads);
-    scatter(g.dv, &dv, &s, s.kv_heads);
+    #[cfg(target_arch = "wasm32")]
+    dscores
+        .chunks_mut(group * seq * seq)
+        .zip(dq.chunks_mut(group))
+        .zip(dk.iter_mut().zip(dv.iter_mut()))
+        .enumerate()
+        .for_each(|(idx, ((ds, dq), kv))| task(idx, ds, dq, kv));
 }
 
 /// The scores' gradients `ds` ([seq, seq]) and dQ ([seq, head_dim]) of head `gi` of kv head
@@ -485,14 +494,14 @@ fn head_dscores_dq(
     (k, probs, dout): (&[f32], &[f32], &[f32]),
     (vt, stride): (&[f32], usize),
     ds: &mut [f32],
+    dq: &mut [&mut [f32]],
     s: &AttentionShape,
     (b, kvh, gi): (usize, usize, usize),
-) -> Vec<f32> {
+) {
     let (scale, group, hd, seq) = (s.scale(), s.heads / s.kv_heads, s.head_dim, s.seq);
     let h = kvh * group + gi;
     let idx = b * s.heads + h;
     let p = &probs[idx * seq * seq..(idx + 1) * seq * seq];
-    let mut dq = vec![0.0f32; seq * hd];
     for (i0, rows) in row_blocks(seq) {
         let d_at = |i| at(s, s.heads, b, i, h);
         score_rows(ds, seq, dout, d_at, hd, (vt, stride), (i0, rows));
@@ -506,12 +515,13 @@ fn head_dscores_dq(
             masked.fill(0.0);
         }
         let k_at = |j| at(s, s.kv_heads, b, j, kvh);
-        weighted(&mut dq, ds, seq, k, k_at, (i0, rows));
-        for a in dq[i0 * hd..(i0 + rows) * hd].iter_mut() {
-            *a *= scale;
+        weighted(dq, ds, seq, k, k_at, (i0, rows));
+        for row in dq[i0..i0 + rows].iter_mut() {
+            for a in row.iter_mut() {
+                *a *= scale;
+            }
         }
     }
-    dq
 }
 
 /// dK and dV ([seq, head_dim] each) of kv head `kvh` of sequence `b`, from its group's
@@ -523,12 +533,11 @@ fn head_dk_dv(
     probs: &[f32],
     dout: &[f32],
     dscores: &[f32],
+    (dk, dv): (&mut [&mut [f32]], &mut [&mut [f32]]),
     s: &AttentionShape,
     (b, kvh): (usize, usize),
-) -> (Vec<f32>, Vec<f32>) {
+) {
     let (scale, group, hd, seq) = (s.scale(), s.heads / s.kv_heads, s.head_dim, s.seq);
-    let mut dk = vec![0.0f32; seq * hd];
-    let mut dv = vec![0.0f32; seq * hd];
     // The group's probabilities, indexed like `dscores` (head gi at gi·seq², b's first).
     let first = (b * s.heads + kvh * group) * seq * seq;
     let p = &probs[first..first + group * seq * seq];
@@ -539,20 +548,20 @@ fn head_dk_dv(
         let block = |dc| (b, kvh, j0, rows, dc);
         while dc + W <= hd {
             if WIDE && dc + 32 <= hd {
-                kv_block::<2, F16>(s, block(dc), (dscores, q), scale, &mut dk);
-                kv_block::<2, F16>(s, block(dc), (p, dout), 1.0, &mut dv);
+                kv_block::<2, F16>(s, block(dc), (dscores, q), scale, dk);
+                kv_block::<2, F16>(s, block(dc), (p, dout), 1.0, dv);
                 dc += 32;
             } else if WIDE && dc + 16 <= hd {
-                kv_block::<1, F16>(s, block(dc), (dscores, q), scale, &mut dk);
-                kv_block::<1, F16>(s, block(dc), (p, dout), 1.0, &mut dv);
+                kv_block::<1, F16>(s, block(dc), (dscores, q), scale, dk);
+                kv_block::<1, F16>(s, block(dc), (p, dout), 1.0, dv);
                 dc += 16;
             } else if dc + 2 * W <= hd {
-                kv_block::<2, F8>(s, block(dc), (dscores, q), scale, &mut dk);
-                kv_block::<2, F8>(s, block(dc), (p, dout), 1.0, &mut dv);
+                kv_block::<2, F8>(s, block(dc), (dscores, q), scale, dk);
+                kv_block::<2, F8>(s, block(dc), (p, dout), 1.0, dv);
                 dc += 2 * W;
             } else {
-                kv_block::<1, F8>(s, block(dc), (dscores, q), scale, &mut dk);
-                kv_block::<1, F8>(s, block(dc), (p, dout), 1.0, &mut dv);
+                kv_block::<1, F8>(s, block(dc), (dscores, q), scale, dk);
+                kv_block::<1, F8>(s, block(dc), (p, dout), 1.0, dv);
                 dc += W;
             }
         }
@@ -580,15 +589,13 @@ fn head_dk_dv(
                 }
             }
             for r in 0..rows {
-                let o = (j0 + r) * hd + dc;
-                for (x, a) in dk[o..o + w].iter_mut().zip(&ak[r]) {
+                for (x, a) in dk[j0 + r][dc..dc + w].iter_mut().zip(&ak[r]) {
                     *x = a * scale;
                 }
-                dv[o..o + w].copy_from_slice(&av[r][..w]);
+                dv[j0 + r][dc..dc + w].copy_from_slice(&av[r][..w]);
             }
         }
     }
-    (dk, dv)
 }
 
 #[cfg(test)]
