@@ -237,19 +237,22 @@ pub(crate) fn qdq_scaled_into(src: &[f32], dst: &mut [f32], scale: f32, overflow
 #[allow(unsafe_code)]
 pub(crate) fn qdq_scaled_into_avx512(src: &[f32], dst: &mut [f32], scale: f32, overflow_bits: u32) {
     use std::arch::x86_64::{
-        _mm512_abs_epi32, _mm512_add_epi32, _mm512_and_si512, _mm512_castps_si512,
-        _mm512_castsi512_ps, _mm512_cmpeq_epi32_mask, _mm512_cmpgt_epi32_mask,
-        _mm512_cmple_epi32_mask, _mm512_div_ps, _mm512_loadu_ps, _mm512_mask_add_epi32,
-        _mm512_mask_blend_epi32, _mm512_maskz_mov_epi32, _mm512_mul_ps, _mm512_or_si512,
-        _mm512_set1_epi32, _mm512_set1_ps, _mm512_setzero_si512, _mm512_slli_epi32,
-        _mm512_sllv_epi32, _mm512_srli_epi32, _mm512_storeu_ps, _mm512_sub_epi32,
+        _MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch, _mm512_abs_epi32, _mm512_add_epi32,
+        _mm512_and_si512, _mm512_castps_si512, _mm512_castsi512_ps, _mm512_cmpeq_epi32_mask,
+        _mm512_cmpgt_epi32_mask, _mm512_cmple_epi32_mask, _mm512_div_ps, _mm512_loadu_ps,
+        _mm512_mask_add_epi32, _mm512_mask_blend_epi32, _mm512_maskz_mov_epi32, _mm512_mul_ps,
+        _mm512_or_si512, _mm512_set1_epi32, _mm512_set1_ps, _mm512_setzero_si512,
+        _mm512_slli_epi32, _mm512_sllv_epi32, _mm512_srli_epi32, _mm512_storeu_ps,
+        _mm512_sub_epi32,
     };
     const L: usize = 16;
+    const PREFETCH: usize = 512;
     let n = src.len().min(dst.len());
     let whole = n / L * L;
     // SAFETY: AVX-512F is enabled for this build (the cfg above), which is all the register
     // intrinsics need; each load reads the 16 f32 of `s` and each store writes the 16 of
-    // `d`, chunks that `chunks_exact` made 16 long.
+    // `d`, chunks that `chunks_exact` made 16 long; a prefetch only hints at an address
+    // (formed with `wrapping_add`, never dereferenced) and cannot fault.
     unsafe {
         let c = |v: u32| _mm512_set1_epi32(v as i32);
         let vs = _mm512_set1_ps(scale);
@@ -262,6 +265,11 @@ pub(crate) fn qdq_scaled_into_avx512(src: &[f32], dst: &mut [f32], scale: f32, o
             .chunks_exact(L)
             .zip(dst[..whole].chunks_exact_mut(L))
         {
+            // 2 KiB ahead: the destination for writing (its lines were usually not in
+            // cache: the store was half the loop's time), the source for reading. A hint:
+            // past the end it does nothing.
+            _mm_prefetch::<_MM_HINT_ET0>(d.as_ptr().wrapping_add(PREFETCH).cast());
+            _mm_prefetch::<_MM_HINT_T0>(s.as_ptr().wrapping_add(PREFETCH).cast());
             let bits = _mm512_castps_si512(_mm512_mul_ps(_mm512_loadu_ps(s.as_ptr()), vs));
             let sign = _mm512_and_si512(bits, sign_m);
             // Magnitudes are below 2^31, so signed compares order them.
