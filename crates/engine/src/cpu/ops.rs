@@ -123,6 +123,11 @@ fn rmsnorm_backward_dx_grouped(x: &[f32], w: &[f32], rstd: &[f32], dy: &[f32], d
     for (g, rg) in rstd[..grouped].chunks_exact(ROW_GROUP).enumerate() {
         let span = g * ROW_GROUP * c..(g + 1) * ROW_GROUP * c;
         let (x, dy, dx) = (&x[span.clone()], &dy[span.clone()], &mut dx[span]);
+        for at in (0..x.len()).step_by(super::par::STREAM_BLOCK) {
+            super::par::will_read(&x[at..]);
+            super::par::will_read(&dy[at..]);
+            super::par::will_write(&dx[at..]);
+        }
         let dots = group_sums(c, |r, j| w[j] * dy[r * c + j] * x[r * c + j]);
         for (k, r) in rg.iter().enumerate() {
             let mean_dot = dots[k] / c as f32;
@@ -166,6 +171,10 @@ pub(crate) fn rope(x: &[f32], table: &[f32], out: &mut [f32], s: RopeShape, inve
                 *sn = if inverse { -cs[1] } else { cs[1] };
             }
             let xrow = &x[n * len..(n + 1) * len];
+            for c in (0..len).step_by(super::par::STREAM_BLOCK) {
+                super::par::will_read(&xrow[c..]);
+                super::par::will_write(&orow[c..]);
+            }
             for (xh, oh) in xrow
                 .chunks_exact(s.head_dim)
                 .zip(orow.chunks_exact_mut(s.head_dim))
@@ -224,8 +233,18 @@ fn sigmoid(v: f32) -> f32 {
 pub(crate) fn swiglu(g: &[f32], u: &[f32], out: &mut [f32]) {
     super::par::pieces_mut(out, |at, o| {
         let n = o.len();
-        for ((ok, g), u) in o.iter_mut().zip(&g[at..at + n]).zip(&u[at..at + n]) {
-            *ok = g * sigmoid(*g) * u;
+        let b = super::par::STREAM_BLOCK;
+        for ((o, g), u) in o
+            .chunks_mut(b)
+            .zip(g[at..at + n].chunks(b))
+            .zip(u[at..at + n].chunks(b))
+        {
+            super::par::will_read(g);
+            super::par::will_read(u);
+            super::par::will_write(o);
+            for ((ok, g), u) in o.iter_mut().zip(g).zip(u) {
+                *ok = g * sigmoid(*g) * u;
+            }
         }
     });
 }
@@ -237,10 +256,18 @@ pub(crate) fn swiglu_backward(g: &[f32], u: &[f32], dy: &[f32], dg: &mut [f32], 
         let n = dgp.len();
         let (g, u, dy) = (&g[at..at + n], &u[at..at + n], &dy[at..at + n]);
         let dup = &mut dup[..n];
-        for k in 0..n {
-            let s = sigmoid(g[k]);
-            dgp[k] = dy[k] * u[k] * s * (1.0 + g[k] * (1.0 - s));
-            dup[k] = dy[k] * g[k] * s;
+        for k0 in (0..n).step_by(super::par::STREAM_BLOCK) {
+            let k1 = (k0 + super::par::STREAM_BLOCK).min(n);
+            for x in [&g[k0..], &u[k0..], &dy[k0..]] {
+                super::par::will_read(x);
+            }
+            super::par::will_write(&dgp[k0..]);
+            super::par::will_write(&dup[k0..]);
+            for k in k0..k1 {
+                let s = sigmoid(g[k]);
+                dgp[k] = dy[k] * u[k] * s * (1.0 + g[k] * (1.0 - s));
+                dup[k] = dy[k] * g[k] * s;
+            }
         }
     });
 }
@@ -307,6 +334,7 @@ pub(crate) fn sum_squares(x: &[f32]) -> f32 {
     // Lane l sums x[l], x[l + 256], … in order: rows of 256, lanes vectorized.
     let mut partial = [0.0f32; WG];
     for row in x.chunks(WG) {
+        super::par::will_read_at(row, 2 * WG, WG);
         for (p, v) in partial.iter_mut().zip(row) {
             *p += v * v;
         }

@@ -18,6 +18,55 @@ pub(crate) const PIECE: usize = 1 << 14;
 /// pass does several operations per element; the amax pass, one, keeps [`PIECE`]).
 pub(crate) const STATS_PIECE: usize = 1 << 12;
 
+/// Elements per block of a streaming loop between prefetch hints (four cache lines).
+pub(crate) const STREAM_BLOCK: usize = 64;
+
+/// How far ahead the hints reach, in elements (2 KiB).
+const AHEAD: usize = 512;
+
+/// Hints that the four cache lines [`AHEAD`] past the start of `x` will be read soon
+/// (x86-64; nothing elsewhere). In a training step most tensors are no longer in cache when
+/// an elementwise op streams through them, and the hardware's prefetch did not keep up.
+#[inline(always)]
+pub(crate) fn will_read(x: &[f32]) {
+    hint::<false>(x, AHEAD, STREAM_BLOCK);
+}
+
+/// Like [`will_read`], for lines that will be written.
+#[inline(always)]
+pub(crate) fn will_write(x: &[f32]) {
+    hint::<true>(x, AHEAD, STREAM_BLOCK);
+}
+
+/// Hints that elements `ahead..ahead + len` past the start of `x` will be read soon.
+#[inline(always)]
+pub(crate) fn will_read_at(x: &[f32], ahead: usize, len: usize) {
+    hint::<false>(x, ahead, len);
+}
+
+/// A prefetch of each cache line (16 f32) of elements `ahead..ahead + len` past the start
+/// of `x`, for writing or for reading.
+#[inline(always)]
+fn hint<const WRITE: bool>(x: &[f32], ahead: usize, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for line in (0..len).step_by(16) {
+        use std::arch::x86_64::{_MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch};
+        let at = x.as_ptr().wrapping_add(ahead + line).cast();
+        // SAFETY: a prefetch only hints at an address (formed with `wrapping_add`, never
+        // dereferenced) and cannot fault.
+        #[allow(unsafe_code)]
+        unsafe {
+            if WRITE {
+                _mm_prefetch::<_MM_HINT_ET0>(at);
+            } else {
+                _mm_prefetch::<_MM_HINT_T0>(at);
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (x, ahead, len);
+}
+
 /// `f(input piece, output piece)` over matching pieces of `src` and `dst`.
 pub(crate) fn zip_pieces(
     src: &[f32],

@@ -164,8 +164,13 @@ impl TensorOps for CpuBackend {
         let mut d = dst.get();
         same_len("add_inplace", d.len(), s.len())?;
         super::par::pieces_mut(&mut d, |at, d| {
-            for (d, s) in d.iter_mut().zip(&s[at..]) {
-                *d += s;
+            let b = super::par::STREAM_BLOCK;
+            for (d, s) in d.chunks_mut(b).zip(s[at..].chunks(b)) {
+                super::par::will_read(s);
+                super::par::will_write(d);
+                for (d, s) in d.iter_mut().zip(s) {
+                    *d += s;
+                }
             }
         });
         Ok(())
