@@ -230,47 +230,81 @@ pub(crate) fn qdq_scaled_into(src: &[f32], dst: &mut [f32], scale: f32, overflow
     }
 }
 
-/// [`qdq_scaled_into`] 16 lanes at a time in AVX-512 registers (compares into mask
-/// registers, blends by mask): the same IEEE product and quotient and the same integer
-/// steps as the scalar function, so the same bits as the AVX2 and scalar paths.
+/// [`qdq_branchless`]`(x·scale, overflow_bits) / scale` on 16 lanes in AVX-512 registers
+/// (compares into mask registers, blends by mask): the same IEEE product and quotient and
+/// the same integer steps as the scalar function, so the same bits as the AVX2 and scalar
+/// paths. Public so that a statistics pass can quantize and count in one loop.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+#[derive(Clone, Copy)]
+pub struct Qdq16 {
+    scale: std::arch::x86_64::__m512,
+    k: [std::arch::x86_64::__m512i; 13],
+}
+
 #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
 #[allow(unsafe_code)]
-pub(crate) fn qdq_scaled_into_avx512(src: &[f32], dst: &mut [f32], scale: f32, overflow_bits: u32) {
-    use std::arch::x86_64::{
-        _MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch, _mm512_abs_epi32, _mm512_add_epi32,
-        _mm512_and_si512, _mm512_castps_si512, _mm512_castsi512_ps, _mm512_cmpeq_epi32_mask,
-        _mm512_cmpgt_epi32_mask, _mm512_cmple_epi32_mask, _mm512_div_ps, _mm512_loadu_ps,
-        _mm512_mask_add_epi32, _mm512_mask_blend_epi32, _mm512_maskz_mov_epi32, _mm512_mul_ps,
-        _mm512_or_si512, _mm512_set1_epi32, _mm512_set1_ps, _mm512_setzero_si512,
-        _mm512_slli_epi32, _mm512_sllv_epi32, _mm512_srli_epi32, _mm512_storeu_ps,
-        _mm512_sub_epi32,
-    };
-    const L: usize = 16;
-    const PREFETCH: usize = 512;
-    let n = src.len().min(dst.len());
-    let whole = n / L * L;
-    // SAFETY: AVX-512F is enabled for this build (the cfg above), which is all the register
-    // intrinsics need; each load reads the 16 f32 of `s` and each store writes the 16 of
-    // `d`, chunks that `chunks_exact` made 16 long; a prefetch only hints at an address
-    // (formed with `wrapping_add`, never dereferenced) and cannot fault.
-    unsafe {
-        let c = |v: u32| _mm512_set1_epi32(v as i32);
-        let vs = _mm512_set1_ps(scale);
-        let (sign_m, abs_m) = (c(SIGN_BIT), c(ABS_MASK));
-        let (c127, c19, c3, c7, c15, cm23) = (c(127), c(19), c(3), c(7), c(15), c((-23i32) as u32));
-        let (one, zero) = (c(1), _mm512_setzero_si512());
-        let (denormal, under) = (c(MIN_DENORMAL_BITS), c(UNDERFLOW_BITS));
-        let (over, inf, ob) = (c(OVERFLOW_BITS - 1), c(F32_INF_BITS), c(overflow_bits));
-        for (s, d) in src[..whole]
-            .chunks_exact(L)
-            .zip(dst[..whole].chunks_exact_mut(L))
-        {
-            // 2 KiB ahead: the destination for writing (its lines were usually not in
-            // cache: the store was half the loop's time), the source for reading. A hint:
-            // past the end it does nothing.
-            _mm_prefetch::<_MM_HINT_ET0>(d.as_ptr().wrapping_add(PREFETCH).cast());
-            _mm_prefetch::<_MM_HINT_T0>(s.as_ptr().wrapping_add(PREFETCH).cast());
-            let bits = _mm512_castps_si512(_mm512_mul_ps(_mm512_loadu_ps(s.as_ptr()), vs));
+impl Qdq16 {
+    /// The codec at `scale` with overflows becoming `overflow_bits`
+    /// ([`overflow_magnitude_bits`]).
+    #[inline(always)]
+    pub fn new(scale: f32, overflow_bits: u32) -> Qdq16 {
+        use std::arch::x86_64::{_mm512_set1_epi32, _mm512_set1_ps};
+        // SAFETY: AVX-512F is enabled for this build (the cfg above), which is all the
+        // register intrinsics need.
+        unsafe {
+            let c = |v: u32| _mm512_set1_epi32(v as i32);
+            Qdq16 {
+                scale: _mm512_set1_ps(scale),
+                k: [
+                    c(SIGN_BIT),
+                    c(ABS_MASK),
+                    c(127),
+                    c(19),
+                    c(3),
+                    c(7),
+                    c(15),
+                    c((-23i32) as u32),
+                    c(1),
+                    c(MIN_DENORMAL_BITS),
+                    c(UNDERFLOW_BITS),
+                    c(OVERFLOW_BITS - 1),
+                    c(overflow_bits),
+                ],
+            }
+        }
+    }
+
+    /// The 16 lanes of `x` fake-quantized.
+    #[inline(always)]
+    pub fn qdq(&self, x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::{
+            _mm512_abs_epi32, _mm512_add_epi32, _mm512_and_si512, _mm512_castps_si512,
+            _mm512_castsi512_ps, _mm512_cmpeq_epi32_mask, _mm512_cmpgt_epi32_mask,
+            _mm512_cmple_epi32_mask, _mm512_div_ps, _mm512_mask_add_epi32, _mm512_mask_blend_epi32,
+            _mm512_maskz_mov_epi32, _mm512_mul_ps, _mm512_or_si512, _mm512_set1_epi32,
+            _mm512_setzero_si512, _mm512_slli_epi32, _mm512_sllv_epi32, _mm512_srli_epi32,
+            _mm512_sub_epi32,
+        };
+        let [
+            sign_m,
+            abs_m,
+            c127,
+            c19,
+            c3,
+            c7,
+            c15,
+            cm23,
+            one,
+            denormal,
+            under,
+            over,
+            ob,
+        ] = self.k;
+        // SAFETY: AVX-512F is enabled for this build (the cfg above), which is all the
+        // register intrinsics need (no memory is touched).
+        unsafe {
+            let inf = _mm512_set1_epi32(F32_INF_BITS as i32);
+            let bits = _mm512_castps_si512(_mm512_mul_ps(x, self.scale));
             let sign = _mm512_and_si512(bits, sign_m);
             // Magnitudes are below 2^31, so signed compares order them.
             let a = _mm512_and_si512(bits, abs_m);
@@ -282,7 +316,7 @@ pub(crate) fn qdq_scaled_into_avx512(src: &[f32], dst: &mut [f32], scale: f32, o
                 shift = _mm512_mask_add_epi32(shift, _mm512_cmpgt_epi32_mask(ae, tier), shift, one);
             }
             let half = _mm512_sllv_epi32(one, shift);
-            let keep = _mm512_sub_epi32(zero, _mm512_slli_epi32::<1>(half));
+            let keep = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32::<1>(half));
             let rounded = _mm512_and_si512(_mm512_add_epi32(a, half), keep);
             let mut r = _mm512_or_si512(sign, rounded);
             let to_denormal = _mm512_cmpeq_epi32_mask(e, cm23);
@@ -295,7 +329,37 @@ pub(crate) fn qdq_scaled_into_avx512(src: &[f32], dst: &mut [f32], scale: f32, o
                 _mm512_or_si512(sign, ob),
             );
             r = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(a, inf), r, bits);
-            _mm512_storeu_ps(d.as_mut_ptr(), _mm512_div_ps(_mm512_castsi512_ps(r), vs));
+            _mm512_div_ps(_mm512_castsi512_ps(r), self.scale)
+        }
+    }
+}
+
+/// [`qdq_scaled_into`] 16 lanes at a time ([`Qdq16`]).
+#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+#[allow(unsafe_code)]
+pub(crate) fn qdq_scaled_into_avx512(src: &[f32], dst: &mut [f32], scale: f32, overflow_bits: u32) {
+    use std::arch::x86_64::{
+        _MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch, _mm512_loadu_ps, _mm512_storeu_ps,
+    };
+    const L: usize = 16;
+    const PREFETCH: usize = 512;
+    let n = src.len().min(dst.len());
+    let whole = n / L * L;
+    let codec = Qdq16::new(scale, overflow_bits);
+    for (s, d) in src[..whole]
+        .chunks_exact(L)
+        .zip(dst[..whole].chunks_exact_mut(L))
+    {
+        // SAFETY: AVX-512F is enabled for this build (the cfg above); the load reads the 16
+        // f32 of `s` and the store writes the 16 of `d`, chunks that `chunks_exact` made 16
+        // long; a prefetch only hints at an address (formed with `wrapping_add`, never
+        // dereferenced) and cannot fault.
+        unsafe {
+            // 2 KiB ahead: the destination for writing (its lines were usually not in
+            // cache: the store was half the loop's time), the source for reading.
+            _mm_prefetch::<_MM_HINT_ET0>(d.as_ptr().wrapping_add(PREFETCH).cast());
+            _mm_prefetch::<_MM_HINT_T0>(s.as_ptr().wrapping_add(PREFETCH).cast());
+            _mm512_storeu_ps(d.as_mut_ptr(), codec.qdq(_mm512_loadu_ps(s.as_ptr())));
         }
     }
     for (o, x) in dst[whole..n].iter_mut().zip(&src[whole..n]) {

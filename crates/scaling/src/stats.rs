@@ -400,6 +400,188 @@ pub fn tensor_counts_given(x: &[f32], q: &[f32], bounds: &CountBounds, reach: f3
     bounds.counted(x, signal, noise, (0.0, 0), reach)
 }
 
+/// `quant.qdq_into(x, q, scale)` and then [`tensor_counts_given`]`(x, q, bounds, reach)`,
+/// in one pass where the build has AVX-512 and `quant` is HiF8 with round-to-nearest (the
+/// common case): each 16 elements quantized, counted and their energies added together, so
+/// the counting runs while the codec waits on memory (as separate passes, the codec's
+/// waiting and the counting added up). The same results either way (checked in tests).
+pub fn tensor_qdq_counts(
+    x: &[f32],
+    q: &mut [f32],
+    quant: &FakeQuant,
+    scale: f32,
+    bounds: &CountBounds,
+    reach: f32,
+) -> TensorStats {
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx512f",
+        target_feature = "avx512vl"
+    ))]
+    if let Some(stats) = fused::qdq_counts(x, q, quant, scale, bounds, reach) {
+        return stats;
+    }
+    quant.qdq_into(x, q, scale);
+    tensor_counts_given(x, q, bounds, reach)
+}
+
+/// [`tensor_qdq_counts`]' one pass in AVX-512 registers.
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx512f",
+    target_feature = "avx512vl"
+))]
+#[allow(unsafe_code)]
+mod fused {
+    use super::{CountBounds, ENERGY_LANES, GROUP, TensorStats, count_group_scalar, error_terms};
+    use hif8lab_format::hif8::Qdq16;
+    use hif8lab_format::{FakeQuant, Format, Rounding};
+    use std::arch::x86_64::{
+        __m512, __m512d, __m512i, _CMP_GE_OQ, _CMP_LT_OQ, _MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch,
+        _mm256_castpd_ps, _mm512_abs_ps, _mm512_add_pd, _mm512_castps_pd, _mm512_castps512_ps256,
+        _mm512_cmp_ps_mask, _mm512_extractf64x4_pd, _mm512_loadu_ps, _mm512_mask_add_epi32,
+        _mm512_maskz_cvtps_pd, _mm512_mul_pd, _mm512_set1_epi32, _mm512_set1_ps, _mm512_setzero_pd,
+        _mm512_setzero_si512, _mm512_storeu_pd, _mm512_storeu_ps, _mm512_storeu_si512,
+        _mm512_sub_pd,
+    };
+
+    /// `None` where the one pass does not apply (another format or rounding, more live
+    /// bounds than one pass counts).
+    pub(super) fn qdq_counts(
+        x: &[f32],
+        q: &mut [f32],
+        quant: &FakeQuant,
+        scale: f32,
+        bounds: &CountBounds,
+        reach: f32,
+    ) -> Option<TensorStats> {
+        if !matches!(
+            (quant.format, quant.rounding),
+            (Format::HiF8, Rounding::Nearest)
+        ) {
+            return None;
+        }
+        let n = x.len().min(q.len());
+        // 32-bit lane counts: at most 2^32 per lane.
+        if n >= 1 << 36 {
+            return None;
+        }
+        let (x, q) = (&x[..n], &mut q[..n]);
+        let live: Vec<usize> = (0..bounds.bounds.len())
+            .filter(|i| bounds.bounds[*i] <= reach)
+            .collect();
+        if live.len() > GROUP {
+            return None;
+        }
+        let b: Vec<f32> = live.iter().map(|i| bounds.bounds[*i]).collect();
+        let codec = Qdq16::new(
+            scale,
+            hif8lab_format::hif8::overflow_magnitude_bits(quant.overflow),
+        );
+        let (live_counts, (signal, noise)) = match b.len() {
+            0 => pass::<0>(x, q, &codec, &b),
+            1 => pass::<1>(x, q, &codec, &b),
+            2 => pass::<2>(x, q, &codec, &b),
+            3 => pass::<3>(x, q, &codec, &b),
+            4 => pass::<4>(x, q, &codec, &b),
+            5 => pass::<5>(x, q, &codec, &b),
+            6 => pass::<6>(x, q, &codec, &b),
+            7 => pass::<7>(x, q, &codec, &b),
+            _ => pass::<GROUP>(x, q, &codec, &b),
+        };
+        // The elements after the last whole 16: quantized, counted and added on.
+        let whole = n / 16 * 16;
+        quant.qdq_into(&x[whole..], &mut q[whole..], scale);
+        let mut counts = vec![0u64; bounds.bounds.len()];
+        for (j, i) in live.iter().enumerate() {
+            let tail = count_group_scalar(&x[whole..], &[b[j]])[0];
+            counts[*i] = live_counts[j] + tail;
+        }
+        let (mut signal, mut noise) = (signal, noise);
+        for i in whole..n {
+            let (s, e) = error_terms(x[i], q[i]);
+            signal[i % ENERGY_LANES] += s;
+            noise[i % ENERGY_LANES] += e;
+        }
+        let sum = |l: [f64; ENERGY_LANES]| l.iter().fold(0.0, |a, b| a + b);
+        Some(bounds.with_counts(n, counts, sum(signal), sum(noise), (0.0, 0)))
+    }
+
+    /// The whole 16s of `x`: `q` written, each bound's count, and the energy lanes
+    /// (element i into lane i mod 8, in element order, as `quant_error_of` sums them).
+    fn pass<const N: usize>(
+        x: &[f32],
+        q: &mut [f32],
+        codec: &Qdq16,
+        bounds: &[f32],
+    ) -> (Vec<u64>, ([f64; ENERGY_LANES], [f64; ENERGY_LANES])) {
+        const L: usize = 16;
+        const PREFETCH: usize = 512;
+        let whole = x.len() / L * L;
+        let mut lanes = [[0u32; L]; N];
+        let (mut signal, mut noise) = ([0.0f64; ENERGY_LANES], [0.0f64; ENERGY_LANES]);
+        // SAFETY: AVX-512F and VL are enabled for this build (the module's cfg); each load
+        // reads the 16 f32 of `xs` and each store writes the 16 of `qs` (chunks that
+        // `chunks_exact` made 16 long), or 16 u32 / 8 f64 into arrays of that many; a
+        // prefetch only hints at an address (formed with `wrapping_add`, never
+        // dereferenced) and cannot fault.
+        unsafe {
+            let one = _mm512_set1_epi32(1);
+            let inf = _mm512_set1_ps(f32::INFINITY);
+            let b: [__m512; N] = std::array::from_fn(|k| _mm512_set1_ps(bounds[k]));
+            let mut acc: [__m512i; N] = [_mm512_setzero_si512(); N];
+            let (mut s, mut e2): (__m512d, __m512d) = (_mm512_setzero_pd(), _mm512_setzero_pd());
+            for (xs, qs) in x[..whole]
+                .chunks_exact(L)
+                .zip(q[..whole].chunks_exact_mut(L))
+            {
+                _mm_prefetch::<_MM_HINT_ET0>(qs.as_ptr().wrapping_add(PREFETCH).cast());
+                _mm_prefetch::<_MM_HINT_T0>(xs.as_ptr().wrapping_add(PREFETCH).cast());
+                let v = _mm512_loadu_ps(xs.as_ptr());
+                let qv = codec.qdq(v);
+                _mm512_storeu_ps(qs.as_mut_ptr(), qv);
+                let (m, qm) = (_mm512_abs_ps(v), _mm512_abs_ps(qv));
+                for k in 0..N {
+                    // Ordered compare: false for a NaN element or a NaN bound.
+                    let hit = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(m, b[k]);
+                    acc[k] = _mm512_mask_add_epi32(acc[k], hit, acc[k], one);
+                }
+                // Both finite (|x| < inf, false for NaN), or both +0.0; elements 0–7 into
+                // lanes 0–7, then 8–15.
+                let keep = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(m, inf)
+                    & _mm512_cmp_ps_mask::<_CMP_LT_OQ>(qm, inf);
+                let high =
+                    |x: __m512| _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(x)));
+                for (half, k) in [
+                    (
+                        (_mm512_castps512_ps256(v), _mm512_castps512_ps256(qv)),
+                        keep as u8,
+                    ),
+                    ((high(v), high(qv)), (keep >> 8) as u8),
+                ] {
+                    let (vd, qd) = (
+                        _mm512_maskz_cvtps_pd(k, half.0),
+                        _mm512_maskz_cvtps_pd(k, half.1),
+                    );
+                    let d = _mm512_sub_pd(vd, qd);
+                    s = _mm512_add_pd(s, _mm512_mul_pd(vd, vd));
+                    e2 = _mm512_add_pd(e2, _mm512_mul_pd(d, d));
+                }
+            }
+            for k in 0..N {
+                _mm512_storeu_si512(lanes[k].as_mut_ptr().cast(), acc[k]);
+            }
+            _mm512_storeu_pd(signal.as_mut_ptr(), s);
+            _mm512_storeu_pd(noise.as_mut_ptr(), e2);
+        }
+        let counts = lanes
+            .iter()
+            .map(|l| l.iter().map(|c| u64::from(*c)).sum::<u64>())
+            .collect();
+        (counts, (signal, noise))
+    }
+}
+
 /// The magnitudes at which each count of a call starts (every count is of the elements
 /// whose |x| reaches one of them): found once per call by bisection, since they depend on
 /// the thresholds, the active scale and the format only.
@@ -455,10 +637,22 @@ impl CountBounds {
         (amax, nonfinite): (f32, u64),
         reach: f32,
     ) -> TensorStats {
-        let k = self.k;
         let counts = count_at_least(x, &self.bounds, reach);
+        self.with_counts(x.len(), counts, signal, noise, (amax, nonfinite))
+    }
+
+    /// The statistics from each bound's count.
+    fn with_counts(
+        &self,
+        numel: usize,
+        counts: Vec<u64>,
+        signal: f64,
+        noise: f64,
+        (amax, nonfinite): (f32, u64),
+    ) -> TensorStats {
+        let k = self.k;
         TensorStats {
-            numel: x.len() as u64,
+            numel: numel as u64,
             amax,
             nonfinite,
             above_est: counts[..k].to_vec(),
@@ -790,6 +984,61 @@ mod tests {
             #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
             assert_eq!(amax_and_nonfinite_avx512(&x), amax, "avx512 {n}");
             assert_eq!(amax_and_nonfinite(&x), amax, "{n}");
+        }
+    }
+
+    /// The one-pass fake quantization and counts equal the codec followed by the counts of
+    /// its output, bit for bit (quantized values, counts, energies), for HiF8 in both
+    /// overflow modes and for a format the pass leaves to the two calls; with every number
+    /// of bounds left after the skip (none to all 12, past one pass's 8), at every length
+    /// (every tail after the whole 16s).
+    #[test]
+    fn one_pass_quantization_and_counts_equal_the_two_calls() {
+        use hif8lab_format::Overflow;
+        let quants = [
+            FakeQuant::new(Format::HiF8),
+            FakeQuant {
+                overflow: Overflow::Saturate,
+                ..FakeQuant::new(Format::HiF8)
+            },
+            FakeQuant::new(Format::E4M3),
+        ];
+        let t: Vec<Threshold> = [
+            (0.2, 40.0),
+            (1e-3, 9e3),
+            (3.0, 0.5),
+            (50.0, 1e6),
+            (7e-6, 2e5),
+        ]
+        .iter()
+        .map(|&(est, scale)| Threshold { est, scale })
+        .collect();
+        for quant in &quants {
+            for n in (0..70).chain([1000, 4099]) {
+                let x = mixed(n);
+                for scale in [1.0, 15.0, 3.0e4] {
+                    let bounds = CountBounds::new(&t, scale, quant);
+                    for reach in [0.0, 1e-4, 0.3, 4.0, f32::INFINITY] {
+                        let mut q1 = vec![7.0f32; n];
+                        let mut q2 = vec![9.0f32; n];
+                        let got = tensor_qdq_counts(&x, &mut q1, quant, scale, &bounds, reach);
+                        quant.qdq_into(&x, &mut q2, scale);
+                        let want = tensor_counts_given(&x, &q2, &bounds, reach);
+                        let case = format!("{:?} n {n} scale {scale} reach {reach}", quant.format);
+                        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(bits(&q1), bits(&q2), "{case}");
+                        assert_eq!(got.above_est, want.above_est, "{case}");
+                        assert_eq!(got.overflow, want.overflow, "{case}");
+                        assert_eq!(got.underflow, want.underflow, "{case}");
+                        assert_eq!(got.numel, want.numel, "{case}");
+                        assert_eq!(
+                            (got.signal.to_bits(), got.noise.to_bits()),
+                            (want.signal.to_bits(), want.noise.to_bits()),
+                            "{case}"
+                        );
+                    }
+                }
+            }
         }
     }
 

@@ -254,10 +254,11 @@ pub(crate) fn stats_qdq(
         quant.qdq_into(x, out, active_scale);
     }
     let piece = |(s, q): (&[f32], &mut [f32])| {
-        if !hybrid {
-            quant.qdq_into(s, q, active_scale);
+        if hybrid {
+            one((s, q))
+        } else {
+            hif8lab_scaling::stats::tensor_qdq_counts(s, q, quant, active_scale, &bounds, amax)
         }
-        one((s, q))
     };
     #[cfg(not(target_arch = "wasm32"))]
     let parts: Vec<TensorStats> = {
