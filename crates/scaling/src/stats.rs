@@ -159,8 +159,7 @@ fn lanes_of_blocks(x: &[f32], q: &[f32]) -> Lanes {
 fn lanes_of_blocks_avx512(x: &[f32], q: &[f32]) -> Lanes {
     use std::arch::x86_64::{
         _CMP_LT_OQ, _mm256_and_ps, _mm256_cmp_ps_mask, _mm256_loadu_ps, _mm256_set1_ps,
-        _mm512_add_pd, _mm512_maskz_cvtps_pd, _mm512_mul_pd, _mm512_setzero_pd, _mm512_storeu_pd,
-        _mm512_sub_pd,
+        _mm512_setzero_pd, _mm512_storeu_pd,
     };
     const L: usize = ENERGY_LANES;
     let (mut signal, mut noise) = ([0.0f64; L], [0.0f64; L]);
@@ -176,18 +175,43 @@ fn lanes_of_blocks_avx512(x: &[f32], q: &[f32]) -> Lanes {
             // Finite: |x| < inf (false for NaN); both finite or both become +0.0.
             let keep = _mm256_cmp_ps_mask::<_CMP_LT_OQ>(_mm256_and_ps(v, abs), inf)
                 & _mm256_cmp_ps_mask::<_CMP_LT_OQ>(_mm256_and_ps(qv, abs), inf);
-            let (v, qv) = (
-                _mm512_maskz_cvtps_pd(keep, v),
-                _mm512_maskz_cvtps_pd(keep, qv),
-            );
-            let e = _mm512_sub_pd(v, qv);
-            s = _mm512_add_pd(s, _mm512_mul_pd(v, v));
-            n = _mm512_add_pd(n, _mm512_mul_pd(e, e));
+            add_energies8(&mut s, &mut n, (v, qv), keep);
         }
         _mm512_storeu_pd(signal.as_mut_ptr(), s);
         _mm512_storeu_pd(noise.as_mut_ptr(), n);
     }
     (signal, noise)
+}
+
+/// One block of 8 into the energies' 8 f64 lanes: `s += v²`, `n += (v − q)²` lane by lane,
+/// the lanes not in `keep` (a non-finite `v` or `q`) converted as +0.0 (adding nothing) —
+/// [`error_terms`]' operations; shared by [`lanes_of_blocks_avx512`] and the one pass of
+/// [`tensor_qdq_counts`].
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx512f",
+    target_feature = "avx512vl"
+))]
+#[inline(always)]
+#[allow(unsafe_code)]
+fn add_energies8(
+    s: &mut std::arch::x86_64::__m512d,
+    n: &mut std::arch::x86_64::__m512d,
+    (v, q): (std::arch::x86_64::__m256, std::arch::x86_64::__m256),
+    keep: u8,
+) {
+    use std::arch::x86_64::{_mm512_add_pd, _mm512_maskz_cvtps_pd, _mm512_mul_pd, _mm512_sub_pd};
+    // SAFETY: AVX-512F is enabled for this build (the cfg above), which is all the register
+    // intrinsics need (no memory is touched).
+    unsafe {
+        let (v, q) = (
+            _mm512_maskz_cvtps_pd(keep, v),
+            _mm512_maskz_cvtps_pd(keep, q),
+        );
+        let e = _mm512_sub_pd(v, q);
+        *s = _mm512_add_pd(*s, _mm512_mul_pd(v, v));
+        *n = _mm512_add_pd(*n, _mm512_mul_pd(e, e));
+    }
 }
 
 /// A block of `L` elements as an array (`x` has exactly `L`, from `chunks_exact`).
@@ -433,16 +457,18 @@ pub fn tensor_qdq_counts(
 ))]
 #[allow(unsafe_code)]
 mod fused {
-    use super::{CountBounds, ENERGY_LANES, GROUP, TensorStats, count_group_scalar, error_terms};
+    use super::{
+        CountBounds, ENERGY_LANES, GROUP, TensorStats, add_energies8, count_group_scalar,
+        error_terms, live_bounds,
+    };
     use hif8lab_format::hif8::Qdq16;
     use hif8lab_format::{FakeQuant, Format, Rounding};
     use std::arch::x86_64::{
         __m512, __m512d, __m512i, _CMP_GE_OQ, _CMP_LT_OQ, _MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch,
-        _mm256_castpd_ps, _mm512_abs_ps, _mm512_add_pd, _mm512_castps_pd, _mm512_castps512_ps256,
+        _mm256_castpd_ps, _mm512_abs_ps, _mm512_castps_pd, _mm512_castps512_ps256,
         _mm512_cmp_ps_mask, _mm512_extractf64x4_pd, _mm512_loadu_ps, _mm512_mask_add_epi32,
-        _mm512_maskz_cvtps_pd, _mm512_mul_pd, _mm512_set1_epi32, _mm512_set1_ps, _mm512_setzero_pd,
-        _mm512_setzero_si512, _mm512_storeu_pd, _mm512_storeu_ps, _mm512_storeu_si512,
-        _mm512_sub_pd,
+        _mm512_set1_epi32, _mm512_set1_ps, _mm512_setzero_pd, _mm512_setzero_si512,
+        _mm512_storeu_pd, _mm512_storeu_ps, _mm512_storeu_si512,
     };
 
     /// `None` where the one pass does not apply (another format or rounding, more live
@@ -467,9 +493,7 @@ mod fused {
             return None;
         }
         let (x, q) = (&x[..n], &mut q[..n]);
-        let live: Vec<usize> = (0..bounds.bounds.len())
-            .filter(|i| bounds.bounds[*i] <= reach)
-            .collect();
+        let live = live_bounds(&bounds.bounds, reach);
         if live.len() > GROUP {
             return None;
         }
@@ -552,21 +576,9 @@ mod fused {
                     & _mm512_cmp_ps_mask::<_CMP_LT_OQ>(qm, inf);
                 let high =
                     |x: __m512| _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(x)));
-                for (half, k) in [
-                    (
-                        (_mm512_castps512_ps256(v), _mm512_castps512_ps256(qv)),
-                        keep as u8,
-                    ),
-                    ((high(v), high(qv)), (keep >> 8) as u8),
-                ] {
-                    let (vd, qd) = (
-                        _mm512_maskz_cvtps_pd(k, half.0),
-                        _mm512_maskz_cvtps_pd(k, half.1),
-                    );
-                    let d = _mm512_sub_pd(vd, qd);
-                    s = _mm512_add_pd(s, _mm512_mul_pd(vd, vd));
-                    e2 = _mm512_add_pd(e2, _mm512_mul_pd(d, d));
-                }
+                let low = _mm512_castps512_ps256;
+                add_energies8(&mut s, &mut e2, (low(v), low(qv)), keep as u8);
+                add_energies8(&mut s, &mut e2, (high(v), high(qv)), (keep >> 8) as u8);
             }
             for k in 0..N {
                 _mm512_storeu_si512(lanes[k].as_mut_ptr().cast(), acc[k]);
@@ -686,7 +698,7 @@ fn least_magnitude(pred: impl Fn(f32) -> bool) -> f32 {
 /// pass.
 fn count_at_least(x: &[f32], bounds: &[f32], reach: f32) -> Vec<u64> {
     let mut total = vec![0u64; bounds.len()];
-    let live: Vec<usize> = (0..bounds.len()).filter(|i| bounds[*i] <= reach).collect();
+    let live = live_bounds(bounds, reach);
     // Passes of equal size (12 bounds: 6 + 6, not 8 + 4).
     let size = live
         .len()
@@ -702,6 +714,12 @@ fn count_at_least(x: &[f32], bounds: &[f32], reach: f32) -> Vec<u64> {
         }
     }
     total
+}
+
+/// The indices of the bounds that need a pass: at most `reach` (every non-NaN |x| is at
+/// most `reach`, so a bound above it counts zero; a NaN bound counts nothing).
+fn live_bounds(bounds: &[f32], reach: f32) -> Vec<usize> {
+    (0..bounds.len()).filter(|i| bounds[*i] <= reach).collect()
 }
 
 /// Bounds counted per pass of [`count_at_least`], at most.

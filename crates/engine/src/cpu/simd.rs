@@ -277,61 +277,41 @@ fn head_mut<const N: usize>(x: &mut [f32]) -> &mut [f32; N] {
         .unwrap_or_else(|| panic!("simd: {n} elements, {N} needed"))
 }
 
-impl Lanes for F8 {
-    const W: usize = 8;
-    #[inline(always)]
-    fn zero() -> Self {
-        F8::zero()
-    }
-    #[inline(always)]
-    fn splat(x: f32) -> Self {
-        F8::splat(x)
-    }
-    #[inline(always)]
-    fn at(x: &[f32]) -> Self {
-        F8::load(head(x))
-    }
-    #[inline(always)]
-    fn store_at(self, out: &mut [f32]) {
-        self.store(head_mut(out));
-    }
-    #[inline(always)]
-    fn add(self, o: Self) -> Self {
-        F8::add(self, o)
-    }
-    #[inline(always)]
-    fn mul(self, o: Self) -> Self {
-        F8::mul(self, o)
-    }
+/// [`Lanes`] of a lane type from its own methods (the same for [`F8`] and [`F16`]).
+macro_rules! lanes_of {
+    ($t:ident, $w:literal) => {
+        impl Lanes for $t {
+            const W: usize = $w;
+            #[inline(always)]
+            fn zero() -> Self {
+                $t::zero()
+            }
+            #[inline(always)]
+            fn splat(x: f32) -> Self {
+                $t::splat(x)
+            }
+            #[inline(always)]
+            fn at(x: &[f32]) -> Self {
+                $t::load(head(x))
+            }
+            #[inline(always)]
+            fn store_at(self, out: &mut [f32]) {
+                self.store(head_mut(out));
+            }
+            #[inline(always)]
+            fn add(self, o: Self) -> Self {
+                $t::add(self, o)
+            }
+            #[inline(always)]
+            fn mul(self, o: Self) -> Self {
+                $t::mul(self, o)
+            }
+        }
+    };
 }
 
-impl Lanes for F16 {
-    const W: usize = 16;
-    #[inline(always)]
-    fn zero() -> Self {
-        F16::zero()
-    }
-    #[inline(always)]
-    fn splat(x: f32) -> Self {
-        F16::splat(x)
-    }
-    #[inline(always)]
-    fn at(x: &[f32]) -> Self {
-        F16::load(head(x))
-    }
-    #[inline(always)]
-    fn store_at(self, out: &mut [f32]) {
-        self.store(head_mut(out));
-    }
-    #[inline(always)]
-    fn add(self, o: Self) -> Self {
-        F16::add(self, o)
-    }
-    #[inline(always)]
-    fn mul(self, o: Self) -> Self {
-        F16::mul(self, o)
-    }
-}
+lanes_of!(F8, 8);
+lanes_of!(F16, 16);
 
 #[cfg(test)]
 mod tests {
