@@ -62,6 +62,9 @@ pub enum BenchCommand {
         #[arg(long)]
         profile: bool,
     },
+    /// Generation with the key/value cache: prompt and generated tokens per second, peak
+    /// resident memory.
+    Sample(crate::bench_sample::BenchSampleArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<Outcome> {
@@ -80,6 +83,10 @@ pub fn run(cmd: BenchCommand) -> Result<Outcome> {
             profile,
         } => {
             crate::bench_train::bench_train(&preset, &sets, &backend, steps.max(1), json, profile)?;
+            Ok(Outcome::Ok)
+        }
+        BenchCommand::Sample(args) => {
+            crate::bench_sample::run(args)?;
             Ok(Outcome::Ok)
         }
         BenchCommand::Kernels {

@@ -9,9 +9,11 @@
 
 mod bench;
 mod bench_kernels;
+mod bench_sample;
 mod bench_train;
 mod codec;
 mod grid_cmd;
+mod import_cmd;
 mod model_cmds;
 mod plots;
 mod scaling_cmds;
@@ -64,6 +66,43 @@ enum Command {
     Eval(model_cmds::EvalArgs),
     /// Generate text from a model (seeded, reproducible).
     Sample(model_cmds::SampleArgs),
+    /// Bring a model in: `import gguf FILE.gguf --out DIR` writes a Hugging Face folder.
+    #[command(subcommand)]
+    Import(import_cmd::ImportCommand),
+}
+
+/// Standard output was closed by its reader (`… | head`): the program ends quietly with the
+/// conventional status of a closed pipe (128 + SIGPIPE).
+#[derive(Debug)]
+pub struct ClosedPipe;
+
+impl std::fmt::Display for ClosedPipe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("standard output was closed")
+    }
+}
+
+impl std::error::Error for ClosedPipe {}
+
+/// The error of a failed write of a command's result: a closed pipe ends quietly
+/// ([`ClosedPipe`]), anything else (a full disk) is an error naming standard output.
+pub fn output_error(e: std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        anyhow::Error::new(ClosedPipe)
+    } else {
+        anyhow::anyhow!("writing the result to standard output: {e}")
+    }
+}
+
+/// Prints a JSON document (pretty, one trailing newline) on standard output; a failed write
+/// is an error ([`output_error`]).
+pub fn print_json(doc: &serde_json::Value) -> anyhow::Result<()> {
+    use std::io::Write;
+    let text = serde_json::to_string_pretty(doc)? + "\n";
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(output_error)
 }
 
 /// How a command ended, mapped to the process exit code.
@@ -88,6 +127,7 @@ fn run(command: Command) -> anyhow::Result<Outcome> {
         Command::Export(cmd) => scaling_cmds::run_export(cmd),
         Command::Eval(args) => model_cmds::run_eval(args),
         Command::Sample(args) => model_cmds::run_sample(args),
+        Command::Import(cmd) => import_cmd::run(cmd),
         Command::Train(args) => train_cmd::run_train(args).map(|()| Outcome::Ok),
         Command::Pretrain(args) => grid_cmd::run_pretrain(args).map(|()| Outcome::Ok),
         Command::Grid(args) => grid_cmd::run_grid(args).map(|()| Outcome::Ok),
@@ -110,6 +150,7 @@ fn main() -> ExitCode {
         Ok(Outcome::BadInput) => ExitCode::from(2),
         Ok(Outcome::ClaimsFail) => ExitCode::FAILURE,
         Ok(Outcome::Inconclusive) => ExitCode::from(3),
+        Err(err) if err.is::<ClosedPipe>() => ExitCode::from(141),
         Err(err) => {
             eprintln!("error: {err:#}");
             // A config the user wrote wrong, or one too big for this machine: bad input.

@@ -36,10 +36,16 @@ pub struct Source {
     pub hf_config: Option<serde_json::Value>,
     /// The `tokenizer.json` text, when the tokenizer is not the byte tokenizer.
     pub tokenizer_json: Option<String>,
+    /// The source's `tokenizer_config.json` (chat template, special tokens), kept by export.
+    pub tokenizer_config: Option<serde_json::Value>,
+    /// The source's `generation_config.json`, kept by export.
+    pub generation_config: Option<serde_json::Value>,
+    /// The element type the source's weights were stored in (export's default).
+    pub dtype: Option<ExportDtype>,
 }
 
 /// Opens `RUN_DIR` (its newest valid checkpoint, or `step_N` with `step`), a checkpoint
-/// file, or a Hugging Face folder.
+/// file, a Hugging Face folder or a GGUF file.
 pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
     if path.is_dir() && path.join("config.toml").is_file() {
         let cfg_path = path.join("config.toml");
@@ -85,8 +91,8 @@ pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
         let weights = Checkpoint::load(&ck_path)?;
         return from_run(path, path, run, weights);
     }
-    if path.is_dir() && hf::is_hf_dir(path) {
-        let m = hf::load(path)?;
+    if hf::is_model_path(path) {
+        let m = hf::load_any(path)?;
         let (tokenizer, tokenizer_json) = match &m.tokenizer {
             Some(p) => {
                 let (t, text) = Tokenizer::read(p).map_err(anyhow::Error::msg)?;
@@ -107,6 +113,9 @@ pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
             run: None,
             hf_config: Some(m.config.json),
             tokenizer_json,
+            tokenizer_config: m.tokenizer_config,
+            generation_config: m.generation_config,
+            dtype: m.dtype,
         });
     }
     if path.is_file() {
@@ -131,8 +140,8 @@ pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
         return from_run(path, &dir, run, weights);
     }
     bail!(
-        "{}: not a run folder (config.toml), a Hugging Face folder (config.json) or a checkpoint \
-         file",
+        "{}: not a run folder (config.toml), a Hugging Face folder (config.json), a GGUF file or \
+         a checkpoint file",
         path.display()
     )
 }
@@ -155,13 +164,22 @@ fn from_run(path: &Path, dir: &Path, run: RunConfig, weights: Checkpoint) -> Res
         }
         None => (Tokenizer::Bytes, None),
     };
-    let hf_path = dir.join("hf").join("config.json");
-    let hf_config = match std::fs::read_to_string(&hf_path) {
-        Ok(t) => Some(
-            serde_json::from_str(&t).with_context(|| format!("{}: not JSON", hf_path.display()))?,
-        ),
-        Err(_) => None,
+    let kept_json = |name: &str| -> Result<Option<serde_json::Value>> {
+        let p = dir.join("hf").join(name);
+        match std::fs::read_to_string(&p) {
+            Ok(t) => Ok(Some(
+                serde_json::from_str(&t).with_context(|| format!("{}: not JSON", p.display()))?,
+            )),
+            Err(_) => Ok(None),
+        }
     };
+    let hf_config = kept_json("config.json")?;
+    let dtype = hf_config.as_ref().and_then(|c| {
+        ["torch_dtype", "dtype"]
+            .iter()
+            .find_map(|k| c.get(*k).and_then(serde_json::Value::as_str))
+            .and_then(|s| s.parse().ok())
+    });
     Ok(Source {
         path: path.to_owned(),
         model: run.model.clone(),
@@ -170,13 +188,17 @@ fn from_run(path: &Path, dir: &Path, run: RunConfig, weights: Checkpoint) -> Res
         run: Some(run),
         hf_config,
         tokenizer_json,
+        tokenizer_config: kept_json("tokenizer_config.json")?,
+        generation_config: kept_json("generation_config.json")?,
+        dtype,
     })
 }
 
 /// Arguments of `hif8lab eval`.
 #[derive(Args, Debug)]
 pub struct EvalArgs {
-    /// A run folder, a checkpoint (`.safetensors` of a run) or a Hugging Face Llama folder.
+    /// A run folder, a checkpoint (`.safetensors` of a run), a Hugging Face Llama folder or
+    /// a GGUF file.
     model: PathBuf,
     /// The UTF-8 text to score.
     #[arg(long)]
@@ -188,12 +210,17 @@ pub struct EvalArgs {
     #[arg(long)]
     quantized: bool,
     /// Window length (default: the run's context; a Hugging Face model's
-    /// max_position_embeddings, at most 2048).
+    /// max_position_embeddings, at most 2048; never longer than the text).
     #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
     context: Option<u64>,
-    /// Windows per forward pass.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
-    batch: u64,
+    /// Windows per forward pass (default: as many as make up to 8,192 tokens, at most 4;
+    /// never more than the text's windows).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    batch: Option<u64>,
+    /// Encode the text without the tokenizer's special tokens (by default the text is
+    /// encoded as `tokenizer(text)` does: BOS where the tokenizer adds it).
+    #[arg(long)]
+    no_special_tokens: bool,
     /// One JSON document: {"tokens", "loss", "perplexity", "bits_per_byte", "backend", …}.
     #[arg(long)]
     json: bool,
@@ -202,7 +229,7 @@ pub struct EvalArgs {
 /// Arguments of `hif8lab sample`.
 #[derive(Args, Debug)]
 pub struct SampleArgs {
-    /// A run folder, a checkpoint or a Hugging Face Llama folder.
+    /// A run folder, a checkpoint, a Hugging Face Llama folder or a GGUF file.
     model: PathBuf,
     /// Text to continue.
     #[arg(long, default_value = "")]
@@ -225,6 +252,9 @@ pub struct SampleArgs {
     /// Window length (default as for `eval`).
     #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
     context: Option<u64>,
+    /// Encode the prompt without the tokenizer's special tokens.
+    #[arg(long)]
+    no_special_tokens: bool,
 }
 
 /// `hif8lab export hf RUN_DIR [--step N] --out DIR`.
@@ -238,12 +268,13 @@ pub struct ExportHfArgs {
     /// The folder to write (must not exist, or be empty).
     #[arg(long)]
     out: PathBuf,
-    /// Weight element type: f32 (exact), bf16 or f16.
-    #[arg(long, default_value = "f32")]
-    dtype: ExportDtype,
+    /// Weight element type: f32 (exact), bf16 or f16 (default: the source model's dtype when
+    /// the run started from a Hugging Face model, else f32).
+    #[arg(long)]
+    dtype: Option<ExportDtype>,
 }
 
-fn window(src: &Source, context: Option<u64>) -> Result<ModelConfig> {
+pub(crate) fn window(src: &Source, context: Option<u64>) -> Result<ModelConfig> {
     let mut m = src.model.clone();
     if src.run.is_none() {
         m.context = m.context.min(2048);
@@ -259,7 +290,7 @@ fn window(src: &Source, context: Option<u64>) -> Result<ModelConfig> {
 }
 
 /// Runs `job` on the backend `name` (`auto`: the GPU when there is one).
-fn on_backend<T>(name: &str, job: impl FnOnce(Either) -> Result<T>) -> Result<T> {
+pub(crate) fn on_backend<T>(name: &str, job: impl FnOnce(Either) -> Result<T>) -> Result<T> {
     match name {
         "cpu" => job(Either::Cpu(CpuBackend::new())),
         "gpu" => job(Either::Gpu(Box::new(
@@ -283,87 +314,137 @@ pub enum Either {
     Gpu(Box<GpuBackend>),
 }
 
+/// The token ids of `text` as the model's tokenizer encodes it for inference: with the
+/// tokenizer's special tokens (its post-processor: BOS where it adds one) unless `plain`.
+fn encode(src: &Source, text: &str, plain: bool) -> Result<Vec<u32>> {
+    src.tokenizer
+        .encode_with(text, !plain)
+        .map_err(anyhow::Error::msg)
+}
+
+/// Refuses a job whose memory estimate exceeds the memory available now (as `train
+/// --dry-run` checks a run), naming what it needs and what to change.
+pub(crate) fn check_memory(what: &str, bytes: u64, hint: &str) -> Result<()> {
+    if let Some(avail) = hif8lab_engine::host_memory_available()
+        && bytes > avail
+    {
+        return Err(hif8lab_train::memory::DoesNotFit(format!(
+            "{what} needs about {:.2} GiB, {:.2} GiB are available: {hint}",
+            bytes as f64 / f64::from(1u32 << 30),
+            avail as f64 / f64::from(1u32 << 30)
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 pub fn run_eval(args: EvalArgs) -> Result<Outcome> {
     let opened = std::time::Instant::now();
-    let src = open_source(&args.model, None)?;
+    let mut src = open_source(&args.model, None)?;
     let text = std::fs::read(&args.text)
         .with_context(|| format!("--text: reading {}", args.text.display()))?;
     let text = hif8lab_train::data::corpus_text(&args.text, text).map_err(anyhow::Error::msg)?;
-    let ids = src.tokenizer.encode(&text).map_err(anyhow::Error::msg)?;
+    let ids = encode(&src, &text, args.no_special_tokens)?;
     if ids.len() < 2 {
         bail!(
             "--text {}: fewer than 2 tokens, nothing to predict",
             args.text.display()
         );
     }
-    let m = window(&src, args.context)?;
+    let mut m = window(&src, args.context)?;
+    if args.context.is_none() {
+        // Not longer than the text: a window of the whole text when it is shorter.
+        m.context = m.context.min(ids.len() - 1).max(1);
+    }
+    let windows = hif8lab_train::infer::windows(ids.len(), m.context).len();
+    let batch = match args.batch {
+        Some(b) => (b as usize).min(windows),
+        None => (8192 / m.context).clamp(1, 4).min(windows),
+    }
+    .max(1);
+    check_memory(
+        &format!("eval (context {}, batch {batch})", m.context),
+        hif8lab_train::infer::eval_bytes(&m, ids.len(), batch),
+        "lower --context or --batch",
+    )?;
+    let special = !args.no_special_tokens;
     let first_bytes = src.tokenizer.decode(&ids[..1]).len();
     let bytes = text.len().saturating_sub(first_bytes).max(1);
-    let quantized = args.quantized;
-    let batch = args.batch as usize;
+    let how = EvalHow {
+        batch,
+        quantized: args.quantized,
+        bytes,
+        json: args.json,
+        special,
+        opened,
+    };
+    // The weights move to the backend; the host copy is not kept.
+    let weights = std::mem::take(&mut src.weights);
     on_backend(&args.backend, |be| match be {
-        Either::Cpu(b) => eval_on(
-            b,
-            &src,
-            m,
-            &ids,
-            (batch, quantized, bytes, args.json),
-            opened,
-        ),
-        Either::Gpu(b) => eval_on(
-            *b,
-            &src,
-            m,
-            &ids,
-            (batch, quantized, bytes, args.json),
-            opened,
-        ),
+        Either::Cpu(b) => eval_on(b, &src, weights, m, &ids, &how),
+        Either::Gpu(b) => eval_on(*b, &src, weights, m, &ids, &how),
     })?;
     Ok(Outcome::Ok)
 }
 
-/// Evaluates on `backend`; `how` is (batch, quantized, text bytes, JSON output); `opened`
-/// when reading the model began (the load time reported).
+/// How `eval` runs and reports.
+struct EvalHow {
+    batch: usize,
+    quantized: bool,
+    /// Bytes of text scored (for bits per byte).
+    bytes: usize,
+    json: bool,
+    /// Whether the text was encoded with the tokenizer's special tokens.
+    special: bool,
+    /// When reading the model began (the load time reported).
+    opened: std::time::Instant,
+}
+
 fn eval_on<B: Backend>(
     backend: B,
     src: &Source,
+    weights: Checkpoint,
     m: ModelConfig,
     ids: &[u32],
-    how: (usize, bool, usize, bool),
-    opened: std::time::Instant,
+    how: &EvalHow,
 ) -> Result<()> {
-    let (batch, quantized, bytes, json) = how;
     let info = backend.info();
     let context = m.context;
-    let mut model = Model::new(backend, m, &src.weights, batch)?;
-    if quantized {
+    let mut model = Model::new(backend, m, &weights, how.batch)?;
+    if how.quantized {
         let Some(run) = &src.run else {
             bail!(
                 "--quantized needs a run folder or checkpoint (a Hugging Face folder has no quantizer state)"
             );
         };
-        model = model.quantized(&run.qat, &src.weights)?;
+        model = model.quantized(&run.qat, &weights)?;
     }
-    let load_s = opened.elapsed().as_secs_f64();
+    drop(weights);
+    let load_s = how.opened.elapsed().as_secs_f64();
     let clock = std::time::Instant::now();
-    let r = model.eval(ids)?;
+    let targets = (ids.len() - 1) as u64;
+    let bar = crate::train_cmd::progress_bar(targets, "tokens", how.json);
+    let r = model.eval_with(ids, &mut |done| bar.set_position(done))?;
+    bar.finish_and_clear();
     let seconds = clock.elapsed().as_secs_f64();
     let loss = r.loss();
     let doc = serde_json::json!({
         "tokens": r.tokens,
         "loss": loss,
         "perplexity": loss.exp(),
-        "bits_per_byte": r.loss_sum / std::f64::consts::LN_2 / bytes as f64,
+        "bits_per_byte": r.loss_sum / std::f64::consts::LN_2 / how.bytes as f64,
         "backend": info.kind,
         "adapter": info.adapter,
         "context": context,
-        "quantized": quantized,
+        "batch": how.batch,
+        "add_special_tokens": how.special,
+        "quantized": how.quantized,
         "model": src.path.display().to_string(),
         "tokens_per_s": r.tokens as f64 / seconds.max(1e-9),
         "load_s": load_s,
     });
-    if json {
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+    if how.json {
+        crate::print_json(&doc)?;
     } else {
         println!(
             "{}: {} tokens, loss {:.4} nats/token, perplexity {:.3}, {:.4} bits/byte{} ({} '{}', \
@@ -373,7 +454,7 @@ fn eval_on<B: Backend>(
             loss,
             loss.exp(),
             doc["bits_per_byte"].as_f64().unwrap_or(f64::NAN),
-            if quantized { ", quantized" } else { "" },
+            if how.quantized { ", quantized" } else { "" },
             info.kind,
             info.adapter,
             doc["tokens_per_s"].as_f64().unwrap_or(0.0)
@@ -389,21 +470,25 @@ pub fn run_sample(args: SampleArgs) -> Result<Outcome> {
             args.temperature
         );
     }
-    let src = open_source(&args.model, None)?;
+    let mut src = open_source(&args.model, None)?;
     let m = window(&src, args.context)?;
-    let prompt = src
-        .tokenizer
-        .encode(&args.prompt)
-        .map_err(anyhow::Error::msg)?;
+    let prompt = encode(&src, &args.prompt, args.no_special_tokens)?;
     if let Some(bad) = prompt.iter().find(|t| **t as usize >= m.vocab) {
         bail!(
             "--prompt: token id {bad} is outside the model's vocabulary {}",
             m.vocab
         );
     }
+    let capacity = m.context.min(prompt.len().max(1) + args.tokens).max(1);
+    check_memory(
+        &format!("sample (context {capacity})"),
+        hif8lab_train::infer::sample_bytes(&m, prompt.len().min(capacity), capacity),
+        "lower --context or --tokens",
+    )?;
+    let weights = std::mem::take(&mut src.weights);
     on_backend(&args.backend, |be| match be {
-        Either::Cpu(b) => sample_on(b, &src, m, &prompt, &args),
-        Either::Gpu(b) => sample_on(*b, &src, m, &prompt, &args),
+        Either::Cpu(b) => sample_on(b, &src, weights, m, &prompt, &args),
+        Either::Gpu(b) => sample_on(*b, &src, weights, m, &prompt, &args),
     })?;
     Ok(Outcome::Ok)
 }
@@ -411,17 +496,28 @@ pub fn run_sample(args: SampleArgs) -> Result<Outcome> {
 fn sample_on<B: Backend>(
     backend: B,
     src: &Source,
+    weights: Checkpoint,
     m: ModelConfig,
     prompt: &[u32],
     args: &SampleArgs,
 ) -> Result<()> {
-    let mut model = Model::new(backend, m, &src.weights, 1)?;
+    let mut model = Model::new(backend, m, &weights, 1)?;
+    drop(weights);
     let mut out = std::io::stdout().lock();
-    let _ = write!(out, "{}", args.prompt);
+    let mut failed: Option<std::io::Error> = None;
     let mut so_far: Vec<u32> = Vec::new();
     let mut shown = 0usize;
     let tokenizer = &src.tokenizer;
-    model.sample(
+    // The first failed write is kept (and generation stops); later text is not written.
+    fn write(out: &mut std::io::StdoutLock<'_>, failed: &mut Option<std::io::Error>, text: &str) {
+        if failed.is_none()
+            && let Err(e) = write!(out, "{text}").and_then(|()| out.flush())
+        {
+            *failed = Some(e);
+        }
+    }
+    write(&mut out, &mut failed, &args.prompt);
+    let result = model.sample(
         prompt,
         args.tokens,
         args.temperature,
@@ -433,17 +529,21 @@ fn sample_on<B: Backend>(
             let text = tokenizer.decode(&so_far);
             let complete = text.trim_end_matches('\u{FFFD}');
             if complete.len() > shown {
-                let _ = write!(out, "{}", &complete[shown..]);
-                let _ = out.flush();
+                write(&mut out, &mut failed, &complete[shown..]);
                 shown = complete.len();
             }
+            failed.is_none()
         },
-    )?;
+    );
+    result?;
     let text = tokenizer.decode(&so_far);
     if text.len() > shown {
-        let _ = write!(out, "{}", &text[shown..]);
+        write(&mut out, &mut failed, &text[shown..]);
     }
-    let _ = writeln!(out);
+    write(&mut out, &mut failed, "\n");
+    if let Some(e) = failed {
+        return Err(crate::output_error(e));
+    }
     Ok(())
 }
 
@@ -467,7 +567,9 @@ pub fn run_export_hf(args: ExportHfArgs) -> Result<Outcome> {
         model: &src.model,
         base_config: src.hf_config.as_ref(),
         tokenizer_json: src.tokenizer_json.clone(),
-        dtype: args.dtype,
+        dtype: args.dtype.or(src.dtype).unwrap_or(ExportDtype::F32),
+        tokenizer_config: src.tokenizer_config.as_ref(),
+        generation_config: src.generation_config.as_ref(),
     };
     let files = hf::write_folder(&args.out, &parts, &weights)?;
     let step = src

@@ -50,10 +50,10 @@ pub struct TrainArgs {
     /// written back to it and recorded in segments.json.
     #[arg(long, conflicts_with_all = ["preset", "config", "out"])]
     resume: Option<PathBuf>,
-    /// Continue training a Hugging Face Llama folder (config.json, safetensors, tokenizer.json):
-    /// the model comes from the folder, training, QAT and data from --preset/--config and
-    /// --set (model.context: the preset's, at most max_position_embeddings).
-    #[arg(long, value_name = "HF_DIR", conflicts_with = "resume")]
+    /// Continue training a Hugging Face Llama folder (config.json, safetensors, tokenizer.json)
+    /// or a GGUF file: the model comes from it, training, QAT and data from --preset/--config
+    /// and --set (model.context: the preset's, at most max_position_embeddings).
+    #[arg(long, value_name = "HF_DIR|FILE.gguf", conflicts_with = "resume")]
     init_from: Option<PathBuf>,
     /// Print the parameters and the memory the run needs (per part) and whether it fits,
     /// without training.
@@ -163,7 +163,7 @@ struct Init {
 }
 
 fn init_source(dir: &Path, name: &str, text: &str) -> Result<Init> {
-    let model = hif8lab_train::hf::load(dir)?;
+    let model = hif8lab_train::hf::load_any(dir)?;
     let m = &model.config.model;
     let dir_abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
     let preset: RunConfig = RunConfig::parse(name, text, &[])?;
@@ -195,6 +195,20 @@ fn init_source(dir: &Path, name: &str, text: &str) -> Result<Init> {
         "hf/config.json",
         serde_json::to_vec_pretty(&model.config.json).unwrap_or_default(),
     )];
+    // The source's tokenizer and generation settings travel with the run (`export hf`
+    // writes them back).
+    if let Some(t) = &model.tokenizer_config {
+        keep.push((
+            "hf/tokenizer_config.json",
+            serde_json::to_vec_pretty(t).unwrap_or_default(),
+        ));
+    }
+    if let Some(g) = &model.generation_config {
+        keep.push((
+            "hf/generation_config.json",
+            serde_json::to_vec_pretty(g).unwrap_or_default(),
+        ));
+    }
     match &model.tokenizer {
         Some(p) => {
             let (t, text) =
@@ -613,4 +627,19 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
         out.display()
     );
     Ok(())
+}
+
+/// A progress bar on stderr of `total` `unit` (hidden when `quiet`; indicatif draws nothing
+/// when stderr is not a terminal).
+pub fn progress_bar(total: u64, unit: &str, quiet: bool) -> ProgressBar {
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(total)
+    };
+    bar.set_style(
+        ProgressStyle::with_template(&format!("{{bar:30}} {{pos}}/{{len}} {unit} ETA {{eta}}"))
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
 }

@@ -142,6 +142,61 @@ impl AttentionShape {
     }
 }
 
+/// Shape of attention over a key/value cache (generation): `new` query rows at positions
+/// `past..past + new` of each of `batch` sequences, q `[batch, new, heads, head_dim]`; the
+/// caches k and v `[batch, capacity, kv_heads, head_dim]` hold positions `0..past + new`;
+/// the score scratch is `[batch, heads, new, capacity]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CachedAttentionShape {
+    /// Sequences.
+    pub batch: usize,
+    /// Positions already in the cache before these rows.
+    pub past: usize,
+    /// Query rows (new positions) per sequence.
+    pub new: usize,
+    /// Positions the caches hold per sequence (≥ past + new).
+    pub capacity: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (divides `heads`).
+    pub kv_heads: usize,
+    /// Head dimension.
+    pub head_dim: usize,
+}
+
+impl CachedAttentionShape {
+    /// Elements of q (and of the output).
+    pub fn q_len(&self) -> usize {
+        self.batch * self.new * self.heads * self.head_dim
+    }
+    /// Elements of each cache.
+    pub fn cache_len(&self) -> usize {
+        self.batch * self.capacity * self.kv_heads * self.head_dim
+    }
+    /// Elements of the score scratch.
+    pub fn scores_len(&self) -> usize {
+        self.batch * self.heads * self.new * self.capacity
+    }
+    /// The score scale 1/sqrt(head_dim) (as [`AttentionShape::scale`]).
+    pub fn scale(&self) -> f32 {
+        1.0 / (self.head_dim as f32).sqrt()
+    }
+    /// Checks the shape itself (both backends).
+    pub(crate) fn check(&self) -> Result<(), EngineError> {
+        if self.heads == 0
+            || self.kv_heads == 0
+            || !self.heads.is_multiple_of(self.kv_heads)
+            || self.head_dim == 0
+            || self.past + self.new > self.capacity
+        {
+            return Err(EngineError::Shape(format!(
+                "attention_cached: bad shape {self:?}"
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Shape of a rotary embedding call: x `[rows, heads, head_dim]`, position = row % seq.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RopeShape {
@@ -338,6 +393,17 @@ pub trait TensorOps: Device {
     /// `dst = src` (same lengths).
     fn copy(&self, src: &Self::Tensor, dst: &Self::Tensor) -> Result<(), EngineError>;
 
+    /// `dst[dst_at..dst_at + len] = src[src_at..src_at + len]` (a key/value cache append,
+    /// a row taken out of a batch).
+    fn copy_range(
+        &self,
+        src: &Self::Tensor,
+        src_at: usize,
+        dst: &Self::Tensor,
+        dst_at: usize,
+        len: usize,
+    ) -> Result<(), EngineError>;
+
     /// A matrix product; fused quantization reads scales from `bank`.
     fn matmul(
         &self,
@@ -503,6 +569,19 @@ pub trait ModelOps: Device {
         shape: AttentionShape,
     ) -> Result<(), EngineError>;
 
+    /// Causal grouped-query attention of new rows over a key/value cache (generation):
+    /// row i of each sequence attends to cache positions `0..=past + i`; writes `out`
+    /// (`scores` is scratch).
+    fn attention_cached(
+        &self,
+        q: &Self::Tensor,
+        k_cache: &Self::Tensor,
+        v_cache: &Self::Tensor,
+        out: &Self::Tensor,
+        scores: &Self::Tensor,
+        shape: CachedAttentionShape,
+    ) -> Result<(), EngineError>;
+
     /// Attention backward: overwrites `dq`, `dk`, `dv` (`dscores` is scratch of the
     /// probabilities' size).
     #[allow(clippy::too_many_arguments)]
@@ -594,6 +673,16 @@ pub(crate) fn rows_of(what: &str, len: usize, width: usize) -> Result<usize, Eng
         )));
     }
     Ok(len / width)
+}
+
+/// Checks that `[at, at + len)` lies within a tensor of `have` elements.
+pub(crate) fn within(what: &str, have: usize, at: usize, len: usize) -> Result<(), EngineError> {
+    match at.checked_add(len) {
+        Some(end) if end <= have => Ok(()),
+        _ => Err(EngineError::Shape(format!(
+            "{what}: elements {at}..{at}+{len} are outside a tensor of {have}"
+        ))),
+    }
 }
 
 /// Checks that two lengths agree.

@@ -193,8 +193,75 @@ pub struct HfModel {
     pub config: HfConfig,
     /// Its weights under this project's (= Hugging Face) names, as f32.
     pub weights: Checkpoint,
-    /// Its `tokenizer.json`, when it has one.
+    /// Its `tokenizer.json`, when it has one (for a GGUF file: the converted tokenizer,
+    /// written once to a cache folder so runs can name it).
     pub tokenizer: Option<PathBuf>,
+    /// Its `tokenizer_config.json` (chat template, special tokens), when it has one.
+    pub tokenizer_config: Option<Value>,
+    /// Its `generation_config.json`, when it has one.
+    pub generation_config: Option<Value>,
+    /// The element type its weights are stored in (`torch_dtype`/`dtype` of config.json, or
+    /// the safetensors files' own), the default of an export.
+    pub dtype: Option<ExportDtype>,
+}
+
+/// Whether `path` is a model this project opens as a Hugging Face model: a folder with
+/// `config.json` or a GGUF file.
+pub fn is_model_path(path: &Path) -> bool {
+    (path.is_dir() && is_hf_dir(path)) || crate::gguf::is_gguf(path)
+}
+
+/// The folder where converted GGUF tokenizers are kept (`HIF8LAB_CACHE`, else
+/// `$XDG_CACHE_HOME/hif8lab`, else `~/.cache/hif8lab`).
+pub fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("HIF8LAB_CACHE").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join("hif8lab");
+    }
+    std::env::var_os("HOME")
+        .map(|h| PathBuf::from(h).join(".cache").join("hif8lab"))
+        .unwrap_or_else(|| std::env::temp_dir().join("hif8lab-cache"))
+}
+
+/// Reads a model a user brings: a Hugging Face folder ([`load`]) or a GGUF file (converted
+/// in memory; its tokenizer files written to [`cache_dir`] under a name from their contents).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn load_any(path: &Path) -> Result<HfModel, HfError> {
+    if path.is_dir() {
+        return load(path);
+    }
+    if !crate::gguf::is_gguf(path) {
+        return Err(err(
+            path,
+            "not a Hugging Face folder (config.json) or a GGUF file",
+        ));
+    }
+    let c = crate::gguf::read(path)?;
+    let text = serde_json::to_string(&c.tokenizer_json).unwrap_or_default();
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
+    let dir = cache_dir()
+        .join("gguf-tokenizers")
+        .join(format!("{stem}-{:08x}", crc32fast::hash(text.as_bytes())));
+    let tok = dir.join("tokenizer.json");
+    if !tok.is_file() {
+        std::fs::create_dir_all(&dir).map_err(|e| err(&dir, e.to_string()))?;
+        crate::run::write_atomic(&tok, text.as_bytes()).map_err(|e| err(&tok, e.to_string()))?;
+    }
+    let parse_config = parse_config(path, &c.config_json.to_string())?;
+    Ok(HfModel {
+        dir: path.to_owned(),
+        config: parse_config,
+        weights: c.weights,
+        tokenizer: Some(tok),
+        tokenizer_config: Some(c.tokenizer_config),
+        generation_config: Some(c.generation_config),
+        dtype: Some(ExportDtype::F32),
+    })
 }
 
 /// Whether `dir` looks like a Hugging Face model folder (it has `config.json`).
@@ -259,11 +326,27 @@ pub fn load(dir: &Path) -> Result<HfModel, HfError> {
     }
     let weights = select_weights(dir, &config.model, tensors)?;
     let tok = dir.join("tokenizer.json");
+    let side = |name: &str| -> Result<Option<Value>, HfError> {
+        let p = dir.join(name);
+        match std::fs::read_to_string(&p) {
+            Err(_) => Ok(None),
+            Ok(t) => serde_json::from_str(&t)
+                .map(Some)
+                .map_err(|e| err(&p, format!("not JSON: {e}"))),
+        }
+    };
+    let dtype = ["torch_dtype", "dtype"]
+        .iter()
+        .find_map(|k| config.json.get(*k).and_then(Value::as_str))
+        .and_then(|s| s.parse().ok());
     Ok(HfModel {
         dir: dir.to_owned(),
         config,
         weights,
         tokenizer: tok.is_file().then_some(tok),
+        tokenizer_config: side("tokenizer_config.json")?,
+        generation_config: side("generation_config.json")?,
+        dtype,
     })
 }
 
@@ -474,6 +557,10 @@ pub struct ExportParts<'a> {
     pub tokenizer_json: Option<String>,
     /// Weight element type.
     pub dtype: ExportDtype,
+    /// The source's `tokenizer_config.json` (kept as it is), if any.
+    pub tokenizer_config: Option<&'a Value>,
+    /// The source's `generation_config.json` (kept as it is), if any.
+    pub generation_config: Option<&'a Value>,
 }
 
 /// Writes a Hugging Face folder at `out` (which must not exist, or be empty): built in a
@@ -514,12 +601,17 @@ pub fn write_folder(
             ("config.json", pretty(&config).into_bytes()),
             (
                 "generation_config.json",
-                pretty(&generation_config(&config)).into_bytes(),
+                pretty(
+                    parts
+                        .generation_config
+                        .unwrap_or(&generation_config(&config)),
+                )
+                .into_bytes(),
             ),
             ("tokenizer.json", tokenizer.into_bytes()),
             (
                 "tokenizer_config.json",
-                pretty(&tokenizer_config()).into_bytes(),
+                pretty(parts.tokenizer_config.unwrap_or(&tokenizer_config())).into_bytes(),
             ),
             (
                 "model.safetensors",

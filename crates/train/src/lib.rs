@@ -29,6 +29,7 @@ pub mod corpus;
 pub mod data;
 pub mod driver;
 pub mod folder;
+pub mod gguf;
 pub mod grid;
 pub mod hf;
 #[cfg(not(target_arch = "wasm32"))]

@@ -100,12 +100,18 @@ impl Tokenizer {
 
     /// The token ids of `text` (no special tokens added).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        self.encode_with(text, false)
+    }
+
+    /// The token ids of `text`, with the tokenizer's special tokens (its post-processor: BOS
+    /// where it adds one) when `add_special_tokens`, as `tokenizer(text)` does by default.
+    pub fn encode_with(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, String> {
         match self {
             Tokenizer::Bytes => Ok(text.bytes().map(u32::from).collect()),
             #[cfg(not(target_arch = "wasm32"))]
             Tokenizer::Hf(t) => {
                 let encoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    t.encode_fast(text, false)
+                    t.encode_fast(text, add_special_tokens)
                 }));
                 match encoded {
                     Ok(Ok(e)) => Ok(e.get_ids().to_vec()),

@@ -105,17 +105,23 @@ fn greedy_sampling_agrees_across_backends() {
         .encode("The river")
         .unwrap();
     let mut cpu = Model::new(CpuBackend::new(), m.config.model.clone(), &m.weights, 1).unwrap();
-    let a = cpu.sample(&prompt, 12, 0.0, 0, 1, &mut |_| {}).unwrap();
+    let a = cpu.sample(&prompt, 12, 0.0, 0, 1, &mut |_| true).unwrap();
     let mut gpu = Model::new(g, m.config.model.clone(), &m.weights, 1).unwrap();
-    let b = gpu.sample(&prompt, 12, 0.0, 0, 1, &mut |_| {}).unwrap();
+    let b = gpu.sample(&prompt, 12, 0.0, 0, 1, &mut |_| true).unwrap();
     assert_eq!(
         a, b,
         "greedy tokens (logits agree to ~1e-6; no near-ties here)"
     );
     // Seeded sampling is reproducible and depends on the seed.
-    let x = cpu.sample(&prompt, 12, 1.0, 0, 7, &mut |_| {}).unwrap();
-    assert_eq!(x, cpu.sample(&prompt, 12, 1.0, 0, 7, &mut |_| {}).unwrap());
-    assert_ne!(x, cpu.sample(&prompt, 12, 1.0, 0, 8, &mut |_| {}).unwrap());
+    let x = cpu.sample(&prompt, 12, 1.0, 0, 7, &mut |_| true).unwrap();
+    assert_eq!(
+        x,
+        cpu.sample(&prompt, 12, 1.0, 0, 7, &mut |_| true).unwrap()
+    );
+    assert_ne!(
+        x,
+        cpu.sample(&prompt, 12, 1.0, 0, 8, &mut |_| true).unwrap()
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! not depend on the thread count; the loops are reordered only so that the innermost one
 //! runs along `head_dim` over contiguous memory.
 
-use crate::AttentionShape;
+use crate::{AttentionShape, CachedAttentionShape};
 
 use super::ops::AttentionGrads;
 use super::simd::{F8, F16, LANES, Lanes, WIDE};
@@ -438,6 +438,81 @@ pub(crate) fn attention(
         .zip(outs.iter_mut())
         .enumerate()
         .for_each(|(idx, t)| task(idx, t));
+}
+
+/// Attention of new rows over a key/value cache ([`crate::ModelOps::attention_cached`]):
+/// per (sequence, head) task, each row's scores in order of keys, softmax with its maximum
+/// subtracted, then the weighted sum of values in order of keys. Plain loops: the rows are
+/// few (one per generated token); a prompt's rows take the same path.
+pub(crate) fn attention_cached(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    out: &mut [f32],
+    scores: &mut [f32],
+    s: CachedAttentionShape,
+) {
+    let (scale, group, hd) = (s.scale(), s.heads / s.kv_heads, s.head_dim);
+    let (cap, new) = (s.capacity, s.new);
+    let kv_at = |b: usize, j: usize, kvh: usize| ((b * cap + j) * s.kv_heads + kvh) * hd;
+    // Each task owns its heads' score rows; outputs are gathered per task, then placed.
+    let task = |idx: usize, sc: &mut [f32]| -> Vec<f32> {
+        let (b, h) = (idx / s.heads, idx % s.heads);
+        let kvh = h / group;
+        let mut o = vec![0.0f32; new * hd];
+        for i in 0..new {
+            let len = s.past + i + 1;
+            let qi = &q[((b * new + i) * s.heads + h) * hd..][..hd];
+            let row = &mut sc[i * cap..i * cap + len];
+            let mut m = f32::NEG_INFINITY;
+            for (j, r) in row.iter_mut().enumerate() {
+                let kj = &k[kv_at(b, j, kvh)..][..hd];
+                let dot: f32 = qi.iter().zip(kj).map(|(a, b)| a * b).sum();
+                *r = dot * scale;
+                m = m.max(*r);
+            }
+            let mut sum = 0.0f32;
+            for r in row.iter_mut() {
+                *r = (*r - m).exp();
+                sum += *r;
+            }
+            let inv = 1.0 / sum;
+            let oi = &mut o[i * hd..(i + 1) * hd];
+            for (j, p) in row.iter().enumerate() {
+                let vj = &v[kv_at(b, j, kvh)..][..hd];
+                for (od, vd) in oi.iter_mut().zip(vj) {
+                    *od += p * vd;
+                }
+            }
+            for od in oi.iter_mut() {
+                *od *= inv;
+            }
+        }
+        o
+    };
+    let scores = &mut scores[..s.scores_len()];
+    #[cfg(not(target_arch = "wasm32"))]
+    let results: Vec<Vec<f32>> = {
+        use rayon::prelude::*;
+        scores
+            .par_chunks_mut(new * cap)
+            .enumerate()
+            .map(|(idx, sc)| task(idx, sc))
+            .collect()
+    };
+    #[cfg(target_arch = "wasm32")]
+    let results: Vec<Vec<f32>> = scores
+        .chunks_mut(new * cap)
+        .enumerate()
+        .map(|(idx, sc)| task(idx, sc))
+        .collect();
+    for (idx, o) in results.iter().enumerate() {
+        let (b, h) = (idx / s.heads, idx % s.heads);
+        for i in 0..new {
+            let at = ((b * new + i) * s.heads + h) * hd;
+            out[at..at + hd].copy_from_slice(&o[i * hd..(i + 1) * hd]);
+        }
+    }
 }
 
 pub(crate) fn attention_backward(

@@ -1,7 +1,10 @@
 //! CPU op family `ModelOps`: the layers of the model, forward and backward (`ops.rs`).
 
 use super::{CpuBackend, CpuTensor, check_attention, ops};
-use crate::{AttentionShape, EngineError, ModelOps, RopeShape, at_least, rows_of, same_len};
+use crate::{
+    AttentionShape, CachedAttentionShape, EngineError, ModelOps, RopeShape, at_least, rows_of,
+    same_len,
+};
 
 impl ModelOps for CpuBackend {
     fn embedding(
@@ -109,6 +112,28 @@ impl ModelOps for CpuBackend {
         at_least("attention out", o.len(), shape.q_len())?;
         at_least("attention probs", p.len(), shape.probs_len())?;
         super::attention::attention(&qv, &kv, &vv, &mut o, &mut p, shape);
+        Ok(())
+    }
+
+    fn attention_cached(
+        &self,
+        q: &CpuTensor,
+        k_cache: &CpuTensor,
+        v_cache: &CpuTensor,
+        out: &CpuTensor,
+        scores: &CpuTensor,
+        shape: CachedAttentionShape,
+    ) -> Result<(), EngineError> {
+        let _op = self.launched("attention_cached");
+        shape.check()?;
+        let (qv, kv, vv) = (q.read(), k_cache.read(), v_cache.read());
+        let (mut o, mut s) = (out.get(), scores.get());
+        at_least("attention_cached q", qv.len(), shape.q_len())?;
+        at_least("attention_cached k_cache", kv.len(), shape.cache_len())?;
+        at_least("attention_cached v_cache", vv.len(), shape.cache_len())?;
+        at_least("attention_cached out", o.len(), shape.q_len())?;
+        at_least("attention_cached scores", s.len(), shape.scores_len())?;
+        super::attention::attention_cached(&qv, &kv, &vv, &mut o, &mut s, shape);
         Ok(())
     }
 

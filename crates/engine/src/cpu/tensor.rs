@@ -1,7 +1,7 @@
 //! CPU op family `TensorOps`: tensors: create, read, write, copy, elementwise, matrix products.
 
 use super::{CpuBackend, CpuBank, CpuTensor, matmul};
-use crate::{EngineError, MatmulSpec, Readback, TensorOps, check_matmul, same_len};
+use crate::{EngineError, MatmulSpec, Readback, TensorOps, check_matmul, same_len, within};
 
 impl TensorOps for CpuBackend {
     fn upload(&self, data: &[f32]) -> Result<CpuTensor, EngineError> {
@@ -29,6 +29,30 @@ impl TensorOps for CpuBackend {
     fn read(&self, t: &CpuTensor) -> Readback<Vec<f32>> {
         let _op = self.timed("read");
         Readback::ready(Ok(t.to_vec()))
+    }
+
+    fn copy_range(
+        &self,
+        src: &CpuTensor,
+        src_at: usize,
+        dst: &CpuTensor,
+        dst_at: usize,
+        len: usize,
+    ) -> Result<(), EngineError> {
+        let _op = self.timed("copy_range");
+        if std::ptr::eq(src, dst) {
+            let mut d = dst.get();
+            within("copy_range src", d.len(), src_at, len)?;
+            within("copy_range dst", d.len(), dst_at, len)?;
+            d.copy_within(src_at..src_at + len, dst_at);
+            return Ok(());
+        }
+        let s = src.read();
+        let mut d = dst.get();
+        within("copy_range src", s.len(), src_at, len)?;
+        within("copy_range dst", d.len(), dst_at, len)?;
+        d[dst_at..dst_at + len].copy_from_slice(&s[src_at..src_at + len]);
+        Ok(())
     }
 
     fn copy(&self, src: &CpuTensor, dst: &CpuTensor) -> Result<(), EngineError> {

@@ -19,6 +19,7 @@
 pub mod adamw;
 pub mod amax;
 pub mod attention;
+pub mod attention_cached;
 mod bank_layout;
 pub mod copy;
 pub mod cross_entropy;
@@ -54,7 +55,7 @@ use kernel::{Bind, Kernel, Pipelines, Recorder};
 
 /// Every kernel of the engine: pipelines are built from this list and `tests/shaders.rs`
 /// checks each declaration against its WGSL.
-pub const KERNELS: [&Kernel; 17] = [
+pub const KERNELS: [&Kernel; 18] = [
     &copy::KERNEL,
     &qdq::KERNEL,
     &amax::KERNEL,
@@ -66,6 +67,7 @@ pub const KERNELS: [&Kernel; 17] = [
     &rmsnorm::KERNEL,
     &rope::KERNEL,
     &attention::KERNEL,
+    &attention_cached::KERNEL,
     &swiglu::KERNEL,
     &cross_entropy::KERNEL,
     &elementwise::KERNEL,

@@ -2,7 +2,7 @@
 //! their kernel.
 
 use super::*;
-use crate::{AttentionShape, EngineError, ModelOps, RopeShape};
+use crate::{AttentionShape, CachedAttentionShape, EngineError, ModelOps, RopeShape};
 
 impl ModelOps for GpuBackend {
     fn embedding(
@@ -69,6 +69,18 @@ impl ModelOps for GpuBackend {
         shape: AttentionShape,
     ) -> Result<(), EngineError> {
         attention::launch(self, q, k, v, out, probs, shape)
+    }
+
+    fn attention_cached(
+        &self,
+        q: &GpuTensor,
+        k_cache: &GpuTensor,
+        v_cache: &GpuTensor,
+        out: &GpuTensor,
+        scores: &GpuTensor,
+        shape: CachedAttentionShape,
+    ) -> Result<(), EngineError> {
+        attention_cached::launch(self, q, k_cache, v_cache, out, scores, shape)
     }
 
     fn attention_backward(

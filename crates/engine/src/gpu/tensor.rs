@@ -2,7 +2,7 @@
 //! their kernel.
 
 use super::*;
-use crate::{EngineError, MatmulSpec, Readback, TensorOps, same_len};
+use crate::{EngineError, MatmulSpec, Readback, TensorOps, same_len, within};
 
 impl TensorOps for GpuBackend {
     fn upload(&self, data: &[f32]) -> Result<GpuTensor, EngineError> {
@@ -36,6 +36,36 @@ impl TensorOps for GpuBackend {
         self.readback(&[(t.buffer(), 0, t.bytes())], |bytes| {
             bytemuck::cast_slice::<u8, f32>(bytes).to_vec()
         })
+    }
+
+    fn copy_range(
+        &self,
+        src: &GpuTensor,
+        src_at: usize,
+        dst: &GpuTensor,
+        dst_at: usize,
+        len: usize,
+    ) -> Result<(), EngineError> {
+        within("copy_range src", src.len, src_at, len)?;
+        within("copy_range dst", dst.len, dst_at, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        if std::ptr::eq(src, dst) && src_at.abs_diff(dst_at) < len {
+            return Err(EngineError::Shape(
+                "copy_range: overlapping ranges of one tensor".into(),
+            ));
+        }
+        self.with_encoder(|encoder| {
+            encoder.copy_buffer_to_buffer(
+                src.buffer(),
+                src_at as u64 * 4,
+                dst.buffer(),
+                dst_at as u64 * 4,
+                len as u64 * 4,
+            );
+        });
+        Ok(())
     }
 
     fn copy(&self, src: &GpuTensor, dst: &GpuTensor) -> Result<(), EngineError> {

@@ -85,7 +85,7 @@ impl QuantPlan {
         plan
     }
 
-    pub(super) fn get(&self, block: usize, module: Module) -> LinearQuant {
+    pub(crate) fn get(&self, block: usize, module: Module) -> LinearQuant {
         let mi = Module::ALL.iter().position(|m| *m == module).unwrap_or(0);
         self.layers[block][mi]
     }

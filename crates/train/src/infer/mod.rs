@@ -4,16 +4,22 @@
 //! (the scales the run would use next; the state is restored before every batch, so what
 //! one batch measures never changes the next).
 //!
-//! Sampling recomputes the window for each new token (no KV cache): cost per token is one
-//! forward pass over the context.
+//! Windows are never padded: a call's activations have exactly its rows ([`forward`]).
+//! Sampling keeps every layer's keys and values: the prompt is processed once, then one
+//! position per token.
+
+mod forward;
+
+use std::collections::HashMap;
 
 use hif8lab_engine::{Backend, BankConfig, BankSnapshot};
 
 use crate::checkpoint::Checkpoint;
 use crate::config::{ModelConfig, QatConfig};
 use crate::data::Rng;
-use crate::model::{self, Ctx, Params, QuantPlan, Workspace};
+use crate::model::{self, Params, QuantPlan};
 use crate::trainer::TrainError;
+use forward::{Acts, KvCache, Pass};
 
 /// The windowed loss of a token stream.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -43,20 +49,57 @@ pub fn windows(n: usize, c: usize) -> Vec<(usize, usize)> {
     out
 }
 
+/// Bytes the model's weights take on a backend (f32).
+pub fn weight_bytes(m: &ModelConfig) -> u64 {
+    4 * model::param_specs(m)
+        .iter()
+        .map(|(_, shape, _)| shape.iter().product::<usize>() as u64)
+        .sum::<u64>()
+}
+
+/// Bytes an `eval` of `tokens` tokens takes with windows of `m.context` and up to `batch`
+/// windows per pass: weights, RoPE table and the activations of the largest pass.
+pub fn eval_bytes(m: &ModelConfig, tokens: usize, batch: usize) -> u64 {
+    let ws = windows(tokens, m.context);
+    let full = ws.iter().filter(|w| w.1 == m.context).count();
+    let mut acts = 0;
+    if full > 0 {
+        let bk = batch.min(full);
+        acts = forward::acts_bytes(m, bk, m.context, m.context, true);
+    }
+    if let Some(last) = ws.last().filter(|w| w.1 < m.context) {
+        acts = acts.max(forward::acts_bytes(m, 1, last.1, last.1, true));
+    }
+    weight_bytes(m) + 4 * (m.context * m.head_dim()) as u64 + acts
+}
+
+/// Bytes `sample` takes for a prompt of `prompt` tokens and `capacity` cached positions.
+pub fn sample_bytes(m: &ModelConfig, prompt: usize, capacity: usize) -> u64 {
+    let prefill = forward::acts_bytes(m, 1, prompt.max(1), capacity, false);
+    let step = forward::acts_bytes(m, 1, 1, capacity, false);
+    weight_bytes(m)
+        + 4 * (capacity * m.head_dim()) as u64
+        + forward::cache_bytes(m, capacity)
+        + prefill
+        + step
+}
+
 /// A model on backend `B` for inference.
 pub struct Model<B: Backend> {
     backend: B,
     config: ModelConfig,
     params: Params<B::Tensor>,
-    ws: Workspace<B::Tensor>,
+    rope_table: B::Tensor,
     batch: usize,
     plan: QuantPlan,
     bank: Option<(B::Bank, BankSnapshot)>,
+    /// Activations by (batch, rows, capacity, all logits), made on first use.
+    acts: HashMap<(usize, usize, usize, bool), Acts<B::Tensor>>,
 }
 
 impl<B: Backend> Model<B> {
     /// The model `m` (its `context` is the window) with `weights` (checked by name and shape),
-    /// `batch` windows per forward pass.
+    /// up to `batch` windows per forward pass.
     pub fn new(
         backend: B,
         m: ModelConfig,
@@ -71,16 +114,21 @@ impl<B: Backend> Model<B> {
             list.push(backend.upload(data)?);
         }
         let params = Params::from_list(list, m.layers);
-        let ws = Workspace::new(&backend, &m, batch)?;
+        let rope_table = backend.upload(&hif8lab_engine::rope_table(
+            m.context,
+            m.head_dim(),
+            m.rope_theta,
+        ))?;
         let plan = QuantPlan::new(&m, &QatConfig::default());
         Ok(Model {
             backend,
             params,
-            ws,
-            batch,
+            rope_table,
+            batch: batch.max(1),
             plan,
             bank: None,
             config: m,
+            acts: HashMap::new(),
         })
     }
 
@@ -119,34 +167,56 @@ impl<B: Backend> Model<B> {
         &self.config
     }
 
-    /// One forward pass over `batch` sequences (inputs, targets; each padded to the context).
-    fn forward(&self, x: &[f32], y: &[f32]) -> Result<(), TrainError> {
-        self.ws.load(&self.backend, x, y)?;
-        if let Some((bank, snap)) = &self.bank {
-            self.backend.restore_bank(bank, snap)?;
-        }
-        let cx = Ctx {
-            b: &self.backend,
-            m: &self.config,
-            batch: self.batch,
-            plan: &self.plan,
-            bank: self.bank.as_ref().map(|(b, _)| b),
-            bf16: false,
-            clipped_ste: false,
-            scratch: &[],
-            histogram: None,
-        };
-        model::forward(&cx, &self.params, &self.ws, 1.0)?;
-        Ok(())
-    }
-
     fn read(&self, t: &B::Tensor) -> Result<Vec<f32>, TrainError> {
         self.backend.flush();
         Ok(self.backend.read(t).wait()?)
     }
 
+    /// Makes (once) the activations of a call shape.
+    fn ensure_acts(&mut self, key: (usize, usize, usize, bool)) -> Result<(), TrainError> {
+        if !self.acts.contains_key(&key) {
+            // One shape at a time in memory besides the one asked for: eval alternates at
+            // most between full windows and the last one; generation between prompt and step.
+            if self.acts.len() >= 2 {
+                self.acts.clear();
+            }
+            let a = Acts::new(&self.backend, &self.config, key.0, key.1, key.2, key.3)?;
+            self.acts.insert(key, a);
+        }
+        Ok(())
+    }
+
+    /// One forward pass of the activations `key` (tokens already written).
+    fn run(
+        &self,
+        key: (usize, usize, usize, bool),
+        cache: Option<&mut KvCache<B::Tensor>>,
+    ) -> Result<(), TrainError> {
+        if let Some((bank, snap)) = &self.bank {
+            self.backend.restore_bank(bank, snap)?;
+        }
+        let pass = Pass {
+            b: &self.backend,
+            m: &self.config,
+            params: &self.params,
+            rope_table: &self.rope_table,
+            plan: &self.plan,
+            bank: self.bank.as_ref().map(|(b, _)| b),
+        };
+        let a = self.acts.get(&key).ok_or_else(|| {
+            TrainError::Data("inference: activations missing for this call shape".into())
+        })?;
+        pass.forward(a, cache, key.3)?;
+        Ok(())
+    }
+
     /// The windowed loss of `ids` ([`windows`]; token ids must be below the vocabulary).
-    pub fn eval(&mut self, ids: &[u32]) -> Result<EvalLoss, TrainError> {
+    /// `progress` sees the targets scored so far after every pass.
+    pub fn eval_with(
+        &mut self,
+        ids: &[u32],
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<EvalLoss, TrainError> {
         let c = self.config.context;
         let vocab = self.config.vocab as u32;
         if let Some(bad) = ids.iter().find(|t| **t >= vocab) {
@@ -158,24 +228,32 @@ impl<B: Backend> Model<B> {
             tokens: 0,
             loss_sum: 0.0,
         };
-        for chunk in windows(ids.len(), c).chunks(self.batch) {
-            let mut x = vec![0.0f32; self.batch * c];
-            let mut y = vec![0.0f32; self.batch * c];
-            for (i, (s, len)) in chunk.iter().enumerate() {
-                for j in 0..*len {
-                    x[i * c + j] = ids[s + j] as f32;
-                    y[i * c + j] = ids[s + j + 1] as f32;
-                }
+        let all = windows(ids.len(), c);
+        // Full windows in batches; a last, shorter window on its own (never padded).
+        let full: Vec<_> = all.iter().copied().filter(|w| w.1 == c).collect();
+        let mut groups: Vec<Vec<(usize, usize)>> =
+            full.chunks(self.batch).map(<[_]>::to_vec).collect();
+        if let Some(last) = all.last().filter(|w| w.1 < c) {
+            groups.push(vec![*last]);
+        }
+        for chunk in groups {
+            let len = chunk[0].1;
+            let key = (chunk.len(), len, len, true);
+            self.ensure_acts(key)?;
+            let mut x = Vec::with_capacity(chunk.len() * len);
+            let mut y = Vec::with_capacity(chunk.len() * len);
+            for (s, l) in &chunk {
+                x.extend(ids[*s..s + l].iter().map(|t| *t as f32));
+                y.extend(ids[s + 1..s + l + 1].iter().map(|t| *t as f32));
             }
-            self.forward(&x, &y)?;
-            let losses = self.read(&self.ws.losses)?;
-            for (i, (_, len)) in chunk.iter().enumerate() {
-                total.tokens += *len as u64;
-                total.loss_sum += losses[i * c..i * c + len]
-                    .iter()
-                    .map(|v| f64::from(*v))
-                    .sum::<f64>();
-            }
+            let a = &self.acts[&key];
+            self.backend.write(&a.tokens, &x)?;
+            self.backend.write(&a.targets, &y)?;
+            self.run(key, None)?;
+            let losses = self.read(&self.acts[&key].losses)?;
+            total.tokens += losses.len() as u64;
+            total.loss_sum += losses.iter().map(|v| f64::from(*v)).sum::<f64>();
+            progress(total.tokens);
         }
         if !total.loss_sum.is_finite() {
             return Err(TrainError::NonFinite {
@@ -186,21 +264,34 @@ impl<B: Backend> Model<B> {
         Ok(total)
     }
 
-    /// The logits [len, vocab] of one window `ids` (at most the context long).
+    /// The windowed loss of `ids` ([`Model::eval_with`] without progress).
+    pub fn eval(&mut self, ids: &[u32]) -> Result<EvalLoss, TrainError> {
+        self.eval_with(ids, &mut |_| {})
+    }
+
+    /// The logits [len, vocab] of one window `ids` (its last `context` tokens).
     pub fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>, TrainError> {
         let (c, v) = (self.config.context, self.config.vocab);
         let ids = &ids[ids.len().saturating_sub(c)..];
-        let mut x = vec![0.0f32; self.batch * c];
-        for (j, t) in ids.iter().enumerate() {
-            x[j] = (*t).min(v as u32 - 1) as f32;
+        if ids.is_empty() {
+            return Ok(Vec::new());
         }
-        self.forward(&x, &x.clone())?;
-        let all = self.read(&self.ws.logits)?;
-        Ok(all[..ids.len() * v].to_vec())
+        let key = (1, ids.len(), ids.len(), true);
+        self.ensure_acts(key)?;
+        let x: Vec<f32> = ids.iter().map(|t| (*t).min(v as u32 - 1) as f32).collect();
+        let a = &self.acts[&key];
+        self.backend.write(&a.tokens, &x)?;
+        self.backend.write(&a.targets, &x)?;
+        self.run(key, None)?;
+        self.read(&self.acts[&key].logits)
     }
 
     /// Generates `n` tokens after `prompt` (seeded): temperature 0 takes the most likely
-    /// token; `top_k` 0 samples from the whole vocabulary. `each` sees every new token.
+    /// token; `top_k` 0 samples from the whole vocabulary. `each` sees every new token and
+    /// returns whether to go on (false stops: a reader that went away).
+    ///
+    /// Keys and values are cached: the prompt runs once, then one position per token. When
+    /// the context is full, the cache restarts from the last half of the context.
     pub fn sample(
         &mut self,
         prompt: &[u32],
@@ -208,23 +299,40 @@ impl<B: Backend> Model<B> {
         temperature: f32,
         top_k: usize,
         seed: u64,
-        each: &mut dyn FnMut(u32),
+        each: &mut dyn FnMut(u32) -> bool,
     ) -> Result<Vec<u32>, TrainError> {
-        let v = self.config.vocab;
+        let (c, v) = (self.config.context, self.config.vocab);
         let mut rng = Rng::new(seed);
         let mut ids: Vec<u32> = if prompt.is_empty() {
             vec![0]
         } else {
-            prompt.to_vec()
+            prompt.iter().map(|t| (*t).min(v as u32 - 1)).collect()
         };
+        let capacity = c.min(ids.len() + n).max(1);
+        let mut cache = KvCache::new(&self.backend, &self.config, capacity)?;
         let mut out = Vec::with_capacity(n);
+        // Positions to feed: the prompt's last `capacity` at first, then one per token.
+        let mut feed: Vec<u32> = ids[ids.len().saturating_sub(capacity)..].to_vec();
         for _ in 0..n {
-            let logits = self.logits(&ids)?;
-            let last = &logits[logits.len() - v..];
-            let t = pick(last, temperature, top_k, &mut rng);
+            if cache.len + feed.len() > capacity {
+                // Context full: start again from the last half of the context.
+                cache.len = 0;
+                let keep = (capacity / 2).max(1);
+                feed = ids[ids.len() - keep.min(ids.len())..].to_vec();
+            }
+            let key = (1, feed.len(), capacity, false);
+            self.ensure_acts(key)?;
+            let x: Vec<f32> = feed.iter().map(|t| *t as f32).collect();
+            self.backend.write(&self.acts[&key].tokens, &x)?;
+            self.run(key, Some(&mut cache))?;
+            let logits = self.read(&self.acts[&key].logits)?;
+            let t = pick(&logits, temperature, top_k, &mut rng);
             ids.push(t);
             out.push(t);
-            each(t);
+            if !each(t) {
+                break;
+            }
+            feed = vec![t];
         }
         Ok(out)
     }

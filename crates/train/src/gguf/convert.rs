@@ -1,0 +1,601 @@
+//! A GGUF Llama file as a Hugging Face Llama folder's parts, converted as `transformers`'
+//! own GGUF loader converts it: `config.json` from the `{arch}.*` keys, weights dequantized
+//! to f32 under Hugging Face names with llama.cpp's Q/K row permutation undone, and the
+//! tokenizer (`tokenizer.ggml.*`) as the `tokenizer.json` / `tokenizer_config.json` that
+//! `AutoTokenizer.from_pretrained(…, gguf_file=…)` builds.
+//!
+//! What this project's model cannot represent, or this converter does not know, is refused
+//! naming the metadata key or tensor: other architectures, sliding windows, rope scaling,
+//! experts, biases and extra tensors, tokenizers other than byte-level BPE (`gpt2`).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::dequant::dequantize;
+use super::file::{GgufFile, MetaValue, TensorInfo};
+use crate::checkpoint::{Checkpoint, NamedTensor};
+use crate::config::ModelConfig;
+
+/// The parts of a Hugging Face folder read out of a GGUF file.
+#[derive(Clone, Debug)]
+pub struct Converted {
+    /// `config.json`.
+    pub config_json: Value,
+    /// The model sizes of that config.
+    pub model: ModelConfig,
+    /// Weights under Hugging Face names (f32), in the model's parameter order.
+    pub weights: Checkpoint,
+    /// `tokenizer.json`.
+    pub tokenizer_json: Value,
+    /// `tokenizer_config.json` (special tokens, add_bos/add_eos, chat template).
+    pub tokenizer_config: Value,
+    /// `generation_config.json`.
+    pub generation_config: Value,
+    /// The ggml types of the file's tensors with their counts (for the user's information).
+    pub tensor_types: BTreeMap<String, usize>,
+}
+
+/// The `{arch}.` keys read (a key outside this list and the harmless ones is refused).
+const KNOWN_KEYS: [&str; 13] = [
+    "context_length",
+    "embedding_length",
+    "block_count",
+    "feed_forward_length",
+    "attention.head_count",
+    "attention.head_count_kv",
+    "rope.freq_base",
+    "attention.layer_norm_rms_epsilon",
+    "vocab_size",
+    "rope.dimension_count",
+    "attention.key_length",
+    "attention.value_length",
+    "attention.sliding_window",
+];
+
+/// Keys whose only accepted values leave the model a plain Llama.
+const NEUTRAL_KEYS: [(&str, &str); 4] = [
+    ("expert_count", "0"),
+    ("expert_used_count", "0"),
+    ("rope.scaling.type", "none"),
+    ("rope.scaling.factor", "1"),
+];
+
+fn meta_text(v: &MetaValue) -> String {
+    match v {
+        MetaValue::Uint(n) => n.to_string(),
+        MetaValue::Int(n) => n.to_string(),
+        MetaValue::Float(f) => format!("{f}"),
+        MetaValue::Bool(b) => b.to_string(),
+        MetaValue::Str(s) => s.clone(),
+        MetaValue::Array(a) => format!("an array of {}", a.len()),
+    }
+}
+
+/// The model's hyperparameters and `config.json` from the file's metadata.
+pub fn config(g: &GgufFile) -> Result<(ModelConfig, Value), String> {
+    let arch = g
+        .get("general.architecture")
+        .ok_or("metadata 'general.architecture' is missing")?;
+    let arch = arch.as_str().ok_or_else(|| {
+        format!(
+            "metadata 'general.architecture' is {}, not a string",
+            arch.kind()
+        )
+    })?;
+    if arch != "llama" && arch != "mistral" {
+        return Err(format!(
+            "metadata 'general.architecture' is '{arch}': only llama (and mistral without a \
+             sliding window) is supported"
+        ));
+    }
+    for (key, value) in &g.metadata {
+        let Some(rest) = key.strip_prefix(&format!("{arch}.")) else {
+            continue;
+        };
+        if KNOWN_KEYS.contains(&rest) {
+            continue;
+        }
+        match NEUTRAL_KEYS.iter().find(|(k, _)| *k == rest) {
+            Some((_, ok)) if meta_text(value) == *ok => {}
+            Some(_) => {
+                return Err(format!(
+                    "metadata '{key}' is {}: only {} is supported (a plain Llama)",
+                    meta_text(value),
+                    NEUTRAL_KEYS
+                        .iter()
+                        .find(|(k, _)| *k == rest)
+                        .map_or("", |k| k.1)
+                ));
+            }
+            None => {
+                return Err(format!(
+                    "metadata '{key}' ({}) is not a key this converter knows; the model may \
+                     need something this project does not implement",
+                    meta_text(value)
+                ));
+            }
+        }
+    }
+    let key = |k: &str| format!("{arch}.{k}");
+    let int = |k: &str| -> Result<Option<usize>, String> {
+        match g.get(&key(k)) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .filter(|n| *n > 0 && *n <= 1 << 31)
+                .map(|n| Some(n as usize))
+                .ok_or_else(|| {
+                    format!(
+                        "metadata '{}' must be a positive integer, got {}",
+                        key(k),
+                        meta_text(v)
+                    )
+                }),
+        }
+    };
+    let need = |k: &str| -> Result<usize, String> {
+        int(k)?.ok_or_else(|| format!("metadata '{}' is missing", key(k)))
+    };
+    let float = |k: &str| -> Result<Option<f64>, String> {
+        match g.get(&key(k)) {
+            None => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .filter(|f| f.is_finite() && *f > 0.0)
+                .map(Some)
+                .ok_or_else(|| {
+                    format!(
+                        "metadata '{}' must be a positive number, got {}",
+                        key(k),
+                        meta_text(v)
+                    )
+                }),
+        }
+    };
+    if let Some(w) = g
+        .get(&key("attention.sliding_window"))
+        .filter(|w| w.as_u64() != Some(0))
+    {
+        return Err(format!(
+            "metadata '{}' is {}: sliding-window attention is not supported",
+            key("attention.sliding_window"),
+            meta_text(w)
+        ));
+    }
+    let hidden = need("embedding_length")?;
+    let heads = need("attention.head_count")?;
+    let kv_heads = int("attention.head_count_kv")?.unwrap_or(heads);
+    if !hidden.is_multiple_of(heads) || !heads.is_multiple_of(kv_heads) {
+        return Err(format!(
+            "metadata: embedding_length {hidden}, head_count {heads}, head_count_kv {kv_heads} \
+             do not divide evenly"
+        ));
+    }
+    let head_dim = hidden / heads;
+    for k in [
+        "rope.dimension_count",
+        "attention.key_length",
+        "attention.value_length",
+    ] {
+        if let Some(n) = int(k)?.filter(|n| *n != head_dim) {
+            return Err(format!(
+                "metadata '{}' is {n}: only {head_dim} (embedding_length / head_count) is supported",
+                key(k)
+            ));
+        }
+    }
+    let tokens = g
+        .get("tokenizer.ggml.tokens")
+        .and_then(MetaValue::as_array)
+        .map(<[MetaValue]>::len);
+    let vocab = match (int("vocab_size")?, tokens) {
+        (Some(v), _) => v,
+        (None, Some(n)) if n > 0 => n,
+        _ => {
+            return Err(format!(
+                "metadata '{}' is missing (and there are no tokenizer tokens)",
+                key("vocab_size")
+            ));
+        }
+    };
+    let eps = float("attention.layer_norm_rms_epsilon")?.ok_or_else(|| {
+        format!(
+            "metadata '{}' is missing",
+            key("attention.layer_norm_rms_epsilon")
+        )
+    })?;
+    let theta = float("rope.freq_base")?.unwrap_or(10000.0);
+    let context = need("context_length")?;
+    let tie = g.tensor("output.weight").is_none();
+    let model = ModelConfig {
+        vocab,
+        d_model: hidden,
+        layers: need("block_count")?,
+        heads,
+        kv_heads,
+        d_ff: need("feed_forward_length")?,
+        context,
+        norm_eps: eps as f32,
+        rope_theta: theta,
+        tie_embeddings: tie,
+        max_positions: Some(context),
+    };
+    let id = |k: &str| {
+        g.get(&format!("tokenizer.ggml.{k}"))
+            .and_then(MetaValue::as_u64)
+    };
+    let mut cfg = crate::hf::config_json(&model, None, crate::hf::ExportDtype::F32);
+    cfg["bos_token_id"] = json!(id("bos_token_id"));
+    cfg["eos_token_id"] = json!(id("eos_token_id"));
+    cfg["pad_token_id"] = json!(id("padding_token_id"));
+    Ok((model, cfg))
+}
+
+/// The Hugging Face name of a GGUF tensor name, if it is a Llama tensor.
+pub fn hf_name(gguf: &str) -> Option<String> {
+    let fixed = match gguf {
+        "token_embd.weight" => Some("model.embed_tokens.weight"),
+        "output_norm.weight" => Some("model.norm.weight"),
+        "output.weight" => Some("lm_head.weight"),
+        _ => None,
+    };
+    if let Some(f) = fixed {
+        return Some(f.to_owned());
+    }
+    let rest = gguf.strip_prefix("blk.")?;
+    let (layer, part) = rest.split_once('.')?;
+    let layer: usize = layer.parse().ok()?;
+    let module = match part {
+        "attn_norm.weight" => "input_layernorm.weight",
+        "attn_q.weight" => "self_attn.q_proj.weight",
+        "attn_k.weight" => "self_attn.k_proj.weight",
+        "attn_v.weight" => "self_attn.v_proj.weight",
+        "attn_output.weight" => "self_attn.o_proj.weight",
+        "ffn_norm.weight" => "post_attention_layernorm.weight",
+        "ffn_gate.weight" => "mlp.gate_proj.weight",
+        "ffn_up.weight" => "mlp.up_proj.weight",
+        "ffn_down.weight" => "mlp.down_proj.weight",
+        _ => return None,
+    };
+    Some(format!("model.layers.{layer}.{module}"))
+}
+
+/// Undoes llama.cpp's Q/K permutation of rows (`transformers`' `_reverse_permute_weights`):
+/// within each head of `head_dim` rows, GGUF row `2i + p` is Hugging Face row `p·head_dim/2 + i`.
+pub fn unpermute_rows(data: &[f32], rows: usize, cols: usize, heads: usize) -> Vec<f32> {
+    let head_dim = rows / heads;
+    let half = head_dim / 2;
+    let mut out = vec![0.0f32; data.len()];
+    for h in 0..heads {
+        for i in 0..half {
+            for p in 0..2 {
+                let src = h * head_dim + 2 * i + p;
+                let dst = h * head_dim + p * half + i;
+                out[dst * cols..(dst + 1) * cols]
+                    .copy_from_slice(&data[src * cols..(src + 1) * cols]);
+            }
+        }
+    }
+    out
+}
+
+/// One tensor dequantized to f32 in Hugging Face layout (`bytes` is the whole file).
+pub fn tensor_f32(bytes: &[u8], t: &TensorInfo) -> Vec<f32> {
+    let mut out = vec![0.0f32; t.elements() as usize];
+    dequantize(t.ggml_type, &bytes[t.start..t.start + t.bytes], &mut out);
+    out
+}
+
+/// The model's weights out of the file (`bytes` is the whole file), checked against `m`.
+pub fn weights(g: &GgufFile, bytes: &[u8], m: &ModelConfig) -> Result<Checkpoint, String> {
+    let specs = crate::model::param_specs(m);
+    let mut by_name: BTreeMap<String, &TensorInfo> = BTreeMap::new();
+    for t in &g.tensors {
+        if t.name == "rope_freqs.weight" {
+            return Err(
+                "tensor 'rope_freqs.weight': rope frequency factors (Llama-3 rope scaling) are \
+                 not supported from GGUF"
+                    .into(),
+            );
+        }
+        let name = hf_name(&t.name).ok_or_else(|| {
+            format!(
+                "tensor '{}' is not part of a Llama model this project can represent",
+                t.name
+            )
+        })?;
+        if !specs.iter().any(|(n, _, _)| *n == name) {
+            return Err(format!(
+                "tensor '{}' ({name}) does not fit the model the metadata describes ({} layers{})",
+                t.name,
+                m.layers,
+                if m.tie_embeddings { ", tied" } else { "" }
+            ));
+        }
+        by_name.insert(name, t);
+    }
+    let hd = m.head_dim();
+    let mut out = Vec::with_capacity(specs.len());
+    for (name, shape, _) in specs {
+        let t = by_name
+            .get(&name)
+            .ok_or_else(|| format!("tensor for '{name}' is missing from the file"))?;
+        if t.shape() != shape {
+            return Err(format!(
+                "tensor '{}' has shape {:?} (GGUF dimensions {:?}), the metadata needs {shape:?}",
+                t.name,
+                t.shape(),
+                t.dims
+            ));
+        }
+        let mut data = tensor_f32(bytes, t);
+        let heads = if name.ends_with("q_proj.weight") {
+            Some(m.heads)
+        } else if name.ends_with("k_proj.weight") {
+            Some(m.kv_heads)
+        } else {
+            None
+        };
+        if let Some(h) = heads {
+            data = unpermute_rows(&data, h * hd, m.d_model, h);
+        }
+        if let Some(i) = data.iter().position(|v| !v.is_finite()) {
+            return Err(format!(
+                "tensor '{}' holds a non-finite value ({}) at element {i}",
+                t.name, data[i]
+            ));
+        }
+        out.push(NamedTensor { name, shape, data });
+    }
+    Ok(Checkpoint {
+        tensors: out,
+        metadata: BTreeMap::new(),
+    })
+}
+
+/// Pre-tokenizer splits `transformers` uses for these `tokenizer.ggml.pre` values (others:
+/// GPT-2's ByteLevel regex).
+fn split_regex(pre: &str) -> Option<&'static str> {
+    const LLAMA3: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+    const TEKKEN: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+    const GPT4O: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+    const QWEN2: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+    const QWEN35: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+    Some(match pre {
+        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0"
+        | "lfm2" | "jina-v5-nano" | "dbrx" | "smaug-bpe" => LLAMA3,
+        "tekken" => TEKKEN,
+        "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "megrez" => QWEN2,
+        "qwen35" => QWEN35,
+        "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => GPT4O,
+        _ => return None,
+    })
+}
+
+fn strings<'a>(g: &'a GgufFile, key: &str) -> Result<Option<Vec<&'a str>>, String> {
+    let Some(v) = g.get(key) else { return Ok(None) };
+    let a = v
+        .as_array()
+        .ok_or_else(|| format!("metadata '{key}' is {}, not an array of strings", v.kind()))?;
+    a.iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.as_str()
+                .ok_or_else(|| format!("metadata '{key}'[{i}] is {}, not a string", s.kind()))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+/// `tokenizer.json` and `tokenizer_config.json` from the file's `tokenizer.ggml.*` keys.
+pub fn tokenizer(g: &GgufFile) -> Result<(Value, Value), String> {
+    let kind = g
+        .get("tokenizer.ggml.model")
+        .ok_or("metadata 'tokenizer.ggml.model' is missing (the file has no tokenizer)")?;
+    let kind = kind.as_str().unwrap_or("");
+    if kind != "gpt2" {
+        return Err(format!(
+            "metadata 'tokenizer.ggml.model' is '{kind}': only byte-level BPE ('gpt2') tokenizers are supported"
+        ));
+    }
+    let tokens = strings(g, "tokenizer.ggml.tokens")?
+        .ok_or("metadata 'tokenizer.ggml.tokens' is missing")?;
+    let merges = strings(g, "tokenizer.ggml.merges")?.unwrap_or_default();
+    let types: Vec<i64> = match g.get("tokenizer.ggml.token_type") {
+        None => Vec::new(),
+        Some(v) => v
+            .as_array()
+            .ok_or("metadata 'tokenizer.ggml.token_type' is not an array")?
+            .iter()
+            .map(|t| match t {
+                MetaValue::Int(i) => Ok(*i),
+                MetaValue::Uint(u) => Ok(*u as i64),
+                _ => Err("metadata 'tokenizer.ggml.token_type' holds a non-integer".to_string()),
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let chars = crate::tokenizer::byte_to_char();
+    let alphabet: std::collections::BTreeSet<char> = chars.iter().copied().collect();
+    let spell = |t: &str| -> String {
+        if t.chars().all(|c| alphabet.contains(&c)) {
+            t.to_owned()
+        } else {
+            t.bytes().map(|b| chars[b as usize]).collect()
+        }
+    };
+    let mut vocab = serde_json::Map::new();
+    for (i, t) in tokens.iter().enumerate() {
+        vocab.insert(spell(t), json!(i));
+    }
+    let merges: Vec<Value> = merges
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let parts: Vec<&str> = m.split(' ').collect();
+            if parts.len() != 2 {
+                return Err(format!(
+                    "metadata 'tokenizer.ggml.merges'[{i}] is '{m}', not two tokens separated by one space"
+                ));
+            }
+            Ok(json!(parts))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut added = Vec::new();
+    for (i, (t, ty)) in tokens
+        .iter()
+        .zip(types.iter().chain(std::iter::repeat(&1)))
+        .enumerate()
+    {
+        let in_alphabet = t.chars().all(|c| alphabet.contains(&c));
+        let special = match ty {
+            3 if in_alphabet => true,
+            4 if vocab.contains_key(*t) => false,
+            _ => continue,
+        };
+        added.push(
+            json!({"id": i, "content": t, "single_word": false, "lstrip": false,
+            "rstrip": false, "normalized": false, "special": special}),
+        );
+    }
+    let id = |k: &str| -> Result<Option<usize>, String> {
+        match g.get(&format!("tokenizer.ggml.{k}")) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .filter(|i| (*i as usize) < tokens.len())
+                .map(|i| Some(i as usize))
+                .ok_or_else(|| {
+                    format!(
+                        "metadata 'tokenizer.ggml.{k}' is {}, not a token id below {}",
+                        meta_text(v),
+                        tokens.len()
+                    )
+                }),
+        }
+    };
+    let flag = |k: &str| -> Result<bool, String> {
+        match g.get(&format!("tokenizer.ggml.{k}")) {
+            None => Ok(false),
+            Some(v) => v.as_bool().ok_or_else(|| {
+                format!(
+                    "metadata 'tokenizer.ggml.{k}' is {}, not a boolean",
+                    v.kind()
+                )
+            }),
+        }
+    };
+    let (bos, eos) = (id("bos_token_id")?, id("eos_token_id")?);
+    let (unk, pad) = (id("unknown_token_id")?, id("padding_token_id")?);
+    let add_bos = flag("add_bos_token")? && bos.is_some();
+    let add_eos = flag("add_eos_token")? && eos.is_some();
+    // transformers' `update_post_processor`: "bos:0 $A:0 eos:0" and the pair with type 1.
+    let mut single = Vec::new();
+    let mut pair = Vec::new();
+    let mut special_tokens = serde_json::Map::new();
+    let special =
+        |i: usize, type_id: u32| json!({"SpecialToken": {"id": tokens[i], "type_id": type_id}});
+    for (type_id, list) in [(0u32, &mut single), (1u32, &mut pair)] {
+        if let (true, Some(b)) = (add_bos, bos) {
+            list.push(special(b, type_id));
+        }
+        list.push(
+            json!({"Sequence": {"id": if type_id == 0 { "A" } else { "B" }, "type_id": type_id}}),
+        );
+        if let (true, Some(e)) = (add_eos, eos) {
+            list.push(special(e, type_id));
+        }
+    }
+    let pair: Vec<Value> = single.iter().cloned().chain(pair).collect();
+    for i in [bos.filter(|_| add_bos), eos.filter(|_| add_eos)]
+        .into_iter()
+        .flatten()
+    {
+        special_tokens.insert(
+            tokens[i].to_owned(),
+            json!({"id": tokens[i], "ids": [i], "tokens": [tokens[i]]}),
+        );
+    }
+    let byte_level = json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true});
+    let pre = g
+        .get("tokenizer.ggml.pre")
+        .and_then(MetaValue::as_str)
+        .unwrap_or("");
+    let pre_tokenizer = match split_regex(pre) {
+        None => byte_level,
+        Some(re) => json!({"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": re}, "behavior": "Isolated", "invert": false},
+            {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}
+        ]}),
+    };
+    let tokenizer = json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": null,
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": {"type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": special_tokens},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {
+            "type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": "",
+            "end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+            "vocab": vocab, "merges": merges
+        }
+    });
+    let name = |i: Option<usize>| i.map(|i| json!(tokens[i])).unwrap_or(Value::Null);
+    let mut config = json!({
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": name(bos),
+        "eos_token": name(eos),
+        "unk_token": name(unk),
+        "pad_token": name(pad),
+        "add_bos_token": add_bos,
+        "add_eos_token": add_eos,
+        "model_max_length": 1_000_000_000_000_000_019_884_624_838_656f64,
+    });
+    if let Some(t) = g.get("tokenizer.chat_template") {
+        let t = t
+            .as_str()
+            .ok_or("metadata 'tokenizer.chat_template' is not a string")?;
+        config["chat_template"] = json!(t);
+    }
+    Ok((tokenizer, config))
+}
+
+/// Converts a parsed file (`bytes`: the whole file).
+pub fn convert(g: &GgufFile, bytes: &[u8]) -> Result<Converted, String> {
+    let (model, config_json) = config(g)?;
+    let (tokenizer_json, tokenizer_config) = tokenizer(g)?;
+    let n_tokens = tokenizer_json["model"]["vocab"]
+        .as_object()
+        .map_or(0, serde_json::Map::len);
+    if n_tokens > model.vocab {
+        return Err(format!(
+            "metadata: the tokenizer has {n_tokens} tokens, the model's vocabulary is {}",
+            model.vocab
+        ));
+    }
+    let weights = weights(g, bytes, &model)?;
+    let mut generation_config = json!({"_from_model_config": true});
+    for k in ["bos_token_id", "eos_token_id", "pad_token_id"] {
+        if !config_json[k].is_null() {
+            generation_config[k] = config_json[k].clone();
+        }
+    }
+    let mut tensor_types = BTreeMap::new();
+    for t in &g.tensors {
+        *tensor_types
+            .entry(t.ggml_type.name().to_owned())
+            .or_insert(0) += 1;
+    }
+    Ok(Converted {
+        config_json,
+        model,
+        weights,
+        tokenizer_json,
+        tokenizer_config,
+        generation_config,
+        tensor_types,
+    })
+}

@@ -1,0 +1,303 @@
+//! GGUF files against the `gguf` Python package and `transformers`' GGUF loader (fixtures
+//! written by `tests/fixtures/gen_gguf_fixtures.py`): dequantization of every ggml type bit
+//! for bit, the converted model's weights, config, tokenizer ids, logits and loss, the
+//! written Hugging Face folder read back, and damaged files refused without a panic.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::gpu;
+use hif8lab_engine::Backend;
+use hif8lab_engine::cpu::CpuBackend;
+use hif8lab_train::gguf::{self, GgufFile, dequant};
+use hif8lab_train::hf::{self, ExportDtype, ExportParts};
+use hif8lab_train::infer::Model;
+use hif8lab_train::tokenizer::Tokenizer;
+use serde_json::Value;
+
+const MODELS: [&str; 2] = ["tiny-llama", "tiny-llama-bos"];
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gguf")
+}
+
+fn reference(name: &str) -> Value {
+    let p = fixtures().join(format!("{name}.reference.json"));
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+#[test]
+fn every_type_dequantizes_as_the_gguf_package_does_bit_for_bit() {
+    let bytes = std::fs::read(fixtures().join("dequant.gguf")).unwrap();
+    let g = GgufFile::parse(&bytes).unwrap();
+    let mut seen = Vec::new();
+    for t in g.tensors.iter().filter(|t| !t.name.ends_with(".expected")) {
+        let want = g.tensor(&format!("{}.expected", t.name)).unwrap();
+        assert_eq!(want.ggml_type, dequant::GgmlType::F32);
+        let got = gguf::convert::tensor_f32(&bytes, t);
+        let expected = gguf::convert::tensor_f32(&bytes, want);
+        assert_eq!(got.len(), 1024, "{}", t.name);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&expected), "{}: not bit-identical", t.name);
+        assert_eq!(t.ggml_type.name(), t.name);
+        seen.push(t.name.clone());
+    }
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            "BF16", "F16", "F32", "Q4_0", "Q4_1", "Q4_K", "Q5_0", "Q5_1", "Q5_K", "Q6_K", "Q8_0"
+        ]
+    );
+}
+
+fn close(a: f64, b: f64, rel: f64) -> bool {
+    (a - b).abs() <= rel * b.abs().max(1e-30)
+}
+
+#[test]
+fn converted_weights_and_config_equal_transformers() {
+    for name in MODELS {
+        let r = reference(name);
+        let c = gguf::read(&fixtures().join(format!("{name}.gguf"))).unwrap();
+        let cfg = &r["config"];
+        assert_eq!(c.model.vocab as u64, cfg["vocab_size"].as_u64().unwrap());
+        assert_eq!(c.model.d_model as u64, cfg["hidden_size"].as_u64().unwrap());
+        assert_eq!(
+            c.model.layers as u64,
+            cfg["num_hidden_layers"].as_u64().unwrap()
+        );
+        assert_eq!(
+            c.model.kv_heads as u64,
+            cfg["num_key_value_heads"].as_u64().unwrap()
+        );
+        assert_eq!(
+            c.model.d_ff as u64,
+            cfg["intermediate_size"].as_u64().unwrap()
+        );
+        assert_eq!(
+            c.model.tie_embeddings,
+            cfg["tie_word_embeddings"].as_bool().unwrap()
+        );
+        assert_eq!(
+            c.model.norm_eps,
+            cfg["rms_norm_eps"].as_f64().unwrap() as f32
+        );
+        let weights = r["weights"].as_object().unwrap();
+        let mut compared = 0;
+        for (tname, w) in weights {
+            if c.model.tie_embeddings && tname == "lm_head.weight" {
+                continue; // transformers' tied head is the embedding
+            }
+            let t = c
+                .weights
+                .get(tname)
+                .unwrap_or_else(|| panic!("{name}: {tname}"));
+            let shape: Vec<usize> = serde_json::from_value(w["shape"].clone()).unwrap();
+            assert_eq!(t.shape, shape, "{name}: {tname}");
+            let sum: f64 = t.data.iter().map(|v| f64::from(*v)).sum();
+            let sumsq: f64 = t.data.iter().map(|v| f64::from(*v).powi(2)).sum();
+            assert!(
+                close(sumsq, w["sumsq"].as_f64().unwrap(), 1e-9),
+                "{name}: {tname} Σx²"
+            );
+            assert!(
+                (sum - w["sum"].as_f64().unwrap()).abs()
+                    <= 1e-9 * sumsq.sqrt() * (t.data.len() as f64).sqrt(),
+                "{name}: {tname} Σx"
+            );
+            for s in w["samples"].as_array().unwrap() {
+                let (i, v) = (s[0].as_u64().unwrap() as usize, s[1].as_f64().unwrap());
+                // (serde_json's float parsing is not correctly rounded in the last f64 bit;
+                // every value is an f32, compared as one.)
+                assert_eq!(
+                    t.data[i], v as f32,
+                    "{name}: {tname}[{i}] (Q/K rows unpermuted?)"
+                );
+            }
+            compared += 1;
+        }
+        assert_eq!(
+            compared,
+            c.weights.tensors.len(),
+            "{name}: every tensor compared"
+        );
+    }
+}
+
+#[test]
+fn the_tokenizer_encodes_as_transformers_gguf_conversion() {
+    for name in MODELS {
+        let r = reference(name);
+        let c = gguf::read(&fixtures().join(format!("{name}.gguf"))).unwrap();
+        let t = Tokenizer::from_json(name, &c.tokenizer_json.to_string()).unwrap();
+        for (text, want) in r["texts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(r["encodings"].as_array().unwrap())
+        {
+            let want: Vec<u32> = serde_json::from_value(want.clone()).unwrap();
+            let got = t.encode_with(text.as_str().unwrap(), true).unwrap();
+            assert_eq!(got, want, "{name}: {text}");
+        }
+        let bos = name.ends_with("bos");
+        assert_eq!(c.tokenizer_config["add_bos_token"], bos, "{name}");
+        assert_eq!(c.tokenizer_config["bos_token"], "<|im_start|>");
+        assert!(
+            c.tokenizer_config["chat_template"]
+                .as_str()
+                .unwrap()
+                .contains("im_start")
+        );
+        assert_eq!(c.generation_config["eos_token_id"], 2);
+        // Without special tokens the BOS is not added.
+        assert_eq!(
+            t.encode_with("The", false).unwrap().first() == Some(&1),
+            false
+        );
+    }
+}
+
+fn logits_error<B: Backend>(b: B, name: &str) -> f64 {
+    let r = reference(name);
+    let m = hf::load_any(&fixtures().join(format!("{name}.gguf"))).unwrap();
+    let ids: Vec<u32> = serde_json::from_value(r["input_ids"].clone()).unwrap();
+    let want: Vec<f64> = serde_json::from_value(r["logits"].clone()).unwrap();
+    let mut model = Model::new(b, m.config.model.clone(), &m.weights, 1).unwrap();
+    let got = model.logits(&ids).unwrap();
+    assert_eq!(got.len(), want.len());
+    let scale = want.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+    let worst = got
+        .iter()
+        .zip(&want)
+        .map(|(g, w)| (f64::from(*g) - w).abs() / scale)
+        .fold(0.0, f64::max);
+    let loss = model.eval(&ids).unwrap().loss();
+    let want_loss = r["loss"].as_f64().unwrap();
+    assert!(
+        close(loss, want_loss, 1e-4),
+        "{name}: loss {loss} vs {want_loss}"
+    );
+    worst
+}
+
+#[test]
+fn logits_and_loss_match_transformers_on_both_backends() {
+    for name in MODELS {
+        let w = logits_error(CpuBackend::new(), name);
+        println!("cpu {name}: max |Δlogit| / max |logit| = {w:.2e}");
+        assert!(w < 1e-5, "{name}: {w}");
+        let Some(g) = gpu() else { continue };
+        let w = logits_error(g, name);
+        println!("gpu {name}: max |Δlogit| / max |logit| = {w:.2e}");
+        assert!(w < 1e-4, "{name}: {w}");
+    }
+}
+
+#[test]
+fn an_imported_folder_reads_back_the_same_model() {
+    let c = gguf::read(&fixtures().join("tiny-llama-bos.gguf")).unwrap();
+    let dir = std::env::temp_dir().join(format!("hif8lab-gguf-import-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let weights: Vec<_> = c
+        .weights
+        .tensors
+        .iter()
+        .map(|t| (t.name.clone(), t.shape.clone(), t.data.clone()))
+        .collect();
+    let parts = ExportParts {
+        model: &c.model,
+        base_config: Some(&c.config_json),
+        tokenizer_json: Some(c.tokenizer_json.to_string()),
+        dtype: ExportDtype::F32,
+        tokenizer_config: Some(&c.tokenizer_config),
+        generation_config: Some(&c.generation_config),
+    };
+    hf::write_folder(&dir, &parts, &weights).unwrap();
+    let back = hf::load(&dir).unwrap();
+    assert_eq!(back.config.model, c.model);
+    assert_eq!(back.weights.tensors, c.weights.tensors);
+    assert_eq!(back.tokenizer_config.as_ref(), Some(&c.tokenizer_config));
+    assert_eq!(back.generation_config.as_ref(), Some(&c.generation_config));
+    assert_eq!(back.config.json["bos_token_id"], 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn cached_generation_equals_recomputing_every_window() {
+    // Greedy tokens from the key/value cache equal the argmax of a full forward pass over
+    // the whole sequence at each step (CPU and GPU).
+    let m = hf::load_any(&fixtures().join("tiny-llama.gguf")).unwrap();
+    let mut cfg = m.config.model.clone();
+    cfg.context = 24;
+    let prompt = [87u32, 260, 272, 274, 275];
+    let check = |mut model: Model<_>| {
+        let got = model.sample(&prompt, 16, 0.0, 0, 0, &mut |_| true).unwrap();
+        let mut ids = prompt.to_vec();
+        for (k, t) in got.iter().enumerate() {
+            let logits = model.logits(&ids).unwrap();
+            let last = &logits[logits.len() - cfg.vocab..];
+            let best = (0..cfg.vocab)
+                .max_by(|a, b| last[*a].total_cmp(&last[*b]).then(b.cmp(a)))
+                .unwrap() as u32;
+            assert_eq!(*t, best, "token {k}");
+            ids.push(*t);
+        }
+    };
+    check(Model::new(CpuBackend::new(), cfg.clone(), &m.weights, 1).unwrap());
+    if let Some(g) = gpu() {
+        let mut model = Model::new(g, cfg.clone(), &m.weights, 1).unwrap();
+        let got = model.sample(&prompt, 16, 0.0, 0, 0, &mut |_| true).unwrap();
+        let mut cpu = Model::new(CpuBackend::new(), cfg.clone(), &m.weights, 1).unwrap();
+        assert_eq!(
+            got,
+            cpu.sample(&prompt, 16, 0.0, 0, 0, &mut |_| true).unwrap()
+        );
+    }
+}
+
+#[test]
+fn damaged_files_are_errors_never_panics() {
+    let good = std::fs::read(fixtures().join("tiny-llama.gguf")).unwrap();
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut refused = 0;
+    // Truncations at many lengths, including inside the header and the metadata.
+    for cut in (0..4096).chain((4096..good.len()).step_by(9973)) {
+        if GgufFile::parse(&good[..cut]).is_err() {
+            refused += 1;
+        }
+    }
+    assert!(refused > 4000, "truncated files are refused");
+    // Random byte flips in the header and metadata: parse and convert return, never panic.
+    let header_end = 40_000.min(good.len());
+    for _ in 0..400 {
+        let mut bad = good.clone();
+        for _ in 0..1 + next() % 4 {
+            let at = (next() as usize) % header_end;
+            bad[at] = next() as u8;
+        }
+        if let Ok(g) = GgufFile::parse(&bad) {
+            let _ = gguf::convert::convert(&g, &bad);
+        }
+    }
+    // Named refusals.
+    let e = GgufFile::parse(b"GGUF\x01\0\0\0").unwrap_err();
+    assert!(e.0.contains("version 1"), "{e}");
+    let e = GgufFile::parse(b"PK\x03\x04rest").unwrap_err();
+    assert!(e.0.contains("not a GGUF file"), "{e}");
+    let mut huge = b"GGUF\x03\0\0\0".to_vec();
+    huge.extend(u64::MAX.to_le_bytes());
+    huge.extend(1u64.to_le_bytes());
+    let e = GgufFile::parse(&huge).unwrap_err();
+    assert!(e.0.contains("do not fit"), "{e}");
+}
