@@ -1,13 +1,15 @@
 // cross_entropy.wgsl — softmax cross-entropy over the vocabulary, forward and backward fused.
 //
-// Per row n (one invocation): m = max logits, lse = m + log Σ exp(l − m),
+// Per row n (one workgroup of 64: maximum and sum strided over the row, then combined by tree
+// reductions in workgroup memory; long rows such as a 49,152-token vocabulary stay exact to f32
+// rounding): m = max logits, lse = m + log Σ exp(l − m),
 //   losses[n] = lse − logits[n, target[n]],
 //   dlogits[n, v] = (softmax(v) − [v = target]) · grad_scale
 // (grad_scale = 1 / (rows · accumulation steps): the mean loss's gradient).
 // Targets are stored as f32 (exact below 2^24).
 // Bindings: 0 params (CeParams), 1 logits, 2 targets, 3 losses (read_write),
 //           4 dlogits (read_write).
-// Dispatch: ceil(rows / WG) workgroups.
+// Dispatch: (min(rows, 65535), ceil(rows / 65535), 1) workgroups.
 // CPU twin: cpu::CpuBackend::cross_entropy.
 
 // Keep in sync with gpu::cross_entropy::CeParams (Rust).
@@ -24,27 +26,52 @@ struct CeParams {
 @group(0) @binding(3) var<storage, read_write> losses: array<f32>;
 @group(0) @binding(4) var<storage, read_write> dlogits: array<f32>;
 
-override WG: u32 = 64u;
+const WG: u32 = 64u;
+var<workgroup> red: array<f32, 64>;
 
-@compute @workgroup_size(WG)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let n = gid.x;
+@compute @workgroup_size(64)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let n = wid.x + wid.y * groups.x;
     if n >= params.rows {
         return;
     }
     let base = n * params.vocab;
-    var m = logits[base];
-    for (var v = 1u; v < params.vocab; v++) {
+    var m = -3.0e38;
+    for (var v = lid; v < params.vocab; v += WG) {
         m = max(m, logits[base + v]);
     }
-    var sum = 0.0;
-    for (var v = 0u; v < params.vocab; v++) {
-        sum = sum + exp(logits[base + v] - m);
+    red[lid] = m;
+    workgroupBarrier();
+    for (var step = WG / 2u; step > 0u; step = step / 2u) {
+        if lid < step {
+            red[lid] = max(red[lid], red[lid + step]);
+        }
+        workgroupBarrier();
     }
-    let lse = m + log(sum);
+    let mx = red[0];
+    workgroupBarrier();
+    var sum = 0.0;
+    for (var v = lid; v < params.vocab; v += WG) {
+        sum = sum + exp(logits[base + v] - mx);
+    }
+    red[lid] = sum;
+    workgroupBarrier();
+    for (var step = WG / 2u; step > 0u; step = step / 2u) {
+        if lid < step {
+            red[lid] = red[lid] + red[lid + step];
+        }
+        workgroupBarrier();
+    }
+    let lse = mx + log(red[0]);
     let t = min(u32(targets[n]), params.vocab - 1u);
-    losses[n] = lse - logits[base + t];
-    for (var v = 0u; v < params.vocab; v++) {
+    if lid == 0u {
+        losses[n] = lse - logits[base + t];
+    }
+    for (var v = lid; v < params.vocab; v += WG) {
         let p = exp(logits[base + v] - lse);
         dlogits[base + v] = (p - select(0.0, 1.0, v == t)) * params.grad_scale;
     }

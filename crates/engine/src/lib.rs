@@ -211,14 +211,79 @@ pub struct RopeShape {
 }
 
 /// The cos/sin table of rotary embeddings, `[seq, head_dim/2, 2]`, computed once on the host
-/// (in f64, rounded to f32) so both backends rotate by identical values.
+/// so both backends rotate by identical values.
+///
+/// It follows `transformers`' Llama rotary embedding step by step in f32 (the model's
+/// definition the weights were trained with): `inv_freq_i = 1 / base^(2i/d)` and the angle
+/// `p · inv_freq_i` rounded to f32 (at position 800 an angle's rounding is ~3e-5 rad, which
+/// shows in the loss of long windows), then cos and sin of that angle, rounded once.
 pub fn rope_table(seq: usize, head_dim: usize, theta: f64) -> Vec<f32> {
+    rope_table_scaled(seq, head_dim, theta, None)
+}
+
+/// Llama-3-style rope scaling (`rope_type: llama3`): frequencies below the low-frequency
+/// boundary are divided by `factor`, those above the high one kept, those between blended.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Llama3Scaling {
+    /// `factor`.
+    pub factor: f64,
+    /// `low_freq_factor`.
+    pub low_freq_factor: f64,
+    /// `high_freq_factor`.
+    pub high_freq_factor: f64,
+    /// `original_max_position_embeddings`.
+    pub original_max_positions: f64,
+}
+
+/// The inverse frequencies of [`rope_table_scaled`], as `transformers` computes them in f32.
+pub fn rope_inv_freq(head_dim: usize, theta: f64, llama3: Option<Llama3Scaling>) -> Vec<f32> {
     let half = head_dim / 2;
-    let mut table = Vec::with_capacity(seq * half * 2);
+    (0..half)
+        .map(|i| {
+            // torch: 1.0 / (base ** (arange(0, d, 2).float() / d)), all in f32.
+            let x = (2 * i) as f32 / head_dim as f32;
+            let p = (theta as f32 as f64).powf(f64::from(x)) as f32;
+            let inv = 1.0f32 / p;
+            match llama3 {
+                None => inv,
+                Some(s) => {
+                    // transformers' _compute_llama3_parameters (f32 tensors, f64 scalars).
+                    let low_wavelen = s.original_max_positions / s.low_freq_factor;
+                    let high_wavelen = s.original_max_positions / s.high_freq_factor;
+                    let wavelen = 2.0f32 * std::f32::consts::PI / inv;
+                    let scaled = if f64::from(wavelen) > low_wavelen {
+                        inv / s.factor as f32
+                    } else {
+                        inv
+                    };
+                    let smooth = ((s.original_max_positions as f32 / wavelen)
+                        - s.low_freq_factor as f32)
+                        / (s.high_freq_factor as f32 - s.low_freq_factor as f32);
+                    let medium =
+                        f64::from(wavelen) >= high_wavelen && f64::from(wavelen) <= low_wavelen;
+                    if medium {
+                        (1.0 - smooth) * scaled / s.factor as f32 + smooth * scaled
+                    } else {
+                        scaled
+                    }
+                }
+            }
+        })
+        .collect()
+}
+
+/// [`rope_table`] with optional Llama-3 rope scaling.
+pub fn rope_table_scaled(
+    seq: usize,
+    head_dim: usize,
+    theta: f64,
+    llama3: Option<Llama3Scaling>,
+) -> Vec<f32> {
+    let inv = rope_inv_freq(head_dim, theta, llama3);
+    let mut table = Vec::with_capacity(seq * inv.len() * 2);
     for p in 0..seq {
-        for i in 0..half {
-            let freq = theta.powf(-(2.0 * i as f64) / head_dim as f64);
-            let angle = p as f64 * freq;
+        for f in &inv {
+            let angle = f64::from(p as f32 * f);
             table.push(angle.cos() as f32);
             table.push(angle.sin() as f32);
         }

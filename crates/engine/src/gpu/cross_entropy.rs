@@ -69,7 +69,10 @@ pub(crate) fn launch(
             ("losses", losses.bind()),
             ("dlogits", dlogits.bind()),
         ],
-        ((targets.len as u32).div_ceil(64), 1, 1),
+        {
+            let rows = targets.len as u32;
+            (rows.min(65535), rows.div_ceil(65535), 1)
+        },
     );
     Ok(())
 }
