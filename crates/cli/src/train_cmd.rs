@@ -191,6 +191,13 @@ fn init_source(dir: &Path, name: &str, text: &str) -> Result<Init> {
             toml_string(&dir_abs.display().to_string())
         ),
     ];
+    if let Some(r) = m.rope_scaling {
+        sets.push(format!(
+            "model.rope_scaling={{factor={:?}, low_freq_factor={:?}, high_freq_factor={:?}, \
+             original_max_positions={}}}",
+            r.factor, r.low_freq_factor, r.high_freq_factor, r.original_max_positions
+        ));
+    }
     let mut keep = vec![(
         "hf/config.json",
         serde_json::to_vec_pretty(&model.config.json).unwrap_or_default(),

@@ -46,6 +46,23 @@ pub struct ModelConfig {
     /// `max_position_embeddings`); absent: `context`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_positions: Option<usize>,
+    /// Llama-3-style rope scaling (Hugging Face `rope_type: llama3`); absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rope_scaling: Option<RopeScaling>,
+}
+
+/// Llama-3-style rope scaling, as a Hugging Face config states it (`rope_type: llama3`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RopeScaling {
+    /// `factor`.
+    pub factor: f64,
+    /// `low_freq_factor`.
+    pub low_freq_factor: f64,
+    /// `high_freq_factor`.
+    pub high_freq_factor: f64,
+    /// `original_max_position_embeddings`.
+    pub original_max_positions: usize,
 }
 
 fn default_eps() -> f32 {
@@ -60,6 +77,17 @@ impl ModelConfig {
     /// Head dimension.
     pub fn head_dim(&self) -> usize {
         self.d_model / self.heads.max(1)
+    }
+
+    /// The RoPE table of `positions` positions (with the model's rope scaling).
+    pub fn rope_table(&self, positions: usize) -> Vec<f32> {
+        let scaling = self.rope_scaling.map(|s| hif8lab_engine::Llama3Scaling {
+            factor: s.factor,
+            low_freq_factor: s.low_freq_factor,
+            high_freq_factor: s.high_freq_factor,
+            original_max_positions: s.original_max_positions as f64,
+        });
+        hif8lab_engine::rope_table_scaled(positions, self.head_dim(), self.rope_theta, scaling)
     }
 }
 

@@ -3,7 +3,8 @@
 //! `model.safetensors.index.json` (F32, BF16 or F16), and `tokenizer.json`.
 //!
 //! What this project's model cannot represent is refused, naming the file and field: other
-//! architectures, rope scaling, biases, sliding windows, activations other than SiLU, a
+//! architectures (a `MistralForCausalLM` with `sliding_window: null` is a Llama), rope
+//! scaling other than Llama-3's, biases, sliding windows, activations other than SiLU, a
 //! `head_dim` other than hidden / heads. Parameter names are the same on both sides (the
 //! model keeps Hugging Face names), so weights need no renaming or permutation (both use the
 //! rotate-half RoPE convention).
@@ -51,16 +52,29 @@ pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
     };
     let arch = obj.get("architectures").and_then(Value::as_array);
     let model_type = obj.get("model_type").and_then(Value::as_str);
-    let is_llama = arch.map_or(model_type == Some("llama"), |a| {
-        a.iter().any(|v| v == "LlamaForCausalLM")
-    });
-    if !is_llama {
+    let named = |class: &str, kind: &str| {
+        arch.map_or(model_type == Some(kind), |a| a.iter().any(|v| v == class))
+    };
+    let is_mistral = !named("LlamaForCausalLM", "llama") && named("MistralForCausalLM", "mistral");
+    if !named("LlamaForCausalLM", "llama") && !is_mistral {
         return Err(err(
             file,
             format!(
-                "field 'architectures' is {}, model_type {}: only LlamaForCausalLM is supported",
+                "field 'architectures' is {}, model_type {}: only LlamaForCausalLM (and \
+                 MistralForCausalLM without a sliding window) is supported",
                 arch.map_or("(absent)".into(), |a| Value::Array(a.clone()).to_string()),
                 model_type.unwrap_or("(absent)")
+            ),
+        ));
+    }
+    if is_mistral && !obj.get("sliding_window").is_some_and(Value::is_null) {
+        return Err(err(
+            file,
+            format!(
+                "field 'architectures' is MistralForCausalLM and field 'sliding_window' is {}: \
+                 a Mistral model is read as a Llama only with sliding_window null \
+                 (transformers' default for Mistral is 4096)",
+                obj.get("sliding_window").map_or("absent".into(), Value::to_string)
             ),
         ));
     }
@@ -98,26 +112,13 @@ pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
         })
         .transpose()?
         .unwrap_or(10000.0);
-    if let Some(t) = rope
-        .and_then(|r| r.get("rope_type"))
-        .filter(|t| *t != "default")
-    {
-        return Err(err(
-            file,
-            format!("field 'rope_parameters.rope_type' is {t}: rope scaling is not supported"),
-        ));
-    }
+    let rope_scaling = rope_scaling(file, obj)?;
     let refuse = |key: &str, ok: &dyn Fn(&Value) -> bool, why: &str| -> Result<(), HfError> {
         match obj.get(key) {
             Some(v) if !ok(v) => Err(err(file, format!("field '{key}' is {v}: {why}"))),
             _ => Ok(()),
         }
     };
-    refuse(
-        "rope_scaling",
-        &Value::is_null,
-        "rope scaling is not supported",
-    )?;
     refuse(
         "attention_bias",
         &|v| *v == false,
@@ -181,8 +182,66 @@ pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
         rope_theta,
         tie_embeddings: tie,
         max_positions: Some(max_positions),
+        rope_scaling,
     };
     Ok(HfConfig { model, json })
+}
+
+/// The rope scaling of a config: none (`default`, absent) or Llama-3's, from either spelling
+/// (`rope_scaling` or `rope_parameters`; `rope_type` or the older `type`). Other kinds are
+/// refused naming the field.
+fn rope_scaling(
+    file: &Path,
+    obj: &serde_json::Map<String, Value>,
+) -> Result<Option<crate::config::RopeScaling>, HfError> {
+    for key in ["rope_parameters", "rope_scaling"] {
+        let Some(r) = obj.get(key).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let kind = r
+            .get("rope_type")
+            .or_else(|| r.get("type"))
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        match kind {
+            "default" => continue,
+            "llama3" => {}
+            other => {
+                return Err(err(
+                    file,
+                    format!(
+                        "field '{key}' has rope_type '{other}': only default and llama3 rope \
+                         scaling are supported"
+                    ),
+                ));
+            }
+        }
+        let num = |k: &str| -> Result<f64, HfError> {
+            r.get(k)
+                .and_then(Value::as_f64)
+                .filter(|v| v.is_finite() && *v > 0.0)
+                .ok_or_else(|| {
+                    err(
+                        file,
+                        format!("field '{key}.{k}' must be a positive number for llama3 rope scaling"),
+                    )
+                })
+        };
+        let (low, high) = (num("low_freq_factor")?, num("high_freq_factor")?);
+        if high <= low {
+            return Err(err(
+                file,
+                format!("field '{key}.high_freq_factor' {high} must exceed low_freq_factor {low}"),
+            ));
+        }
+        return Ok(Some(crate::config::RopeScaling {
+            factor: num("factor")?,
+            low_freq_factor: low,
+            high_freq_factor: high,
+            original_max_positions: num("original_max_position_embeddings")? as usize,
+        }));
+    }
+    Ok(None)
 }
 
 /// A Hugging Face model folder, read.
@@ -469,14 +528,31 @@ pub fn config_json(m: &ModelConfig, base: Option<&Value>, dtype: ExportDtype) ->
         // The f32's shortest decimal (1e-6, not 9.99999997e-7).
         "rms_norm_eps": m.norm_eps.to_string().parse::<f64>().unwrap_or(f64::from(m.norm_eps)),
         "rope_theta": m.rope_theta,
-        "rope_parameters": {"rope_theta": m.rope_theta, "rope_type": "default"},
+        "rope_parameters": match m.rope_scaling {
+            None => json!({"rope_theta": m.rope_theta, "rope_type": "default"}),
+            Some(r) => json!({
+                "rope_theta": m.rope_theta,
+                "rope_type": "llama3",
+                "factor": r.factor,
+                "low_freq_factor": r.low_freq_factor,
+                "high_freq_factor": r.high_freq_factor,
+                "original_max_position_embeddings": r.original_max_positions,
+            }),
+        },
         "max_position_embeddings": m.max_positions.unwrap_or(m.context),
         "tie_word_embeddings": m.tie_embeddings,
         "dtype": dtype.torch_name(),
         "torch_dtype": dtype.torch_name(),
     });
+    // A Mistral source (read as a Llama: no sliding window) keeps its class.
+    let mistral = v["architectures"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|x| x == "MistralForCausalLM"));
     if let (Some(obj), Some(f)) = (v.as_object_mut(), fields.as_object()) {
         for (k, val) in f {
+            if mistral && (k == "architectures" || k == "model_type") {
+                continue;
+            }
             obj.insert(k.clone(), val.clone());
         }
         obj.remove("rope_scaling");

@@ -404,7 +404,7 @@ impl<T> Workspace<T> {
             ds: z(n * f)?,
             q_pre: z(n * qd)?,
             k_pre: z(n * kvd)?,
-            rope_table: b.upload(&hif8lab_engine::rope_table(m.context, hd, m.rope_theta))?,
+            rope_table: b.upload(&m.rope_table(m.context))?,
             weight_scratch: Vec::new(),
         })
     }

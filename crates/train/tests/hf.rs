@@ -16,7 +16,12 @@ use hif8lab_train::infer::Model;
 use hif8lab_train::tokenizer::{self, Tokenizer};
 use serde_json::Value;
 
-const MODELS: [&str; 2] = ["tiny-gqa-tied-bf16", "tiny-untied-f32-sharded"];
+const MODELS: [&str; 4] = [
+    "tiny-gqa-tied-bf16",
+    "tiny-untied-f32-sharded",
+    "tiny-mistral-f32",
+    "tiny-llama3-rope-f32",
+];
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/hf")
@@ -316,4 +321,45 @@ fn bad_folders_are_refused_naming_file_and_field() {
         std::fs::write(d.join("model.safetensors"), ck.to_bytes()).unwrap();
     });
     refused(&d, "model.safetensors", &["q_proj.bias", "not supported"]);
+}
+
+/// A Mistral without a sliding window reads as a Llama; with one (or with the key absent:
+/// transformers' Mistral default is 4096) it is refused. Llama-3 rope scaling reads the same
+/// from `rope_parameters` and the older `rope_scaling` / `type` spelling, and other kinds of
+/// scaling are refused naming the field.
+#[test]
+fn mistral_and_llama3_rope_configs_read_as_transformers_reads_them() {
+    let mistral = fixtures().join("tiny-mistral-f32");
+    let m = hf::load(&mistral).unwrap();
+    assert_eq!(m.config.model.rope_scaling, None);
+    let text = std::fs::read_to_string(mistral.join("config.json")).unwrap();
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    v["sliding_window"] = serde_json::json!(4096);
+    let e = hf::parse_config(Path::new("c.json"), &v.to_string()).unwrap_err();
+    assert!(e.message.contains("sliding_window"), "{e}");
+    v.as_object_mut().unwrap().remove("sliding_window");
+    assert!(hf::parse_config(Path::new("c.json"), &v.to_string()).is_err());
+
+    let dir = fixtures().join("tiny-llama3-rope-f32");
+    let m = hf::load(&dir).unwrap();
+    let r = m.config.model.rope_scaling.expect("llama3 scaling");
+    assert_eq!((r.factor, r.original_max_positions), (8.0, 16));
+    let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    let mut old = v["rope_parameters"].clone();
+    old.as_object_mut().unwrap().remove("rope_type");
+    old["type"] = serde_json::json!("llama3");
+    v.as_object_mut().unwrap().remove("rope_parameters");
+    v["rope_theta"] = serde_json::json!(10000.0);
+    v["rope_scaling"] = old;
+    let again = hf::parse_config(Path::new("c.json"), &v.to_string()).unwrap();
+    assert_eq!(again.model, m.config.model);
+    v["rope_scaling"]["type"] = serde_json::json!("yarn");
+    let e = hf::parse_config(Path::new("c.json"), &v.to_string()).unwrap_err();
+    assert!(e.message.contains("'rope_scaling'") && e.message.contains("yarn"), "{e}");
+    // The exported config states the scaling again, as transformers reads it.
+    let out = hf::config_json(&m.config.model, None, ExportDtype::F32);
+    assert_eq!(out["rope_parameters"]["rope_type"], "llama3");
+    let back = hf::parse_config(Path::new("c.json"), &out.to_string()).unwrap();
+    assert_eq!(back.model.rope_scaling, m.config.model.rope_scaling);
 }

@@ -220,6 +220,7 @@ pub fn config(g: &GgufFile) -> Result<(ModelConfig, Value), String> {
         rope_theta: theta,
         tie_embeddings: tie,
         max_positions: Some(context),
+        rope_scaling: None,
     };
     let id = |k: &str| {
         g.get(&format!("tokenizer.ggml.{k}"))

@@ -114,11 +114,7 @@ impl<B: Backend> Model<B> {
             list.push(backend.upload(data)?);
         }
         let params = Params::from_list(list, m.layers);
-        let rope_table = backend.upload(&hif8lab_engine::rope_table(
-            m.context,
-            m.head_dim(),
-            m.rope_theta,
-        ))?;
+        let rope_table = backend.upload(&m.rope_table(m.context))?;
         let plan = QuantPlan::new(&m, &QatConfig::default());
         Ok(Model {
             backend,
