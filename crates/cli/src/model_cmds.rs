@@ -93,6 +93,9 @@ pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
     }
     if hf::is_model_path(path) {
         let m = hf::load_any(path)?;
+        for n in &m.notes {
+            eprintln!("note: {n}");
+        }
         let (tokenizer, tokenizer_json) = match &m.tokenizer {
             Some(p) => {
                 let (t, text) = Tokenizer::read(p).map_err(anyhow::Error::msg)?;

@@ -164,6 +164,9 @@ struct Init {
 
 fn init_source(dir: &Path, name: &str, text: &str) -> Result<Init> {
     let model = hif8lab_train::hf::load_any(dir)?;
+    for n in &model.notes {
+        eprintln!("note: {n}");
+    }
     let m = &model.config.model;
     let dir_abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
     let preset: RunConfig = RunConfig::parse(name, text, &[])?;

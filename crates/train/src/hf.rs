@@ -74,7 +74,8 @@ pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
                 "field 'architectures' is MistralForCausalLM and field 'sliding_window' is {}: \
                  a Mistral model is read as a Llama only with sliding_window null \
                  (transformers' default for Mistral is 4096)",
-                obj.get("sliding_window").map_or("absent".into(), Value::to_string)
+                obj.get("sliding_window")
+                    .map_or("absent".into(), Value::to_string)
             ),
         ));
     }
@@ -223,7 +224,9 @@ fn rope_scaling(
                 .ok_or_else(|| {
                     err(
                         file,
-                        format!("field '{key}.{k}' must be a positive number for llama3 rope scaling"),
+                        format!(
+                            "field '{key}.{k}' must be a positive number for llama3 rope scaling"
+                        ),
                     )
                 })
         };
@@ -259,9 +262,11 @@ pub struct HfModel {
     pub tokenizer_config: Option<Value>,
     /// Its `generation_config.json`, when it has one.
     pub generation_config: Option<Value>,
-    /// The element type its weights are stored in (`torch_dtype`/`dtype` of config.json, or
-    /// the safetensors files' own), the default of an export.
+    /// The element type its weights are stored in (`torch_dtype`/`dtype` of config.json),
+    /// the default of an export.
     pub dtype: Option<ExportDtype>,
+    /// Choices made where the folder was ambiguous (as transformers chooses), for the user.
+    pub notes: Vec<String>,
 }
 
 /// Whether `path` is a model this project opens as a Hugging Face model: a folder with
@@ -320,6 +325,7 @@ pub fn load_any(path: &Path) -> Result<HfModel, HfError> {
         tokenizer_config: Some(c.tokenizer_config),
         generation_config: Some(c.generation_config),
         dtype: Some(ExportDtype::F32),
+        notes: Vec::new(),
     })
 }
 
@@ -337,7 +343,16 @@ pub fn load(dir: &Path) -> Result<HfModel, HfError> {
         std::fs::read_to_string(&config_path).map_err(|e| err(&config_path, e.to_string()))?;
     let config = parse_config(&config_path, &text)?;
     let index = dir.join("model.safetensors.index.json");
-    let files: Vec<PathBuf> = if index.is_file() {
+    let single = dir.join("model.safetensors");
+    let mut notes = Vec::new();
+    if single.is_file() && index.is_file() {
+        notes.push(format!(
+            "{}: both model.safetensors and model.safetensors.index.json are here; reading \
+             model.safetensors, as transformers does (the index and its shards are ignored)",
+            dir.display()
+        ));
+    }
+    let files: Vec<PathBuf> = if index.is_file() && !single.is_file() {
         let text = std::fs::read_to_string(&index).map_err(|e| err(&index, e.to_string()))?;
         let v: Value =
             serde_json::from_str(&text).map_err(|e| err(&index, format!("not JSON: {e}")))?;
@@ -383,6 +398,27 @@ pub fn load(dir: &Path) -> Result<HfModel, HfError> {
         let ck = Checkpoint::load(f).map_err(|e| err(f, e.message))?;
         tensors.extend(ck.tensors.into_iter().map(|t| (f.clone(), t)));
     }
+    let mut config = config;
+    // transformers ties the head to the embedding only when a head stored beside it has the
+    // same values; a different stored head is used as an untied head (and it warns).
+    if config.model.tie_embeddings {
+        let head = tensors.iter().find(|(_, t)| t.name == "lm_head.weight");
+        let embed = tensors
+            .iter()
+            .find(|(_, t)| t.name == "model.embed_tokens.weight");
+        if let (Some((file, h)), Some((_, e))) = (head, embed)
+            && h.data != e.data
+        {
+            notes.push(format!(
+                "{}: config.json ties the embeddings (tie_word_embeddings: true) but lm_head.weight \
+                 holds other values than model.embed_tokens.weight; using it as an untied head, \
+                 as transformers does",
+                file.display()
+            ));
+            config.model.tie_embeddings = false;
+            config.json["tie_word_embeddings"] = Value::Bool(false);
+        }
+    }
     let weights = select_weights(dir, &config.model, tensors)?;
     let tok = dir.join("tokenizer.json");
     let side = |name: &str| -> Result<Option<Value>, HfError> {
@@ -406,6 +442,7 @@ pub fn load(dir: &Path) -> Result<HfModel, HfError> {
         tokenizer_config: side("tokenizer_config.json")?,
         generation_config: side("generation_config.json")?,
         dtype,
+        notes,
     })
 }
 

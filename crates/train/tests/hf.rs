@@ -356,10 +356,117 @@ fn mistral_and_llama3_rope_configs_read_as_transformers_reads_them() {
     assert_eq!(again.model, m.config.model);
     v["rope_scaling"]["type"] = serde_json::json!("yarn");
     let e = hf::parse_config(Path::new("c.json"), &v.to_string()).unwrap_err();
-    assert!(e.message.contains("'rope_scaling'") && e.message.contains("yarn"), "{e}");
+    assert!(
+        e.message.contains("'rope_scaling'") && e.message.contains("yarn"),
+        "{e}"
+    );
     // The exported config states the scaling again, as transformers reads it.
     let out = hf::config_json(&m.config.model, None, ExportDtype::F32);
     assert_eq!(out["rope_parameters"]["rope_type"], "llama3");
     let back = hf::parse_config(Path::new("c.json"), &out.to_string()).unwrap();
     assert_eq!(back.model.rope_scaling, m.config.model.rope_scaling);
+}
+
+/// Ambiguous folders are read as transformers reads them, with a note: a tied config whose
+/// stored lm_head differs from the embedding gets that head untied; a single
+/// model.safetensors beside an index wins over the shards.
+#[test]
+fn ambiguous_folders_are_read_as_transformers_reads_them() {
+    let d = broken(MODELS[0], "tiedhead", |d| {
+        let ck = hif8lab_train::checkpoint::Checkpoint::load(&d.join("model.safetensors")).unwrap();
+        let embed = ck.get("model.embed_tokens.weight").unwrap();
+        let head: Vec<f32> = embed.data.iter().map(|v| -v).collect();
+        let mut views = Vec::new();
+        let mut bytes = Vec::new();
+        for t in &ck.tensors {
+            bytes.push(
+                t.data
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect::<Vec<u8>>(),
+            );
+        }
+        bytes.push(head.iter().flat_map(|v| v.to_le_bytes()).collect());
+        for (t, b) in ck.tensors.iter().zip(&bytes) {
+            views.push((
+                t.name.clone(),
+                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, t.shape.clone(), b)
+                    .unwrap(),
+            ));
+        }
+        views.push((
+            "lm_head.weight".into(),
+            safetensors::tensor::TensorView::new(
+                safetensors::Dtype::F32,
+                embed.shape.clone(),
+                bytes.last().unwrap(),
+            )
+            .unwrap(),
+        ));
+        std::fs::write(
+            d.join("model.safetensors"),
+            safetensors::serialize(views, None).unwrap(),
+        )
+        .unwrap();
+    });
+    let m = hf::load(&d).unwrap();
+    assert!(
+        !m.config.model.tie_embeddings,
+        "a different stored head is untied"
+    );
+    let head = m.weights.get("lm_head.weight").unwrap();
+    let embed = m.weights.get("model.embed_tokens.weight").unwrap();
+    assert_eq!(head.data[3], -embed.data[3]);
+    assert!(
+        m.notes
+            .iter()
+            .any(|n| n.contains("lm_head.weight") && n.contains("transformers"))
+    );
+    let _ = std::fs::remove_dir_all(&d);
+
+    let d = broken(MODELS[1], "single", |d| {
+        let m = hf::load(d).unwrap();
+        let views: Vec<(String, Vec<u8>, Vec<usize>)> = m
+            .weights
+            .tensors
+            .iter()
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    t.data.iter().flat_map(|_| 1.0f32.to_le_bytes()).collect(),
+                    t.shape.clone(),
+                )
+            })
+            .collect();
+        let st: Vec<_> = views
+            .iter()
+            .map(|(n, b, s)| {
+                (
+                    n.as_str(),
+                    safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b)
+                        .unwrap(),
+                )
+            })
+            .collect();
+        std::fs::write(
+            d.join("model.safetensors"),
+            safetensors::serialize(st, None).unwrap(),
+        )
+        .unwrap();
+    });
+    let m = hf::load(&d).unwrap();
+    assert!(
+        m.weights
+            .get("model.norm.weight")
+            .unwrap()
+            .data
+            .iter()
+            .all(|v| *v == 1.0)
+    );
+    assert!(
+        m.notes
+            .iter()
+            .any(|n| n.contains("index") && n.contains("transformers"))
+    );
+    let _ = std::fs::remove_dir_all(&d);
 }
