@@ -1,6 +1,6 @@
 //! Fuzz-style tests of every parser a user can feed: run configs (TOML and `--set`),
 //! safetensors checkpoints (and restoring them into a trainer), Hugging Face `config.json`
-//! and `tokenizer.json`, JSONL traces, CSV amax
+//! and `tokenizer.json`, GGUF files, JSONL traces, CSV amax
 //! files, Transformer Engine / nvdlfw-inspect logs and corpus files. Each gets structure-aware
 //! mutations of valid inputs plus random bytes — at least 100,000 inputs per parser — and
 //! must never panic: every input is accepted or refused with a message that names its
@@ -405,6 +405,45 @@ fn fuzz_hf_config_and_tokenizer_json() {
         Ok(())
     });
     report("tokenizer.json", start, counts);
+}
+
+/// GGUF files: the container parser and the conversion to a Hugging Face model (config,
+/// dequantized weights, tokenizer), from a small valid file of every 32-element block type.
+#[test]
+fn fuzz_gguf_files() {
+    let seed = std::fs::read(fixtures_dir().join("gguf/fuzz-seed.gguf")).unwrap();
+    let mut m = Mutator::new(
+        13,
+        &[
+            "GGUF",
+            "llama.block_count",
+            "llama.embedding_length",
+            "tokenizer.ggml.model",
+            "tokenizer.ggml.tokens",
+            "gpt2",
+            "general.alignment",
+            "\u{0}\u{0}\u{0}\u{0}",
+            "\u{ff}\u{ff}\u{ff}\u{ff}",
+        ],
+    );
+    let start = Instant::now();
+    let mut converted = 0;
+    let counts = fuzz("gguf", INPUTS, &mut m, &[seed], |bytes| {
+        let g = hif8lab_train::gguf::GgufFile::parse(bytes).map_err(|e| format!("fuzz.gguf: {e}"))?;
+        let c = hif8lab_train::gguf::convert::convert(&g, bytes)
+            .map_err(|e| format!("fuzz.gguf: {e}"))?;
+        converted += 1;
+        // An accepted file describes a model whose weights have the config's shapes.
+        hif8lab_train::hf::select_weights(
+            Path::new("fuzz.gguf"),
+            &c.model,
+            c.weights.tensors.into_iter().map(|t| ("fuzz.gguf".into(), t)).collect(),
+        )
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    });
+    report("gguf", start, counts);
+    assert!(converted > 0, "some mutated files still convert");
 }
 
 /// Checks an error message names its source, and passes it on.
