@@ -429,7 +429,8 @@ fn fuzz_gguf_files() {
     let start = Instant::now();
     let mut converted = 0;
     let counts = fuzz("gguf", INPUTS, &mut m, &[seed], |bytes| {
-        let g = hif8lab_train::gguf::GgufFile::parse(bytes).map_err(|e| format!("fuzz.gguf: {e}"))?;
+        let g =
+            hif8lab_train::gguf::GgufFile::parse(bytes).map_err(|e| format!("fuzz.gguf: {e}"))?;
         let c = hif8lab_train::gguf::convert::convert(&g, bytes)
             .map_err(|e| format!("fuzz.gguf: {e}"))?;
         converted += 1;
@@ -437,7 +438,11 @@ fn fuzz_gguf_files() {
         hif8lab_train::hf::select_weights(
             Path::new("fuzz.gguf"),
             &c.model,
-            c.weights.tensors.into_iter().map(|t| ("fuzz.gguf".into(), t)).collect(),
+            c.weights
+                .tensors
+                .into_iter()
+                .map(|t| ("fuzz.gguf".into(), t))
+                .collect(),
         )
         .map(|_| ())
         .map_err(|e| e.to_string())

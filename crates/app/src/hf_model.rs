@@ -61,10 +61,10 @@ impl HfStart {
 }
 
 impl HifApp {
-    /// Opens a Hugging Face folder (natively).
+    /// Opens a Hugging Face folder or a GGUF file (natively).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open_hf_dir(&mut self, dir: &std::path::Path) {
-        let result = hf::load(dir).map_err(|e| e.to_string()).and_then(|m| {
+        let result = hf::load_any(dir).map_err(|e| e.to_string()).and_then(|m| {
             let tokenizer = match &m.tokenizer {
                 Some(p) => hif8lab_train::tokenizer::Tokenizer::read(p)?.0.setting(p),
                 None if m.config.model.vocab == 256 => "bytes".into(),
@@ -158,18 +158,20 @@ impl HifApp {
                 .dropped_files
                 .iter()
                 .map(|f| f.path().to_path_buf())
-                .filter(|p| p.is_dir())
+                // A GGUF file is a model, opened like a Hugging Face folder.
+                .filter(|p| p.is_dir() || hif8lab_train::gguf::is_gguf(p))
                 .collect();
             let files = i
                 .raw
                 .dropped_files
                 .iter()
+                .filter(|f| !hif8lab_train::gguf::is_gguf(f.path()))
                 .filter_map(|f| Some((f.path().display().to_string(), f.bytes().ok()?)))
                 .collect();
             (dirs, files)
         });
         for dir in dirs {
-            if hf::is_hf_dir(&dir) {
+            if hf::is_model_path(&dir) {
                 self.open_hf_dir(&dir);
             } else {
                 self.open_path = dir.display().to_string();

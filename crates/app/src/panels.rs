@@ -298,8 +298,8 @@ fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
             if ui
                 .button("Open HF model")
                 .on_hover_text(
-                    "a Hugging Face Llama folder (config.json, *.safetensors, tokenizer.json): \
-                     Start continues training it",
+                    "a Hugging Face Llama folder (config.json, *.safetensors, tokenizer.json) \
+                     or a GGUF file: Start continues training it",
                 )
                 .clicked()
             {

@@ -116,9 +116,15 @@ fn import_writes_a_folder_that_evaluates_as_the_file() {
         "BOS added by the tokenizer's post-processor, and only then"
     );
     // The window is never longer than the text, and one window is one pass.
-    let (context, tokens) = (a["context"].as_u64().unwrap(), a["tokens"].as_u64().unwrap());
+    let (context, tokens) = (
+        a["context"].as_u64().unwrap(),
+        a["tokens"].as_u64().unwrap(),
+    );
     assert!(context <= tokens);
-    assert_eq!(a["batch"].as_u64().unwrap(), tokens.div_ceil(context).min(4));
+    assert_eq!(
+        a["batch"].as_u64().unwrap(),
+        tokens.div_ceil(context).min(4)
+    );
     // A second import over the written folder is refused; so is a file that is not GGUF.
     let o = hif8lab(&["import", "gguf", s(&gguf), "--out", s(&out)]);
     assert!(!o.status.success());

@@ -123,11 +123,28 @@ fn init_from_export_and_back_is_bit_identical_and_eval_agrees() {
 
     // By default an export keeps the source's dtype (bf16 here); f32 asked for is exact.
     let default_dtype = tmp("export-default");
-    ok(&hif8lab(&["export", "hf", s(&run), "--out", s(&default_dtype)]));
-    assert_eq!(json(&default_dtype.join("config.json"))["dtype"], "bfloat16");
+    ok(&hif8lab(&[
+        "export",
+        "hf",
+        s(&run),
+        "--out",
+        s(&default_dtype),
+    ]));
+    assert_eq!(
+        json(&default_dtype.join("config.json"))["dtype"],
+        "bfloat16"
+    );
     std::fs::remove_dir_all(&default_dtype).unwrap();
     let out = tmp("export");
-    ok(&hif8lab(&["export", "hf", s(&run), "--out", s(&out), "--dtype", "f32"]));
+    ok(&hif8lab(&[
+        "export",
+        "hf",
+        s(&run),
+        "--out",
+        s(&out),
+        "--dtype",
+        "f32",
+    ]));
     for f in [
         "config.json",
         "model.safetensors",

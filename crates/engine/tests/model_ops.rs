@@ -278,7 +278,8 @@ fn copy_range_matches_cpu() {
         |b, i, _o| { b.copy_range(&i[0], 5, &i[1], 11, 20).unwrap() }
     );
     assert!(out.is_empty());
-    for b in [CpuBackend::new()] {
+    {
+        let b = CpuBackend::new();
         let (s, d) = (b.upload(&src).unwrap(), b.upload(&dst).unwrap());
         b.copy_range(&s, 5, &d, 11, 20).unwrap();
         let got = b.read(&d).wait().unwrap();

@@ -106,6 +106,7 @@ impl Tokenizer {
     /// The token ids of `text`, with the tokenizer's special tokens (its post-processor: BOS
     /// where it adds one) when `add_special_tokens`, as `tokenizer(text)` does by default.
     pub fn encode_with(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, String> {
+        let _ = add_special_tokens; // (the byte tokenizer has no special tokens)
         match self {
             Tokenizer::Bytes => Ok(text.bytes().map(u32::from).collect()),
             #[cfg(not(target_arch = "wasm32"))]

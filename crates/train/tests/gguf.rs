@@ -155,10 +155,7 @@ fn the_tokenizer_encodes_as_transformers_gguf_conversion() {
         );
         assert_eq!(c.generation_config["eos_token_id"], 2);
         // Without special tokens the BOS is not added.
-        assert_eq!(
-            t.encode_with("The", false).unwrap().first() == Some(&1),
-            false
-        );
+        assert_ne!(t.encode_with("The", false).unwrap().first(), Some(&1));
     }
 }
 

@@ -15,8 +15,6 @@ pub use file::{GgufError, GgufFile};
 
 use std::path::Path;
 
-use crate::hf::HfError;
-
 /// Whether `path` is a GGUF file (by its first four bytes).
 pub fn is_gguf(path: &Path) -> bool {
     use std::io::Read;
@@ -30,8 +28,8 @@ pub fn is_gguf(path: &Path) -> bool {
 
 /// Reads and converts a GGUF Llama file (errors name the file and the key or tensor).
 #[cfg(not(target_arch = "wasm32"))]
-pub fn read(path: &Path) -> Result<Converted, HfError> {
-    let e = |m: String| HfError {
+pub fn read(path: &Path) -> Result<Converted, crate::hf::HfError> {
+    let e = |m: String| crate::hf::HfError {
         file: path.display().to_string(),
         message: m,
     };
