@@ -16,9 +16,9 @@ use crate::Outcome;
 pub enum BenchCommand {
     /// CPU fake-quantization throughput (one thread) and its ratio to a plain copy.
     Codec {
-        /// Elements per buffer.
-        #[arg(long, default_value_t = 1 << 22)]
-        elements: usize,
+        /// Elements per buffer (at least 1, at most 2^30).
+        #[arg(long, default_value_t = 1 << 22, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+        elements: u64,
         /// Timed repetitions (the best is reported).
         #[arg(long, default_value_t = 7)]
         reps: usize,
@@ -52,8 +52,8 @@ pub enum BenchCommand {
         /// `gpu` or `cpu`.
         #[arg(long, default_value = "gpu", value_parser = ["gpu", "cpu"])]
         backend: String,
-        /// Timed steps per variant.
-        #[arg(long, default_value_t = 20)]
+        /// Timed steps per variant (at least 1).
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
         steps: u64,
         /// Print one JSON object instead of a table.
         #[arg(long)]
@@ -73,7 +73,7 @@ pub fn run(cmd: BenchCommand) -> Result<Outcome> {
             elements,
             reps,
             json,
-        } => bench_codec(elements.max(1), reps.max(1), json),
+        } => bench_codec(elements as usize, reps.max(1), json),
         BenchCommand::Train {
             preset,
             sets,

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
@@ -13,7 +13,7 @@ use hif8lab_train::grid::{self, GridConfig, GridProgress};
 /// Arguments shared by `pretrain` and `grid`.
 #[derive(Args, Debug)]
 pub struct GridArgs {
-    /// Grid preset (`grid-small`, `grid-medium`, `grid-micro`, `grid-lesson`).
+    /// Grid preset (`grid-small`, `grid-micro`, `grid-lesson`).
     #[arg(long, default_value = "grid-small")]
     preset: String,
     /// A grid configuration file (TOML, laid out as `assets/presets/grid-*.toml`) instead
@@ -107,6 +107,9 @@ fn out_dir(args: &GridArgs) -> PathBuf {
 pub fn run_pretrain(args: GridArgs) -> Result<()> {
     let config = grid_config(&args.preset, args.config.as_ref())?;
     let out = out_dir(&args);
+    // One writer per grid folder (its runs lock their own folders too).
+    let _lock = hif8lab_train::lock::FolderLock::acquire(&out)
+        .with_context(|| format!("--out {}", out.display()))?;
     let mut p = Printer {
         start: Instant::now(),
         name: String::new(),
@@ -145,6 +148,9 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
         .into());
     }
     let out = out_dir(&args);
+    // One writer per grid folder (its runs lock their own folders too).
+    let _lock = hif8lab_train::lock::FolderLock::acquire(&out)
+        .with_context(|| format!("--out {}", out.display()))?;
     let mut p = Printer {
         start: Instant::now(),
         name: String::new(),
@@ -249,6 +255,8 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("runs").join(format!("lessons-{}", args.preset)));
+    let _lock = hif8lab_train::lock::FolderLock::acquire(&out)
+        .with_context(|| format!("--out {}", out.display()))?;
     let mut p = Printer {
         start: Instant::now(),
         name: String::new(),

@@ -275,6 +275,9 @@ pub struct ExportHfArgs {
     /// the run started from a Hugging Face model, else f32).
     #[arg(long)]
     dtype: Option<ExportDtype>,
+    /// Write f16 weights even where values lie beyond f16's range (they become ±inf).
+    #[arg(long)]
+    allow_overflow: bool,
 }
 
 pub(crate) fn window(src: &Source, context: Option<u64>) -> Result<ModelConfig> {
@@ -355,10 +358,9 @@ pub fn run_eval(args: EvalArgs) -> Result<Outcome> {
         );
     }
     let mut m = window(&src, args.context)?;
-    if args.context.is_none() {
-        // Not longer than the text: a window of the whole text when it is shorter.
-        m.context = m.context.min(ids.len() - 1).max(1);
-    }
+    // Not longer than the text: a window of the whole text when it is shorter (windows are
+    // never padded, so a longer context changes nothing but the memory it would take).
+    m.context = m.context.min(ids.len() - 1).max(1);
     let windows = hif8lab_train::infer::windows(ids.len(), m.context).len();
     let batch = match args.batch {
         Some(b) => (b as usize).min(windows),
@@ -482,7 +484,13 @@ pub fn run_sample(args: SampleArgs) -> Result<Outcome> {
             m.vocab
         );
     }
-    let capacity = m.context.min(prompt.len().max(1) + args.tokens).max(1);
+    let capacity = m
+        .context
+        .min(prompt.len().max(1).saturating_add(args.tokens))
+        .max(1);
+    // The positions generation can reach: the RoPE table and caches need no more.
+    let mut m = m;
+    m.context = capacity;
     check_memory(
         &format!("sample (context {capacity})"),
         hif8lab_train::infer::sample_bytes(&m, prompt.len().min(capacity), capacity),
@@ -566,11 +574,42 @@ pub fn run_export_hf(args: ExportHfArgs) -> Result<Outcome> {
             Ok((name, shape, data))
         })
         .collect::<Result<_>>()?;
+    let dtype = args.dtype.or(src.dtype).unwrap_or(ExportDtype::F32);
+    if dtype == ExportDtype::F16 {
+        // f16's largest finite value is 65504 (rounding to nearest: from 65520 on, ±inf);
+        // below 2^-25 a value rounds to zero.
+        let (mut over, mut flushed, mut first) = (0u64, 0u64, None);
+        for (name, _, data) in &weights {
+            for v in data {
+                if v.abs() >= 65520.0 {
+                    over += 1;
+                    first.get_or_insert_with(|| name.clone());
+                } else if *v != 0.0 && v.abs() <= 2.0f32.powi(-25) {
+                    flushed += 1;
+                }
+            }
+        }
+        if flushed > 0 {
+            eprintln!("note: {flushed} weights below f16's smallest value become 0 in f16");
+        }
+        if over > 0 && !args.allow_overflow {
+            bail!(
+                "--dtype f16: {over} weights lie beyond f16's range (±65504; first in '{}') and \
+                 would become ±inf: export as bf16 or f32, or pass --allow-overflow",
+                first.unwrap_or_default()
+            );
+        }
+        if over > 0 {
+            eprintln!(
+                "warning: {over} weights beyond f16's range written as ±inf (--allow-overflow)"
+            );
+        }
+    }
     let parts = ExportParts {
         model: &src.model,
         base_config: src.hf_config.as_ref(),
         tokenizer_json: src.tokenizer_json.clone(),
-        dtype: args.dtype.or(src.dtype).unwrap_or(ExportDtype::F32),
+        dtype,
         tokenizer_config: src.tokenizer_config.as_ref(),
         generation_config: src.generation_config.as_ref(),
     };

@@ -227,7 +227,7 @@ fn output_that_cannot_be_written_is_an_error_and_a_closed_pipe_ends_quietly() {
     let o = std::process::Command::new("bash")
         .arg("-c")
         .arg(format!(
-            "'{bin}' sample '{}' --prompt The --tokens 60 --context 64 --backend cpu | head -c 2 >/dev/null; echo \"status ${{PIPESTATUS[0]}}\"",
+            "'{bin}' sample '{}' --prompt The --tokens 18446744073709551615 --backend cpu | head -c 2 >/dev/null; echo \"status ${{PIPESTATUS[0]}}\"",
             s(&gguf)
         ))
         .output()
@@ -244,4 +244,35 @@ fn output_that_cannot_be_written_is_an_error_and_a_closed_pipe_ends_quietly() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(start.elapsed().as_secs() < 60);
+    // A batch beyond the windows there are is capped at them; a context beyond the model's
+    // positions is refused by name.
+    let o = hif8lab(&[
+        "eval",
+        s(&gguf),
+        "--text",
+        s(&text),
+        "--backend",
+        "cpu",
+        "--json",
+        "--batch",
+        "1000000000000",
+    ]);
+    let doc: Value = serde_json::from_str(&ok(&o)).unwrap();
+    let windows = doc["tokens"]
+        .as_u64()
+        .unwrap()
+        .div_ceil(doc["context"].as_u64().unwrap());
+    assert_eq!(doc["batch"].as_u64().unwrap(), windows);
+    let o = hif8lab(&[
+        "eval",
+        s(&gguf),
+        "--text",
+        s(&text),
+        "--backend",
+        "cpu",
+        "--context",
+        "18446744073709551615",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("max_position_embeddings"));
 }

@@ -104,12 +104,14 @@ pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
         .and_then(|r| r.get("rope_theta"))
         .or_else(|| obj.get("rope_theta"))
         .map(|v| {
-            v.as_f64().ok_or_else(|| {
-                err(
-                    file,
-                    format!("field 'rope_theta' must be a number, got {v}"),
-                )
-            })
+            v.as_f64()
+                .filter(|t| t.is_finite() && *t > 1.0)
+                .ok_or_else(|| {
+                    err(
+                        file,
+                        format!("field 'rope_theta' must be a number above 1, got {v}"),
+                    )
+                })
         })
         .transpose()?
         .unwrap_or(10000.0);
@@ -154,12 +156,15 @@ pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
     )?;
     let eps = match obj.get("rms_norm_eps") {
         None => return Err(err(file, "field 'rms_norm_eps' is missing")),
-        Some(v) => v.as_f64().ok_or_else(|| {
-            err(
-                file,
-                format!("field 'rms_norm_eps' must be a number, got {v}"),
-            )
-        })?,
+        Some(v) => v
+            .as_f64()
+            .filter(|e| e.is_finite() && *e > 0.0 && *e < 1.0)
+            .ok_or_else(|| {
+                err(
+                    file,
+                    format!("field 'rms_norm_eps' must be a number in (0, 1), got {v}"),
+                )
+            })?,
     };
     let max_positions = int("max_position_embeddings")?;
     let tie = match obj.get("tie_word_embeddings") {
@@ -488,6 +493,15 @@ pub fn select_weights(
                 format!(
                     "tensor '{name}' has shape {:?}, config.json needs {shape:?}",
                     t.shape
+                ),
+            ));
+        }
+        if let Some(i) = t.data.iter().position(|v| !v.is_finite()) {
+            return Err(err(
+                &file,
+                format!(
+                    "tensor '{name}' holds a non-finite value ({}) at element {i}: the weights are damaged",
+                    t.data[i]
                 ),
             ));
         }

@@ -35,6 +35,7 @@ pub mod hf;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod infer;
 pub mod lesson;
+pub mod lock;
 pub mod memory;
 pub mod model;
 pub mod run;

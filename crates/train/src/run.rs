@@ -560,6 +560,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// The files of a run being written.
 pub struct RunWriter {
+    /// One writer per run folder, for as long as this writer lives.
+    _lock: crate::lock::FolderLock,
     dir: PathBuf,
     metrics: File,
     trace: TraceWriter<File>,
@@ -577,6 +579,7 @@ impl RunWriter {
         estimators: &[String],
         active: usize,
     ) -> io::Result<Self> {
+        let lock = crate::lock::FolderLock::acquire(dir)?;
         if dir.join("metrics.jsonl").exists() {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
@@ -619,6 +622,7 @@ impl RunWriter {
             config: serde_json::to_value(config).unwrap_or_default(),
         };
         Ok(RunWriter {
+            _lock: lock,
             dir: dir.to_owned(),
             metrics: open("metrics.jsonl")?,
             trace: TraceWriter::new(open("trace.jsonl")?, &header)?,
@@ -638,6 +642,7 @@ impl RunWriter {
         active: usize,
         step: u64,
     ) -> io::Result<Self> {
+        let lock = crate::lock::FolderLock::acquire(dir)?;
         // `past` says which step numbers belong before the checkpoint: metrics and trace
         // number steps from 0 (0..step−1 are done), probes record the steps completed.
         let keep = |name: &str,
@@ -675,6 +680,7 @@ impl RunWriter {
                 .open(dir.join(name))
         };
         Ok(RunWriter {
+            _lock: lock,
             dir: dir.to_owned(),
             metrics: open("metrics.jsonl")?,
             trace: TraceWriter::resume(open("trace.jsonl")?),

@@ -304,9 +304,9 @@ impl<B: Backend> Model<B> {
         } else {
             prompt.iter().map(|t| (*t).min(v as u32 - 1)).collect()
         };
-        let capacity = c.min(ids.len() + n).max(1);
+        let capacity = c.min(ids.len().saturating_add(n)).max(1);
         let mut cache = KvCache::new(&self.backend, &self.config, capacity)?;
-        let mut out = Vec::with_capacity(n);
+        let mut out = Vec::with_capacity(n.min(1 << 16));
         // Positions to feed: the prompt's last `capacity` at first, then one per token.
         let mut feed: Vec<u32> = ids[ids.len().saturating_sub(capacity)..].to_vec();
         for _ in 0..n {

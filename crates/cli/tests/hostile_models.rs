@@ -1,0 +1,223 @@
+//! Damaged or extreme models refused by name rather than run into garbage: non-finite weights,
+//! config fields out of range, f16 exports that would overflow, and benchmark sizes that
+//! measure nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{hif8lab, train_command, wait_for_lines};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/hf")
+        .join(name)
+}
+
+fn copy_of(name: &str, tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "hif8lab-hostile-models-{tag}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    for e in std::fs::read_dir(fixture(name)).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), d.join(e.file_name())).unwrap();
+    }
+    d
+}
+
+/// Rewrites the folder's single f32 model.safetensors with `edit` applied to one tensor.
+fn edit_weight(dir: &Path, name: &str, edit: impl Fn(&mut Vec<f32>)) {
+    let path = dir.join("model.safetensors");
+    let ck = hif8lab_train::checkpoint::Checkpoint::load(&path).unwrap();
+    let mut tensors = ck.tensors.clone();
+    edit(&mut tensors.iter_mut().find(|t| t.name == name).unwrap().data);
+    let weights: Vec<(String, Vec<usize>, Vec<f32>)> = tensors
+        .into_iter()
+        .map(|t| (t.name, t.shape, t.data))
+        .collect();
+    let bytes = hif8lab_train::hf::model_safetensors(&weights, hif8lab_train::hf::ExportDtype::F32)
+        .unwrap();
+    std::fs::write(&path, bytes).unwrap();
+}
+
+fn fails_saying(args: &[&str], words: &[&str]) {
+    let o = hif8lab(args);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{args:?} succeeded: {e}");
+    for w in words {
+        assert!(e.contains(w), "{args:?}: says {w}: {e}");
+    }
+    assert!(
+        o.stdout.len() < 200,
+        "{args:?}: printed output: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
+
+#[test]
+fn damaged_weights_and_fields_out_of_range_are_refused_by_name() {
+    let d = copy_of("tiny-mistral-f32", "nan");
+    edit_weight(&d, "model.layers.1.mlp.up_proj.weight", |v| v[7] = f32::NAN);
+    let p = d.to_str().unwrap();
+    fails_saying(
+        &["sample", p, "--prompt", "The", "--tokens", "3"],
+        &["model.layers.1.mlp.up_proj.weight", "non-finite"],
+    );
+    fails_saying(&["eval", p, "--text", p], &["up_proj", "non-finite"]);
+    let _ = std::fs::remove_dir_all(&d);
+    for (field, value, says) in [
+        ("rope_theta", "0.0", "'rope_theta'"),
+        ("rms_norm_eps", "-1.0", "'rms_norm_eps'"),
+    ] {
+        let d = copy_of("tiny-mistral-f32", field);
+        let cfg = d.join("config.json");
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
+        v[field] = serde_json::from_str(value).unwrap();
+        if field == "rope_theta"
+            && let Some(r) = v.get_mut("rope_parameters")
+        {
+            r["rope_theta"] = serde_json::from_str(value).unwrap();
+        }
+        std::fs::write(&cfg, v.to_string()).unwrap();
+        fails_saying(
+            &["sample", d.to_str().unwrap(), "--tokens", "3"],
+            &["config.json", says],
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
+
+#[test]
+fn an_f16_export_that_would_overflow_is_refused_unless_allowed() {
+    let d = copy_of("tiny-mistral-f32", "f16");
+    edit_weight(&d, "model.layers.0.mlp.down_proj.weight", |v| v[3] = 1.0e6);
+    let run =
+        std::env::temp_dir().join(format!("hif8lab-hostile-models-run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&run);
+    let o = hif8lab(&[
+        "train",
+        "--init-from",
+        d.to_str().unwrap(),
+        "--preset",
+        "smoke",
+        "--steps",
+        "1",
+        "--out",
+        run.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--quiet",
+        "--set",
+        "train.lr=0",
+        "--set",
+        "model.context=16",
+        "--set",
+        "train.eval_every=0",
+        "--set",
+        "qat.enabled=false",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = run.with_extension("f16");
+    let _ = std::fs::remove_dir_all(&out);
+    let (r, x) = (run.to_str().unwrap(), out.to_str().unwrap());
+    fails_saying(
+        &["export", "hf", r, "--out", x, "--dtype", "f16"],
+        &["1 weights", "down_proj", "--allow-overflow"],
+    );
+    assert!(!out.exists(), "nothing written");
+    let o = hif8lab(&[
+        "export",
+        "hf",
+        r,
+        "--out",
+        x,
+        "--dtype",
+        "f16",
+        "--allow-overflow",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("written as ±inf"));
+    for p in [&d, &run, &out] {
+        let _ = std::fs::remove_dir_all(p);
+    }
+}
+
+#[test]
+fn benchmarks_of_nothing_are_refused() {
+    for args in [
+        &["bench", "codec", "--elements", "0"][..],
+        &["bench", "train", "--steps", "0"],
+        &["bench", "codec", "--elements", "18446744073709551615"],
+    ] {
+        let o = hif8lab(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+    }
+}
+
+/// One writer per run folder: while a run trains, a second `train --out` of the same folder
+/// and a `--resume` of it are refused naming the writer's pid; readers still read; after
+/// the writer is killed (-9) the folder resumes at once, and its metrics hold each step once.
+#[test]
+fn a_run_folder_has_one_writer_and_a_killed_one_resumes() {
+    let dir = std::env::temp_dir().join(format!("hif8lab-lock-run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut first = train_command(
+        &dir,
+        &["--steps", "400", "--set", "train.checkpoint_every=5"],
+    )
+    .spawn()
+    .unwrap();
+    wait_for_lines(&dir.join("metrics.jsonl"), 3);
+    let pid = first.id().to_string();
+    let second = train_command(&dir, &["--steps", "5", "--set", "train.lr=0.002"])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "a second writer ran: {e}");
+    assert!(e.contains("another process") && e.contains(&pid), "{e}");
+    let o = hif8lab(&["train", "--resume", dir.to_str().unwrap(), "--quiet"]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains(&pid),
+        "resume while training: {e}"
+    );
+    // A reader is not a writer.
+    wait_for_lines(&dir.join("metrics.jsonl"), 12);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let done = std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .count() as u64;
+    let target = (done + 5).to_string();
+    let o = hif8lab(&[
+        "train",
+        "--resume",
+        dir.to_str().unwrap(),
+        "--quiet",
+        "--steps",
+        &target,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
+    let steps: Vec<u64> = text
+        .lines()
+        .filter_map(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .ok()?
+                .get("step")?
+                .as_u64()
+        })
+        .collect();
+    let mut unique = steps.clone();
+    unique.dedup();
+    assert_eq!(steps, unique, "each step once");
+    assert_eq!(steps.last(), Some(&(done + 4)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
