@@ -4,7 +4,8 @@
 // reductions in workgroup memory; long rows such as a 49,152-token vocabulary stay exact to f32
 // rounding): m = max logits, lse = m + log Σ exp(l − m),
 //   losses[n] = lse − logits[n, target[n]],
-//   dlogits[n, v] = (softmax(v) − [v = target]) · grad_scale
+//   dlogits[n, v] = (softmax(v) − [v = target]) · grad_scale (only when params.gradient = 1;
+//   0 computes the losses only: evaluation)
 // (grad_scale = 1 / (rows · accumulation steps): the mean loss's gradient).
 // Targets are stored as f32 (exact below 2^24).
 // Bindings: 0 params (CeParams), 1 logits, 2 targets, 3 losses (read_write),
@@ -17,7 +18,7 @@ struct CeParams {
     rows: u32,
     vocab: u32,
     grad_scale: f32,
-    _pad0: u32,
+    gradient: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: CeParams;
@@ -70,6 +71,9 @@ fn main(
     let t = min(u32(targets[n]), params.vocab - 1u);
     if lid == 0u {
         losses[n] = lse - logits[base + t];
+    }
+    if params.gradient == 0u {
+        return;
     }
     for (var v = lid; v < params.vocab; v += WG) {
         let p = exp(logits[base + v] - lse);

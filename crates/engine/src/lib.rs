@@ -683,7 +683,8 @@ pub trait ModelOps: Device {
     ) -> Result<(), EngineError>;
 
     /// Softmax cross-entropy per row (`vocab` wide): per-row losses and
-    /// `dlogits = (softmax − onehot)·grad_scale` (targets stored as f32).
+    /// `dlogits = (softmax − onehot)·grad_scale` (targets stored as f32). An empty `dlogits`
+    /// asks for the losses only (evaluation).
     fn cross_entropy(
         &self,
         logits: &Self::Tensor,

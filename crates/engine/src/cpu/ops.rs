@@ -281,6 +281,25 @@ pub(crate) fn cross_entropy(
 ) {
     let rows = losses.len();
     let vocab = logits.len() / rows.max(1);
+    if dlogits.is_empty() {
+        // Losses only (evaluation): each row's exponentials in a scratch row, no gradient.
+        let rows_per_task = (super::par::PIECE / vocab.max(1)).max(1);
+        super::par::sized_mut(losses, rows_per_task, |n0, l| {
+            let mut scratch = vec![0.0f32; vocab];
+            for (i, loss) in l.iter_mut().enumerate() {
+                let n = n0 + i;
+                cross_entropy_rows(
+                    &logits[n * vocab..(n + 1) * vocab],
+                    &targets[n..n + 1],
+                    std::slice::from_mut(loss),
+                    &mut scratch,
+                    0.0,
+                    false,
+                );
+            }
+        });
+        return;
+    }
     super::par::rows2_mut(
         &mut dlogits[..rows * vocab],
         vocab,
@@ -294,18 +313,21 @@ pub(crate) fn cross_entropy(
                 l,
                 d,
                 grad_scale,
+                true,
             );
         },
     );
 }
 
-/// The readable loops of [`cross_entropy`] over the rows of `logits`.
+/// The readable loops of [`cross_entropy`] over the rows of `logits` (`dlogits` written
+/// when `gradient`, else only used as scratch).
 pub(crate) fn cross_entropy_rows(
     logits: &[f32],
     targets: &[f32],
     losses: &mut [f32],
     dlogits: &mut [f32],
     grad_scale: f32,
+    gradient: bool,
 ) {
     let rows = losses.len();
     let vocab = logits.len() / rows.max(1);
@@ -324,6 +346,9 @@ pub(crate) fn cross_entropy_rows(
         let lse = lse64 as f32;
         let t = token(targets[n], vocab);
         losses[n] = (lse64 - f64::from(row[t])) as f32;
+        if !gradient {
+            continue;
+        }
         for (dv, l) in d.iter_mut().zip(row) {
             *dv = super::math::exp(l - lse) * grad_scale;
         }

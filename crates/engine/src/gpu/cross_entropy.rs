@@ -20,8 +20,8 @@ pub struct CeParams {
     pub vocab: u32,
     /// Scale of dlogits (1 / (rows · accumulation)).
     pub grad_scale: f32,
-    /// Padding.
-    pub _pad: u32,
+    /// 1: write dlogits; 0: the losses only (evaluation).
+    pub gradient: u32,
 }
 
 /// The kernel, as the registry knows it.
@@ -34,7 +34,8 @@ pub const KERNEL: Kernel = Kernel {
     params: params_layout!(CeParams {
         rows,
         vocab,
-        grad_scale
+        grad_scale,
+        gradient
     }),
 };
 
@@ -47,7 +48,10 @@ pub(crate) fn launch(
     grad_scale: f32,
 ) -> Result<(), EngineError> {
     same_len("cross_entropy losses", losses.len, targets.len)?;
-    same_len("cross_entropy dlogits", dlogits.len, logits.len)?;
+    let gradient = dlogits.len > 0;
+    if gradient {
+        same_len("cross_entropy dlogits", dlogits.len, logits.len)?;
+    }
     if targets.len == 0 || !logits.len.is_multiple_of(targets.len) {
         return Err(EngineError::Shape(
             "cross_entropy: logits are not rows of targets".into(),
@@ -57,7 +61,15 @@ pub(crate) fn launch(
         rows: targets.len as u32,
         vocab: (logits.len / targets.len) as u32,
         grad_scale,
-        _pad: 0,
+        gradient: u32::from(gradient),
+    };
+    // Losses only: a one-element stand-in is bound where dlogits would be (never written).
+    let stand_in;
+    let dlogits = if gradient {
+        dlogits
+    } else {
+        stand_in = gpu.tensor(1)?;
+        &stand_in
     };
     gpu.dispatch(
         &KERNEL,

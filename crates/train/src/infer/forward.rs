@@ -61,7 +61,7 @@ pub(crate) fn acts_bytes(
     let per_row = 4 * c + 2 + 3 * qd + 3 * kvd + 3 * f;
     let logit_rows = if all_logits { rows } else { 1 };
     let scores = batch as u64 * m.heads as u64 * n as u64 * capacity as u64;
-    4 * (rows * per_row + scores + n as u64 * hd + c + logit_rows * v * 2 + 2 * rows)
+    4 * (rows * per_row + scores + n as u64 * hd + c + logit_rows * v + 2 * rows)
 }
 
 impl<T> Acts<T> {
@@ -103,7 +103,8 @@ impl<T> Acts<T> {
             logits: z(logit_rows * v)?,
             targets: z(if all_logits { rows } else { 0 })?,
             losses: z(if all_logits { rows } else { 0 })?,
-            dlogits: z(if all_logits { rows * v } else { 0 })?,
+            // Losses only: no gradient of the logits (an empty tensor asks for none).
+            dlogits: z(0)?,
         })
     }
 }
