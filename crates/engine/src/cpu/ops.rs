@@ -615,7 +615,7 @@ mod parallel_tests {
         let (mut l1, mut d1) = (vec![0.0; rows], vec![0.0; rows * vocab]);
         let (mut l2, mut d2) = (vec![1.0; rows], vec![1.0; rows * vocab]);
         cross_entropy(&logits, &targets, &mut l1, &mut d1, 0.25);
-        cross_entropy_rows(&logits, &targets, &mut l2, &mut d2, 0.25);
+        cross_entropy_rows(&logits, &targets, &mut l2, &mut d2, 0.25, true);
         assert_eq!(
             (bits(&l1), bits(&d1)),
             (bits(&l2), bits(&d2)),
