@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use hif8lab_train::hf::{self, ExportDtype, ExportParts};
+use hif8lab_train::hf::{self, ExportDtype};
 
 use crate::Outcome;
 
@@ -34,20 +34,8 @@ pub struct GgufArgs {
 pub fn run(cmd: ImportCommand) -> Result<Outcome> {
     let ImportCommand::Gguf(args) = cmd;
     let c = hif8lab_train::gguf::read(&args.file)?;
-    let weights: Vec<(String, Vec<usize>, Vec<f32>)> = c
-        .weights
-        .tensors
-        .iter()
-        .map(|t| (t.name.clone(), t.shape.clone(), t.data.clone()))
-        .collect();
-    let parts = ExportParts {
-        model: &c.model,
-        base_config: Some(&c.config_json),
-        tokenizer_json: Some(serde_json::to_string(&c.tokenizer_json)?),
-        dtype: args.dtype,
-        tokenizer_config: Some(&c.tokenizer_config),
-        generation_config: Some(&c.generation_config),
-    };
+    let weights = c.weight_list();
+    let parts = c.export_parts(args.dtype, &serde_json::to_string(&c.tokenizer_json)?);
     let files = hf::write_folder(&args.out, &parts, &weights)?;
     let params: usize = weights.iter().map(|w| w.2.len()).sum();
     let types: Vec<String> = c

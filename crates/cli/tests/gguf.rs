@@ -8,9 +8,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
-use common::hif8lab;
+use common::{hif8lab, json_file, ok};
 use serde_json::Value;
 
 fn fixture(name: &str) -> PathBuf {
@@ -20,27 +19,11 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("hif8lab-cli-gguf-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn json_file(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    common::tmp("cli-gguf", name)
 }
 
 fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
+    common::arg(p)
 }
 
 fn text_file() -> PathBuf {

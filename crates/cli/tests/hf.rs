@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::hif8lab;
+use common::{hif8lab, ok};
 use hif8lab_train::checkpoint::Checkpoint;
 use serde_json::Value;
 
@@ -19,19 +19,7 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("hif8lab-cli-hf-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    common::tmp("cli-hf", name)
 }
 
 fn fails(o: &Output, words: &[&str]) {
@@ -43,11 +31,11 @@ fn fails(o: &Output, words: &[&str]) {
 }
 
 fn json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    common::json_file(path)
 }
 
 fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
+    common::arg(p)
 }
 
 /// The model tensors of a checkpoint (or an exported folder), by name.

@@ -264,15 +264,7 @@ impl<B: Backend> Ctx<'_, B> {
 
     /// One quantizer call on `x`: measure amax, update the scale, count the statistics.
     fn quant_call(&self, x: &B::Tensor, q: Option<usize>) -> Result<(), EngineError> {
-        if let (Some(q), Some(bank)) = (q, self.bank) {
-            self.b.amax(x, bank, q)?;
-            self.b.scale_update(bank, q, 1)?;
-            self.b.quant_stats(x, bank, q)?;
-            if self.histogram == Some(q) {
-                self.b.histogram(x, bank, q)?;
-            }
-        }
-        Ok(())
+        quant_call(self.b, self.bank, x, q, self.histogram)
     }
 
     /// y [n, cout] = Q_A(x [n, cin]) · Q_W(w [cout, cin])ᵀ.
@@ -285,15 +277,13 @@ impl<B: Backend> Ctx<'_, B> {
         cout: usize,
         lq: LinearQuant,
     ) -> Result<(), EngineError> {
-        self.quant_call(x, lq.a)?;
-        self.quant_call(w, lq.w)?;
-        let spec = MatmulSpec {
-            fuse_a: lq.a,
-            fuse_b: lq.w,
-            round_bf16: self.bf16,
-            ..MatmulSpec::new(self.rows(), cout, cin, Layout::NT)
+        let q = FakeQuantLinear {
+            b: self.b,
+            bank: self.bank,
+            bf16: self.bf16,
+            histogram: self.histogram,
         };
-        self.b.matmul(x, w, y, &spec, self.bank)
+        q.forward(x, w, y, (self.rows(), cin, cout), lq)
     }
 
     /// dx [n, cin] = Q_G(dy) · Q_W(w) (overwritten, when asked); dw += Q_G(dy)ᵀ · Q_A(x).
@@ -344,6 +334,58 @@ impl<B: Backend> Ctx<'_, B> {
                 self.b.add_inplace(dw, tmp)
             }
         }
+    }
+}
+
+/// One quantizer call on `x` (the whole tensor): measure amax, update the scale, count the
+/// statistics (and bin it, when it is the histogram's quantizer). Nothing without a bank.
+pub(crate) fn quant_call<B: Backend>(
+    b: &B,
+    bank: Option<&B::Bank>,
+    x: &B::Tensor,
+    q: Option<usize>,
+    histogram: Option<usize>,
+) -> Result<(), EngineError> {
+    if let (Some(q), Some(bank)) = (q, bank) {
+        b.amax(x, bank, q)?;
+        b.scale_update(bank, q, 1)?;
+        b.quant_stats(x, bank, q)?;
+        if histogram == Some(q) {
+            b.histogram(x, bank, q)?;
+        }
+    }
+    Ok(())
+}
+
+/// The forward of a fake-quantized linear layer, shared by training and inference.
+pub(crate) struct FakeQuantLinear<'a, B: Backend> {
+    pub b: &'a B,
+    pub bank: Option<&'a B::Bank>,
+    /// Round non-quantized operands to bf16 (emulated-bf16 baseline).
+    pub bf16: bool,
+    pub histogram: Option<usize>,
+}
+
+impl<B: Backend> FakeQuantLinear<'_, B> {
+    /// y [rows, cout] = Q_A(x [rows, cin]) · Q_W(w [cout, cin])ᵀ: each quantized operand's
+    /// call (amax, scale, statistics), then one matmul with the fake quantization fused.
+    pub(crate) fn forward(
+        &self,
+        x: &B::Tensor,
+        w: &B::Tensor,
+        y: &B::Tensor,
+        (rows, cin, cout): (usize, usize, usize),
+        lq: LinearQuant,
+    ) -> Result<(), EngineError> {
+        quant_call(self.b, self.bank, x, lq.a, self.histogram)?;
+        quant_call(self.b, self.bank, w, lq.w, self.histogram)?;
+        let spec = MatmulSpec {
+            fuse_a: lq.a,
+            fuse_b: lq.w,
+            round_bf16: self.bf16,
+            ..MatmulSpec::new(rows, cout, cin, Layout::NT)
+        };
+        self.b.matmul(x, w, y, &spec, self.bank)
     }
 }
 

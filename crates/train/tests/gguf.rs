@@ -13,7 +13,7 @@ use common::gpu;
 use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_train::gguf::{self, GgufFile, dequant};
-use hif8lab_train::hf::{self, ExportDtype, ExportParts};
+use hif8lab_train::hf::{self, ExportDtype};
 use hif8lab_train::infer::Model;
 use hif8lab_train::tokenizer::Tokenizer;
 use serde_json::Value;
@@ -200,20 +200,8 @@ fn an_imported_folder_reads_back_the_same_model() {
     let c = gguf::read(&fixtures().join("tiny-llama-bos.gguf")).unwrap();
     let dir = std::env::temp_dir().join(format!("hif8lab-gguf-import-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let weights: Vec<_> = c
-        .weights
-        .tensors
-        .iter()
-        .map(|t| (t.name.clone(), t.shape.clone(), t.data.clone()))
-        .collect();
-    let parts = ExportParts {
-        model: &c.model,
-        base_config: Some(&c.config_json),
-        tokenizer_json: Some(c.tokenizer_json.to_string()),
-        dtype: ExportDtype::F32,
-        tokenizer_config: Some(&c.tokenizer_config),
-        generation_config: Some(&c.generation_config),
-    };
+    let parts = c.export_parts(ExportDtype::F32, &c.tokenizer_json.to_string());
+    let weights = c.weight_list();
     hf::write_folder(&dir, &parts, &weights).unwrap();
     let back = hf::load(&dir).unwrap();
     assert_eq!(back.config.model, c.model);

@@ -43,3 +43,32 @@ pub fn wait_for_lines(path: &Path, lines: usize) {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+/// The command succeeded (else its output in the failure); its stdout.
+pub fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A JSON file's value.
+pub fn json_file(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A path as the `&str` of a command-line argument.
+pub fn arg(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
+
+/// A fresh temporary path (removed if it exists) for test `name`.
+pub fn tmp(prefix: &str, name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("hif8lab-{prefix}-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}

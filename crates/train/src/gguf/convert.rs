@@ -36,6 +36,34 @@ pub struct Converted {
     pub tensor_types: BTreeMap<String, usize>,
 }
 
+impl Converted {
+    /// The weights as (name, shape, values), the form an export writes.
+    pub fn weight_list(&self) -> Vec<(String, Vec<usize>, Vec<f32>)> {
+        self.weights
+            .tensors
+            .iter()
+            .map(|t| (t.name.clone(), t.shape.clone(), t.data.clone()))
+            .collect()
+    }
+
+    /// What a Hugging Face folder of this model holds besides the weights (`tokenizer_json`:
+    /// the `tokenizer.json` text).
+    pub fn export_parts<'a>(
+        &'a self,
+        dtype: crate::hf::ExportDtype,
+        tokenizer_json: &str,
+    ) -> crate::hf::ExportParts<'a> {
+        crate::hf::ExportParts {
+            model: &self.model,
+            base_config: Some(&self.config_json),
+            tokenizer_json: Some(tokenizer_json.to_owned()),
+            dtype,
+            tokenizer_config: Some(&self.tokenizer_config),
+            generation_config: Some(&self.generation_config),
+        }
+    }
+}
+
 /// The `{arch}.` keys read (a key outside this list and the harmless ones is refused).
 const KNOWN_KEYS: [&str; 13] = [
     "context_length",

@@ -7,13 +7,11 @@
 //! append) → attention → O + residual → RMSNorm → SwiGLU MLP + residual → final RMSNorm →
 //! logits of every row, or of the last row only.
 
-use hif8lab_engine::{
-    AttentionShape, Backend, CachedAttentionShape, EngineError, Layout, MatmulSpec, RopeShape,
-};
+use hif8lab_engine::{AttentionShape, Backend, CachedAttentionShape, EngineError, RopeShape};
 use hif8lab_scaling::Module;
 
 use crate::config::ModelConfig;
-use crate::model::{LinearQuant, Params, QuantPlan};
+use crate::model::{FakeQuantLinear, LinearQuant, Params, QuantPlan};
 
 /// Activations of one call shape (`batch` sequences of `n` new positions).
 pub(crate) struct Acts<T> {
@@ -166,17 +164,8 @@ impl<B: Backend> Pass<'_, B> {
         }
     }
 
-    /// One quantizer call on `x` (the whole tensor: activations are sized to the call).
-    fn quant_call(&self, x: &B::Tensor, q: Option<usize>) -> Result<(), EngineError> {
-        if let (Some(q), Some(bank)) = (q, self.bank) {
-            self.b.amax(x, bank, q)?;
-            self.b.scale_update(bank, q, 1)?;
-            self.b.quant_stats(x, bank, q)?;
-        }
-        Ok(())
-    }
-
-    /// y [rows, cout] = Q_A(x [rows, cin]) · Q_W(w [cout, cin])ᵀ.
+    /// y [rows, cout] = Q_A(x [rows, cin]) · Q_W(w [cout, cin])ᵀ (activations are sized to
+    /// the call, so a quantizer measures exactly its rows).
     #[allow(clippy::too_many_arguments)]
     fn linear(
         &self,
@@ -188,14 +177,13 @@ impl<B: Backend> Pass<'_, B> {
         cout: usize,
         lq: LinearQuant,
     ) -> Result<(), EngineError> {
-        self.quant_call(x, lq.a)?;
-        self.quant_call(w, lq.w)?;
-        let spec = MatmulSpec {
-            fuse_a: lq.a,
-            fuse_b: lq.w,
-            ..MatmulSpec::new(rows, cout, cin, Layout::NT)
+        let q = FakeQuantLinear {
+            b: self.b,
+            bank: self.bank,
+            bf16: false,
+            histogram: None,
         };
-        self.b.matmul(x, w, y, &spec, self.bank)
+        q.forward(x, w, y, (rows, cin, cout), lq)
     }
 
     /// The forward pass over `a`'s rows (tokens already written to `a.tokens`). With a
