@@ -164,17 +164,17 @@ fn bench_codec(n: usize, reps: usize, json: bool) -> Result<Outcome> {
                 )
             })
             .collect();
-        println!(
+        crate::outln!(
             "{{\"cpu\":\"{}\",\"threads\":1,\"elements\":{n},\"copy_elements_per_s\":{copy_eps:.0},\"qdq\":[{}]}}",
             cpu.replace('"', "'"),
             list.join(",")
         );
     } else {
-        println!("bench codec: CPU '{cpu}', one thread, {n} f32 elements, best of {reps}");
-        println!("{:<16} {:>14} {:>10}", "mode", "Melem/s", "vs copy");
-        println!("{:<16} {:>14.1} {:>10}", "copy", copy_eps / 1e6, "1.000");
+        crate::outln!("bench codec: CPU '{cpu}', one thread, {n} f32 elements, best of {reps}");
+        crate::outln!("{:<16} {:>14} {:>10}", "mode", "Melem/s", "vs copy");
+        crate::outln!("{:<16} {:>14.1} {:>10}", "copy", copy_eps / 1e6, "1.000");
         for (name, eps, ratio) in rows {
-            println!("{:<16} {:>14.1} {:>10.3}", name, eps / 1e6, ratio);
+            crate::outln!("{:<16} {:>14.1} {:>10.3}", name, eps / 1e6, ratio);
         }
     }
     Ok(Outcome::Ok)

@@ -202,7 +202,7 @@ pub fn bench_kernels(sizes: &[usize], elements: usize, numpy: bool, json: bool) 
             })
             .collect::<Vec<_>>()
             .join(",");
-        println!(
+        crate::outln!(
             "{{\"adapter\":{:?},\"backend\":{:?},\"device_type\":{:?},\"emulated\":{emulated},\"cpu\":{:?},\"elements\":{n},\"copy_gbps\":{copy_gbps:.3},\"qdq_gbps\":{qdq_gbps:.3},\"stats_gbps\":{stats_gbps:.3},\"qdq_ratio\":{:.3},\"stats_ratio\":{:.3},\"matmul\":[{}],\"cpu_matmul\":[{}],\"numpy_matmul\":[{np}]}}",
             info.adapter,
             info.api,
@@ -215,7 +215,7 @@ pub fn bench_kernels(sizes: &[usize], elements: usize, numpy: bool, json: bool) 
         );
         return Ok(());
     }
-    println!(
+    crate::outln!(
         "bench kernels on '{}' ({}, {}){}",
         info.adapter,
         info.api,
@@ -226,26 +226,30 @@ pub fn bench_kernels(sizes: &[usize], elements: usize, numpy: bool, json: bool) 
             ""
         }
     );
-    println!("elementwise over {n} f32 ({:.0} MiB):", bytes / 1048576.0);
-    println!("  copy         {copy_gbps:8.2} GB/s   1.000");
-    println!(
+    crate::outln!("elementwise over {n} f32 ({:.0} MiB):", bytes / 1048576.0);
+    crate::outln!("  copy         {copy_gbps:8.2} GB/s   1.000");
+    crate::outln!(
         "  qdq          {qdq_gbps:8.2} GB/s   {:.3} of copy",
         qdq_gbps / copy_gbps
     );
-    println!(
+    crate::outln!(
         "  quant_stats  {stats_gbps:8.2} GB/s   {:.3} of copy (reads only; 5 estimators)",
         stats_gbps / copy_gbps
     );
-    println!(
+    crate::outln!(
         "matmul GFLOP/s (GPU | CPU backend '{}'):",
         cpu.info().adapter
     );
-    println!(
+    crate::outln!(
         "  {:>5} {:>6} {:>6} {:>10} {:>10}",
-        "size", "layout", "fused", "gpu", "cpu"
+        "size",
+        "layout",
+        "fused",
+        "gpu",
+        "cpu"
     );
     for (g, c) in gpu_mm.iter().zip(&cpu_mm) {
-        println!(
+        crate::outln!(
             "  {:>5} {:>6} {:>6} {:>10.2} {:>10.2}",
             g.m,
             g.layout.name(),
@@ -256,7 +260,7 @@ pub fn bench_kernels(sizes: &[usize], elements: usize, numpy: bool, json: bool) 
     }
     for (s, g) in &numpy_figures {
         if let Some(c) = cpu_nn(*s) {
-            println!(
+            crate::outln!(
                 "  numpy (OpenBLAS) {s}³: {g:.2} GFLOP/s; CPU backend / numpy = {:.3}",
                 c / g
             );

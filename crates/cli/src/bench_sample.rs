@@ -115,7 +115,7 @@ fn measure<B: Backend>(
     if json {
         crate::print_json(&doc)?;
     } else {
-        println!(
+        crate::outln!(
             "{path} on {} '{}': prompt {} tokens at {:.1} tokens/s; generation {} tokens at {:.1} tokens/s; peak resident {:.2} GiB",
             info.kind,
             info.adapter,

@@ -223,7 +223,7 @@ fn run<B: Backend + Profiled>(
     let estimators = config.qat.scaling.estimators().len();
     let peak = peak_rss_mib();
     if json {
-        println!(
+        crate::outln!(
             "{{\"backend\":{:?},\"adapter\":{:?},\"device_type\":{:?},\"steps\":{steps},\"estimators\":{estimators},\"tokens_per_s_plain\":{:.1},\"tokens_per_s_qat\":{:.1},\"ms_per_step_plain\":{:.2},\"ms_per_step_qat\":{:.2},\"qat_overhead\":{overhead:.4},\"submits_per_step\":{:.2},\"blocking_syncs_per_step\":{:.2},\"dispatches_per_step\":{:.1},\"bind_groups_created_per_step\":{:.2},\"host_ms_per_step\":{:.3},\"host_ms_per_step_plain\":{:.3},\"peak_rss_mib\":{},\"threads\":{},\"profile_plain\":{},\"profile_qat\":{}}}",
             info.kind,
             info.adapter,
@@ -253,20 +253,24 @@ fn run<B: Backend + Profiled>(
             },
         );
     } else {
-        println!(
+        crate::outln!(
             "bench train on {} '{}' ({}), {steps} steps each after 2 warm-up steps, plain and QAT in alternating blocks",
-            info.kind, info.adapter, info.device_type
+            info.kind,
+            info.adapter,
+            info.device_type
         );
-        println!(
+        crate::outln!(
             "  plain: {:>10.1} tok/s {:>9.2} ms/step",
-            p.tokens_per_s, p.ms_per_step
+            p.tokens_per_s,
+            p.ms_per_step
         );
-        println!(
+        crate::outln!(
             "  QAT  : {:>10.1} tok/s {:>9.2} ms/step ({estimators} estimators in every quantizer call)",
-            q.tokens_per_s, q.ms_per_step
+            q.tokens_per_s,
+            q.ms_per_step
         );
-        println!("  QAT overhead (plain tok/s ÷ QAT tok/s): {overhead:.3}");
-        println!(
+        crate::outln!("  QAT overhead (plain tok/s ÷ QAT tok/s): {overhead:.3}");
+        crate::outln!(
             "  submits/step {:.2}, blocking syncs/step {:.2}, dispatches/step {:.1}, bind groups created/step {:.2}, host ms/step {:.3} (QAT run, steady state)",
             q.submits_per_step,
             q.syncs_per_step,
@@ -275,17 +279,17 @@ fn run<B: Backend + Profiled>(
             q.host_ms_per_step
         );
         if let Some(m) = peak {
-            println!("  peak resident memory: {m:.1} MiB");
+            crate::outln!("  peak resident memory: {m:.1} MiB");
         }
         if profile {
             if p.profile.is_empty() {
-                println!("  (--profile times ops on the CPU backend only)");
+                crate::outln!("  (--profile times ops on the CPU backend only)");
             } else {
                 for line in profile_table("plain", &p, steps)
                     .into_iter()
                     .chain(profile_table("QAT", &q, steps))
                 {
-                    println!("{line}");
+                    crate::outln!("{line}");
                 }
             }
         }

@@ -188,7 +188,7 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
         }
     }
     hif8lab_train::run::write_atomic(&out.join("results.md"), md.as_bytes())?;
-    println!("{md}");
+    crate::outln!("{md}");
     eprintln!(
         "grid done in {:.0} s: {}/results.md and results.csv",
         p.start.elapsed().as_secs_f64(),
@@ -236,7 +236,7 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
     let args = match cmd {
         LessonCommand::List => {
             for l in lesson::LESSONS {
-                println!("{:<11} {}\n            {}", l.name, l.title, l.predict);
+                crate::outln!("{:<11} {}\n            {}", l.name, l.title, l.predict);
             }
             return Ok(crate::Outcome::Ok);
         }
@@ -278,12 +278,12 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
         v["seconds"] = serde_json::json!(seconds);
         v["holds"] = serde_json::json!(report.holds());
         v["verdict"] = serde_json::json!(report.verdict());
-        println!("{v}");
+        crate::outln!("{v}");
     } else {
-        println!("lesson {} ({seconds:.0} s)", report.lesson);
+        crate::outln!("lesson {} ({seconds:.0} s)", report.lesson);
         for c in &report.claims {
             let p = c.p_value.map_or(String::new(), |p| format!(", p = {p:.3}"));
-            println!(
+            crate::outln!(
                 "  [{}] {}\n        statistic {:.3}, 95 % interval [{:.3}, {:.3}]{p} ({})\n        {}",
                 c.verdict.as_str(),
                 c.claim,
@@ -294,7 +294,7 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
                 c.evidence
             );
         }
-        println!("  what happened: {}", report.summary);
+        crate::outln!("  what happened: {}", report.summary);
     }
     Ok(match report.verdict() {
         hif8lab_train::stats::Verdict3::Holds => crate::Outcome::Ok,

@@ -71,6 +71,29 @@ enum Command {
     Import(import_cmd::ImportCommand),
 }
 
+/// `println!` for a command's result: a failed write returns an error from the enclosing
+/// function ([`output_error`]: a closed pipe ends quietly, a full disk is an error) instead
+/// of panicking.
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*).map_err($crate::output_error)?
+    }};
+}
+
+/// `print!` for a command's result (see [`outln!`]).
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        write!(stdout, $($arg)*)
+            .and_then(|()| stdout.flush())
+            .map_err($crate::output_error)?
+    }};
+}
+
 /// Standard output was closed by its reader (`… | head`): the program ends quietly with the
 /// conventional status of a closed pipe (128 + SIGPIPE).
 #[derive(Debug)]

@@ -451,7 +451,7 @@ fn eval_on<B: Backend>(
     if how.json {
         crate::print_json(&doc)?;
     } else {
-        println!(
+        crate::outln!(
             "{}: {} tokens, loss {:.4} nats/token, perplexity {:.3}, {:.4} bits/byte{} ({} '{}', \
              context {context}, {:.0} tokens/s)",
             src.path.display(),

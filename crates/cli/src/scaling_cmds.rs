@@ -202,16 +202,16 @@ pub fn run_replay(args: ReplayArgs) -> Result<Outcome> {
     };
     let report = replay(&imported.series, &options);
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        crate::outln!("{}", serde_json::to_string(&report)?);
     } else {
-        print_report(&report, &args, imported.kind);
+        print_report(&report, &args, imported.kind)?;
     }
     Ok(Outcome::Ok)
 }
 
-fn print_table(title: &str, rows: &[(&String, &EstimatorReplay)], hif8: bool) {
-    println!("{title}");
-    println!(
+fn print_table(title: &str, rows: &[(&String, &EstimatorReplay)], hif8: bool) -> Result<()> {
+    crate::outln!("{title}");
+    crate::outln!(
         "  {:<22} {:>8} {:>15} {:>11} {:>15} {:>11} {:>9}",
         "estimator",
         "calls",
@@ -222,7 +222,7 @@ fn print_table(title: &str, rows: &[(&String, &EstimatorReplay)], hif8: bool) {
         "overflow"
     );
     for (name, r) in rows {
-        println!(
+        crate::outln!(
             "  {:<22} {:>8} {:>15} {:>11.3} {:>15.3} {:>11} {:>9}",
             name,
             r.calls,
@@ -235,11 +235,12 @@ fn print_table(title: &str, rows: &[(&String, &EstimatorReplay)], hif8: bool) {
             r.beyond_overflow
         );
     }
+    Ok(())
 }
 
-fn print_report(report: &ReplayReport, args: &ReplayArgs, kind: &str) {
+fn print_report(report: &ReplayReport, args: &ReplayArgs, kind: &str) -> Result<()> {
     let hif8 = args.format == Format::HiF8;
-    println!(
+    crate::outln!(
         "replay of {} ({kind}, {} quantizer(s)); format {}, target {}, margin {}, window {}",
         args.trace.display(),
         report.quantizers.len(),
@@ -248,7 +249,7 @@ fn print_report(report: &ReplayReport, args: &ReplayArgs, kind: &str) {
         args.margin,
         args.window
     );
-    println!(
+    crate::outln!(
         "calls_above_est: amax > estimate; worst_ratio: max amax/est; median_headroom: est/amax{}\n",
         if hif8 {
             "; beyond_3bit: amax·scale ≥ 16 (left HiF8's 3-bit tier); overflow: amax·scale ≥ 40960"
@@ -281,15 +282,15 @@ fn print_report(report: &ReplayReport, args: &ReplayArgs, kind: &str) {
             &format!("{} ({} calls{note}{sqnr})", q.name, q.calls),
             &rows,
             hif8,
-        );
+        )?;
     }
     let rows: Vec<_> = report
         .order
         .iter()
         .filter_map(|n| report.total.get_key_value(n))
         .collect();
-    println!();
-    print_table("TOTAL", &rows, hif8);
+    crate::outln!();
+    print_table("TOTAL", &rows, hif8)
 }
 
 pub fn run_export(cmd: ExportCommand) -> Result<Outcome> {
@@ -323,7 +324,7 @@ pub fn run_export(cmd: ExportCommand) -> Result<Outcome> {
                 c.format = f;
             }
             c.validate().map_err(anyhow::Error::msg)?;
-            print!("{}", te_recipe(&c));
+            crate::out!("{}", te_recipe(&c));
             Ok(Outcome::Ok)
         }
     }

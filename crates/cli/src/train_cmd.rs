@@ -462,13 +462,13 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
     let info = backend.info();
     let estimate = MemoryEstimate::for_config(&config);
     if dry_run {
-        println!("{estimate}");
+        crate::outln!("{estimate}");
         let limit = |b: Option<u64>| {
             b.map_or("unknown".into(), |b| {
                 format!("{:.2} GiB", b as f64 / f64::from(1u32 << 30))
             })
         };
-        println!(
+        crate::outln!(
             "backend: {} '{}' ({}); host memory available {}, device memory {}, largest buffer {}",
             info.kind,
             info.adapter,
@@ -478,7 +478,7 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
             limit(info.memory.max_tensor_bytes)
         );
         estimate.check(&info.memory, &info.adapter)?;
-        println!("fits: yes");
+        crate::outln!("fits: yes");
         return Ok(());
     }
     let steps = config.train.steps;

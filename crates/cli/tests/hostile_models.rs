@@ -221,3 +221,64 @@ fn a_run_folder_has_one_writer_and_a_killed_one_resumes() {
     assert_eq!(steps.last(), Some(&(done + 4)));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Results that cannot be written: a full disk is an error naming standard output (exit
+/// non-zero, no panic); a reader that went away ends the program quietly with 141.
+#[test]
+fn results_to_a_full_disk_fail_and_to_a_closed_pipe_end_quietly() {
+    let bin = env!("CARGO_BIN_EXE_hif8lab");
+    let trace = std::env::temp_dir().join(format!("hif8lab-out-trace-{}.csv", std::process::id()));
+    let o = hif8lab(&[
+        "trace",
+        "synth",
+        "--pattern",
+        "spike",
+        "--calls",
+        "200",
+        "--out",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = trace.to_str().unwrap();
+    let run = std::env::temp_dir().join(format!("hif8lab-out-dry-{}", std::process::id()));
+    for cmd in [
+        format!("'{bin}' replay '{t}' --json"),
+        format!("'{bin}' replay '{t}'"),
+        format!("'{bin}' export te-recipe"),
+        format!(
+            "'{bin}' train --preset smoke --dry-run --out '{}'",
+            run.display()
+        ),
+        format!("'{bin}' lesson list"),
+    ] {
+        let o = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("{cmd} > /dev/full"))
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{cmd} > /dev/full succeeded");
+        assert!(
+            e.contains("standard output") && !e.contains("panicked"),
+            "{cmd}: {e}"
+        );
+        let o = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "{cmd} | head -c 1 >/dev/null; echo \"status ${{PIPESTATUS[0]}}\""
+            ))
+            .output()
+            .unwrap();
+        let (out, e) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert!(!e.contains("panicked"), "{cmd} | head: {e}");
+        // A short result may fit the pipe before the reader leaves (status 0); else 141.
+        assert!(
+            out.contains("status 141") || out.contains("status 0"),
+            "{cmd} | head: {out} {e}"
+        );
+    }
+    let _ = std::fs::remove_file(&trace);
+}
