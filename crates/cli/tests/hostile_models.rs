@@ -282,3 +282,38 @@ fn results_to_a_full_disk_fail_and_to_a_closed_pipe_end_quietly() {
     }
     let _ = std::fs::remove_file(&trace);
 }
+
+/// A grid configuration with a rate that is not a number is refused by name (it panicked
+/// while building the runs' configs).
+#[test]
+fn grid_configs_with_nan_rates_are_refused_by_name() {
+    let preset = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../assets/presets/grid-micro.toml");
+    let text = std::fs::read_to_string(preset).unwrap();
+    for (from, to) in [
+        ("lr = 3e-3", "lr = nan"),
+        ("lr_low = 1e-4", "lr_low = nan"),
+        ("lr_high = 1e-3", "lr_high = inf"),
+    ] {
+        assert!(text.contains(from), "{from}");
+        let cfg =
+            std::env::temp_dir().join(format!("hif8lab-nan-grid-{}.toml", std::process::id()));
+        std::fs::write(&cfg, text.replace(from, to)).unwrap();
+        let out = std::env::temp_dir().join(format!("hif8lab-nan-grid-out-{}", std::process::id()));
+        let (c, o) = (cfg.to_str().unwrap(), out.to_str().unwrap());
+        for args in [
+            vec!["pretrain", "--config", c, "--out", o],
+            vec!["grid", "--config", c, "--out", o],
+            vec!["lesson", "run", "saturation", "--config", c, "--out", o],
+        ] {
+            let r = hif8lab(&args);
+            let e = String::from_utf8_lossy(&r.stderr);
+            assert_eq!(r.status.code(), Some(2), "{args:?} ({to}): {e}");
+            assert!(
+                e.contains("lr") && !e.contains("panicked"),
+                "{args:?} ({to}): {e}"
+            );
+        }
+        let _ = std::fs::remove_file(&cfg);
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}

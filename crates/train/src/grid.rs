@@ -158,8 +158,11 @@ impl GridConfig {
     }
 
     fn train(&self, steps: u64, batch: usize, lr: f32) -> crate::config::TrainConfig {
+        // The rate as a TOML value (`nan` and `inf` spelled as TOML spells them, so that a
+        // bad rate reaches validation and is refused by name).
+        let lr = toml::Value::Float(f64::from(lr));
         toml::from_str(&format!(
-            "steps = {steps}\nbatch = {batch}\nlr = {lr:e}\nseed = 7\n"
+            "steps = {steps}\nbatch = {batch}\nlr = {lr}\nseed = 7\n"
         ))
         .expect("a complete [train] table")
     }
