@@ -161,6 +161,14 @@ pub fn import_file(path: &Path) -> Result<Imported, InputError> {
 /// [`import_file`] on contents already read (a browser's file picker); `path` names them in
 /// errors.
 pub fn import_bytes(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
+    if looks_like_utf16(bytes) {
+        return Err(InputError::Empty {
+            path: path.to_owned(),
+            message: "not UTF-8 (looks like UTF-16): save it as UTF-8, e.g. \
+                      `iconv -f UTF-16 -t UTF-8 FILE > FILE.utf8`"
+                .into(),
+        });
+    }
     let first = lines_with_tail(bytes)
         .into_iter()
         .map(|(_, t, _)| String::from_utf8_lossy(t).trim().to_owned())
@@ -179,6 +187,19 @@ pub fn import_bytes(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
     } else {
         parse_te_log(path, bytes)
     }
+}
+
+/// Whether text is UTF-16: a byte-order mark, or a NUL in every other byte of its start
+/// (ASCII text in UTF-16).
+pub fn looks_like_utf16(bytes: &[u8]) -> bool {
+    if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
+        return true;
+    }
+    let head = &bytes[..bytes.len().min(64) & !1];
+    head.len() >= 8
+        && head.iter().any(|b| *b != 0)
+        && (head.iter().skip(1).step_by(2).all(|b| *b == 0)
+            || head.iter().step_by(2).all(|b| *b == 0))
 }
 
 /// Whether a first line names CSV columns of the importer (`step`, `layer`, `role`, `amax`).
@@ -353,13 +374,18 @@ const TE_TENSORS: [&str; 6] = [
 pub fn parse_te_log(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
     #[derive(Clone, Copy, PartialEq)]
     enum Stat {
-        Amax,
+        /// `_amax` (`cur` false) or `_cur_amax` (`cur` true).
+        Amax {
+            cur: bool,
+        },
         Max,
         Min,
     }
     /// One call being assembled: a direct amax, or a max/min pair of one iteration.
     struct Entry {
         step: u64,
+        /// A direct amax and whether it came from a `_cur_amax` line.
+        cur: bool,
         amax: Option<(f32, bool)>,
         max: Option<(f32, bool)>,
         min: Option<(f32, bool)>,
@@ -386,11 +412,10 @@ pub fn parse_te_log(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
             skipped += 1;
             continue;
         };
-        let stat = if let Some(b) = name
-            .strip_suffix("_cur_amax")
-            .or_else(|| name.strip_suffix("_amax"))
-        {
-            Some((b, Stat::Amax))
+        let stat = if let Some(b) = name.strip_suffix("_cur_amax") {
+            Some((b, Stat::Amax { cur: true }))
+        } else if let Some(b) = name.strip_suffix("_amax") {
+            Some((b, Stat::Amax { cur: false }))
         } else if let Some(b) = name.strip_suffix("_max") {
             Some((b, Stat::Max))
         } else {
@@ -447,8 +472,9 @@ pub fn parse_te_log(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
         });
         let value = Some((v, rounded_zero));
         match stat {
-            Stat::Amax => list.push(Entry {
+            Stat::Amax { cur } => list.push(Entry {
                 step,
+                cur,
                 amax: value,
                 max: None,
                 min: None,
@@ -468,6 +494,7 @@ pub fn parse_te_log(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
                     None => {
                         list.push(Entry {
                             step,
+                            cur: false,
                             amax: None,
                             max: None,
                             min: None,
@@ -485,8 +512,35 @@ pub fn parse_te_log(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
     }
     let mut b = SeriesBuilder::default();
     let mut unpaired = 0usize;
+    let (mut both_kinds, mut repeated, mut backwards) = (0usize, 0usize, 0usize);
     for name in &order {
-        let list = entries.remove(name).unwrap_or_default();
+        let mut list = entries.remove(name).unwrap_or_default();
+        // A tensor logged with both `_amax` and `_cur_amax` lines: one call per iteration,
+        // from `_cur_amax` (the tensor's own amax at that iteration).
+        let has = |cur: bool| list.iter().any(|e| e.amax.is_some() && e.cur == cur);
+        if has(true) && has(false) {
+            both_kinds += 1;
+            list.retain(|e| e.amax.is_none() || e.cur);
+        }
+        // A max/min pair beside a direct amax of the same iteration adds nothing; an
+        // iteration logged twice counts once (the first line).
+        let direct_steps: std::collections::BTreeSet<u64> = list
+            .iter()
+            .filter(|e| e.amax.is_some())
+            .map(|e| e.step)
+            .collect();
+        list.retain(|e| {
+            let merged = e.amax.is_none() && direct_steps.contains(&e.step);
+            skipped += usize::from(merged);
+            !merged
+        });
+        let mut seen = std::collections::BTreeSet::new();
+        list.retain(|e| {
+            let first = seen.insert(e.step);
+            repeated += usize::from(!first);
+            first
+        });
+        backwards += list.windows(2).filter(|w| w[1].step < w[0].step).count();
         let direct: std::collections::BTreeSet<u64> = list
             .iter()
             .filter(|e| e.amax.is_some())
@@ -519,6 +573,24 @@ pub fn parse_te_log(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
                 b.push(name.clone(), e.step, amax);
             }
         }
+    }
+    if both_kinds > 0 {
+        warnings.push(format!(
+            "{both_kinds} tensor(s) logged with both _amax and _cur_amax lines: each iteration \
+             counted once, from _cur_amax"
+        ));
+    }
+    if repeated > 0 {
+        warnings.push(format!(
+            "{repeated} line(s) repeat an iteration already logged for their tensor: ignored \
+             (each tensor and iteration counts once)"
+        ));
+    }
+    if backwards > 0 {
+        warnings.push(format!(
+            "iterations go backwards {backwards} time(s) within a tensor's lines (logs of two \
+             runs appended?): replayed in file order"
+        ));
     }
     if unpaired > 0 {
         warnings.push(format!(

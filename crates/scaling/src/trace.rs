@@ -288,7 +288,21 @@ pub fn parse_trace(path: &Path, bytes: &[u8]) -> Result<Trace, InputError> {
             continue;
         }
         let parsed = if header.is_none() {
-            parse_line::<TraceHeader>(path, line_no, text).map(|h| header = Some(h))
+            parse_line::<TraceHeader>(path, line_no, text).and_then(|h| {
+                if h.hif8lab_trace != TRACE_VERSION {
+                    return Err(InputError::Malformed {
+                        path: path.to_owned(),
+                        line: line_no,
+                        field: "hif8lab_trace".into(),
+                        message: format!(
+                            "trace schema version {} (this hif8lab reads version {TRACE_VERSION})",
+                            h.hif8lab_trace
+                        ),
+                    });
+                }
+                header = Some(h);
+                Ok(())
+            })
         } else {
             parse_line::<TraceRecord>(path, line_no, text).map(|r| records.push(r))
         };

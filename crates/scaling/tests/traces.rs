@@ -502,3 +502,75 @@ fn recorded_sqnr_reaches_the_replay() {
             .contains("recorded_sqnr")
     );
 }
+
+/// Each (tensor, iteration) counts once: a log with both `_amax` and `_cur_amax` lines per
+/// iteration uses `_cur_amax`, a repeated iteration is ignored, iterations that go backwards
+/// are warned about; every choice is said in a warning.
+#[test]
+fn transformer_engine_logs_count_each_tensor_and_iteration_once() {
+    let mut log = String::new();
+    for it in 1..=50u64 {
+        log.push_str(&format!(
+            "t - INFO - l0_activation_amax \t\t iteration={it:06} \t\t value={}.0\n",
+            it + 100
+        ));
+        log.push_str(&format!(
+            "t - INFO - l0_activation_cur_amax \t\t iteration={it:06} \t\t value={}.0\n",
+            it
+        ));
+    }
+    let imported = import_bytes(Path::new("both.log"), log.as_bytes()).unwrap();
+    let s = &imported.series[0];
+    assert_eq!(s.amax.len(), 50, "one call per iteration");
+    assert_eq!(s.amax[0], 1.0, "from _cur_amax");
+    assert!(
+        imported.warnings.iter().any(|w| w.contains("_cur_amax")),
+        "{:?}",
+        imported.warnings
+    );
+    let repeated = "t - INFO - l0_weight_amax iteration=000001 value=2.0\n\
+                    t - INFO - l0_weight_amax iteration=000001 value=2.0\n\
+                    t - INFO - l0_weight_amax iteration=000002 value=3.0\n\
+                    t - INFO - l0_weight_amax iteration=000001 value=4.0\n";
+    let imported = import_bytes(Path::new("rep.log"), repeated.as_bytes()).unwrap();
+    assert_eq!(imported.series[0].amax, [2.0, 3.0]);
+    let w = imported.warnings.join(" | ");
+    assert!(w.contains("2 line(s) repeat an iteration"), "{w}");
+    let backwards =
+        "x l0_weight_amax iteration=5 value=2.0\nx l0_weight_amax iteration=3 value=3.0\n";
+    let imported = import_bytes(Path::new("back.log"), backwards.as_bytes()).unwrap();
+    assert!(
+        imported.warnings.iter().any(|w| w.contains("backwards")),
+        "{:?}",
+        imported.warnings
+    );
+}
+
+/// A trace of another schema version, and text in UTF-16, are refused by name.
+#[test]
+fn unknown_trace_versions_and_utf16_are_refused_by_name() {
+    let good = String::from_utf8(write_trace(&records())).unwrap();
+    let bad = good.replacen("\"hif8lab_trace\":1", "\"hif8lab_trace\":99", 1);
+    assert_ne!(good, bad, "the header spells its version so");
+    let e = import_bytes(Path::new("v99.jsonl"), bad.as_bytes())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("hif8lab_trace") && e.contains("99") && e.contains("version 1"),
+        "{e}"
+    );
+    let csv = "step,layer,role,amax\n0,l0,A,1.5\n";
+    let mut utf16: Vec<u8> = vec![0xFF, 0xFE];
+    for u in csv.encode_utf16() {
+        utf16.extend(u.to_le_bytes());
+    }
+    let e = import_bytes(Path::new("u16.csv"), &utf16)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("u16.csv") && e.contains("UTF-16"), "{e}");
+    let no_bom: Vec<u8> = utf16[2..].to_vec();
+    let e = import_bytes(Path::new("u16.csv"), &no_bom)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("UTF-16"), "{e}");
+}
