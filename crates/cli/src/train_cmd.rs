@@ -488,13 +488,13 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
     let active = trainer.active_estimator();
     let mut folder = match start {
         Start::Fresh => RunFolder::create(out, &config, &estimators, active, quantizers, &info)
-            .with_context(|| format!("creating run folder {}", out.display()))?,
+            // (the error names the folder)
+            ?,
         Start::Init(init) => {
             trainer
                 .load_weights(&init.weights)
                 .with_context(|| format!("--init-from {}", init.dir.display()))?;
-            let folder = RunFolder::create(out, &config, &estimators, active, quantizers, &info)
-                .with_context(|| format!("creating run folder {}", out.display()))?;
+            let folder = RunFolder::create(out, &config, &estimators, active, quantizers, &info)?;
             for (name, bytes) in &init.keep {
                 folder
                     .attach(name, bytes)

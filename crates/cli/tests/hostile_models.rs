@@ -317,3 +317,27 @@ fn grid_configs_with_nan_rates_are_refused_by_name() {
         let _ = std::fs::remove_dir_all(&out);
     }
 }
+
+/// An error says each thing once: the OS error of a missing file, the folder that could not
+/// be created.
+#[test]
+fn errors_say_each_thing_once() {
+    let o = hif8lab(&["replay", "/nonexistent/x.csv"]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(e.matches("No such file").count(), 1, "{e}");
+    let o = hif8lab(&[
+        "train",
+        "--preset",
+        "smoke",
+        "--steps",
+        "1",
+        "--out",
+        "/proc/hif8lab-nope",
+        "--quiet",
+        "--backend",
+        "cpu",
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert_eq!(e.matches("/proc/hif8lab-nope").count(), 1, "{e}");
+}

@@ -151,9 +151,9 @@ pub fn series_from_trace(trace: &Trace, warnings: &mut Vec<String>) -> Vec<AmaxS
 /// starting with `{` is a JSONL trace, a first line naming the CSV columns is CSV, anything
 /// else is read as a Transformer Engine log.
 pub fn import_file(path: &Path) -> Result<Imported, InputError> {
-    let bytes = std::fs::read(path).map_err(|source| InputError::Io {
+    let bytes = std::fs::read(path).map_err(|error| InputError::Io {
         path: path.to_owned(),
-        source,
+        error,
     })?;
     import_bytes(path, &bytes)
 }

@@ -188,12 +188,12 @@ pub fn write_json_line<W: Write, T: Serialize>(out: &mut W, value: &T) -> io::Re
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     /// The file could not be read.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// The OS error.
-        source: io::Error,
+        /// The OS error (shown in the message, not chained: it would print twice).
+        error: io::Error,
     },
     /// A line could not be parsed.
     #[error("{}:{line}: field '{field}': {message}", path.display())]
@@ -230,9 +230,9 @@ pub struct Trace {
 
 /// Reads a whole trace file (see [`parse_trace`]).
 pub fn read_trace(path: &Path) -> Result<Trace, InputError> {
-    let bytes = std::fs::read(path).map_err(|source| InputError::Io {
+    let bytes = std::fs::read(path).map_err(|error| InputError::Io {
         path: path.to_owned(),
-        source,
+        error,
     })?;
     parse_trace(path, &bytes)
 }
@@ -338,9 +338,9 @@ pub fn read_jsonl<T: serde::de::DeserializeOwned>(
     let mut reader = reader;
     reader
         .read_to_end(&mut bytes)
-        .map_err(|source| InputError::Io {
+        .map_err(|error| InputError::Io {
             path: path.to_owned(),
-            source,
+            error,
         })?;
     let mut items = Vec::new();
     let mut warnings = Vec::new();
