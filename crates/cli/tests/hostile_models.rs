@@ -341,3 +341,80 @@ fn errors_say_each_thing_once() {
     assert!(!o.status.success());
     assert_eq!(e.matches("/proc/hif8lab-nope").count(), 1, "{e}");
 }
+
+/// A grid folder's finished runs are reused only for the configuration they ran: another
+/// d_model or rate over the same folder is refused naming the keys that differ (and
+/// results.md is not rewritten with the old numbers).
+#[test]
+fn grid_runs_of_another_config_are_not_reused() {
+    let preset = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../assets/presets/grid-micro.toml");
+    let text = std::fs::read_to_string(preset).unwrap();
+    let out = std::env::temp_dir().join(format!("hif8lab-reuse-grid-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let o = out.to_str().unwrap();
+    let first = hif8lab(&[
+        "grid",
+        "--preset",
+        "grid-micro",
+        "--backend",
+        "cpu",
+        "--out",
+        o,
+        "--runs",
+        "baseline-high",
+    ]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let results = std::fs::read(out.join("results.md")).unwrap();
+    // The same configuration again: reused.
+    let again = hif8lab(&[
+        "grid",
+        "--preset",
+        "grid-micro",
+        "--backend",
+        "cpu",
+        "--out",
+        o,
+        "--runs",
+        "baseline-high",
+    ]);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    for (from, to, key) in [
+        ("d_model = 32", "d_model = 48", "model.d_model"),
+        ("lr_high = 1e-3", "lr_high = 2e-3", "train.lr"),
+    ] {
+        let cfg = out.with_extension(format!("{}.toml", key.replace('.', "-")));
+        std::fs::write(&cfg, text.replace(from, to)).unwrap();
+        let r = hif8lab(&[
+            "grid",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--out",
+            o,
+            "--runs",
+            "baseline-high",
+        ]);
+        let e = String::from_utf8_lossy(&r.stderr);
+        assert!(!r.status.success(), "{key}: reused: {e}");
+        assert!(
+            e.contains(key) && e.contains("another configuration"),
+            "{key}: {e}"
+        );
+        let _ = std::fs::remove_file(&cfg);
+    }
+    assert_eq!(
+        std::fs::read(out.join("results.md")).unwrap(),
+        results,
+        "results.md untouched"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -9,6 +9,33 @@ fn read_summary(dir: &Path) -> Option<RunSummary> {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
+/// The summary of a run finished earlier in `dir` — only when it ran `config`: a finished
+/// run of another configuration is refused naming the keys that differ (its results would
+/// be reported as this configuration's).
+fn reusable(dir: &Path, config: &RunConfig) -> Result<Option<RunSummary>, TrainError> {
+    let Some(summary) = read_summary(dir) else {
+        return Ok(None);
+    };
+    let path = dir.join("config.toml");
+    let recorded = std::fs::read_to_string(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| {
+            RunConfig::parse(&path.display().to_string(), &t, &[]).map_err(|e| e.to_string())
+        })
+        .map_err(|e| TrainError::Data(format!("{}: {e}", dir.display())))?;
+    let differences = recorded.differences(config);
+    if differences.is_empty() {
+        return Ok(Some(summary));
+    }
+    Err(TrainError::Data(format!(
+        "{} holds a finished run of another configuration ({}): it is not reused; remove it \
+         or choose another --out",
+        dir.display(),
+        differences.join("; ")
+    )))
+}
+
+#[cfg(not(target_arch = "wasm32"))]
 fn io_err(e: std::io::Error) -> TrainError {
     TrainError::Data(e.to_string())
 }
@@ -83,12 +110,12 @@ pub fn pretrain<B: Backend>(
     progress: &mut dyn GridProgress,
 ) -> Result<(PathBuf, ProbeScores), TrainError> {
     let dir = out.join("base");
-    if let (Some(s), Some(ck)) = (read_summary(&dir), checkpoint::latest(&dir)) {
+    let config = grid.pretrain_config();
+    if let (Some(s), Some(ck)) = (reusable(&dir, &config)?, checkpoint::latest(&dir)) {
         progress.start("base", 0, 1, true);
         return Ok((ck, s.final_probes()));
     }
     progress.start("base", 0, 1, false);
-    let config = grid.pretrain_config();
     let (summary, path) = train_run(
         make()?,
         config,
@@ -120,7 +147,7 @@ pub fn train_from_base<B: Backend>(
     let mut summaries = Vec::new();
     for (i, (name, config)) in runs.iter().enumerate() {
         let dir = out.join("runs").join(name);
-        if let Some(s) = read_summary(&dir) {
+        if let Some(s) = reusable(&dir, config)? {
             progress.start(name, i, runs.len(), true);
             summaries.push(s);
             continue;
