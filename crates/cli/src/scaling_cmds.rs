@@ -330,16 +330,21 @@ pub fn run_export(cmd: ExportCommand) -> Result<Outcome> {
     }
 }
 
-/// Loads a scaling config from TOML: the `[scaling]` table of a run config, or a file that
-/// is the scaling table itself. Errors name the file and the key.
+/// Loads a scaling config from TOML: hif8lab's own run config (`config.toml` of a run
+/// folder, a preset: its `[qat.scaling]` table), a file with a `[scaling]` table, or a file
+/// that is the scaling table itself. Errors name the file and the key.
 pub fn load_scaling_config(path: &Path) -> Result<ScalingConfig> {
     let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let table: toml::Table =
         toml::from_str(&text).with_context(|| format!("{}: not valid TOML", path.display()))?;
-    let scaling = match table.get("scaling") {
-        Some(toml::Value::Table(t)) => t.clone(),
-        Some(_) => bail!("{}: 'scaling' must be a table", path.display()),
-        None => table,
+    let scaling = match (table.get("scaling"), table.get("qat")) {
+        (Some(toml::Value::Table(t)), _) => t.clone(),
+        (Some(_), _) => bail!("{}: 'scaling' must be a table", path.display()),
+        (None, Some(_)) => {
+            let run = hif8lab_train::RunConfig::parse(&path.display().to_string(), &text, &[])?;
+            return Ok(run.qat.scaling);
+        }
+        (None, None) => table,
     };
     let config: ScalingConfig = scaling.try_into().map_err(|e: toml::de::Error| {
         anyhow::anyhow!("{}: [scaling]: {}", path.display(), e.message())

@@ -418,3 +418,41 @@ fn grid_runs_of_another_config_are_not_reused() {
     );
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// `export hf --out` a symbolic link: through it to the empty folder it names; a dangling
+/// one refused naming the link and its target. `export te-recipe --config` takes a run's
+/// own config.toml.
+#[test]
+fn export_through_links_and_te_recipe_of_a_run_config() {
+    let base = std::env::temp_dir().join(format!("hif8lab-links-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    let run = base.join("run");
+    let o = train_command(&run, &["--steps", "1"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = run.to_str().unwrap();
+    let target = base.join("empty");
+    std::fs::create_dir_all(&target).unwrap();
+    let link = base.join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let o = hif8lab(&["export", "hf", r, "--out", link.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(link.join("config.json").is_file() && target.join("model.safetensors").is_file());
+    let dangling = base.join("dangling");
+    std::os::unix::fs::symlink(base.join("nowhere"), &dangling).unwrap();
+    let o = hif8lab(&["export", "hf", r, "--out", dangling.to_str().unwrap()]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("symbolic link") && e.contains("nowhere"),
+        "{e}"
+    );
+    let o = hif8lab(&[
+        "export",
+        "te-recipe",
+        "--config",
+        run.join("config.toml").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("DelayedScaling"));
+    let _ = std::fs::remove_dir_all(&base);
+}

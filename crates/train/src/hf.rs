@@ -699,6 +699,34 @@ pub fn write_folder(
     parts: &ExportParts<'_>,
     weights: &[(String, Vec<usize>, Vec<f32>)],
 ) -> Result<Vec<String>, HfError> {
+    // A symbolic link: written through to an empty folder it names; a dangling one refused.
+    let resolved;
+    let out = match std::fs::symlink_metadata(out) {
+        Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(out) {
+            Ok(target) => {
+                resolved = target;
+                resolved.as_path()
+            }
+            Err(_) => {
+                let target = std::fs::read_link(out).unwrap_or_default();
+                return Err(err(
+                    out,
+                    format!(
+                        "is a symbolic link to {}, which does not exist: create that folder or \
+                         choose another --out",
+                        target.display()
+                    ),
+                ));
+            }
+        },
+        _ => out,
+    };
+    if out.exists() && !out.is_dir() {
+        return Err(err(
+            out,
+            "exists and is not a folder (choose another --out)",
+        ));
+    }
     if out.exists() && std::fs::read_dir(out).map_or(true, |mut d| d.next().is_some()) {
         return Err(err(
             out,
