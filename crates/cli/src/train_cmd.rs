@@ -478,6 +478,15 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
             limit(info.memory.max_tensor_bytes)
         );
         estimate.check(&info.memory, &info.adapter)?;
+        // The weights a run starts from must have the model's shapes (the run would refuse).
+        if let Start::Init(init) = &start {
+            for (name, shape, _) in hif8lab_train::model::param_specs(&config.model) {
+                init.weights
+                    .tensor_of_shape(&name, &shape)
+                    .map_err(anyhow::Error::msg)
+                    .with_context(|| format!("--init-from {}", init.dir.display()))?;
+            }
+        }
         crate::outln!("fits: yes");
         return Ok(());
     }

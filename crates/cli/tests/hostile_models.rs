@@ -456,3 +456,61 @@ fn export_through_links_and_te_recipe_of_a_run_config() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("DelayedScaling"));
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// A folder whose safetensors headers declare more weights than memory holds is refused
+/// from the headers alone (dry run included); a dry run checks the starting weights' shapes.
+#[test]
+fn oversized_headers_and_mismatched_shapes_are_refused_before_training() {
+    let d = copy_of("tiny-mistral-f32", "huge");
+    let header = br#"{"model.embed_tokens.weight":{"dtype":"F32","shape":[68000000000],"data_offsets":[0,4]}}"#;
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header);
+    bytes.extend_from_slice(&[0u8; 4]);
+    std::fs::write(d.join("model.safetensors"), bytes).unwrap();
+    let p = d.to_str().unwrap();
+    let start = std::time::Instant::now();
+    for args in [
+        vec![
+            "train",
+            "--init-from",
+            p,
+            "--preset",
+            "smoke",
+            "--dry-run",
+            "--out",
+            "/tmp/hif8lab-never",
+        ],
+        vec!["eval", p, "--text", p],
+    ] {
+        let o = hif8lab(&args);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && e.contains("headers declare 68000000000"),
+            "{args:?}: {e}"
+        );
+    }
+    assert!(start.elapsed().as_secs() < 30);
+    let _ = std::fs::remove_dir_all(&d);
+    let o = hif8lab(&[
+        "train",
+        "--init-from",
+        fixture("tiny-mistral-f32").to_str().unwrap(),
+        "--preset",
+        "smoke",
+        "--set",
+        "model.d_model=128",
+        "--dry-run",
+        "--out",
+        "/tmp/hif8lab-never",
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success(),
+        "dry run said it fits: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(
+        e.contains("model.embed_tokens.weight") && e.contains("[384, 128]"),
+        "{e}"
+    );
+}

@@ -388,6 +388,25 @@ pub fn load(dir: &Path) -> Result<HfModel, HfError> {
     } else {
         vec![dir.join("model.safetensors")]
     };
+    // The weights' size from the files' headers (read, not mapped), checked against the
+    // memory there is before any weight is read.
+    let mut declared: u128 = 0;
+    for f in files.iter().filter(|f| f.is_file()) {
+        declared += header_elements(f)?;
+    }
+    if let Some(avail) = hif8lab_engine::host_memory_available()
+        && declared * 4 > u128::from(avail)
+    {
+        return Err(err(
+            dir,
+            format!(
+                "the safetensors headers declare {declared} parameters ({:.1} GiB as f32), more \
+                 than the {:.1} GiB of memory available: refused before reading any weight",
+                declared as f64 * 4.0 / f64::from(1u32 << 30),
+                avail as f64 / f64::from(1u32 << 30)
+            ),
+        ));
+    }
     let mut tensors = Vec::new();
     for f in &files {
         if !f.is_file() {
@@ -449,6 +468,45 @@ pub fn load(dir: &Path) -> Result<HfModel, HfError> {
         dtype,
         notes,
     })
+}
+
+/// Elements declared by a safetensors file's header (read from the file's start; the data
+/// is not touched).
+#[cfg(not(target_arch = "wasm32"))]
+fn header_elements(path: &Path) -> Result<u128, HfError> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| err(path, e.to_string()))?;
+    let mut len = [0u8; 8];
+    f.read_exact(&mut len)
+        .map_err(|_| err(path, "shorter than a safetensors header"))?;
+    let n = u64::from_le_bytes(len);
+    if n > 100 << 20 {
+        return Err(err(
+            path,
+            format!("a safetensors header of {n} bytes (at most 100 MiB)"),
+        ));
+    }
+    let mut header = vec![0u8; n as usize];
+    f.read_exact(&mut header)
+        .map_err(|_| err(path, "the file ends inside its safetensors header"))?;
+    let v: Value = serde_json::from_slice(&header)
+        .map_err(|e| err(path, format!("safetensors header is not JSON: {e}")))?;
+    let mut total: u128 = 0;
+    for (name, t) in v.as_object().into_iter().flatten() {
+        if name == "__metadata__" {
+            continue;
+        }
+        let elements = t["shape"]
+            .as_array()
+            .map(|d| {
+                d.iter()
+                    .map(|x| u128::from(x.as_u64().unwrap_or(0)))
+                    .product::<u128>()
+            })
+            .unwrap_or(0);
+        total = total.saturating_add(elements);
+    }
+    Ok(total)
 }
 
 /// The model's tensors out of a folder's (each with its file): every parameter of the
