@@ -73,6 +73,7 @@ fn damaged_weights_and_fields_out_of_range_are_refused_by_name() {
     for (field, value, says) in [
         ("rope_theta", "0.0", "'rope_theta'"),
         ("rms_norm_eps", "-1.0", "'rms_norm_eps'"),
+        ("num_key_value_heads", "3", "num_key_value_heads 3"),
     ] {
         let d = copy_of("tiny-mistral-f32", field);
         let cfg = d.join("config.json");

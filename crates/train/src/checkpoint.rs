@@ -3,7 +3,8 @@
 //! amax history, estimates and scales (`quantizers.*`), and in the metadata the step, the
 //! data position and the run config. Written to a temporary file and renamed.
 //!
-//! Integrity: the metadata key `tensor_crc32` holds the CRC-32 of the whole data section
+//! Integrity: the metadata key `tensor_crc32` holds the CRC-32 of the whole data section (as
+//! 11 hex digits: the 32-bit value zero-padded to its placeholder's width)
 //! (every tensor's bytes in file order), checked on every load, so flipped bytes inside tensor
 //! data are refused instead of silently changing the run. Files without the key (written
 //! before it existed) still load.

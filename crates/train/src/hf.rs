@@ -138,6 +138,15 @@ pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
         &|v| *v == "silu",
         "only SiLU (SwiGLU) is supported",
     )?;
+    if !heads.is_multiple_of(kv_heads) {
+        return Err(err(
+            file,
+            format!(
+                "field 'num_attention_heads' {heads} is not a multiple of num_key_value_heads \
+                 {kv_heads} (grouped-query attention needs whole groups)"
+            ),
+        ));
+    }
     if heads == 0 || !hidden.is_multiple_of(heads) {
         return Err(err(
             file,
