@@ -120,7 +120,17 @@ pub fn run_train(args: TrainArgs) -> Result<()> {
     if let Some(s) = args.steps {
         sets.push(format!("train.steps={s}"));
     }
-    let config = RunConfig::parse(&name, &text, &sets)?;
+    let config = RunConfig::parse(&name, &text, &sets).map_err(|mut e| {
+        // A value that came from the model's config.json, not from a --set the user typed.
+        if let (Some(set), Some(init)) = (&e.set, &init)
+            && init.sets.contains(set)
+        {
+            e.source_name = format!("--init-from {}", init.dir.display());
+            e.message = format!("the model's {set} (from its config): {}", e.message);
+            e.set = None;
+        }
+        e
+    })?;
     let stem = args
         .preset
         .clone()

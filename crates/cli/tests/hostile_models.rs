@@ -515,3 +515,32 @@ fn oversized_headers_and_mismatched_shapes_are_refused_before_training() {
         "{e}"
     );
 }
+
+/// A bad value that came from the model's config.json is blamed on it, not on a `--set`
+/// the user never typed.
+#[test]
+fn values_from_a_models_config_are_not_blamed_on_a_set() {
+    let d = copy_of("tiny-mistral-f32", "ctx1");
+    let cfg = d.join("config.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
+    v["max_position_embeddings"] = serde_json::json!(1);
+    std::fs::write(&cfg, v.to_string()).unwrap();
+    let o = hif8lab(&[
+        "train",
+        "--init-from",
+        d.to_str().unwrap(),
+        "--preset",
+        "smoke",
+        "--dry-run",
+        "--out",
+        "/tmp/hif8lab-never",
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("--init-from") && e.contains("from its config") && !e.contains("--set"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
