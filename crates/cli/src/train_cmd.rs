@@ -280,6 +280,11 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
             dir.display()
         );
     }
+    // A run still being written is not resumed (checked first, so the answer names its
+    // writer rather than what the folder lacks yet; the writer's own lock holds it after).
+    if dir.join(hif8lab_train::lock::LOCK_FILE).exists() {
+        drop(hif8lab_train::lock::FolderLock::acquire(dir).context("--resume")?);
+    }
     let source = path.display().to_string();
     let recorded = RunConfig::parse(&source, &text, &[])?;
     let mut sets = args.sets.clone();

@@ -544,3 +544,27 @@ fn values_from_a_models_config_are_not_blamed_on_a_set() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A corpus too short for one window is refused before a run folder exists, naming the
+/// keys (data.bytes, or the corpus file); the --out stays free.
+#[test]
+fn corpora_too_short_are_refused_naming_the_key_and_leave_no_folder() {
+    let empty = std::env::temp_dir().join(format!("hif8lab-empty-{}.txt", std::process::id()));
+    std::fs::write(&empty, "").unwrap();
+    let corpus = format!("data.corpus={}", empty.display());
+    for (set, says) in [
+        ("data.bytes=10", "data.bytes = 10"),
+        (corpus.as_str(), "(the file)"),
+    ] {
+        let out = std::env::temp_dir().join(format!("hif8lab-short-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let o = train_command(&out, &["--set", set]).output().unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && e.contains(says) && e.contains("model.context + 2"),
+            "{set}: {e}"
+        );
+        assert!(!out.exists(), "{set}: a failed run left {}", out.display());
+    }
+    let _ = std::fs::remove_file(&empty);
+}

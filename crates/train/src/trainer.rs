@@ -174,6 +174,23 @@ impl<B: Backend> Trainer<B> {
                 config.data.tokenizer, m.vocab
             )));
         }
+        if ids.len() < m.context + 2 {
+            let corpus = &config.data.corpus;
+            let source = if std::path::Path::new(corpus).is_file() {
+                format!("data.corpus '{corpus}' (the file)")
+            } else {
+                format!(
+                    "data.corpus '{corpus}' with data.bytes = {}",
+                    config.data.bytes
+                )
+            };
+            return Err(TrainError::Data(format!(
+                "{source} gives {} tokens; a run needs at least model.context + 2 = {} (a longer \
+                 text, a larger data.bytes, or a smaller model.context)",
+                ids.len(),
+                m.context + 2
+            )));
+        }
         let sampler = Sampler::new(ids, config.train.seed).map_err(TrainError::Data)?;
         let scaling = &config.qat.scaling;
         Ok(Trainer {
