@@ -166,6 +166,12 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
+    // A file size limit (`ulimit -f`) makes the write that passes it fail (EFBIG), handled
+    // like a full disk, instead of killing the process with SIGXFSZ mid-write.
+    let _ = signal_hook::flag::register(
+        signal_hook::consts::SIGXFSZ,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
     // The whole command on a thread of the CPU backend's pool (see `on_pool`).
     let result = hif8lab_engine::cpu::on_pool(|| run(cli.command));
     match result {

@@ -85,7 +85,9 @@ enum Start {
     /// A new run from a Hugging Face folder's weights.
     Init(Box<Init>),
     Resume {
-        checkpoint: Checkpoint,
+        /// The checkpoint it continues from; `None`: from step 0 (it failed before its
+        /// first checkpoint).
+        checkpoint: Option<Checkpoint>,
         path: PathBuf,
         /// The run's segments so far, this one last (its backend filled in once known).
         segments: Vec<Segment>,
@@ -322,8 +324,18 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
     for s in &skipped {
         eprintln!("--resume: skipping {s}");
     }
-    let Some(found) = found else {
-        bail!(
+    let found = match found {
+        Some(f) => Some(f),
+        // A run that stopped before its first checkpoint (a full disk, a kill) starts over
+        // from step 0: the same config and seed give the same run.
+        None if recorded.train.init_from.is_none() && skipped.is_empty() => {
+            eprintln!(
+                "--resume: {} has no checkpoint yet: the run starts over from step 0",
+                dir.display()
+            );
+            None
+        }
+        None => bail!(
             "--resume: no valid checkpoints/step_N.safetensors in {}{}",
             dir.display(),
             if skipped.is_empty() {
@@ -331,9 +343,9 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
             } else {
                 format!(" ({})", skipped.join("; "))
             }
-        );
+        ),
     };
-    let at = found.step;
+    let at = found.as_ref().map_or(0, |f| f.step);
     let target = config.train.steps;
     if target < at {
         bail!(
@@ -396,7 +408,7 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
         eprintln!("config.toml updated: {}", changes.join("; "));
     }
     segments.push(Segment {
-        from_checkpoint: Some(found.path.display().to_string()),
+        from_checkpoint: found.as_ref().map(|f| f.path.display().to_string()),
         skipped_checkpoints: skipped,
         changes,
         notes,
@@ -409,9 +421,13 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
         dry_run: false,
         stop,
     };
+    let (checkpoint, path) = match found {
+        Some(f) => (Some(f.checkpoint), f.path),
+        None => (None, dir.to_owned()),
+    };
     let start = Start::Resume {
-        checkpoint: found.checkpoint,
-        path: found.path,
+        checkpoint,
+        path,
         segments,
     };
     dispatch(&backend, adapter.as_deref(), job, start)
@@ -532,9 +548,11 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
             path,
             mut segments,
         } => {
-            trainer
-                .restore(&checkpoint)
-                .with_context(|| format!("resuming from {}", path.display()))?;
+            if let Some(checkpoint) = &checkpoint {
+                trainer
+                    .restore(checkpoint)
+                    .with_context(|| format!("resuming from {}", path.display()))?;
+            }
             eprintln!(
                 "resuming {} at step {} from {}",
                 out.display(),
@@ -632,7 +650,20 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
         Ok(_) => RunStatus::Finished,
         Err(_) => RunStatus::Failed,
     };
-    let summary = folder.finish(status, result.as_ref().err().map(|e| format!("{e:#}")))?;
+    let finished = folder.finish(status, result.as_ref().err().map(|e| format!("{e:#}")));
+    if let Err(e) = &result {
+        // A full disk or a file size limit: what was written up to the last checkpoint
+        // stands (torn last lines are dropped on resume), so the run can continue later.
+        let message = format!("{e:#}");
+        if message.contains("os error 28") || message.contains("os error 27") {
+            bail!(
+                "{message}\n{} is left resumable: make room, then hif8lab train --resume {}",
+                out.display(),
+                out.display()
+            );
+        }
+    }
+    let summary = finished?;
     let result = result.map(|p| {
         (p == Progress::Stopped).then(|| {
             (

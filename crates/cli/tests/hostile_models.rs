@@ -568,3 +568,64 @@ fn corpora_too_short_are_refused_naming_the_key_and_leave_no_folder() {
     }
     let _ = std::fs::remove_file(&empty);
 }
+
+/// A file size limit (`ulimit -f`, SIGXFSZ) or a full disk while the trace is appended: the
+/// error says the folder is resumable, and `--resume` finishes the run — from step 0 when no
+/// checkpoint was written yet — with the same losses as an uninterrupted run.
+#[test]
+fn a_full_disk_leaves_a_resumable_folder() {
+    let bin = env!("CARGO_BIN_EXE_hif8lab");
+    let dir = std::env::temp_dir().join(format!("hif8lab-fsz-{}", std::process::id()));
+    let whole = dir.with_extension("whole");
+    for d in [&dir, &whole] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    let common = "--preset smoke --steps 30 --quiet --backend cpu --set train.checkpoint_every=10";
+    let o = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -f 40; '{bin}' train {common} --out '{}'",
+            dir.display()
+        ))
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("File too large") && e.contains("left resumable"),
+        "{e}"
+    );
+    let o = hif8lab(&["train", "--resume", dir.to_str().unwrap(), "--quiet"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "'{bin}' train {common} --out '{}'",
+            whole.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let losses = |d: &Path| -> Vec<String> {
+        std::fs::read_to_string(d.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .filter_map(|l| {
+                Some(
+                    serde_json::from_str::<serde_json::Value>(l)
+                        .ok()?
+                        .get("loss")?
+                        .to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        losses(&dir),
+        losses(&whole),
+        "the resumed run is the uninterrupted one"
+    );
+    for d in [&dir, &whole] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
