@@ -277,6 +277,9 @@ fn checkpoints_of_other_runs_and_damaged_ones_are_skipped() {
             "train.checkpoint_every=4",
             "--set",
             "train.seed=9",
+            // every checkpoint kept: the cases below take its step 4
+            "--set",
+            "train.keep_checkpoints=10",
         ],
     );
     assert!(o.status.success(), "{}", stderr(&o));

@@ -629,3 +629,37 @@ fn a_full_disk_leaves_a_resumable_folder() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+/// Only the newest `train.keep_checkpoints` (default 3) checkpoints stay; 0 is refused.
+#[test]
+fn old_checkpoints_are_pruned() {
+    let dir = std::env::temp_dir().join(format!("hif8lab-prune-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = train_command(
+        &dir,
+        &["--steps", "40", "--set", "train.checkpoint_every=5"],
+    )
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "step_30.safetensors",
+            "step_35.safetensors",
+            "step_40.safetensors"
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = train_command(&dir, &["--steps", "4", "--set", "train.keep_checkpoints=0"])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("train.keep_checkpoints"), "{e}");
+}

@@ -131,6 +131,13 @@ pub struct TrainConfig {
     /// Write a checkpoint every this many steps (0: only at the end).
     #[serde(default)]
     pub checkpoint_every: u64,
+    /// Keep this many newest checkpoints; older ones are removed once a newer one is
+    /// written (at least 1; more guard against a damaged newest one).
+    #[serde(
+        default = "default_keep_checkpoints",
+        skip_serializing_if = "is_default_keep_checkpoints"
+    )]
+    pub keep_checkpoints: usize,
     /// Score the probes (knowledge recall, completion, held-out loss; see the grid) every this
     /// many steps and at the end, into the run folder's `probes.jsonl` (0: never).
     #[serde(default)]
@@ -150,6 +157,12 @@ fn one() -> usize {
 }
 fn one_u64() -> u64 {
     1
+}
+fn default_keep_checkpoints() -> usize {
+    3
+}
+fn is_default_keep_checkpoints(n: &usize) -> bool {
+    *n == default_keep_checkpoints()
 }
 fn one_f32() -> f32 {
     1.0
@@ -568,6 +581,7 @@ impl RunConfig {
             ("model.context", m.context),
             ("train.batch", self.train.batch),
             ("train.grad_accum", self.train.grad_accum),
+            ("train.keep_checkpoints", self.train.keep_checkpoints),
         ];
         for (key, v) in positive {
             if v == 0 {

@@ -211,6 +211,12 @@ impl Sink for RunFolder {
                 let path = RunWriter::save_checkpoint_in(&dir, &checkpoint, step)
                     .map_err(io(&dir, "writing a checkpoint"))?;
                 self.last_checkpoint = Some(path);
+                // Only the newest `train.keep_checkpoints` stay (a removal that fails is
+                // harmless: the file is a valid older checkpoint).
+                let keep = self.config.train.keep_checkpoints.max(1);
+                for (_, old) in crate::checkpoint::list(&dir).into_iter().skip(keep) {
+                    let _ = std::fs::remove_file(old);
+                }
                 // A checkpoint also records how far this segment got, so a killed segment
                 // keeps its figures in segments.json.
                 self.update_segment(step);
