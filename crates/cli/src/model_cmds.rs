@@ -350,6 +350,9 @@ pub fn run_eval(args: EvalArgs) -> Result<Outcome> {
     let text = std::fs::read(&args.text)
         .with_context(|| format!("--text: reading {}", args.text.display()))?;
     let text = hif8lab_train::data::corpus_text(&args.text, text).map_err(anyhow::Error::msg)?;
+    if text.len() > 1 << 20 && !args.json {
+        eprintln!("tokenizing {} MB of text…", text.len() >> 20);
+    }
     let ids = encode(&src, &text, args.no_special_tokens)?;
     if ids.len() < 2 {
         bail!(
@@ -377,6 +380,7 @@ pub fn run_eval(args: EvalArgs) -> Result<Outcome> {
     let bytes = text.len().saturating_sub(first_bytes).max(1);
     let how = EvalHow {
         batch,
+        context_given: args.context.is_some(),
         quantized: args.quantized,
         bytes,
         json: args.json,
@@ -395,6 +399,8 @@ pub fn run_eval(args: EvalArgs) -> Result<Outcome> {
 /// How `eval` runs and reports.
 struct EvalHow {
     batch: usize,
+    /// Whether the context was given (`--context`), not chosen.
+    context_given: bool,
     quantized: bool,
     /// Bytes of text scored (for bits per byte).
     bytes: usize,
@@ -409,13 +415,39 @@ fn eval_on<B: Backend>(
     backend: B,
     src: &Source,
     weights: Checkpoint,
-    m: ModelConfig,
+    mut m: ModelConfig,
     ids: &[u32],
     how: &EvalHow,
 ) -> Result<()> {
     let info = backend.info();
+    // A device's largest buffer bounds the rows of logits one pass holds (a 49,152-token
+    // vocabulary: 683 rows in 128 MiB): windows and batches are sized to fit it.
+    let mut batch = how.batch;
+    if let Some(max) = info.memory.max_tensor_bytes {
+        let rows = (max / (m.vocab as u64 * 4).max(1)) as usize;
+        if m.context > rows {
+            if how.context_given {
+                bail!(
+                    "--context {}: the logits of one window ({} × {} f32) exceed the largest \
+                     buffer of '{}' ({:.0} MiB); give --context {rows} or less, or --backend cpu",
+                    m.context,
+                    m.context,
+                    m.vocab,
+                    info.adapter,
+                    max as f64 / f64::from(1u32 << 20)
+                );
+            }
+            eprintln!(
+                "note: windows of {rows} tokens (the logits of a longer one exceed the largest \
+                 buffer of '{}')",
+                info.adapter
+            );
+            m.context = rows.max(2);
+        }
+        batch = batch.min((rows / m.context).max(1));
+    }
     let context = m.context;
-    let mut model = Model::new(backend, m, &weights, how.batch)?;
+    let mut model = Model::new(backend, m, &weights, batch)?;
     if how.quantized {
         let Some(run) = &src.run else {
             bail!(
@@ -441,7 +473,7 @@ fn eval_on<B: Backend>(
         "backend": info.kind,
         "adapter": info.adapter,
         "context": context,
-        "batch": how.batch,
+        "batch": batch,
         "add_special_tokens": how.special,
         "quantized": how.quantized,
         "model": src.path.display().to_string(),

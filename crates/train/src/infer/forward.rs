@@ -154,6 +154,10 @@ pub(crate) struct Pass<'a, B: Backend> {
     pub rope_table: &'a B::Tensor,
     pub plan: &'a QuantPlan,
     pub bank: Option<&'a B::Bank>,
+    /// Windows through the workgroup attention kernel (`attention_cached` with nothing
+    /// cached): on a GPU, the training kernel's one invocation per query row lost accuracy
+    /// from about 500 positions on lavapipe; the CPU keeps its vectorized attention.
+    pub windows_as_cached: bool,
 }
 
 impl<B: Backend> Pass<'_, B> {
@@ -253,6 +257,18 @@ impl<B: Backend> Pass<'_, B> {
                         head_dim: hd,
                     };
                     b.attention_cached(&a.q, &kv.k[l], &kv.v[l], &a.att, &a.scores, shape)?;
+                }
+                None if self.windows_as_cached => {
+                    let shape = CachedAttentionShape {
+                        batch: a.batch,
+                        past: 0,
+                        new: n,
+                        capacity: n,
+                        heads: m.heads,
+                        kv_heads: m.kv_heads,
+                        head_dim: hd,
+                    };
+                    b.attention_cached(&a.q, &a.k, &a.v, &a.att, &a.scores, shape)?;
                 }
                 None => {
                     let shape = AttentionShape {

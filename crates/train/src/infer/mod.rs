@@ -198,6 +198,7 @@ impl<B: Backend> Model<B> {
             rope_table: &self.rope_table,
             plan: &self.plan,
             bank: self.bank.as_ref().map(|(b, _)| b),
+            windows_as_cached: self.backend.info().kind == "gpu",
         };
         let a = self.acts.get(&key).ok_or_else(|| {
             TrainError::Data("inference: activations missing for this call shape".into())
