@@ -24,9 +24,9 @@ pub enum TraceCommand {
         /// Shape of the amax sequence.
         #[arg(long, value_parser = parse_pattern)]
         pattern: Pattern,
-        /// Quantizer calls per layer.
-        #[arg(long, default_value_t = 1000)]
-        calls: usize,
+        /// Quantizer calls per layer (1 to 1,000,000: the trace is built in memory).
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        calls: u64,
         /// Random seed.
         #[arg(long, default_value_t = 0)]
         seed: u64,
@@ -122,7 +122,7 @@ pub fn run_trace(cmd: TraceCommand) -> Result<Outcome> {
             if calls == 0 {
                 bail!("--calls must be at least 1");
             }
-            let csv = to_csv(&synth(pattern, calls, seed));
+            let csv = to_csv(&synth(pattern, calls as usize, seed));
             match out {
                 Some(path) => write_atomic(&path, csv.as_bytes())?,
                 None => std::io::stdout().write_all(csv.as_bytes())?,

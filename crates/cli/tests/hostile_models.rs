@@ -155,6 +155,14 @@ fn benchmarks_of_nothing_are_refused() {
         &["bench", "codec", "--elements", "0"][..],
         &["bench", "train", "--steps", "0"],
         &["bench", "codec", "--elements", "18446744073709551615"],
+        &[
+            "trace",
+            "synth",
+            "--pattern",
+            "spike",
+            "--calls",
+            "18446744073709551615",
+        ],
     ] {
         let o = hif8lab(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
