@@ -609,6 +609,25 @@ fn memory_estimate_beside_the_form_and_huge_runs_refused() {
     assert!(h.get_by_label("Start").accesskit_node().is_disabled());
 }
 
+/// A GGUF file opens like a Hugging Face folder: its converted model and tokenizer.
+#[test]
+fn a_gguf_file_opens_as_a_model() {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/gguf/tiny-llama.gguf");
+    let mut h = harness(Options {
+        preset: Some("smoke".into()),
+        init_from: Some(file),
+        backend: Some("cpu".into()),
+        ..Default::default()
+    });
+    h.run_steps(2);
+    h.get_by_label_contains("Model: tiny-llama.gguf (Hugging Face, ");
+    let config = h.state().run_config().unwrap();
+    assert_eq!((config.model.vocab, config.model.d_model), (320, 256));
+    assert!(!config.model.tie_embeddings);
+    assert!(config.data.tokenizer.ends_with("tokenizer.json"));
+}
+
 #[test]
 fn a_hugging_face_folder_continues_training_with_the_dashboard_live() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
