@@ -119,8 +119,13 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
             }
         });
     if let Some(m) = &app.hf_model {
+        let kind = if m.source.ends_with(".gguf") {
+            "GGUF"
+        } else {
+            "Hugging Face"
+        };
         let text = format!(
-            "Model: {} (Hugging Face, {:.2} M parameters, {} layers × d_model {}); the preset's \
+            "Model: {} ({kind}, {:.2} M parameters, {} layers × d_model {}); the preset's \
              model fields do not apply",
             m.name,
             m.parameters() as f64 / 1e6,

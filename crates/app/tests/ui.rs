@@ -621,7 +621,7 @@ fn a_gguf_file_opens_as_a_model() {
         ..Default::default()
     });
     h.run_steps(2);
-    h.get_by_label_contains("Model: tiny-llama.gguf (Hugging Face, ");
+    h.get_by_label_contains("Model: tiny-llama.gguf (GGUF, ");
     let config = h.state().run_config().unwrap();
     assert_eq!((config.model.vocab, config.model.d_model), (320, 256));
     assert!(!config.model.tie_embeddings);
