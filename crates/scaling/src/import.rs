@@ -171,7 +171,10 @@ pub fn import_bytes(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
     }
     // Binary data (a NUL byte early on) is no trace, CSV or log: refused before any line is
     // split or copied (a 300 MB file of NUL bytes took 2.8 GB).
-    if let Some(at) = bytes[..bytes.len().min(1 << 16)].iter().position(|b| *b == 0) {
+    if let Some(at) = bytes[..bytes.len().min(1 << 16)]
+        .iter()
+        .position(|b| *b == 0)
+    {
         return Err(InputError::Empty {
             path: path.to_owned(),
             message: format!(
