@@ -55,11 +55,11 @@ pub fn run(args: BenchSampleArgs) -> Result<()> {
             m.context
         );
     }
-    let mut ids = Vec::new();
-    while ids.len() < p {
-        ids.extend(src.tokenizer.encode(PROMPT).map_err(anyhow::Error::msg)?);
+    let once = src.tokenizer.encode(PROMPT).map_err(anyhow::Error::msg)?;
+    if once.is_empty() {
+        bail!("the model's tokenizer encodes the benchmark prompt as no tokens");
     }
-    ids.truncate(p);
+    let ids: Vec<u32> = once.iter().copied().cycle().take(p).collect();
     check_memory(
         "bench sample",
         hif8lab_train::infer::sample_bytes(&m, p, p + n),

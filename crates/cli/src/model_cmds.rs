@@ -177,12 +177,7 @@ fn from_run(path: &Path, dir: &Path, run: RunConfig, weights: Checkpoint) -> Res
         }
     };
     let hf_config = kept_json("config.json")?;
-    let dtype = hf_config.as_ref().and_then(|c| {
-        ["torch_dtype", "dtype"]
-            .iter()
-            .find_map(|k| c.get(*k).and_then(serde_json::Value::as_str))
-            .and_then(|s| s.parse().ok())
-    });
+    let dtype = hf_config.as_ref().and_then(hf::config_dtype);
     Ok(Source {
         path: path.to_owned(),
         model: run.model.clone(),

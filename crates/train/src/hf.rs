@@ -283,6 +283,15 @@ pub struct HfModel {
     pub notes: Vec<String>,
 }
 
+/// The element type a `config.json` says its weights are stored in (`torch_dtype`, or
+/// transformers 5's `dtype`), when it names one this project writes.
+pub fn config_dtype(config: &Value) -> Option<ExportDtype> {
+    ["torch_dtype", "dtype"]
+        .iter()
+        .find_map(|k| config.get(*k).and_then(Value::as_str))
+        .and_then(|s| s.parse().ok())
+}
+
 /// Whether `path` is a model this project opens as a Hugging Face model: a folder with
 /// `config.json` or a GGUF file.
 pub fn is_model_path(path: &Path) -> bool {
@@ -463,10 +472,7 @@ pub fn load(dir: &Path) -> Result<HfModel, HfError> {
                 .map_err(|e| err(&p, format!("not JSON: {e}"))),
         }
     };
-    let dtype = ["torch_dtype", "dtype"]
-        .iter()
-        .find_map(|k| config.json.get(*k).and_then(Value::as_str))
-        .and_then(|s| s.parse().ok());
+    let dtype = config_dtype(&config.json);
     Ok(HfModel {
         dir: dir.to_owned(),
         config,

@@ -95,6 +95,8 @@ pub struct Model<B: Backend> {
     bank: Option<(B::Bank, BankSnapshot)>,
     /// Activations by (batch, rows, capacity, all logits), made on first use.
     acts: HashMap<(usize, usize, usize, bool), Acts<B::Tensor>>,
+    /// Windows through the workgroup attention kernel (a GPU backend; see [`Pass`]).
+    windows_as_cached: bool,
 }
 
 impl<B: Backend> Model<B> {
@@ -116,6 +118,7 @@ impl<B: Backend> Model<B> {
         let params = Params::from_list(list, m.layers);
         let rope_table = backend.upload(&m.rope_table(m.context))?;
         let plan = QuantPlan::new(&m, &QatConfig::default());
+        let backend_is_gpu = backend.info().kind == "gpu";
         Ok(Model {
             backend,
             params,
@@ -125,6 +128,7 @@ impl<B: Backend> Model<B> {
             bank: None,
             config: m,
             acts: HashMap::new(),
+            windows_as_cached: backend_is_gpu,
         })
     }
 
@@ -198,7 +202,7 @@ impl<B: Backend> Model<B> {
             rope_table: &self.rope_table,
             plan: &self.plan,
             bank: self.bank.as_ref().map(|(b, _)| b),
-            windows_as_cached: self.backend.info().kind == "gpu",
+            windows_as_cached: self.windows_as_cached,
         };
         let a = self.acts.get(&key).ok_or_else(|| {
             TrainError::Data("inference: activations missing for this call shape".into())
