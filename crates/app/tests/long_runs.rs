@@ -81,6 +81,17 @@ fn long_run_counts_match_the_summary_and_a_spike_survives() {
             histogram: None,
         };
         folder.event(Event::Report(Box::new(report))).unwrap();
+        if step == 1_000 {
+            // Mid-run: the folder has its one writer, and the app reads it all the same.
+            let e = hif8lab_train::lock::FolderLock::acquire(&dir).unwrap_err();
+            assert!(e.to_string().contains("pid"), "{e}");
+            let view = RunView::load(&dir).expect("a folder being written reads");
+            let calls: u64 = view.calls[&ids[0].into()]
+                .iter()
+                .map(|c| u64::from(c.calls))
+                .sum();
+            assert!((1..=1_001).contains(&calls), "{calls} calls read mid-run");
+        }
     }
     folder.finish(RunStatus::Finished, None).unwrap();
     let summary = RunSummary::read(&dir).expect("summary.json");

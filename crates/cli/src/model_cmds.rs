@@ -345,10 +345,21 @@ pub fn run_eval(args: EvalArgs) -> Result<Outcome> {
     let text = std::fs::read(&args.text)
         .with_context(|| format!("--text: reading {}", args.text.display()))?;
     let text = hif8lab_train::data::corpus_text(&args.text, text).map_err(anyhow::Error::msg)?;
-    if text.len() > 1 << 20 && !args.json {
-        eprintln!("tokenizing {} MB of text…", text.len() >> 20);
-    }
-    let ids = encode(&src, &text, args.no_special_tokens)?;
+    let ids = if text.len() > 4 << 20 {
+        // A long text: tokenized in pieces (the same ids) with a progress bar in MB.
+        let bar =
+            crate::train_cmd::progress_bar((text.len() >> 20) as u64, "MB tokenized", args.json);
+        let ids = src
+            .tokenizer
+            .encode_in_pieces(&text, !args.no_special_tokens, 1 << 20, &mut |done| {
+                bar.set_position((done >> 20) as u64)
+            })
+            .map_err(anyhow::Error::msg)?;
+        bar.finish_and_clear();
+        ids
+    } else {
+        encode(&src, &text, args.no_special_tokens)?
+    };
     if ids.len() < 2 {
         bail!(
             "--text {}: fewer than 2 tokens, nothing to predict",

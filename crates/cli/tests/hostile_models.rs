@@ -638,6 +638,82 @@ fn a_full_disk_leaves_a_resumable_folder() {
     }
 }
 
+/// A full disk (ENOSPC, a small tmpfs in a user and mount namespace): while the trace is
+/// appended (no checkpoint yet) and while a checkpoint is written. Each time the error says
+/// the folder is resumable, and the folder, copied off the full disk, resumes to the losses
+/// of an uninterrupted run.
+#[test]
+fn no_space_left_leaves_a_resumable_folder() {
+    let bin = env!("CARGO_BIN_EXE_hif8lab");
+    let base = std::env::temp_dir().join(format!("hif8lab-enospc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("mnt")).unwrap();
+    let common = "--preset smoke --steps 30 --quiet --backend cpu --set train.checkpoint_every=10";
+    let whole = base.join("whole");
+    let o = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "'{bin}' train {common} --out '{}'",
+            whole.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let losses = |d: &Path| -> Vec<String> {
+        std::fs::read_to_string(d.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .filter_map(|l| {
+                Some(
+                    serde_json::from_str::<serde_json::Value>(l)
+                        .ok()?
+                        .get("loss")?
+                        .to_string(),
+                )
+            })
+            .collect()
+    };
+    // 100 KB: the trace fills it before step 10's checkpoint; 4 MB: step 20's checkpoint.
+    for (size, when) in [("100k", "trace"), ("4m", "checkpoint")] {
+        let kept = base.join(format!("kept-{when}"));
+        let mnt = base.join("mnt");
+        let o = std::process::Command::new("unshare")
+            .args(["-rm", "bash", "-c"])
+            .arg(format!(
+                "mount -t tmpfs -o size={size} tmpfs '{m}' || exit 99; \
+                 '{bin}' train {common} --out '{m}/run'; code=$?; \
+                 cp -a '{m}/run' '{k}'; exit $code",
+                m = mnt.display(),
+                k = kept.display()
+            ))
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_ne!(
+            o.status.code(),
+            Some(99),
+            "no tmpfs in a user namespace: {e}"
+        );
+        assert_eq!(o.status.code(), Some(1), "{when}: {e}");
+        assert!(
+            e.contains("No space left on device") && e.contains("left resumable"),
+            "{when}: {e}"
+        );
+        let o = hif8lab(&["train", "--resume", kept.to_str().unwrap(), "--quiet"]);
+        assert!(
+            o.status.success(),
+            "{when}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(
+            losses(&kept),
+            losses(&whole),
+            "{when}: resumed = uninterrupted"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 /// Only the newest `train.keep_checkpoints` (default 3) checkpoints stay; 0 is refused.
 #[test]
 fn old_checkpoints_are_pruned() {

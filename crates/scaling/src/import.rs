@@ -14,7 +14,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::trace::{InputError, Trace, lines_with_tail, parse_trace};
+use std::io::{BufRead, BufReader, Cursor, Read};
+
+use crate::trace::{InputError, Trace, TraceRecord, for_each_line, lines_with_tail, stream_trace};
 
 /// The amax values of one quantizer's calls, in call order.
 #[derive(Clone, Debug, PartialEq)]
@@ -95,6 +97,15 @@ impl SeriesBuilder {
         }
     }
 
+    /// Adds a trace record's call (and its SQNR, where measured).
+    fn push_record(&mut self, r: &TraceRecord) {
+        let name = r.quantizer().to_string();
+        if let Some(db) = r.sqnr_db.filter(|d| d.is_finite()) {
+            self.entry(name.clone()).sqnr_db.push(db);
+        }
+        self.push(name, r.step, r.amax);
+    }
+
     /// Adds a call whose value a log printed as zero at its fixed precision.
     fn push_rounded_zero(&mut self, name: String) {
         self.entry(name).rounded_to_zero += 1;
@@ -138,30 +149,43 @@ impl SeriesBuilder {
 pub fn series_from_trace(trace: &Trace, warnings: &mut Vec<String>) -> Vec<AmaxSeries> {
     let mut b = SeriesBuilder::default();
     for r in &trace.records {
-        let name = r.quantizer().to_string();
-        if let Some(db) = r.sqnr_db.filter(|d| d.is_finite()) {
-            b.entry(name.clone()).sqnr_db.push(db);
-        }
-        b.push(name, r.step, r.amax);
+        b.push_record(r);
     }
     b.finish(warnings)
 }
 
 /// Reads any supported file, choosing the reader from its content: a first non-blank line
 /// starting with `{` is a JSONL trace, a first line naming the CSV columns is CSV, anything
-/// else is read as a Transformer Engine log.
+/// else is read as a Transformer Engine log. The file is streamed: memory holds the series,
+/// not the file (a 90 MB CSV took 700 MB when it was read whole).
 pub fn import_file(path: &Path) -> Result<Imported, InputError> {
-    let bytes = std::fs::read(path).map_err(|error| InputError::Io {
+    let file = std::fs::File::open(path).map_err(|error| InputError::Io {
         path: path.to_owned(),
         error,
     })?;
-    import_bytes(path, &bytes)
+    import_reader(path, file)
 }
 
 /// [`import_file`] on contents already read (a browser's file picker); `path` names them in
 /// errors.
 pub fn import_bytes(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
-    if looks_like_utf16(bytes) {
+    import_reader(path, bytes)
+}
+
+/// How much of a file is looked at to tell its kind (and refuse binary data).
+const SNIFF_BYTES: u64 = 1 << 16;
+
+/// [`import_file`] from any reader, read once, front to back.
+pub fn import_reader(path: &Path, mut reader: impl Read) -> Result<Imported, InputError> {
+    let mut head = Vec::new();
+    (&mut reader)
+        .take(SNIFF_BYTES)
+        .read_to_end(&mut head)
+        .map_err(|error| InputError::Io {
+            path: path.to_owned(),
+            error,
+        })?;
+    if looks_like_utf16(&head) {
         return Err(InputError::Empty {
             path: path.to_owned(),
             message: "not UTF-8 (looks like UTF-16): save it as UTF-8, e.g. \
@@ -170,11 +194,8 @@ pub fn import_bytes(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
         });
     }
     // Binary data (a NUL byte early on) is no trace, CSV or log: refused before any line is
-    // split or copied (a 300 MB file of NUL bytes took 2.8 GB).
-    if let Some(at) = bytes[..bytes.len().min(1 << 16)]
-        .iter()
-        .position(|b| *b == 0)
-    {
+    // split or copied.
+    if let Some(at) = head.iter().position(|b| *b == 0) {
         return Err(InputError::Empty {
             path: path.to_owned(),
             message: format!(
@@ -183,23 +204,24 @@ pub fn import_bytes(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
             ),
         });
     }
-    let first = lines_with_tail(bytes)
+    let first = lines_with_tail(&head)
         .into_iter()
         .map(|(_, t, _)| String::from_utf8_lossy(t).trim().to_owned())
         .find(|t| !t.is_empty())
         .unwrap_or_default();
+    let stream = BufReader::with_capacity(1 << 16, Cursor::new(head).chain(reader));
     if first.starts_with('{') {
-        let trace = parse_trace(path, bytes)?;
-        let mut warnings = trace.warnings.clone();
+        let mut b = SeriesBuilder::default();
+        let (_, mut warnings) = stream_trace(path, stream, |r| b.push_record(&r))?;
         Ok(Imported {
-            series: series_from_trace(&trace, &mut warnings),
+            series: b.finish(&mut warnings),
             warnings,
             kind: "trace",
         })
     } else if looks_like_csv_header(&first) {
-        parse_csv(path, bytes)
+        csv_from_reader(path, stream)
     } else {
-        parse_te_log(path, bytes)
+        te_log_from_reader(path, stream)
     }
 }
 
@@ -248,69 +270,107 @@ pub fn split_csv_line(line: &str) -> Result<Vec<String>, String> {
 /// `layer.role`. A bad row is an error naming the file, line and column, except a torn
 /// last line (no final newline: a writer still at work), which is skipped with a warning.
 pub fn parse_csv(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
+    csv_from_reader(path, bytes)
+}
+
+/// A reader that remembers the last byte it gave out (whether a file ends in a newline).
+struct LastByte<R> {
+    inner: R,
+    last: Option<u8>,
+}
+
+impl<R: Read> Read for LastByte<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n > 0 {
+            self.last = Some(buf[n - 1]);
+        }
+        Ok(n)
+    }
+}
+
+/// The fields of a CSV row as text, or the row's line if it is not UTF-8.
+fn csv_fields(record: &csv::ByteRecord) -> Result<Vec<&str>, ()> {
+    record
+        .iter()
+        .map(|f| std::str::from_utf8(f).map_err(|_| ()))
+        .collect()
+}
+
+/// [`parse_csv`] streamed from a reader: one row in memory at a time.
+fn csv_from_reader(path: &Path, reader: impl Read) -> Result<Imported, InputError> {
     let malformed = |line: usize, field: &str, message: String| InputError::Malformed {
         path: path.to_owned(),
         line,
         field: field.to_owned(),
         message,
     };
-    if let Err(e) = std::str::from_utf8(bytes) {
-        let line = 1 + bytes[..e.valid_up_to()]
-            .iter()
-            .filter(|b| **b == b'\n')
-            .count();
-        return Err(malformed(line, "-", "not UTF-8 text".into()));
-    }
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
         .trim(csv::Trim::All)
-        .from_reader(bytes);
-    let mut rows = Vec::new();
-    for record in reader.records() {
-        let line = |e: &csv::Error| e.position().map_or(0, |p| p.line() as usize);
-        let record = record.map_err(|e| malformed(line(&e), "-", e.to_string()))?;
-        let line = record.position().map_or(0, |p| p.line() as usize);
-        if record.iter().all(str::is_empty) {
-            continue; // a blank line
-        }
-        rows.push((line, record));
-    }
-    let torn_tail = !bytes.ends_with(b"\n");
-    let last_line = rows.last().map_or(0, |(l, _)| *l);
-    let mut rows = rows.into_iter();
-    let (header_no, header) = rows.next().ok_or_else(|| InputError::Empty {
-        path: path.to_owned(),
-        message: "empty CSV (expected a header step,layer,role,amax)".into(),
-    })?;
-    let column = |name: &str| {
-        header
-            .iter()
-            .position(|h| h.eq_ignore_ascii_case(name))
-            .ok_or_else(|| {
-                malformed(
-                    header_no,
-                    name,
-                    format!("header lacks column '{name}' (expected step,layer,role,amax)"),
-                )
-            })
-    };
-    let (c_step, c_layer, c_role, c_amax) = (
-        column("step")?,
-        column("layer")?,
-        column("role")?,
-        column("amax")?,
-    );
+        .from_reader(LastByte {
+            inner: reader,
+            last: None,
+        });
+    let mut columns: Option<[usize; 4]> = None;
     let mut b = SeriesBuilder::default();
     let mut warnings = Vec::new();
-    for (line_no, f) in rows {
+    // A bad row is fatal unless it is the file's torn last line: decided when the next row
+    // (or the end) arrives.
+    let mut pending: Option<InputError> = None;
+    let mut record = csv::ByteRecord::new();
+    loop {
+        let more = reader.read_byte_record(&mut record).map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line() as usize);
+            match e.kind() {
+                csv::ErrorKind::Io(io) => InputError::Io {
+                    path: path.to_owned(),
+                    error: std::io::Error::new(io.kind(), io.to_string()),
+                },
+                _ => malformed(line, "-", e.to_string()),
+            }
+        })?;
+        if !more {
+            break;
+        }
+        if record.iter().all(<[u8]>::is_empty) {
+            continue; // a blank line
+        }
+        if let Some(e) = pending.take() {
+            return Err(e);
+        }
+        let line_no = record.position().map_or(0, |p| p.line() as usize);
+        let fields =
+            csv_fields(&record).map_err(|()| malformed(line_no, "-", "not UTF-8 text".into()))?;
+        let Some([c_step, c_layer, c_role, c_amax]) = columns else {
+            let column = |name: &str| {
+                fields
+                    .iter()
+                    .position(|h| h.eq_ignore_ascii_case(name))
+                    .ok_or_else(|| {
+                        malformed(
+                            line_no,
+                            name,
+                            format!("header lacks column '{name}' (expected step,layer,role,amax)"),
+                        )
+                    })
+            };
+            columns = Some([
+                column("step")?,
+                column("layer")?,
+                column("role")?,
+                column("amax")?,
+            ]);
+            continue;
+        };
         let row = (|| {
             let get = |i: usize, name: &str| {
-                f.get(i).ok_or_else(|| {
+                fields.get(i).copied().ok_or_else(|| {
                     malformed(
                         line_no,
                         name,
-                        format!("missing (row has {} fields)", f.len()),
+                        format!("missing (row has {} fields)", fields.len()),
                     )
                 })
             };
@@ -318,8 +378,8 @@ pub fn parse_csv(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
             let step: u64 = step.parse().map_err(|_| {
                 malformed(line_no, "step", format!("'{step}' is not a step number"))
             })?;
-            let layer = get(c_layer, "layer")?.to_owned();
-            let role = get(c_role, "role")?.to_owned();
+            let layer = get(c_layer, "layer")?;
+            let role = get(c_role, "role")?;
             if role.is_empty() {
                 return Err(malformed(line_no, "role", "empty".into()));
             }
@@ -331,11 +391,21 @@ pub fn parse_csv(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
         })();
         match row {
             Ok((step, name, amax)) => b.push(name, step, amax),
-            Err(e) if torn_tail && line_no == last_line => {
-                warnings.push(format!("skipped a torn last line ({e})"));
-            }
-            Err(e) => return Err(e),
+            Err(e) => pending = Some(e),
         }
+    }
+    if let Some(e) = pending {
+        let torn_tail = reader.get_ref().last != Some(b'\n');
+        if !torn_tail {
+            return Err(e);
+        }
+        warnings.push(format!("skipped a torn last line ({e})"));
+    }
+    if columns.is_none() {
+        return Err(InputError::Empty {
+            path: path.to_owned(),
+            message: "empty CSV (expected a header step,layer,role,amax)".into(),
+        });
     }
     let series = b.finish(&mut warnings);
     if series.is_empty() {
@@ -386,105 +456,134 @@ const TE_TENSORS: [&str; 6] = [
 /// counted as lost to the log's precision, not replayed as zeros. Other lines (other stats,
 /// other log output) are skipped. Series are named `layer.tensor`.
 pub fn parse_te_log(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Stat {
-        /// `_amax` (`cur` false) or `_cur_amax` (`cur` true).
-        Amax {
-            cur: bool,
-        },
-        Max,
-        Min,
-    }
-    /// One call being assembled: a direct amax, or a max/min pair of one iteration.
-    struct Entry {
-        step: u64,
-        /// A direct amax and whether it came from a `_cur_amax` line.
+    te_log_from_reader(path, bytes)
+}
+
+/// A statistic of a Transformer Engine log line.
+#[derive(Clone, Copy, PartialEq)]
+enum Stat {
+    /// `_amax` (`cur` false) or `_cur_amax` (`cur` true).
+    Amax {
         cur: bool,
-        amax: Option<(f32, bool)>,
-        max: Option<(f32, bool)>,
-        min: Option<(f32, bool)>,
-    }
-    let text = String::from_utf8_lossy(bytes);
-    let malformed = |line: usize, field: &str, message: String| InputError::Malformed {
+    },
+    Max,
+    Min,
+}
+
+/// One call being assembled from a Transformer Engine log: a direct amax, or a max/min pair
+/// of one iteration. Values carry whether the log printed them as zero at its precision.
+struct Entry {
+    step: u64,
+    /// Whether the direct amax came from a `_cur_amax` line.
+    cur: bool,
+    amax: Option<(f32, bool)>,
+    max: Option<(f32, bool)>,
+    min: Option<(f32, bool)>,
+}
+
+/// The calls of a Transformer Engine log per tensor, in order of first appearance.
+#[derive(Default)]
+struct TeLines {
+    order: Vec<String>,
+    entries: BTreeMap<String, Vec<Entry>>,
+    warnings: Vec<String>,
+    skipped: usize,
+}
+
+/// One amax statistic of a log line: tensor (`layer.tensor`), statistic, iteration, value
+/// and whether the value was printed as zero at the log's precision.
+type TeValue = (String, Stat, u64, f32, bool);
+
+/// One log line's tensor, statistic, iteration and value; `None` for a line without amax
+/// statistics.
+fn te_line(path: &Path, line_no: usize, line: &str) -> Result<Option<TeValue>, InputError> {
+    let malformed = |field: &str, message: String| InputError::Malformed {
         path: path.to_owned(),
-        line,
+        line: line_no,
         field: field.to_owned(),
         message,
     };
-    let mut order: Vec<String> = Vec::new();
-    let mut entries: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
-    let mut warnings = Vec::new();
-    let mut skipped = 0usize;
-    for (line_no, raw, unterminated) in lines_with_tail(text.as_bytes()) {
-        let line = String::from_utf8_lossy(raw);
-        let tokens: Vec<&str> = line.split_whitespace().collect();
-        let Some(it_pos) = tokens.iter().position(|t| t.starts_with("iteration=")) else {
-            skipped += usize::from(!line.trim().is_empty());
-            continue;
-        };
-        let Some(name) = it_pos.checked_sub(1).map(|i| tokens[i]) else {
-            skipped += 1;
-            continue;
-        };
-        let stat = if let Some(b) = name.strip_suffix("_cur_amax") {
-            Some((b, Stat::Amax { cur: true }))
-        } else if let Some(b) = name.strip_suffix("_amax") {
-            Some((b, Stat::Amax { cur: false }))
-        } else if let Some(b) = name.strip_suffix("_max") {
-            Some((b, Stat::Max))
-        } else {
-            name.strip_suffix("_min").map(|b| (b, Stat::Min))
-        };
-        let Some((base, stat)) = stat else {
-            skipped += 1; // another statistic
-            continue;
-        };
-        let row = (|| {
-            let (layer, tensor) = base
-                .rsplit_once('_')
-                .filter(|(_, t)| TE_TENSORS.contains(t))
-                .ok_or_else(|| {
-                    malformed(
-                        line_no,
-                        "name",
-                        format!(
-                            "'{name}' is not <layer>_<tensor>_<amax|max|min> with tensor one of \
-                             {TE_TENSORS:?}"
-                        ),
-                    )
-                })?;
-            let iteration = &tokens[it_pos]["iteration=".len()..];
-            let step: u64 = iteration.parse().map_err(|_| {
-                malformed(
-                    line_no,
-                    "iteration",
-                    format!("'{iteration}' is not a number"),
-                )
-            })?;
-            let value = tokens
-                .iter()
-                .find_map(|t| t.strip_prefix("value="))
-                .ok_or_else(|| malformed(line_no, "value", "missing value=".into()))?;
-            let v: f32 = value
-                .parse()
-                .map_err(|_| malformed(line_no, "value", format!("'{value}' is not a number")))?;
-            // `0.0000`: zero only as far as the printed decimals go.
-            let rounded_zero = v == 0.0 && value.contains('.') && !value.contains(['e', 'E']);
-            Ok((format!("{layer}.{tensor}"), step, v, rounded_zero))
-        })();
-        let (series, step, v, rounded_zero) = match row {
-            Ok(r) => r,
-            Err(e) if unterminated => {
-                warnings.push(format!("skipped a torn last line ({e})"));
-                continue;
+    let tokens: Vec<&str> = line.split_whitespace().collect();
+    let Some(it_pos) = tokens.iter().position(|t| t.starts_with("iteration=")) else {
+        return Ok(None);
+    };
+    let Some(name) = it_pos.checked_sub(1).map(|i| tokens[i]) else {
+        return Ok(None);
+    };
+    let stat = if let Some(b) = name.strip_suffix("_cur_amax") {
+        Some((b, Stat::Amax { cur: true }))
+    } else if let Some(b) = name.strip_suffix("_amax") {
+        Some((b, Stat::Amax { cur: false }))
+    } else if let Some(b) = name.strip_suffix("_max") {
+        Some((b, Stat::Max))
+    } else {
+        name.strip_suffix("_min").map(|b| (b, Stat::Min))
+    };
+    let Some((base, stat)) = stat else {
+        return Ok(None); // another statistic
+    };
+    let (layer, tensor) = base
+        .rsplit_once('_')
+        .filter(|(_, t)| TE_TENSORS.contains(t))
+        .ok_or_else(|| {
+            malformed(
+                "name",
+                format!(
+                    "'{name}' is not <layer>_<tensor>_<amax|max|min> with tensor one of \
+                     {TE_TENSORS:?}"
+                ),
+            )
+        })?;
+    let iteration = &tokens[it_pos]["iteration=".len()..];
+    let step: u64 = iteration
+        .parse()
+        .map_err(|_| malformed("iteration", format!("'{iteration}' is not a number")))?;
+    let value = tokens
+        .iter()
+        .find_map(|t| t.strip_prefix("value="))
+        .ok_or_else(|| malformed("value", "missing value=".into()))?;
+    let v: f32 = value
+        .parse()
+        .map_err(|_| malformed("value", format!("'{value}' is not a number")))?;
+    // `0.0000`: zero only as far as the printed decimals go.
+    let rounded_zero = v == 0.0 && value.contains('.') && !value.contains(['e', 'E']);
+    Ok(Some((
+        format!("{layer}.{tensor}"),
+        stat,
+        step,
+        v,
+        rounded_zero,
+    )))
+}
+
+impl TeLines {
+    /// Reads a log line by line.
+    fn read(path: &Path, reader: impl BufRead) -> Result<TeLines, InputError> {
+        let mut t = TeLines::default();
+        for_each_line(path, reader, |line_no, raw, unterminated| {
+            let line = String::from_utf8_lossy(raw);
+            match te_line(path, line_no, &line) {
+                Ok(Some((series, stat, step, v, rounded_zero))) => {
+                    t.add(series, stat, step, (v, rounded_zero));
+                }
+                Ok(None) => t.skipped += usize::from(!line.trim().is_empty()),
+                Err(e) if unterminated => {
+                    t.warnings.push(format!("skipped a torn last line ({e})"));
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => return Err(e),
-        };
-        let list = entries.entry(series.clone()).or_insert_with(|| {
+            Ok(())
+        })?;
+        Ok(t)
+    }
+
+    fn add(&mut self, series: String, stat: Stat, step: u64, value: (f32, bool)) {
+        let order = &mut self.order;
+        let list = self.entries.entry(series.clone()).or_insert_with(|| {
             order.push(series);
             Vec::new()
         });
-        let value = Some((v, rounded_zero));
+        let value = Some(value);
         match stat {
             Stat::Amax { cur } => list.push(Entry {
                 step,
@@ -524,6 +623,16 @@ pub fn parse_te_log(path: &Path, bytes: &[u8]) -> Result<Imported, InputError> {
             }
         }
     }
+}
+
+/// [`parse_te_log`] streamed from a reader.
+fn te_log_from_reader(path: &Path, reader: impl BufRead) -> Result<Imported, InputError> {
+    let TeLines {
+        order,
+        mut entries,
+        mut warnings,
+        mut skipped,
+    } = TeLines::read(path, reader)?;
     let mut b = SeriesBuilder::default();
     let mut unpaired = 0usize;
     let (mut both_kinds, mut repeated, mut backwards) = (0usize, 0usize, 0usize);

@@ -276,16 +276,66 @@ fn parse_line<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// Calls `each(line_no, text, unterminated)` for every line a reader yields, one line in
+/// memory at a time: its 1-based number, its bytes without the newline, and whether it is an
+/// unterminated last line (possibly torn by a crash mid-write).
+pub fn for_each_line<E>(
+    path: &Path,
+    mut reader: impl BufRead,
+    mut each: impl FnMut(usize, &[u8], bool) -> Result<(), E>,
+) -> Result<(), E>
+where
+    E: From<InputError>,
+{
+    let mut line = Vec::new();
+    let mut n = 0;
+    loop {
+        line.clear();
+        let read = reader.read_until(b'\n', &mut line).map_err(|error| {
+            E::from(InputError::Io {
+                path: path.to_owned(),
+                error,
+            })
+        })?;
+        if read == 0 {
+            return Ok(());
+        }
+        n += 1;
+        let unterminated = line.last() != Some(&b'\n');
+        let text = if unterminated {
+            &line[..]
+        } else {
+            &line[..line.len() - 1]
+        };
+        each(n, text, unterminated)?;
+    }
+}
+
 /// Parses a trace. Blank lines are skipped; a last line without a newline that does not
 /// parse is taken as torn by an interrupted write and skipped with a warning; any other
 /// malformed line is an error naming the file, line and field.
 pub fn parse_trace(path: &Path, bytes: &[u8]) -> Result<Trace, InputError> {
-    let mut header: Option<TraceHeader> = None;
     let mut records = Vec::new();
+    let (header, warnings) = stream_trace(path, bytes, |r| records.push(r))?;
+    Ok(Trace {
+        header,
+        records,
+        warnings,
+    })
+}
+
+/// [`parse_trace`] from a reader, handing each record to `each` as it is read (a trace of
+/// any length in the memory of one line); returns the header and the warnings.
+pub fn stream_trace(
+    path: &Path,
+    reader: impl BufRead,
+    mut each: impl FnMut(TraceRecord),
+) -> Result<(TraceHeader, Vec<String>), InputError> {
+    let mut header: Option<TraceHeader> = None;
     let mut warnings = Vec::new();
-    for (line_no, text, unterminated) in lines_with_tail(bytes) {
+    for_each_line(path, reader, |line_no, text, unterminated| {
         if text.iter().all(u8::is_ascii_whitespace) {
-            continue;
+            return Ok(());
         }
         let parsed = if header.is_none() {
             parse_line::<TraceHeader>(path, line_no, text).and_then(|h| {
@@ -304,28 +354,25 @@ pub fn parse_trace(path: &Path, bytes: &[u8]) -> Result<Trace, InputError> {
                 Ok(())
             })
         } else {
-            parse_line::<TraceRecord>(path, line_no, text).map(|r| records.push(r))
+            parse_line::<TraceRecord>(path, line_no, text).map(&mut each)
         };
         match parsed {
-            Ok(()) => {}
+            Ok(()) => Ok(()),
             Err(e) if unterminated => {
                 warnings.push(format!(
                     "{}:{line_no}: skipped a torn last line ({e})",
                     path.display()
                 ));
+                Ok(())
             }
-            Err(e) => return Err(e),
+            Err(e) => Err(e),
         }
-    }
+    })?;
     let header = header.ok_or_else(|| InputError::Empty {
         path: path.to_owned(),
         message: "no trace header line (a JSON object with \"hif8lab_trace\")".into(),
     })?;
-    Ok(Trace {
-        header,
-        records,
-        warnings,
-    })
+    Ok((header, warnings))
 }
 
 /// Reads JSON lines of any type from a reader with the same tolerance as [`parse_trace`]
@@ -334,19 +381,11 @@ pub fn read_jsonl<T: serde::de::DeserializeOwned>(
     path: &Path,
     reader: impl BufRead,
 ) -> Result<(Vec<T>, Vec<String>), InputError> {
-    let mut bytes = Vec::new();
-    let mut reader = reader;
-    reader
-        .read_to_end(&mut bytes)
-        .map_err(|error| InputError::Io {
-            path: path.to_owned(),
-            error,
-        })?;
     let mut items = Vec::new();
     let mut warnings = Vec::new();
-    for (line_no, text, unterminated) in lines_with_tail(&bytes) {
+    for_each_line(path, reader, |line_no, text, unterminated| {
         if text.iter().all(u8::is_ascii_whitespace) {
-            continue;
+            return Ok(());
         }
         match parse_line::<T>(path, line_no, text) {
             Ok(v) => items.push(v),
@@ -356,6 +395,7 @@ pub fn read_jsonl<T: serde::de::DeserializeOwned>(
             )),
             Err(e) => return Err(e),
         }
-    }
+        Ok(())
+    })?;
     Ok((items, warnings))
 }

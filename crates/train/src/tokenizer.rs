@@ -123,6 +123,54 @@ impl Tokenizer {
         }
     }
 
+    /// [`Tokenizer::encode_with`] of a long text in pieces of about `piece` bytes, calling
+    /// `progress(bytes done)` after each, with the same ids as one call. Pieces end at a
+    /// newline between a non-space and a letter or digit (where a byte-level pre-tokenizer
+    /// starts a new word whatever came before); the first two pieces are encoded joined and
+    /// apart, and unless both give the same ids (a tokenizer whose pre-tokenizer looks across
+    /// lines, or prefixes each text), the text is encoded in one call. The special tokens the
+    /// post-processor adds (BOS) are taken from the first piece and placed around the whole.
+    pub fn encode_in_pieces(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+        piece: usize,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Vec<u32>, String> {
+        let whole = |progress: &mut dyn FnMut(usize)| {
+            let ids = self.encode_with(text, add_special_tokens)?;
+            progress(text.len());
+            Ok(ids)
+        };
+        let cuts = piece_ends(text, piece.max(1));
+        if matches!(self, Tokenizer::Bytes) || cuts.len() < 3 {
+            return whole(progress);
+        }
+        let (a, b) = (&text[..cuts[0]], &text[cuts[0]..cuts[1]]);
+        let mut apart = self.encode_with(a, false)?;
+        apart.extend(self.encode_with(b, false)?);
+        if self.encode_with(&text[..cuts[1]], false)? != apart {
+            return whole(progress);
+        }
+        let plain_a = self.encode_with(a, false)?;
+        let special_a = self.encode_with(a, add_special_tokens)?;
+        let Some(at) = (0..=special_a.len().saturating_sub(plain_a.len()))
+            .find(|k| special_a[*k..].starts_with(&plain_a))
+        else {
+            return whole(progress);
+        };
+        let (prefix, suffix) = (&special_a[..at], &special_a[at + plain_a.len()..]);
+        let mut ids = prefix.to_vec();
+        let mut start = 0;
+        for end in cuts {
+            ids.extend(self.encode_with(&text[start..end], false)?);
+            progress(end);
+            start = end;
+        }
+        ids.extend_from_slice(suffix);
+        Ok(ids)
+    }
+
     /// The text of `ids` (invalid UTF-8 from partial byte sequences shown as U+FFFD).
     pub fn decode(&self, ids: &[u32]) -> String {
         match self {
@@ -146,6 +194,32 @@ impl Tokenizer {
             Tokenizer::Hf(t) => t.get_vocab_size(true),
         }
     }
+}
+
+/// Where the pieces of `text` end for [`Tokenizer::encode_in_pieces`]: at the first newline
+/// after every `piece` bytes that has a non-space before it and an ASCII letter or digit
+/// after it; the last piece ends at the text's end.
+fn piece_ends(text: &str, piece: usize) -> Vec<usize> {
+    let bytes = text.as_bytes();
+    let mut ends = Vec::new();
+    let mut from = piece;
+    while from < bytes.len() {
+        let cut = bytes[from..]
+            .windows(3)
+            .position(|w| {
+                !w[0].is_ascii_whitespace() && w[1] == b'\n' && w[2].is_ascii_alphanumeric()
+            })
+            .map(|i| from + i + 2);
+        match cut {
+            Some(c) => {
+                ends.push(c);
+                from = c + piece;
+            }
+            None => break,
+        }
+    }
+    ends.push(bytes.len());
+    ends
 }
 
 /// GPT-2's byte → printable character map (the ByteLevel alphabet).
@@ -250,5 +324,65 @@ mod tests {
         let t = Tokenizer::Bytes;
         assert_eq!(t.encode("é").unwrap(), vec![0xC3, 0xA9]);
         assert_eq!(t.decode(&[0xC3, 0xA9]), "é");
+    }
+
+    /// The fixture BPE tokenizer, its JSON changed by `edit`.
+    fn bpe(edit: impl FnOnce(&mut serde_json::Value)) -> Tokenizer {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/hf/bpe-tokenizer/tokenizer.json"
+        );
+        let mut json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        edit(&mut json);
+        Tokenizer::from_json("bpe", &json.to_string()).unwrap()
+    }
+
+    #[test]
+    fn a_text_encoded_in_pieces_gets_the_ids_of_one_call() {
+        let text: String = (0..60)
+            .map(|i| format!("Line {i} of the text,\n\nwith  spaces\nand 12345 digits.\n"))
+            .collect();
+        let with_bos = bpe(|j| {
+            j["post_processor"]["single"] = serde_json::json!([
+                {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}}
+            ]);
+            j["post_processor"]["special_tokens"] = serde_json::json!({
+                "<|endoftext|>": {"id": "<|endoftext|>", "ids": [0], "tokens": ["<|endoftext|>"]}
+            });
+        });
+        // A pre-tokenizer that prefixes every text with a space: pieces would differ, so the
+        // joined check sends the text through one call.
+        let prefixing = bpe(|j| j["pre_tokenizer"]["add_prefix_space"] = true.into());
+        for (t, special) in [(&with_bos, true), (&with_bos, false), (&prefixing, false)] {
+            let whole = t.encode_with(&text, special).unwrap();
+            let mut done = Vec::new();
+            let pieces = t
+                .encode_in_pieces(&text, special, 100, &mut |n| done.push(n))
+                .unwrap();
+            assert_eq!(pieces, whole, "special tokens {special}");
+            assert_eq!(done.last(), Some(&text.len()));
+            assert!(done.windows(2).all(|w| w[0] < w[1]));
+        }
+        assert_eq!(
+            with_bos.encode_with(&text, true).unwrap()[0],
+            0,
+            "BOS added"
+        );
+        let mut calls = 0;
+        with_bos
+            .encode_in_pieces(&text, true, 100, &mut |_| calls += 1)
+            .unwrap();
+        assert!(
+            calls > 10,
+            "{calls} progress calls for {} bytes",
+            text.len()
+        );
+        let mut calls = 0;
+        prefixing
+            .encode_in_pieces(&text, false, 100, &mut |_| calls += 1)
+            .unwrap();
+        assert_eq!(calls, 1, "one call when pieces disagree");
     }
 }
