@@ -1,7 +1,8 @@
 //! Fuzz-style tests of every parser a user can feed: run configs (TOML and `--set`),
 //! safetensors checkpoints (and restoring them into a trainer), Hugging Face `config.json`
 //! and `tokenizer.json`, GGUF files, JSONL traces, CSV amax
-//! files, Transformer Engine / nvdlfw-inspect logs and corpus files. Each gets structure-aware
+//! files, Transformer Engine / nvdlfw-inspect logs, corpus files and a grid's data file
+//! (`grid --recompute`). Each gets structure-aware
 //! mutations of valid inputs plus random bytes — at least 100,000 inputs per parser — and
 //! must never panic: every input is accepted or refused with a message that names its
 //! source. (The codec's stdin is fuzzed in the CLI crate, `codec.rs`.)
@@ -323,6 +324,83 @@ fn fuzz_probe_records() {
         },
     );
     report("probe records", start, counts);
+}
+
+/// A grid's data (`runs.jsonl.gz`, as JSON lines): every input is read or refused by name,
+/// and one accepted input in 500 is turned into a report (the bootstrap is slow).
+#[test]
+fn fuzz_grid_data() {
+    use hif8lab_train::grid::{GridData, GridDataRun, RunSummary, results_of};
+    let probes = |right: &str| hif8lab_train::ProbeScores {
+        step: 4,
+        knowledge_acc_norm: 0.5,
+        knowledge_items: 12,
+        completion_items: 4,
+        marks: Some(hif8lab_train::trainer::ProbeMarks {
+            knowledge_acc: right.into(),
+            knowledge_acc_norm: right.into(),
+            completion_acc: "8".into(),
+            completion_acc_norm: "e".into(),
+            heldout: vec![2.4, 2.6, 2.5, 2.7, 2.3],
+            knowledge_group: vec![0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1],
+            completion_group: vec![0, 0, 0, 1],
+            knowledge_margin: vec![
+                0.5, -0.25, 0.1, 0.0, 1.0, -1.0, 0.5, 0.5, 0.2, -0.1, 0.3, 0.7,
+            ],
+            completion_margin: vec![0.1, 0.2, -0.3, 0.4],
+        }),
+        ..Default::default()
+    };
+    let run = |name: &str, est: &str, right: &str| GridDataRun {
+        run: name.into(),
+        order: 0,
+        base_seed: 0,
+        summary: RunSummary {
+            name: name.into(),
+            lr: 1e-4,
+            estimator: est.into(),
+            losses: vec![3.0, 2.5, 2.25, 2.0],
+            probes: Some(probes(right)),
+            ..Default::default()
+        },
+    };
+    let data = GridData {
+        bases: vec![probes("fff")],
+        runs: vec![
+            run("baseline-low", "none", "ff0"),
+            run("max_window-low", "max_window(64)", "fe0"),
+            run("most_recent-low", "most_recent", "f70"),
+        ],
+    };
+    let seed = data.to_jsonl().into_bytes();
+    let mut m = Mutator::new(
+        17,
+        &[
+            "\"order\":99999",
+            "\"base_seed\":1",
+            "\"kind\":\"base\"",
+            "\"run\":\"nope\"",
+            "1e300",
+            "null",
+            "-1",
+        ],
+    );
+    let start = Instant::now();
+    let (mut accepted, mut reports) = (0usize, 0usize);
+    let counts = fuzz("grid data", INPUTS, &mut m, &[seed], |bytes| {
+        let text = std::str::from_utf8(bytes).map_err(|e| format!("runs.jsonl.gz: {e}"))?;
+        let data = GridData::from_jsonl("runs.jsonl.gz", text).map_err(|e| e.to_string())?;
+        accepted += 1;
+        if accepted % 500 == 1 {
+            reports += 1;
+            let r = results_of("runs.jsonl.gz", data).map_err(|e| e.to_string())?;
+            let _ = r.verdicts.len();
+        }
+        Ok(())
+    });
+    println!("{reports} reports computed");
+    assert!(reports > 5, "{reports} reports");
+    report("grid data", start, counts);
 }
 
 #[test]

@@ -590,7 +590,7 @@ impl HifApp {
             }
             (JobKind::Run, Msg::Probes(p)) => {
                 if let Some(v) = &mut self.runs.live {
-                    v.probes.push(p);
+                    v.probes.push(*p);
                 }
             }
             (JobKind::Baseline, Msg::Report(r)) => {
@@ -602,10 +602,10 @@ impl HifApp {
                     .baseline
                     .get_or_insert_with(RunView::default)
                     .probes
-                    .push(p);
+                    .push(*p);
             }
             (JobKind::Base, Msg::Weights(w)) => self.base = Some(w),
-            (JobKind::Base, Msg::Probes(p)) => self.base_probes = Some(p),
+            (JobKind::Base, Msg::Probes(p)) => self.base_probes = Some(*p),
             (JobKind::Base, Msg::Report(r)) => {
                 self.status = format!("Pretraining the base model: step {}…", r.step + 1);
             }

@@ -604,6 +604,8 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
         ui.label(
             RichText::new("The lesson's scenario (its runs, judged from their numbers)").strong(),
         );
+        let held = r.claims.iter().filter(|c| c.holds).count();
+        ui.label(RichText::new(format!("{held} of {} claims hold", r.claims.len())).strong());
         for c in &r.claims {
             use hif8lab_train::stats::Verdict3;
             let colour = match c.verdict {
@@ -612,21 +614,11 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
                 Verdict3::Inconclusive => Color32::from_rgb(200, 140, 20),
             };
             ui.label(RichText::new(format!("{}: {}", c.verdict.as_str(), c.claim)).color(colour));
-            let p = c.p_value.map_or(String::new(), |p| format!(", p = {p:.3}"));
-            let interval = if c.interval[0] == c.interval[1] {
-                String::new()
-            } else {
-                format!(
-                    ", 95 % interval {} to {}",
-                    round3(c.interval[0]),
-                    round3(c.interval[1])
-                )
-            };
-            ui.label(format!(
-                "Measured {}{interval}{p}; test: {}.",
-                round3(c.statistic),
-                c.test
-            ));
+            // The same words as the command line and the reports.
+            ui.label(format!("Measured: {}.", c.measured_words()));
+            for part in &c.parts {
+                ui.label(format!("Also: {part}."));
+            }
             // The claim's raw numbers stay available, folded.
             egui::CollapsingHeader::new("details (the claim's data)")
                 .id_salt(("claim", &c.claim))
@@ -819,19 +811,4 @@ fn view_lr(view: &RunView) -> f64 {
         .and_then(|c| crate::settings::lookup(c, "train.lr"))
         .and_then(serde_json::Value::as_f64)
         .unwrap_or(f64::NAN)
-}
-
-/// A number rounded for reading: three significant digits, no trailing noise.
-fn round3(v: f64) -> String {
-    if !v.is_finite() {
-        return "n/a".into();
-    }
-    let digits = if v.abs() >= 100.0 {
-        0
-    } else if v.abs() >= 10.0 {
-        1
-    } else {
-        2
-    };
-    format!("{v:.digits$}")
 }

@@ -129,8 +129,8 @@ impl ScenarioJob {
                     cur.view.push_report(&r);
                 }
                 Msg::Probes(p) => {
-                    cur.probes = p.clone();
-                    cur.view.probes.push(p);
+                    cur.probes = (*p).clone();
+                    cur.view.probes.push(*p);
                 }
                 Msg::Error(e) => return Err(format!("{name}: {e}")),
                 Msg::Preparing { .. } => {}

@@ -40,7 +40,7 @@ pub enum Msg {
     /// A step's report.
     Report(Box<StepReport>),
     /// Probe scores (before the first step, every `eval_every` steps, after the last).
-    Probes(ProbeScores),
+    Probes(Box<ProbeScores>),
     /// The final weights, when asked for ([`RunExtras::keep_weights`]).
     Weights(Arc<Checkpoint>),
     /// Training stopped with an error.
@@ -269,7 +269,7 @@ impl Stepper {
             let mut sink = |e: Event| {
                 queue.push_back(match e {
                     Event::Report(r) => Msg::Report(r),
-                    Event::Probes(p) => Msg::Probes(*p),
+                    Event::Probes(p) => Msg::Probes(p),
                     Event::Weights(w) => Msg::Weights(w),
                     Event::Checkpoint { .. } => return Ok(()),
                 });

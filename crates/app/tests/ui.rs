@@ -814,16 +814,20 @@ fn full_app() -> HifApp {
     app.lesson = hif8lab_train::lesson::lesson("forgetting").unwrap();
     app.lesson_report = Some(hif8lab_train::lesson::LessonReport {
         lesson: "forgetting".into(),
-        claims: vec![hif8lab_train::lesson::Claim {
-            claim: "without QAT, the high learning rate forgets (knowledge drop ≥ 10 % and ≥ 2× the low rate's)".into(),
-            holds: true,
-            verdict: hif8lab_train::stats::Verdict3::Holds,
-            test: "paired cluster bootstrap".into(),
-            statistic: 21.5,
-            interval: [12.0, 30.0],
-            p_value: Some(0.001),
-            evidence: serde_json::json!({"drop_high_percent": 37.5}),
-        }],
+        claims: vec![hif8lab_train::lesson::Claim::new(
+            "without QAT, the high learning rate forgets: it loses ≥ 10 points more of the base's above-chance knowledge than the low rate",
+            vec![hif8lab_train::claims::Part {
+                measured: "forgetting of baseline-high minus baseline-low".into(),
+                unit: " points".into(),
+                value: 21.5,
+                spread: hif8lab_train::claims::Spread::Seeds(vec![18.0, 21.5, 25.0]),
+                side: hif8lab_train::claims::Side::AtLeast,
+                threshold: 10.0,
+                test: "paired cluster bootstrap".into(),
+                variation: "covers the probe items".into(),
+            }],
+            serde_json::json!({"forgetting_high_points": 37.5}),
+        )],
         summary: "Against the base model, knowledge accuracy fell 37.5 %.".into(),
     });
     app.lesson_views = (0..4)

@@ -31,6 +31,14 @@ pub struct GridArgs {
     /// verdicts that use every seed.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=16))]
     seeds: u64,
+    /// `grid` only: pretrain the base this many times (seeds of the pretraining) and
+    /// continue every run from each; intervals then cover the pretraining too.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=8))]
+    base_seeds: u64,
+    /// `grid` only: rebuild DIR/results.md and results.csv from DIR/runs.jsonl.gz (the data
+    /// a grid writes next to its report) without training: the same report, byte for byte.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "out", "runs"])]
+    recompute: Option<PathBuf>,
     /// `grid` only: do just these runs (comma-separated names, e.g.
     /// `baseline-low,most_recent-low,max_window-low`); verdicts that need others come out
     /// inconclusive.
@@ -135,8 +143,51 @@ pub fn run_pretrain(args: GridArgs) -> Result<()> {
     Ok(())
 }
 
+/// The report's plots: the grid's plot files present in `out/plots`, in a fixed order, or
+/// why they were not drawn.
+fn plots_section(out: &std::path::Path, skipped: Option<String>) -> String {
+    let mut md = String::from("\n## Plots\n\n");
+    if let Some(reason) = skipped {
+        md.push_str(&format!("Not drawn: {reason}.\n"));
+        return md;
+    }
+    let files: Vec<String> = ["loss", "probes", "amax"]
+        .iter()
+        .map(|n| format!("plots/{n}.png"))
+        .filter(|rel| out.join(rel).is_file())
+        .collect();
+    if files.is_empty() {
+        md.push_str("Not drawn: no plots in the folder.\n");
+    }
+    for rel in files {
+        md.push_str(&format!("![{rel}]({rel})\n\n"));
+    }
+    md
+}
+
+/// `hif8lab grid --recompute DIR`: the report again from the data beside it.
+fn recompute(dir: &std::path::Path) -> Result<()> {
+    let _lock = hif8lab_train::lock::FolderLock::acquire(dir)
+        .with_context(|| format!("--recompute {}", dir.display()))?;
+    let results = grid::recompute(dir)?;
+    let mut md = results.markdown();
+    md.push_str(&plots_section(dir, None));
+    hif8lab_train::run::write_atomic(&dir.join("results.csv"), results.csv().as_bytes())?;
+    hif8lab_train::run::write_atomic(&dir.join("results.md"), md.as_bytes())?;
+    crate::outln!("{md}");
+    eprintln!(
+        "recomputed {}/results.md and results.csv from {}",
+        dir.display(),
+        grid::DATA_FILE
+    );
+    Ok(())
+}
+
 /// `hif8lab grid`.
 pub fn run_grid(args: GridArgs) -> Result<()> {
+    if let Some(dir) = &args.recompute {
+        return recompute(dir);
+    }
     let config = grid_config(&args.preset, args.config.as_ref())?;
     let known: Vec<String> = grid::grid_runs().into_iter().map(|r| r.name).collect();
     if let Some(bad) = args.runs.iter().find(|n| !known.contains(n)) {
@@ -161,6 +212,7 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
             &config,
             &out,
             args.seeds as usize,
+            args.base_seeds as usize,
             &args.runs,
             &mut p,
         )?
@@ -170,23 +222,15 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
             &config,
             &out,
             args.seeds as usize,
+            args.base_seeds as usize,
             &args.runs,
             &mut p,
         )?
     };
     let summaries: Vec<_> = results.rows.iter().map(|r| r.summary.clone()).collect();
-    let (files, skipped) = crate::plots::grid_plots(&out, &summaries)?;
+    let (_, skipped) = crate::plots::grid_plots(&out, &summaries)?;
     let mut md = results.markdown();
-    md.push_str("\n## Plots\n\n");
-    match skipped {
-        Some(reason) => md.push_str(&format!("Not drawn: {reason}.\n")),
-        None => {
-            for f in &files {
-                let rel = f.strip_prefix(&out).unwrap_or(f).display().to_string();
-                md.push_str(&format!("![{rel}]({rel})\n\n"));
-            }
-        }
-    }
+    md.push_str(&plots_section(&out, skipped));
     hif8lab_train::run::write_atomic(&out.join("results.md"), md.as_bytes())?;
     crate::outln!("{md}");
     eprintln!(
@@ -281,18 +325,25 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
         crate::outln!("{v}");
     } else {
         crate::outln!("lesson {} ({seconds:.0} s)", report.lesson);
+        let held = report.claims.iter().filter(|c| c.holds).count();
+        crate::outln!("  {held} of {} claims hold", report.claims.len());
         for c in &report.claims {
-            let p = c.p_value.map_or(String::new(), |p| format!(", p = {p:.3}"));
+            // The same words as the app and the reports.
             crate::outln!(
-                "  [{}] {}\n        statistic {:.3}, 95 % interval [{:.3}, {:.3}]{p} ({})\n        {}",
+                "  [{}] {}\n        Measured: {}.",
                 c.verdict.as_str(),
                 c.claim,
-                c.statistic,
-                c.interval[0],
-                c.interval[1],
-                c.test,
-                c.evidence
+                c.measured_words()
             );
+            for part in &c.parts {
+                crate::outln!("        Also: {part}.");
+            }
+            match &c.evidence {
+                serde_json::Value::Null => {}
+                serde_json::Value::String(s) if s.is_empty() => {}
+                serde_json::Value::String(s) => crate::outln!("        {s}"),
+                v => crate::outln!("        {v}"),
+            }
         }
         crate::outln!("  what happened: {}", report.summary);
     }

@@ -31,7 +31,7 @@ fn micro_grid_end_to_end_and_resumable() {
     );
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines.len(), 1 + 12, "header + 12 runs");
+    assert_eq!(lines.len(), 1 + 8, "header + the 8 runs");
     let header: Vec<&str> = lines[0].split(',').collect();
     let col = |name: &str| {
         header
@@ -87,7 +87,20 @@ fn micro_grid_end_to_end_and_resumable() {
             ["**reproduced**", "**not reproduced**", "**inconclusive**"].contains(&cells[1]),
             "{r}"
         );
-        assert!(cells[3].starts_with('['), "interval: {r}");
+        // An interval, or (one run per setting) the exact value of that run, said so.
+        assert!(
+            cells[3].starts_with('[')
+                || ["– (one run: no interval)", "– (not judged)"].contains(&cells[3]),
+            "interval: {r}"
+        );
+        if let Some(iv) = cells[3].strip_prefix('[') {
+            let (lo, hi) = iv.split_once(", ").unwrap();
+            assert_ne!(
+                lo,
+                hi.split(']').next().unwrap(),
+                "zero-width interval: {r}"
+            );
+        }
     }
     assert!(md.contains("paired cluster bootstrap"), "{md}");
     assert!(md.contains("## Quantization error (SQNR, dB)"), "{md}");
@@ -105,15 +118,16 @@ fn micro_grid_end_to_end_and_resumable() {
     let second = run();
     assert!(second.status.success());
     let err = String::from_utf8_lossy(&second.stderr);
-    assert_eq!(err.matches("skipped").count(), 13, "{err}");
+    assert_eq!(err.matches("skipped").count(), 9, "{err}");
     assert_eq!(
         std::fs::read_to_string(out.join("results.csv")).unwrap(),
         csv
     );
 }
 
-/// Two seeds: every run twice (seed 1 in `<run>-seed1`), means and intervals over both, and
-/// the plots drawn.
+/// Two data orders from each of two pretrainings: every run four times (`<run>-seed1`,
+/// `<run>-base1`, `<run>-seed1-base1`), means and intervals over all four, the plots drawn, and
+/// `--recompute` rebuilding the report byte for byte from `runs.jsonl.gz` alone.
 #[test]
 fn grid_seeds_and_plots() {
     let out = std::env::temp_dir().join(format!("hif8lab-grid-plots-{}", std::process::id()));
@@ -127,6 +141,8 @@ fn grid_seeds_and_plots() {
             "cpu",
             "--seeds",
             "2",
+            "--base-seeds",
+            "2",
             "--out",
             out.to_str().unwrap(),
         ])
@@ -134,12 +150,20 @@ fn grid_seeds_and_plots() {
         .unwrap();
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let md = std::fs::read_to_string(out.join("results.md")).unwrap();
-    assert!(md.contains("2 seed(s) per run"), "{md}");
+    assert!(
+        md.contains("2 data order(s) × 2 pretraining(s) of the base = 4 replicate(s) per run"),
+        "{md}"
+    );
+    assert!(out.join("base-seed1/summary.json").is_file());
+    assert!(
+        out.join("runs/max_window-low-seed1-base1/summary.json")
+            .is_file()
+    );
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     assert_eq!(
         csv.lines().count(),
-        1 + 12,
-        "one line per run, seeds pooled"
+        1 + 8,
+        "one line per run, replicates pooled"
     );
     let seeds_col = csv
         .lines()
@@ -149,7 +173,22 @@ fn grid_seeds_and_plots() {
         .position(|h| h == "seeds")
         .unwrap();
     for line in csv.lines().skip(1) {
-        assert_eq!(line.split(',').nth(seeds_col), Some("2"), "{line}");
+        assert_eq!(line.split(',').nth(seeds_col), Some("4"), "{line}");
+    }
+    // A data order varies the order, not the text: one corpus seed for every replicate.
+    let config = |dir: &str| {
+        std::fs::read_to_string(out.join("runs").join(dir).join("config.toml")).unwrap()
+    };
+    for dir in [
+        "baseline-low",
+        "baseline-low-seed1",
+        "baseline-low-seed1-base1",
+    ] {
+        assert!(
+            config(dir).contains("corpus_seed = 7"),
+            "{dir}: {}",
+            config(dir)
+        );
     }
     // Seed 1 trained on another data order: its losses differ from seed 0's.
     let losses = |dir: &str| {
@@ -184,6 +223,35 @@ fn grid_seeds_and_plots() {
         );
         assert!(md.contains(&format!("plots/{name}")));
     }
+    // The report again from runs.jsonl.gz alone, byte for byte (run folders gone).
+    let csv_before = csv.clone();
+    std::fs::remove_dir_all(out.join("runs")).unwrap();
+    std::fs::remove_file(out.join("results.md")).unwrap();
+    let recompute = |dir: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_hif8lab"))
+            .args(["grid", "--recompute", dir.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let r = recompute(&out);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(std::fs::read_to_string(out.join("results.md")).unwrap(), md);
+    assert_eq!(
+        std::fs::read_to_string(out.join("results.csv")).unwrap(),
+        csv_before
+    );
+    // A damaged data file is refused by name; the report stays as it was.
+    let data = out.join("runs.jsonl.gz");
+    let bytes = std::fs::read(&data).unwrap();
+    for damaged in [&bytes[..bytes.len() / 2], b"not gzip at all".as_slice()] {
+        std::fs::write(&data, damaged).unwrap();
+        let r = recompute(&out);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{err}");
+        assert!(err.contains("runs.jsonl.gz"), "{err}");
+        assert_eq!(std::fs::read_to_string(out.join("results.md")).unwrap(), md);
+    }
+    std::fs::write(&data, &bytes).unwrap();
 }
 
 #[test]
@@ -204,4 +272,37 @@ fn unknown_grid_run_is_bad_input() {
         err.contains("--runs") && err.contains("'nope'") && err.contains("most_recent-low"),
         "{err}"
     );
+}
+
+/// The committed grid-small report is what its committed data give: `--recompute` on a copy of
+/// docs/results/grid-small rebuilds results.md and results.csv byte for byte.
+#[test]
+fn the_committed_report_follows_from_its_committed_data() {
+    let committed =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results/grid-small");
+    let out = std::env::temp_dir().join(format!("hif8lab-recompute-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(out.join("plots")).unwrap();
+    for f in [
+        "runs.jsonl.gz",
+        "plots/loss.png",
+        "plots/probes.png",
+        "plots/amax.png",
+    ] {
+        std::fs::copy(committed.join(f), out.join(f)).unwrap();
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_hif8lab"))
+        .args(["grid", "--recompute", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for f in ["results.md", "results.csv"] {
+        assert!(
+            std::fs::read(out.join(f)).unwrap() == std::fs::read(committed.join(f)).unwrap(),
+            "{f} differs from what docs/results/grid-small/runs.jsonl.gz gives"
+        );
+    }
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(md.contains("5 data order(s) × 3 pretraining(s)"), "{md}");
+    let _ = std::fs::remove_dir_all(&out);
 }

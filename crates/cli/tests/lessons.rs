@@ -2,9 +2,10 @@
 //! folder (pretraining included) and within the 2-minute budget, and its claims keep the
 //! JSON contract: `claim`, `evidence`, `holds` (true only when the verdict is `holds`),
 //! `verdict` (holds / fails / inconclusive, consistent with the interval), `test`,
-//! `statistic`, `interval` ([lo, hi]) and `p_value` where two runs' probes are compared. Claims
-//! on exact counts of a run must hold; a claim judged from probe scores must not fail (it
-//! may be inconclusive when its interval straddles the threshold); the exit code says which.
+//! `measured`, `statistic`, `unit`, `interval` ([lo, hi]) at `confidence`, `threshold`, and
+//! `p_value` where probe scores are compared. Claims on exact counts of a run must hold; a
+//! claim judged from probe scores must not fail (it may be inconclusive when its interval
+//! straddles the threshold); the exit code says which.
 //! An unknown lesson is bad input.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
@@ -48,21 +49,30 @@ fn lesson(name: &str) -> serde_json::Value {
             .collect();
         assert_eq!(iv.len(), 2, "{c}");
         assert!(iv[0] <= iv[1], "{c}");
-        if !test.contains("bootstrap") {
-            // Exact quantities of the runs (counts, APE): the interval is the value (or the
-            // range across seeds), and the claim must hold.
-            assert!(iv[0] <= stat && stat <= iv[1], "{c}");
-            if test.starts_with("exact") {
-                assert_eq!(
-                    iv,
-                    [stat, stat],
-                    "an exact claim's interval is its value: {c}"
-                );
-            }
+        assert!(c["measured"].as_str().is_some_and(|s| !s.is_empty()), "{c}");
+        assert!(
+            c["threshold"].as_str().is_some_and(|s| !s.is_empty()),
+            "{c}"
+        );
+        if c.get("p_value").is_none() {
+            // Exact quantities of one run (counts, APE): no interval across runs; the claim
+            // must hold.
+            assert!(test.starts_with("exact value"), "{c}");
+            assert_eq!(
+                iv,
+                [stat, stat],
+                "an exact claim's interval is its value: {c}"
+            );
+            assert!(c["confidence"].is_null(), "{c}");
             assert_eq!(verdict, "holds", "claim failed: {c}");
-            assert!(c.get("p_value").is_none());
         } else {
-            assert!(test.contains("bootstrap"), "{c}");
+            assert!(
+                test.contains("bootstrap") || test.starts_with("exact paired"),
+                "{c}"
+            );
+            assert!(iv[1] > iv[0], "never of zero width: {c}");
+            let confidence = c["confidence"].as_f64().unwrap();
+            assert!(confidence > 0.8 && confidence < 1.0, "{c}");
             let p = c["p_value"].as_f64().unwrap();
             assert!((0.0..=1.0).contains(&p), "{c}");
             assert_ne!(verdict, "fails", "claim failed: {c}");

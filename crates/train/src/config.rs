@@ -269,6 +269,11 @@ pub struct DataConfig {
     /// Bytes of generated text.
     #[serde(default = "default_corpus_bytes")]
     pub bytes: usize,
+    /// Seed of a generated corpus (`synthetic`, `kb`, `web`); unset: `train.seed`, so that
+    /// the seed changes the text too. The grid fixes it, so that its seeds vary the data
+    /// order alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corpus_seed: Option<u64>,
     /// `bytes` (UTF-8 bytes, vocabulary 256) or the path of a Hugging Face `tokenizer.json`.
     #[serde(
         default = "default_tokenizer",
@@ -302,6 +307,7 @@ impl Default for DataConfig {
             entities: default_entities(),
             kb_seed: 1,
             bytes: default_corpus_bytes(),
+            corpus_seed: None,
             tokenizer: default_tokenizer(),
         }
     }

@@ -216,6 +216,9 @@ pub struct McItem {
     pub choices: Vec<String>,
     /// Index of the correct choice.
     pub answer: usize,
+    /// The item's cluster: items of one cluster share what they ask (a knowledge entity, a
+    /// completion family: one sequence with 1–3 words given) and are resampled together.
+    pub group: u32,
 }
 
 /// All probes of the protocol.
@@ -268,7 +271,7 @@ impl ProbeSet {
         };
         let names: Vec<String> = kb.entities.iter().map(|e| e.name.clone()).collect();
         let mut knowledge = Vec::with_capacity(kb.entities.len() * KNOWLEDGE_PER_ENTITY);
-        for e in &kb.entities {
+        for (entity, e) in kb.entities.iter().enumerate() {
             let (name, kind, color) = (&e.name, KINDS[e.kind], COLORS[e.color]);
             let next = &kb.entities[e.neighbour].name;
             let questions: [(String, String, Vec<String>); KNOWLEDGE_PER_ENTITY] = [
@@ -309,6 +312,7 @@ impl ProbeSet {
                     context,
                     choices,
                     answer,
+                    group: entity as u32,
                 });
             }
         }
@@ -376,6 +380,12 @@ impl ProbeSet {
                 ));
             }
         }
+        // Each sequence start pushed its three items (1–3 words given) in a row: a family.
+        let mut all: Vec<(u32, _)> = all
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| ((i / 3) as u32, item))
+            .collect();
         // A fixed shuffle, so that a prefix (`completion` < all) mixes the three kinds.
         for i in (1..all.len()).rev() {
             all.swap(i, rng.below(i + 1));
@@ -383,12 +393,13 @@ impl ProbeSet {
         all.truncate(completion);
         let completion = all
             .into_iter()
-            .map(|(context, answer, pool)| {
+            .map(|(group, (context, answer, pool))| {
                 let (choices, answer) = choices_with(answer, pool, &mut rng);
                 McItem {
                     context,
                     choices,
                     answer,
+                    group,
                 }
             })
             .collect();
@@ -412,16 +423,31 @@ pub fn mc_accuracy(items: &[McItem], loglik: &[Vec<f64>]) -> (f64, f64) {
 
 /// Per item, whether `acc` and `acc_norm` ([`mc_accuracy`]) count it right.
 pub fn mc_marks(items: &[McItem], loglik: &[Vec<f64>]) -> (Vec<bool>, Vec<bool>) {
+    let (acc, acc_norm, _) = mc_scores(items, loglik);
+    (acc, acc_norm)
+}
+
+/// [`mc_marks`] and, per item, the margin of the right choice by per-byte log-likelihood
+/// (acc_norm's measure): its score minus the best other choice's (> 0: right, with room).
+pub fn mc_scores(items: &[McItem], loglik: &[Vec<f64>]) -> (Vec<bool>, Vec<bool>, Vec<f32>) {
     let mut acc = Vec::with_capacity(items.len());
     let mut acc_norm = Vec::with_capacity(items.len());
+    let mut margin = Vec::with_capacity(items.len());
     for (item, ll) in items.iter().zip(loglik) {
         let best = |f: &dyn Fn(usize) -> f64| {
             (0..item.choices.len()).fold(0, |b, i| if f(i) > f(b) { i } else { b })
         };
+        let norm = |i: usize| ll[i] / item.choices[i].len().max(1) as f64;
         acc.push(best(&|i| ll[i]) == item.answer);
-        acc_norm.push(best(&|i| ll[i] / item.choices[i].len().max(1) as f64) == item.answer);
+        acc_norm.push(best(&norm) == item.answer);
+        let other = (0..item.choices.len())
+            .filter(|i| *i != item.answer)
+            .map(norm)
+            .fold(f64::NEG_INFINITY, f64::max);
+        // Kept to 1e-4 nats per byte (far below any effect; keeps the stored marks short).
+        margin.push((((norm(item.answer) - other) * 1e4).round() / 1e4) as f32);
     }
-    (acc, acc_norm)
+    (acc, acc_norm, margin)
 }
 
 /// Relative drop of a probe score, (base − other) / base × 100 (SPEC.md §6).
@@ -477,10 +503,12 @@ pub fn score_probes(
             ll.push(row);
         }
         at += k;
-        mc_marks(items, &ll)
+        mc_scores(items, &ll)
     };
-    let (k_acc, k_norm) = score(knowledge);
-    let (c_acc, c_norm) = score(completion);
+    let (k_acc, k_norm, k_margin) = score(knowledge);
+    let (c_acc, c_norm, c_margin) = score(completion);
+    let group_ids = |items: &[McItem]| items.iter().map(|i| i.group).collect::<Vec<u32>>();
+    let (k_group, c_group) = (group_ids(&knowledge.0), group_ids(&completion.0));
     let held: Vec<f64> = rows[at..]
         .iter()
         .map(|r| r.iter().map(|v| f64::from(*v)).sum::<f64>() / r.len().max(1) as f64)
@@ -493,8 +521,8 @@ pub fn score_probes(
         .sum::<f64>()
         / n.max(1) as f64;
     let frac = |m: &[bool]| m.iter().filter(|b| **b).count() as f64 / m.len().max(1) as f64;
-    let kg = Groups::consecutive(k_acc.len(), KNOWLEDGE_PER_ENTITY);
-    let cg = Groups::singletons(c_acc.len());
+    let kg = Groups::from_ids(&k_group);
+    let cg = Groups::from_ids(&c_group);
     let ci =
         |g: &Groups, m: &[bool]| bootstrap(g, &[Arm::marks(&[m.to_vec()])], &|v| v[0]).interval;
     let intervals = crate::trainer::ProbeIntervals {
@@ -503,7 +531,7 @@ pub fn score_probes(
         completion_acc: ci(&cg, &c_acc),
         completion_acc_norm: ci(&cg, &c_norm),
         heldout_loss: bootstrap(
-            &Groups::singletons(held.len()),
+            &Groups::consecutive(held.len(), crate::stats::HELDOUT_BLOCK),
             &[Arm {
                 seeds: vec![held.clone()],
             }],
@@ -527,6 +555,10 @@ pub fn score_probes(
             completion_acc: pack_marks(&c_acc),
             completion_acc_norm: pack_marks(&c_norm),
             heldout: held,
+            knowledge_group: k_group,
+            completion_group: c_group,
+            knowledge_margin: k_margin,
+            completion_margin: c_margin,
         }),
     }
 }

@@ -6,13 +6,15 @@
 
 use serde::Serialize;
 
+pub use crate::claims::Claim;
+use crate::claims::{Part, Side, Spread};
 use crate::config::RunConfig;
 use crate::corpus::{ape, relative_drop};
 use crate::grid::{
-    GridConfig, GridResults, RunSummary, base_run, compare, count_prefix as count, drop_stat,
-    forgetting_excess, grid_runs,
+    GridConfig, GridResults, RunSummary, base_run, count_prefix as count, forgetting_contrast,
+    forgetting_vs_base, grid_runs,
 };
-use crate::stats::{Estimate, Verdict3};
+use crate::stats::Verdict3;
 use crate::trainer::ProbeScores;
 
 /// A lesson's text and set-up.
@@ -80,79 +82,37 @@ pub fn names() -> String {
     LESSONS.map(|l| l.name).join(", ")
 }
 
-/// One claim a lesson makes, judged on its runs.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Claim {
-    /// The claim.
-    pub claim: String,
-    /// Whether the numbers bear it out (`verdict == holds`).
-    pub holds: bool,
-    /// holds / fails / inconclusive.
-    pub verdict: Verdict3,
-    /// The test behind the verdict.
-    pub test: String,
-    /// The statistic the verdict rests on.
-    pub statistic: f64,
-    /// Its 95 % interval (a point for exact counts of one run).
-    pub interval: [f64; 2],
-    /// Two-sided p-value, where the claim compares two runs' probe scores.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub p_value: Option<f64>,
-    /// The numbers.
-    pub evidence: serde_json::Value,
+/// The test of claims on exact quantities of one run (counts, APE): no sampling error
+/// within the run, and one run gives no interval across seeds.
+pub const EXACT: &str = "exact value of this run (counts and losses carry no sampling error within a run; one run: no interval across seeds)";
+
+/// A lesson's design: one run per setting, from one base.
+const ONE_RUN: crate::grid::Design = crate::grid::Design {
+    orders: 1,
+    bases: 1,
+};
+
+/// A part on an exact quantity of this one run.
+fn exact(measured: &str, unit: &str, value: f64, side: Side, threshold: f64) -> Part {
+    Part {
+        measured: measured.into(),
+        unit: unit.into(),
+        value,
+        spread: Spread::None,
+        side,
+        threshold,
+        test: EXACT.into(),
+        variation: "one run".into(),
+    }
 }
 
-/// The test of claims on exact quantities of one run (counts, APE): no sampling error
-/// within the run, so the interval is the point itself.
-pub const EXACT: &str =
-    "exact value of this run (counts and losses carry no sampling error within a run)";
-
-impl Claim {
-    /// A claim on an exact quantity `statistic`, holding or failing by `holds`.
-    fn exact(claim: &str, holds: bool, statistic: f64, evidence: serde_json::Value) -> Self {
-        Claim {
-            claim: claim.into(),
-            holds,
-            verdict: if holds {
-                Verdict3::Holds
-            } else {
-                Verdict3::Fails
-            },
-            test: EXACT.into(),
-            statistic,
-            interval: [statistic, statistic],
-            p_value: None,
-            evidence,
-        }
-    }
-
-    /// A claim judged from a bootstrap estimate.
-    fn estimated(claim: &str, verdict: Verdict3, e: Estimate, evidence: serde_json::Value) -> Self {
-        Claim {
-            claim: claim.into(),
-            holds: verdict == Verdict3::Holds,
-            verdict,
-            test: crate::grid::PAIRED_TEST.into(),
-            statistic: e.value,
-            interval: e.interval,
-            p_value: Some(e.p_value),
-            evidence,
-        }
-    }
-
-    /// A grid verdict as a lesson claim.
-    fn from_verdict(v: &crate::grid::Verdict) -> Self {
-        Claim {
-            claim: v.claim.clone(),
-            holds: v.holds,
-            verdict: v.verdict,
-            test: v.test.clone(),
-            statistic: v.statistic,
-            interval: v.interval,
-            p_value: v.p_value,
-            evidence: serde_json::json!({"text": v.evidence, "threshold": v.threshold}),
-        }
-    }
+/// A claim whose part could not be computed (a run without per-item marks).
+fn unjudged(claim: &str) -> Claim {
+    Claim::new(
+        claim,
+        Vec::new(),
+        serde_json::json!({"note": "not judged: a run lacks per-item probe marks"}),
+    )
 }
 
 /// A lesson's verdict: `{"lesson": .., "claims": [..], "summary": ..}`.
@@ -290,10 +250,24 @@ fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, St
         mr.final_probes().knowledge_acc_norm,
     );
     let claims = vec![
-        Claim::exact(
-            "on activations and gradients, most_recent's estimate is exceeded on many calls, max_window(64)'s on few (≤ 1/4 as many)",
-            mr_calls >= 10 && 4 * mw_calls <= mr_calls,
-            mr_calls as f64 / mw_calls.max(1) as f64,
+        Claim::new(
+            "on activations and gradients, most_recent's estimate is exceeded on at least 4× as many calls as max_window(64)'s (and on at least 10)",
+            vec![
+                exact(
+                    "calls above the estimate, most_recent ÷ max_window(64)",
+                    "×",
+                    mr_calls as f64 / mw_calls.max(1) as f64,
+                    Side::AtLeast,
+                    4.0,
+                ),
+                exact(
+                    "most_recent's calls above its estimate",
+                    " calls",
+                    mr_calls as f64,
+                    Side::AtLeast,
+                    10.0,
+                ),
+            ],
             serde_json::json!({
                 "most_recent_calls_above_est": mr_calls,
                 "max_window_calls_above_est": mw_calls,
@@ -301,22 +275,55 @@ fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, St
                 "weights_drifting_up": {"most_recent": mr_w, "max_window": mw_w},
             }),
         ),
-        Claim::exact(
+        Claim::new(
             "the loss barely moves: APE of the most_recent run vs its matched baseline < 2 %",
-            mr_ape.is_finite() && mr_ape < 2.0,
-            mr_ape,
+            vec![exact(
+                "APE of most_recent-low vs baseline-low",
+                "%",
+                mr_ape,
+                Side::Below,
+                2.0,
+            )],
             serde_json::json!({"ape_percent": mr_ape, "steps": n, "knowledge_drop_percent": kd}),
         ),
-        Claim::exact(
+        Claim::new(
             "HiF8 with target 15 keeps what exceeds the estimate (fewer mantissa bits, no overflow)",
-            mr_elems > 0 && mr_over == 0,
-            mr_over as f64,
+            vec![
+                exact(
+                    "elements above most_recent's estimate",
+                    " elements",
+                    mr_elems as f64,
+                    Side::AtLeast,
+                    1.0,
+                ),
+                exact(
+                    "elements that overflowed",
+                    " elements",
+                    mr_over as f64,
+                    Side::Below,
+                    1.0,
+                ),
+            ],
             serde_json::json!({"elements_above_est": mr_elems, "overflow": mr_over}),
         ),
-        Claim::exact(
+        Claim::new(
             "E4M3 with target = max (448) and saturate hard-clips the excursions (overflow > 0)",
-            e4_calls > 0 && e4_over > 0,
-            e4_over as f64,
+            vec![
+                exact(
+                    "E4M3 calls above the estimate",
+                    " calls",
+                    e4_calls as f64,
+                    Side::AtLeast,
+                    1.0,
+                ),
+                exact(
+                    "E4M3 elements clipped",
+                    " elements",
+                    e4_over as f64,
+                    Side::AtLeast,
+                    1.0,
+                ),
+            ],
             serde_json::json!({"calls_above_est": e4_calls, "overflow_clipped": e4_over}),
         ),
     ];
@@ -333,62 +340,55 @@ fn forgetting(
 ) -> (Vec<Claim>, String) {
     let base_run = [base_run(&base)];
     let one = |n: &str| std::slice::from_ref(by_name(runs, s, n));
-    let k = "knowledge_acc_norm";
-    let drop = |n: &str| compare(&[&base_run, one(n)], k, &drop_stat);
-    // drop_high − 2·drop_low, on the same items.
-    let excess =
-        |hi: &str, lo: &str| compare(&[&base_run, one(hi), one(lo)], k, &forgetting_excess);
+    let forgot =
+        |n: &str| forgetting_vs_base(ONE_RUN, &base_run, n, one(n)).map_or(f64::NAN, |p| p.value);
+    let contrast =
+        |hi: &str, lo: &str| forgetting_contrast(ONE_RUN, &base_run, (hi, one(hi)), (lo, one(lo)));
     let loss = |n: &str| tail_mean(&by_name(runs, s, n).losses);
-    let (bl, bh, ql, qh) = (
-        drop("baseline-low"),
-        drop("baseline-high"),
-        drop("max_window-low"),
-        drop("max_window-high"),
-    );
-    let (bx, qx) = (
-        excess("baseline-high", "baseline-low"),
-        excess("max_window-high", "max_window-low"),
-    );
     let (ll, lh) = (loss("baseline-low"), loss("baseline-high"));
-    let forgets = |hi: &Estimate, x: &Estimate| {
-        Verdict3::all(&[
-            Verdict3::judge(hi.interval, 10.0, true),
-            Verdict3::judge(x.interval, 0.0, true),
-        ])
-    };
-    let ev = |hi: &Estimate, lo: &Estimate, x: &Estimate| {
+    let ev = |hi: &str, lo: &str| {
         serde_json::json!({
-            "drop_high_percent": hi.value, "drop_high_interval": hi.interval, "drop_high_p": hi.p_value,
-            "drop_low_percent": lo.value, "drop_low_interval": lo.interval,
-            "excess_high_minus_2x_low": x.value, "excess_interval": x.interval,
+            "forgetting_high_points": forgot(hi),
+            "forgetting_low_points": forgot(lo),
             "base_knowledge_acc_norm": base.knowledge_acc_norm,
+            "chance": crate::grid::KNOWLEDGE_CHANCE,
             "items": base.knowledge_items,
-            "thresholds": "drop_high ≥ 10 % and drop_high − 2·drop_low ≥ 0 (both intervals)",
         })
     };
-    let claims = vec![
-        Claim::estimated(
-            "without QAT, the high learning rate forgets (knowledge drop ≥ 10 % and ≥ 2× the low rate's)",
-            forgets(&bh, &bx),
-            bx,
-            ev(&bh, &bl, &bx),
+    let claim = |text: &str, hi: &str, lo: &str| match contrast(hi, lo) {
+        Some(part) => Claim::new(text, vec![part], ev(hi, lo)),
+        None => unjudged(text),
+    };
+    let mut claims = vec![
+        claim(
+            "without QAT, the high learning rate forgets: it loses ≥ 10 points more of the base's above-chance knowledge than the low rate",
+            "baseline-high",
+            "baseline-low",
         ),
-        Claim::estimated(
+        claim(
             "with QAT (max_window), the same",
-            forgets(&qh, &qx),
-            qx,
-            ev(&qh, &ql, &qx),
+            "max_window-high",
+            "max_window-low",
         ),
-        Claim::exact(
-            "the loss looks healthy: the high-LR run ends with a training loss no worse than the low-LR run's",
-            lh <= ll * 1.02,
-            lh - ll,
+        Claim::new(
+            "the loss looks healthy: the high-LR run ends with a training loss no more than 2 % above the low-LR run's",
+            vec![exact(
+                "final training loss of the high-LR run relative to the low-LR run's",
+                "%",
+                (lh / ll - 1.0) * 100.0,
+                Side::Below,
+                2.0,
+            )],
             serde_json::json!({"final_loss_high": lh, "final_loss_low": ll}),
         ),
     ];
+    crate::claims::judge_family(&mut claims);
     let summary = format!(
-        "Against the base model, knowledge accuracy fell {:.1} % [95 %: {:.1} to {:.1}] at the high LR and {:.1} % at the low LR without QAT ({:.1} % and {:.1} % with QAT), while the final training loss was {lh:.3} (high) vs {ll:.3} (low).",
-        bh.value, bh.interval[0], bh.interval[1], bl.value, qh.value, ql.value
+        "Against the base model, the high LR forgot {:.1} points of its above-chance knowledge and the low LR {:.1} without QAT ({:.1} and {:.1} with QAT; 0 = none, 100 = down to chance), while the final training loss was {lh:.3} (high) vs {ll:.3} (low).",
+        forgot("baseline-high"),
+        forgot("baseline-low"),
+        forgot("max_window-high"),
+        forgot("max_window-low")
     );
     (claims, summary)
 }
@@ -401,45 +401,53 @@ fn fixes(base: ProbeScores, s: &[RunSummary]) -> (Vec<Claim>, String) {
         .verdicts
         .iter()
         .filter(|v| v.claim.starts_with("the training loss") || v.claim.contains("near-lossless"))
-        .map(Claim::from_verdict)
+        .cloned()
         .collect();
     // … and why each fix alone falls short.
     let row = |n: &str| results.rows.iter().find(|r| r.name == n);
     let base_run = [base_run(&base)];
-    let forgot = row("max_window-high")
-        .map(|r| compare(&[&base_run, &r.seeds], "knowledge_acc_norm", &drop_stat));
-    let forgot = forgot.unwrap_or(Estimate {
-        value: f64::NAN,
-        interval: [f64::NAN; 2],
-        p_value: f64::NAN,
+    let text = "max_window alone is not enough: at the high LR it still forgets ≥ 10 points of the base's above-chance knowledge";
+    let part = row("max_window-high")
+        .and_then(|r| forgetting_vs_base(ONE_RUN, &base_run, "max_window-high", &r.seeds));
+    let forgot = part.as_ref().map_or(f64::NAN, |p| p.value);
+    claims.push(match part {
+        Some(p) => Claim::new(
+            text,
+            vec![p],
+            serde_json::json!({"max_window_high_forgetting_points": forgot}),
+        ),
+        None => unjudged(text),
     });
-    claims.push(Claim::estimated(
-        "max_window alone is not enough: at the high LR it still forgets (knowledge drop vs the base ≥ 10 %)",
-        Verdict3::judge(forgot.interval, 10.0, true),
-        forgot,
-        serde_json::json!({"max_window_high_knowledge_drop_percent": forgot.value, "interval": forgot.interval, "threshold": "interval ≥ 10 %"}),
-    ));
     let ag = |n: &str, p: &str| row(n).map(|r| count_ag(&r.summary, p)).unwrap_or(0);
     let (mr_low, fix_calls) = (
         ag("most_recent-low", "most_recent"),
         ag("max_window-low-warmup", "max_window"),
     );
-    claims.push(Claim::exact(
-        "a low LR alone is not enough: most_recent still saturates (activations and gradients above the estimate ≥ 4× as often as in the fixed run)",
-        mr_low >= 10 && mr_low >= 4 * fix_calls,
-        mr_low as f64 / fix_calls.max(1) as f64,
+    claims.push(Claim::new(
+        "a low LR alone is not enough: most_recent's estimate is still exceeded on activations and gradients ≥ 4× as often as in the fixed run (and on at least 10 calls)",
+        vec![
+            exact(
+                "calls above the estimate, most_recent-low ÷ max_window-low-warmup",
+                "×",
+                mr_low as f64 / fix_calls.max(1) as f64,
+                Side::AtLeast,
+                4.0,
+            ),
+            exact("most_recent-low's calls above its estimate", " calls", mr_low as f64, Side::AtLeast, 10.0),
+        ],
         serde_json::json!({"most_recent_low_calls_above_est": mr_low, "fix_calls_above_est": fix_calls}),
     ));
+    crate::claims::judge_family(&mut claims);
     let fix = row("max_window-low-warmup");
     let summary = match fix {
         Some(r) => format!(
-            "{} runs. max_window(64) + warmup + low LR: APE {:.3} %, knowledge drop {:.2} % [95 %: {:.2} to {:.2}] vs its baseline, {fix_calls} activation/gradient calls above the estimate (most_recent at the low LR: {mr_low}); max_window at the high LR lost {:.1} % of the base model's knowledge. {} of {} claims hold, {} inconclusive.",
+            "{} runs. max_window(64) + warmup + low LR: APE {:.3} %, knowledge drop {:.2} % [95 %: {:.2} to {:.2}] vs its baseline, {fix_calls} activation/gradient calls above the estimate (most_recent at the low LR: {mr_low}); max_window at the high LR forgot {:.1} points of the base model's above-chance knowledge. {} of {} claims hold, {} inconclusive.",
             results.rows.len(),
             r.ape_all,
             r.knowledge.value,
             r.knowledge.interval[0],
             r.knowledge.interval[1],
-            forgot.value,
+            forgot,
             claims.iter().filter(|c| c.holds).count(),
             claims.len(),
             claims
@@ -458,10 +466,15 @@ fn sandbox(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, Strin
         count(&r.shadow_calls(), "most_recent"),
         count(&r.shadow_calls(), "max_window"),
     );
-    let claims = vec![Claim::exact(
+    let claims = vec![Claim::new(
         "on the same calls, max_window(64) (never below most_recent) is exceeded no more often",
-        mw <= mr,
-        mr as f64 - mw as f64,
+        vec![exact(
+            "calls above the estimate, most_recent minus max_window(64)",
+            " calls",
+            mr as f64 - mw as f64,
+            Side::AtLeast,
+            0.0,
+        )],
         serde_json::json!({"run": runs[0].0, "most_recent_calls_above_est": mr, "max_window_calls_above_est": mw}),
     )];
     let summary = format!(

@@ -24,6 +24,7 @@
 //! The UI lives in `hif8lab-app`, the command line in `hif8lab-cli`; neither is here.
 
 pub mod checkpoint;
+pub mod claims;
 pub mod config;
 pub mod corpus;
 pub mod data;

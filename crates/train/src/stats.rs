@@ -13,7 +13,13 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod exact;
+
 use crate::data::Rng;
+
+/// Held-out windows per resampling block: the windows are consecutive pieces of one text,
+/// so neighbours are resampled together.
+pub const HELDOUT_BLOCK: usize = 4;
 
 /// Bootstrap resamples behind every interval and p-value.
 pub const RESAMPLES: usize = 2000;
@@ -138,6 +144,23 @@ impl Groups {
         }
     }
 
+    /// Items grouped by an id per item (equal ids: one group), groups numbered in order of
+    /// first appearance.
+    pub fn from_ids(ids: &[u32]) -> Self {
+        let mut seen = std::collections::HashMap::new();
+        let of_item = ids
+            .iter()
+            .map(|id| {
+                let next = seen.len();
+                *seen.entry(*id).or_insert(next)
+            })
+            .collect();
+        Groups {
+            of_item,
+            count: seen.len(),
+        }
+    }
+
     /// Every item its own group.
     pub fn singletons(n: usize) -> Self {
         Self::consecutive(n, 1)
@@ -195,6 +218,41 @@ impl Arm {
 /// replacement and, where an arm has several seeds, the seeds too (the same draw for every
 /// arm, so seed k of a QAT run stays paired with seed k of its baseline).
 pub fn bootstrap(groups: &Groups, arms: &[Arm], stat: &dyn Fn(&[f64]) -> f64) -> Estimate {
+    let (value, mut draws) = bootstrap_draws(groups, arms, stat, RESAMPLES, RESAMPLE_SEED);
+    if groups.is_empty() {
+        return Estimate {
+            value,
+            interval: [f64::NAN, f64::NAN],
+            p_value: f64::NAN,
+        };
+    }
+    draws.sort_by(f64::total_cmp);
+    let q = |p: f64| {
+        if draws.is_empty() {
+            f64::NAN
+        } else {
+            draws[((draws.len() - 1) as f64 * p).round() as usize]
+        }
+    };
+    let below = draws.iter().filter(|v| **v <= 0.0).count();
+    let above = draws.iter().filter(|v| **v >= 0.0).count();
+    let p_value = (2.0 * (below.min(above) + 1) as f64 / (draws.len() + 1) as f64).min(1.0);
+    Estimate {
+        value,
+        interval: [q(0.025), q(0.975)],
+        p_value,
+    }
+}
+
+/// The statistic on the data and its `resamples` finite bootstrap draws (see [`bootstrap`];
+/// `seed` fixes the resampling, so a report is reproducible to the digit).
+pub fn bootstrap_draws(
+    groups: &Groups,
+    arms: &[Arm],
+    stat: &dyn Fn(&[f64]) -> f64,
+    resamples: usize,
+    seed: u64,
+) -> (f64, Vec<f64>) {
     let sums: Vec<Vec<Vec<(f64, f64)>>> = arms
         .iter()
         .map(|a| a.seeds.iter().map(|s| groups.sums(s)).collect())
@@ -225,16 +283,12 @@ pub fn bootstrap(groups: &Groups, arms: &[Arm], stat: &dyn Fn(&[f64]) -> f64) ->
     let all_seeds: Vec<usize> = (0..max_seeds).collect();
     let value = stat(&mean_of(&vec![1.0; groups.len()], &all_seeds));
     if groups.is_empty() {
-        return Estimate {
-            value,
-            interval: [f64::NAN, f64::NAN],
-            p_value: f64::NAN,
-        };
+        return (value, Vec::new());
     }
-    let mut rng = Rng::new(RESAMPLE_SEED);
-    let mut draws = Vec::with_capacity(RESAMPLES);
+    let mut rng = Rng::new(seed);
+    let mut draws = Vec::with_capacity(resamples);
     let mut weights = vec![0.0; groups.len()];
-    for _ in 0..RESAMPLES {
+    for _ in 0..resamples {
         weights.iter_mut().for_each(|w| *w = 0.0);
         for _ in 0..groups.len() {
             weights[rng.below(groups.len())] += 1.0;
@@ -249,22 +303,25 @@ pub fn bootstrap(groups: &Groups, arms: &[Arm], stat: &dyn Fn(&[f64]) -> f64) ->
             draws.push(v);
         }
     }
-    draws.sort_by(f64::total_cmp);
-    let q = |p: f64| {
-        if draws.is_empty() {
-            f64::NAN
-        } else {
-            draws[((draws.len() - 1) as f64 * p).round() as usize]
+    (value, draws)
+}
+
+/// Per cluster, the sum over its items and over the seeds of (second − first): the input of
+/// the cluster sign-flip test ([`exact::sign_flip`]). Seed k of `second` is paired with seed
+/// k of `first` (or its only seed).
+pub fn cluster_totals(groups: &Groups, first: &Arm, second: &Arm) -> Vec<f64> {
+    let mut totals = vec![0.0; groups.len()];
+    for (k, b) in second.seeds.iter().enumerate() {
+        let Some(a) = first.seeds.get(k % first.seeds.len().max(1)) else {
+            continue;
+        };
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            if let Some(g) = groups.of_item.get(i) {
+                totals[*g] += y - x;
+            }
         }
-    };
-    let below = draws.iter().filter(|v| **v <= 0.0).count();
-    let above = draws.iter().filter(|v| **v >= 0.0).count();
-    let p_value = (2.0 * (below.min(above) + 1) as f64 / (draws.len() + 1) as f64).min(1.0);
-    Estimate {
-        value,
-        interval: [q(0.025), q(0.975)],
-        p_value,
     }
+    totals
 }
 
 /// Mean and sample standard deviation (0 for one value).

@@ -163,8 +163,11 @@ impl<B: Backend> Trainer<B> {
             Some(backend.new_bank(&BankConfig::new(plan.ids.len(), config.qat.scaling.clone()))?)
         };
         let numel = plan.numel(m, config.train.batch);
-        let text = crate::corpus::training_text(&config.data, config.train.seed)
-            .map_err(TrainError::Data)?;
+        let text = crate::corpus::training_text(
+            &config.data,
+            config.data.corpus_seed.unwrap_or(config.train.seed),
+        )
+        .map_err(TrainError::Data)?;
         let tokenizer = Tokenizer::for_setting(&config.data.tokenizer).map_err(TrainError::Data)?;
         let ids = tokenizer.encode(&text).map_err(TrainError::Data)?;
         if let Some(max) = ids.iter().max().filter(|t| **t as usize >= m.vocab) {

@@ -109,13 +109,40 @@ pub fn pretrain<B: Backend>(
     out: &Path,
     progress: &mut dyn GridProgress,
 ) -> Result<(PathBuf, ProbeScores), TrainError> {
-    let dir = out.join("base");
-    let config = grid.pretrain_config();
+    pretrain_seed(make, grid, out, 0, progress)
+}
+
+/// The folder of pretraining `j` (`base`, then `base-seed1`, …).
+#[cfg(not(target_arch = "wasm32"))]
+fn base_dir(out: &Path, j: usize) -> PathBuf {
+    out.join(if j == 0 {
+        "base".to_string()
+    } else {
+        format!("base-seed{j}")
+    })
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+/// Pretraining `j` of the base: `train.seed = 7 + j` (initialization, data order and the
+/// sampled text of the same knowledge base).
+fn pretrain_seed<B: Backend>(
+    make: &dyn Fn() -> Result<B, TrainError>,
+    grid: &GridConfig,
+    out: &Path,
+    j: usize,
+    progress: &mut dyn GridProgress,
+) -> Result<(PathBuf, ProbeScores), TrainError> {
+    let dir = base_dir(out, j);
+    let mut config = grid.pretrain_config();
+    config.train.seed += j as u64;
+    let name = dir
+        .file_name()
+        .map_or("base".into(), |n| n.to_string_lossy().into_owned());
     if let (Some(s), Some(ck)) = (reusable(&dir, &config)?, checkpoint::latest(&dir)) {
-        progress.start("base", 0, 1, true);
+        progress.start(&name, 0, 1, true);
         return Ok((ck, s.final_probes()));
     }
-    progress.start("base", 0, 1, false);
+    progress.start(&name, 0, 1, false);
     let (summary, path) = train_run(
         make()?,
         config,
@@ -141,7 +168,19 @@ pub fn train_from_base<B: Backend>(
     runs: &[(String, RunConfig)],
     progress: &mut dyn GridProgress,
 ) -> Result<(ProbeScores, Vec<RunSummary>), TrainError> {
-    let (base_path, base_probes) = pretrain(make, grid, out, progress)?;
+    train_from_base_seed(make, grid, out, 0, runs, progress)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn train_from_base_seed<B: Backend>(
+    make: &dyn Fn() -> Result<B, TrainError>,
+    grid: &GridConfig,
+    out: &Path,
+    j: usize,
+    runs: &[(String, RunConfig)],
+    progress: &mut dyn GridProgress,
+) -> Result<(ProbeScores, Vec<RunSummary>), TrainError> {
+    let (base_path, base_probes) = pretrain_seed(make, grid, out, j, progress)?;
     let base = Checkpoint::load(&base_path).map_err(|e| TrainError::Checkpoint(e.to_string()))?;
     let probes = Arc::new(grid.probes());
     let mut summaries = Vec::new();
@@ -169,15 +208,17 @@ pub fn train_from_base<B: Backend>(
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-/// Runs the whole grid (pretraining first if needed), every run at `seeds` seeds (seed `k`
-/// changes the continued training's data order: `train.seed = 7 + k`), and writes the
-/// results. `only` (when not empty) names the runs to do (verdicts whose runs are missing
-/// come out inconclusive).
+/// Runs the whole grid (pretraining first if needed), every run at `seeds` data orders
+/// (order `k`: `train.seed = 7 + k`, the text fixed) from each of `base_seeds` pretrainings
+/// of the base, and writes the results and the data they rest on ([`DATA_FILE`]). `only`
+/// (when not empty) names the runs to do (verdicts whose runs are missing come out
+/// inconclusive).
 pub fn run_grid<B: Backend>(
     make: &dyn Fn() -> Result<B, TrainError>,
     grid: &GridConfig,
     out: &Path,
     seeds: usize,
+    base_seeds: usize,
     only: &[String],
     progress: &mut dyn GridProgress,
 ) -> Result<GridResults, TrainError> {
@@ -192,25 +233,219 @@ pub fn run_grid<B: Backend>(
         .into_iter()
         .filter(|r| only.is_empty() || only.contains(&r.name))
         .collect();
-    let seeds = seeds.max(1);
-    let mut configs: Vec<(String, RunConfig)> = Vec::new();
-    for k in 0..seeds {
-        for r in &runs {
-            let mut c = grid.run_config(r);
-            c.train.seed += k as u64;
-            configs.push((seed_name(&r.name, k), c));
+    let (seeds, base_seeds) = (seeds.max(1), base_seeds.max(1));
+    let mut data = GridData::default();
+    for j in 0..base_seeds {
+        let mut configs: Vec<(String, RunConfig)> = Vec::new();
+        for k in 0..seeds {
+            for r in &runs {
+                let mut c = grid.run_config(r);
+                c.train.seed += k as u64;
+                let name = seed_name(&r.name, k);
+                let name = if j == 0 {
+                    name
+                } else {
+                    format!("{name}-base{j}")
+                };
+                configs.push((name, c));
+            }
+        }
+        let (base_probes, flat) = train_from_base_seed(make, grid, out, j, &configs, progress)?;
+        data.bases.push(base_probes);
+        for k in 0..seeds {
+            for (i, r) in runs.iter().enumerate() {
+                data.runs.push(GridDataRun {
+                    run: r.name.clone(),
+                    order: k,
+                    base_seed: j,
+                    summary: flat[k * runs.len() + i].clone(),
+                });
+            }
         }
     }
-    let (base_probes, flat) = train_from_base(make, grid, out, &configs, progress)?;
-    let summaries: Vec<Vec<RunSummary>> = (0..runs.len())
-        .map(|i| {
-            (0..seeds)
-                .map(|k| flat[k * runs.len() + i].clone())
-                .collect()
-        })
-        .collect();
-    let results = GridResults::compute(&runs, &summaries, base_probes);
+    // The report is computed from the data as written, so that `--recompute` gives it back
+    // byte for byte.
+    let path = out.join(DATA_FILE);
+    write_atomic(&path, &data.to_gzip_jsonl()?).map_err(io_err)?;
+    let results = recompute(out)?;
     write_atomic(&out.join("results.csv"), results.csv().as_bytes()).map_err(io_err)?;
     write_atomic(&out.join("results.md"), results.markdown().as_bytes()).map_err(io_err)?;
     Ok(results)
+}
+
+/// The file, next to a grid's report, holding everything the report rests on: per run,
+/// data order and pretraining, the run's summary (per-item probe marks and margins, losses,
+/// counts); per pretraining, the base's probe scores. Gzipped JSON lines.
+pub const DATA_FILE: &str = "runs.jsonl.gz";
+
+/// The data behind a grid's report ([`DATA_FILE`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GridData {
+    /// Probe scores of each pretraining of the base.
+    pub bases: Vec<ProbeScores>,
+    /// Every run, data order and pretraining.
+    pub runs: Vec<GridDataRun>,
+}
+
+/// One run of [`GridData`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GridDataRun {
+    /// The grid run (`most_recent-low`, …).
+    pub run: String,
+    /// Its data order (0-based).
+    pub order: usize,
+    /// Its pretraining (0-based).
+    pub base_seed: usize,
+    /// Its summary.
+    pub summary: RunSummary,
+}
+
+/// A line of [`DATA_FILE`].
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum DataLine {
+    Base {
+        base_seed: usize,
+        probes: Box<ProbeScores>,
+    },
+    Run(Box<GridDataRun>),
+}
+
+impl GridData {
+    /// The JSON lines (one per pretraining, then one per run, order and pretraining).
+    pub fn to_jsonl(&self) -> String {
+        let mut out = String::new();
+        let mut line = |l: &DataLine| {
+            if let Ok(text) = serde_json::to_string(l) {
+                out.push_str(&text);
+                out.push('\n');
+            }
+        };
+        for (j, b) in self.bases.iter().enumerate() {
+            line(&DataLine::Base {
+                base_seed: j,
+                probes: Box::new(b.clone()),
+            });
+        }
+        for r in &self.runs {
+            line(&DataLine::Run(Box::new(r.clone())));
+        }
+        out
+    }
+
+    /// The gzipped JSON lines ([`DATA_FILE`]).
+    pub fn to_gzip_jsonl(&self) -> Result<Vec<u8>, TrainError> {
+        use std::io::Write;
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(self.to_jsonl().as_bytes()).map_err(io_err)?;
+        z.finish().map_err(io_err)
+    }
+
+    /// Parses the JSON lines; `source` names them in errors (with the line).
+    pub fn from_jsonl(source: &str, text: &str) -> Result<Self, TrainError> {
+        let bad = |m: String| TrainError::Data(format!("{source}: {m}"));
+        let mut data = GridData::default();
+        let mut bases: Vec<(usize, ProbeScores)> = Vec::new();
+        for (i, l) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let line: DataLine =
+                serde_json::from_str(l).map_err(|e| bad(format!("line {}: {e}", i + 1)))?;
+            match line {
+                DataLine::Base { base_seed, probes } => bases.push((base_seed, *probes)),
+                DataLine::Run(r) => data.runs.push(*r),
+            }
+        }
+        bases.sort_by_key(|b| b.0);
+        if bases.is_empty() || bases.iter().enumerate().any(|(j, b)| b.0 != j) {
+            return Err(bad(
+                "the base lines must number the pretrainings 0, 1, … once each".into(),
+            ));
+        }
+        data.bases = bases.into_iter().map(|b| b.1).collect();
+        Ok(data)
+    }
+
+    /// Reads [`DATA_FILE`]; errors name the file (and the line).
+    pub fn read(path: &Path) -> Result<Self, TrainError> {
+        use std::io::Read;
+        let source = path.display().to_string();
+        let file =
+            std::fs::File::open(path).map_err(|e| TrainError::Data(format!("{source}: {e}")))?;
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(file)
+            .take(1 << 31)
+            .read_to_string(&mut text)
+            .map_err(|e| {
+                TrainError::Data(format!("{source}: not gzipped UTF-8 JSON lines: {e}"))
+            })?;
+        Self::from_jsonl(&source, &text)
+    }
+}
+
+/// Rebuilds a grid's results from its [`DATA_FILE`] alone (no training): the report the
+/// grid wrote, byte for byte.
+pub fn recompute(dir: &Path) -> Result<GridResults, TrainError> {
+    let path = dir.join(DATA_FILE);
+    results_of(&path.display().to_string(), GridData::read(&path)?)
+}
+
+/// The results of grid data; `source` names the data in errors.
+pub fn results_of(source: &str, data: GridData) -> Result<GridResults, TrainError> {
+    let b = data.bases.len();
+    let all = grid_runs();
+    if let Some(d) = data
+        .runs
+        .iter()
+        .find(|d| !all.iter().any(|r| r.name == d.run))
+    {
+        return Err(TrainError::Data(format!(
+            "{source}: no grid run '{}' (runs: {})",
+            d.run,
+            all.iter()
+                .map(|r| r.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    if let Some(d) = data
+        .runs
+        .iter()
+        .find(|d| d.order >= 1 << 16 || d.base_seed >= b)
+    {
+        return Err(TrainError::Data(format!(
+            "{source}: run {} has data order {} and pretraining {} (there are {b} pretrainings)",
+            d.run, d.order, d.base_seed
+        )));
+    }
+    let runs: Vec<GridRun> = all
+        .into_iter()
+        .filter(|r| data.runs.iter().any(|d| d.run == r.name))
+        .collect();
+    let mut summaries = Vec::new();
+    for r in &runs {
+        let mut mine: Vec<&GridDataRun> = data.runs.iter().filter(|d| d.run == r.name).collect();
+        // Replicate order k·B + j: replicate r continues from base r % B.
+        mine.sort_by_key(|d| (d.order, d.base_seed));
+        let orders = mine.iter().map(|d| d.order).max().map_or(0, |m| m + 1);
+        if mine.len() != orders * b
+            || mine
+                .iter()
+                .enumerate()
+                .any(|(i, d)| d.order != i / b || d.base_seed != i % b)
+        {
+            return Err(TrainError::Data(format!(
+                "{source}: run {} lacks some data order × pretraining (has {} of {} × {b})",
+                r.name,
+                mine.len(),
+                orders
+            )));
+        }
+        summaries.push(mine.into_iter().map(|d| d.summary.clone()).collect());
+    }
+    Ok(GridResults::compute_with_bases(
+        &runs, &summaries, data.bases,
+    ))
 }

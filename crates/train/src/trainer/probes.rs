@@ -61,6 +61,20 @@ pub struct ProbeMarks {
     pub completion_acc_norm: String,
     /// Mean loss of each held-out window.
     pub heldout: Vec<f64>,
+    /// Cluster of each knowledge item ([`crate::corpus::McItem::group`]; empty in records
+    /// written before clusters were kept: then consecutive entities).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub knowledge_group: Vec<u32>,
+    /// Cluster of each completion item (its family; empty in older records: each alone).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub completion_group: Vec<u32>,
+    /// Per knowledge item, the per-byte log-likelihood margin of the right choice over the
+    /// best other (acc_norm's measure; a paired continuous score beside the 0/1 marks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub knowledge_margin: Vec<f32>,
+    /// The same per completion item.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub completion_margin: Vec<f32>,
 }
 
 /// The probe scores that carry an interval, by their field name.
@@ -98,33 +112,48 @@ impl ProbeScores {
         }
     }
 
-    /// Per-item values of a score (1/0 per item; per-window loss for `heldout_loss`), or
-    /// `None` where the record predates marks.
+    /// Per-item values of a score (1/0 per item; per-window loss for `heldout_loss`; the
+    /// log-likelihood margin for `knowledge_margin` and `completion_margin`), or `None` where
+    /// the record predates them.
     pub fn item_values(&self, name: &str) -> Option<Vec<f64>> {
         let m = self.marks.as_ref()?;
         let bits = |text: &str, n: usize| {
             crate::stats::unpack_marks(text, n)
                 .map(|v| v.into_iter().map(|b| f64::from(u8::from(b))).collect())
         };
+        let margins =
+            |v: &[f32]| (!v.is_empty()).then(|| v.iter().map(|x| f64::from(*x)).collect());
         match name {
             "knowledge_acc" => bits(&m.knowledge_acc, self.knowledge_items),
             "knowledge_acc_norm" => bits(&m.knowledge_acc_norm, self.knowledge_items),
             "completion_acc" => bits(&m.completion_acc, self.completion_items),
             "completion_acc_norm" => bits(&m.completion_acc_norm, self.completion_items),
+            "knowledge_margin" => margins(&m.knowledge_margin),
+            "completion_margin" => margins(&m.completion_margin),
             _ => Some(m.heldout.clone()),
         }
     }
 
-    /// The resampling groups of a score's items (as many as [`Self::item_values`] gives):
-    /// knowledge items by entity, completion items and held-out windows each alone.
+    /// The resampling clusters of a score's items (as many as [`Self::item_values`] gives):
+    /// knowledge items by entity, completion items by family, held-out windows in blocks of
+    /// [`crate::stats::HELDOUT_BLOCK`] consecutive windows (pieces of one text).
     pub fn groups(&self, name: &str) -> crate::stats::Groups {
         use crate::stats::Groups;
         let n = self.item_values(name).map_or(0, |v| v.len());
+        let stored = |ids: Option<&Vec<u32>>| {
+            ids.filter(|g| g.len() == n && n > 0)
+                .map(|g| Groups::from_ids(g))
+        };
+        let marks = self.marks.as_ref();
         match name {
-            "knowledge_acc" | "knowledge_acc_norm" => {
-                Groups::consecutive(n, crate::corpus::KNOWLEDGE_PER_ENTITY)
+            "knowledge_acc" | "knowledge_acc_norm" | "knowledge_margin" => {
+                stored(marks.map(|m| &m.knowledge_group))
+                    .unwrap_or_else(|| Groups::consecutive(n, crate::corpus::KNOWLEDGE_PER_ENTITY))
             }
-            _ => Groups::singletons(n),
+            "completion_acc" | "completion_acc_norm" | "completion_margin" => {
+                stored(marks.map(|m| &m.completion_group)).unwrap_or_else(|| Groups::singletons(n))
+            }
+            _ => Groups::consecutive(n, crate::stats::HELDOUT_BLOCK),
         }
     }
 }

@@ -1,0 +1,661 @@
+//! Claims and how they are judged, for the grid's report and the lessons alike (one type,
+//! one wording).
+//!
+//! A claim is posed before the data as one or more **parts**: a statistic in the claim's own
+//! units, a side (at least / below / within a margin) and one threshold that decides both
+//! outcomes. Each part carries what its uncertainty is made of ([`Spread`]): bootstrap draws
+//! (clusters of items, seeds), per-seed values (a t interval across seeds), an exact paired
+//! interval (few discordant 0/1 items), or nothing (one run's exact count: no interval).
+//!
+//! A claim **holds** when every part's interval lies on the claim's side of its threshold,
+//! **fails** when a part's interval lies wholly on the other side, and is **inconclusive**
+//! otherwise. "At least" and "below" parts are judged on two-sided intervals at 1 − α
+//! (α = 0.05: 95 %); "within" parts (equivalence) by two one-sided tests, i.e. on the 1 − 2α
+//! interval (90 %). Over the claims of one report, Holm's step-down procedure sets each
+//! claim's α: the claim with the smallest p-value is judged at 0.05 / m, the next at
+//! 0.05 / (m − 1), …, and the interval shown is the one at the claim's own α, so that every
+//! verdict follows from its own interval and threshold.
+
+use serde::Serialize;
+
+use crate::stats::Verdict3;
+use crate::stats::exact::{normal_quantile, paired_exact, t_interval};
+
+/// The family-wise error rate of a report's verdicts.
+pub const ALPHA: f64 = 0.05;
+
+/// Which side of the threshold the claim takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    /// statistic ≥ threshold.
+    AtLeast,
+    /// statistic < threshold.
+    Below,
+    /// −threshold < statistic < threshold (equivalence, TOST).
+    Within,
+}
+
+/// What a statistic's uncertainty is made of.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Spread {
+    /// Bootstrap draws of the statistic (any order).
+    Draws(Vec<f64>),
+    /// One value per independent replicate (seed): a t interval across them.
+    Seeds(Vec<f64>),
+    /// A paired difference of two proportions on `n` items (pooled over seeds) with `b`
+    /// items right only in the first arm and `c` only in the second, as the statistic
+    /// `offset + scale · (c − b) / n`: the exact interval of [`paired_exact`].
+    PairedExact {
+        /// Right only in the first arm.
+        b: usize,
+        /// Right only in the second arm.
+        c: usize,
+        /// Items (× seeds).
+        n: usize,
+        /// Units per unit of difference.
+        scale: f64,
+    },
+    /// An exact quantity of one run: no interval.
+    None,
+}
+
+/// One statistic of a claim, judged against its threshold.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Part {
+    /// What is measured, in words ("relative knowledge drop of A vs B").
+    pub measured: String,
+    /// Its unit as printed after the number (`%`, `×`, ` points`, ` nats`).
+    pub unit: String,
+    /// The statistic on the data as observed.
+    pub value: f64,
+    /// Its uncertainty.
+    pub spread: Spread,
+    /// The claim's side.
+    pub side: Side,
+    /// The threshold (for `Within`, the margin).
+    pub threshold: f64,
+    /// The test behind the interval.
+    pub test: String,
+    /// The sources of variation the interval covers.
+    pub variation: String,
+}
+
+impl Part {
+    /// Two-sided interval at `confidence`.
+    pub fn interval(&self, confidence: f64) -> [f64; 2] {
+        let alpha = 1.0 - confidence;
+        match &self.spread {
+            Spread::Draws(d) => {
+                let mut d: Vec<f64> = d.iter().copied().filter(|v| v.is_finite()).collect();
+                if d.is_empty() {
+                    return [f64::NEG_INFINITY, f64::INFINITY];
+                }
+                d.sort_by(f64::total_cmp);
+                [quantile(&d, alpha / 2.0), quantile(&d, 1.0 - alpha / 2.0)]
+            }
+            Spread::Seeds(v) => t_interval(v, alpha),
+            Spread::PairedExact { b, c, n, scale } => {
+                let [lo, hi] = paired_exact(*b, *c, *n, alpha);
+                let (x, y) = (scale * lo, scale * hi);
+                [x.min(y), x.max(y)]
+            }
+            Spread::None => [self.value, self.value],
+        }
+    }
+
+    /// The interval the part is judged on at level `alpha`: two-sided 1 − α for a one-sided
+    /// claim, 1 − 2α for an equivalence (TOST).
+    pub fn judged_interval(&self, alpha: f64) -> ([f64; 2], f64) {
+        let confidence = match self.side {
+            Side::Within => 1.0 - 2.0 * alpha,
+            _ => 1.0 - alpha,
+        };
+        (self.interval(confidence), confidence)
+    }
+
+    /// The part's verdict at level `alpha`.
+    pub fn verdict(&self, alpha: f64) -> Verdict3 {
+        if matches!(self.spread, Spread::None) {
+            return self.exact_verdict();
+        }
+        let ([lo, hi], _) = self.judged_interval(alpha);
+        if lo.is_nan() || hi.is_nan() {
+            return Verdict3::Inconclusive;
+        }
+        let t = self.threshold;
+        let (holds, fails) = match self.side {
+            Side::AtLeast => (lo >= t, hi < t),
+            Side::Below => (hi < t, lo >= t),
+            Side::Within => (lo > -t && hi < t, lo >= t || hi <= -t),
+        };
+        if holds {
+            Verdict3::Holds
+        } else if fails {
+            Verdict3::Fails
+        } else {
+            Verdict3::Inconclusive
+        }
+    }
+
+    /// The verdict on an exact quantity of one run.
+    fn exact_verdict(&self) -> Verdict3 {
+        let (v, t) = (self.value, self.threshold);
+        let holds = match self.side {
+            Side::AtLeast => v >= t,
+            Side::Below => v < t,
+            Side::Within => v.abs() < t,
+        };
+        if v.is_nan() {
+            Verdict3::Inconclusive
+        } else if holds {
+            Verdict3::Holds
+        } else {
+            Verdict3::Fails
+        }
+    }
+
+    /// The smallest α at which the part is decided (holds or fails), i.e. its p-value
+    /// against the threshold (1 when it is not decided at α = 0.5). Exact quantities of one
+    /// run have none.
+    pub fn p_value(&self) -> Option<f64> {
+        if matches!(self.spread, Spread::None) {
+            return None;
+        }
+        let decided = |a: f64| self.verdict(a) != Verdict3::Inconclusive;
+        let floor = match &self.spread {
+            Spread::Draws(d) => 1.0 / (d.len() + 1) as f64,
+            _ => 1e-9,
+        };
+        if decided(floor) {
+            return Some(floor);
+        }
+        let top = match self.side {
+            Side::Within => 0.5,
+            _ => 1.0,
+        };
+        if !decided(top * 0.999) {
+            return Some(1.0);
+        }
+        let (mut lo, mut hi) = (floor.ln(), (top * 0.999).ln());
+        for _ in 0..60 {
+            let mid = 0.5 * (lo + hi);
+            if decided(mid.exp()) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        Some(hi.exp())
+    }
+
+    /// Whether the part is decided even at the smallest α its spread can show (its p-value
+    /// is then a bound).
+    pub fn p_at_floor(&self) -> bool {
+        match &self.spread {
+            Spread::Draws(d) => {
+                let floor = 1.0 / (d.len() + 1) as f64;
+                self.p_value().is_some_and(|p| p <= floor)
+            }
+            _ => false,
+        }
+    }
+
+    /// The smallest distance from the threshold this part could detect with 80 % power at
+    /// level `alpha` (normal approximation from the interval's width), in its units.
+    pub fn detectable(&self, alpha: f64) -> Option<f64> {
+        if matches!(self.spread, Spread::None) {
+            return None;
+        }
+        let [lo, hi] = self.interval(0.95);
+        let se = (hi - lo) / (2.0 * normal_quantile(0.975));
+        let z = match self.side {
+            Side::Within => normal_quantile(1.0 - alpha),
+            _ => normal_quantile(1.0 - alpha / 2.0),
+        };
+        let d = (z + normal_quantile(0.8)) * se;
+        d.is_finite().then_some(d)
+    }
+}
+
+/// The `q`-quantile of sorted values (linear interpolation).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let pos = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+    let (i, f) = (pos.floor() as usize, pos.fract());
+    if i + 1 < sorted.len() {
+        sorted[i] * (1.0 - f) + sorted[i + 1] * f
+    } else {
+        sorted[i]
+    }
+}
+
+/// A claim, judged: what the CLI, the app, the browser and the reports show.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Claim {
+    /// The claim.
+    pub claim: String,
+    /// Whether the data show it holds (`verdict == holds`).
+    pub holds: bool,
+    /// holds / fails / inconclusive.
+    pub verdict: Verdict3,
+    /// What the deciding statistic measures.
+    pub measured: String,
+    /// The deciding statistic, in `unit`.
+    pub statistic: f64,
+    /// Its unit.
+    pub unit: String,
+    /// The interval it was judged on (at `confidence`).
+    pub interval: [f64; 2],
+    /// The interval's confidence (Holm-adjusted where a report judges several claims).
+    pub confidence: f64,
+    /// p-value against the threshold (Holm-adjusted over the report's claims; one-sided
+    /// for an equivalence, two-sided otherwise); absent for an exact quantity of one run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p_value: Option<f64>,
+    /// Whether `p_value` is a bound: the data decide the claim even at the smallest α the
+    /// resampling can show (p ≤ 1 / (resamples + 1), times Holm's factor).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub p_is_bound: bool,
+    /// The threshold, in words, with the side it is on.
+    pub threshold: String,
+    /// The test behind the interval and its sidedness.
+    pub test: String,
+    /// The sources of variation the interval covers.
+    pub variation: String,
+    /// The smallest distance from the threshold the deciding statistic could detect (80 %
+    /// power at the claim's α), in `unit`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detectable: Option<f64>,
+    /// The other parts of the claim, each in the same words.
+    pub parts: Vec<String>,
+    /// The numbers behind it (text for the grid, an object for a lesson).
+    pub evidence: serde_json::Value,
+    /// The parts, kept for re-judging at another α.
+    #[serde(skip)]
+    spec: Vec<Part>,
+}
+
+impl Claim {
+    /// A claim of `parts` that must all hold, judged alone (α = 0.05).
+    pub fn new(claim: &str, parts: Vec<Part>, evidence: serde_json::Value) -> Self {
+        let mut c = Claim {
+            claim: claim.into(),
+            holds: false,
+            verdict: Verdict3::Inconclusive,
+            measured: String::new(),
+            statistic: f64::NAN,
+            unit: String::new(),
+            interval: [f64::NAN; 2],
+            confidence: 1.0 - ALPHA,
+            p_value: None,
+            p_is_bound: false,
+            threshold: String::new(),
+            test: String::new(),
+            variation: String::new(),
+            detectable: None,
+            parts: Vec::new(),
+            evidence,
+            spec: parts,
+        };
+        c.judge_at(ALPHA, c.raw_p());
+        c
+    }
+
+    /// The claim's p-value before adjustment: for a claim that the data put on the holding
+    /// side, the largest of its parts' (all must hold); otherwise the smallest failing
+    /// part's, times the number of parts (Bonferroni within the claim).
+    fn raw_p(&self) -> Option<f64> {
+        // Exact parts of one run have no p-value: their verdict is fixed, and they take no
+        // part in the adjustment.
+        let tested: Vec<(&Part, f64)> = self
+            .spec
+            .iter()
+            .filter_map(|p| p.p_value().map(|q| (p, q)))
+            .collect();
+        if tested.is_empty() {
+            return None;
+        }
+        let leaning_fail: Vec<f64> = tested
+            .iter()
+            .filter(|(p, _)| p.exact_verdict() == Verdict3::Fails)
+            .map(|(_, q)| *q)
+            .collect();
+        Some(if leaning_fail.is_empty() {
+            tested.iter().map(|(_, q)| *q).fold(0.0, f64::max)
+        } else {
+            (leaning_fail.iter().copied().fold(1.0, f64::min) * tested.len() as f64).min(1.0)
+        })
+    }
+
+    /// Judges at level `alpha` (failing parts at α / parts), showing the deciding part.
+    fn judge_at(&mut self, alpha: f64, p: Option<f64>) {
+        let k = self.spec.len().max(1) as f64;
+        let verdicts: Vec<Verdict3> = self
+            .spec
+            .iter()
+            .map(|part| match part.verdict(alpha) {
+                Verdict3::Fails if part.verdict(alpha / k) == Verdict3::Fails => Verdict3::Fails,
+                Verdict3::Fails => Verdict3::Inconclusive,
+                v => v,
+            })
+            .collect();
+        self.verdict = if verdicts.is_empty() {
+            Verdict3::Inconclusive
+        } else {
+            Verdict3::all(&verdicts)
+        };
+        self.holds = self.verdict == Verdict3::Holds;
+        self.p_value = p;
+        self.p_is_bound = false;
+        // The deciding part: a failing one, else the weakest (largest p).
+        let decisive = verdicts
+            .iter()
+            .position(|v| *v == Verdict3::Fails)
+            .or_else(|| {
+                // The weakest part (largest p); the first of equals.
+                (0..self.spec.len()).rev().max_by(|a, b| {
+                    let p = |i: usize| self.spec[i].p_value().unwrap_or(0.0);
+                    p(*a).total_cmp(&p(*b))
+                })
+            });
+        let Some(d) = decisive else {
+            return;
+        };
+        let part = &self.spec[d];
+        // The claim's p-value comes from its deciding part: a bound when that part's is.
+        self.p_is_bound = part.p_at_floor();
+        let (interval, confidence) = part.judged_interval(alpha);
+        self.measured = part.measured.clone();
+        self.statistic = part.value;
+        self.unit = part.unit.clone();
+        self.interval = interval;
+        self.confidence = if matches!(part.spread, Spread::None) {
+            f64::NAN
+        } else {
+            confidence
+        };
+        self.threshold = threshold_words(part);
+        self.test = part.test.clone();
+        self.variation = part.variation.clone();
+        self.detectable = part.detectable(alpha);
+        self.parts = self
+            .spec
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != d)
+            .map(|(_, p)| part_sentence(p, alpha, p.verdict(alpha)))
+            .collect();
+    }
+
+    /// The p-value in words, as a bound where the resampling cannot resolve it further.
+    pub fn p_text(&self, p: f64) -> String {
+        if self.p_is_bound && p < 1.0 {
+            format!(
+                "p ≤ {}",
+                p_words(p)
+                    .trim_start_matches("p = ")
+                    .trim_start_matches("p < ")
+            )
+        } else {
+            p_words(p)
+        }
+    }
+
+    /// The claim's result in words: the same text in the CLI, the app and the reports.
+    pub fn sentence(&self) -> String {
+        let mut s = format!("{}: {}", self.verdict.as_str(), self.claim);
+        s.push_str(". Measured: ");
+        s.push_str(&self.measured_words());
+        for p in &self.parts {
+            s.push_str("; ");
+            s.push_str(p);
+        }
+        s.push('.');
+        s
+    }
+
+    /// The deciding statistic with its interval, threshold, test and power, in words.
+    pub fn measured_words(&self) -> String {
+        let spec = Part {
+            measured: self.measured.clone(),
+            unit: self.unit.clone(),
+            value: self.statistic,
+            spread: Spread::None,
+            side: Side::AtLeast,
+            threshold: 0.0,
+            test: self.test.clone(),
+            variation: self.variation.clone(),
+        };
+        let mut s = format!("{} {}", spec.measured, number(self.statistic, &self.unit));
+        if self.confidence.is_nan() {
+            s.push_str(" (one run, exact: no interval)");
+        } else {
+            s.push_str(&format!(
+                ", {} interval {} to {} ({})",
+                percent(self.confidence),
+                number(self.interval[0], &self.unit),
+                number(self.interval[1], &self.unit),
+                self.variation
+            ));
+        }
+        s.push_str(&format!("; threshold: {}", self.threshold));
+        if let Some(p) = self.p_value {
+            s.push_str(&format!("; {}", self.p_text(p)));
+        }
+        if let Some(d) = self.detectable {
+            s.push_str(&format!(
+                "; smallest detectable distance from the threshold {}",
+                number(d, &self.unit)
+            ));
+        }
+        s.push_str(&format!("; test: {}", self.test));
+        s
+    }
+}
+
+/// Judges the claims of one report together: Holm's step-down over their p-values sets
+/// each claim's α (see the module docs); claims without a p-value (exact quantities of one
+/// run) keep α = 0.05.
+pub fn judge_family(claims: &mut [Claim]) {
+    let raw: Vec<Option<f64>> = claims.iter().map(Claim::raw_p).collect();
+    let tested: Vec<usize> = (0..claims.len()).filter(|i| raw[*i].is_some()).collect();
+    let m = tested.len();
+    let mut order = tested.clone();
+    order.sort_by(|a, b| raw[*a].unwrap_or(1.0).total_cmp(&raw[*b].unwrap_or(1.0)));
+    let adjusted = crate::stats::exact::holm(
+        &tested
+            .iter()
+            .map(|i| raw[*i].unwrap_or(1.0))
+            .collect::<Vec<_>>(),
+    );
+    let mut stopped = false;
+    for (rank, &i) in order.iter().enumerate() {
+        let alpha = ALPHA / (m - rank) as f64;
+        let adj = tested.iter().position(|t| *t == i).map(|k| adjusted[k]);
+        claims[i].judge_at(alpha, adj);
+        if stopped {
+            // Holm stops at the first claim it cannot decide: the rest stay undecided.
+            claims[i].verdict = Verdict3::Inconclusive;
+            claims[i].holds = false;
+        }
+        stopped |= raw[i].unwrap_or(1.0) > alpha;
+    }
+}
+
+/// A number with its unit.
+pub fn number(v: f64, unit: &str) -> String {
+    if v.is_nan() {
+        return "–".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 {
+            "∞".into()
+        } else {
+            "−∞".into()
+        };
+    }
+    let digits = if v.abs() >= 100.0 {
+        0
+    } else if v.abs() >= 10.0 {
+        1
+    } else if v.abs() >= 0.1 || v == 0.0 {
+        2
+    } else {
+        4
+    };
+    format!("{v:.digits$}{unit}")
+}
+
+fn percent(confidence: f64) -> String {
+    let p = confidence * 100.0;
+    if (p - p.round()).abs() < 1e-9 {
+        format!("{p:.0} %")
+    } else {
+        format!("{p:.2} %")
+    }
+}
+
+/// A p-value in words (`p < 1/B` at the resolution of the draws).
+pub fn p_words(p: f64) -> String {
+    if p.is_nan() {
+        "p –".into()
+    } else if p < 1e-4 {
+        "p < 0.0001".into()
+    } else if p < 0.001 {
+        format!("p = {p:.4}")
+    } else {
+        format!("p = {p:.3}")
+    }
+}
+
+fn threshold_words(p: &Part) -> String {
+    let t = number(p.threshold, &p.unit);
+    if matches!(p.spread, Spread::None) {
+        let side = match p.side {
+            Side::AtLeast => "≥",
+            Side::Below => "<",
+            Side::Within => "within ±",
+        };
+        return format!("{side} {t} (the value of this run)").replace("± ", "±");
+    }
+    match p.side {
+        Side::AtLeast => {
+            format!("≥ {t} (two-sided interval; the same threshold decides both outcomes)")
+        }
+        Side::Below => {
+            format!("< {t} (two-sided interval; the same threshold decides both outcomes)")
+        }
+        Side::Within => format!(
+            "within ±{t} (equivalence, two one-sided tests: holds when the interval lies inside, fails when it lies outside)"
+        ),
+    }
+}
+
+fn part_sentence(p: &Part, alpha: f64, v: Verdict3) -> String {
+    let mut s = format!("{} {}", p.measured, number(p.value, &p.unit));
+    if matches!(p.spread, Spread::None) {
+        s.push_str(" (one run, exact)");
+    } else {
+        let ([lo, hi], conf) = p.judged_interval(alpha);
+        s.push_str(&format!(
+            ", {} interval {} to {}",
+            percent(conf),
+            number(lo, &p.unit),
+            number(hi, &p.unit)
+        ));
+    }
+    s.push_str(&format!(" vs {} → {}", threshold_words(p), v.as_str()));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(value: f64, spread: Spread, side: Side, threshold: f64) -> Part {
+        Part {
+            measured: "x".into(),
+            unit: "%".into(),
+            value,
+            spread,
+            side,
+            threshold,
+            test: "t".into(),
+            variation: "v".into(),
+        }
+    }
+
+    #[test]
+    fn one_threshold_decides_both_outcomes_and_each_is_reachable() {
+        let seeds = |m: f64| Spread::Seeds(vec![m - 0.1, m, m + 0.1, m - 0.05, m + 0.05]);
+        let v = |m: f64| part(m, seeds(m), Side::AtLeast, 2.0).verdict(ALPHA);
+        assert_eq!(v(3.0), Verdict3::Holds);
+        assert_eq!(v(1.0), Verdict3::Fails);
+        assert_eq!(v(2.0), Verdict3::Inconclusive);
+        let eq = |m: f64| part(m, seeds(m), Side::Within, 2.0).verdict(ALPHA);
+        assert_eq!(eq(0.5), Verdict3::Holds);
+        assert_eq!(eq(3.5), Verdict3::Fails);
+        assert_eq!(eq(-3.5), Verdict3::Fails);
+        assert_eq!(eq(1.95), Verdict3::Inconclusive);
+    }
+
+    #[test]
+    fn no_discordant_item_still_gives_an_interval() {
+        let p = part(
+            0.0,
+            Spread::PairedExact {
+                b: 0,
+                c: 0,
+                n: 108,
+                scale: 100.0,
+            },
+            Side::Within,
+            2.0,
+        );
+        let [lo, hi] = p.interval(0.95);
+        assert!(lo < -3.0 && hi > 3.0, "[{lo}, {hi}]");
+        // 108 identical items cannot show equivalence within 2 points.
+        assert_eq!(p.verdict(ALPHA), Verdict3::Inconclusive);
+    }
+
+    #[test]
+    fn the_p_value_is_where_the_interval_reaches_the_threshold() {
+        let p = part(3.0, Spread::Seeds(vec![2.6, 3.0, 3.4]), Side::AtLeast, 2.0);
+        let q = p.p_value().unwrap();
+        assert!(q > 0.0 && q < 0.2, "{q}");
+        let [lo, _] = p.interval(1.0 - q);
+        assert!((lo - 2.0).abs() < 1e-6, "{lo}");
+    }
+
+    #[test]
+    fn holm_judges_the_strongest_claim_at_alpha_over_m() {
+        let strong = part(
+            5.0,
+            Spread::Seeds(vec![4.9, 5.0, 5.1, 5.0]),
+            Side::AtLeast,
+            2.0,
+        );
+        // Holds at 95 % alone, not at 97.5 %.
+        let weak = part(
+            2.6,
+            Spread::Seeds(vec![2.0, 2.5, 3.0, 2.9, 2.6]),
+            Side::AtLeast,
+            2.0,
+        );
+        assert_eq!(weak.verdict(0.05), Verdict3::Holds);
+        assert_eq!(weak.verdict(0.025), Verdict3::Inconclusive);
+        let mut claims = vec![
+            Claim::new("weak", vec![weak], serde_json::Value::Null),
+            Claim::new("strong", vec![strong], serde_json::Value::Null),
+        ];
+        assert_eq!(claims[0].verdict, Verdict3::Holds, "alone, at 0.05");
+        judge_family(&mut claims);
+        assert_eq!(claims[1].verdict, Verdict3::Holds);
+        assert!((claims[1].confidence - 0.975).abs() < 1e-12);
+        // The weak claim is second in Holm's order: judged at 0.05 / 1.
+        assert_eq!(claims[0].verdict, Verdict3::Holds);
+        assert!((claims[0].confidence - 0.95).abs() < 1e-12);
+        let s = claims[0].sentence();
+        assert!(s.starts_with("holds: weak. Measured: x 2.60%"), "{s}");
+    }
+}

@@ -1,0 +1,538 @@
+//! The grid's claims, posed before the data (docs/results/claims.md states each threshold
+//! and its reason) and judged together ([`crate::claims::judge_family`]).
+
+use super::*;
+use crate::claims::{Claim, Part, Side, Spread};
+use crate::stats::exact::sign_flip;
+use crate::stats::{Arm, bootstrap_draws, cluster_totals, mean_sd};
+
+/// Bootstrap resamples behind a claim (the smallest p-value they can show is 1/10,001,
+/// below the smallest α Holm uses over five claims, 0.01).
+pub const CLAIM_RESAMPLES: usize = 10_000;
+const CLAIM_SEED: u64 = 0xC1A1_5EED;
+
+/// Fewer discordant items than this (pooled over seeds): a paired 0/1 comparison gets the
+/// exact interval instead of the bootstrap's (which is liberal with few discordant items).
+pub const FEW_DISCORDANT: usize = 25;
+
+/// Chance accuracy of a knowledge item (four choices).
+pub const KNOWLEDGE_CHANCE: f64 = 0.25;
+
+/// The near-lossless margin: a relative drop below 2 % (about 3.5× the largest drop the paper
+/// calls near-lossless, 0.58 % on HellaSwag); the same margin decides whether saturation
+/// "costs" knowledge.
+pub const LOSSLESS_MARGIN: f64 = 2.0;
+
+/// Forgetting: the high rate loses at least this many more points of the base model's
+/// above-chance knowledge than the low rate.
+pub const FORGETTING_MARGIN: f64 = 10.0;
+
+/// "Far more often": most_recent's estimate exceeded at least 3× as often as max_window's.
+pub const SATURATION_RATIO: f64 = 3.0;
+
+/// "The loss hides it": APE below 2 % (the near-lossless margin applied to the loss).
+pub const APE_HIDES: f64 = 2.0;
+
+/// APE of the fix below 1 % (about 9× the paper's 0.11 %).
+pub const APE_LOSSLESS: f64 = 1.0;
+
+/// The test of a paired comparison of probe scores.
+pub const PAIRED_BOOTSTRAP: &str = "paired cluster bootstrap (knowledge items by entity, completion items by family, held-out windows in blocks of 4; seeds resampled), 10,000 resamples; percentile interval";
+
+/// The test of a paired comparison of 0/1 marks with few discordant items.
+pub const PAIRED_EXACT: &str = "exact paired interval (Clopper–Pearson bounds on the discordant share and its direction, pooled over seeds; items taken as independent)";
+
+/// The replicates of each grid run: data orders × pretrainings of the base.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Design {
+    /// Data orders of the continued training (with the text fixed).
+    pub orders: usize,
+    /// Pretrainings of the base (seeds of the pretraining).
+    pub bases: usize,
+}
+
+impl Design {
+    /// What an interval over items and replicates covers, in words.
+    pub fn variation(self) -> String {
+        let bases = if self.bases > 1 {
+            format!("{} pretrainings of the base", self.bases)
+        } else {
+            "not the pretraining (one base)".into()
+        };
+        format!(
+            "covers the probe items (by cluster), {} data order(s) and {bases}",
+            self.orders
+        )
+    }
+}
+
+/// One arm per run: the final per-item values of a score, per seed.
+pub fn arm_of(runs: &[RunSummary], score: &str) -> Option<Arm> {
+    let seeds: Option<Vec<Vec<f64>>> = runs
+        .iter()
+        .map(|s| s.probes.as_ref().and_then(|p| p.item_values(score)))
+        .collect();
+    seeds.filter(|s| !s.is_empty()).map(|seeds| Arm { seeds })
+}
+
+/// The resampling clusters of a score, from the first run that has marks.
+fn groups_of(runs: &[&[RunSummary]], score: &str) -> Option<crate::stats::Groups> {
+    runs.iter()
+        .flat_map(|r| r.iter())
+        .find_map(|s| s.probes.as_ref().filter(|p| p.marks.is_some()))
+        .map(|p| p.groups(score))
+}
+
+/// Discordant items of a paired 0/1 comparison, pooled over seeds: (right only in `first`,
+/// right only in `second`, pairs).
+pub fn discordance(first: &Arm, second: &Arm) -> (usize, usize, usize) {
+    let (mut b, mut c, mut n) = (0, 0, 0);
+    for (k, y) in second.seeds.iter().enumerate() {
+        let x = &first.seeds[k % first.seeds.len().max(1)];
+        for (a, z) in x.iter().zip(y) {
+            b += usize::from(*a > 0.5 && *z < 0.5);
+            c += usize::from(*a < 0.5 && *z > 0.5);
+            n += 1;
+        }
+    }
+    (b, c, n)
+}
+
+/// A statistic of the runs' final probe scores as a claim part (bootstrap draws over
+/// clusters and seeds). `None` when a run lacks per-item marks.
+#[allow(clippy::too_many_arguments)]
+fn probe_part(
+    design: Design,
+    runs: &[&[RunSummary]],
+    score: &str,
+    stat: &dyn Fn(&[f64]) -> f64,
+    measured: String,
+    unit: &str,
+    side: Side,
+    threshold: f64,
+) -> Option<Part> {
+    let arms: Vec<Arm> = runs
+        .iter()
+        .map(|r| arm_of(r, score))
+        .collect::<Option<_>>()?;
+    let groups = groups_of(runs, score)?;
+    let (value, draws) = bootstrap_draws(&groups, &arms, stat, CLAIM_RESAMPLES, CLAIM_SEED);
+    Some(Part {
+        measured,
+        unit: unit.into(),
+        value,
+        spread: Spread::Draws(draws),
+        side,
+        threshold,
+        test: PAIRED_BOOTSTRAP.into(),
+        variation: design.variation(),
+    })
+}
+
+/// The relative drop (%) of `other`'s 0/1 score against `reference`'s on the same items: a
+/// bootstrap part, or the exact paired interval when fewer than [`FEW_DISCORDANT`] items
+/// differ (never of zero width).
+pub fn drop_part(
+    design: Design,
+    reference: &[RunSummary],
+    other: &[RunSummary],
+    score: &str,
+    measured: String,
+    side: Side,
+    threshold: f64,
+) -> Option<Part> {
+    let mut part = probe_part(
+        design,
+        &[reference, other],
+        score,
+        &drop_stat,
+        measured,
+        "%",
+        side,
+        threshold,
+    )?;
+    if score == "heldout_loss" || score.ends_with("_margin") {
+        return Some(part);
+    }
+    let (a, b) = (arm_of(reference, score)?, arm_of(other, score)?);
+    let (nb, nc, n) = discordance(&a, &b);
+    if nb + nc < FEW_DISCORDANT {
+        let ref_mean =
+            a.seeds.iter().flatten().sum::<f64>() / a.seeds.iter().flatten().count().max(1) as f64;
+        if ref_mean > 0.0 {
+            part.spread = Spread::PairedExact {
+                b: nb,
+                c: nc,
+                n,
+                scale: -100.0 / ref_mean,
+            };
+            part.test = PAIRED_EXACT.into();
+        }
+    }
+    Some(part)
+}
+
+/// Exact McNemar on the pooled discordant items and the cluster sign-flip test of the mean
+/// log-likelihood margin: the continuous statistic beside the 0/1 marks, in words.
+fn paired_evidence(first: &[RunSummary], second: &[RunSummary], what: &str) -> String {
+    let mut out = Vec::new();
+    if let (Some(a), Some(b)) = (
+        arm_of(first, "knowledge_acc_norm"),
+        arm_of(second, "knowledge_acc_norm"),
+    ) {
+        let (nb, nc, n) = discordance(&a, &b);
+        let p = crate::stats::mcnemar(nb, nc);
+        out.push(format!(
+            "{what}: {nb} knowledge items right only in the first, {nc} only in the second, of {n} paired (exact McNemar, two-sided, pooled over seeds: p = {p:.3})"
+        ));
+    }
+    for (score, unit, label) in [
+        (
+            "knowledge_margin",
+            "",
+            "mean log-likelihood margin of the right choice (per byte)",
+        ),
+        ("heldout_loss", " nats", "held-out loss"),
+    ] {
+        let (Some(a), Some(b)) = (arm_of(first, score), arm_of(second, score)) else {
+            continue;
+        };
+        let Some(groups) = groups_of(&[first, second], score) else {
+            continue;
+        };
+        let (value, mut draws) = bootstrap_draws(
+            &groups,
+            &[a.clone(), b.clone()],
+            &|m| m[1] - m[0],
+            CLAIM_RESAMPLES,
+            CLAIM_SEED,
+        );
+        draws.sort_by(f64::total_cmp);
+        let q = |p: f64| {
+            draws
+                .get(((draws.len().max(1) - 1) as f64 * p).round() as usize)
+                .copied()
+                .unwrap_or(f64::NAN)
+        };
+        let (ge, le) = sign_flip(&cluster_totals(&groups, &a, &b), CLAIM_SEED);
+        let p = (2.0 * ge.min(le)).min(1.0);
+        out.push(format!(
+            "{label}, second minus first {value:+.4}{unit} [95 %: {:+.4}, {:+.4}] (cluster sign-flip test, two-sided, {} flips: {})",
+            q(0.025),
+            q(0.975),
+            crate::stats::exact::SIGN_FLIPS,
+            crate::claims::p_words(p)
+        ));
+    }
+    out.join("; ")
+}
+
+/// Forgetting in points of the base's above-chance knowledge: (base − after) / (base −
+/// chance) × 100; undefined (NaN) when the base knows next to nothing above chance (< 2
+/// points of accuracy).
+pub fn chance_corrected(base: f64, after: f64) -> f64 {
+    let above = base - KNOWLEDGE_CHANCE;
+    if above < 0.02 {
+        f64::NAN
+    } else {
+        (base - after) / above * 100.0
+    }
+}
+
+/// How much more of the base model's above-chance knowledge the `hi` runs forgot than the
+/// `lo` runs, in points: forgetting = (base − after) / (base − chance) × 100 (0 = none, 100 =
+/// down to chance), a part "≥ [`FORGETTING_MARGIN`]".
+pub fn forgetting_contrast(
+    design: Design,
+    base: &[RunSummary],
+    (hi, hi_runs): (&str, &[RunSummary]),
+    (lo, lo_runs): (&str, &[RunSummary]),
+) -> Option<Part> {
+    probe_part(
+        design,
+        &[base, hi_runs, lo_runs],
+        "knowledge_acc_norm",
+        &|m| chance_corrected(m[0], m[1]) - chance_corrected(m[0], m[2]),
+        format!(
+            "forgetting of {hi} minus {lo}, in points of the base's above-chance knowledge ((base − after) / (base − 0.25))"
+        ),
+        " points",
+        Side::AtLeast,
+        FORGETTING_MARGIN,
+    )
+}
+
+/// The chance-corrected forgetting of `runs` against the base model, in points, as a part
+/// "≥ [`FORGETTING_MARGIN`]".
+pub fn forgetting_vs_base(
+    design: Design,
+    base: &[RunSummary],
+    name: &str,
+    runs: &[RunSummary],
+) -> Option<Part> {
+    probe_part(
+        design,
+        &[base, runs],
+        "knowledge_acc_norm",
+        &|m| chance_corrected(m[0], m[1]),
+        format!("forgetting of {name} vs the base model, in points of its above-chance knowledge"),
+        " points",
+        Side::AtLeast,
+        FORGETTING_MARGIN,
+    )
+}
+
+/// The per-seed value of the QAT runs' shadow counts: most_recent over max_window.
+fn ratio_per_seed(rows: &[ResultRow]) -> Vec<f64> {
+    let qat: Vec<&ResultRow> = rows
+        .iter()
+        .filter(|r| !r.summary.shadow_calls().is_empty())
+        .collect();
+    let seeds = qat.iter().map(|r| r.seeds.len()).min().unwrap_or(0);
+    (0..seeds)
+        .map(|k| {
+            let sum = |prefix: &str| -> u64 {
+                qat.iter()
+                    .map(|r| count_prefix(&r.seeds[k].shadow_calls(), prefix))
+                    .sum()
+            };
+            sum("most_recent") as f64 / sum("max_window").max(1) as f64
+        })
+        .collect()
+}
+
+/// Per seed, the largest APE over `runs` against their matched baselines.
+fn ape_per_seed(rows: &[ResultRow], runs: &[&ResultRow]) -> Vec<f64> {
+    let seeds = runs.iter().map(|r| r.seeds.len()).min().unwrap_or(0);
+    (0..seeds)
+        .map(|k| {
+            runs.iter()
+                .filter_map(|r| {
+                    let b = rows
+                        .iter()
+                        .find(|b| b.summary.estimator == "none" && b.summary.lr == r.summary.lr)?;
+                    let (q, b) = (r.seeds.get(k)?, b.seeds.get(k)?);
+                    let n = q.losses.len().min(b.losses.len());
+                    Some(ape(&q.losses[..n], &b.losses[..n]))
+                })
+                .fold(f64::NAN, f64::max)
+        })
+        .collect()
+}
+
+/// A part on one exact value per seed: a t interval across seeds (one seed: the exact value
+/// of one run, judged as such).
+fn seeds_part(
+    design: Design,
+    measured: &str,
+    unit: &str,
+    values: Vec<f64>,
+    side: Side,
+    threshold: f64,
+) -> Part {
+    let n = values.len();
+    let (value, _) = mean_sd(&values);
+    let (spread, test, variation) = if n > 1 {
+        (
+            Spread::Seeds(values),
+            "t interval across replicates of each replicate's exact value".to_string(),
+            format!(
+                "covers the {n} replicates ({} data order(s) × {} pretraining(s); the value within a run is exact)",
+                design.orders, design.bases
+            ),
+        )
+    } else {
+        (
+            Spread::None,
+            crate::lesson::EXACT.to_string(),
+            "one run".to_string(),
+        )
+    };
+    Part {
+        measured: measured.into(),
+        unit: unit.into(),
+        value,
+        spread,
+        side,
+        threshold,
+        test,
+        variation,
+    }
+}
+
+/// A claim whose data are missing: inconclusive, saying what is missing.
+fn missing(claim: &str, what: &str) -> Claim {
+    Claim::new(
+        claim,
+        Vec::new(),
+        serde_json::Value::String(format!("not judged: {what}")),
+    )
+}
+
+/// The grid's five claims, judged together.
+pub fn verdicts(rows: &[ResultRow], base: &[RunSummary], design: Design) -> Vec<Claim> {
+    let row = |n: &str| rows.iter().find(|r| r.name == n);
+    let seeds_of = |n: &str| row(n).map_or(&[][..], |r| r.seeds.as_slice());
+    let k = "knowledge_acc_norm";
+    let mut out = Vec::new();
+
+    // 1. most_recent saturates.
+    let claim = "most_recent saturates: its estimate is exceeded far more often than max_window(64)'s on the same calls";
+    let ratios = ratio_per_seed(rows);
+    out.push(if ratios.is_empty() {
+        missing(claim, "no QAT run")
+    } else {
+        Claim::new(
+            claim,
+            vec![seeds_part(
+                design,
+                "calls above the estimate, most_recent ÷ max_window(64), summed over the QAT runs (mean over replicates)",
+                "×",
+                ratios.clone(),
+                Side::AtLeast,
+                SATURATION_RATIO,
+            )],
+            serde_json::Value::String(format!(
+                "Per replicate: {}.",
+                ratios.iter().map(|r| format!("{r:.2}×")).collect::<Vec<_>>().join(", ")
+            )),
+        )
+    });
+
+    // 2. Saturation costs knowledge: most_recent vs max_window at the low rate.
+    let claim = "saturation costs knowledge: at the low rate most_recent loses ≥ 2 % of max_window(64)'s knowledge (paired, same data orders)";
+    let (mr, mw, bl) = (
+        seeds_of("most_recent-low"),
+        seeds_of("max_window-low"),
+        seeds_of("baseline-low"),
+    );
+    out.push(
+        match drop_part(
+            design,
+            mw,
+            mr,
+            k,
+            "relative knowledge acc_norm drop of most_recent-low vs max_window-low".into(),
+            Side::AtLeast,
+            LOSSLESS_MARGIN,
+        ) {
+            Some(part) => Claim::new(
+                claim,
+                vec![part],
+                serde_json::Value::String(format!(
+                    "{}. Against baseline-low: {}.",
+                    paired_evidence(mw, mr, "max_window-low (first) vs most_recent-low (second)"),
+                    paired_evidence(bl, mr, "baseline-low (first) vs most_recent-low (second)")
+                )),
+            ),
+            None => missing(
+                claim,
+                "most_recent-low or max_window-low without per-item marks",
+            ),
+        },
+    );
+
+    // 3. A high rate forgets, with and without QAT (chance-corrected).
+    let claim = "a high learning rate forgets: it loses ≥ 10 points more of the base model's above-chance knowledge than the low rate, with and without QAT";
+    let forgetting = |hi: &str, lo: &str| {
+        forgetting_contrast(design, base, (hi, seeds_of(hi)), (lo, seeds_of(lo)))
+    };
+    out.push(
+        match (
+            forgetting("baseline-high", "baseline-low"),
+            forgetting("max_window-high", "max_window-low"),
+        ) {
+            (Some(a), Some(b)) => {
+                let f = |n: &str| {
+                    forgetting_vs_base(design, base, n, seeds_of(n)).map_or(f64::NAN, |p| p.value)
+                };
+                Claim::new(
+                    claim,
+                    vec![a, b],
+                    serde_json::Value::String(format!(
+                        "Chance-corrected forgetting vs the base model (0 = none, 100 = down to chance): baseline-high {:.1}, baseline-low {:.1}, max_window-high {:.1}, max_window-low {:.1}.",
+                        f("baseline-high"),
+                        f("baseline-low"),
+                        f("max_window-high"),
+                        f("max_window-low")
+                    )),
+                )
+            }
+            _ => missing(claim, "a baseline or max_window run without per-item marks"),
+        },
+    );
+
+    // 4. The loss hides it.
+    let claim = "the training loss hides it: the largest APE of a QAT run against its matched baseline stays below 2 %";
+    let qat: Vec<&ResultRow> = rows
+        .iter()
+        .filter(|r| r.summary.estimator != "none")
+        .collect();
+    let apes = ape_per_seed(rows, &qat);
+    out.push(if apes.is_empty() || apes.iter().any(|a| a.is_nan()) {
+        missing(claim, "no QAT run with a matched baseline")
+    } else {
+        Claim::new(
+            claim,
+            vec![seeds_part(
+                design,
+                "largest APE over the QAT runs (mean over replicates)",
+                "%",
+                apes,
+                Side::Below,
+                APE_HIDES,
+            )],
+            serde_json::Value::String(String::new()),
+        )
+    });
+
+    // 5. The fix is near-lossless (equivalence).
+    let claim = "max_window(64) + warmup + the low rate is near-lossless: knowledge and completion within ±2 % of the matched baseline, APE below 1 %";
+    let fix = seeds_of("max_window-low-warmup");
+    let drop = |score: &str, what: &str| {
+        drop_part(
+            design,
+            bl,
+            fix,
+            score,
+            format!("relative {what} acc_norm drop of max_window-low-warmup vs baseline-low"),
+            Side::Within,
+            LOSSLESS_MARGIN,
+        )
+    };
+    let fix_row: Vec<&ResultRow> = row("max_window-low-warmup").into_iter().collect();
+    let apes = ape_per_seed(rows, &fix_row);
+    out.push(
+        match (
+            drop(k, "knowledge"),
+            drop("completion_acc_norm", "completion"),
+        ) {
+            (Some(a), Some(b)) if !apes.is_empty() && !apes[0].is_nan() => Claim::new(
+                claim,
+                vec![
+                    a,
+                    b,
+                    seeds_part(
+                        design,
+                        "APE of max_window-low-warmup (mean over replicates)",
+                        "%",
+                        apes,
+                        Side::Below,
+                        APE_LOSSLESS,
+                    ),
+                ],
+                serde_json::Value::String(paired_evidence(
+                    bl,
+                    fix,
+                    "baseline-low (first) vs max_window-low-warmup (second)",
+                )),
+            ),
+            _ => missing(
+                claim,
+                "max_window-low-warmup or baseline-low missing or without marks",
+            ),
+        },
+    );
+    crate::claims::judge_family(&mut out);
+    out
+}
