@@ -438,7 +438,7 @@ fn saturation_lesson_live_and_judged() {
     h.get_by_label_contains("holds: on activations and gradients");
     // Each claim reads as a sentence with rounded numbers; its raw data is folded away.
     assert_eq!(
-        h.query_all_by_label_contains("Measured ").count(),
+        h.query_all_by_label_contains("Measured: ").count(),
         report.claims.len()
     );
     assert_eq!(

@@ -246,8 +246,9 @@ pub struct Claim {
     pub unit: String,
     /// The interval it was judged on (at `confidence`).
     pub interval: [f64; 2],
-    /// The interval's confidence (Holm-adjusted where a report judges several claims).
-    pub confidence: f64,
+    /// The interval's confidence (Holm-adjusted where a report judges several claims); none
+    /// for an exact quantity of one run (no interval).
+    pub confidence: Option<f64>,
     /// p-value against the threshold (Holm-adjusted over the report's claims; one-sided
     /// for an equivalence, two-sided otherwise); absent for an exact quantity of one run.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -286,7 +287,7 @@ impl Claim {
             statistic: f64::NAN,
             unit: String::new(),
             interval: [f64::NAN; 2],
-            confidence: 1.0 - ALPHA,
+            confidence: Some(1.0 - ALPHA),
             p_value: None,
             p_is_bound: false,
             threshold: String::new(),
@@ -369,11 +370,7 @@ impl Claim {
         self.statistic = part.value;
         self.unit = part.unit.clone();
         self.interval = interval;
-        self.confidence = if matches!(part.spread, Spread::None) {
-            f64::NAN
-        } else {
-            confidence
-        };
+        self.confidence = (!matches!(part.spread, Spread::None)).then_some(confidence);
         self.threshold = threshold_words(part);
         self.test = part.test.clone();
         self.variation = part.variation.clone();
@@ -427,16 +424,16 @@ impl Claim {
             variation: self.variation.clone(),
         };
         let mut s = format!("{} {}", spec.measured, number(self.statistic, &self.unit));
-        if self.confidence.is_nan() {
-            s.push_str(" (one run, exact: no interval)");
-        } else {
+        if let Some(confidence) = self.confidence {
             s.push_str(&format!(
                 ", {} interval {} to {} ({})",
-                percent(self.confidence),
+                percent(confidence),
                 number(self.interval[0], &self.unit),
                 number(self.interval[1], &self.unit),
                 self.variation
             ));
+        } else {
+            s.push_str(" (one run, exact: no interval)");
         }
         s.push_str(&format!("; threshold: {}", self.threshold));
         if let Some(p) = self.p_value {
@@ -564,7 +561,7 @@ fn part_sentence(p: &Part, alpha: f64, v: Verdict3) -> String {
             number(hi, &p.unit)
         ));
     }
-    s.push_str(&format!(" vs {} → {}", threshold_words(p), v.as_str()));
+    s.push_str(&format!(" vs {}: {}", threshold_words(p), v.as_str()));
     s
 }
 
@@ -651,10 +648,10 @@ mod tests {
         assert_eq!(claims[0].verdict, Verdict3::Holds, "alone, at 0.05");
         judge_family(&mut claims);
         assert_eq!(claims[1].verdict, Verdict3::Holds);
-        assert!((claims[1].confidence - 0.975).abs() < 1e-12);
+        assert!((claims[1].confidence.unwrap() - 0.975).abs() < 1e-12);
         // The weak claim is second in Holm's order: judged at 0.05 / 1.
         assert_eq!(claims[0].verdict, Verdict3::Holds);
-        assert!((claims[0].confidence - 0.95).abs() < 1e-12);
+        assert!((claims[0].confidence.unwrap() - 0.95).abs() < 1e-12);
         let s = claims[0].sentence();
         assert!(s.starts_with("holds: weak. Measured: x 2.60%"), "{s}");
     }

@@ -520,7 +520,7 @@ pub fn claims_markdown(claims: &[crate::claims::Claim]) -> String {
         claims.len().saturating_sub(1).max(1)
     );
     for c in claims {
-        let interval = if c.confidence.is_nan() {
+        let interval = if c.confidence.is_none() {
             "– (one run: no interval)".to_string()
         } else if c.interval.iter().any(|v| v.is_nan()) {
             "– (not judged)".to_string()
@@ -529,7 +529,7 @@ pub fn claims_markdown(claims: &[crate::claims::Claim]) -> String {
                 "[{}, {}] ({:.2} %)",
                 number(c.interval[0], &c.unit),
                 number(c.interval[1], &c.unit),
-                c.confidence * 100.0
+                c.confidence.unwrap_or(f64::NAN) * 100.0
             )
         };
         let _ = writeln!(
