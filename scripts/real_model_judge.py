@@ -123,6 +123,41 @@ ev_ratio = doc["tokens_per_s"] / results["eval"]["transformers_tokens_per_s"]
 print(f"  eval: hif8lab {doc['tokens_per_s']:.0f} tokens/s, transformers {results['eval']['transformers_tokens_per_s']:.0f} "
       f"({ev_ratio:.2f}x)")
 results["ratios"] = {"generate": ratio, "eval": ev_ratio}
+# 5. Knowledge probes: `hif8lab probe` on the shipped general-knowledge set against the same
+#    scoring in transformers (lm-eval-harness style: the context as tokenizer(context) encodes
+#    it, the choice as the tokens that context + " " + choice adds; sum of log-probabilities).
+probe = json.loads(run(["probe", gguf_path, "--backend", "cpu", "--json"]))
+tsv = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "assets", "probes",
+                   "general-knowledge.tsv")
+rows = [l.rstrip("\n").split("\t") for l in open(tsv, encoding="utf-8") if l.strip() and not l.startswith("#")]
+t0 = time.time()
+right = []
+with torch.no_grad():
+    for _, context, *choices in rows:
+        ctx = tok(context)["input_ids"]
+        scores = []
+        for choice in choices:
+            whole = tok(context + " " + choice)["input_ids"]
+            cont = whole[len(ctx):] if whole[:len(ctx)] == ctx and len(whole) > len(ctx) \
+                else tok(" " + choice, add_special_tokens=False)["input_ids"]
+            seq = ctx + cont
+            lp = torch.log_softmax(model(torch.tensor([seq[:-1]])).logits[0].double(), -1)
+            tgt = torch.tensor(seq[len(ctx):])
+            scores.append(float(lp[torch.arange(len(ctx) - 1, len(seq) - 1), tgt].sum()))
+        right.append(all(scores[0] > s for s in scores[1:]))
+probe_s = time.time() - t0
+marks = probe["marks"]["acc"]
+ours = [(int(marks[i // 4], 16) >> (3 - i % 4)) & 1 == 1 for i in range(len(rows))]
+differ = sum(a != b for a, b in zip(ours, right))
+ref_acc = sum(right) / len(right)
+check("probe_accuracy", differ <= 3 and abs(probe["acc"] - ref_acc) <= 0.005,
+      f"general knowledge acc: hif8lab {probe['acc']:.4f} [{probe['acc_interval'][0]:.3f}, "
+      f"{probe['acc_interval'][1]:.3f}] vs transformers {ref_acc:.4f} on {len(rows)} items; "
+      f"{differ} items differ; hif8lab {probe['tokens_per_s']:.0f} tokens/s, transformers "
+      f"{probe_s:.0f} s")
+results["probe"] = {"hif8lab": probe, "transformers_acc": ref_acc, "items_differ": differ,
+                    "transformers_s": probe_s}
+
 results["transformers_peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 with open(out_json, "w") as fh:
     json.dump(results, fh, indent=1)

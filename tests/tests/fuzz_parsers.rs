@@ -1,8 +1,8 @@
 //! Fuzz-style tests of every parser a user can feed: run configs (TOML and `--set`),
 //! safetensors checkpoints (and restoring them into a trainer), Hugging Face `config.json`
 //! and `tokenizer.json`, GGUF files, JSONL traces, CSV amax
-//! files, Transformer Engine / nvdlfw-inspect logs, corpus files and a grid's data file
-//! (`grid --recompute`). Each gets structure-aware
+//! files, Transformer Engine / nvdlfw-inspect logs, corpus files, probe sets (`probe --set`)
+//! and a grid's data file (`grid --recompute`). Each gets structure-aware
 //! mutations of valid inputs plus random bytes — at least 100,000 inputs per parser — and
 //! must never panic: every input is accepted or refused with a message that names its
 //! source. (The codec's stdin is fuzzed in the CLI crate, `codec.rs`.)
@@ -324,6 +324,29 @@ fn fuzz_probe_records() {
         },
     );
     report("probe records", start, counts);
+}
+
+/// Probe sets (`hif8lab probe --set FILE`): the shipped general-knowledge set mutated.
+#[test]
+fn fuzz_probe_sets() {
+    use hif8lab_train::corpus::{GENERAL_KNOWLEDGE, items_from_tsv};
+    let seed: Vec<u8> = GENERAL_KNOWLEDGE
+        .lines()
+        .take(12)
+        .collect::<Vec<_>>()
+        .join("\n")
+        .into_bytes();
+    let mut m = Mutator::new(19, &["\t", "\t\t", "#", "\r\n", "Paris"]);
+    let start = Instant::now();
+    let counts = fuzz("probe set", INPUTS, &mut m, &[seed], |bytes| {
+        let text = std::str::from_utf8(bytes).map_err(|e| format!("probes.tsv: {e}"))?;
+        let items = items_from_tsv("probes.tsv", text)?;
+        for i in &items {
+            assert!(i.answer < i.choices.len() && i.choices.len() >= 4);
+        }
+        Ok(())
+    });
+    report("probe sets", start, counts);
 }
 
 /// A grid's data (`runs.jsonl.gz`, as JSON lines): every input is read or refused by name,

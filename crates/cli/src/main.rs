@@ -16,6 +16,7 @@ mod grid_cmd;
 mod import_cmd;
 mod model_cmds;
 mod plots;
+mod probe_cmd;
 mod scaling_cmds;
 mod train_cmd;
 
@@ -66,6 +67,9 @@ enum Command {
     Eval(model_cmds::EvalArgs),
     /// Generate text from a model (seeded, reproducible).
     Sample(model_cmds::SampleArgs),
+    /// A model's knowledge on a multiple-choice probe set (the shipped general-knowledge set:
+    /// 609 items over 209 clusters), scored like lm-eval-harness, with intervals.
+    Probe(probe_cmd::ProbeArgs),
     /// Bring a model in: `import gguf FILE.gguf --out DIR` writes a Hugging Face folder.
     #[command(subcommand)]
     Import(import_cmd::ImportCommand),
@@ -150,6 +154,7 @@ fn run(command: Command) -> anyhow::Result<Outcome> {
         Command::Export(cmd) => scaling_cmds::run_export(cmd),
         Command::Eval(args) => model_cmds::run_eval(args),
         Command::Sample(args) => model_cmds::run_sample(args),
+        Command::Probe(args) => probe_cmd::run_probe(args),
         Command::Import(cmd) => import_cmd::run(cmd),
         Command::Train(args) => train_cmd::run_train(args).map(|()| Outcome::Ok),
         Command::Pretrain(args) => grid_cmd::run_pretrain(args).map(|()| Outcome::Ok),

@@ -265,6 +265,50 @@ impl<B: Backend> Model<B> {
         Ok(total)
     }
 
+    /// The loss of every target of one sequence `seq` (at most `context + 1` tokens): entry
+    /// i is −log p(seq[i + 1] | seq[..= i]). What a multiple-choice item is scored from.
+    pub fn token_losses(&mut self, seq: &[u32]) -> Result<Vec<f32>, TrainError> {
+        Ok(self.token_losses_batch(&[seq])?.pop().unwrap_or_default())
+    }
+
+    /// [`Model::token_losses`] of several sequences of one length in one pass (the weights
+    /// are read once for all of them).
+    pub fn token_losses_batch(&mut self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, TrainError> {
+        let (c, vocab) = (self.config.context, self.config.vocab as u32);
+        let Some(first) = seqs.first() else {
+            return Ok(Vec::new());
+        };
+        let n = first.len();
+        if n < 2 || n > c + 1 || seqs.iter().any(|s| s.len() != n) {
+            return Err(TrainError::Data(format!(
+                "scored sequences need one length of 2 to {} tokens (the context + 1)",
+                c + 1
+            )));
+        }
+        if let Some(bad) = seqs.iter().flat_map(|s| s.iter()).find(|t| **t >= vocab) {
+            return Err(TrainError::Data(format!(
+                "token id {bad} is outside the model's vocabulary of {vocab}"
+            )));
+        }
+        let len = n - 1;
+        let key = (seqs.len(), len, len, true);
+        self.ensure_acts(key)?;
+        let x: Vec<f32> = seqs
+            .iter()
+            .flat_map(|s| s[..len].iter().map(|t| *t as f32))
+            .collect();
+        let y: Vec<f32> = seqs
+            .iter()
+            .flat_map(|s| s[1..].iter().map(|t| *t as f32))
+            .collect();
+        let a = &self.acts[&key];
+        self.backend.write(&a.tokens, &x)?;
+        self.backend.write(&a.targets, &y)?;
+        self.run(key, None)?;
+        let losses = self.read(&self.acts[&key].losses)?;
+        Ok(losses.chunks(len).map(<[f32]>::to_vec).collect())
+    }
+
     /// The windowed loss of `ids` ([`Model::eval_with`] without progress).
     pub fn eval(&mut self, ids: &[u32]) -> Result<EvalLoss, TrainError> {
         self.eval_with(ids, &mut |_| {})
