@@ -13,6 +13,9 @@
 
 use crate::data::Rng;
 
+mod probe_file;
+pub use probe_file::{GENERAL_KNOWLEDGE, items_from_tsv};
+
 const SYLLABLES: [&str; 20] = [
     "zor", "bia", "quel", "tam", "ven", "ost", "rel", "ka", "lum", "dri", "sa", "mon", "pel", "ux",
     "ith", "gar", "no", "bre", "wy", "ta",
@@ -450,75 +453,6 @@ pub fn mc_scores(items: &[McItem], loglik: &[Vec<f64>]) -> (Vec<bool>, Vec<bool>
     (acc, acc_norm, margin)
 }
 
-/// The general-knowledge probe set shipped with hif8lab (`assets/probes/general-knowledge.tsv`:
-/// 609 items over 209 clusters — countries and chemical elements), for real pretrained models.
-pub const GENERAL_KNOWLEDGE: &str = include_str!("../../../assets/probes/general-knowledge.tsv");
-
-/// Multiple-choice items from a probe file: one item per line, tab-separated `cluster`,
-/// `context`, `answer` and three or more distractors (`#` lines and blank lines skipped). Each
-/// choice is the continuation `" " + choice`; the choices are put in a fixed pseudo-random
-/// order per item (so that ties never favour the answer's position). Items of one cluster
-/// share an id ([`McItem::group`]). Errors name `source`, the line and the field.
-pub fn items_from_tsv(source: &str, text: &str) -> Result<Vec<McItem>, String> {
-    let mut clusters: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
-    let mut items = Vec::new();
-    let mut rng = Rng::new(0x7E57_9B0B);
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim_end_matches('\r');
-        if line.trim().is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let at = |field: &str, what: String| format!("{source}:{}: {field}: {what}", i + 1);
-        let fields: Vec<&str> = line.split('\t').collect();
-        if fields.len() < 6 {
-            return Err(at(
-                "-",
-                format!(
-                    "{} tab-separated fields; expected cluster, context, answer and at least three distractors",
-                    fields.len()
-                ),
-            ));
-        }
-        for (k, f) in fields.iter().enumerate() {
-            if f.trim().is_empty() {
-                return Err(at(&format!("field {}", k + 1), "empty".into()));
-            }
-        }
-        if fields.len() > 27 {
-            return Err(at("-", format!("{} choices; at most 26", fields.len() - 2)));
-        }
-        let next = clusters.len() as u32;
-        let group = *clusters.entry(fields[0].to_owned()).or_insert(next);
-        let mut choices: Vec<String> = fields[2..].iter().map(|c| format!(" {c}")).collect();
-        if let Some(dup) = (1..choices.len()).find(|k| choices[..*k].contains(&choices[*k])) {
-            return Err(at(
-                &format!("field {}", dup + 3),
-                format!("'{}' repeats a choice", fields[dup + 2]),
-            ));
-        }
-        let mut answer = 0;
-        for k in (1..choices.len()).rev() {
-            let j = rng.below(k + 1);
-            choices.swap(k, j);
-            if answer == k {
-                answer = j;
-            } else if answer == j {
-                answer = k;
-            }
-        }
-        items.push(McItem {
-            context: fields[1].to_owned(),
-            choices,
-            answer,
-            group,
-        });
-    }
-    if items.is_empty() {
-        return Err(format!("{source}: no items"));
-    }
-    Ok(items)
-}
-
 /// Relative drop of a probe score, (base − other) / base × 100 (SPEC.md §6).
 pub fn relative_drop(base: f64, other: f64) -> f64 {
     if base == 0.0 {
@@ -788,48 +722,5 @@ mod tests {
         assert!((ape(&[1.1, 2.0], &[1.0, 2.0]) - 5.0).abs() < 1e-9);
         assert!((relative_drop(0.8, 0.6) - 25.0).abs() < 1e-9);
         assert_eq!(relative_drop(0.0, 0.5), 0.0);
-    }
-
-    #[test]
-    fn the_general_knowledge_set_parses_with_its_clusters_and_mixed_answer_positions() {
-        let items = items_from_tsv("general-knowledge.tsv", GENERAL_KNOWLEDGE).unwrap();
-        assert_eq!(items.len(), 609);
-        let clusters: std::collections::BTreeSet<u32> = items.iter().map(|i| i.group).collect();
-        assert_eq!(clusters.len(), 209);
-        assert!(items.iter().all(|i| i.choices.len() == 4));
-        let paris = items
-            .iter()
-            .find(|i| i.context == "The capital of France is")
-            .unwrap();
-        assert_eq!(paris.choices[paris.answer], " Paris");
-        // The answer is not always first: ties cannot favour it.
-        let mut at = [0usize; 4];
-        for i in &items {
-            at[i.answer] += 1;
-        }
-        assert!(at.iter().all(|n| *n > 100), "{at:?}");
-    }
-
-    #[test]
-    fn probe_files_with_errors_are_refused_naming_line_and_field() {
-        let ok = "# comment\nc1\tThe sky is\tblue\tgreen\tred\tpink\n\nc1\tGrass is\tgreen\tblue\tred\tpink\n";
-        let items = items_from_tsv("p.tsv", ok).unwrap();
-        assert_eq!(items.len(), 2);
-        assert_eq!(items[0].group, items[1].group);
-        for (text, words) in [
-            (
-                "c\tctx\tans\td1\td2\n",
-                "p.tsv:1: -: 5 tab-separated fields",
-            ),
-            ("c\tctx\tans\td1\t\td3\n", "p.tsv:1: field 5: empty"),
-            (
-                "c\tctx\tans\td1\tans\td3\n",
-                "p.tsv:1: field 5: 'ans' repeats a choice",
-            ),
-            ("# only a comment\n", "p.tsv: no items"),
-        ] {
-            let e = items_from_tsv("p.tsv", text).unwrap_err();
-            assert!(e.starts_with(words), "{e}");
-        }
     }
 }

@@ -501,70 +501,9 @@ impl GridResults {
                 .collect();
             let _ = writeln!(md, "| {} | {} |", r.name, cells.join(" | "));
         }
-        md.push_str(&claims_markdown(&self.verdicts));
+        md.push_str(&super::verdicts::claims_markdown(&self.verdicts));
         md
     }
-}
-
-/// The verdicts section of a report: the rules, one table row and one sentence per claim.
-#[cfg(not(target_arch = "wasm32"))]
-pub fn claims_markdown(claims: &[crate::claims::Claim]) -> String {
-    use crate::claims::number;
-    let mut md = String::new();
-    let held = claims.iter().filter(|c| c.holds).count();
-    let _ = writeln!(
-        md,
-        "\n## Verdicts: {held} of {} claims reproduced\n\nEach claim, its threshold and the reason for the threshold were fixed before the data (docs/results/claims.md). A claim is **reproduced** when the interval of its statistic lies on the claim's side of the threshold, **not reproduced** when it lies wholly on the other side (the same threshold decides both), and **inconclusive** otherwise. Claims are judged together with Holm's step-down adjustment at a family-wise 5 %: the claim with the smallest p-value is judged on its 1 − 0.05/{} interval, the next on 1 − 0.05/{}, …; equivalence claims (\"within\") use two one-sided tests, i.e. the interval at 1 − 2α. p-values are against the threshold and Holm-adjusted. \"Detectable\" is the smallest distance from the threshold the claim's statistic would detect with 80 % power.\n\n| claim | verdict | statistic | interval | threshold | p (Holm) | detectable | test |\n|---|---|---|---|---|---|---|---|",
-        claims.len(),
-        claims.len(),
-        claims.len().saturating_sub(1).max(1)
-    );
-    for c in claims {
-        let interval = if c.confidence.is_none() {
-            "– (one run: no interval)".to_string()
-        } else if c.interval.iter().any(|v| v.is_nan()) {
-            "– (not judged)".to_string()
-        } else {
-            format!(
-                "[{}, {}] ({:.2} %)",
-                number(c.interval[0], &c.unit),
-                number(c.interval[1], &c.unit),
-                c.confidence.unwrap_or(f64::NAN) * 100.0
-            )
-        };
-        let _ = writeln!(
-            md,
-            "| {} | **{}** | {}: {} | {} | {} | {} | {} | {} |",
-            c.claim,
-            c.verdict.report_word(),
-            c.measured,
-            number(c.statistic, &c.unit),
-            interval,
-            c.threshold,
-            c.p_value.map_or("–".into(), |p| c.p_text(p)),
-            c.detectable.map_or("–".into(), |d| number(d, &c.unit)),
-            c.test
-        );
-    }
-    md.push('\n');
-    for c in claims {
-        let evidence = match &c.evidence {
-            serde_json::Value::String(s) if !s.is_empty() => format!(" {s}"),
-            serde_json::Value::String(_) | serde_json::Value::Null => String::new(),
-            v => format!(" {v}"),
-        };
-        let _ = writeln!(
-            md,
-            "- **{}** — {}. {}.{evidence}",
-            c.claim,
-            c.verdict.report_word(),
-            std::iter::once(c.measured_words())
-                .chain(c.parts.iter().cloned())
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-    }
-    md
 }
 
 #[cfg(not(target_arch = "wasm32"))]
