@@ -222,9 +222,16 @@ fn run<B: Backend + Profiled>(
     let overhead = p.tokens_per_s / q.tokens_per_s;
     let estimators = config.qat.scaling.estimators().len();
     let peak = peak_rss_mib();
+    // Model FLOPs: 6 per parameter per token (forward 2, backward 4), the usual measure of
+    // training throughput (a tied head counted once).
+    let params: usize = hif8lab_train::model::param_specs(&config.model)
+        .iter()
+        .map(|(_, shape, _)| shape.iter().product::<usize>())
+        .sum();
+    let gflops = |tokens_per_s: f64| 6.0 * params as f64 * tokens_per_s / 1e9;
     if json {
         crate::outln!(
-            "{{\"backend\":{:?},\"adapter\":{:?},\"device_type\":{:?},\"steps\":{steps},\"estimators\":{estimators},\"tokens_per_s_plain\":{:.1},\"tokens_per_s_qat\":{:.1},\"ms_per_step_plain\":{:.2},\"ms_per_step_qat\":{:.2},\"qat_overhead\":{overhead:.4},\"submits_per_step\":{:.2},\"blocking_syncs_per_step\":{:.2},\"dispatches_per_step\":{:.1},\"bind_groups_created_per_step\":{:.2},\"host_ms_per_step\":{:.3},\"host_ms_per_step_plain\":{:.3},\"peak_rss_mib\":{},\"threads\":{},\"profile_plain\":{},\"profile_qat\":{}}}",
+            "{{\"backend\":{:?},\"adapter\":{:?},\"device_type\":{:?},\"steps\":{steps},\"estimators\":{estimators},\"tokens_per_s_plain\":{:.1},\"tokens_per_s_qat\":{:.1},\"ms_per_step_plain\":{:.2},\"ms_per_step_qat\":{:.2},\"qat_overhead\":{overhead:.4},\"submits_per_step\":{:.2},\"blocking_syncs_per_step\":{:.2},\"dispatches_per_step\":{:.1},\"bind_groups_created_per_step\":{:.2},\"host_ms_per_step\":{:.3},\"host_ms_per_step_plain\":{:.3},\"peak_rss_mib\":{},\"params\":{params},\"model_gflops_plain\":{:.3},\"model_gflops_qat\":{:.3},\"threads\":{},\"profile_plain\":{},\"profile_qat\":{}}}",
             info.kind,
             info.adapter,
             info.device_type,
@@ -240,6 +247,8 @@ fn run<B: Backend + Profiled>(
             p.host_ms_per_step,
             peak.map(|v| format!("{v:.1}"))
                 .unwrap_or_else(|| "null".into()),
+            gflops(p.tokens_per_s),
+            gflops(q.tokens_per_s),
             crate::bench::threads(),
             if profile {
                 profile_json(&p, steps)
@@ -270,6 +279,11 @@ fn run<B: Backend + Profiled>(
             q.ms_per_step
         );
         crate::outln!("  QAT overhead (plain tok/s ÷ QAT tok/s): {overhead:.3}");
+        crate::outln!(
+            "  model FLOPs (6 per parameter per token, {params} parameters): {:.2} GFLOP/s plain, {:.2} QAT",
+            gflops(p.tokens_per_s),
+            gflops(q.tokens_per_s)
+        );
         crate::outln!(
             "  submits/step {:.2}, blocking syncs/step {:.2}, dispatches/step {:.1}, bind groups created/step {:.2}, host ms/step {:.3} (QAT run, steady state)",
             q.submits_per_step,

@@ -246,3 +246,47 @@ fn resume_continues_the_run_folder_and_ctrl_c_checkpoints() {
     let summary = std::fs::read_to_string(dir2.join("summary.json")).unwrap();
     assert!(summary.contains("\"interrupted\""), "{summary}");
 }
+
+/// `bench train --json` states the model's parameters and its throughput in model FLOPs
+/// (6 per parameter per token), consistent with its tokens/s.
+#[test]
+fn bench_train_states_model_flops() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_hif8lab"))
+        .args([
+            "bench",
+            "train",
+            "--preset",
+            "smoke",
+            "--steps",
+            "2",
+            "--backend",
+            "cpu",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let params = v["params"].as_f64().unwrap();
+    // The smoke preset's parameters, counted from its shapes here.
+    let config = hif8lab_train::RunConfig::parse(
+        "smoke",
+        hif8lab_train::RunConfig::preset_text("smoke").unwrap(),
+        &[],
+    )
+    .unwrap();
+    let m = &config.model;
+    let (c, f, hd) = (m.d_model, m.d_ff, m.head_dim());
+    let per_layer = 2 * c + c * m.heads * hd * 2 + 2 * c * m.kv_heads * hd + 3 * c * f;
+    let head = if m.tie_embeddings { 0 } else { m.vocab * c };
+    let expected = m.vocab * c + m.layers * per_layer + c + head;
+    assert_eq!(params as usize, expected, "{v}");
+    for run in ["plain", "qat"] {
+        let tps = v[format!("tokens_per_s_{run}")].as_f64().unwrap();
+        let g = v[format!("model_gflops_{run}")].as_f64().unwrap();
+        assert!(
+            (g - 6.0 * params * tps / 1e9).abs() <= 1e-3 + 1e-3 * g,
+            "{run}: {v}"
+        );
+    }
+}
