@@ -577,6 +577,36 @@ fn corpora_too_short_are_refused_naming_the_key_and_leave_no_folder() {
     let _ = std::fs::remove_file(&empty);
 }
 
+/// The loss of every step a run folder's metrics record, as written.
+fn losses(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            Some(
+                serde_json::from_str::<serde_json::Value>(l)
+                    .ok()?
+                    .get("loss")?
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `train {common} --out {out}` to the end: the run an interrupted one must equal.
+fn train_uninterrupted(common: &str, out: &Path) {
+    let o = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "'{}' train {common} --out '{}'",
+            env!("CARGO_BIN_EXE_hif8lab"),
+            out.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// A file size limit (`ulimit -f`, SIGXFSZ) or a full disk while the trace is appended: the
 /// error says the folder is resumable, and `--resume` finishes the run — from step 0 when no
 /// checkpoint was written yet — with the same losses as an uninterrupted run.
@@ -605,29 +635,7 @@ fn a_full_disk_leaves_a_resumable_folder() {
     );
     let o = hif8lab(&["train", "--resume", dir.to_str().unwrap(), "--quiet"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = std::process::Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            "'{bin}' train {common} --out '{}'",
-            whole.display()
-        ))
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    let losses = |d: &Path| -> Vec<String> {
-        std::fs::read_to_string(d.join("metrics.jsonl"))
-            .unwrap()
-            .lines()
-            .filter_map(|l| {
-                Some(
-                    serde_json::from_str::<serde_json::Value>(l)
-                        .ok()?
-                        .get("loss")?
-                        .to_string(),
-                )
-            })
-            .collect()
-    };
+    train_uninterrupted(common, &whole);
     assert_eq!(
         losses(&dir),
         losses(&whole),
@@ -650,29 +658,7 @@ fn no_space_left_leaves_a_resumable_folder() {
     std::fs::create_dir_all(base.join("mnt")).unwrap();
     let common = "--preset smoke --steps 30 --quiet --backend cpu --set train.checkpoint_every=10";
     let whole = base.join("whole");
-    let o = std::process::Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            "'{bin}' train {common} --out '{}'",
-            whole.display()
-        ))
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    let losses = |d: &Path| -> Vec<String> {
-        std::fs::read_to_string(d.join("metrics.jsonl"))
-            .unwrap()
-            .lines()
-            .filter_map(|l| {
-                Some(
-                    serde_json::from_str::<serde_json::Value>(l)
-                        .ok()?
-                        .get("loss")?
-                        .to_string(),
-                )
-            })
-            .collect()
-    };
+    train_uninterrupted(common, &whole);
     // 100 KB: the trace fills it before step 10's checkpoint; 4 MB: step 20's checkpoint.
     for (size, when) in [("100k", "trace"), ("4m", "checkpoint")] {
         let kept = base.join(format!("kept-{when}"));

@@ -30,14 +30,15 @@ fn a_model_is_scored_on_a_probe_set_with_intervals() {
          c\tMonday, Tuesday,\tWednesday\tApril\tsummer\tnoon\n",
     )
     .unwrap();
-    let o = probe(&[
+    let args = [
         model,
         "--set",
         set.to_str().unwrap(),
         "--backend",
         "cpu",
         "--json",
-    ]);
+    ];
+    let o = probe(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["items"], 5);
@@ -58,14 +59,7 @@ fn a_model_is_scored_on_a_probe_set_with_intervals() {
         assert_eq!(marks.len(), 2, "five items pack into two hex digits: {v}");
     }
     // Deterministic: the same scores again.
-    let again = probe(&[
-        model,
-        "--set",
-        set.to_str().unwrap(),
-        "--backend",
-        "cpu",
-        "--json",
-    ]);
+    let again = probe(&args);
     let w: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(v["marks"], w["marks"]);
     // A bad line is refused naming the file, line and field.

@@ -24,6 +24,10 @@ use crate::stats::exact::{normal_quantile, paired_exact, t_interval};
 /// The family-wise error rate of a report's verdicts.
 pub const ALPHA: f64 = 0.05;
 
+/// The test of claims on exact quantities of one run (counts, APE): no sampling error
+/// within the run, and one run gives no interval across seeds.
+pub const EXACT: &str = "exact value of this run (counts and losses carry no sampling error within a run; one run: no interval across seeds)";
+
 /// Which side of the threshold the claim takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -39,7 +43,7 @@ pub enum Side {
 /// What a statistic's uncertainty is made of.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Spread {
-    /// Bootstrap draws of the statistic (any order).
+    /// Bootstrap draws of the statistic, finite and sorted ascending ([`Spread::draws`]).
     Draws(Vec<f64>),
     /// One value per independent replicate (seed): a t interval across them.
     Seeds(Vec<f64>),
@@ -58,6 +62,16 @@ pub enum Spread {
     },
     /// An exact quantity of one run: no interval.
     None,
+}
+
+impl Spread {
+    /// Bootstrap draws as a spread: the finite ones, sorted once (every interval and p-value
+    /// of the part reads them).
+    pub fn draws(mut draws: Vec<f64>) -> Self {
+        draws.retain(|v| v.is_finite());
+        draws.sort_by(f64::total_cmp);
+        Spread::Draws(draws)
+    }
 }
 
 /// One statistic of a claim, judged against its threshold.
@@ -82,18 +96,26 @@ pub struct Part {
 }
 
 impl Part {
+    /// A part on an exact quantity of one run: judged as that run's value, no interval.
+    pub fn exact(measured: &str, unit: &str, value: f64, side: Side, threshold: f64) -> Self {
+        Part {
+            measured: measured.into(),
+            unit: unit.into(),
+            value,
+            spread: Spread::None,
+            side,
+            threshold,
+            test: EXACT.into(),
+            variation: "one run".into(),
+        }
+    }
+
     /// Two-sided interval at `confidence`.
     pub fn interval(&self, confidence: f64) -> [f64; 2] {
         let alpha = 1.0 - confidence;
         match &self.spread {
-            Spread::Draws(d) => {
-                let mut d: Vec<f64> = d.iter().copied().filter(|v| v.is_finite()).collect();
-                if d.is_empty() {
-                    return [f64::NEG_INFINITY, f64::INFINITY];
-                }
-                d.sort_by(f64::total_cmp);
-                [quantile(&d, alpha / 2.0), quantile(&d, 1.0 - alpha / 2.0)]
-            }
+            Spread::Draws(d) if d.is_empty() => [f64::NEG_INFINITY, f64::INFINITY],
+            Spread::Draws(d) => [quantile(d, alpha / 2.0), quantile(d, 1.0 - alpha / 2.0)],
             Spread::Seeds(v) => t_interval(v, alpha),
             Spread::PairedExact { b, c, n, scale } => {
                 let [lo, hi] = paired_exact(*b, *c, *n, alpha);
@@ -413,17 +435,7 @@ impl Claim {
 
     /// The deciding statistic with its interval, threshold, test and power, in words.
     pub fn measured_words(&self) -> String {
-        let spec = Part {
-            measured: self.measured.clone(),
-            unit: self.unit.clone(),
-            value: self.statistic,
-            spread: Spread::None,
-            side: Side::AtLeast,
-            threshold: 0.0,
-            test: self.test.clone(),
-            variation: self.variation.clone(),
-        };
-        let mut s = format!("{} {}", spec.measured, number(self.statistic, &self.unit));
+        let mut s = format!("{} {}", self.measured, number(self.statistic, &self.unit));
         if let Some(confidence) = self.confidence {
             s.push_str(&format!(
                 ", {} interval {} to {} ({})",

@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 pub use crate::claims::Claim;
-use crate::claims::{Part, Side, Spread};
+use crate::claims::{Part, Side};
 use crate::config::RunConfig;
 use crate::corpus::{ape, relative_drop};
 use crate::grid::{
@@ -82,29 +82,13 @@ pub fn names() -> String {
     LESSONS.map(|l| l.name).join(", ")
 }
 
-/// The test of claims on exact quantities of one run (counts, APE): no sampling error
-/// within the run, and one run gives no interval across seeds.
-pub const EXACT: &str = "exact value of this run (counts and losses carry no sampling error within a run; one run: no interval across seeds)";
+pub use crate::claims::EXACT;
 
 /// A lesson's design: one run per setting, from one base.
 const ONE_RUN: crate::grid::Design = crate::grid::Design {
     orders: 1,
     bases: 1,
 };
-
-/// A part on an exact quantity of this one run.
-fn exact(measured: &str, unit: &str, value: f64, side: Side, threshold: f64) -> Part {
-    Part {
-        measured: measured.into(),
-        unit: unit.into(),
-        value,
-        spread: Spread::None,
-        side,
-        threshold,
-        test: EXACT.into(),
-        variation: "one run".into(),
-    }
-}
 
 /// A claim whose part could not be computed (a run without per-item marks).
 fn unjudged(claim: &str) -> Claim {
@@ -253,14 +237,14 @@ fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, St
         Claim::new(
             "on activations and gradients, most_recent's estimate is exceeded on at least 4× as many calls as max_window(64)'s (and on at least 10)",
             vec![
-                exact(
+                Part::exact(
                     "calls above the estimate, most_recent ÷ max_window(64)",
                     "×",
                     mr_calls as f64 / mw_calls.max(1) as f64,
                     Side::AtLeast,
                     4.0,
                 ),
-                exact(
+                Part::exact(
                     "most_recent's calls above its estimate",
                     " calls",
                     mr_calls as f64,
@@ -277,7 +261,7 @@ fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, St
         ),
         Claim::new(
             "the loss barely moves: APE of the most_recent run vs its matched baseline < 2 %",
-            vec![exact(
+            vec![Part::exact(
                 "APE of most_recent-low vs baseline-low",
                 "%",
                 mr_ape,
@@ -289,14 +273,14 @@ fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, St
         Claim::new(
             "HiF8 with target 15 keeps what exceeds the estimate (fewer mantissa bits, no overflow)",
             vec![
-                exact(
+                Part::exact(
                     "elements above most_recent's estimate",
                     " elements",
                     mr_elems as f64,
                     Side::AtLeast,
                     1.0,
                 ),
-                exact(
+                Part::exact(
                     "elements that overflowed",
                     " elements",
                     mr_over as f64,
@@ -309,14 +293,14 @@ fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, St
         Claim::new(
             "E4M3 with target = max (448) and saturate hard-clips the excursions (overflow > 0)",
             vec![
-                exact(
+                Part::exact(
                     "E4M3 calls above the estimate",
                     " calls",
                     e4_calls as f64,
                     Side::AtLeast,
                     1.0,
                 ),
-                exact(
+                Part::exact(
                     "E4M3 elements clipped",
                     " elements",
                     e4_over as f64,
@@ -372,7 +356,7 @@ fn forgetting(
         ),
         Claim::new(
             "the loss looks healthy: the high-LR run ends with a training loss no more than 2 % above the low-LR run's",
-            vec![exact(
+            vec![Part::exact(
                 "final training loss of the high-LR run relative to the low-LR run's",
                 "%",
                 (lh / ll - 1.0) * 100.0,
@@ -426,14 +410,14 @@ fn fixes(base: ProbeScores, s: &[RunSummary]) -> (Vec<Claim>, String) {
     claims.push(Claim::new(
         "a low LR alone is not enough: most_recent's estimate is still exceeded on activations and gradients ≥ 4× as often as in the fixed run (and on at least 10 calls)",
         vec![
-            exact(
+            Part::exact(
                 "calls above the estimate, most_recent-low ÷ max_window-low-warmup",
                 "×",
                 mr_low as f64 / fix_calls.max(1) as f64,
                 Side::AtLeast,
                 4.0,
             ),
-            exact("most_recent-low's calls above its estimate", " calls", mr_low as f64, Side::AtLeast, 10.0),
+            Part::exact("most_recent-low's calls above its estimate", " calls", mr_low as f64, Side::AtLeast, 10.0),
         ],
         serde_json::json!({"most_recent_low_calls_above_est": mr_low, "fix_calls_above_est": fix_calls}),
     ));
@@ -468,7 +452,7 @@ fn sandbox(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, Strin
     );
     let claims = vec![Claim::new(
         "on the same calls, max_window(64) (never below most_recent) is exceeded no more often",
-        vec![exact(
+        vec![Part::exact(
             "calls above the estimate, most_recent minus max_window(64)",
             " calls",
             mr as f64 - mw as f64,

@@ -227,13 +227,7 @@ pub fn bootstrap(groups: &Groups, arms: &[Arm], stat: &dyn Fn(&[f64]) -> f64) ->
         };
     }
     draws.sort_by(f64::total_cmp);
-    let q = |p: f64| {
-        if draws.is_empty() {
-            f64::NAN
-        } else {
-            draws[((draws.len() - 1) as f64 * p).round() as usize]
-        }
-    };
+    let q = |p: f64| percentile(&draws, p);
     let below = draws.iter().filter(|v| **v <= 0.0).count();
     let above = draws.iter().filter(|v| **v >= 0.0).count();
     let p_value = (2.0 * (below.min(above) + 1) as f64 / (draws.len() + 1) as f64).min(1.0);
@@ -241,6 +235,16 @@ pub fn bootstrap(groups: &Groups, arms: &[Arm], stat: &dyn Fn(&[f64]) -> f64) ->
         value,
         interval: [q(0.025), q(0.975)],
         p_value,
+    }
+}
+
+/// The `p`-quantile of sorted bootstrap draws by nearest rank (NaN when there are none): the
+/// percentile interval's bounds.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        f64::NAN
+    } else {
+        sorted[((sorted.len() - 1) as f64 * p).round() as usize]
     }
 }
 

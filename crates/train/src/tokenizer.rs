@@ -147,12 +147,12 @@ impl Tokenizer {
             return whole(progress);
         }
         let (a, b) = (&text[..cuts[0]], &text[cuts[0]..cuts[1]]);
-        let mut apart = self.encode_with(a, false)?;
+        let plain_a = self.encode_with(a, false)?;
+        let mut apart = plain_a.clone();
         apart.extend(self.encode_with(b, false)?);
         if self.encode_with(&text[..cuts[1]], false)? != apart {
             return whole(progress);
         }
-        let plain_a = self.encode_with(a, false)?;
         let special_a = self.encode_with(a, add_special_tokens)?;
         let Some(at) = (0..=special_a.len().saturating_sub(plain_a.len()))
             .find(|k| special_a[*k..].starts_with(&plain_a))

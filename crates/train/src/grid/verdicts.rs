@@ -98,6 +98,22 @@ pub fn discordance(first: &Arm, second: &Arm) -> (usize, usize, usize) {
     (b, c, n)
 }
 
+/// A statistic of the runs' final probe scores on the data and its `resamples` bootstrap
+/// draws over clusters and seeds; `None` when a run lacks per-item marks.
+fn statistic_and_draws(
+    runs: &[&[RunSummary]],
+    score: &str,
+    stat: &dyn Fn(&[f64]) -> f64,
+    resamples: usize,
+) -> Option<(f64, Vec<f64>)> {
+    let arms: Vec<Arm> = runs
+        .iter()
+        .map(|r| arm_of(r, score))
+        .collect::<Option<_>>()?;
+    let groups = groups_of(runs, score)?;
+    Some(bootstrap_draws(&groups, &arms, stat, resamples, CLAIM_SEED))
+}
+
 /// A statistic of the runs' final probe scores as a claim part (bootstrap draws over
 /// clusters and seeds). `None` when a run lacks per-item marks.
 #[allow(clippy::too_many_arguments)]
@@ -111,17 +127,12 @@ fn probe_part(
     side: Side,
     threshold: f64,
 ) -> Option<Part> {
-    let arms: Vec<Arm> = runs
-        .iter()
-        .map(|r| arm_of(r, score))
-        .collect::<Option<_>>()?;
-    let groups = groups_of(runs, score)?;
-    let (value, draws) = bootstrap_draws(&groups, &arms, stat, CLAIM_RESAMPLES, CLAIM_SEED);
+    let (value, draws) = statistic_and_draws(runs, score, stat, CLAIM_RESAMPLES)?;
     Some(Part {
         measured,
         unit: unit.into(),
         value,
-        spread: Spread::Draws(draws),
+        spread: Spread::draws(draws),
         side,
         threshold,
         test: PAIRED_BOOTSTRAP.into(),
@@ -141,35 +152,36 @@ pub fn drop_part(
     side: Side,
     threshold: f64,
 ) -> Option<Part> {
-    let mut part = probe_part(
-        design,
-        &[reference, other],
-        score,
-        &drop_stat,
-        measured,
-        "%",
-        side,
-        threshold,
-    )?;
-    if score == "heldout_loss" || score.ends_with("_margin") {
-        return Some(part);
-    }
-    let (a, b) = (arm_of(reference, score)?, arm_of(other, score)?);
-    let (nb, nc, n) = discordance(&a, &b);
-    if nb + nc < FEW_DISCORDANT {
+    let runs = [reference, other];
+    let continuous = score == "heldout_loss" || score.ends_with("_margin");
+    if !continuous {
+        let (a, b) = (arm_of(reference, score)?, arm_of(other, score)?);
+        let (nb, nc, n) = discordance(&a, &b);
         let ref_mean =
             a.seeds.iter().flatten().sum::<f64>() / a.seeds.iter().flatten().count().max(1) as f64;
-        if ref_mean > 0.0 {
-            part.spread = Spread::PairedExact {
-                b: nb,
-                c: nc,
-                n,
-                scale: -100.0 / ref_mean,
-            };
-            part.test = PAIRED_EXACT.into();
+        if nb + nc < FEW_DISCORDANT && ref_mean > 0.0 {
+            // Exact: the statistic on the data, no resampling.
+            let (value, _) = statistic_and_draws(&runs, score, &drop_stat, 0)?;
+            return Some(Part {
+                measured,
+                unit: "%".into(),
+                value,
+                spread: Spread::PairedExact {
+                    b: nb,
+                    c: nc,
+                    n,
+                    scale: -100.0 / ref_mean,
+                },
+                side,
+                threshold,
+                test: PAIRED_EXACT.into(),
+                variation: design.variation(),
+            });
         }
     }
-    Some(part)
+    probe_part(
+        design, &runs, score, &drop_stat, measured, "%", side, threshold,
+    )
 }
 
 /// Exact McNemar on the pooled discordant items and the cluster sign-flip test of the mean
@@ -208,12 +220,7 @@ fn paired_evidence(first: &[RunSummary], second: &[RunSummary], what: &str) -> S
             CLAIM_SEED,
         );
         draws.sort_by(f64::total_cmp);
-        let q = |p: f64| {
-            draws
-                .get(((draws.len().max(1) - 1) as f64 * p).round() as usize)
-                .copied()
-                .unwrap_or(f64::NAN)
-        };
+        let q = |p: f64| crate::stats::percentile(&draws, p);
         let (ge, le) = sign_flip(&cluster_totals(&groups, &a, &b), CLAIM_SEED);
         let p = (2.0 * ge.min(le)).min(1.0);
         out.push(format!(
@@ -332,31 +339,21 @@ fn seeds_part(
 ) -> Part {
     let n = values.len();
     let (value, _) = mean_sd(&values);
-    let (spread, test, variation) = if n > 1 {
-        (
-            Spread::Seeds(values),
-            "t interval across replicates of each replicate's exact value".to_string(),
-            format!(
-                "covers the {n} replicates ({} data order(s) × {} pretraining(s); the value within a run is exact)",
-                design.orders, design.bases
-            ),
-        )
-    } else {
-        (
-            Spread::None,
-            crate::lesson::EXACT.to_string(),
-            "one run".to_string(),
-        )
-    };
+    if n < 2 {
+        return Part::exact(measured, unit, value, side, threshold);
+    }
     Part {
         measured: measured.into(),
         unit: unit.into(),
         value,
-        spread,
+        spread: Spread::Seeds(values),
         side,
         threshold,
-        test,
-        variation,
+        test: "t interval across replicates of each replicate's exact value".into(),
+        variation: format!(
+            "covers the {n} replicates ({} data order(s) × {} pretraining(s); the value within a run is exact)",
+            design.orders, design.bases
+        ),
     }
 }
 
