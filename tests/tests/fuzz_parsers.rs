@@ -394,6 +394,7 @@ fn fuzz_grid_data() {
             run("max_window-low", "max_window(64)", "fe0"),
             run("most_recent-low", "most_recent", "f70"),
         ],
+        base_model: None,
     };
     let seed = data.to_jsonl().into_bytes();
     let mut m = Mutator::new(

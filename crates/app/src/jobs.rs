@@ -353,6 +353,7 @@ impl HifApp {
             high_lr: false,
             warmup: true,
             paper: "",
+            format: hif8lab_format::Format::HiF8,
         };
         let mut config = grid.run_config(&run);
         config.train.lr = self.lesson_lr;
@@ -401,7 +402,7 @@ impl HifApp {
                 self.jobs.start(JobKind::Base, Work::Training(t));
                 self.status = format!(
                     "Pretraining the base model ({} steps, once)…",
-                    grid.pretrain.steps
+                    grid.pretrain_phase().steps
                 );
                 true
             }

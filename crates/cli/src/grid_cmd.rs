@@ -13,7 +13,9 @@ use hif8lab_train::grid::{self, GridConfig, GridProgress};
 /// Arguments shared by `pretrain` and `grid`.
 #[derive(Args, Debug)]
 pub struct GridArgs {
-    /// Grid preset (`grid-small`, `grid-micro`, `grid-lesson`).
+    /// Grid preset (`grid-small`, `grid-micro`, `grid-lesson`; `real-smollm2` and
+    /// `real-smollm2-quick` continue from the real SmolLM2-135M: `scripts/get-model.sh
+    /// smollm2-135m` fetches it).
     #[arg(long, default_value = "grid-small")]
     preset: String,
     /// A grid configuration file (TOML, laid out as `assets/presets/grid-*.toml`) instead
@@ -114,6 +116,18 @@ fn out_dir(args: &GridArgs) -> PathBuf {
 /// `hif8lab pretrain`.
 pub fn run_pretrain(args: GridArgs) -> Result<()> {
     let config = grid_config(&args.preset, args.config.as_ref())?;
+    if let Some(b) = &config.base {
+        anyhow::bail!(
+            "{}: this grid continues from a real model (base.model = \"{}\"): there is \
+             nothing to pretrain; run `hif8lab grid` with it",
+            args.config
+                .as_ref()
+                .map_or(format!("--preset {}", args.preset), |c| c
+                    .display()
+                    .to_string()),
+            b.model
+        );
+    }
     let out = out_dir(&args);
     // One writer per grid folder (its runs lock their own folders too).
     let _lock = hif8lab_train::lock::FolderLock::acquire(&out)
@@ -151,7 +165,7 @@ fn plots_section(out: &std::path::Path, skipped: Option<String>) -> String {
         md.push_str(&format!("Not drawn: {reason}.\n"));
         return md;
     }
-    let files: Vec<String> = ["loss", "probes", "amax"]
+    let files: Vec<String> = ["loss", "probes", "amax", "outlier"]
         .iter()
         .map(|n| format!("plots/{n}.png"))
         .filter(|rel| out.join(rel).is_file())
@@ -189,7 +203,7 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
         return recompute(dir);
     }
     let config = grid_config(&args.preset, args.config.as_ref())?;
-    let known: Vec<String> = grid::grid_runs().into_iter().map(|r| r.name).collect();
+    let known: Vec<String> = config.runs().into_iter().map(|r| r.name).collect();
     if let Some(bad) = args.runs.iter().find(|n| !known.contains(n)) {
         return Err(hif8lab_train::config::ConfigError {
             set: None,
@@ -295,6 +309,12 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
         return Ok(crate::Outcome::BadInput);
     }
     let config = grid_config(&args.preset, args.config.as_ref())?;
+    if config.base.is_some() {
+        anyhow::bail!(
+            "the lessons pretrain their own small base; a grid with a real [base] model is run \
+             with `hif8lab grid`"
+        );
+    }
     let out = args
         .out
         .clone()

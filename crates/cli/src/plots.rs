@@ -187,8 +187,24 @@ pub fn grid_plots(out: &Path, summaries: &[RunSummary]) -> Result<(Vec<PathBuf>,
             let e = worst_ratio.entry(key(r)).or_insert(0.0);
             *e = e.max(ratio);
         }
-        if let Some((q, _)) = worst_ratio.iter().max_by(|a, b| a.1.total_cmp(b.1)) {
-            let calls: Vec<_> = trace.records.iter().filter(|r| &key(r) == q).collect();
+        // The quantizer with the largest amax of all: a real model's outlier channel.
+        let mut largest: std::collections::BTreeMap<String, f32> = Default::default();
+        for r in &trace.records {
+            let e = largest.entry(key(r)).or_insert(0.0);
+            *e = e.max(r.amax);
+        }
+        let pick = |m: &std::collections::BTreeMap<String, f32>| {
+            m.iter()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .map(|(q, _)| q.clone())
+        };
+        let plots = [
+            (pick(&worst_ratio), "amax.png", "largest amax/estimate"),
+            (pick(&largest), "outlier.png", "largest amax: the outlier"),
+        ];
+        for (q, file, why) in plots {
+            let Some(q) = q else { continue };
+            let calls: Vec<_> = trace.records.iter().filter(|r| key(r) == q).collect();
             let log2 = |v: f32| f64::from(v.max(1e-30)).log2();
             let mut series: Vec<Series> = Vec::new();
             for name in &trace.header.estimators {
@@ -210,11 +226,8 @@ pub fn grid_plots(out: &Path, summaries: &[RunSummary]) -> Result<(Vec<PathBuf>,
                     .map(|(i, r)| (i as f64, log2(r.amax)))
                     .collect(),
             ));
-            let p = dir.join("amax.png");
-            let title = format!(
-                "{}: {q} (largest amax/estimate), log2 amax and estimates",
-                run.name
-            );
+            let p = dir.join(file);
+            let title = format!("{}: {q} ({why}), log2 amax and estimates", run.name);
             line_chart(&p, &title, "quantizer call", "log2", &series)?;
             files.push(p);
         }

@@ -7,10 +7,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 use hif8lab_engine::Backend;
 use hif8lab_train::corpus::{GENERAL_KNOWLEDGE, McItem, items_from_tsv, mc_scores};
-use hif8lab_train::infer::Model;
+use hif8lab_train::infer::{Model, SCORE_BATCH, choice_sequence, sequence_losses};
 use hif8lab_train::stats::{Arm, Groups, bootstrap};
 
-use crate::model_cmds::{Either, Source, on_backend, open_source, window};
+use crate::model_cmds::{Either, on_backend, open_source, window};
 
 /// Arguments of `hif8lab probe`.
 #[derive(Args, Debug)]
@@ -46,31 +46,6 @@ fn probe_items(set: &str) -> Result<Vec<McItem>> {
     items_from_tsv(set, &text).map_err(anyhow::Error::msg)
 }
 
-/// The token sequence of one choice after its context, and where the choice's tokens begin:
-/// the context as `tokenizer(context)` encodes it, then the tokens that encoding the context
-/// and the choice together adds (the choice alone where the two disagree at the seam), as
-/// lm-eval-harness splits them; cut from the left to `max` tokens.
-fn choice_sequence(
-    src: &Source,
-    context: &str,
-    choice: &str,
-    special: bool,
-    max: usize,
-) -> Result<(Vec<u32>, usize)> {
-    let enc = |t: &str, s: bool| src.tokenizer.encode_with(t, s).map_err(anyhow::Error::msg);
-    let ctx = enc(context, special)?;
-    let whole = enc(&format!("{context}{choice}"), special)?;
-    let cont = match whole.strip_prefix(ctx.as_slice()) {
-        Some(rest) if !rest.is_empty() => rest.to_vec(),
-        _ => enc(choice, false)?,
-    };
-    let mut seq = ctx;
-    let start = seq.len();
-    seq.extend(cont);
-    let cut = seq.len().saturating_sub(max);
-    Ok((seq[cut..].to_vec(), start.saturating_sub(cut).max(1)))
-}
-
 /// `hif8lab probe`.
 pub fn run_probe(args: ProbeArgs) -> Result<crate::Outcome> {
     let items = probe_items(&args.set)?;
@@ -82,7 +57,10 @@ pub fn run_probe(args: ProbeArgs) -> Result<crate::Outcome> {
     let mut seqs = Vec::new();
     for it in &items {
         for c in &it.choices {
-            seqs.push(choice_sequence(&src, &it.context, c, special, max)?);
+            seqs.push(
+                choice_sequence(&src.tokenizer, &it.context, c, special, max)
+                    .map_err(anyhow::Error::msg)?,
+            );
         }
     }
     let clock = std::time::Instant::now();
@@ -163,23 +141,10 @@ fn score<B: Backend>(
     seqs: &[(Vec<u32>, usize)],
     quiet: bool,
 ) -> Result<Vec<Vec<f32>>> {
-    const BATCH: usize = 16;
-    let mut model = Model::new(backend, m, weights, BATCH)?;
+    let mut model = Model::new(backend, m, weights, SCORE_BATCH)?;
     let bar = crate::train_cmd::progress_bar(seqs.len() as u64, "choices", quiet);
-    // Sequences of one length go through together, up to BATCH a pass (the weights are read
-    // once per pass), shortest first.
-    let mut order: Vec<usize> = (0..seqs.len()).collect();
-    order.sort_by_key(|i| seqs[*i].0.len());
-    let mut out = vec![Vec::new(); seqs.len()];
-    for same in order.chunk_by(|a, b| seqs[*a].0.len() == seqs[*b].0.len()) {
-        for chunk in same.chunks(BATCH) {
-            let batch: Vec<&[u32]> = chunk.iter().map(|i| seqs[*i].0.as_slice()).collect();
-            for (i, l) in chunk.iter().zip(model.token_losses_batch(&batch)?) {
-                out[*i] = l;
-            }
-            bar.inc(chunk.len() as u64);
-        }
-    }
+    let all: Vec<&[u32]> = seqs.iter().map(|(s, _)| s.as_slice()).collect();
+    let out = sequence_losses(&mut model, &all, &mut |n| bar.inc(n as u64))?;
     bar.finish_and_clear();
     Ok(out)
 }

@@ -21,6 +21,8 @@ pub struct RunFolder {
     segments: Vec<Segment>,
     clock: Instant,
     tokens: u64,
+    /// Steps done after the last report of this segment.
+    steps_reported: Option<u64>,
     last_checkpoint: Option<PathBuf>,
 }
 
@@ -88,6 +90,7 @@ impl RunFolder {
             segments,
             clock: Instant::now(),
             tokens: 0,
+            steps_reported: None,
             last_checkpoint: None,
         })
     }
@@ -141,6 +144,13 @@ impl RunFolder {
         error: Option<String>,
     ) -> Result<RunSummary, TrainError> {
         let dir = self.dir().to_owned();
+        // Steps reported since the last checkpoint count too (a run without a final
+        // checkpoint).
+        if let Some(step) = self.steps_reported
+            && self.segments.last().is_some_and(|s| step > s.end_step)
+        {
+            self.update_segment(step);
+        }
         if let Some(current) = self.segments.last_mut() {
             current.status = status;
             current.wall_s = self.clock.elapsed().as_secs_f64();
@@ -192,6 +202,7 @@ impl Sink for RunFolder {
         match event {
             Event::Report(r) => {
                 self.tokens += r.tokens;
+                self.steps_reported = Some(r.step + 1);
                 let tps = self.tokens_per_s();
                 let records: Vec<_> = r
                     .calls

@@ -8,12 +8,11 @@
 //! A run whose `summary.json` says `finished` is skipped on re-run (resumable).
 
 #[cfg(not(target_arch = "wasm32"))]
-use std::fmt::Write as _;
-#[cfg(not(target_arch = "wasm32"))]
 use std::path::{Path, PathBuf};
 
 #[cfg(not(target_arch = "wasm32"))]
 use hif8lab_engine::Backend;
+use hif8lab_format::{Format, Overflow};
 use hif8lab_scaling::{EstimatorSpec, ScalingConfig};
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +33,12 @@ use crate::trainer::{TrainError, Trainer};
 #[cfg(not(target_arch = "wasm32"))]
 use std::sync::Arc;
 
+#[cfg(not(target_arch = "wasm32"))]
+mod quantizers;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod real;
+#[cfg(not(target_arch = "wasm32"))]
+mod report;
 mod results;
 #[cfg(not(target_arch = "wasm32"))]
 mod runner;
@@ -66,7 +71,7 @@ pub fn seed_name(name: &str, k: usize) -> String {
 pub const GRID_CORPUS_SEED: u64 = 7;
 
 /// Grid presets compiled into the binary.
-pub const GRID_PRESETS: [(&str, &str); 3] = [
+pub const GRID_PRESETS: [(&str, &str); 5] = [
     (
         "grid-small",
         include_str!("../../../assets/presets/grid-small.toml"),
@@ -79,7 +84,24 @@ pub const GRID_PRESETS: [(&str, &str); 3] = [
         "grid-lesson",
         include_str!("../../../assets/presets/grid-lesson.toml"),
     ),
+    (
+        "real-smollm2",
+        include_str!("../../../assets/presets/real-smollm2.toml"),
+    ),
+    (
+        "real-smollm2-quick",
+        include_str!("../../../assets/presets/real-smollm2-quick.toml"),
+    ),
 ];
+
+/// A real pretrained model as the grid's base, in place of pretraining one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaseModel {
+    /// A model name of `scripts/get-model.sh` (`smollm2-135m`: the file it puts in the
+    /// cache folder) or the path of a GGUF file or a Hugging Face folder.
+    pub model: String,
+}
 
 /// Pretraining phase.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -109,16 +131,26 @@ pub struct ContinuePhase {
     pub qat_warmup_steps: u64,
     /// Probe every this many steps.
     pub eval_every: u64,
+    /// Also run the low-rate estimator cells in E4M3 (target 448, saturating), so that
+    /// clipping is seen beside HiF8 ([`e4m3_runs`]).
+    #[serde(default)]
+    pub e4m3: bool,
 }
 
 /// A grid configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GridConfig {
-    /// Model sizes (as in a run config).
+    /// Model sizes (as in a run config; with a `[base]` model, its shape, checked against
+    /// the model's own).
     pub model: ModelConfig,
-    /// Pretraining.
-    pub pretrain: PretrainPhase,
+    /// Pretraining (a grid has this or `[base]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pretrain: Option<PretrainPhase>,
+    /// A real pretrained model the runs continue from (no pretraining): its knowledge is
+    /// probed with the general-knowledge set ([`crate::corpus::GENERAL_KNOWLEDGE`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<BaseModel>,
     /// Continued training.
     #[serde(rename = "continue")]
     pub cont: ContinuePhase,
@@ -157,9 +189,29 @@ impl GridConfig {
             message,
         };
         let config: GridConfig = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        match (&config.pretrain, &config.base) {
+            (None, None) => {
+                return Err(err(
+                    "a grid needs [pretrain] (pretrain a base) or [base] (a real model)".into(),
+                ));
+            }
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    "[pretrain] and [base] exclude each other: a grid continues from a base \
+                     it pretrains or from a real model"
+                        .into(),
+                ));
+            }
+            (Some(_), None) => config.pretrain_config().validate().map_err(err)?,
+            (None, Some(b)) if b.model.trim().is_empty() => {
+                return Err(err(
+                    "base.model must name a model (smollm2-135m or a path)".into()
+                ));
+            }
+            (None, Some(_)) => {}
+        }
         // Validate through the run configs it produces.
-        config.pretrain_config().validate().map_err(err)?;
-        for run in grid_runs() {
+        for run in config.runs() {
             config.run_config(&run).validate().map_err(err)?;
         }
         if config.cont.eval_every == 0 {
@@ -178,11 +230,31 @@ impl GridConfig {
         .expect("a complete [train] table")
     }
 
+    /// The pretraining phase (none with a `[base]` model: zero steps).
+    pub fn pretrain_phase(&self) -> PretrainPhase {
+        self.pretrain.clone().unwrap_or(PretrainPhase {
+            steps: 0,
+            batch: self.cont.batch,
+            lr: 0.0,
+        })
+    }
+
+    /// The runs of this grid: the paper's cells ([`grid_runs`]), and with `continue.e4m3`
+    /// their E4M3 twins ([`e4m3_runs`]).
+    pub fn runs(&self) -> Vec<GridRun> {
+        let mut runs = grid_runs();
+        if self.cont.e4m3 {
+            runs.extend(e4m3_runs());
+        }
+        runs
+    }
+
     /// The pretraining run: knowledge-base corpus, no quantization.
     pub fn pretrain_config(&self) -> RunConfig {
+        let p = self.pretrain_phase();
         RunConfig {
             model: self.model.clone(),
-            train: self.train(self.pretrain.steps, self.pretrain.batch, self.pretrain.lr),
+            train: self.train(p.steps, p.batch, p.lr),
             qat: QatConfig::default(),
             data: DataConfig {
                 corpus: "kb".into(),
@@ -207,9 +279,19 @@ impl GridConfig {
                 } else {
                     0
                 },
-                scaling: ScalingConfig {
-                    estimator: est,
-                    ..self.scaling.clone()
+                scaling: match run.format {
+                    Format::HiF8 => ScalingConfig {
+                        estimator: est,
+                        ..self.scaling.clone()
+                    },
+                    // E4M3 at its natural target, clipping what lands above its max.
+                    f => ScalingConfig {
+                        estimator: est,
+                        format: f,
+                        target: f.facts().natural_target,
+                        overflow: Overflow::Saturate,
+                        ..self.scaling.clone()
+                    },
                 },
                 ..QatConfig::default()
             },
@@ -246,6 +328,8 @@ pub struct GridRun {
     pub warmup: bool,
     /// Which setting of the paper it stands for.
     pub paper: &'static str,
+    /// The number format of its quantizers.
+    pub format: Format,
 }
 
 /// The runs: the paper's cells. Two high-precision baselines, most_recent and
@@ -262,6 +346,7 @@ pub fn grid_runs() -> Vec<GridRun> {
             high_lr,
             warmup,
             paper,
+            format: Format::HiF8,
         }
     };
     vec![
@@ -322,6 +407,37 @@ pub fn grid_runs() -> Vec<GridRun> {
             "the paper's fix: max-window(64) + warmup, low rate (paper: 1e-5)",
         ),
     ]
+}
+
+/// The E4M3 twins of the low-rate estimator cells (`continue.e4m3`): the same runs with
+/// E4M3 quantizers at target 448, clipping above it, so that clipping is seen where HiF8's
+/// range absorbs an outlier.
+pub fn e4m3_runs() -> Vec<GridRun> {
+    ["most_recent", "max_window(64)"]
+        .iter()
+        .map(|spec| {
+            let short = spec.split('(').next().unwrap_or(spec);
+            GridRun {
+                name: format!("{short}-low-e4m3"),
+                estimator: Some(spec.parse::<EstimatorSpec>().expect("known estimator")),
+                high_lr: false,
+                warmup: false,
+                paper: if short == "most_recent" {
+                    "E4M3 most-recent, low rate (clipping where HiF8 absorbs)"
+                } else {
+                    "E4M3 max-window(64), low rate (clipping where HiF8 absorbs)"
+                },
+                format: Format::E4M3,
+            }
+        })
+        .collect()
+}
+
+/// Every run a grid may hold ([`grid_runs`] then [`e4m3_runs`]).
+pub fn all_runs() -> Vec<GridRun> {
+    let mut runs = grid_runs();
+    runs.extend(e4m3_runs());
+    runs
 }
 
 /// Progress of the grid, for the caller to show.

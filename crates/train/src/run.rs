@@ -19,7 +19,10 @@ use hif8lab_scaling::{CallCounts, EstimatorCounts, Role};
 use serde::{Deserialize, Serialize};
 
 use crate::config::RunConfig;
+
+mod quantizers;
 use crate::trainer::{ProbeScores, StepReport};
+pub use quantizers::{QuantizerSummary, quantizer_table};
 
 /// One line of `metrics.jsonl`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -285,6 +288,10 @@ pub struct RunSummary {
     /// quantization or in summaries written before SQNR was measured.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sqnr: BTreeMap<Role, SqnrSummary>,
+    /// Per quantizer, from the trace ([`quantizer_table`]); filled by the grid for its data
+    /// file, not written to `summary.json`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_quantizer: Vec<QuantizerSummary>,
 }
 
 /// What a summary needs to know besides the run folder's files.
@@ -385,6 +392,7 @@ impl RunSummary {
                     .filter_map(|(r, v)| Some((r, SqnrSummary::of(&v)?)))
                     .collect()
             },
+            per_quantizer: Vec::new(),
         }
     }
 

@@ -40,6 +40,15 @@ fn io_err(e: std::io::Error) -> TrainError {
     TrainError::Data(e.to_string())
 }
 
+/// How a grid's runs are probed: by the trainer on its schedule (a base the grid
+/// pretrains), or once on the final weights by a scorer (a real base: short unpadded
+/// sequences in the model's own tokenizer, [`real::score`]).
+#[cfg(not(target_arch = "wasm32"))]
+enum Probing<'a> {
+    Trainer(Arc<ProbeSet>),
+    Final(&'a dyn Fn(&Checkpoint, u64) -> Result<crate::trainer::ProbeScores, TrainError>),
+}
+
 #[cfg(not(target_arch = "wasm32"))]
 /// Trains one configuration into `dir` (optionally from base weights) through the run
 /// driver, probing before the first step (pretraining only: a continued run starts from the
@@ -50,7 +59,7 @@ fn train_run<B: Backend>(
     backend: B,
     config: RunConfig,
     base: Option<&Checkpoint>,
-    probes: &Arc<ProbeSet>,
+    probes: &Probing<'_>,
     eval_every: u64,
     checkpoint_at_end: bool,
     dir: &Path,
@@ -70,13 +79,22 @@ fn train_run<B: Backend>(
         t.quantizers().len(),
         &info,
     )?;
-    let schedule = Schedule {
-        probes: Some(probes.clone()),
-        eval_every: eval_every.max(1),
-        // A continued run starts from the base, whose probes are scored once in pretraining.
-        eval_at_start: base.is_none(),
-        checkpoint_at_end,
-        ..Schedule::default()
+    let schedule = match probes {
+        Probing::Trainer(p) => Schedule {
+            probes: Some(p.clone()),
+            eval_every: eval_every.max(1),
+            // A continued run starts from the base, whose probes are scored once in
+            // pretraining.
+            eval_at_start: base.is_none(),
+            checkpoint_at_end,
+            ..Schedule::default()
+        },
+        // The final weights come back and are scored by the caller's scorer.
+        Probing::Final(_) => Schedule {
+            checkpoint_at_end,
+            keep_weights: true,
+            ..Schedule::default()
+        },
     };
     let steps = config.train.steps;
     let mut driver = Driver::new(t, schedule);
@@ -85,6 +103,13 @@ fn train_run<B: Backend>(
             match &e {
                 Event::Report(r) => progress.step(r.step, steps, r.loss),
                 Event::Probes(p) => progress.probes(p),
+                Event::Weights(w) => {
+                    if let Probing::Final(score) = probes {
+                        let p = score(w, steps)?;
+                        progress.probes(&p);
+                        folder.event(Event::Probes(Box::new(p)))?;
+                    }
+                }
                 _ => {}
             }
             folder.event(e)
@@ -147,8 +172,8 @@ fn pretrain_seed<B: Backend>(
         make()?,
         config,
         None,
-        &Arc::new(grid.probes()),
-        grid.pretrain.steps.max(1),
+        &Probing::Trainer(Arc::new(grid.probes())),
+        grid.pretrain_phase().steps.max(1),
         true,
         &dir,
         progress,
@@ -168,7 +193,7 @@ pub fn train_from_base<B: Backend>(
     runs: &[(String, RunConfig)],
     progress: &mut dyn GridProgress,
 ) -> Result<(ProbeScores, Vec<RunSummary>), TrainError> {
-    train_from_base_seed(make, grid, out, 0, runs, progress)
+    train_from_base_seed(make, grid, out, 0, runs, None, progress)
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -178,30 +203,52 @@ fn train_from_base_seed<B: Backend>(
     out: &Path,
     j: usize,
     runs: &[(String, RunConfig)],
+    real: Option<&real::RealBase>,
     progress: &mut dyn GridProgress,
 ) -> Result<(ProbeScores, Vec<RunSummary>), TrainError> {
-    let (base_path, base_probes) = pretrain_seed(make, grid, out, j, progress)?;
-    let base = Checkpoint::load(&base_path).map_err(|e| TrainError::Checkpoint(e.to_string()))?;
-    let probes = Arc::new(grid.probes());
+    let pretrained;
+    let real_probes;
+    let scorer;
+    let (base, base_probes, probing) = match real {
+        None => {
+            let (base_path, base_probes) = pretrain_seed(make, grid, out, j, progress)?;
+            pretrained =
+                Checkpoint::load(&base_path).map_err(|e| TrainError::Checkpoint(e.to_string()))?;
+            let probing = Probing::Trainer(Arc::new(grid.probes()));
+            (&pretrained, base_probes, probing)
+        }
+        Some(r) => {
+            progress.start("base", 0, 1, out.join("base").join("probes.json").is_file());
+            real_probes = real::probe_set(&r.grid);
+            let base_probes = real::base_scores(make, r, &real_probes, out)?;
+            progress.probes(&base_probes);
+            scorer = |w: &Checkpoint, step: u64| {
+                real::score(make()?, &r.grid.model, w, &r.tokenizer, &real_probes, step)
+            };
+            (&r.weights, base_probes, Probing::Final(&scorer))
+        }
+    };
     let mut summaries = Vec::new();
     for (i, (name, config)) in runs.iter().enumerate() {
         let dir = out.join("runs").join(name);
-        if let Some(s) = reusable(&dir, config)? {
+        let mut s = if let Some(s) = reusable(&dir, config)? {
             progress.start(name, i, runs.len(), true);
-            summaries.push(s);
-            continue;
-        }
-        progress.start(name, i, runs.len(), false);
-        let (s, _) = train_run(
-            make()?,
-            config.clone(),
-            Some(&base),
-            &probes,
-            grid.cont.eval_every,
-            false,
-            &dir,
-            progress,
-        )?;
+            s
+        } else {
+            progress.start(name, i, runs.len(), false);
+            train_run(
+                make()?,
+                config.clone(),
+                Some(base),
+                &probing,
+                grid.cont.eval_every,
+                false,
+                &dir,
+                progress,
+            )?
+            .0
+        };
+        s.per_quantizer = crate::run::quantizer_table(&dir, &s.estimators);
         summaries.push(s);
     }
     Ok((base_probes, summaries))
@@ -222,25 +269,48 @@ pub fn run_grid<B: Backend>(
     only: &[String],
     progress: &mut dyn GridProgress,
 ) -> Result<GridResults, TrainError> {
-    let known: Vec<String> = grid_runs().into_iter().map(|r| r.name).collect();
+    let known: Vec<String> = grid.runs().into_iter().map(|r| r.name).collect();
     if let Some(bad) = only.iter().find(|n| !known.contains(n)) {
         return Err(TrainError::Data(format!(
             "--runs: no grid run '{bad}' (runs: {})",
             known.join(", ")
         )));
     }
-    let runs: Vec<GridRun> = grid_runs()
+    let runs: Vec<GridRun> = grid
+        .runs()
         .into_iter()
         .filter(|r| only.is_empty() || only.contains(&r.name))
         .collect();
     let (seeds, base_seeds) = (seeds.max(1), base_seeds.max(1));
-    let mut data = GridData::default();
+    let real = match &grid.base {
+        Some(_) if base_seeds > 1 => {
+            return Err(TrainError::Data(
+                "--base-seeds: a real base is one model (it is not pretrained): give 1".into(),
+            ));
+        }
+        Some(_) => Some(real::load(grid)?),
+        None => None,
+    };
+    let grid = real.as_ref().map_or(grid, |r| &r.grid);
+    let mut data = GridData {
+        base_model: real.as_ref().map(|r| {
+            r.source
+                .file_name()
+                .map_or(r.source.display().to_string(), |n| {
+                    n.to_string_lossy().into_owned()
+                })
+        }),
+        ..GridData::default()
+    };
     for j in 0..base_seeds {
         let mut configs: Vec<(String, RunConfig)> = Vec::new();
         for k in 0..seeds {
             for r in &runs {
                 let mut c = grid.run_config(r);
                 c.train.seed += k as u64;
+                if let Some(real) = &real {
+                    c.train.init_from = Some(real.source.display().to_string());
+                }
                 let name = seed_name(&r.name, k);
                 let name = if j == 0 {
                     name
@@ -250,7 +320,8 @@ pub fn run_grid<B: Backend>(
                 configs.push((name, c));
             }
         }
-        let (base_probes, flat) = train_from_base_seed(make, grid, out, j, &configs, progress)?;
+        let (base_probes, flat) =
+            train_from_base_seed(make, grid, out, j, &configs, real.as_ref(), progress)?;
         data.bases.push(base_probes);
         for k in 0..seeds {
             for (i, r) in runs.iter().enumerate() {
@@ -285,6 +356,8 @@ pub struct GridData {
     pub bases: Vec<ProbeScores>,
     /// Every run, data order and pretraining.
     pub runs: Vec<GridDataRun>,
+    /// The real pretrained model the runs continued from (none: a base pretrained here).
+    pub base_model: Option<String>,
 }
 
 /// One run of [`GridData`].
@@ -307,6 +380,9 @@ enum DataLine {
     Base {
         base_seed: usize,
         probes: Box<ProbeScores>,
+        /// The real model the runs continued from (absent: pretrained here).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
     },
     Run(Box<GridDataRun>),
 }
@@ -325,6 +401,7 @@ impl GridData {
             line(&DataLine::Base {
                 base_seed: j,
                 probes: Box::new(b.clone()),
+                model: self.base_model.clone(),
             });
         }
         for r in &self.runs {
@@ -354,7 +431,14 @@ impl GridData {
             let line: DataLine =
                 serde_json::from_str(l).map_err(|e| bad(format!("line {}: {e}", i + 1)))?;
             match line {
-                DataLine::Base { base_seed, probes } => bases.push((base_seed, *probes)),
+                DataLine::Base {
+                    base_seed,
+                    probes,
+                    model,
+                } => {
+                    data.base_model = data.base_model.take().or(model);
+                    bases.push((base_seed, *probes));
+                }
                 DataLine::Run(r) => data.runs.push(*r),
             }
         }
@@ -395,7 +479,7 @@ pub fn recompute(dir: &Path) -> Result<GridResults, TrainError> {
 /// The results of grid data; `source` names the data in errors.
 pub fn results_of(source: &str, data: GridData) -> Result<GridResults, TrainError> {
     let b = data.bases.len();
-    let all = grid_runs();
+    let all = all_runs();
     if let Some(d) = data
         .runs
         .iter()
@@ -445,7 +529,7 @@ pub fn results_of(source: &str, data: GridData) -> Result<GridResults, TrainErro
         }
         summaries.push(mine.into_iter().map(|d| d.summary.clone()).collect());
     }
-    Ok(GridResults::compute_with_bases(
-        &runs, &summaries, data.bases,
-    ))
+    let mut results = GridResults::compute_with_bases(&runs, &summaries, data.bases);
+    results.base_model = data.base_model;
+    Ok(results)
 }

@@ -9,6 +9,7 @@
 //! position per token.
 
 mod forward;
+mod probe;
 
 use std::collections::HashMap;
 
@@ -20,6 +21,7 @@ use crate::data::Rng;
 use crate::model::{self, Params, QuantPlan};
 use crate::trainer::TrainError;
 use forward::{Acts, KvCache, Pass};
+pub use probe::{HELDOUT_WINDOWS, SCORE_BATCH, choice_sequence, score_probe_set, sequence_losses};
 
 /// The windowed loss of a token stream.
 #[derive(Clone, Copy, Debug, PartialEq)]

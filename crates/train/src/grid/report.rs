@@ -1,0 +1,235 @@
+//! The grid's `results.md`: the run table, the shadow comparison, quantization error,
+//! the per-quantizer section and the verdicts. (Native only.)
+
+use std::fmt::Write as _;
+
+use super::count_prefix;
+use super::results::{SQNR_ROLES, shadow};
+use super::{GridResults, ResultRow};
+use crate::run::RunSummary;
+use crate::stats::{Estimate, mean_sd};
+
+impl GridResults {
+    /// `results.md`: the table, the shadow comparison, and the verdict table. (Native only.)
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn markdown(&self) -> String {
+        let mut md = String::from("# hif8lab grid results\n\n");
+        let bases = self.bases.len().max(1);
+        for (j, b) in self.bases.iter().enumerate() {
+            let ci = |name: &str, d: usize| {
+                let [lo, hi] = b.interval(name);
+                format!("{:.d$} [{lo:.d$}, {hi:.d$}]", b.score(name))
+            };
+            if let Some(model) = &self.base_model {
+                let clusters = b.groups("knowledge_acc_norm").len();
+                let _ = writeln!(
+                    md,
+                    "Base model: {model}, a real pretrained model (not trained here): knowledge acc_norm {} on {} general-knowledge items over {clusters} clusters, completion acc_norm {} on {} regularity items, held-out loss {} on the held-out web text (95 % intervals in brackets; chance is 0.25). Every run continues from its weights.\n",
+                    ci("knowledge_acc_norm", 3),
+                    b.knowledge_items,
+                    ci("completion_acc_norm", 3),
+                    b.completion_items,
+                    ci("heldout_loss", 4),
+                );
+                continue;
+            }
+            let _ = writeln!(
+                md,
+                "Base model{} (after pretraining): knowledge acc_norm {}, completion acc_norm {}, held-out loss {} ({} knowledge items over {} entities, {} completion items; 95 % intervals in brackets; chance is 0.25).\n",
+                if bases > 1 {
+                    format!(", pretraining seed {j}")
+                } else {
+                    String::new()
+                },
+                ci("knowledge_acc_norm", 3),
+                ci("completion_acc_norm", 3),
+                ci("heldout_loss", 4),
+                b.knowledge_items,
+                b.knowledge_items / crate::corpus::KNOWLEDGE_PER_ENTITY,
+                b.completion_items,
+            );
+        }
+        if self.base_model.is_some() {
+            let _ = writeln!(
+                md,
+                "{} data order(s) of continued training from the one real base = {} replicate(s) per run: a data order varies the order of the same training text. Each run is compared with the baseline of the same order and, for the baselines, with the base model. Scores are means over replicates with 95 % intervals from a cluster bootstrap (knowledge items resampled by cluster, completion items by family, held-out windows in blocks of 4; replicates resampled too). Drops are relative to the matched high-precision baseline or, for the baselines, to the base model; where fewer than 25 items differ (pooled over replicates) the interval is the exact paired one. The table's p-values are two-sided against no drop and not adjusted for multiplicity (they describe; the verdicts below are judged with Holm's adjustment). APE is mean ± standard deviation across replicates. Probes are scored in high precision with the final weights, in the model's own tokenizer with BOS (as lm-eval-harness scores).\n",
+                self.seeds, self.seeds
+            );
+        } else {
+            let _ = writeln!(
+                md,
+                "{} data order(s) × {bases} pretraining(s) of the base = {} replicate(s) per run: a data order varies the continued training's order over the same text; a pretraining seed varies the base's initialization, data order and sampled text of the same knowledge base. Intervals over replicates cover both sources; each run is compared with its own base and with the baseline of the same order and base. Scores are means over replicates with 95 % intervals from a cluster bootstrap (knowledge items resampled by entity, completion items by family, held-out windows in blocks of 4; replicates resampled too). Drops are relative to the matched high-precision baseline or, for the baselines, to the base model; where fewer than 25 items differ (pooled over replicates) the interval is the exact paired one. The table's p-values are two-sided against no drop and not adjusted for multiplicity (they describe; the verdicts below are judged with Holm's adjustment). APE is mean ± standard deviation across replicates. Probes are scored in high precision with the trained weights.\n",
+                self.seeds / bases,
+                self.seeds
+            );
+        }
+        let lr = |high: bool| {
+            self.rows
+                .iter()
+                .find(|r| {
+                    r.name
+                        == if high {
+                            "baseline-high"
+                        } else {
+                            "baseline-low"
+                        }
+                })
+                .map_or(f32::NAN, |r| r.summary.lr)
+        };
+        let paper_rates = (lr(true) - 1e-4).abs() < 1e-9 && (lr(false) - 1e-5).abs() < 1e-10;
+        if self.base_model.is_some() && paper_rates {
+            let _ = writeln!(
+                md,
+                "Learning rates, by value: the high rate is 1e-4 and the low rate 1e-5, the paper's own rates (a real pretrained model needs no stand-in).\n"
+            );
+        } else {
+            let _ = writeln!(
+                md,
+                "Learning rates, by value: the high rate is {:e} and the low rate {:e} (a ratio of {:.0}). They stand in for the paper's 1e-4 (forgetting) and 1e-5 (its recipe), keeping the paper's ratio between them; they are higher than the paper's because a small model pretrained briefly at a high rate barely moves in a few hundred steps at the paper's rates (docs/results/claims.md).\n",
+                lr(true),
+                lr(false),
+                lr(true) / lr(false)
+            );
+        }
+        md.push_str("| run | paper setting | lr | final loss | APE all % | APE last 10 % | knowledge acc_norm [95 %] | drop % [95 %] (p) | completion acc_norm [95 %] | drop % [95 %] (p) | held-out loss [95 %] | calls above est (active) | overflow |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        let fmt_est = |e: Option<&Estimate>, d: usize| match e {
+            Some(e) => format!(
+                "{:.d$} [{:.d$}, {:.d$}]",
+                e.value, e.interval[0], e.interval[1]
+            ),
+            None => "–".into(),
+        };
+        let fmt_drop = |e: &Estimate| {
+            format!(
+                "{:.1} [{:.1}, {:.1}] ({})",
+                e.value,
+                e.interval[0],
+                e.interval[1],
+                fmt_p(e.p_value)
+            )
+        };
+        for r in &self.rows {
+            let s = &r.summary;
+            let sum = |f: &dyn Fn(&RunSummary) -> u64| r.seeds.iter().map(f).sum::<u64>();
+            let active = sum(&|x| shadow(x, &x.estimator));
+            let ov = sum(&|x| {
+                x.shadow_overflow()
+                    .iter()
+                    .find(|(n, _)| *n == x.estimator)
+                    .map(|(_, v)| *v)
+                    .unwrap_or(0)
+            });
+            let loss = mean_sd(
+                &r.seeds
+                    .iter()
+                    .map(|x| x.losses.last().copied().unwrap_or(f64::NAN))
+                    .collect::<Vec<_>>(),
+            )
+            .0;
+            let _ = writeln!(
+                md,
+                "| {} | {} | {:e} | {:.4} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.name,
+                r.paper,
+                r.summary.lr,
+                loss,
+                fmt_pm(r.ape_all, r.ape_all_sd),
+                fmt_pm(r.ape_last, r.ape_last_sd),
+                fmt_est(r.score("knowledge_acc_norm"), 3),
+                fmt_drop(&r.knowledge),
+                fmt_est(r.score("completion_acc_norm"), 3),
+                fmt_drop(&r.completion),
+                fmt_est(r.score("heldout_loss"), 4),
+                if s.estimator == "none" {
+                    "–".into()
+                } else {
+                    active.to_string()
+                },
+                ov
+            );
+        }
+        let _ = writeln!(
+            md,
+            "\n## Shadow comparison (every estimator on the same calls of each QAT run)\n\nCalls whose amax exceeded the estimator's estimate, summed over {} replicate(s):\n",
+            self.seeds
+        );
+        if let Some(first) = self
+            .rows
+            .iter()
+            .find(|r| !r.summary.shadow_calls().is_empty())
+        {
+            let names: Vec<String> = first
+                .summary
+                .shadow_calls()
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect();
+            let _ = writeln!(md, "| run | {} |", names.join(" | "));
+            let _ = writeln!(md, "|---|{}", "---|".repeat(names.len()));
+            for r in self
+                .rows
+                .iter()
+                .filter(|r| !r.summary.shadow_calls().is_empty())
+            {
+                let vals: Vec<String> = names
+                    .iter()
+                    .map(|n| {
+                        r.seeds
+                            .iter()
+                            .map(|x| count_prefix(&x.shadow_calls(), n))
+                            .sum::<u64>()
+                            .to_string()
+                    })
+                    .collect();
+                let _ = writeln!(md, "| {} | {} |", r.name, vals.join(" | "));
+            }
+        }
+        md.push_str("\n## Quantization error (SQNR, dB)\n\nSQNR of each quantizer call at the scale it used, 10·log10(Σx² / Σ(x − qdq(x))²), per operand role: median over the run's calls (median of the seeds' medians) and the worst call (over every seed). HiF8 rounds values above the estimate to fewer mantissa bits instead of clipping them, so the worst calls show where saturation costs precision.\n\n| run | A median | A worst | W median | W worst | G median | G worst |\n|---|---|---|---|---|---|---|\n");
+        for r in self.rows.iter().filter(|r| !r.summary.sqnr.is_empty()) {
+            let cells: Vec<String> = SQNR_ROLES
+                .iter()
+                .flat_map(|role| match sqnr_of(r, *role) {
+                    Some((m, w)) => [format!("{m:.2}"), format!("{w:.2}")],
+                    None => ["–".into(), "–".into()],
+                })
+                .collect();
+            let _ = writeln!(md, "| {} | {} |", r.name, cells.join(" | "));
+        }
+        md.push_str(&super::quantizers::markdown(&self.rows));
+        md.push_str(&super::verdicts::claims_markdown(&self.verdicts));
+        md
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn fmt_pm(v: f64, sd: f64) -> String {
+    if v.is_nan() {
+        "–".into()
+    } else {
+        format!("{v:.3} ± {sd:.3}")
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn fmt_p(p: f64) -> String {
+    if p.is_nan() {
+        "–".into()
+    } else if p < 0.001 {
+        "p < 0.001".into()
+    } else {
+        format!("p = {p:.3}")
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+/// A run's SQNR for one role over its seeds: (median of the seeds' medians, worst of all).
+pub(super) fn sqnr_of(r: &ResultRow, role: hif8lab_scaling::Role) -> Option<(f32, f32)> {
+    let per: Vec<_> = r.seeds.iter().filter_map(|s| s.sqnr.get(&role)).collect();
+    if per.is_empty() {
+        return None;
+    }
+    let mut med: Vec<f32> = per.iter().map(|x| x.median_db).collect();
+    med.sort_by(f32::total_cmp);
+    let worst = per.iter().map(|x| x.worst_db).fold(f32::INFINITY, f32::min);
+    Some((med[med.len() / 2], worst))
+}

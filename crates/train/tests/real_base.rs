@@ -1,0 +1,217 @@
+//! The grid on a model brought in from outside (`[base] model = PATH`), on a small fixture
+//! made here: a 6-block Llama whose block 3 carries an injected outlier channel (one channel
+//! of its MLP's RMSNorm weight ×300 — a weight no quantizer sees — so channel c of block 3's
+//! `gate` and `up` inputs is ~300× the others: a "massive activation" in miniature). The grid continues from its weights without
+//! pretraining, probes it with the general-knowledge set in its own tokenizer, and reports
+//! per-quantizer figures: the outlier quantizer must top the amax table, most_recent must
+//! be exceeded there more often than max_window(64) on the same calls (the real model's
+//! ordering), and E4M3 must clip where HiF8 overflows nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
+use std::path::Path;
+
+use hif8lab_engine::cpu::CpuBackend;
+use hif8lab_train::config::RunConfig;
+use hif8lab_train::grid::{self, GridConfig};
+use hif8lab_train::hf::{ExportDtype, ExportParts, write_folder};
+use hif8lab_train::{TrainError, Trainer};
+
+const OUTLIER_BLOCK: usize = 3;
+const OUTLIER_CHANNEL: usize = 5;
+
+const MODEL: &str = "vocab = 256\nd_model = 48\nlayers = 6\nheads = 4\nkv_heads = 2\n\
+                     d_ff = 96\ncontext = 48\nnorm_eps = 1e-5\nrope_theta = 10000.0\n\
+                     tie_embeddings = false\nmax_positions = 64\n";
+
+/// Writes the fixture model (seeded initialization, outlier injected) as a Hugging Face
+/// folder with the byte tokenizer.
+fn outlier_model(dir: &Path) {
+    let text = format!("[model]\n{MODEL}\n[train]\nsteps = 1\nbatch = 2\nlr = 1e-3\nseed = 3\n");
+    let config = RunConfig::parse("fixture", &text, &[]).unwrap();
+    let t = Trainer::new(CpuBackend::new(), config.clone()).unwrap();
+    let ck = t.begin_weights().finish(true).unwrap();
+    let norm = format!("model.layers.{OUTLIER_BLOCK}.post_attention_layernorm.weight");
+    let mut weights: Vec<(String, Vec<usize>, Vec<f32>)> = ck
+        .tensors
+        .into_iter()
+        .map(|t| (t.name, t.shape, t.data))
+        .collect();
+    let (_, _, data) = weights.iter_mut().find(|(n, _, _)| *n == norm).unwrap();
+    data[OUTLIER_CHANNEL] *= 300.0;
+    let parts = ExportParts {
+        model: &config.model,
+        base_config: None,
+        tokenizer_json: None,
+        dtype: ExportDtype::F32,
+        tokenizer_config: None,
+        generation_config: None,
+    };
+    write_folder(dir, &parts, &weights).unwrap();
+}
+
+fn top_of(s: &hif8lab_train::run::RunSummary) -> String {
+    s.per_quantizer
+        .iter()
+        .max_by(|a, b| a.amax_max.total_cmp(&b.amax_max))
+        .unwrap()
+        .quantizer
+        .clone()
+}
+
+fn grid_text(model: &Path, extra: &str) -> String {
+    format!(
+        "[base]\nmodel = \"{}\"\n\n[model]\n{MODEL}\n[continue]\nsteps = 24\nbatch = 2\n\
+         lr_high = 1e-3\nlr_low = 1e-4\nqat_warmup_steps = 2\neval_every = 24\ne4m3 = true\n\n\
+         [data]\nbytes = 40000\n{extra}",
+        model.display()
+    )
+}
+
+#[test]
+fn a_real_base_shows_its_outlier_and_the_estimator_ordering() {
+    let root = std::env::temp_dir().join(format!("hif8lab-real-base-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let model = root.join("model");
+    outlier_model(&model);
+    let config = GridConfig::parse(&grid_text(&model, ""), "fixture grid").unwrap();
+    assert_eq!(config.runs().len(), 10, "the 8 cells and 2 E4M3 twins");
+    let out = root.join("grid");
+    let make = || Ok::<_, TrainError>(CpuBackend::new());
+    let results = grid::run_grid(&make, &config, &out, 1, 1, &[], &mut ()).unwrap();
+
+    // No pretraining: the base is the model, probed with the general-knowledge set.
+    assert!(!out.join("base").join("checkpoints").exists());
+    assert!(out.join("base").join("probes.json").is_file());
+    assert_eq!(results.base_model.as_deref(), Some("model"));
+    assert_eq!(results.base.knowledge_items, 609);
+    let runs_cfg = std::fs::read_to_string(out.join("runs/most_recent-low/config.toml")).unwrap();
+    assert!(runs_cfg.contains("init_from"), "{runs_cfg}");
+
+    // The outlier's quantizers (block 3's gate and up inputs) top the amax table of every
+    // QAT run, far above the activations of every other block (block 3's `down` input
+    // carries the channel on).
+    let outlier = format!("block{OUTLIER_BLOCK}.gate.A");
+    let twin = format!("block{OUTLIER_BLOCK}.up.A");
+    let row = |name: &str| results.rows.iter().find(|r| r.name == name).unwrap();
+    for r in results.rows.iter().filter(|r| r.name.contains("-low")) {
+        let s = &r.seeds[0];
+        if s.estimator == "none" {
+            assert!(s.per_quantizer.is_empty(), "{}", r.name);
+            continue;
+        }
+        let top = s
+            .per_quantizer
+            .iter()
+            .max_by(|a, b| a.amax_max.total_cmp(&b.amax_max))
+            .unwrap();
+        assert!(
+            top.quantizer == outlier || top.quantizer == twin,
+            "{}: {}",
+            r.name,
+            top.quantizer
+        );
+        let others: Vec<f32> = s
+            .per_quantizer
+            .iter()
+            .filter(|q| {
+                q.quantizer.ends_with(".A")
+                    && !q.quantizer.starts_with(&format!("block{OUTLIER_BLOCK}."))
+            })
+            .map(|q| q.amax_max)
+            .collect();
+        assert!(
+            others.iter().all(|a| top.amax_max > 20.0 * a),
+            "{}: {} vs {others:?}",
+            r.name,
+            top.amax_max
+        );
+    }
+    // most_recent is exceeded more often than max_window(64) on the outlier's calls.
+    let s = &row("most_recent-low").seeds[0];
+    let q = s
+        .per_quantizer
+        .iter()
+        .find(|q| q.quantizer == outlier)
+        .unwrap();
+    let k = |e: &str| s.estimators.iter().position(|x| x == e).unwrap();
+    let (mr, mw) = (
+        q.calls_above[k("most_recent")],
+        q.calls_above[k("max_window(64)")],
+    );
+    assert!(
+        mr > mw,
+        "most_recent {mr} vs max_window {mw} of {}",
+        q.calls
+    );
+    // HiF8 absorbs what lands above the estimate; E4M3 (target 448 = its max) clips it.
+    assert_eq!(q.overflow[k("most_recent")], 0);
+    let e = &row("most_recent-low-e4m3").seeds[0];
+    let clipped: u64 = e
+        .per_quantizer
+        .iter()
+        .map(|q| q.overflow[e.estimators.iter().position(|x| *x == e.estimator).unwrap()])
+        .sum();
+    assert!(clipped > 0, "E4M3 clipped nothing");
+
+    // The report says where the outliers are, and follows from its data byte for byte.
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(md.contains("a real pretrained model"), "{md}");
+    assert!(md.contains("## Quantizers: where the outliers are"));
+    assert!(md.contains(&format!("| {} |", top_of(&row("most_recent-low").seeds[0]))));
+    assert_eq!(grid::recompute(&out).unwrap().markdown(), md);
+
+    // A re-run reuses the base's scores and every finished run.
+    let again = grid::run_grid(&make, &config, &out, 1, 1, &[], &mut ()).unwrap();
+    assert_eq!(again.markdown(), md);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn real_base_configs_are_checked_by_field() {
+    let root = std::env::temp_dir().join(format!("hif8lab-real-cfg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let model = root.join("model");
+    outlier_model(&model);
+    let parse = |t: &str| GridConfig::parse(t, "g.toml").map_err(|e| e.to_string());
+    // [base] and [pretrain] exclude each other; one is needed.
+    let both = grid_text(&model, "\n[pretrain]\nsteps = 5\nbatch = 2\nlr = 1e-3\n");
+    assert!(parse(&both).unwrap_err().contains("exclude each other"));
+    let neither =
+        grid_text(&model, "").replace(&format!("[base]\nmodel = \"{}\"\n", model.display()), "");
+    assert!(parse(&neither).unwrap_err().contains("[pretrain]"));
+    // A shape that is not the model's is refused naming each field.
+    let wrong = parse(&grid_text(&model, "").replace("d_ff = 96", "d_ff = 128")).unwrap();
+    let make = || Ok::<_, TrainError>(CpuBackend::new());
+    let err = grid::run_grid(&make, &wrong, &root.join("g"), 1, 1, &[], &mut ())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("model.d_ff = 128, but the model has 96"),
+        "{err}"
+    );
+    // A missing model names base.model; a real base is not pretrained twice.
+    let missing = parse(&grid_text(&root.join("nowhere"), "")).unwrap();
+    let err = grid::run_grid(&make, &missing, &root.join("g"), 1, 1, &[], &mut ())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("base.model") && err.contains("nowhere"),
+        "{err}"
+    );
+    let ok = parse(&grid_text(&model, "")).unwrap();
+    let err = grid::run_grid(&make, &ok, &root.join("g"), 1, 2, &[], &mut ())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("--base-seeds"), "{err}");
+    // The shipped presets parse.
+    for p in ["real-smollm2", "real-smollm2-quick"] {
+        let g = GridConfig::preset(p).unwrap();
+        assert_eq!(g.base.as_ref().unwrap().model, "smollm2-135m");
+        assert!(g.pretrain.is_none());
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
