@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# hif8lab's CPU backend against PyTorch eager on the `small` preset's shape, in one go:
+# hif8lab's CPU backend against PyTorch eager on one model shape (`small`: the small
+# preset's; `smollm2-135m`: SmolLM2-135M, tied, vocab 49,152, ctx 128, batch 2), in one go:
 # the project's own PyTorch reference (scripts/torch_reference.py: same model, optimizer and
 # QAT recipe, HiF8 W8A8G8 with max_window delayed scaling emulated in torch) and
 # `hif8lab bench train --preset small --backend cpu`, both on the same thread count; prints
 # both figures and their ratios. Not part of scripts/test.sh.
 #
-#   scripts/bench-vs-torch.sh [--threads N] [--steps N] [--rounds N]
+#   scripts/bench-vs-torch.sh [--shape small|smollm2-135m] [--threads N] [--steps N] [--rounds N]
 #
 # --rounds (default 3): how many torch/hif8lab pairs to run, alternating which goes first;
 # the summary gives the median ratio, the range and whether each goal held in every round.
@@ -21,15 +22,24 @@ cd "$(dirname "$0")/.."
 threads=2
 steps=10
 rounds=3
+shape=small
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --shape) shape=$2; shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "bench-vs-torch.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
+case "$shape" in
+  small) sets=() ;;
+  smollm2-135m) sets=(--set model.vocab=49152 --set model.d_model=576 --set model.layers=30
+    --set model.heads=9 --set model.kv_heads=3 --set model.d_ff=1536 --set model.context=128
+    --set model.tie_embeddings=true --set train.batch=2 --set train.lr=1e-5) ;;
+  *) echo "bench-vs-torch.sh: --shape must be small or smollm2-135m, not '$shape'" >&2; exit 2 ;;
+esac
 case "$rounds" in ''|*[!0-9]*|0) echo "bench-vs-torch.sh: --rounds must be a positive integer, not '$rounds'" >&2; exit 2 ;; esac
 target=$(target_dir)
 python=${HIF8LAB_TORCH_PYTHON:-}
@@ -48,17 +58,18 @@ cargo build --release --locked -p hif8lab-cli >&2
 results=()
 for ((r = 0; r < rounds; r++)); do
   echo "bench-vs-torch.sh: round $((r + 1)) of $rounds" >&2
-  torch() { "$python" scripts/torch_reference.py --threads "$threads" --steps "$steps"; }
-  ours() { "$target/release/hif8lab" --threads "$threads" bench train --preset small --backend cpu --steps "$steps" --json; }
+  torch() { "$python" scripts/torch_reference.py --threads "$threads" --steps "$steps" --shape "$shape"; }
+  ours() { "$target/release/hif8lab" --threads "$threads" bench train --preset small "${sets[@]}" --backend cpu --steps "$steps" --json; }
   if ((r % 2 == 0)); then t=$(torch); o=$(ours); else o=$(ours); t=$(torch); fi
   results+=("$t" "$o")
 done
-python3 - "${results[@]}" <<'PY'
+python3 - "$shape" "${results[@]}" <<'PY'
 import json, statistics, sys
-docs = [json.loads(a) for a in sys.argv[1:]]
+shape = sys.argv[1]
+docs = [json.loads(a) for a in sys.argv[2:]]
 pairs = list(zip(docs[0::2], docs[1::2]))
 t0, o0 = pairs[0]
-print(f"small preset shape ({t0['parameters'] / 1e6:.2f} M parameters, 1,024 tokens per step), "
+print(f"{shape} shape ({t0['parameters'] / 1e6:.2f} M parameters; hif8lab counts {o0['params'] / 1e6:.2f} M), "
       f"{t0['threads']} threads, on {o0['adapter']}, {len(pairs)} rounds (torch and hif8lab "
       f"alternating which runs first):")
 print("| round | PyTorch plain | PyTorch QAT | PyTorch overhead | hif8lab plain | hif8lab QAT "
@@ -86,7 +97,12 @@ def summary(name, values, goal, higher=True):
         verdict = f"inconclusive: met in {met} of {len(values)} rounds"
     sign = "≥" if higher else "≤"
     print(f"{name}: median {med:.2f} (rounds {lo:.2f}–{hi:.2f}); goal {sign} {goal:.2f}: {verdict}")
-summary("hif8lab ÷ PyTorch, plain", [r[0] for r in ratios], 1.0)
-summary("hif8lab ÷ PyTorch, QAT", [r[1] for r in ratios], 2.0)
+big = shape == "smollm2-135m"
+summary("hif8lab ÷ PyTorch, plain", [r[0] for r in ratios], 3.0 if big else 1.0)
+summary("hif8lab ÷ PyTorch, QAT", [r[1] for r in ratios], 4.5 if big else 2.0)
+print("gemm_fraction (the step's own GEMMs alone ÷ the step), per round: plain "
+      + ", ".join(f"{o['gemm_fraction']:.2f}" for _, o in pairs) + "; QAT "
+      + ", ".join(f"{o['gemm_fraction_qat']:.2f}" for _, o in pairs)
+      + (" (goal ≥ 0.75)" if big else ""))
 summary("hif8lab QAT overhead", [r[2] for r in ratios], 1.10, higher=False)
 PY

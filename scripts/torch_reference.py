@@ -137,7 +137,8 @@ class Model(torch.nn.Module):
         self.blocks = torch.nn.ModuleList(
             Block(m, qat and first <= i < L - last, L) for i in range(L))
         self.nf = torch.nn.Parameter(torch.ones(m["d_model"]))
-        self.head = Linear(m["d_model"], m["vocab"], 0.02, False)
+        # A tied head reads the embedding table (SmolLM2's layout).
+        self.head = None if m.get("tie") else Linear(m["d_model"], m["vocab"], 0.02, False)
         hd = m["d_model"] // m["heads"]
         inv = 10000.0 ** (-torch.arange(0, hd, 2).float() / hd)
         ang = torch.arange(m["context"]).float()[:, None] * inv[None, :]
@@ -147,7 +148,8 @@ class Model(torch.nn.Module):
         h = self.wte[x]
         for b in self.blocks:
             h = b(h, self.cos, self.sin)
-        logits = self.head(rmsnorm(h, self.nf))
+        h = rmsnorm(h, self.nf)
+        logits = h @ self.wte.t() if self.head is None else self.head(h)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
@@ -173,15 +175,25 @@ def tokens_per_s(m, t, qat, steps):
     return steps * b * c / (time.perf_counter() - start), loss.item()
 
 
+# The shapes measured: the `small` preset, and SmolLM2-135M (tied head, vocab 49,152) at the
+# real-model grid's context and batch (hif8lab: `bench train --preset small --set ...`, see
+# scripts/bench-vs-torch.sh).
+SHAPES = {
+    "small": ({"vocab": 256, "d_model": 192, "layers": 8, "heads": 6, "kv_heads": 3,
+               "d_ff": 512, "context": 128}, {"batch": 8, "lr": 1e-3}),
+    "smollm2-135m": ({"vocab": 49152, "d_model": 576, "layers": 30, "heads": 9, "kv_heads": 3,
+                      "d_ff": 1536, "context": 128, "tie": True}, {"batch": 2, "lr": 1e-5}),
+}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="small")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    m = {"vocab": 256, "d_model": 192, "layers": 8, "heads": 6, "kv_heads": 3, "d_ff": 512,
-         "context": 128}
-    t = {"batch": 8, "lr": 1e-3}
+    m, t = SHAPES[a.shape]
     plain, _ = tokens_per_s(m, t, False, a.steps)
     qat, loss = tokens_per_s(m, t, True, a.steps)
     params = sum(p.numel() for p in Model(m, False).parameters())

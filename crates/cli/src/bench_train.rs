@@ -17,6 +17,8 @@ use hif8lab_train::{RunConfig, Trainer};
 /// Per-op timing where the backend offers it (the CPU backend; GPU ops run asynchronously
 /// on the device and are not timed here).
 trait Profiled {
+    /// Waits until the device has done what was submitted (a no-op on the CPU).
+    fn sync(&self) {}
     fn start_profile(&self) {}
     fn take_profile(&self) -> Vec<(&'static str, hif8lab_engine::cpu::OpTime)> {
         Vec::new()
@@ -34,7 +36,11 @@ impl Profiled for CpuBackend {
     }
 }
 
-impl Profiled for GpuBackend {}
+impl Profiled for GpuBackend {
+    fn sync(&self) {
+        self.wait_idle();
+    }
+}
 
 struct Figures {
     tokens_per_s: f64,
@@ -229,9 +235,15 @@ fn run<B: Backend + Profiled>(
         .map(|(_, shape, _)| shape.iter().product::<usize>())
         .sum();
     let gflops = |tokens_per_s: f64| 6.0 * params as f64 * tokens_per_s / 1e9;
+    // The step's own GEMM shapes, timed alone on a fresh backend after the steps: the share
+    // of a step they would take on their own.
+    let gemms = crate::bench_gemm::step_gemms(config);
+    let gemm_s = crate::bench_gemm::gemm_seconds(&make()?, &gemms, &|b: &B| b.sync())?;
+    let gemm_gflops = crate::bench_gemm::gemm_flops(&gemms) / gemm_s.max(1e-12) / 1e9;
+    let gemm_fraction = |ms_per_step: f64| gemm_s * 1e3 / ms_per_step;
     if json {
         crate::outln!(
-            "{{\"backend\":{:?},\"adapter\":{:?},\"device_type\":{:?},\"steps\":{steps},\"estimators\":{estimators},\"tokens_per_s_plain\":{:.1},\"tokens_per_s_qat\":{:.1},\"ms_per_step_plain\":{:.2},\"ms_per_step_qat\":{:.2},\"qat_overhead\":{overhead:.4},\"submits_per_step\":{:.2},\"blocking_syncs_per_step\":{:.2},\"dispatches_per_step\":{:.1},\"bind_groups_created_per_step\":{:.2},\"host_ms_per_step\":{:.3},\"host_ms_per_step_plain\":{:.3},\"peak_rss_mib\":{},\"params\":{params},\"model_gflops_plain\":{:.3},\"model_gflops_qat\":{:.3},\"threads\":{},\"profile_plain\":{},\"profile_qat\":{}}}",
+            "{{\"backend\":{:?},\"adapter\":{:?},\"device_type\":{:?},\"steps\":{steps},\"estimators\":{estimators},\"tokens_per_s_plain\":{:.1},\"tokens_per_s_qat\":{:.1},\"ms_per_step_plain\":{:.2},\"ms_per_step_qat\":{:.2},\"qat_overhead\":{overhead:.4},\"submits_per_step\":{:.2},\"blocking_syncs_per_step\":{:.2},\"dispatches_per_step\":{:.1},\"bind_groups_created_per_step\":{:.2},\"host_ms_per_step\":{:.3},\"host_ms_per_step_plain\":{:.3},\"peak_rss_mib\":{},\"params\":{params},\"model_gflops\":{:.3},\"model_gflops_plain\":{:.3},\"model_gflops_qat\":{:.3},\"gemm_ms_per_step_alone\":{:.4},\"gemm_gflops_alone\":{gemm_gflops:.3},\"gemm_fraction\":{:.4},\"gemm_fraction_qat\":{:.4},\"threads\":{},\"profile_plain\":{},\"profile_qat\":{}}}",
             info.kind,
             info.adapter,
             info.device_type,
@@ -248,7 +260,11 @@ fn run<B: Backend + Profiled>(
             peak.map(|v| format!("{v:.1}"))
                 .unwrap_or_else(|| "null".into()),
             gflops(p.tokens_per_s),
+            gflops(p.tokens_per_s),
             gflops(q.tokens_per_s),
+            gemm_s * 1e3,
+            gemm_fraction(p.ms_per_step),
+            gemm_fraction(q.ms_per_step),
             crate::bench::threads(),
             if profile {
                 profile_json(&p, steps)
@@ -283,6 +299,12 @@ fn run<B: Backend + Profiled>(
             "  model FLOPs (6 per parameter per token, {params} parameters): {:.2} GFLOP/s plain, {:.2} QAT",
             gflops(p.tokens_per_s),
             gflops(q.tokens_per_s)
+        );
+        crate::outln!(
+            "  the step's own GEMMs alone: {:.2} ms/step ({gemm_gflops:.1} GFLOP/s); gemm_fraction (their share of a step) {:.3} plain, {:.3} QAT",
+            gemm_s * 1e3,
+            gemm_fraction(p.ms_per_step),
+            gemm_fraction(q.ms_per_step)
         );
         crate::outln!(
             "  submits/step {:.2}, blocking syncs/step {:.2}, dispatches/step {:.1}, bind groups created/step {:.2}, host ms/step {:.3} (QAT run, steady state)",

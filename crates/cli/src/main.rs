@@ -8,6 +8,7 @@
 //! too big for the machine; `train` stopped by a signal exits 128 + its number).
 
 mod bench;
+mod bench_gemm;
 mod bench_kernels;
 mod bench_sample;
 mod bench_train;

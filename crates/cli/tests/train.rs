@@ -289,4 +289,17 @@ fn bench_train_states_model_flops() {
             "{run}: {v}"
         );
     }
+    // gemm_fraction: the step's own GEMMs alone (positive time) over the step's time, for
+    // each run: consistent with the stated milliseconds.
+    let alone = v["gemm_ms_per_step_alone"].as_f64().unwrap();
+    assert!(
+        alone > 0.0 && v["gemm_gflops_alone"].as_f64().unwrap() > 0.0,
+        "{v}"
+    );
+    for (key, ms) in [("gemm_fraction", "plain"), ("gemm_fraction_qat", "qat")] {
+        let f = v[key].as_f64().unwrap();
+        let step = v[format!("ms_per_step_{ms}")].as_f64().unwrap();
+        assert!((f - alone / step).abs() <= 1e-3 + 1e-2 * f, "{key}: {v}");
+    }
+    assert_eq!(v["model_gflops"], v["model_gflops_plain"]);
 }
