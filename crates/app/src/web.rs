@@ -119,26 +119,30 @@ pub fn bench_cpu(preset: &str, steps: u32) -> Result<String, JsValue> {
     // train` uses (RunConfig::bench_blocks): the browser compiles hot wasm code again in
     // its optimizing tier while the page runs, and whichever variant ran first would pay
     // for it.
-    let mut trainers = Vec::with_capacity(2);
+    // Through the run driver, as every run: it enqueues and delivers the steps.
+    use hif8lab_train::driver::{Control, Driver, Schedule};
+    let run_until = |d: &mut Driver<hif8lab_engine::cpu::CpuBackend>, until: u64| {
+        let mut sink = |_: hif8lab_train::driver::Event| Ok(());
+        while d.trainer().steps_done() < until {
+            d.advance(Control::Run, web_time::Duration::ZERO, true, &mut sink)?;
+        }
+        d.advance(Control::Pause, web_time::Duration::ZERO, true, &mut sink)
+            .map(|_| ())
+    };
+    let mut drivers = Vec::with_capacity(2);
     for qat in [false, true] {
         let config = base.bench_variant(qat, u64::from(steps) + 2);
-        let mut trainer =
+        let trainer =
             Trainer::new(hif8lab_engine::cpu::CpuBackend::new(), config).map_err(|e| err(&e))?;
-        for _ in 0..2 {
-            trainer.step().map_err(|e| err(&e))?;
-        }
-        trainer.poll().map_err(|e| err(&e))?;
-        trainers.push(trainer);
+        let mut driver = Driver::new(trainer, Schedule::default());
+        run_until(&mut driver, 2).map_err(|e| err(&e))?;
+        drivers.push(driver);
     }
-    let (mut seconds, mut done) = ([0.0f64; 2], [0u64; 2]);
+    let mut seconds = [0.0f64; 2];
     for (until, order) in RunConfig::bench_blocks(u64::from(steps)) {
         for i in order {
             let start = web_time::Instant::now();
-            while done[i] < until {
-                trainers[i].step().map_err(|e| err(&e))?;
-                trainers[i].poll().map_err(|e| err(&e))?;
-                done[i] += 1;
-            }
+            run_until(&mut drivers[i], 2 + until).map_err(|e| err(&e))?;
             seconds[i] += start.elapsed().as_secs_f64();
         }
     }
