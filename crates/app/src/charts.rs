@@ -266,12 +266,17 @@ fn qat_line(view: &RunView) -> Option<VLine> {
 
 /// The Loss panel: QAT run vs matched baseline, APE.
 fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
+    // The hint only where there is saturation to hide (the active estimate was exceeded).
+    let saturated = view.calls_above().get(view.active).is_some_and(|n| *n > 0);
     let ape = cx
         .ape(view)
         .map(|a| {
-            format!(
-                "; APE vs the matched baseline {a:.3} % (the loss hides saturation: see Estimators)"
-            )
+            let hint = if saturated {
+                " (the loss hides saturation: see Estimators)"
+            } else {
+                ""
+            };
+            format!("; APE vs the matched baseline {a:.3} %{hint}")
         })
         .unwrap_or_default();
     let want = header(

@@ -226,14 +226,28 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
     });
     ui.label(&app.status);
     if let Some(n) = &app.notice {
-        ui.label(RichText::new(n).color(Color32::from_rgb(230, 150, 40)));
+        // Orange that keeps 4.5:1 against either theme's panel.
+        let orange = if ui.visuals().dark_mode {
+            Color32::from_rgb(230, 150, 40)
+        } else {
+            Color32::from_rgb(150, 70, 0)
+        };
+        ui.label(RichText::new(n).color(orange));
     }
     ui.separator();
     runs_box(app, ui);
     if let Some(ms) = app.frame_time() {
         ui.separator();
-        ui.label(RichText::new(format!("UI {ms:.1} ms per frame (median)")).small())
-            .on_hover_text("time to build a frame's UI here; drawing it follows on the GPU");
+        // A figure for those tuning the app, folded away by default.
+        egui::CollapsingHeader::new("Details")
+            .id_salt("frame-details")
+            .default_open(false)
+            .show(ui, |ui| {
+                ui.label(format!("UI {ms:.1} ms per frame (median)"))
+                    .on_hover_text(
+                        "time to build a frame's UI here; drawing it follows on the GPU",
+                    );
+            });
     }
 }
 
@@ -510,7 +524,11 @@ fn welcome(app: &mut HifApp, ui: &mut egui::Ui) {
             }
         ));
     });
-    ui.label("Or open a run folder or a trace (Settings, then Open run).");
+    ui.label(if cfg!(target_arch = "wasm32") {
+        "Or open a run folder or a trace: Settings, then “Open files…”."
+    } else {
+        "Or open a run folder or a trace: Settings, then “Open run”."
+    });
     ui.add_space(6.0);
     egui::CollapsingHeader::new("The words it uses")
         .default_open(true)
@@ -737,7 +755,11 @@ fn small_multiples(app: &HifApp, ui: &mut egui::Ui) {
 /// A reading of the live run for the lesson, from its numbers.
 fn live_reading(app: &HifApp) -> String {
     let start = if app.lesson.name == "forgetting" {
-        "“Continue training the base at this rate”"
+        if app.base.is_some() {
+            "“Continue training the base at this rate”"
+        } else {
+            "“Pretrain the base, then continue at this rate”"
+        }
     } else {
         "“Set up and start a live run”"
     };

@@ -300,7 +300,7 @@ impl Settings {
         if let Kind::Set(_) = field.kind
             && self.get(key).trim().is_empty()
         {
-            return Some(format!("{key}: choose at least one"));
+            return Some(format!("{}: choose at least one", field.label));
         }
         let o = Self::override_of(field, self.get(key))?;
         RunConfig::parse(&self.preset, text, &[o])
@@ -373,7 +373,7 @@ pub fn plain_words(field: &Field, message: &str) -> String {
         return if msg.contains("invalid value: integer") {
             format!("{label}: a whole number of 0 or more, not {got}")
         } else {
-            format!("{label}: a whole number (like 40), not \"{got}\"")
+            format!("{label}: a whole number (0, 1, 2, …), not \"{got}\"")
         };
     }
     if msg.ends_with("expected f32") || msg.ends_with("expected f64") {
@@ -386,7 +386,18 @@ pub fn plain_words(field: &Field, message: &str) -> String {
             "{label}: \"{got}\" is not an estimator. Write one of: most_recent, max_window(64), mean_window(64), ema(0.1), holt(0.5,0.1,0.9), current (numbers in brackets: window length or smoothing factors)."
         );
     }
-    format!("{label}: {msg}")
+    // The validator names fields by config key (`train.lr must be in [0, 1]`): in the form,
+    // by their labels.
+    let mut text = msg.to_owned();
+    let mut fields: Vec<&Field> = FIELDS.iter().collect();
+    fields.sort_by_key(|f| std::cmp::Reverse(f.key.len()));
+    for f in fields {
+        text = text.replace(f.key, f.label);
+    }
+    match text.strip_prefix(label) {
+        Some(rest) => format!("{label}{rest}"),
+        None => format!("{label}: {text}"),
+    }
 }
 
 #[cfg(test)]
@@ -434,7 +445,7 @@ mod tests {
         };
         assert_eq!(
             err("train.steps", "40abc"),
-            "steps: a whole number (like 40), not \"40abc\""
+            "steps: a whole number (0, 1, 2, …), not \"40abc\""
         );
         assert_eq!(
             err("train.batch", "-3"),
@@ -442,12 +453,17 @@ mod tests {
         );
         assert_eq!(
             err("qat.scaling.window", "1.5"),
-            "window: a whole number (like 40), not \"1.5\""
+            "window: a whole number (0, 1, 2, …), not \"1.5\""
         );
         assert_eq!(
             err("train.lr", "fast"),
             "lr: a number (like 0.003 or 3e-3), not \"fast\""
         );
+        // Range errors name the field by its label, never by its config key.
+        let e = err("train.lr", "2");
+        assert!(e.starts_with("lr must be in [0, 1]"), "{e}");
+        let e = err("train.batch", "0");
+        assert!(e.starts_with("batch must be at least 1"), "{e}");
         let e = err("qat.scaling.estimator", "maxwindow");
         assert!(e.starts_with("estimator: \"maxwindow\" is not an estimator. Write one of: most_recent, max_window(64)"), "{e}");
         for e in [err("train.steps", "40abc"), err("train.lr", "fast"), e] {

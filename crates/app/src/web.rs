@@ -181,10 +181,12 @@ fn create(cc: &eframe::CreationContext<'_>, options: &Options) -> HifApp {
         Some(rs) => {
             let info = rs.adapter.get_info();
             if info.backend != wgpu::Backend::BrowserWebGpu {
-                app.notice = Some(format!(
-                    "WebGPU is not available in this browser (drawing with {:?}); training runs on the CPU backend in wasm, which is slower.",
-                    info.backend
-                ));
+                let _ = info;
+                app.notice = Some(
+                    "This browser has no WebGPU: training runs on the CPU instead (slower, same \
+                     results)."
+                        .to_owned(),
+                );
             } else if let Err(why) =
                 hif8lab_engine::gpu::GpuBackend::check_limits(&rs.device.limits())
             {

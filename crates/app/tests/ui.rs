@@ -223,7 +223,7 @@ fn field_errors_show_under_their_field() {
     h.state_mut().settings.set("model.heads", "4");
     h.state_mut().settings.set("qat.roles", "");
     h.run_steps(2);
-    h.get_by_label("qat.roles: choose at least one");
+    h.get_by_label("roles: choose at least one");
     h.state_mut().settings.toggle("qat.roles", "A", true);
     h.run_steps(2);
     assert!(!h.get_by_label("Start").accesskit_node().is_disabled());
@@ -755,7 +755,7 @@ fn validation_in_plain_words_and_overflow_warning() {
     });
     h.state_mut().settings.set("train.steps", "40abc");
     h.run_steps(2);
-    h.get_by_label("steps: a whole number (like 40), not \"40abc\"");
+    h.get_by_label("steps: a whole number (0, 1, 2, …), not \"40abc\"");
     h.state_mut().settings.set("train.steps", "40");
     h.state_mut().settings.set("qat.scaling.target", "100000");
     h.run_steps(2);
