@@ -45,14 +45,14 @@ pub const LESSONS: [Lesson; 4] = [
         name: "forgetting",
         title: "2. Catastrophic forgetting",
         predict: "The same pretrained model continues training at a low and at a high learning rate, with and without QAT. Predict: which run forgets the facts it knew? Will its loss look worse?",
-        look: "Knowledge-probe accuracy against the base model, and the loss: the high-LR loss looks as healthy as the low-LR one while the probe collapses, with or without quantization.",
+        look: "Two things side by side: the knowledge-probe accuracy against the base model's, and the training loss. Compare the rates on both, with and without quantization, before you read the verdict.",
         controls: &["lr", "qat"],
     },
     Lesson {
         name: "fixes",
         title: "3. Both fixes are needed",
         predict: "Four estimators × two learning rates, plus warmup. Predict: which single change keeps the model near its baseline — or does it take two?",
-        look: "The small multiples: calls above the estimate, APE and knowledge drop per run. Only max_window + warmup + low LR stays near the baseline on all three.",
+        look: "The small multiples: calls above the estimate, APE and knowledge drop per run. Which runs stay near their baseline on all three?",
         controls: &["estimator", "lr", "warmup"],
     },
     Lesson {
