@@ -5,7 +5,7 @@
 use eframe::egui;
 
 /// (term, explanation), in the order a newcomer meets them.
-pub const TERMS: [(&str, &str); 14] = [
+pub const TERMS: [(&str, &str); 20] = [
     (
         "HiF8",
         "An 8-bit floating-point format: values near 1 keep 3 mantissa bits, larger and smaller ones fewer (its \"tiers\"); anything at or above 2^15 × 1.25 (40960) overflows.",
@@ -25,6 +25,30 @@ pub const TERMS: [(&str, &str); 14] = [
     (
         "estimator",
         "The rule that turns past amax values into the next call's expected amax: most_recent (the last one), max_window(N) (the largest of the last N), EMA and others.",
+    ),
+    (
+        "most_recent",
+        "Estimator: the next amax is expected to equal the last call's. Cheap and tight, but any rise above the last value saturates.",
+    ),
+    (
+        "max_window",
+        "Estimator max_window(N): the largest amax of the last N calls. One spike keeps the scale safe for N calls; the paper's choice (N = 64).",
+    ),
+    (
+        "mean_window",
+        "Estimator mean_window(N): the mean amax of the last N calls. Smoother than most_recent, but a tensor above its average still saturates.",
+    ),
+    (
+        "ema",
+        "Estimator ema(alpha): an exponential moving average of past amax values (alpha = weight of the newest). Smooth, and exceeded about as often as mean_window.",
+    ),
+    (
+        "holt",
+        "Estimator holt(alpha, beta, damping): a moving average with a damped trend, which follows a steady rise of amax.",
+    ),
+    (
+        "current",
+        "As an estimator: the tensor's own amax, measured before it is quantized (just-in-time scaling). Never exceeded, but it needs the tensor first: a reference, not delayed scaling.",
     ),
     (
         "window",
@@ -121,5 +145,19 @@ mod tests {
         assert!(!e.contains("estimator:"), "'estimate' is not 'estimator'");
         assert!(explanations("a grape").is_empty(), "'ape' inside a word");
         assert!(explanations("the targets").contains("target:"));
+        // Every estimator the panels name is explained, by the name they use.
+        for name in [
+            "most_recent",
+            "max_window(64)",
+            "mean_window(64)",
+            "ema(0.1)",
+            "current",
+        ] {
+            let e = explanations(name);
+            assert!(
+                e.contains("Estimator") || e.contains("estimator"),
+                "{name}: {e}"
+            );
+        }
     }
 }
