@@ -160,9 +160,51 @@ impl Checkpoint {
         Ok(Checkpoint { tensors, metadata })
     }
 
-    /// Writes the checkpoint atomically (temporary file, then rename).
+    /// Writes the checkpoint atomically (temporary file, then rename), streaming: the same
+    /// bytes as [`Self::to_bytes`] without a second copy of the tensors in memory.
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
-        crate::run::write_atomic(path, &self.to_bytes())
+        crate::io::write_atomic_with(path, &mut |w| self.write_to(w))
+    }
+
+    /// Writes the safetensors bytes of [`Self::to_bytes`] to `w`, tensor by tensor: the
+    /// header (keys sorted, the data's CRC-32 in the metadata, padded to 8 bytes), then each
+    /// tensor's data in name order (the `safetensors` crate's order for one dtype).
+    pub fn write_to(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        use serde_json::{Value, json};
+        let mut order: Vec<&NamedTensor> = self.tensors.iter().collect();
+        order.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut crc = crc32fast::Hasher::new();
+        for t in &order {
+            crc.update(bytemuck_f32(&t.data));
+        }
+        let mut metadata: BTreeMap<String, Value> = self
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        metadata.insert(
+            CHECKSUM_KEY.into(),
+            Value::String(format!("{:011x}", crc.finalize())),
+        );
+        let mut header: BTreeMap<String, Value> = BTreeMap::new();
+        header.insert("__metadata__".into(), serde_json::to_value(metadata)?);
+        let mut offset = 0usize;
+        for t in &order {
+            let end = offset + 4 * t.data.len();
+            header.insert(
+                t.name.clone(),
+                json!({"data_offsets": [offset, end], "dtype": "F32", "shape": t.shape}),
+            );
+            offset = end;
+        }
+        let mut text = serde_json::to_vec(&header)?;
+        text.resize(text.len().next_multiple_of(8), b' ');
+        w.write_all(&(text.len() as u64).to_le_bytes())?;
+        w.write_all(&text)?;
+        for t in &order {
+            w.write_all(bytemuck_f32(&t.data))?;
+        }
+        Ok(())
     }
 
     /// Reads a checkpoint file (memory-mapped: the file's bytes are converted to f32 once,
@@ -394,5 +436,42 @@ mod tests {
             !back.metadata.contains_key(CHECKSUM_KEY),
             "checked, then dropped"
         );
+    }
+
+    #[test]
+    fn streamed_bytes_equal_the_whole_serialization() {
+        // Names out of order, a long metadata table, shapes of several ranks and sizes that
+        // leave the header at every remainder mod 8: the streamed file is the same bytes.
+        for extra in 0..8 {
+            let c = Checkpoint {
+                tensors: vec![
+                    NamedTensor {
+                        name: "model.layers.10.mlp.up_proj.weight".into(),
+                        shape: vec![3, 4],
+                        data: (0..12).map(|i| i as f32 - 5.5).collect(),
+                    },
+                    NamedTensor {
+                        name: format!("adam.m.{}", "x".repeat(extra)),
+                        shape: vec![5],
+                        data: vec![1e-30, -0.0, f32::INFINITY, 3.0, f32::NAN],
+                    },
+                    NamedTensor {
+                        name: "bank.state".into(),
+                        shape: vec![2, 1, 2],
+                        data: vec![0.25; 4],
+                    },
+                ],
+                metadata: [
+                    ("step".to_owned(), "12".to_owned()),
+                    ("config_fingerprint".to_owned(), "abc\"quoted\"".to_owned()),
+                    ("z".to_owned(), "é".repeat(extra)),
+                ]
+                .into_iter()
+                .collect(),
+            };
+            let mut streamed = Vec::new();
+            c.write_to(&mut streamed).unwrap();
+            assert_eq!(streamed, c.to_bytes(), "extra {extra}");
+        }
     }
 }

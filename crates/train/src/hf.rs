@@ -337,7 +337,7 @@ pub fn load_any(path: &Path) -> Result<HfModel, HfError> {
     let tok = dir.join("tokenizer.json");
     if !tok.is_file() {
         std::fs::create_dir_all(&dir).map_err(|e| err(&dir, e.to_string()))?;
-        crate::run::write_atomic(&tok, text.as_bytes()).map_err(|e| err(&tok, e.to_string()))?;
+        crate::io::write_atomic(&tok, text.as_bytes()).map_err(|e| err(&tok, e.to_string()))?;
     }
     let parse_config = parse_config(path, &c.config_json.to_string())?;
     Ok(HfModel {

@@ -35,6 +35,7 @@ pub mod grid;
 pub mod hf;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod infer;
+pub mod io;
 pub mod lesson;
 pub mod lock;
 pub mod memory;

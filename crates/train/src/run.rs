@@ -551,20 +551,7 @@ pub fn remove_stale_temporaries(dir: &Path) -> Vec<PathBuf> {
     removed
 }
 
-/// Writes `bytes` through a temporary file and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
+pub use crate::io::write_atomic;
 
 /// The files of a run being written.
 pub struct RunWriter {

@@ -18,7 +18,7 @@ use crate::corpus::{
     COMPLETION_ITEMS, GENERAL_KNOWLEDGE, KnowledgeBase, ProbeSet, items_from_tsv, web_corpus,
 };
 use crate::infer::{Model, SCORE_BATCH, score_probe_set};
-use crate::run::write_atomic;
+use crate::io::write_atomic;
 use crate::tokenizer::Tokenizer;
 use crate::trainer::{ProbeScores, TrainError};
 
