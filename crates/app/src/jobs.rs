@@ -37,8 +37,57 @@ pub enum Work {
     Training(Training),
     /// An in-memory scenario.
     Scenario(Box<scenario::ScenarioJob>),
-    /// A headless scenario's verdict on its way.
-    Lesson(std::sync::mpsc::Receiver<Result<hif8lab_train::lesson::LessonReport, String>>),
+    /// A headless scenario's verdict on its way, and where it is meanwhile.
+    Lesson(
+        std::sync::mpsc::Receiver<Result<hif8lab_train::lesson::LessonReport, String>>,
+        std::sync::Arc<std::sync::Mutex<String>>,
+    ),
+}
+
+/// A lesson scenario's progress on its thread, in words for its panel: the phase, step n of
+/// N, runs done of M and the time left at the pace so far.
+#[cfg(not(target_arch = "wasm32"))]
+struct LessonProgress {
+    text: std::sync::Arc<std::sync::Mutex<String>>,
+    started: std::time::Instant,
+    run_started: std::time::Instant,
+    name: String,
+    index: usize,
+    total: usize,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl hif8lab_train::grid::GridProgress for LessonProgress {
+    fn start(&mut self, name: &str, index: usize, total: usize, _skipped: bool) {
+        (self.name, self.index, self.total) = (name.to_owned(), index, total);
+        self.run_started = std::time::Instant::now();
+    }
+
+    fn step(&mut self, step: u64, steps: u64, _loss: f32) {
+        let done = (step + 1) as f64 / steps.max(1) as f64;
+        let phase = if self.name.starts_with("base") {
+            "Pretraining the base model (once; reused afterwards)".to_owned()
+        } else {
+            format!("Run {} of {}: {}", self.index + 1, self.total, self.name)
+        };
+        let run_s = self.run_started.elapsed().as_secs_f64();
+        // The rest of this run, then the runs after it at this run's pace.
+        let left = if self.name.starts_with("base") {
+            run_s / done - run_s
+        } else {
+            run_s / done * (self.total - self.index) as f64 - run_s
+        };
+        if let Ok(mut t) = self.text.lock() {
+            *t = format!(
+                "{phase}: step {} of {steps}; about {:.0} s left ({:.0} s so far).",
+                step + 1,
+                left.max(0.0),
+                self.started.elapsed().as_secs_f64()
+            );
+        }
+    }
+
+    fn probes(&mut self, _: &hif8lab_train::ProbeScores) {}
 }
 
 /// One background job.
@@ -98,6 +147,16 @@ impl Jobs {
             })
     }
 
+    /// Where the running lesson scenario is, in words (its thread's progress natively, the
+    /// in-memory scenario's in the browser).
+    pub fn lesson_progress(&self) -> Option<String> {
+        self.list.iter().find_map(|j| match &j.work {
+            Work::Lesson(_, text) => text.lock().ok().map(|t| t.clone()),
+            Work::Scenario(s) => Some(s.progress()),
+            Work::Training(_) => None,
+        })
+    }
+
     /// The in-memory scenario, while it runs.
     pub fn scenario(&self) -> Option<&scenario::ScenarioJob> {
         self.list.iter().find_map(|j| match &j.work {
@@ -130,6 +189,17 @@ impl HifApp {
     pub fn run_lesson_scenario(&mut self) {
         let name = self.lesson.name;
         let (tx, rx) = std::sync::mpsc::channel();
+        let text = std::sync::Arc::new(std::sync::Mutex::new(
+            "Starting the lesson's scenario…".to_owned(),
+        ));
+        let mut progress = LessonProgress {
+            text: text.clone(),
+            started: std::time::Instant::now(),
+            run_started: std::time::Instant::now(),
+            name: String::new(),
+            index: 0,
+            total: 1,
+        };
         let spawned = std::thread::Builder::new()
             .name("hif8lab-lesson".into())
             .spawn(move || {
@@ -143,7 +213,7 @@ impl HifApp {
                                 &|| Ok(hif8lab_engine::cpu::CpuBackend::new()),
                                 &grid,
                                 std::path::Path::new(LESSON_OUT),
-                                &mut (),
+                                &mut progress,
                             )
                             .map_err(|e| e.to_string())
                         })
@@ -152,7 +222,7 @@ impl HifApp {
             });
         match spawned {
             Ok(_) => {
-                self.jobs.start(JobKind::Lesson, Work::Lesson(rx));
+                self.jobs.start(JobKind::Lesson, Work::Lesson(rx, text));
                 self.lesson_report = None;
             }
             Err(e) => self.status = format!("Cannot run the lesson: {e}"),
@@ -518,7 +588,7 @@ impl HifApp {
                         job.status = JobStatus::Failed(e);
                     }
                 },
-                Work::Lesson(rx) => {
+                Work::Lesson(rx, _) => {
                     if let Ok(result) = rx.try_recv() {
                         match result {
                             Ok(r) => {
@@ -694,5 +764,37 @@ fn lesson_views(
     {
         let _ = r;
         (Vec::new(), None)
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::LessonProgress;
+    use hif8lab_train::grid::GridProgress;
+
+    #[test]
+    fn lesson_progress_names_phase_step_run_and_time_left() {
+        let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut p = LessonProgress {
+            text: text.clone(),
+            started: std::time::Instant::now(),
+            run_started: std::time::Instant::now(),
+            name: String::new(),
+            index: 0,
+            total: 1,
+        };
+        p.start("base", 0, 1, false);
+        p.step(4, 10, 1.0);
+        let t = text.lock().unwrap().clone();
+        assert!(t.starts_with("Pretraining the base model"), "{t}");
+        assert!(t.contains("step 5 of 10") && t.contains("s left"), "{t}");
+        p.start("max_window-low", 2, 12, false);
+        p.step(0, 120, 1.0);
+        let t = text.lock().unwrap().clone();
+        assert!(
+            t.starts_with("Run 3 of 12: max_window-low: step 1 of 120"),
+            "{t}"
+        );
     }
 }

@@ -607,15 +607,13 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
             app.run_scenario_in_memory();
         }
     });
+    // The scenario's progress right under its button, where the user looks after pressing.
+    if let Some(p) = app.jobs.lesson_progress() {
+        ui.label(RichText::new(p).strong());
+    }
     ui.separator();
     ui.label(RichText::new("What just happened (this lesson's live run)").strong());
     crate::glossary::label(ui, live_reading(app));
-    if app.jobs.running(JobKind::Lesson) {
-        ui.label("Running the lesson's scenario…");
-    }
-    if let Some(job) = app.jobs.scenario() {
-        ui.label(job.progress());
-    }
     if let Some(r) = &app.lesson_report
         && r.lesson == l.name
     {
@@ -769,6 +767,15 @@ fn live_reading(app: &HifApp) -> String {
         .as_ref()
         .filter(|_| app.lesson_run == Some(app.lesson.name))
     else {
+        if app
+            .lesson_report
+            .as_ref()
+            .is_some_and(|r| r.lesson == app.lesson.name)
+        {
+            return format!(
+                "The scenario's runs are judged below. For a live run of your own, press {start}."
+            );
+        }
         return format!("No run of this lesson yet: press {start}.");
     };
     if view.loss.is_empty() {

@@ -955,6 +955,28 @@ fn lessons_switch_cleanly_and_link_to_their_panels() {
         "Starting forgetting lesson lr=3e-3 QAT max_window(64): preparing the first step…",
     );
     assert_eq!(h.query_all_by_label_contains("NaN").count(), 0);
+    // Without a live run, the reading points at the verdict below instead of saying that
+    // nothing ran.
+    h.state_mut().runs.live = None;
+    h.run_steps(2);
+    h.get_by_label_contains("The scenario's runs are judged below");
+    // A scenario running on its thread shows where it is in the lesson's own panel.
+    let (_tx, rx) = std::sync::mpsc::channel();
+    let text = std::sync::Arc::new(std::sync::Mutex::new(
+        "Run 3 of 12: max_window-low: step 40 of 120; about 31 s left (9 s so far).".to_owned(),
+    ));
+    h.state_mut().jobs.start(
+        JobKind::Lesson,
+        hif8lab_app::jobs::Work::Lesson(rx, text.clone()),
+    );
+    h.run_steps(2);
+    h.get_by_label("Run 3 of 12: max_window-low: step 40 of 120; about 31 s left (9 s so far).");
+    *text.lock().unwrap() =
+        "Run 4 of 12: most_recent-low: step 1 of 120; about 40 s left (13 s so far).".into();
+    h.run_steps(2);
+    h.get_by_label_contains("Run 4 of 12");
+    h.state_mut().jobs.stop(JobKind::Lesson);
+    h.run_steps(2);
     // Switch: the verdict, the runs and the reading of the other lesson go.
     h.get_by_label("1. Amax saturation").click();
     h.run_steps(2);
