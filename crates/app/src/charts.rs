@@ -34,24 +34,107 @@ pub const MAX_POINTS: usize = 1000;
 pub const SQNR_TOP_DB: f32 = 50.0;
 
 /// Series colours, in order: every one of medium luminance, so it contrasts (≥ 3:1) with the
-/// plot background of both the dark and the light theme (a test checks).
+/// plot background of both the dark and the light theme, and every two of them (and the amax
+/// line) at least 20 apart in CIEDE2000 ΔE, so no two look alike (tests check both).
 pub const SERIES: [Color32; 8] = [
     Color32::from_rgb(31, 119, 200),  // blue
-    Color32::from_rgb(215, 95, 0),    // orange
+    Color32::from_rgb(142, 102, 2),   // ochre
     Color32::from_rgb(30, 145, 60),   // green
-    Color32::from_rgb(200, 40, 90),   // crimson
+    Color32::from_rgb(223, 53, 158),  // magenta
     Color32::from_rgb(130, 90, 210),  // violet
-    Color32::from_rgb(150, 110, 20),  // ochre
+    Color32::from_rgb(154, 86, 85),   // rose brown
     Color32::from_rgb(0, 140, 150),   // teal
     Color32::from_rgb(120, 120, 120), // grey
 ];
 
-/// The amax line (the Amax panel's main data), in both themes.
-pub const AMAX: Color32 = Color32::from_rgb(225, 45, 45);
+/// The amax line (the Amax panel's main data), in both themes: an orange red, apart from
+/// every series colour.
+pub const AMAX: Color32 = Color32::from_rgb(218, 102, 34);
 
 /// The colour of series `i`.
 pub fn series(i: usize) -> Color32 {
     SERIES[i % SERIES.len()]
+}
+
+/// CIE L*a*b* (D65) of an sRGB colour.
+pub fn lab(c: Color32) -> [f64; 3] {
+    let lin = |v: u8| {
+        let v = f64::from(v) / 255.0;
+        if v <= 0.040_45 {
+            v / 12.92
+        } else {
+            ((v + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    let (r, g, b) = (lin(c.r()), lin(c.g()), lin(c.b()));
+    let x = (0.412_456_4 * r + 0.357_576_1 * g + 0.180_437_5 * b) / 0.950_47;
+    let y = 0.212_672_9 * r + 0.715_152_2 * g + 0.072_175 * b;
+    let z = (0.019_333_9 * r + 0.119_192 * g + 0.950_304_1 * b) / 1.088_83;
+    let f = |t: f64| {
+        if t > 216.0 / 24389.0 {
+            t.cbrt()
+        } else {
+            (24389.0 / 27.0 * t + 16.0) / 116.0
+        }
+    };
+    let (fx, fy, fz) = (f(x), f(y), f(z));
+    [116.0 * fy - 16.0, 500.0 * (fx - fy), 200.0 * (fy - fz)]
+}
+
+/// The CIEDE2000 colour difference of two L*a*b* colours (Sharma, Wu and Dalal 2005): about
+/// 1 is just noticeable, 20 clearly different colours.
+pub fn delta_e2000(p: [f64; 3], q: [f64; 3]) -> f64 {
+    let ([l1, a1, b1], [l2, a2, b2]) = (p, q);
+    let (c1, c2) = (a1.hypot(b1), a2.hypot(b2));
+    let cb7 = ((c1 + c2) / 2.0).powi(7);
+    let g = 0.5 * (1.0 - (cb7 / (cb7 + 25f64.powi(7))).sqrt());
+    let (a1p, a2p) = ((1.0 + g) * a1, (1.0 + g) * a2);
+    let (c1p, c2p) = (a1p.hypot(b1), a2p.hypot(b2));
+    let hue = |b: f64, a: f64| {
+        if b == 0.0 && a == 0.0 {
+            0.0
+        } else {
+            b.atan2(a).to_degrees().rem_euclid(360.0)
+        }
+    };
+    let (h1p, h2p) = (hue(b1, a1p), hue(b2, a2p));
+    let dlp = l2 - l1;
+    let dcp = c2p - c1p;
+    let dhp = if c1p * c2p == 0.0 {
+        0.0
+    } else {
+        let d = h2p - h1p;
+        if d > 180.0 {
+            d - 360.0
+        } else if d < -180.0 {
+            d + 360.0
+        } else {
+            d
+        }
+    };
+    let dhp_big = 2.0 * (c1p * c2p).sqrt() * (dhp.to_radians() / 2.0).sin();
+    let lbp = (l1 + l2) / 2.0;
+    let cbp = (c1p + c2p) / 2.0;
+    let hbp = if c1p * c2p == 0.0 {
+        h1p + h2p
+    } else if (h1p - h2p).abs() <= 180.0 {
+        (h1p + h2p) / 2.0
+    } else if h1p + h2p < 360.0 {
+        (h1p + h2p + 360.0) / 2.0
+    } else {
+        (h1p + h2p - 360.0) / 2.0
+    };
+    let cos = |d: f64| d.to_radians().cos();
+    let t = 1.0 - 0.17 * cos(hbp - 30.0) + 0.24 * cos(2.0 * hbp) + 0.32 * cos(3.0 * hbp + 6.0)
+        - 0.20 * cos(4.0 * hbp - 63.0);
+    let dth = 30.0 * (-((hbp - 275.0) / 25.0).powi(2)).exp();
+    let rc = 2.0 * (cbp.powi(7) / (cbp.powi(7) + 25f64.powi(7))).sqrt();
+    let sl = 1.0 + 0.015 * (lbp - 50.0).powi(2) / (20.0 + (lbp - 50.0).powi(2)).sqrt();
+    let sc = 1.0 + 0.045 * cbp;
+    let sh = 1.0 + 0.015 * cbp * t;
+    let rt = -(2.0 * dth).to_radians().sin() * rc;
+    let (x, y, z) = (dlp / sl, dcp / sc, dhp_big / sh);
+    (x * x + y * y + z * z + rt * y * z).sqrt()
 }
 
 /// WCAG contrast ratio of two colours (1 to 21).
@@ -252,8 +335,9 @@ fn save_png(exports: &mut Exports, want: bool, view: &str, what: &str, rect: egu
     }
 }
 
-/// The "QAT on" marker's colour: strong enough to see in both themes.
-const QAT_ON: Color32 = Color32::from_rgb(150, 60, 200);
+/// The "QAT on" marker's colour: a warm grey, apart from the amax line and the series it is
+/// drawn with (the Amax panel's estimators, the Loss panel's two runs).
+pub const QAT_ON: Color32 = Color32::from_rgb(141, 133, 135);
 
 fn qat_line(view: &RunView) -> Option<VLine> {
     view.qat_from.map(|s| {

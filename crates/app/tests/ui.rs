@@ -740,6 +740,9 @@ fn series_colours_contrast_in_both_themes() {
             }
         }
     }
+    for bg in [egui::Visuals::dark(), egui::Visuals::light()].map(|v| v.panel_fill) {
+        assert!(contrast(hif8lab_app::charts::QAT_ON, bg) >= 3.0);
+    }
     // The measure itself: black on white is 21:1, a colour on itself 1:1.
     assert!((contrast(egui::Color32::BLACK, egui::Color32::WHITE) - 21.0).abs() < 0.01);
     assert!((contrast(AMAX, AMAX) - 1.0).abs() < 1e-6);
@@ -1022,4 +1025,37 @@ fn first_screen_offers_lessons_and_a_first_run() {
     h.get_by_label_contains("400 steps at lr");
     h.get_by_label("Stop").click();
     until(&mut h, |app| !app.jobs.running(JobKind::Run));
+}
+
+/// Colours shown together look different: every two series colours and the amax line are at
+/// least 20 apart in CIEDE2000 ΔE, and so is the "QAT on" marker from what it is drawn with
+/// (the Amax panel's five estimators and amax; the Loss panel's run and baseline). The ΔE
+/// itself matches Sharma, Wu and Dalal's published test pairs.
+#[test]
+fn colours_shown_together_are_distinct() {
+    use hif8lab_app::charts::{AMAX, QAT_ON, SERIES, delta_e2000, lab};
+    for (p, q, want) in [
+        ([50.0, 2.6772, -79.7751], [50.0, 0.0, -82.7485], 2.0425),
+        ([50.0, 2.5, 0.0], [73.0, 25.0, -18.0], 27.1492),
+        ([50.0, 2.5, 0.0], [50.0, 0.0, -2.5], 4.3065),
+        (
+            [60.2574, -34.0099, 36.2677],
+            [60.4626, -34.1751, 39.4387],
+            1.2644,
+        ),
+    ] {
+        let got = delta_e2000(p, q);
+        assert!((got - want).abs() < 1e-4, "{p:?} {q:?}: {got} vs {want}");
+    }
+    let together: Vec<egui::Color32> = SERIES.iter().copied().chain([AMAX]).collect();
+    for (i, a) in together.iter().enumerate() {
+        for b in &together[i + 1..] {
+            let d = delta_e2000(lab(*a), lab(*b));
+            assert!(d >= 20.0, "{a:?} vs {b:?}: ΔE {d:.1}");
+        }
+    }
+    for c in SERIES[..5].iter().chain([&AMAX]) {
+        let d = delta_e2000(lab(QAT_ON), lab(*c));
+        assert!(d >= 20.0, "QAT on vs {c:?}: ΔE {d:.1}");
+    }
 }
