@@ -19,6 +19,7 @@ pub mod png;
 pub mod scenario;
 pub mod settings;
 pub mod state;
+pub mod theme;
 pub mod training;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
@@ -595,6 +596,7 @@ impl HifApp {
 
     /// Draws the whole app into `ui` (used by eframe and by the UI tests).
     pub fn show(&mut self, ui: &mut egui::Ui) {
+        theme::apply(ui.ctx());
         self.take_screenshot(ui.ctx());
         let now = web_time::Instant::now();
         if let Some(t) = self.frame_started.replace(now) {

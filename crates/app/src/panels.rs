@@ -9,10 +9,8 @@ use crate::charts::PanelCtx;
 use crate::jobs::JobKind;
 use crate::settings::{FIELDS, Kind};
 use crate::state::RunView;
+use crate::theme::TextColours;
 use crate::{HifApp, Tab};
-
-const ERROR: Color32 = Color32::from_rgb(220, 60, 60);
-const WARNING: Color32 = Color32::from_rgb(200, 120, 20);
 
 /// A field's label: marked (!) (red for an error, amber for a warning) with the message as its
 /// hover; the messages themselves are listed under the form, so a message appearing never
@@ -41,8 +39,10 @@ fn field(ui: &mut egui::Ui, app: &mut HifApp, f: &crate::settings::Field, error:
     let key = f.key;
     let warning = app.settings.field_warning(key);
     let flag = error
-        .map(|e| (e, ERROR))
-        .or(warning.as_deref().map(|w| (w, WARNING)));
+        .map(|e| (e, TextColours::of(ui.visuals()).fails))
+        .or(warning
+            .as_deref()
+            .map(|w| (w, TextColours::of(ui.visuals()).inconclusive)));
     match f.kind {
         Kind::Text | Kind::Blocks => {
             ui.horizontal(|ui| {
@@ -167,12 +167,17 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
     let marked: Vec<&String> = field_errors.iter().flatten().collect();
     match &whole {
         Err(e) if marked.is_empty() => {
-            ui.label(RichText::new(format!("Invalid: {e}")).color(ERROR));
+            ui.label(
+                RichText::new(format!("Invalid: {e}")).color(TextColours::of(ui.visuals()).fails),
+            );
         }
         Err(_) => {
-            ui.label(RichText::new("Invalid: fix the fields marked (!)").color(ERROR));
+            ui.label(
+                RichText::new("Invalid: fix the fields marked (!)")
+                    .color(TextColours::of(ui.visuals()).fails),
+            );
             for m in marked {
-                ui.label(RichText::new(m).color(ERROR));
+                ui.label(RichText::new(m).color(TextColours::of(ui.visuals()).fails));
             }
         }
         Ok(memory) => {
@@ -181,7 +186,7 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
     }
     for f in FIELDS.iter() {
         if let Some(w) = app.settings.field_warning(f.key) {
-            ui.label(RichText::new(w).color(WARNING));
+            ui.label(RichText::new(w).color(TextColours::of(ui.visuals()).inconclusive));
         }
     }
     ui.label("History advances once per quantizer call (per micro-batch).");
@@ -226,13 +231,7 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
     });
     ui.label(&app.status);
     if let Some(n) = &app.notice {
-        // Orange that keeps 4.5:1 against either theme's panel.
-        let orange = if ui.visuals().dark_mode {
-            Color32::from_rgb(230, 150, 40)
-        } else {
-            Color32::from_rgb(150, 70, 0)
-        };
-        ui.label(RichText::new(n).color(orange));
+        ui.label(RichText::new(n).color(TextColours::of(ui.visuals()).notice));
     }
     ui.separator();
     runs_box(app, ui);
@@ -624,10 +623,11 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
         ui.label(RichText::new(format!("{held} of {} claims hold", r.claims.len())).strong());
         for c in &r.claims {
             use hif8lab_train::stats::Verdict3;
+            let t = TextColours::of(ui.visuals());
             let colour = match c.verdict {
-                Verdict3::Holds => Color32::from_rgb(60, 160, 60),
-                Verdict3::Fails => Color32::from_rgb(220, 60, 60),
-                Verdict3::Inconclusive => Color32::from_rgb(200, 140, 20),
+                Verdict3::Holds => t.holds,
+                Verdict3::Fails => t.fails,
+                Verdict3::Inconclusive => t.inconclusive,
             };
             ui.label(RichText::new(format!("{}: {}", c.verdict.as_str(), c.claim)).color(colour));
             // The same words as the command line and the reports.

@@ -1059,3 +1059,52 @@ fn colours_shown_together_are_distinct() {
         assert!(d >= 20.0, "QAT on vs {c:?}: ΔE {d:.1}");
     }
 }
+
+/// Every text the app draws is readable in both themes: no text style below 11 px at 1×
+/// scale, and every text colour (egui's own after the app's adjustments, and the app's
+/// verdict, error and notice colours) at least 4.5:1 against the fills text is drawn on. The
+/// running app has the adjusted styles.
+#[test]
+fn every_text_is_readable_in_both_themes() {
+    use hif8lab_app::charts::contrast;
+    use hif8lab_app::theme::{
+        MIN_TEXT_CONTRAST, MIN_TEXT_PX, adjust, text_backgrounds, text_colours,
+    };
+    for (theme, visuals) in [
+        ("dark", egui::Visuals::dark()),
+        ("light", egui::Visuals::light()),
+    ] {
+        let mut style = egui::Style {
+            visuals,
+            ..egui::Style::default()
+        };
+        adjust(&mut style);
+        for (ts, font) in &style.text_styles {
+            assert!(
+                font.size >= MIN_TEXT_PX,
+                "{theme}: {ts:?} is {} px",
+                font.size
+            );
+        }
+        for (what, c) in text_colours(&style) {
+            for bg in text_backgrounds(&style) {
+                let r = contrast(c, bg);
+                assert!(
+                    r >= MIN_TEXT_CONTRAST,
+                    "{theme}: {what} {c:?} on {bg:?} is {r:.2}:1"
+                );
+            }
+        }
+    }
+    let mut h = harness(Options::default());
+    h.run_steps(3);
+    for theme in [egui::Theme::Dark, egui::Theme::Light] {
+        let style = h.ctx.style_of(theme);
+        let small = &style.text_styles[&egui::TextStyle::Small];
+        assert!(small.size >= MIN_TEXT_PX, "{theme:?}: {}", small.size);
+        assert!(
+            style.visuals.weak_text_color.is_some(),
+            "{theme:?}: the app's weak text colour is set"
+        );
+    }
+}

@@ -38,7 +38,7 @@ fn heat_colour(v: u64, peak: u64) -> Color32 {
 }
 
 /// Height of a heatmap row, in points.
-const ROW_H: f32 = 12.0;
+const ROW_H: f32 = 14.0;
 /// Width of the row-name column, in points.
 const NAMES_W: f32 = 120.0;
 
@@ -164,7 +164,7 @@ pub(super) fn saturation(
                     egui::pos2(rect.left() + 2.0, rect.top() + (i as f32 + 0.5) * ROW_H),
                     egui::Align2::LEFT_CENTER,
                     short,
-                    egui::FontId::monospace(9.0),
+                    egui::FontId::monospace(crate::theme::MIN_TEXT_PX),
                     ui.visuals().text_color(),
                 );
             }

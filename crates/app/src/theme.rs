@@ -1,0 +1,110 @@
+//! The app's adjustments to egui's two themes, so every text it draws is readable: no text
+//! below [`MIN_TEXT_PX`] (at 1× scale) and every text colour at least [`MIN_TEXT_CONTRAST`]
+//! against the fills it is drawn on (WCAG AA for text), in both themes. The colours the app
+//! gives text itself (verdicts, errors, notices) come from [`TextColours`].
+
+use eframe::egui::{self, Color32, Style};
+
+/// The smallest text size the app draws (points at 1× scale).
+pub const MIN_TEXT_PX: f32 = 11.0;
+
+/// The least contrast of any text colour against the fills it is drawn on (WCAG AA).
+pub const MIN_TEXT_CONTRAST: f32 = 4.5;
+
+/// Colours the app gives text, per theme.
+#[derive(Clone, Copy, Debug)]
+pub struct TextColours {
+    /// A claim that holds; a field that is fine.
+    pub holds: Color32,
+    /// A claim that fails; a field error.
+    pub fails: Color32,
+    /// An inconclusive claim; a warning.
+    pub inconclusive: Color32,
+    /// A notice (WebGPU missing, …).
+    pub notice: Color32,
+}
+
+impl TextColours {
+    /// The colours for the theme of `visuals`.
+    pub fn of(visuals: &egui::Visuals) -> Self {
+        if visuals.dark_mode {
+            TextColours {
+                holds: Color32::from_rgb(110, 200, 110),
+                fails: Color32::from_rgb(255, 120, 120),
+                inconclusive: Color32::from_rgb(235, 175, 60),
+                notice: Color32::from_rgb(235, 160, 60),
+            }
+        } else {
+            TextColours {
+                holds: Color32::from_rgb(20, 110, 30),
+                fails: Color32::from_rgb(180, 20, 20),
+                inconclusive: Color32::from_rgb(140, 80, 0),
+                notice: Color32::from_rgb(150, 70, 0),
+            }
+        }
+    }
+
+    /// All of them.
+    pub fn all(&self) -> [Color32; 4] {
+        [self.holds, self.fails, self.inconclusive, self.notice]
+    }
+}
+
+/// Adjusts one theme's style: text sizes up to [`MIN_TEXT_PX`], links, weak text, warnings
+/// and errors in colours with [`MIN_TEXT_CONTRAST`] against the panels.
+pub fn adjust(style: &mut Style) {
+    for font in style.text_styles.values_mut() {
+        font.size = font.size.max(MIN_TEXT_PX);
+    }
+    let v = &mut style.visuals;
+    if v.dark_mode {
+        v.hyperlink_color = Color32::from_rgb(120, 180, 255);
+        v.weak_text_color = Some(Color32::from_gray(165));
+        v.warn_fg_color = Color32::from_rgb(235, 175, 60);
+        v.error_fg_color = Color32::from_rgb(255, 120, 120);
+    } else {
+        v.hyperlink_color = Color32::from_rgb(0, 80, 170);
+        v.weak_text_color = Some(Color32::from_gray(85));
+        v.warn_fg_color = Color32::from_rgb(140, 80, 0);
+        v.error_fg_color = Color32::from_rgb(180, 20, 20);
+    }
+}
+
+/// Applies [`adjust`] to both themes of `ctx`, once per context.
+pub fn apply(ctx: &egui::Context) {
+    let id = egui::Id::unique("hif8lab-theme-applied");
+    if ctx.data(|d| d.get_temp::<bool>(id)).unwrap_or(false) {
+        return;
+    }
+    ctx.all_styles_mut(adjust);
+    ctx.data_mut(|d| d.insert_temp(id, true));
+}
+
+/// Every text colour of a theme's style after [`adjust`], with what it is: the colours the
+/// readability test checks (egui's own text, weak, strong, link, warning and error colours,
+/// every widget state's text, and the app's [`TextColours`]).
+pub fn text_colours(style: &Style) -> Vec<(&'static str, Color32)> {
+    let v = &style.visuals;
+    let w = &v.widgets;
+    let app = TextColours::of(v);
+    vec![
+        ("text", v.text_color()),
+        ("weak text", v.weak_text_color()),
+        ("strong text", v.strong_text_color()),
+        ("link", v.hyperlink_color),
+        ("warning", v.warn_fg_color),
+        ("error", v.error_fg_color),
+        ("button text", w.inactive.text_color()),
+        ("hovered text", w.hovered.text_color()),
+        ("holds", app.holds),
+        ("fails", app.fails),
+        ("inconclusive", app.inconclusive),
+        ("notice", app.notice),
+    ]
+}
+
+/// The fills text is drawn on in a theme: panels, windows, text fields and plots.
+pub fn text_backgrounds(style: &Style) -> [Color32; 3] {
+    let v = &style.visuals;
+    [v.panel_fill, v.window_fill, v.extreme_bg_color]
+}
