@@ -551,6 +551,33 @@ fn pow2_label(v: f64) -> String {
     }
 }
 
+/// Grid marks of a log2 axis: steps that are powers of two (in log2 units: ×2, ×4, ×16 … of
+/// the value), the finest at least egui's minimal step, so that a short plot still gets
+/// labelled marks (a power of ten in log2 units leaves a short plot with none).
+pub fn log2_marks(input: egui_plot::GridInput) -> Vec<egui_plot::GridMark> {
+    let (lo, hi) = input.bounds;
+    if !(input.base_step_size > 0.0 && lo.is_finite() && hi.is_finite() && hi > lo) {
+        return Vec::new();
+    }
+    let s = 2f64.powf(input.base_step_size.log2().ceil());
+    let mut marks: Vec<egui_plot::GridMark> = Vec::new();
+    for step in [s, 2.0 * s, 4.0 * s] {
+        let mut v = (lo / step).ceil() * step;
+        while v <= hi && marks.len() < 4096 {
+            match marks.iter_mut().find(|m| (m.value - v).abs() < 0.1 * s) {
+                // A value on a coarser step keeps the coarser (stronger) mark.
+                Some(m) => m.step_size = step,
+                None => marks.push(egui_plot::GridMark {
+                    value: v,
+                    step_size: step,
+                }),
+            }
+            v += step;
+        }
+    }
+    marks
+}
+
 /// log2 of a positive value (non-positive → NaN, not drawn).
 fn log2(v: f32) -> f64 {
     if v > 0.0 {
@@ -752,6 +779,7 @@ fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         .x_axis_label("quantizer call")
         .y_axis_label("amax")
         .y_axis_formatter(|m, _| pow2_label(m.value))
+        .y_grid_spacer(log2_marks)
         .show(ui, |p| {
             for (k, name) in view.estimators.iter().enumerate() {
                 if !on(&format!("est: {name}")) {

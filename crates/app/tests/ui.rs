@@ -1108,3 +1108,35 @@ fn every_text_is_readable_in_both_themes() {
         );
     }
 }
+
+/// The Amax plot's log2 axis keeps labelled marks at every height: for ranges from half a
+/// binade to 40 and plot heights from 40 to 800 points, some mark lies in the range with its
+/// step at least 20 points apart (egui_plot's threshold for painting a tick label), and the
+/// marks are never so dense that none of them is labelled.
+#[test]
+fn amax_axis_keeps_numbers_at_every_height() {
+    use hif8lab_app::charts::log2_marks;
+    for lo in [-12.3, -8.6, -1.0, 3.2] {
+        for width in [0.5, 2.0, 4.1, 15.0, 40.0] {
+            for height in [40.0, 60.0, 100.0, 140.0, 300.0, 800.0] {
+                let per_point = width / height;
+                // egui_plot's own input: its minimal grid spacing (8 points) in plot units.
+                let marks = log2_marks(egui_plot::GridInput {
+                    bounds: (lo, lo + width),
+                    base_step_size: per_point * 8.0,
+                });
+                let labelled: Vec<_> = marks
+                    .iter()
+                    .filter(|m| m.value >= lo && m.value <= lo + width)
+                    .filter(|m| m.step_size / per_point >= 20.0)
+                    .collect();
+                assert!(
+                    !labelled.is_empty() || width / per_point < 20.0,
+                    "range {lo}..{} at {height} points: {marks:?}",
+                    lo + width
+                );
+                assert!(marks.len() <= 1 + (height / 8.0) as usize * 2, "{marks:?}");
+            }
+        }
+    }
+}
