@@ -11,8 +11,8 @@
 //         with a message (the browser build reads the byte tokenizer only), one exported by
 //         `hif8lab export hf` (the byte tokenizer; folder in $HIF8LAB_HF_DIR) opens and
 //         continues training on the CPU backend.
-// layout: every tab (and the first-run screen, and on a phone the settings page) at 390×844,
-//         1024×700 and 1280×800 in the dark and the light theme, before and after a smoke run
+// layout: every tab (and the first-run screen, and on a phone the settings page) at seven
+//         sizes from 360×640 to 1920×1080 in the dark and the light theme, before and after a smoke run
 //         on the CPU backend: the app's own overflow report (window.__hif8lab.overflow: every
 //         region laid out beyond its space) must be empty; a screenshot of each goes to
 //         <shots>/layout/.
@@ -197,7 +197,9 @@ async function run(name, flags, expectBackend, port, query, until, prepare) {
   }
 }
 
-const sizes = [[390, 844], [1024, 700], [1280, 800]];
+// Phones, a tablet, laptops and a desktop (CSS pixels; the 150 % case is the native layout
+// test's, which sets the scale).
+const sizes = [[360, 640], [390, 844], [768, 1024], [1024, 700], [1280, 800], [1366, 768], [1920, 1080]];
 const tabs = ["loss", "amax", "saturation", "estimators", "histogram", "runs", "lessons"];
 
 async function layout(port) {
@@ -266,7 +268,7 @@ async function layout(port) {
     if (errors.length) problems.push(`console errors: ${JSON.stringify(errors)}`);
     if (problems.length) throw new Error(`[layout] ${problems.length} problem(s):\n  ${problems.join("\n  ")}`);
     const look = checkNotBlank(path.join(dir, "1280x800-light-amax.png"));
-    console.log(`browser layout: ok — ${pages} pages (3 sizes × 2 themes, first-run screen and every tab after a smoke run) without overflow; screenshots in ${dir} (1280x800-light-amax std-dev ${look.sd.toFixed(3)})`);
+    console.log(`browser layout: ok — ${pages} pages (${sizes.length} sizes × 2 themes, first-run screen and every tab after a smoke run) without overflow; screenshots in ${dir} (1280x800-light-amax std-dev ${look.sd.toFixed(3)})`);
   } finally {
     await browser.close();
     fs.rmSync(userDir, { recursive: true, force: true });

@@ -609,6 +609,7 @@ impl HifApp {
         let started = web_time::Instant::now();
         #[cfg(not(target_arch = "wasm32"))]
         self.open_dropped(ui.ctx());
+        panels::run_bar(self, ui);
         panels::side_panel(self, ui);
         panels::central(self, ui);
         self.overflow = layout::take(ui.ctx());

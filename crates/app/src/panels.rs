@@ -200,27 +200,7 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
             let ctx = ui.ctx().clone();
             app.start(move || ctx.request_repaint());
         }
-        if let Some(t) = app.jobs.training(JobKind::Run) {
-            let baseline = app.jobs.training(JobKind::Baseline);
-            let label = if t.paused() { "Resume" } else { "Pause" };
-            if ui.button(label).clicked() {
-                let pause = !t.paused();
-                for t in [Some(t), baseline].into_iter().flatten() {
-                    t.set_paused(pause);
-                }
-                let step = app.runs.live.as_ref().map_or(0, |v| v.loss.len());
-                app.status = if pause {
-                    format!("Paused after step {step}: press Resume to continue.")
-                } else {
-                    format!("Resumed after step {step}: training.")
-                };
-            }
-            if ui.button("Stop").clicked() {
-                for t in [Some(t), baseline].into_iter().flatten() {
-                    t.stop();
-                }
-            }
-        }
+        // Pause and Stop are in the run bar above while a run trains.
         if ui
             .button("Reset")
             .on_hover_text("stop, keep the run in Runs, restore the preset's values")
@@ -229,7 +209,9 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
             app.reset();
         }
     });
-    ui.label(&app.status);
+    if !run_bar_shown(app) {
+        ui.label(&app.status);
+    }
     if let Some(n) = &app.notice {
         ui.label(RichText::new(n).color(TextColours::of(ui.visuals()).notice));
     }
@@ -248,6 +230,66 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
                     );
             });
     }
+}
+
+/// Whether the run bar is up: a run trains (or waits paused).
+fn run_bar_shown(app: &HifApp) -> bool {
+    app.jobs.training(JobKind::Run).is_some()
+}
+
+/// The run bar: while a run trains, across the top of the window at every size (above the
+/// settings and the tabs), Pause / Resume, Stop, the progress and the status, so the
+/// controls of a running run are never scrolled or folded away.
+pub fn run_bar(app: &mut HifApp, ui: &mut egui::Ui) {
+    if !run_bar_shown(app) {
+        return;
+    }
+    egui::Panel::top("run-bar").show(ui, |ui| {
+        crate::layout::fitted(ui, "run bar", |ui| {
+            ui.horizontal_wrapped(|ui| {
+                let Some(t) = app.jobs.training(JobKind::Run) else {
+                    return;
+                };
+                let baseline = app.jobs.training(JobKind::Baseline);
+                let label = if t.paused() { "Resume" } else { "Pause" };
+                let pause = ui.button(label);
+                if pause.clicked() {
+                    let pause = !t.paused();
+                    for t in [Some(t), baseline].into_iter().flatten() {
+                        t.set_paused(pause);
+                    }
+                    let step = app.runs.live.as_ref().map_or(0, |v| v.loss.len());
+                    app.status = if pause {
+                        format!("Paused after step {step}: press Resume to continue.")
+                    } else {
+                        format!("Resumed after step {step}: training.")
+                    };
+                }
+                if ui.button("Stop").clicked() {
+                    for t in [Some(t), baseline].into_iter().flatten() {
+                        t.stop();
+                    }
+                }
+                if let Some(view) = &app.runs.live {
+                    let steps = view
+                        .config
+                        .as_ref()
+                        .and_then(|c| crate::settings::lookup(c, "train.steps"))
+                        .map(crate::settings::text_of)
+                        .and_then(|s| s.parse::<usize>().ok());
+                    if let Some(n) = steps.filter(|n| *n > 0) {
+                        let done = view.loss.len().min(n);
+                        ui.add(
+                            egui::ProgressBar::new(done as f32 / n as f32)
+                                .desired_width(140.0)
+                                .text(format!("step {done} of {n}")),
+                        );
+                    }
+                }
+                ui.label(&app.status);
+            });
+        });
+    });
 }
 
 /// What is training now, from the running run's own config (not the form, which may already
@@ -420,7 +462,7 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
             crate::layout::scroll(ui, "settings page", |ui| side_panel_contents(app, ui));
             return;
         }
-        if narrow {
+        if narrow && !run_bar_shown(app) {
             // The status stays in sight while the settings are folded away.
             ui.label(RichText::new(&app.status).small());
         }

@@ -102,7 +102,7 @@ fn smoke_run_fills_every_panel() {
         "{reading}"
     );
     h.get_by_label_contains("amax exceeded the estimate of");
-    h.get_by_label_contains(") (active)");
+    h.get_by_label_contains("(active: bold)");
     h.get_by_label_contains("Cumulative calls whose amax exceeded");
     // Histogram panel: the selected quantizer's input at the last step, every element binned.
     let hist = view
@@ -321,7 +321,7 @@ fn a_trace_is_replayed_with_every_estimator() {
     h.get_by_label_contains("400 calls. log2 axis");
     h.get_by_label("Estimators").click();
     h.run_steps(2);
-    h.get_by_label("median headroom");
+    h.get_by_label("median\nheadroom");
 }
 
 /// The browser's way of training (no threads): steps driven from the frame loop with a time
@@ -844,14 +844,31 @@ fn full_app() -> HifApp {
     app
 }
 
+/// The window sizes the layout is checked at (points) and their scale: phones (360×640,
+/// 390×844), a tablet (768×1024), laptops (1024×700, 1280×800, 1366×768), a desktop
+/// (1920×1080) and 1280×800 pixels at 150 % (853×533 points at 1.5).
+const SIZES: [([f32; 2], f32); 8] = [
+    ([360.0, 640.0], 1.0),
+    ([390.0, 844.0], 1.0),
+    ([768.0, 1024.0], 1.0),
+    ([1024.0, 700.0], 1.0),
+    ([1280.0, 800.0], 1.0),
+    ([1366.0, 768.0], 1.0),
+    ([1920.0, 1080.0], 1.0),
+    ([1280.0 / 1.5, 800.0 / 1.5], 1.5),
+];
+
 /// Every tab — and the welcome screen, and on a phone the settings page — fits the window at
-/// 390×844, 1024×700 and 1280×800 in both themes: nothing is laid out beyond the space its
-/// region has (tall content scrolls; nothing may run off to the right).
+/// every size of [`SIZES`] in both themes: nothing is laid out beyond the space its region
+/// has (tall content scrolls; nothing may run off to the right).
 #[test]
 fn every_tab_fits_at_every_size_in_both_themes() {
     use hif8lab_app::panels::TABS;
     let mut checked = 0;
-    for size in [[390.0, 844.0], [1024.0, 700.0], [1280.0, 800.0]] {
+    let mut expected = 0;
+    for (size, scale) in SIZES {
+        let narrow = size[0] < hif8lab_app::layout::NARROW;
+        expected += 2 * 2 * (TABS.len() + usize::from(narrow));
         for theme in [egui::Theme::Dark, egui::Theme::Light] {
             for filled in [false, true] {
                 let app = if filled {
@@ -861,9 +878,9 @@ fn every_tab_fits_at_every_size_in_both_themes() {
                 };
                 let mut h = Harness::builder()
                     .with_size(egui::vec2(size[0], size[1]))
+                    .with_pixels_per_point(scale)
                     .with_theme(theme)
                     .build_ui_state(|ui, app: &mut HifApp| app.show(ui), app);
-                let narrow = size[0] < hif8lab_app::layout::NARROW;
                 let pages = TABS
                     .iter()
                     .map(|(t, n)| (Some(*t), *n))
@@ -893,7 +910,61 @@ fn every_tab_fits_at_every_size_in_both_themes() {
             }
         }
     }
-    assert_eq!(checked, 2 * (7 * 3 * 2) + 2 * 2);
+    assert_eq!(checked, expected);
+}
+
+/// While a run trains, its controls and progress stay in view at every size: the run bar
+/// across the top holds Pause and Stop (once each), "step n of N" and the status, on a phone
+/// too with the settings folded away, and it fits; Pause there pauses the run.
+#[test]
+fn the_run_bar_keeps_a_running_run_in_reach_at_every_size() {
+    for (size, scale) in SIZES {
+        let mut h = Harness::builder()
+            .with_size(egui::vec2(size[0], size[1]))
+            .with_pixels_per_point(scale)
+            .build_ui_state(
+                |ui, app: &mut HifApp| app.show(ui),
+                HifApp::new(&Options::default()),
+            );
+        h.state_mut().settings.set("train.steps", "400");
+        h.state_mut().selection.tab = Tab::Loss;
+        h.run_steps(2);
+        assert_eq!(
+            h.query_all_by_label("Pause").count(),
+            0,
+            "no bar before a run"
+        );
+        let ctx = h.ctx.clone();
+        h.state_mut().start(move || ctx.request_repaint());
+        until(&mut h, |app| {
+            app.runs.live.as_ref().is_some_and(|v| !v.loss.is_empty())
+        });
+        h.state_mut().settings_page = false;
+        h.run_steps(3);
+        let at = format!("{}×{} at {scale}", size[0], size[1]);
+        assert_eq!(h.query_all_by_label("Pause").count(), 1, "{at}");
+        assert_eq!(h.query_all_by_label("Stop").count(), 1, "{at}");
+        assert!(
+            h.query_all_by_label_contains("of 400").count() >= 1,
+            "{at}: the progress names the run's steps"
+        );
+        assert!(
+            h.state().overflow.is_empty(),
+            "{at}: {:?}",
+            h.state().overflow
+        );
+        h.get_by_label("Pause").click();
+        h.run_steps(2);
+        assert!(h.state().paused(), "{at}");
+        h.get_by_label("Stop").click();
+        until(&mut h, |app| !app.jobs.running(JobKind::Run));
+        h.run_steps(2);
+        assert_eq!(
+            h.query_all_by_label("Stop").count(),
+            0,
+            "{at}: the bar goes"
+        );
+    }
 }
 
 /// The overflow check itself: a row wider than its window is reported, naming the region.

@@ -103,20 +103,20 @@ pub(super) fn estimators(
     let want = header(ui, &t.reading, png_button);
     let top = ui.cursor().min;
     egui::Grid::new("estimators").striped(true).show(ui, |ui| {
-        ui.strong("estimator");
+        // Narrow headers on two lines, the active estimator in bold: the table fits a phone.
+        ui.strong("estimator\n(active: bold)");
         crate::glossary::explained(
-            ui.strong("calls above est"),
+            ui.strong("calls above\nestimate"),
             "calls above its estimate: saturation",
         );
-        crate::glossary::explained(ui.strong("median headroom"), "headroom: estimate / amax");
+        crate::glossary::explained(ui.strong("median\nheadroom"), "headroom: estimate / amax");
         ui.end_row();
         for ((name, c), h) in view.estimators.iter().zip(&t.calls_above).zip(&t.headroom) {
-            let name = if view.estimators.get(view.active) == Some(name) {
-                format!("{name} (active)")
+            if view.estimators.get(view.active) == Some(name) {
+                ui.strong(name);
             } else {
-                name.clone()
-            };
-            ui.label(name);
+                ui.label(name);
+            }
             ui.label(c.to_string());
             ui.label(format!("{h:.3}"));
             ui.end_row();
