@@ -89,6 +89,18 @@ fn smoke_run_fills_every_panel() {
     h.get_by_label("Saturation").click();
     h.run_steps(2);
     h.get_by_label_contains("rows: quantizers");
+    // Readable without hovering: a colour scale with numbers, the blocks shown and why
+    // (smoke: 4 layers, auto), step numbers under each map.
+    h.get_by_label("colour scale:");
+    h.get_by_label("0");
+    h.get_by_label_contains(
+        "Shown: every quantized block, blocks 1, 2 of 4 (blocks auto: the first 1 and the last 1 stay in high precision",
+    );
+    assert!(
+        h.query_all_by_label("step 0").count() >= 3,
+        "one tick row per role"
+    );
+    assert!(h.query_all_by_label("step 9").count() >= 3);
     h.get_by_label("SQNR").click();
     h.run_steps(2);
     h.get_by_label_contains("colour: the worst SQNR of the cell");

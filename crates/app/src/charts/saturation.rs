@@ -37,8 +37,11 @@ fn heat_colour(v: u64, peak: u64) -> Color32 {
     )
 }
 
-/// Height of a heatmap row, in points.
+/// Least height of a heatmap row, in points (its name at 11 px); rows grow to fill the
+/// panel's height, up to [`ROW_H_MAX`].
 const ROW_H: f32 = 14.0;
+/// Most height of a heatmap row.
+const ROW_H_MAX: f32 = 36.0;
 /// Width of the row-name column, in points.
 const NAMES_W: f32 = 120.0;
 
@@ -102,7 +105,14 @@ pub(super) fn saturation(
             view.estimators.get(view.active).map(String::as_str).unwrap_or("active")
         ));
     }
+    colour_scale(ui, peak, sqnr);
+    blocks_caption(ui, view);
     let top = ui.cursor().min;
+    // Rows share the height left (each role's caption and step ticks take about 40 points).
+    let all_rows: usize = groups.iter().map(|(_, r)| r.len()).sum();
+    let row_h = ((ui.available_height() - 40.0 * groups.len() as f32 - 30.0)
+        / all_rows.max(1) as f32)
+        .clamp(ROW_H, ROW_H_MAX);
     while st.textures.len() < groups.len() {
         let blank = egui::ColorImage::new([1, 1], vec![Color32::BLACK]);
         let name = format!("heatmap-{}", st.textures.len());
@@ -143,7 +153,7 @@ pub(super) fn saturation(
                 );
             }
             let (rect, response) = ui.allocate_exact_size(
-                egui::vec2(ui.available_width(), rows.len() as f32 * ROW_H),
+                egui::vec2(ui.available_width(), rows.len() as f32 * row_h),
                 egui::Sense::click(),
             );
             let painter = ui.painter_at(rect);
@@ -161,17 +171,18 @@ pub(super) fn saturation(
                     SeriesKey::Imported(name) => name.clone(),
                 };
                 painter.text(
-                    egui::pos2(rect.left() + 2.0, rect.top() + (i as f32 + 0.5) * ROW_H),
+                    egui::pos2(rect.left() + 2.0, rect.top() + (i as f32 + 0.5) * row_h),
                     egui::Align2::LEFT_CENTER,
                     short,
                     egui::FontId::monospace(crate::theme::MIN_TEXT_PX),
                     ui.visuals().text_color(),
                 );
             }
+            step_ticks(ui, image_rect, steps);
             if let Some(pos) = response.hover_pos()
                 && image_rect.contains(pos)
             {
-                let row = ((pos.y - rect.top()) / ROW_H) as usize;
+                let row = ((pos.y - rect.top()) / row_h) as usize;
                 let col =
                     (((pos.x - image_rect.left()) / image_rect.width()) * columns as f32) as usize;
                 if let (Some(id), Some(v)) = (rows.get(row), map.get(row * columns + col)) {
@@ -220,4 +231,130 @@ pub(super) fn saturation(
         "saturation",
         egui::Rect::from_min_max(top, bottom),
     );
+}
+
+/// The colour scale of the heatmaps, with numbers: dark for none, then the colours up to the
+/// brightest cell (square-root scale, so small counts stay visible).
+fn colour_scale(ui: &mut egui::Ui, peak: u64, sqnr: bool) {
+    ui.horizontal_wrapped(|ui| {
+        let label = |v: u64| {
+            if sqnr {
+                format!("{:.1} dB", shortfall_db(v))
+            } else {
+                v.to_string()
+            }
+        };
+        ui.label("colour scale:");
+        ui.label(if sqnr {
+            format!("{SQNR_TOP_DB:.0} dB or better")
+        } else {
+            "0".to_owned()
+        });
+        let (rect, _) = ui.allocate_exact_size(egui::vec2(160.0, 14.0), egui::Sense::hover());
+        let painter = ui.painter_at(rect);
+        let n = 32;
+        for i in 0..n {
+            let v = (peak as f64 * ((i as f64 + 0.5) / n as f64).powi(2)).round() as u64;
+            let x0 = rect.left() + rect.width() * i as f32 / n as f32;
+            let x1 = rect.left() + rect.width() * (i + 1) as f32 / n as f32;
+            painter.rect_filled(
+                egui::Rect::from_min_max(egui::pos2(x0, rect.top()), egui::pos2(x1, rect.bottom())),
+                0.0,
+                if i == 0 {
+                    heat_colour(0, peak)
+                } else {
+                    heat_colour(v.max(1), peak)
+                },
+            );
+        }
+        ui.label(format!("{} (middle: {})", label(peak), label(peak / 4)));
+    });
+}
+
+/// Which blocks the maps show, and why: the run's quantized blocks, with the rule when the
+/// config leaves them to it ("auto").
+fn blocks_caption(ui: &mut egui::Ui, view: &RunView) {
+    let Some(c) = &view.config else {
+        return;
+    };
+    let Some(layers) = crate::settings::lookup(c, "model.layers").and_then(|v| v.as_u64()) else {
+        return;
+    };
+    let layers = layers as usize;
+    let set = crate::settings::lookup(c, "qat.blocks")
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|b| b.as_u64())
+                .map(|b| b as u32)
+                .collect::<Vec<_>>()
+        });
+    let qat = hif8lab_train::config::QatConfig {
+        blocks: set.clone(),
+        ..Default::default()
+    };
+    let blocks = qat.blocks_for(layers);
+    let list = match (blocks.first(), blocks.last()) {
+        (Some(a), Some(b)) if blocks.len() as u32 == b - a + 1 && blocks.len() > 2 => {
+            format!("blocks {a}–{b}")
+        }
+        _ => format!(
+            "blocks {}",
+            blocks
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let why = if set.is_some() {
+        "as the config sets them".to_owned()
+    } else {
+        let first = (3 * layers).div_ceil(26);
+        let last = (2 * layers).div_ceil(26);
+        format!(
+            "blocks auto: the first {first} and the last {last} stay in high precision, like the paper's 3 and 2 of 26"
+        )
+    };
+    ui.label(format!(
+        "Shown: every quantized block, {list} of {layers} ({why})."
+    ));
+}
+
+/// Step numbers under a heatmap: five ticks from the first step to the last.
+fn step_ticks(ui: &mut egui::Ui, image: egui::Rect, steps: usize) {
+    let (row, _) =
+        ui.allocate_exact_size(egui::vec2(ui.available_width(), 16.0), egui::Sense::hover());
+    let last = steps.saturating_sub(1);
+    // As many as fit without overlapping (70 points each), at most five.
+    let fit = ((image.width() / 80.0) as usize + 1).clamp(2, 5);
+    let ticks = (last + 1).min(fit);
+    for k in 0..ticks {
+        let step = if ticks == 1 {
+            0
+        } else {
+            last * k / (ticks - 1)
+        };
+        let x = image.left() + image.width() * (step as f32 + 0.5) / steps.max(1) as f32;
+        let w = 70.0;
+        let left = (x - w / 2.0).clamp(image.left(), (image.right() - w).max(image.left()));
+        let rect =
+            egui::Rect::from_min_size(egui::pos2(left, row.top()), egui::vec2(w, row.height()));
+        let align = if k == 0 {
+            egui::Align::Min
+        } else if k + 1 == ticks {
+            egui::Align::Max
+        } else {
+            egui::Align::Center
+        };
+        ui.put(
+            rect,
+            egui::Label::new(RichText::new(format!("step {step}")).small()).halign(align),
+        );
+        ui.painter().vline(
+            x,
+            image.bottom()..=row.top() + 2.0,
+            egui::Stroke::new(1.0, ui.visuals().weak_text_color()),
+        );
+    }
 }
