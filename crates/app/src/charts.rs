@@ -368,6 +368,15 @@ fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         &format!("{}: {} steps{ape}", view.name, view.loss.len()),
         png_button,
     );
+    if view.loss.is_empty() && cx.live {
+        // No empty axes while the first step is prepared: say what happens instead.
+        ui.label(
+            "Waiting for the first step: the run is being prepared (on a GPU its kernels are \
+             compiled first; the bar above says how far). The curves appear with the first \
+             step.",
+        );
+        return;
+    }
     let baseline = cx.baseline_loss();
     let probes = !view.probes.is_empty();
     let pct = |p: &hif8lab_train::ProbeScores| 100.0 * p.knowledge_acc_norm;
