@@ -57,6 +57,21 @@ struct LessonProgress {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
+impl LessonProgress {
+    /// Progress written into `text`, from now.
+    fn new(text: std::sync::Arc<std::sync::Mutex<String>>) -> Self {
+        LessonProgress {
+            text,
+            started: std::time::Instant::now(),
+            run_started: std::time::Instant::now(),
+            name: String::new(),
+            index: 0,
+            total: 1,
+        }
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
 impl hif8lab_train::grid::GridProgress for LessonProgress {
     fn start(&mut self, name: &str, index: usize, total: usize, _skipped: bool) {
         (self.name, self.index, self.total) = (name.to_owned(), index, total);
@@ -192,14 +207,7 @@ impl HifApp {
         let text = std::sync::Arc::new(std::sync::Mutex::new(
             "Starting the lesson's scenario…".to_owned(),
         ));
-        let mut progress = LessonProgress {
-            text: text.clone(),
-            started: std::time::Instant::now(),
-            run_started: std::time::Instant::now(),
-            name: String::new(),
-            index: 0,
-            total: 1,
-        };
+        let mut progress = LessonProgress::new(text.clone());
         let spawned = std::thread::Builder::new()
             .name("hif8lab-lesson".into())
             .spawn(move || {
@@ -776,14 +784,7 @@ mod tests {
     #[test]
     fn lesson_progress_names_phase_step_run_and_time_left() {
         let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let mut p = LessonProgress {
-            text: text.clone(),
-            started: std::time::Instant::now(),
-            run_started: std::time::Instant::now(),
-            name: String::new(),
-            index: 0,
-            total: 1,
-        };
+        let mut p = LessonProgress::new(text.clone());
         p.start("base", 0, 1, false);
         p.step(4, 10, 1.0);
         let t = text.lock().unwrap().clone();
