@@ -278,31 +278,41 @@ fn unknown_grid_run_is_bad_input() {
 /// docs/results/grid-small rebuilds results.md and results.csv byte for byte.
 #[test]
 fn the_committed_report_follows_from_its_committed_data() {
-    let committed =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results/grid-small");
-    let out = std::env::temp_dir().join(format!("hif8lab-recompute-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    std::fs::create_dir_all(out.join("plots")).unwrap();
-    for f in [
-        "runs.jsonl.gz",
-        "plots/loss.png",
-        "plots/probes.png",
-        "plots/amax.png",
+    // Each committed report (the small grid and the real model's), rebuilt from its data.
+    for (name, says) in [
+        ("grid-small", "5 data order(s) × 3 pretraining(s)"),
+        ("real-smollm2", "a real pretrained model"),
+        ("real-smollm2-quick", "a real pretrained model"),
     ] {
-        std::fs::copy(committed.join(f), out.join(f)).unwrap();
+        let committed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs/results")
+            .join(name);
+        let out = std::env::temp_dir().join(format!(
+            "hif8lab-recompute-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&out);
+        std::fs::create_dir_all(out.join("plots")).unwrap();
+        std::fs::copy(committed.join("runs.jsonl.gz"), out.join("runs.jsonl.gz")).unwrap();
+        for f in ["loss", "probes", "amax", "outlier"] {
+            let f = format!("plots/{f}.png");
+            if committed.join(&f).is_file() {
+                std::fs::copy(committed.join(&f), out.join(&f)).unwrap();
+            }
+        }
+        let o = Command::new(env!("CARGO_BIN_EXE_hif8lab"))
+            .args(["grid", "--recompute", out.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        for f in ["results.md", "results.csv"] {
+            assert!(
+                std::fs::read(out.join(f)).unwrap() == std::fs::read(committed.join(f)).unwrap(),
+                "{f} differs from what docs/results/{name}/runs.jsonl.gz gives"
+            );
+        }
+        let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+        assert!(md.contains(says), "{name}: {md}");
+        let _ = std::fs::remove_dir_all(&out);
     }
-    let o = Command::new(env!("CARGO_BIN_EXE_hif8lab"))
-        .args(["grid", "--recompute", out.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    for f in ["results.md", "results.csv"] {
-        assert!(
-            std::fs::read(out.join(f)).unwrap() == std::fs::read(committed.join(f)).unwrap(),
-            "{f} differs from what docs/results/grid-small/runs.jsonl.gz gives"
-        );
-    }
-    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
-    assert!(md.contains("5 data order(s) × 3 pretraining(s)"), "{md}");
-    let _ = std::fs::remove_dir_all(&out);
 }
