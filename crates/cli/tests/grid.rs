@@ -287,10 +287,8 @@ fn the_committed_report_follows_from_its_committed_data() {
         let committed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../docs/results")
             .join(name);
-        let out = std::env::temp_dir().join(format!(
-            "hif8lab-recompute-{name}-{}",
-            std::process::id()
-        ));
+        let out =
+            std::env::temp_dir().join(format!("hif8lab-recompute-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&out);
         std::fs::create_dir_all(out.join("plots")).unwrap();
         std::fs::copy(committed.join("runs.jsonl.gz"), out.join("runs.jsonl.gz")).unwrap();
