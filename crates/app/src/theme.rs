@@ -57,16 +57,16 @@ pub fn adjust(style: &mut Style) {
         font.size = font.size.max(MIN_TEXT_PX);
     }
     let v = &mut style.visuals;
+    // egui's warnings and errors in the app's own colours for them.
+    let app = TextColours::of(v);
+    v.warn_fg_color = app.inconclusive;
+    v.error_fg_color = app.fails;
     if v.dark_mode {
         v.hyperlink_color = Color32::from_rgb(120, 180, 255);
         v.weak_text_color = Some(Color32::from_gray(165));
-        v.warn_fg_color = Color32::from_rgb(235, 175, 60);
-        v.error_fg_color = Color32::from_rgb(255, 120, 120);
     } else {
         v.hyperlink_color = Color32::from_rgb(0, 80, 170);
         v.weak_text_color = Some(Color32::from_gray(85));
-        v.warn_fg_color = Color32::from_rgb(140, 80, 0);
-        v.error_fg_color = Color32::from_rgb(180, 20, 20);
     }
 }
 

@@ -70,41 +70,11 @@ impl Checkpoint {
         Ok(&t.data)
     }
 
-    /// Serializes to safetensors bytes (the data checksum goes into the metadata). Tensors
-    /// are written in the `safetensors` crate's order (by name).
+    /// Serializes to safetensors bytes ([`Self::write_to`] into memory).
     pub fn to_bytes(&self) -> Vec<u8> {
-        const PLACEHOLDER: &str = "crc32-unset";
-        let views: Vec<(&str, safetensors::tensor::TensorView<'_>)> = self
-            .tensors
-            .iter()
-            .filter_map(|t| {
-                let bytes: &[u8] = bytemuck_f32(&t.data);
-                safetensors::tensor::TensorView::new(
-                    safetensors::Dtype::F32,
-                    t.shape.clone(),
-                    bytes,
-                )
-                .ok()
-                .map(|v| (t.name.as_str(), v))
-            })
-            .collect();
-        let mut metadata: std::collections::HashMap<String, String> = self
-            .metadata
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        metadata.insert(CHECKSUM_KEY.into(), PLACEHOLDER.into());
-        let mut out = canonical(safetensors::serialize(views, Some(metadata)).unwrap_or_default());
-        // The checksum of the data section, written over the placeholder (same length).
-        let header_len = header_len(&out).unwrap_or(0);
-        let crc = format!("{:011x}", crc32fast::hash(&out[8 + header_len..]));
-        let quoted = format!("\"{PLACEHOLDER}\"");
-        if let Some(at) = out[8..8 + header_len]
-            .windows(quoted.len())
-            .position(|w| w == quoted.as_bytes())
-        {
-            out[8 + at + 1..8 + at + 1 + PLACEHOLDER.len()].copy_from_slice(crc.as_bytes());
-        }
+        let mut out = Vec::new();
+        // (Writing to a Vec cannot fail.)
+        let _ = self.write_to(&mut out);
         out
     }
 
@@ -393,6 +363,45 @@ pub fn newest_valid(run_dir: &Path, fingerprint: &str) -> (Option<ValidCheckpoin
 mod tests {
     use super::*;
 
+    /// The bytes as the `safetensors` crate serializes them, header keys sorted and the
+    /// data's CRC written over a placeholder: the reference [`Checkpoint::write_to`] must
+    /// equal.
+    fn reference_bytes(c: &Checkpoint) -> Vec<u8> {
+        const PLACEHOLDER: &str = "crc32-unset";
+        let views: Vec<(&str, safetensors::tensor::TensorView<'_>)> = c
+            .tensors
+            .iter()
+            .filter_map(|t| {
+                let bytes: &[u8] = bytemuck_f32(&t.data);
+                safetensors::tensor::TensorView::new(
+                    safetensors::Dtype::F32,
+                    t.shape.clone(),
+                    bytes,
+                )
+                .ok()
+                .map(|v| (t.name.as_str(), v))
+            })
+            .collect();
+        let mut metadata: std::collections::HashMap<String, String> = c
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        metadata.insert(CHECKSUM_KEY.into(), PLACEHOLDER.into());
+        let mut out = canonical(safetensors::serialize(views, Some(metadata)).unwrap_or_default());
+        // The checksum of the data section, written over the placeholder (same length).
+        let header_len = header_len(&out).unwrap_or(0);
+        let crc = format!("{:011x}", crc32fast::hash(&out[8 + header_len..]));
+        let quoted = format!("\"{PLACEHOLDER}\"");
+        if let Some(at) = out[8..8 + header_len]
+            .windows(quoted.len())
+            .position(|w| w == quoted.as_bytes())
+        {
+            out[8 + at + 1..8 + at + 1 + PLACEHOLDER.len()].copy_from_slice(crc.as_bytes());
+        }
+        out
+    }
+
     #[test]
     fn round_trip_and_corruption_errors() {
         let c = Checkpoint {
@@ -471,7 +480,8 @@ mod tests {
             };
             let mut streamed = Vec::new();
             c.write_to(&mut streamed).unwrap();
-            assert_eq!(streamed, c.to_bytes(), "extra {extra}");
+            assert_eq!(streamed, reference_bytes(&c), "extra {extra}");
+            assert_eq!(c.to_bytes(), streamed);
         }
     }
 }

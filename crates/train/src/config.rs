@@ -236,14 +236,18 @@ impl Default for QatConfig {
 }
 
 impl QatConfig {
+    /// How many blocks stay in high precision at each end when `blocks` is unset: the first
+    /// ⌈3L/26⌉ and the last ⌈2L/26⌉ of `layers`, like the paper's 3 and 2 of 26.
+    pub fn high_precision_ends(layers: usize) -> (usize, usize) {
+        ((3 * layers).div_ceil(26), (2 * layers).div_ceil(26))
+    }
+
     /// The quantized blocks for a model of `layers` blocks.
     pub fn blocks_for(&self, layers: usize) -> Vec<u32> {
         match &self.blocks {
             Some(b) => b.clone(),
             None => {
-                // First ⌈3L/26⌉ and last ⌈2L/26⌉ blocks stay high precision, like 3 + 2 of 26.
-                let first = (3 * layers).div_ceil(26);
-                let last = (2 * layers).div_ceil(26);
+                let (first, last) = Self::high_precision_ends(layers);
                 (first..layers.saturating_sub(last))
                     .map(|b| b as u32)
                     .collect()

@@ -310,8 +310,7 @@ fn blocks_caption(ui: &mut egui::Ui, view: &RunView) {
     let why = if set.is_some() {
         "as the config sets them".to_owned()
     } else {
-        let first = (3 * layers).div_ceil(26);
-        let last = (2 * layers).div_ceil(26);
+        let (first, last) = hif8lab_train::config::QatConfig::high_precision_ends(layers);
         format!(
             "blocks auto: the first {first} and the last {last} stay in high precision, like the paper's 3 and 2 of 26"
         )
