@@ -127,7 +127,7 @@ async function run(name, flags, expectBackend, port, query, until, prepare) {
       // A lesson that runs to its point: wait for the whole scenario, then report it.
       const t0 = await page.evaluate(() => performance.now());
       try {
-        // The fixes lesson trains a base and 12 runs on the wasm CPU backend: about 5 min here.
+        // The fixes lesson trains 12 runs on the wasm CPU backend: about 5 min here.
         await page.waitForFunction(until, null, { timeout: 600000, polling: 250 });
       } catch (e) {
         await fail("the lesson did not reach its point within 600 s");
@@ -138,12 +138,33 @@ async function run(name, flags, expectBackend, port, query, until, prepare) {
       // A claim judged from probe scores may be inconclusive (its interval straddles the
       // threshold); none may fail.
       if (s.verdict && s.verdict.claims_failing > 0) await fail(`a lesson claim fails: ${JSON.stringify(s.verdict)}`);
+      // The lessons' base: shipped with the page (no pretraining here), or with `pretrain=1`
+      // pretrained in the page — where it must give the shipped bits.
+      const params = new URLSearchParams(query);
+      const statuses = await page.evaluate(() => window.__statuses);
+      let base = "";
+      if (!s.shipped_base_fingerprint) await fail("no shipped lessons' base in this build");
+      if (params.get("pretrain") === "1") {
+        // Natively the shipped base is pretraining's bits (a Rust test checks); the page's
+        // products round differently (simd128 kernels, no fused multiply-add), so its bits
+        // may differ — its knowledge score may not, by more than one item in 144.
+        if (s.base_from !== "pretrained") await fail(`base_from is ${s.base_from}, expected pretrained`);
+        if (!(Math.abs(s.base_knowledge - s.shipped_base_knowledge) <= 1 / 144 + 1e-9))
+          await fail(`the base pretrained in the page scores ${s.base_knowledge}, the shipped one ${s.shipped_base_knowledge}`);
+        const same = s.base_fingerprint === s.shipped_base_fingerprint;
+        base = `base pretrained in the page: fingerprint ${s.base_fingerprint} (${same ? "=" : "≠"} the shipped ${s.shipped_base_fingerprint}), ` +
+          `knowledge ${(100 * s.base_knowledge).toFixed(1)} % (shipped ${(100 * s.shipped_base_knowledge).toFixed(1)} %); `;
+      } else {
+        if (s.base_from !== "shipped") await fail(`base_from is ${s.base_from}, expected shipped`);
+        if (statuses.some((t) => /Pretraining/.test(t))) await fail(`pretrained although a base is shipped: ${JSON.stringify(statuses)}`);
+        base = `started from the shipped base (${s.base_fingerprint}), no pretraining; `;
+      }
       const shot = path.join(shots, `web-${name}.png`);
       await page.screenshot({ path: shot, timeout: 120000 });
       const look = checkNotBlank(shot);
       if (errors.length) await fail("console errors");
       console.log(
-        `browser ${name}: ok — point reached ${(t1 / 1000).toFixed(1)} s after page load (${((t1 - t0) / 1000).toFixed(1)} s of training); ` +
+        `browser ${name}: ok — point reached ${(t1 / 1000).toFixed(1)} s after page load (${((t1 - t0) / 1000).toFixed(1)} s of training); ${base}` +
         (s.verdict
           ? `verdict of ${s.verdict.lesson}: ${s.verdict.claims_holding} of ${s.verdict.claims} claims hold (${s.verdict.verdict}) over ${s.verdict.runs} runs; `
           : `backend ${s.backend}; base knowledge ${(100 * s.base_knowledge).toFixed(1)} %, after ${s.steps} steps ${(100 * s.knowledge).toFixed(1)} % ` +
@@ -275,6 +296,51 @@ async function layout(port) {
   }
 }
 
+// A lesson's scenario mid-run on a phone and at 150 %: the page opens the fixes lesson and
+// starts its scenario (from the shipped base), and once the scenario's progress reads "step
+// n of N … s left" the Lessons panel is shot; nothing may overflow.
+async function lessonsMidRun(port) {
+  const dir = path.join(shots, "layout");
+  fs.mkdirSync(dir, { recursive: true });
+  const out = [];
+  for (const [w, h, scale] of [[360, 640, 1], [853, 533, 1.5]]) {
+    const userDir = fs.mkdtempSync(path.join(os.tmpdir(), "hif8lab-chromium-"));
+    const browser = await chromium.launchPersistentContext(userDir, {
+      executablePath: chromiumPath,
+      args: [...base, "--disable-features=WebGPU"],
+      ignoreDefaultArgs: ["--headless"],
+      headless: false,
+      viewport: { width: w, height: h },
+      deviceScaleFactor: scale,
+    });
+    try {
+      const page = browser.pages()[0] || (await browser.newPage());
+      await page.goto(`http://127.0.0.1:${port}/?lesson=fixes&autostart=1&backend=cpu`);
+      const label = `lessons-midrun-${w}x${h}@${scale}`;
+      try {
+        await page.waitForFunction(
+          () => !!window.__hif8lab && (!!window.__hif8lab.error || (window.__hif8lab.scenario_running && /step [1-9]\d* of \d+.*s left/.test(window.__hif8lab.status))),
+          null, { timeout: 120000, polling: 100 });
+      } catch (e) {
+        throw new Error(`[${label}] no scenario progress within 120 s: ${JSON.stringify(await page.evaluate(() => window.__hif8lab))}`);
+      }
+      const t = await page.evaluate(() => performance.now());
+      const s = await page.evaluate(() => window.__hif8lab);
+      if (s.error) throw new Error(`[${label}] ${s.error}`);
+      if (s.tab !== "lessons") throw new Error(`[${label}] the Lessons tab is not shown (${s.tab})`);
+      if (s.overflow.length) throw new Error(`[${label}] overflow: ${s.overflow.join("; ")}`);
+      const file = path.join(dir, `${label}.png`);
+      await page.screenshot({ path: file });
+      checkNotBlank(file);
+      out.push(`${w}×${h} at ${scale}: "${s.status}" ${(t / 1000).toFixed(1)} s after page load (${file})`);
+    } finally {
+      await browser.close();
+      fs.rmSync(userDir, { recursive: true, force: true });
+    }
+  }
+  console.log(`browser lessons mid-run: ok — ${out.join("; ")}`);
+}
+
 const server = await serve();
 const port = server.address().port;
 let failed = 0;
@@ -285,12 +351,14 @@ if (mode === "cpu" || mode === "all") cases.push(["cpu", ["--disable-features=We
 // The build without WebAssembly SIMD (what browsers without SIMD load).
 if (mode === "cpu" || mode === "all") cases.push(["cpu-nosimd", ["--disable-features=WebGPU"], "cpu", smoke + "&wasm=nosimd"]);
 if (mode === "lesson" || mode === "all") cases.push(["lesson-saturation", webgpuFlags, "webgpu", "?lesson=saturation&autostart=1"]);
-// The forgetting lesson end to end: the base pretrained in the page, then continued at a high
-// rate with QAT and the matched baseline on the CPU backend, probes scored five times each.
+// The forgetting lesson end to end: the base pretrained in the page (`pretrain=1`: it must
+// score as the shipped base does), then continued at a high rate with QAT and the matched
+// baseline on the CPU backend, probes scored five times each.
 // (An expression, not a function: waitForFunction evaluates a string as written.)
 const forgotten = "(s => !!s && (!!s.error || (!s.running && !s.pretraining && s.probes >= 5 && s.baseline_probes >= 5 && s.base_knowledge !== null)))(window.__hif8lab)";
-if (mode === "lesson" || mode === "all") cases.push(["lesson-forgetting", webgpuFlags, "cpu", "?lesson=forgetting&autostart=1&backend=cpu", forgotten]);
-// The fixes lesson's judged scenario in memory: base + 12 runs on the CPU backend, judged.
+if (mode === "lesson" || mode === "all") cases.push(["lesson-forgetting", webgpuFlags, "cpu", "?lesson=forgetting&autostart=1&backend=cpu&pretrain=1", forgotten]);
+// The fixes lesson's judged scenario in memory: 12 runs from the shipped base on the CPU
+// backend, judged.
 const judged = "(s => !!s && (!!s.error || (!!s.verdict && !s.scenario_running)))(window.__hif8lab)";
 if (mode === "lesson" || mode === "all") cases.push(["lesson-fixes", webgpuFlags, "cpu", "?lesson=fixes&autostart=1&backend=cpu", judged]);
 // A Hugging Face model opened through the file picker, then trained from a script's Start.
@@ -323,6 +391,12 @@ if (mode === "layout" || mode === "all") {
   } catch (e) {
     failed++;
     console.error(`browser layout: FAILED — ${e.message}`);
+  }
+  try {
+    await lessonsMidRun(port);
+  } catch (e) {
+    failed++;
+    console.error(`browser lessons mid-run: FAILED — ${e.message}`);
   }
 }
 for (const [name, flags, backend, query, until, prepare] of cases) {

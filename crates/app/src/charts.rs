@@ -16,6 +16,7 @@ use crate::{HeatValue, Selection, Tab};
 
 mod histogram;
 mod runs;
+mod tiers;
 
 mod estimators;
 mod saturation;
@@ -26,6 +27,7 @@ use histogram::histogram;
 pub use histogram::histogram_csv;
 pub use runs::RunsPanel;
 use saturation::saturation;
+pub use tiers::{TierGroup, landmarks, tier_groups, tier_of};
 
 /// Most points drawn per line (long runs are bucketed: amax keeps each bucket's max, an
 /// estimate its min, so no excursion above an estimate is hidden).
@@ -339,6 +341,12 @@ fn save_png(exports: &mut Exports, want: bool, view: &str, what: &str, rect: egu
 /// drawn with (the Amax panel's estimators, the Loss panel's two runs).
 pub const QAT_ON: Color32 = Color32::from_rgb(141, 133, 135);
 
+/// The colour of a format's lines on the Amax panel (dashed, named on the plot).
+pub const LANDMARK: Color32 = Color32::from_rgb(60, 140, 140);
+
+/// The Amax legend's entry for the format's lines.
+const LANDMARKS: &str = "format's lines (named on the plot)";
+
 fn qat_line(view: &RunView) -> Option<VLine> {
     view.qat_from.map(|s| {
         VLine::new("QAT on", s as f64)
@@ -596,93 +604,6 @@ fn log2(v: f32) -> f64 {
     }
 }
 
-/// A format's landmarks in the scaled domain (log2 |x·scale|), with colours: the edges of
-/// HiF8's tiers, or the OCP formats' normal range, and the overflow threshold.
-pub fn landmarks(format: Format) -> Vec<(&'static str, f64, Color32)> {
-    let facts = format.facts();
-    let overflow = (
-        "overflow",
-        f64::from(facts.overflow_threshold).log2(),
-        Color32::RED,
-    );
-    match format {
-        Format::HiF8 => {
-            // The tier edges come from the format crate; each line marks where a tier begins
-            // (the overflow edge is the exact threshold).
-            let mut lines: Vec<(&'static str, f64, Color32)> = hif8::tier_boundaries()
-                .into_iter()
-                .filter(|(_, t)| *t != hif8::Tier::Overflow)
-                .map(|(e, t)| (tier_line_label(t, e), f64::from(e), tier_colour(t)))
-                .collect();
-            lines.push(overflow);
-            lines
-        }
-        _ => vec![
-            (
-                "underflow below",
-                f64::from(facts.min_subnormal).log2() - 1.0,
-                Color32::DARK_GRAY,
-            ),
-            (
-                "normal range",
-                f64::from(facts.min_normal).log2(),
-                Color32::GRAY,
-            ),
-            (
-                "max finite",
-                f64::from(facts.max_finite).log2(),
-                Color32::from_rgb(230, 150, 40),
-            ),
-            overflow,
-        ],
-    }
-}
-
-/// The label of the line where HiF8 tier `t` begins at 2^e.
-fn tier_line_label(t: hif8::Tier, e: i32) -> &'static str {
-    match (t, e.is_negative()) {
-        (hif8::Tier::Denormal, _) => "denormals from (underflow below)",
-        (hif8::Tier::Mantissa(1), true) => "1-bit tier from",
-        (hif8::Tier::Mantissa(2), true) => "2-bit tier from",
-        (hif8::Tier::Mantissa(3), _) => "3-bit tier from",
-        (hif8::Tier::Mantissa(2), false) => "3-bit tier top (2-bit above)",
-        (hif8::Tier::Mantissa(_), false) => "2-bit tier top (1-bit above)",
-        _ => "tier edge",
-    }
-}
-
-/// The colour of a HiF8 tier in every chart.
-fn tier_colour(t: hif8::Tier) -> Color32 {
-    match t {
-        hif8::Tier::Mantissa(3) => Color32::from_rgb(60, 170, 90),
-        hif8::Tier::Mantissa(2) => Color32::from_rgb(90, 140, 200),
-        hif8::Tier::Mantissa(_) => Color32::from_rgb(200, 160, 60),
-        hif8::Tier::Denormal => Color32::from_rgb(150, 110, 170),
-        hif8::Tier::Overflow => Color32::from_rgb(220, 50, 50),
-        _ => Color32::from_rgb(90, 90, 90),
-    }
-}
-
-/// The tier a scaled magnitude `v` falls in, as a label and colour.
-pub fn tier_of(format: Format, v: f32) -> (&'static str, Color32) {
-    let facts = format.facts();
-    if v >= facts.overflow_threshold {
-        return ("overflow", Color32::from_rgb(220, 50, 50));
-    }
-    if v <= facts.underflow_max {
-        return ("underflow (to 0)", Color32::from_rgb(90, 90, 90));
-    }
-    match format {
-        Format::HiF8 => match hif8::tier(v) {
-            t @ (hif8::Tier::Mantissa(_) | hif8::Tier::Denormal) => (t.label(), tier_colour(t)),
-            _ => ("underflow (to 0)", tier_colour(hif8::Tier::Underflow)),
-        },
-        _ if v < facts.min_normal => ("subnormal", Color32::from_rgb(150, 110, 170)),
-        _ if v > facts.max_finite => ("rounds to max", Color32::from_rgb(230, 120, 40)),
-        _ => ("normal", Color32::from_rgb(60, 170, 90)),
-    }
-}
-
 /// The quantizer chooser shared by the Amax and Histogram panels.
 fn choose_quantizer(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, ids: &[SeriesKey]) -> SeriesKey {
     let selected = cx
@@ -773,10 +694,15 @@ fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
             .enumerate()
             .map(|(k, n)| (format!("est: {n}"), series(k))),
     );
-    items.extend(near.iter().map(|(l, _, c)| ((*l).to_owned(), *c)));
+    // The format's lines, one entry: dashed, in one colour, each named on the plot (their
+    // tier colours would clash with the estimators').
+    if !near.is_empty() {
+        items.push((LANDMARKS.into(), LANDMARK));
+    }
     items.push(("QAT on (history reset)".into(), QAT_ON));
     let shown = legend(ui, "amax", &items);
     let on = |name: &str| shown.on(name);
+    let label_colour = ui.visuals().text_color();
     let amax_height = if has_sqnr {
         (ui.available_height() - 195.0).max(140.0)
     } else {
@@ -806,9 +732,22 @@ fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
                     .collect();
                 p.line(Line::new(format!("est: {name}"), pts).color(series(k)));
             }
-            for (label, y, colour) in &near {
-                if on(label) {
-                    p.hline(HLine::new(*label, *y).color(*colour));
+            if on(LANDMARKS) {
+                // Named at the plot's left edge, in the theme's text colour (readable on both).
+                for (label, y, _) in &near {
+                    p.hline(
+                        HLine::new(*label, *y)
+                            .color(LANDMARK)
+                            .style(egui_plot::LineStyle::dashed_loose()),
+                    );
+                    p.text(
+                        egui_plot::Text::new(
+                            *label,
+                            egui_plot::PlotPoint::new(0.0, *y),
+                            RichText::new(*label).color(label_colour).size(11.0),
+                        )
+                        .anchor(egui::Align2::LEFT_BOTTOM),
+                    );
                 }
             }
             if on("QAT on (history reset)") {

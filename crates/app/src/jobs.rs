@@ -403,6 +403,19 @@ impl HifApp {
         }
     }
 
+    /// Starts the lessons from the shipped base (the bits pretraining gives; see
+    /// `hif8lab_train::lesson::base`) when it matches the `grid-lesson` preset.
+    pub fn adopt_shipped_base(&mut self) {
+        let Ok(grid) = hif8lab_train::grid::GridConfig::preset("grid-lesson") else {
+            return;
+        };
+        if let Some(b) = hif8lab_train::lesson::base::shipped(&grid) {
+            self.base = Some(b.weights);
+            self.base_probes = Some(b.probes);
+            self.base_from = "shipped";
+        }
+    }
+
     /// Pretrains the lessons' base (once) on the CPU, scoring its probes and keeping its
     /// weights (`after_base` / `scenario_waiting` say what starts once it is ready); returns
     /// whether pretraining runs.
@@ -627,7 +640,10 @@ impl HifApp {
                     .probes
                     .push(*p);
             }
-            (JobKind::Base, Msg::Weights(w)) => self.base = Some(w),
+            (JobKind::Base, Msg::Weights(w)) => {
+                self.base = Some(w);
+                self.base_from = "pretrained";
+            }
             (JobKind::Base, Msg::Probes(p)) => self.base_probes = Some(*p),
             (JobKind::Base, Msg::Report(r)) => {
                 self.status = format!("Pretraining the base model: step {}…", r.step + 1);

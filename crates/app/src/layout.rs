@@ -71,9 +71,36 @@ pub fn scroll<R>(ui: &mut egui::Ui, id: &str, add: impl FnOnce(&mut egui::Ui) ->
             let visible = ui.max_rect();
             let r = add(ui);
             report(ui.ctx(), id, visible, ui.min_rect(), false);
+            follow_focus(ui, id);
             r
         })
         .inner
+}
+
+/// Scrolls the keyboard focus into view when it moves onto a widget of this region (Tab):
+/// egui leaves a focused widget where it is, possibly out of sight, where Enter would press
+/// a button the user cannot see. Only when the focus moves, so the user can scroll away.
+fn follow_focus(ui: &mut egui::Ui, region: &str) {
+    let ctx = ui.ctx().clone();
+    let key = Id::unique(("follow-focus", region));
+    let focused = ctx.memory(|m| m.focused());
+    let last = ui.data(|d| d.get_temp::<Option<Id>>(key)).flatten();
+    if focused == last {
+        return;
+    }
+    let Some(id) = focused else {
+        ui.data_mut(|d| d.insert_temp::<Option<Id>>(key, None));
+        return;
+    };
+    // This frame's rect of the focused widget, if it is in this region's content.
+    let Some(r) = ctx.read_response(id) else {
+        return;
+    };
+    if !ui.min_rect().expand(SLACK).contains_rect(r.rect) {
+        return;
+    }
+    ui.scroll_to_rect(r.rect.expand(4.0), None);
+    ui.data_mut(|d| d.insert_temp(key, Some(id)));
 }
 
 /// Whether the window is narrow (phone-sized): settings on a page of their own.

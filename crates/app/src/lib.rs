@@ -58,6 +58,9 @@ pub struct Options {
     pub bench_frames: Option<usize>,
     /// A Hugging Face Llama folder to continue training from.
     pub init_from: Option<PathBuf>,
+    /// Pretrain the lessons' base here instead of starting from the shipped one (the same
+    /// bits; what a test compares).
+    pub pretrain_base: bool,
 }
 
 /// The frame-time benchmark (`hif8lab-app --bench-frames N`): each data panel drawn for N
@@ -279,6 +282,8 @@ pub struct HifApp {
     pub base: Option<Arc<hif8lab_train::checkpoint::Checkpoint>>,
     /// The base model's probe scores.
     pub base_probes: Option<hif8lab_train::ProbeScores>,
+    /// Where [`HifApp::base`] came from: `"shipped"`, `"pretrained"` here, or `""` (none yet).
+    pub base_from: &'static str,
     /// Start the continued run of the forgetting lesson once the base is ready.
     pub after_base: bool,
     /// Start the in-memory scenario once the base is ready.
@@ -375,6 +380,7 @@ impl HifApp {
             central_rect: egui::Rect::NOTHING,
             base: None,
             base_probes: None,
+            base_from: "",
             after_base: false,
             scenario_waiting: false,
             lesson_lr: 3e-3,
@@ -396,6 +402,9 @@ impl HifApp {
             poll_ms: 0.0,
             last_frame_ms: 0.0,
         };
+        if !options.pretrain_base {
+            app.adopt_shipped_base();
+        }
         if let Some(name) = &options.lesson {
             match hif8lab_train::lesson::lesson(name) {
                 Some(l) => {
@@ -567,6 +576,10 @@ impl HifApp {
             "base_knowledge": self.base_probes.as_ref().map(|p| p.knowledge_acc_norm),
             "baseline_probes": self.runs.baseline_probes().len(),
             "pretraining": self.jobs.running(JobKind::Base),
+            "base_from": self.base_from,
+            "base_fingerprint": self.base.as_deref().map(hif8lab_train::lesson::base::fingerprint),
+            "shipped_base_fingerprint": shipped_base().map(|b| &b.0),
+            "shipped_base_knowledge": shipped_base().map(|b| b.1),
             "scenario_running": self.jobs.any(&[JobKind::Scenario, JobKind::Lesson]) || self.scenario_waiting,
             "verdict": self.lesson_report.as_ref().map(|r| serde_json::json!({
                 "lesson": r.lesson,
@@ -722,6 +735,18 @@ impl HifApp {
         v.sort_by(f32::total_cmp);
         Some(v[v.len() / 2])
     }
+}
+
+/// The fingerprint and knowledge score of the shipped lessons' base (see
+/// `hif8lab_train::lesson::base`), read once.
+fn shipped_base() -> Option<&'static (String, f64)> {
+    static FP: std::sync::OnceLock<Option<(String, f64)>> = std::sync::OnceLock::new();
+    FP.get_or_init(|| {
+        let grid = hif8lab_train::grid::GridConfig::preset("grid-lesson").ok()?;
+        let b = hif8lab_train::lesson::base::shipped(&grid)?;
+        Some((b.fingerprint(), b.probes.knowledge_acc_norm))
+    })
+    .as_ref()
 }
 
 /// Saves an export: natively into `exports/` (beside the working directory's `runs/`),

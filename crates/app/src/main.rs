@@ -1,5 +1,5 @@
 //! `hif8lab-app`: the desktop dashboard. Flags: `--preset NAME`, `--autostart`,
-//! `--open RUN_DIR`, `--init-from HF_DIR`, `--trace FILE`, `--tab PANEL`, `--lesson NAME`, `--backend cpu|gpu`, `--bench-frames N` (frame-time benchmark), `--png-after NAME.png` (save the shown panel
+//! `--open RUN_DIR`, `--init-from HF_DIR`, `--trace FILE`, `--tab PANEL`, `--lesson NAME`, `--pretrain-base` (the lessons' base pretrained here, not the shipped one), `--backend cpu|gpu`, `--bench-frames N` (frame-time benchmark), `--png-after NAME.png` (save the shown panel
 //! into `exports/` once training finishes). Without a display it says so and names the headless command.
 
 use std::path::PathBuf;
@@ -46,6 +46,7 @@ fn parse_args() -> Result<Options, String> {
                         .ok_or("--init-from needs a Hugging Face folder")?,
                 ))
             }
+            "--pretrain-base" => options.pretrain_base = true,
             "--lesson" => options.lesson = Some(args.next().ok_or("--lesson needs a name")?),
             "--tab" => {
                 let name = args.next().ok_or("--tab needs a panel name")?;
@@ -55,7 +56,7 @@ fn parse_args() -> Result<Options, String> {
             }
             "--help" | "-h" => {
                 println!(
-                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--trace FILE] [--tab PANEL] [--lesson NAME] [--init-from HF_DIR] [--backend cpu|gpu] [--bench-frames N] [--png-after NAME.png]"
+                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--trace FILE] [--tab PANEL] [--lesson NAME] [--pretrain-base] [--init-from HF_DIR] [--backend cpu|gpu] [--bench-frames N] [--png-after NAME.png]"
                 );
                 std::process::exit(0);
             }

@@ -143,6 +143,32 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
         }
     }
     let (field_errors, whole) = app.check_form();
+    // Start right under the preset: a few Tab presses from the top, not after every field
+    // (it starts what the fields below say; an invalid form greys it out and says why below).
+    let running = app.jobs.running(JobKind::Run);
+    ui.horizontal(|ui| {
+        if ui
+            .add_enabled(whole.is_ok() && !running, egui::Button::new("Start"))
+            .clicked()
+        {
+            let ctx = ui.ctx().clone();
+            app.start(move || ctx.request_repaint());
+        }
+        // Pause and Stop are in the run bar above while a run trains.
+        if ui
+            .button("Reset")
+            .on_hover_text("stop, keep the run in Runs, restore the preset's values")
+            .clicked()
+        {
+            app.reset();
+        }
+    });
+    if !run_bar_shown(app) {
+        ui.label(&app.status);
+    }
+    if let Some(n) = &app.notice {
+        ui.label(RichText::new(n).color(TextColours::of(ui.visuals()).notice));
+    }
     for group in ["Training", "Quantization", "Model"] {
         egui::CollapsingHeader::new(group)
             .default_open(group != "Model")
@@ -191,30 +217,6 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
     }
     ui.label("History advances once per quantizer call (per micro-batch).");
     ui.separator();
-    let running = app.jobs.running(JobKind::Run);
-    ui.horizontal(|ui| {
-        if ui
-            .add_enabled(whole.is_ok() && !running, egui::Button::new("Start"))
-            .clicked()
-        {
-            let ctx = ui.ctx().clone();
-            app.start(move || ctx.request_repaint());
-        }
-        // Pause and Stop are in the run bar above while a run trains.
-        if ui
-            .button("Reset")
-            .on_hover_text("stop, keep the run in Runs, restore the preset's values")
-            .clicked()
-        {
-            app.reset();
-        }
-    });
-    if !run_bar_shown(app) {
-        ui.label(&app.status);
-    }
-    if let Some(n) = &app.notice {
-        ui.label(RichText::new(n).color(TextColours::of(ui.visuals()).notice));
-    }
     ui.separator();
     runs_box(app, ui);
     if let Some(ms) = app.frame_time() {
@@ -712,8 +714,15 @@ fn forgetting_controls(app: &mut HifApp, ui: &mut egui::Ui, running: bool) {
             app.start_from_base(move || ctx.request_repaint());
         }
         if let Some(b) = &app.base_probes {
+            let from = match app.base_from {
+                "shipped" => {
+                    " Shipped with the app: the weights the desktop app's pretraining gives, bit for bit (a browser's own pretraining rounds its products differently)."
+                }
+                "pretrained" => " Pretrained here.",
+                _ => "",
+            };
             ui.label(format!(
-                "Base model: knowledge {:.1} %, completion {:.1} % (probes of the facts it was pretrained on).",
+                "Base model: knowledge {:.1} %, completion {:.1} % (probes of the facts it was pretrained on).{from}",
                 100.0 * b.knowledge_acc_norm,
                 100.0 * b.completion_acc_norm
             ));

@@ -39,6 +39,7 @@ pub struct ScenarioJob {
     summaries: Vec<RunSummary>,
     /// The finished runs, for the small multiples.
     pub views: Vec<RunView>,
+    started: Instant,
 }
 
 impl ScenarioJob {
@@ -59,21 +60,41 @@ impl ScenarioJob {
             current: None,
             summaries: Vec::new(),
             views: Vec::new(),
+            started: Instant::now(),
         })
     }
 
-    /// Where it is, for the status line.
+    /// Where it is, for the status line and the lesson's panel: run i of M, step n of N, and
+    /// the time left at the pace of the steps so far.
     pub fn progress(&self) -> String {
         let i = self.summaries.len();
+        let total: u64 = self.runs.iter().map(|(_, c)| c.train.steps).sum();
+        let done: u64 = self.runs[..i]
+            .iter()
+            .map(|(_, c)| c.train.steps)
+            .sum::<u64>()
+            + self
+                .current
+                .as_ref()
+                .map_or(0, |c| c.view.loss.len() as u64);
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let left = if done > 0 {
+            format!(
+                "; about {:.0} s left ({elapsed:.0} s so far)",
+                elapsed / done as f64 * (total - done.min(total)) as f64
+            )
+        } else {
+            String::new()
+        };
         match (self.runs.get(i), &self.current) {
             (Some((name, c)), Some(cur)) => format!(
-                "Scenario run {} of {}: {name}, step {} of {}",
+                "Scenario run {} of {}: {name}, step {} of {}{left}",
                 i + 1,
                 self.runs.len(),
                 cur.view.loss.len(),
                 c.train.steps
             ),
-            _ => format!("Scenario: {i} of {} runs done", self.runs.len()),
+            _ => format!("Scenario: {i} of {} runs done{left}", self.runs.len()),
         }
     }
 

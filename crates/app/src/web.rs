@@ -157,7 +157,8 @@ pub fn bench_cpu(preset: &str, steps: u32) -> Result<String, JsValue> {
     ))
 }
 
-/// Start-up options from a URL query: `?preset=NAME&autostart=1&tab=amax&lesson=NAME&backend=cpu`.
+/// Start-up options from a URL query: `?preset=NAME&autostart=1&tab=amax&lesson=NAME&backend=cpu`
+/// (`&pretrain=1`: pretrain the lessons' base in the page instead of the shipped one).
 pub fn options_from_query(query: &str) -> Options {
     let mut o = Options::default();
     for pair in query.trim_start_matches('?').split('&') {
@@ -168,6 +169,7 @@ pub fn options_from_query(query: &str) -> Options {
             "tab" => o.tab = Tab::parse(v),
             "lesson" if !v.is_empty() => o.lesson = Some(v.to_owned()),
             "backend" if !v.is_empty() => o.backend = Some(v.to_owned()),
+            "pretrain" => o.pretrain_base = v != "0" && v != "false",
             _ => {}
         }
     }

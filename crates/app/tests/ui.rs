@@ -459,15 +459,18 @@ fn saturation_lesson_live_and_judged() {
     );
 }
 
-/// The forgetting lesson live: the base is pretrained once in the app, then continued at the
+/// The forgetting lesson live: the base is pretrained once in the app (asked to, instead of
+/// starting from the shipped one — and it gives the shipped bits), then continued at the
 /// slider's rate with QAT and the matched baseline; probes are scored and the reading quotes
 /// them.
 #[test]
 fn forgetting_lesson_continues_from_the_base_with_probes() {
     let mut h = harness(Options {
         lesson: Some("forgetting".into()),
+        pretrain_base: true,
         ..Default::default()
     });
+    assert!(h.state().base.is_none());
     h.state_mut().lesson_lr = 3e-3;
     h.run_steps(1);
     h.get_by_label("Pretrain the base, then continue at this rate")
@@ -482,6 +485,20 @@ fn forgetting_lesson_continues_from_the_base_with_probes() {
     });
     let app = h.state();
     let base = app.base_probes.clone().expect("base scored");
+    // Pretrained here, on the app's training thread: the shipped base's bits and scores.
+    assert_eq!(app.base_from, "pretrained");
+    let grid = hif8lab_train::grid::GridConfig::preset("grid-lesson").unwrap();
+    let shipped = hif8lab_train::lesson::base::shipped(&grid).unwrap();
+    assert_eq!(
+        hif8lab_train::lesson::base::fingerprint(app.base.as_ref().unwrap()),
+        shipped.fingerprint()
+    );
+    assert_eq!(
+        base.knowledge_acc_norm.to_bits(),
+        shipped.probes.knowledge_acc_norm.to_bits()
+    );
+    assert_eq!(base.marks, shipped.probes.marks);
+    h.get_by_label_contains("(probes of the facts it was pretrained on). Pretrained here.");
     let view = app.runs.live.clone().unwrap();
     // Named after what it ran (not the form's preset), and read as this lesson's run.
     assert_eq!(view.name, "forgetting lesson lr=3e-3 QAT max_window(64)");
@@ -524,7 +541,8 @@ fn forgetting_lesson_continues_from_the_base_with_probes() {
 }
 
 /// The browser's way of running a lesson's judged scenario (in memory, stepped from the frame
-/// loop, no files) reaches the same verdict, numbers and all, as `hif8lab lesson run`.
+/// loop, no files, from the shipped base) reaches the same verdict, numbers and all, as
+/// `hif8lab lesson run` (which pretrains its base into its folder).
 #[test]
 fn in_memory_scenario_matches_the_headless_lesson() {
     let mut h = harness(Options {
@@ -533,8 +551,29 @@ fn in_memory_scenario_matches_the_headless_lesson() {
     });
     h.state_mut().frame_loop = true;
     h.run_steps(1);
+    assert_eq!(h.state().base_from, "shipped");
     h.state_mut().run_scenario_in_memory();
-    assert!(h.state().scenario_waiting, "pretrains the base first");
+    assert!(
+        !h.state().scenario_waiting && h.state().jobs.running(JobKind::Scenario),
+        "starts at once from the shipped base"
+    );
+    // Its progress, in its panel: run i of M, step n of N, the time left.
+    until(&mut h, |app| {
+        app.jobs
+            .lesson_progress()
+            .is_some_and(|p| p.contains("s left"))
+    });
+    let p = h.state().jobs.lesson_progress().unwrap();
+    assert!(p.starts_with("Scenario run 1 of 1: "), "{p}");
+    assert!(p.contains(" of 100; about "), "{p}");
+    h.run_steps(2);
+    // Under the lesson's button, and in the status line.
+    assert!(
+        h.query_all_by_label_contains("Scenario run 1 of 1: ")
+            .count()
+            >= 2,
+        "the progress is not in the lesson's panel"
+    );
     until(&mut h, |app| {
         app.lesson_report.is_some() || app.error.is_some()
     });
@@ -736,8 +775,9 @@ fn pause_and_stop_tell_the_truth() {
     );
 }
 
-/// Every data series (the palette, the amax line) contrasts at least 3:1 with the plot
-/// background of both themes (the amax line was white, invisible on the light theme).
+/// Every data series (the palette, the amax line, the format's tiers and lines) contrasts at
+/// least 3:1 with the plot background of both themes (the amax line was white, invisible on
+/// the light theme).
 #[test]
 fn series_colours_contrast_in_both_themes() {
     use hif8lab_app::charts::{AMAX, SERIES, contrast};
@@ -746,8 +786,19 @@ fn series_colours_contrast_in_both_themes() {
         ("light", egui::Visuals::light()),
     ] {
         for bg in [v.extreme_bg_color, v.panel_fill] {
-            for c in SERIES.iter().chain([&AMAX]) {
-                let r = contrast(*c, bg);
+            let tiers = hif8lab_format::Format::ALL
+                .into_iter()
+                .flat_map(hif8lab_app::charts::tier_groups)
+                .map(|g| g.colour);
+            let lines = [hif8lab_app::charts::LANDMARK];
+            for c in SERIES
+                .iter()
+                .copied()
+                .chain([AMAX])
+                .chain(tiers)
+                .chain(lines)
+            {
+                let r = contrast(c, bg);
                 assert!(r >= 3.0, "{c:?} on the {theme} theme's {bg:?}: {r:.2}:1");
             }
         }
@@ -979,6 +1030,53 @@ fn the_run_bar_keeps_a_running_run_in_reach_at_every_size() {
     }
 }
 
+/// Start is a few Tab presses from the top of the settings (side panel, or a phone's
+/// settings page) at every size, and the keyboard focus scrolls into view: tabbing on to the
+/// last control of the settings brings it into the window, where Enter would press it.
+#[test]
+fn start_is_near_in_tab_order_and_focus_scrolls_into_view() {
+    for (size, scale) in SIZES {
+        let mut h = Harness::builder()
+            .with_size(egui::vec2(size[0], size[1]))
+            .with_pixels_per_point(scale)
+            .build_ui_state(
+                |ui, app: &mut HifApp| app.show(ui),
+                HifApp::new(&Options::default()),
+            );
+        let at = format!("{}×{} at {scale}", size[0], size[1]);
+        h.state_mut().selection.tab = Tab::Loss;
+        h.state_mut().settings_page = size[0] < hif8lab_app::layout::NARROW;
+        h.run_steps(2);
+        let screen = egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(size[0], size[1]));
+        let mut presses = 0;
+        while !h.get_by_label("Start").is_focused() {
+            assert!(presses < 40, "{at}: Start not reached in 40 Tab presses");
+            h.key_press(egui::Key::Tab);
+            h.run_steps(2);
+            presses += 1;
+        }
+        assert!(presses <= 12, "{at}: Start is {presses} Tab presses away");
+        let start = h.get_by_label("Start").rect();
+        assert!(screen.contains_rect(start), "{at}: Start at {start:?}");
+        // On to the end of the settings (the last checkbox), which starts out of view on
+        // short windows: each focused control is scrolled into the window.
+        let last = "train the matched baseline alongside";
+        let mut more = 0;
+        while !h.get_by_label(last).is_focused() {
+            assert!(more < 80, "{at}: '{last}' not reached in 80 Tab presses");
+            h.key_press(egui::Key::Tab);
+            h.run_steps(3);
+            more += 1;
+        }
+        h.run_steps(4);
+        let r = h.get_by_label(last).rect();
+        assert!(
+            screen.contains_rect(r),
+            "{at}: the focused '{last}' at {r:?} is outside the window {screen:?}"
+        );
+    }
+}
+
 /// The overflow check itself: a row wider than its window is reported, naming the region.
 #[test]
 fn overflow_is_reported() {
@@ -1140,6 +1238,47 @@ fn colours_shown_together_are_distinct() {
     for c in SERIES[..5].iter().chain([&AMAX]) {
         let d = delta_e2000(lab(QAT_ON), lab(*c));
         assert!(d >= 20.0, "QAT on vs {c:?}: ΔE {d:.1}");
+    }
+    // The Amax panel's format lines (one colour, named on the plot) against what they are
+    // drawn with.
+    for c in SERIES[..5].iter().chain([&AMAX, &QAT_ON]) {
+        let d = delta_e2000(lab(hif8lab_app::charts::LANDMARK), lab(*c));
+        assert!(d >= 20.0, "format lines vs {c:?}: ΔE {d:.1}");
+    }
+    // The Histogram: one legend entry per tier (bars and the lines where it begins share its
+    // colour), plus the target line; every two ≥ 20 apart, every bar's tier one of them in
+    // its colour, every line in its tier's colour.
+    for format in hif8lab_format::Format::ALL {
+        let groups = hif8lab_app::charts::tier_groups(format);
+        let shown: Vec<(&str, egui::Color32)> = groups
+            .iter()
+            .map(|g| (g.name, g.colour))
+            .chain([("target", AMAX)])
+            .collect();
+        for (i, (na, a)) in shown.iter().enumerate() {
+            for (nb, b) in &shown[i + 1..] {
+                assert_ne!(na, nb, "{format}: {na} twice");
+                let d = delta_e2000(lab(*a), lab(*b));
+                assert!(d >= 20.0, "{format}: {na} vs {nb}: ΔE {d:.1}");
+            }
+        }
+        let lines = hif8lab_app::charts::landmarks(format);
+        assert_eq!(
+            lines.len(),
+            groups.iter().map(|g| g.lines.len()).sum::<usize>()
+        );
+        assert!(lines.iter().any(|l| l.0 == "overflow"));
+        for e in -40..=20 {
+            for frac in [0.1f64, 0.5, 0.9] {
+                let v = (f64::from(e) + frac).exp2() as f32;
+                let (tier, colour) = hif8lab_app::charts::tier_of(format, v);
+                let g = groups.iter().find(|g| g.name == tier);
+                assert!(
+                    g.is_some_and(|g| g.colour == colour),
+                    "{format}: {v} in '{tier}', not a legend entry in its colour"
+                );
+            }
+        }
     }
 }
 

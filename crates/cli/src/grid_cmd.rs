@@ -263,6 +263,21 @@ pub enum LessonCommand {
     Run(LessonArgs),
     /// List the lessons.
     List,
+    /// Pretrain the lessons' base (`grid-lesson`, CPU backend, in memory) and write it as the
+    /// file the app ships (`assets/lessons/base.safetensors`); with `--check`, compare it with
+    /// the shipped file instead (exit 1 when the bits differ).
+    Base(LessonBaseArgs),
+}
+
+/// Arguments of `lesson base`.
+#[derive(Args, Debug)]
+pub struct LessonBaseArgs {
+    /// Where to write the base (safetensors).
+    #[arg(long, default_value = hif8lab_train::lesson::base::FILE)]
+    out: PathBuf,
+    /// Compare with the shipped base instead of writing.
+    #[arg(long)]
+    check: bool,
 }
 
 /// Arguments of `lesson run`.
@@ -288,6 +303,47 @@ pub struct LessonArgs {
     backend: String,
 }
 
+/// `hif8lab lesson base`.
+fn lesson_base(args: &LessonBaseArgs) -> Result<crate::Outcome> {
+    use hif8lab_train::lesson::base;
+    let grid = GridConfig::preset("grid-lesson")?;
+    let start = Instant::now();
+    let fresh = base::pretrain(CpuBackend::new(), &grid)?;
+    let seconds = start.elapsed().as_secs_f64();
+    if args.check {
+        let Some(shipped) = base::shipped(&grid) else {
+            eprintln!(
+                "error: {}: not pretrained with grid-lesson's current pretraining (run `hif8lab lesson base`)",
+                base::FILE
+            );
+            return Ok(crate::Outcome::Differs);
+        };
+        let (a, b) = (shipped.fingerprint(), fresh.fingerprint());
+        crate::outln!("shipped {a}, pretrained now {b} ({seconds:.1} s)");
+        let now = fresh.to_checkpoint(&grid.pretrain_config()).to_bytes();
+        return Ok(if now == base::shipped_bytes() {
+            crate::Outcome::Ok
+        } else {
+            eprintln!(
+                "error: {}: the shipped base differs from what pretraining gives now (weights or probe scores)",
+                base::FILE
+            );
+            crate::Outcome::Differs
+        });
+    }
+    let bytes = fresh.to_checkpoint(&grid.pretrain_config()).to_bytes();
+    hif8lab_train::io::write_atomic(&args.out, &bytes)
+        .with_context(|| format!("--out {}", args.out.display()))?;
+    crate::outln!(
+        "{}: the lessons' base, {} steps in {seconds:.1} s, fingerprint {}, knowledge {:.3}",
+        args.out.display(),
+        grid.pretrain_phase().steps,
+        fresh.fingerprint(),
+        fresh.probes.knowledge_acc_norm
+    );
+    Ok(crate::Outcome::Ok)
+}
+
 /// `hif8lab lesson`.
 pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
     use hif8lab_train::lesson;
@@ -298,6 +354,7 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
             }
             return Ok(crate::Outcome::Ok);
         }
+        LessonCommand::Base(args) => return lesson_base(&args),
         LessonCommand::Run(args) => args,
     };
     if lesson::lesson(&args.name).is_none() {

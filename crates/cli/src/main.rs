@@ -143,6 +143,8 @@ pub enum Outcome {
     ClaimsFail,
     /// A lesson ran, no claim failed, but some were inconclusive; exit code 3.
     Inconclusive,
+    /// A check found a difference (reported on stderr); exit code 1.
+    Differs,
 }
 
 /// Runs one command.
@@ -183,7 +185,7 @@ fn main() -> ExitCode {
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::BadInput) => ExitCode::from(2),
-        Ok(Outcome::ClaimsFail) => ExitCode::FAILURE,
+        Ok(Outcome::ClaimsFail | Outcome::Differs) => ExitCode::FAILURE,
         Ok(Outcome::Inconclusive) => ExitCode::from(3),
         Err(err) if err.is::<ClosedPipe>() => ExitCode::from(141),
         Err(err) => {

@@ -4,6 +4,8 @@
 //! A lesson's runs continue training from a pretrained base (the grid's protocol, at the
 //! `grid-lesson` size); [`judge`] turns their summaries into [`Claim`]s with the evidence.
 
+pub mod base;
+
 use serde::Serialize;
 
 pub use crate::claims::Claim;

@@ -98,16 +98,14 @@ pub(super) fn histogram(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView
     );
     let target = f64::from(view.target).log2();
     let target_name = format!("target {} (the estimate lands here)", view.target);
-    let mut items: Vec<(String, Color32)> = by_tier
+    // One entry per tier (its bars and the lines where it begins share its colour), then the
+    // target line: no colour stands for two things.
+    let groups = tier_groups(view.format);
+    let mut items: Vec<(String, Color32)> = groups
         .iter()
-        .map(|(t, c, _, _)| ((*t).to_owned(), *c))
+        .map(|g| (g.name.to_owned(), g.colour))
         .collect();
     items.push((target_name.clone(), AMAX));
-    items.extend(
-        landmarks(view.format)
-            .into_iter()
-            .map(|(l, _, c)| (l.to_owned(), c)),
-    );
     let shown = legend(ui, "histogram", &items);
     let on = |name: &str| shown.on(name);
     let r = plot("histogram")
@@ -121,9 +119,11 @@ pub(super) fn histogram(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView
                     p.bar_chart(BarChart::new(tier, bars).color(colour));
                 }
             }
-            for (label, at, colour) in landmarks(view.format) {
-                if on(label) {
-                    p.vline(VLine::new(label, at).color(colour));
+            for g in &groups {
+                if on(g.name) {
+                    for (label, at) in &g.lines {
+                        p.vline(VLine::new(*label, *at).color(g.colour));
+                    }
                 }
             }
             if on(&target_name) {
@@ -133,7 +133,7 @@ pub(super) fn histogram(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView
                 p.span(
                     Span::new("3-bit tier", three_bit_tier())
                         .axis(Axis::X)
-                        .fill(Color32::from_rgba_unmultiplied(60, 170, 90, 24)),
+                        .fill(super::tiers::GREEN.gamma_multiply(0.1)),
                 );
             }
         });
