@@ -14,6 +14,8 @@ pub mod glossary;
 pub mod hf_model;
 pub mod jobs;
 pub mod layout;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod open_grid;
 pub mod panels;
 pub mod png;
 pub mod scenario;
@@ -246,7 +248,7 @@ pub type HeatCache = ((u64, usize, HeatValue), Vec<Vec<u64>>);
 pub const LESSON_OUT: &str = "runs/lessons-grid-lesson";
 
 /// Most earlier runs kept for comparison.
-pub const MAX_RUNS: usize = 8;
+pub const MAX_RUNS: usize = 12;
 
 /// The app.
 pub struct HifApp {
@@ -458,9 +460,19 @@ impl HifApp {
         app
     }
 
-    /// Opens the run folder in `open_path`.
+    /// Opens the run folder in `open_path` (a grid's or a lesson's folder: its runs, see
+    /// [`HifApp::open_grid`]).
     pub fn open_run(&mut self) {
-        match RunView::load(std::path::Path::new(self.open_path.trim())) {
+        let dir = std::path::PathBuf::from(self.open_path.trim());
+        #[cfg(not(target_arch = "wasm32"))]
+        if dir.join("runs").is_dir() && !dir.join("metrics.jsonl").exists() {
+            self.status = match self.open_grid(&dir) {
+                Ok(words) => words,
+                Err(e) => format!("Cannot open: {e}"),
+            };
+            return;
+        }
+        match RunView::load(&dir) {
             Ok(v) => {
                 self.status = format!("Opened {} ({} steps).", v.name, v.loss.len());
                 self.set_view(v);

@@ -1077,6 +1077,72 @@ fn start_is_near_in_tab_order_and_focus_scrolls_into_view() {
     }
 }
 
+/// A grid's (here a lesson's) folder opens whole: its runs into the Runs list, overlaid,
+/// most_recent-low current, and the quantizer with the largest amax chosen on Amax and
+/// outlined on Saturation, the status saying which and by how much it stands out.
+#[test]
+fn a_grid_folder_opens_with_its_largest_amax_chosen() {
+    let dir = std::env::temp_dir().join(format!("hif8lab-app-grid-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    hif8lab_train::lesson::run_lesson(
+        "saturation",
+        &|| Ok(hif8lab_engine::cpu::CpuBackend::new()),
+        &hif8lab_train::grid::GridConfig::preset("grid-lesson").unwrap(),
+        &dir,
+        &mut (),
+    )
+    .unwrap();
+    let mut h = harness(Options {
+        open: Some(dir.clone()),
+        ..Default::default()
+    });
+    h.run_steps(2);
+    let app = h.state();
+    let live = app.runs.live.clone().expect("a run shown");
+    assert_eq!(live.name, "most_recent-low");
+    let mut others: Vec<&str> = app.runs.earlier.iter().map(|v| v.name.as_str()).collect();
+    others.sort();
+    assert_eq!(
+        others,
+        [
+            "baseline-low",
+            "e4m3-saturate-most_recent-low",
+            "max_window-low"
+        ]
+    );
+    assert!(app.runs.overlay.iter().all(|o| *o));
+    // The largest amax, found here independently.
+    let (key, top) = live
+        .calls
+        .iter()
+        .map(|(k, c)| (k.clone(), c.iter().map(|c| c.amax).fold(f32::MIN, f32::max)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap();
+    assert_eq!(app.selection.quantizer, Some(key.clone()));
+    assert_eq!(app.selection.tab, Tab::Amax);
+    assert!(
+        app.status
+            .contains(&format!("the largest amax is {key}'s, {top:.4e}")),
+        "{}",
+        app.status
+    );
+    h.state_mut().selection.tab = Tab::Saturation;
+    h.run_steps(2);
+    h.get_by_label(&format!("Outlined: {key}, the quantizer open in Amax."));
+    // A folder without runs says so.
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(empty.join("runs")).unwrap();
+    h.state_mut().open_path = empty.display().to_string();
+    h.state_mut().open_run();
+    assert!(
+        h.state().status.starts_with("Cannot open: "),
+        "{}",
+        h.state().status
+    );
+    assert!(h.state().status.contains("no run folders"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The overflow check itself: a row wider than its window is reported, naming the region.
 #[test]
 fn overflow_is_reported() {

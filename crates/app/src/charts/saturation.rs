@@ -107,6 +107,14 @@ pub(super) fn saturation(
     }
     colour_scale(ui, peak, sqnr);
     blocks_caption(ui, view);
+    if let Some(q) = cx
+        .selection
+        .quantizer
+        .as_ref()
+        .filter(|q| groups.iter().any(|(_, rows)| rows.contains(q)))
+    {
+        ui.label(format!("Outlined: {q}, the quantizer open in Amax."));
+    }
     let top = ui.cursor().min;
     // Rows share the height left (each role's caption and step ticks take about 40 points).
     let all_rows: usize = groups.iter().map(|(_, r)| r.len()).sum();
@@ -176,6 +184,22 @@ pub(super) fn saturation(
                     short,
                     egui::FontId::monospace(crate::theme::MIN_TEXT_PX),
                     ui.visuals().text_color(),
+                );
+            }
+            // The quantizer open in Amax (a grid's outlier when one was opened): outlined.
+            if let Some(i) = rows
+                .iter()
+                .position(|id| cx.selection.quantizer.as_ref() == Some(id))
+            {
+                let y = rect.top() + i as f32 * row_h;
+                painter.rect_stroke(
+                    egui::Rect::from_min_max(
+                        egui::pos2(rect.left() + 1.0, y),
+                        egui::pos2(rect.right() - 1.0, y + row_h),
+                    ),
+                    0.0,
+                    egui::Stroke::new(2.0, super::AMAX),
+                    egui::StrokeKind::Inside,
                 );
             }
             step_ticks(ui, image_rect, steps);
