@@ -361,6 +361,8 @@ if (mode === "lesson" || mode === "all") cases.push(["lesson-forgetting", webgpu
 // backend, judged.
 const judged = "(s => !!s && (!!s.error || (!!s.verdict && !s.scenario_running)))(window.__hif8lab)";
 if (mode === "lesson" || mode === "all") cases.push(["lesson-fixes", webgpuFlags, "cpu", "?lesson=fixes&autostart=1&backend=cpu", judged]);
+// The real model's lesson: nothing trains; the committed SmolLM2-135M runs are judged.
+if (mode === "lesson" || mode === "all") cases.push(["lesson-outliers", ["--disable-features=WebGPU"], "cpu", "?lesson=outliers&autostart=1", judged]);
 // A Hugging Face model opened through the file picker, then trained from a script's Start.
 const hfDir = process.env.HIF8LAB_HF_DIR;
 const bpeDir = path.resolve(root, "..", "..", "tests", "fixtures", "hf", "tiny-gqa-tied-bf16");

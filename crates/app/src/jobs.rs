@@ -142,6 +142,29 @@ impl HifApp {
         self.settings = s;
     }
 
+    /// The real-model lesson's verdict, judged from the committed SmolLM2-135M grid's data
+    /// (shipped with the app; nothing trains).
+    pub fn judge_real_outliers(&mut self) {
+        let judged = hif8lab_train::lesson::outliers::committed().and_then(|data| {
+            hif8lab_train::lesson::outliers::judge(
+                hif8lab_train::lesson::outliers::COMMITTED_FILE,
+                &data,
+            )
+        });
+        match judged {
+            Ok(r) => {
+                self.status = format!(
+                    "Judged the committed real-model runs: {} of {} claims hold.",
+                    r.claims.iter().filter(|c| c.holds).count(),
+                    r.claims.len()
+                );
+                self.lesson_views.clear();
+                self.lesson_report = Some(r);
+            }
+            Err(e) => self.status = format!("Cannot judge the real-model runs: {e}"),
+        }
+    }
+
     /// Runs the current lesson's scenario headless on a thread (native; a few seconds on the
     /// CPU at the lessons' size) and shows its verdict when done.
     #[cfg(not(target_arch = "wasm32"))]
@@ -322,6 +345,8 @@ impl HifApp {
         }
         match self.lesson.name {
             "forgetting" => self.start_from_base(wake),
+            // Nothing trains: the committed real-model runs are judged.
+            "outliers" => return self.judge_real_outliers(),
             // The grid is the lesson: in the browser its scenario is what starts.
             "fixes" if self.frame_loop => self.run_scenario_in_memory(),
             _ => {

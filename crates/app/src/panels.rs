@@ -627,36 +627,27 @@ fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
     if l.name == "forgetting" {
         forgetting_controls(app, ui, running);
     }
-    ui.horizontal_wrapped(|ui| {
-        if l.name != "forgetting"
-            && ui
-                .add_enabled(!running, egui::Button::new("Set up and start a live run"))
-                .clicked()
-        {
-            app.setup_lesson();
-            let ctx = ui.ctx().clone();
-            app.start(move || ctx.request_repaint());
-            app.lesson_run = Some(l.name);
-        }
-        let busy = app.jobs.any(&[JobKind::Lesson, JobKind::Scenario]) || app.scenario_waiting;
+    if l.name == "outliers" {
+        // Nothing trains here: the verdict comes from the committed real-model runs.
         if ui
-            .add_enabled(!busy, egui::Button::new("Run the lesson's scenario"))
-            .on_hover_text("pretrained base + the lesson's runs, judged from their numbers (hif8lab lesson run)")
+            .button("Judge the committed SmolLM2-135M runs")
+            .on_hover_text("the claims of lesson 1 on the real model's outlier quantizer, from docs/results/real-smollm2 (hif8lab lesson run outliers)")
             .clicked()
         {
-            #[cfg(not(target_arch = "wasm32"))]
-            app.run_lesson_scenario();
-            #[cfg(target_arch = "wasm32")]
-            app.run_scenario_in_memory();
+            app.judge_real_outliers();
         }
-    });
+    } else {
+        scenario_buttons(app, ui, running);
+    }
     // The scenario's progress right under its button, where the user looks after pressing.
     if let Some(p) = app.jobs.lesson_progress() {
         ui.label(RichText::new(p).strong());
     }
     ui.separator();
-    ui.label(RichText::new("What just happened (this lesson's live run)").strong());
-    crate::glossary::label(ui, live_reading(app));
+    if l.name != "outliers" {
+        ui.label(RichText::new("What just happened (this lesson's live run)").strong());
+        crate::glossary::label(ui, live_reading(app));
+    }
     if let Some(r) = &app.lesson_report
         && r.lesson == l.name
     {
@@ -891,4 +882,32 @@ fn view_lr(view: &RunView) -> f64 {
         .and_then(|c| crate::settings::lookup(c, "train.lr"))
         .and_then(serde_json::Value::as_f64)
         .unwrap_or(f64::NAN)
+}
+
+/// A lesson's two buttons: a live run set up for it, and its judged scenario.
+fn scenario_buttons(app: &mut HifApp, ui: &mut egui::Ui, running: bool) {
+    let l = app.lesson;
+    ui.horizontal_wrapped(|ui| {
+        if l.name != "forgetting"
+            && ui
+                .add_enabled(!running, egui::Button::new("Set up and start a live run"))
+                .clicked()
+        {
+            app.setup_lesson();
+            let ctx = ui.ctx().clone();
+            app.start(move || ctx.request_repaint());
+            app.lesson_run = Some(l.name);
+        }
+        let busy = app.jobs.any(&[JobKind::Lesson, JobKind::Scenario]) || app.scenario_waiting;
+        if ui
+            .add_enabled(!busy, egui::Button::new("Run the lesson's scenario"))
+            .on_hover_text("pretrained base + the lesson's runs, judged from their numbers (hif8lab lesson run)")
+            .clicked()
+        {
+            #[cfg(not(target_arch = "wasm32"))]
+            app.run_lesson_scenario();
+            #[cfg(target_arch = "wasm32")]
+            app.run_scenario_in_memory();
+        }
+    });
 }

@@ -1143,6 +1143,51 @@ fn a_grid_folder_opens_with_its_largest_amax_chosen() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The real model's lesson trains nothing: its button (and `?lesson=outliers&autostart=1`)
+/// judges the committed SmolLM2-135M runs; the verdict, its headline and the quantizer it
+/// found show in the panel, and the live-run reading (there is no live run) does not.
+#[test]
+fn the_real_model_lesson_judges_committed_runs() {
+    let mut h = harness(Options {
+        lesson: Some("outliers".into()),
+        ..Default::default()
+    });
+    h.run_steps(2);
+    assert_eq!(
+        h.query_all_by_label_contains("What just happened (this lesson's live run)")
+            .count(),
+        0
+    );
+    h.get_by_label("Judge the committed SmolLM2-135M runs")
+        .click();
+    h.run_steps(3);
+    let r = h.state().lesson_report.clone().expect("judged");
+    assert_eq!(r.lesson, "outliers");
+    assert_eq!(r.claims.len(), 4);
+    let held = r.claims.iter().filter(|c| c.holds).count();
+    // The headline in the panel (and the status line).
+    assert!(
+        h.query_all_by_label_contains(&format!("{held} of 4 claims hold"))
+            .count()
+            >= 2
+    );
+    let q = r.claims[0].evidence["quantizer"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(h.query_all_by_label_contains(&q).count() >= 1);
+    // Autostart judges it too (what the browser's ?lesson=outliers&autostart=1 does).
+    let mut h = harness(Options {
+        lesson: Some("outliers".into()),
+        ..Default::default()
+    });
+    h.run_steps(1);
+    h.state_mut().autostart(|| {});
+    h.run_steps(3);
+    assert_eq!(h.state().lesson_report.as_ref(), Some(&r));
+    assert!(!h.state().jobs.running(JobKind::Run), "nothing trains");
+}
+
 /// The overflow check itself: a row wider than its window is reported, naming the region.
 #[test]
 fn overflow_is_reported() {

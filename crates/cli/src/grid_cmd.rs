@@ -301,6 +301,10 @@ pub struct LessonArgs {
     /// `cpu` (default) or `gpu`.
     #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
     backend: String,
+    /// The `outliers` lesson: the grid folder whose `runs.jsonl.gz` it judges (default: the
+    /// committed real-smollm2 grid's, shipped with the program).
+    #[arg(long)]
+    from: Option<PathBuf>,
 }
 
 /// `hif8lab lesson base`.
@@ -365,6 +369,12 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
         );
         return Ok(crate::Outcome::BadInput);
     }
+    if args.name == "outliers" {
+        return judge_outliers(&args);
+    }
+    if args.from.is_some() {
+        anyhow::bail!("--from: only the outliers lesson reads a grid's data (the others train)");
+    }
     let config = grid_config(&args.preset, args.config.as_ref())?;
     if config.base.is_some() {
         anyhow::bail!(
@@ -393,9 +403,18 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
     } else {
         lesson::run_lesson(&args.name, &|| Ok(CpuBackend::new()), &config, &out, &mut p)?
     };
-    let seconds = p.start.elapsed().as_secs_f64();
-    if args.json {
-        let mut v = serde_json::to_value(&report)?;
+    print_lesson(&report, p.start.elapsed().as_secs_f64(), args.json)
+}
+
+/// Prints a lesson's verdict (JSON with `--json`) and gives the exit outcome.
+fn print_lesson(
+    report: &hif8lab_train::lesson::LessonReport,
+    seconds: f64,
+    json: bool,
+) -> Result<crate::Outcome> {
+    let args_json = json;
+    if args_json {
+        let mut v = serde_json::to_value(report)?;
         v["seconds"] = serde_json::json!(seconds);
         v["holds"] = serde_json::json!(report.holds());
         v["verdict"] = serde_json::json!(report.verdict());
@@ -429,4 +448,22 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
         hif8lab_train::stats::Verdict3::Fails => crate::Outcome::ClaimsFail,
         hif8lab_train::stats::Verdict3::Inconclusive => crate::Outcome::Inconclusive,
     })
+}
+
+/// `hif8lab lesson run outliers [--from DIR]`: judged from a grid's data, nothing trained.
+fn judge_outliers(args: &LessonArgs) -> Result<crate::Outcome> {
+    use hif8lab_train::lesson::outliers;
+    let start = Instant::now();
+    let (source, data) = match &args.from {
+        Some(dir) => {
+            let path = dir.join(grid::DATA_FILE);
+            (path.display().to_string(), grid::GridData::read(&path)?)
+        }
+        None => (
+            outliers::COMMITTED_FILE.to_owned(),
+            outliers::committed().map_err(anyhow::Error::msg)?,
+        ),
+    };
+    let report = outliers::judge(&source, &data).map_err(anyhow::Error::msg)?;
+    print_lesson(&report, start.elapsed().as_secs_f64(), args.json)
 }

@@ -124,6 +124,70 @@ fn sandbox_lesson_claims_hold() {
     lesson("sandbox");
 }
 
+/// The real model's outliers, judged from the committed SmolLM2-135M grid's data (nothing
+/// trains): the quantizer it names is the one whose amax tops that data, found here
+/// independently, and the counts it quotes are that data's.
+#[test]
+fn outliers_lesson_judges_the_committed_real_model_runs() {
+    let v = lesson("outliers");
+    assert_eq!(v["claims"].as_array().unwrap().len(), 4);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(hif8lab_train::lesson::outliers::COMMITTED_FILE);
+    let data = hif8lab_train::grid::GridData::read(&path).unwrap();
+    let mr = data
+        .runs
+        .iter()
+        .find(|r| r.run == "most_recent-low" && r.order == 0)
+        .unwrap();
+    let top = mr
+        .summary
+        .per_quantizer
+        .iter()
+        .max_by(|a, b| a.amax_max.total_cmp(&b.amax_max))
+        .unwrap();
+    let e = &v["claims"][1]["evidence"];
+    assert_eq!(
+        v["claims"][0]["evidence"]["quantizer"],
+        top.quantizer.as_str()
+    );
+    let k = mr
+        .summary
+        .estimators
+        .iter()
+        .position(|x| x == "most_recent")
+        .unwrap();
+    assert_eq!(
+        e["most_recent_calls_above_est"].as_u64().unwrap(),
+        top.calls_above[k]
+    );
+    assert!(v["summary"].as_str().unwrap().contains(&top.quantizer));
+    // --from a folder without a grid's data: named, non-zero exit.
+    let dir = std::env::temp_dir().join(format!("hif8lab-outliers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_hif8lab"))
+        .args(["lesson", "run", "outliers", "--from", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(err.contains("runs.jsonl.gz"), "{err}");
+    // --from belongs to the outliers lesson only.
+    let o = Command::new(env!("CARGO_BIN_EXE_hif8lab"))
+        .args([
+            "lesson",
+            "run",
+            "saturation",
+            "--from",
+            dir.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_ne!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--from"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn unknown_lesson_is_bad_input() {
     let o = Command::new(env!("CARGO_BIN_EXE_hif8lab"))

@@ -33,6 +33,7 @@ use crate::trainer::{TrainError, Trainer};
 #[cfg(not(target_arch = "wasm32"))]
 use std::sync::Arc;
 
+mod data;
 #[cfg(not(target_arch = "wasm32"))]
 mod quantizers;
 #[cfg(not(target_arch = "wasm32"))]
@@ -44,14 +45,13 @@ mod results;
 mod runner;
 mod verdicts;
 
+pub use data::{DATA_FILE, GridData, GridDataRun};
 pub use results::{
     GridResults, PAIRED_TEST, ResultRow, base_run, compare, count_prefix, drop_stat,
     forgetting_excess,
 };
 #[cfg(not(target_arch = "wasm32"))]
-pub use runner::{
-    DATA_FILE, GridData, GridDataRun, pretrain, recompute, results_of, run_grid, train_from_base,
-};
+pub use runner::{pretrain, recompute, results_of, run_grid, train_from_base};
 pub use verdicts::{
     APE_HIDES, APE_LOSSLESS, Design, FORGETTING_MARGIN, KNOWLEDGE_CHANCE, LOSSLESS_MARGIN,
     SATURATION_RATIO, arm_of, discordance, drop_part, forgetting_contrast, forgetting_vs_base,

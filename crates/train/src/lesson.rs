@@ -5,6 +5,7 @@
 //! `grid-lesson` size); [`judge`] turns their summaries into [`Claim`]s with the evidence.
 
 pub mod base;
+pub mod outliers;
 
 use serde::Serialize;
 
@@ -35,7 +36,7 @@ pub struct Lesson {
 }
 
 /// The lessons, in teaching order.
-pub const LESSONS: [Lesson; 4] = [
+pub const LESSONS: [Lesson; 5] = [
     Lesson {
         name: "saturation",
         title: "1. Amax saturation",
@@ -58,8 +59,15 @@ pub const LESSONS: [Lesson; 4] = [
         controls: &["estimator", "lr", "warmup"],
     },
     Lesson {
+        name: "outliers",
+        title: "4. A real model's outliers",
+        predict: "A real pretrained model (SmolLM2-135M-Instruct) continued with HiF8 QAT on its MLP projections: one quantizer's input carries an outlier channel ~1,700× larger than the median's. Predict: is most_recent exceeded there more often than max_window(64)? Does HiF8 overflow there? Does E4M3?",
+        look: "The verdict, judged from the committed runs of `hif8lab grid --preset real-smollm2` (nothing trains here). Natively, open that grid's folder (Open, or --open DIR) to see the outlier's amax against each estimator on Amax, outlined on Saturation.",
+        controls: &["estimator", "format"],
+    },
+    Lesson {
         name: "sandbox",
-        title: "4. Sandbox",
+        title: "5. Sandbox",
         predict: "Every knob, starting from the lessons' state. Predict before you press Start, then check.",
         look: "All panels. One thing always holds: an estimate at least as large as another on every call (max_window(64) vs most_recent) is exceeded on no more calls.",
         controls: &[

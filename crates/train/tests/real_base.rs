@@ -154,6 +154,27 @@ fn a_real_base_shows_its_outlier_and_the_estimator_ordering() {
         .sum();
     assert!(clipped > 0, "E4M3 clipped nothing");
 
+    // The lesson "a real model's outliers", judged from this grid's data: it finds the
+    // injected channel's quantizer by itself and judges lesson 1's claims there.
+    let data = grid::GridData::read(&out.join(grid::DATA_FILE)).unwrap();
+    let lesson = hif8lab_train::lesson::outliers::judge("fixture", &data).unwrap();
+    assert_eq!(lesson.claims.len(), 4);
+    let found = lesson.claims[0].evidence["quantizer"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(found == outlier || found == twin, "{found}");
+    assert!(lesson.claims[0].holds, "{:?}", lesson.claims[0]);
+    assert!(lesson.summary.contains(&found), "{}", lesson.summary);
+    // Without the E4M3 twins the lesson says what it needs.
+    let mut partial = data.clone();
+    partial.runs.retain(|r| !r.run.ends_with("-e4m3"));
+    let e = hif8lab_train::lesson::outliers::judge("x/runs.jsonl.gz", &partial).unwrap_err();
+    assert!(
+        e.contains("x/runs.jsonl.gz") && e.contains("most_recent-low-e4m3"),
+        "{e}"
+    );
+
     // The report says where the outliers are, and follows from its data byte for byte.
     let md = std::fs::read_to_string(out.join("results.md")).unwrap();
     assert!(md.contains("a real pretrained model"), "{md}");

@@ -1,0 +1,237 @@
+//! The lesson "a real model's outliers": lesson 1's claims asked of a real pretrained model
+//! (SmolLM2-135M-Instruct, continued with HiF8 QAT on the MLP projections of its middle
+//! blocks by `hif8lab grid --preset real-smollm2`), on the quantizer where its outlier
+//! channel lives. Nothing is trained: the claims are judged from a grid's data file
+//! ([`GridData`]) — the committed one (`docs/results/real-smollm2/runs.jsonl.gz`, shipped
+//! with the program, so the browser shows it too) or a grid folder's own.
+//!
+//! The outlier quantizer is found in the data (the largest amax of the first data order's
+//! most_recent run), never named here. Claims use the first data order; the second one's
+//! figures go into the evidence as a replication.
+
+use super::{Claim, LessonReport};
+use crate::claims::{Part, Side};
+use crate::grid::{GridData, GridDataRun};
+use crate::run::QuantizerSummary;
+
+/// The committed real-model grid's data file.
+pub const COMMITTED_FILE: &str = "docs/results/real-smollm2/runs.jsonl.gz";
+
+static COMMITTED: &[u8] = include_bytes!("../../../../docs/results/real-smollm2/runs.jsonl.gz");
+
+/// The committed real-model grid's data.
+pub fn committed() -> Result<GridData, String> {
+    GridData::from_gzip(COMMITTED_FILE, COMMITTED).map_err(|e| e.to_string())
+}
+
+/// The runs the lesson reads, by their grid names.
+const MR: &str = "most_recent-low";
+const MW: &str = "max_window-low";
+const E4: &str = "most_recent-low-e4m3";
+
+fn run<'a>(data: &'a GridData, name: &str, order: usize) -> Option<&'a GridDataRun> {
+    data.runs
+        .iter()
+        .find(|r| r.run == name && r.order == order && r.base_seed == 0)
+}
+
+/// The index of the first estimator named `prefix…`.
+fn estimator(r: &GridDataRun, prefix: &str) -> Option<usize> {
+    r.summary
+        .estimators
+        .iter()
+        .position(|e| e.starts_with(prefix))
+}
+
+/// The quantizer with the largest amax, its amax and the median over the quantizers of
+/// each one's largest amax.
+pub fn outlier(table: &[QuantizerSummary]) -> Option<(&QuantizerSummary, f64)> {
+    let top = table
+        .iter()
+        .max_by(|a, b| a.amax_max.total_cmp(&b.amax_max))?;
+    let mut maxima: Vec<f64> = table.iter().map(|q| f64::from(q.amax_max)).collect();
+    maxima.sort_by(f64::total_cmp);
+    let n = maxima.len();
+    let median = if n % 2 == 1 {
+        maxima[n / 2]
+    } else {
+        0.5 * (maxima[n / 2 - 1] + maxima[n / 2])
+    };
+    Some((top, median))
+}
+
+/// One run's figures on quantizer `q`: calls above the estimate and overflowed elements of
+/// the estimator named `prefix…`.
+struct Figures {
+    calls_above: u64,
+    overflow: u64,
+    amax_max: f64,
+}
+
+fn figures(r: &GridDataRun, q: &str, prefix: &str) -> Result<Figures, String> {
+    let k =
+        estimator(r, prefix).ok_or_else(|| format!("run {} has no estimator {prefix}", r.run))?;
+    let s = r
+        .summary
+        .per_quantizer
+        .iter()
+        .find(|s| s.quantizer == q)
+        .ok_or_else(|| format!("run {} has no figures for quantizer {q}", r.run))?;
+    Ok(Figures {
+        calls_above: s.calls_above.get(k).copied().unwrap_or(0),
+        overflow: s.overflow.get(k).copied().unwrap_or(0),
+        amax_max: f64::from(s.amax_max),
+    })
+}
+
+/// Judges the lesson's claims from `data` (`source` names it in errors): it needs the
+/// grid's most_recent-low, max_window-low and most_recent-low-e4m3 runs with their
+/// per-quantizer figures (a grid with `continue.e4m3 = true`).
+pub fn judge(source: &str, data: &GridData) -> Result<LessonReport, String> {
+    let need = |name: &str| {
+        run(data, name, 0).ok_or_else(|| {
+            format!("{source}: no run {name} (the lesson needs a grid with continue.e4m3 = true, like real-smollm2)")
+        })
+    };
+    let (mr, mw, e4) = (need(MR)?, need(MW)?, need(E4)?);
+    let (top, median) = outlier(&mr.summary.per_quantizer).ok_or_else(|| {
+        format!("{source}: run {MR} has no per-quantizer figures (written by `hif8lab grid`)")
+    })?;
+    let q = top.quantizer.clone();
+    let ratio = |r: &GridDataRun| {
+        outlier(&r.summary.per_quantizer).map_or(f64::NAN, |(t, m)| {
+            f64::from(t.amax_max) / m.max(f64::MIN_POSITIVE)
+        })
+    };
+    let stand_out = ratio(mr).min(ratio(mw));
+    let tops =
+        [mr, mw].map(|r| outlier(&r.summary.per_quantizer).map(|(t, _)| t.quantizer.clone()));
+    let same_top = tops
+        .iter()
+        .filter(|t| t.as_deref() == Some(q.as_str()))
+        .count();
+    let f_mr = figures(mr, &q, "most_recent")?;
+    let f_mw = figures(mw, &q, "max_window")?;
+    let f_mw_in_mr = figures(mr, &q, "max_window")?;
+    let f_e4 = figures(e4, &q, "most_recent")?;
+    let f_mw_e4 = run(data, "max_window-low-e4m3", 0)
+        .map(|r| figures(r, &q, "max_window"))
+        .transpose()?;
+    // The second data order, as a replication (evidence only).
+    let second = |name: &str, prefix: &str| {
+        run(data, name, 1)
+            .and_then(|r| figures(r, &q, prefix).ok())
+            .map(|f| serde_json::json!({"calls_above_est": f.calls_above, "overflow": f.overflow, "amax_max": f.amax_max}))
+    };
+    let model = data
+        .base_model
+        .clone()
+        .unwrap_or_else(|| "a base pretrained here".into());
+    let claims = vec![
+        Claim::new(
+            &format!(
+                "one quantizer's input stands out: {q}'s largest amax is at least 100× the median quantizer's, in the most_recent and the max_window(64) run alike"
+            ),
+            vec![
+                Part::exact(
+                    "largest amax ÷ the median quantizer's largest amax (the smaller of the two runs)",
+                    "×",
+                    stand_out,
+                    Side::AtLeast,
+                    100.0,
+                ),
+                Part::exact(
+                    &format!("runs whose largest amax is {q}'s"),
+                    " runs",
+                    same_top as f64,
+                    Side::AtLeast,
+                    2.0,
+                ),
+            ],
+            serde_json::json!({"quantizer": q, "amax_max": top.amax_max, "median_of_maxima": median,
+                "ratio": {"most_recent": ratio(mr), "max_window": ratio(mw)}, "tops": tops}),
+        ),
+        Claim::new(
+            &format!(
+                "on {q}, most_recent's estimate is exceeded on at least 4× as many calls as max_window(64)'s (and on at least 10)"
+            ),
+            vec![
+                Part::exact(
+                    &format!("calls above the estimate on {q}, most_recent ÷ max_window(64)"),
+                    "×",
+                    f_mr.calls_above as f64 / f_mw.calls_above.max(1) as f64,
+                    Side::AtLeast,
+                    4.0,
+                ),
+                Part::exact(
+                    &format!("most_recent's calls above its estimate on {q}"),
+                    " calls",
+                    f_mr.calls_above as f64,
+                    Side::AtLeast,
+                    10.0,
+                ),
+            ],
+            serde_json::json!({"most_recent_calls_above_est": f_mr.calls_above, "max_window_calls_above_est": f_mw.calls_above,
+                "same_calls_shadow": {"max_window_in_most_recent_run": f_mw_in_mr.calls_above},
+                "second_data_order": {"most_recent": second(MR, "most_recent"), "max_window": second(MW, "max_window")}}),
+        ),
+        Claim::new(
+            &format!(
+                "HiF8 (target 15) keeps {q}'s excursions: none of its elements overflowed under either estimator"
+            ),
+            vec![
+                Part::exact(
+                    &format!("most_recent's calls above its estimate on {q}"),
+                    " calls",
+                    f_mr.calls_above as f64,
+                    Side::AtLeast,
+                    1.0,
+                ),
+                Part::exact(
+                    &format!("elements of {q} that overflowed (both HiF8 runs)"),
+                    " elements",
+                    (f_mr.overflow + f_mw.overflow) as f64,
+                    Side::Below,
+                    1.0,
+                ),
+            ],
+            serde_json::json!({"overflow": {"most_recent": f_mr.overflow, "max_window": f_mw.overflow}}),
+        ),
+        Claim::new(
+            &format!(
+                "E4M3 (target = max, 448, saturating) clips {q}'s excursions under most_recent (clipped elements > 0)"
+            ),
+            vec![Part::exact(
+                &format!("E4M3 elements of {q} clipped"),
+                " elements",
+                f_e4.overflow as f64,
+                Side::AtLeast,
+                1.0,
+            )],
+            serde_json::json!({"clipped": {"most_recent": f_e4.overflow, "max_window": f_mw_e4.as_ref().map(|f| f.overflow)},
+                "calls_above_est": f_e4.calls_above}),
+        ),
+    ];
+    let summary = format!(
+        "In {model}, continued with HiF8 QAT, {q}'s input reached amax {:.0}, {:.0}× the median quantizer's largest ({median:.1}). There most_recent was exceeded on {} calls, max_window(64) on {} (on the same calls of the most_recent run: {}); HiF8 let none overflow ({} and {} elements); E4M3 at target 448 clipped {} elements under most_recent{}.",
+        top.amax_max,
+        f64::from(top.amax_max) / median.max(f64::MIN_POSITIVE),
+        f_mr.calls_above,
+        f_mw.calls_above,
+        f_mw_in_mr.calls_above,
+        f_mr.overflow,
+        f_mw.overflow,
+        f_e4.overflow,
+        f_mw_e4.map_or(String::new(), |f| format!(
+            " and {} under max_window(64)",
+            f.overflow
+        )),
+    );
+    let mut claims = claims;
+    crate::claims::judge_family(&mut claims);
+    Ok(LessonReport {
+        lesson: "outliers".into(),
+        claims,
+        summary,
+    })
+}
