@@ -3,7 +3,9 @@
 # builds in release and prints one JSON document:
 #   {"adapter", "device_type", "backend", "allow_cpu", "seconds",
 #    "kernels": <hif8lab bench kernels --json>,
-#    "train": {"smoke": <bench train --json>, "small": …, "medium": …}}
+#    "train": {"smoke": <bench train --json>, "small": …, "medium": …,
+#              "smollm2-135m": …, "smollm2-360m": …}}
+# (the last two: the real models' shapes, tied, vocab 49,152, ctx 128, batch 2)
 # (copy / qdq / quant_stats GB/s and their ratio to copy, matmul GFLOP/s per size, layout and
 # fusion; tokens/s plain and QAT, host ms per step, dispatches per step). Under 5 minutes on a
 # GPU. On a CPU adapter (lavapipe, SwiftShader) it stops with a message, unless given
@@ -66,6 +68,19 @@ for p in "${presets[@]}"; do
   train="$train$sep\"$p\":$t"
   sep=","
 done
+if [ "$device_type" != "Cpu" ]; then
+  # The real models' shapes (SmolLM2-135M and the 360 M Llama shape).
+  s135=(--set model.vocab=49152 --set model.d_model=576 --set model.layers=30 --set model.heads=9
+    --set model.kv_heads=3 --set model.d_ff=1536 --set model.context=128
+    --set model.tie_embeddings=true --set train.batch=2)
+  s360=(--set model.vocab=49152 --set model.d_model=960 --set model.layers=32 --set model.heads=15
+    --set model.kv_heads=5 --set model.d_ff=2560 --set model.context=128
+    --set model.tie_embeddings=true --set train.batch=2)
+  t=$("$bin" bench train --preset small --backend gpu --steps 10 --json "${s135[@]}")
+  train="$train$sep\"smollm2-135m\":$t"
+  t=$("$bin" bench train --preset small --backend gpu --steps 10 --json "${s360[@]}")
+  train="$train,\"smollm2-360m\":$t"
+fi
 train="$train}"
 end=$(date +%s)
 python3 - "$adapter" "$device_type" "$allow_cpu" "$((end - start))" "$kernels" "$train" <<'PY'

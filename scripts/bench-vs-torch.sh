@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # hif8lab's CPU backend against PyTorch eager on one model shape (`small`: the small
-# preset's; `smollm2-135m`: SmolLM2-135M, tied, vocab 49,152, ctx 128, batch 2), in one go:
+# preset's; `smollm2-135m`: SmolLM2-135M, tied, vocab 49,152, ctx 128, batch 2;
+# `smollm2-360m`: the 360 M Llama shape, d 960, 32 layers, 15/5 heads, ff 2560), in one go:
 # the project's own PyTorch reference (scripts/torch_reference.py: same model, optimizer and
 # QAT recipe, HiF8 W8A8G8 with max_window delayed scaling emulated in torch) and
 # `hif8lab bench train --preset small --backend cpu`, both on the same thread count; prints
 # both figures and their ratios. Not part of scripts/test.sh.
 #
-#   scripts/bench-vs-torch.sh [--shape small|smollm2-135m] [--threads N] [--steps N] [--rounds N]
+#   scripts/bench-vs-torch.sh [--shape small|smollm2-135m|smollm2-360m] [--threads N] [--steps N] [--rounds N]
 #
 # --rounds (default 3): how many torch/hif8lab pairs to run, alternating which goes first;
 # the summary gives the median ratio, the range and whether each goal held in every round.
@@ -38,7 +39,10 @@ case "$shape" in
   smollm2-135m) sets=(--set model.vocab=49152 --set model.d_model=576 --set model.layers=30
     --set model.heads=9 --set model.kv_heads=3 --set model.d_ff=1536 --set model.context=128
     --set model.tie_embeddings=true --set train.batch=2 --set train.lr=1e-5) ;;
-  *) echo "bench-vs-torch.sh: --shape must be small or smollm2-135m, not '$shape'" >&2; exit 2 ;;
+  smollm2-360m) sets=(--set model.vocab=49152 --set model.d_model=960 --set model.layers=32
+    --set model.heads=15 --set model.kv_heads=5 --set model.d_ff=2560 --set model.context=128
+    --set model.tie_embeddings=true --set train.batch=2 --set train.lr=1e-5) ;;
+  *) echo "bench-vs-torch.sh: --shape must be small, smollm2-135m or smollm2-360m, not '$shape'" >&2; exit 2 ;;
 esac
 case "$rounds" in ''|*[!0-9]*|0) echo "bench-vs-torch.sh: --rounds must be a positive integer, not '$rounds'" >&2; exit 2 ;; esac
 target=$(target_dir)
@@ -97,7 +101,7 @@ def summary(name, values, goal, higher=True):
         verdict = f"inconclusive: met in {met} of {len(values)} rounds"
     sign = "≥" if higher else "≤"
     print(f"{name}: median {med:.2f} (rounds {lo:.2f}–{hi:.2f}); goal {sign} {goal:.2f}: {verdict}")
-big = shape == "smollm2-135m"
+big = shape.startswith("smollm2")
 summary("hif8lab ÷ PyTorch, plain", [r[0] for r in ratios], 3.0 if big else 1.0)
 summary("hif8lab ÷ PyTorch, QAT", [r[1] for r in ratios], 4.5 if big else 2.0)
 print("gemm_fraction (the step's own GEMMs alone ÷ the step), per round: plain "

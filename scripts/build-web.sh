@@ -105,6 +105,11 @@ else
 fi
 
 cp web/index.html "$tmp/"
+# The files the page fetches beside it (natively compiled in; kept out of the wasm module):
+# the lessons' pretrained base and the committed real-model grid's data.
+mkdir -p "$tmp/lessons"
+cp assets/lessons/base.safetensors "$tmp/lessons/base.safetensors"
+cp docs/results/real-smollm2/runs.jsonl.gz "$tmp/lessons/real-smollm2.jsonl.gz"
 # Replace the site in one step, so a server never sees half of it.
 rm -rf "$dist.old"
 [ -d "$dist" ] && mv "$dist" "$dist.old"

@@ -142,29 +142,6 @@ impl HifApp {
         self.settings = s;
     }
 
-    /// The real-model lesson's verdict, judged from the committed SmolLM2-135M grid's data
-    /// (shipped with the app; nothing trains).
-    pub fn judge_real_outliers(&mut self) {
-        let judged = hif8lab_train::lesson::outliers::committed().and_then(|data| {
-            hif8lab_train::lesson::outliers::judge(
-                hif8lab_train::lesson::outliers::COMMITTED_FILE,
-                &data,
-            )
-        });
-        match judged {
-            Ok(r) => {
-                self.status = format!(
-                    "Judged the committed real-model runs: {} of {} claims hold.",
-                    r.claims.iter().filter(|c| c.holds).count(),
-                    r.claims.len()
-                );
-                self.lesson_views.clear();
-                self.lesson_report = Some(r);
-            }
-            Err(e) => self.status = format!("Cannot judge the real-model runs: {e}"),
-        }
-    }
-
     /// Runs the current lesson's scenario headless on a thread (native; a few seconds on the
     /// CPU at the lessons' size) and shows its verdict when done.
     #[cfg(not(target_arch = "wasm32"))]
@@ -343,10 +320,13 @@ impl HifApp {
         if self.selection.tab != Tab::Lessons {
             return self.start(wake);
         }
+        if self.lesson.name == "outliers" {
+            // Nothing trains: the committed real-model runs are judged.
+            self.judge_real_outliers();
+            return;
+        }
         match self.lesson.name {
             "forgetting" => self.start_from_base(wake),
-            // Nothing trains: the committed real-model runs are judged.
-            "outliers" => return self.judge_real_outliers(),
             // The grid is the lesson: in the browser its scenario is what starts.
             "fixes" if self.frame_loop => self.run_scenario_in_memory(),
             _ => {
@@ -388,6 +368,12 @@ impl HifApp {
             }
         };
         let probes = Arc::new(grid.probes());
+        if self.base.is_none() && self.shipped.base_pending && !self.shipped.pretrain_base {
+            // The browser's shipped base is still on its way: start once it is here.
+            self.after_base = true;
+            self.status = "Loading the lessons' shipped base model…".into();
+            return;
+        }
         let Some(base) = self.base.clone() else {
             self.after_base = self.pretrain_base(&grid, wake);
             return;
@@ -425,19 +411,6 @@ impl HifApp {
                     "no QAT"
                 }
             );
-        }
-    }
-
-    /// Starts the lessons from the shipped base (the bits pretraining gives; see
-    /// `hif8lab_train::lesson::base`) when it matches the `grid-lesson` preset.
-    pub fn adopt_shipped_base(&mut self) {
-        let Ok(grid) = hif8lab_train::grid::GridConfig::preset("grid-lesson") else {
-            return;
-        };
-        if let Some(b) = hif8lab_train::lesson::base::shipped(&grid) {
-            self.base = Some(b.weights);
-            self.base_probes = Some(b.probes);
-            self.base_from = "shipped";
         }
     }
 
@@ -484,6 +457,11 @@ impl HifApp {
                 return;
             }
         };
+        if self.base.is_none() && self.shipped.base_pending && !self.shipped.pretrain_base {
+            self.scenario_waiting = true;
+            self.status = "Loading the lessons' shipped base model…".into();
+            return;
+        }
         let (Some(base), Some(probes)) = (self.base.clone(), self.base_probes.clone()) else {
             // Stepped from the frame loop, which keeps repainting while it runs.
             self.scenario_waiting = self.pretrain_base(&grid, || {});

@@ -20,6 +20,7 @@ pub mod panels;
 pub mod png;
 pub mod scenario;
 pub mod settings;
+pub mod shipped;
 pub mod state;
 pub mod theme;
 pub mod training;
@@ -286,6 +287,8 @@ pub struct HifApp {
     pub base_probes: Option<hif8lab_train::ProbeScores>,
     /// Where [`HifApp::base`] came from: `"shipped"`, `"pretrained"` here, or `""` (none yet).
     pub base_from: &'static str,
+    /// The files shipped with the app (the lessons' base, the real-model runs).
+    pub shipped: shipped::Shipped,
     /// Start the continued run of the forgetting lesson once the base is ready.
     pub after_base: bool,
     /// Start the in-memory scenario once the base is ready.
@@ -383,6 +386,10 @@ impl HifApp {
             base: None,
             base_probes: None,
             base_from: "",
+            shipped: shipped::Shipped {
+                pretrain_base: options.pretrain_base,
+                ..Default::default()
+            },
             after_base: false,
             scenario_waiting: false,
             lesson_lr: 3e-3,
@@ -404,9 +411,8 @@ impl HifApp {
             poll_ms: 0.0,
             last_frame_ms: 0.0,
         };
-        if !options.pretrain_base {
-            app.adopt_shipped_base();
-        }
+        #[cfg(not(target_arch = "wasm32"))]
+        app.adopt_shipped_base();
         if let Some(name) = &options.lesson {
             match hif8lab_train::lesson::lesson(name) {
                 Some(l) => {
@@ -590,8 +596,8 @@ impl HifApp {
             "pretraining": self.jobs.running(JobKind::Base),
             "base_from": self.base_from,
             "base_fingerprint": self.base.as_deref().map(hif8lab_train::lesson::base::fingerprint),
-            "shipped_base_fingerprint": shipped_base().map(|b| &b.0),
-            "shipped_base_knowledge": shipped_base().map(|b| b.1),
+            "shipped_base_fingerprint": self.shipped.base.as_ref().map(|b| &b.0),
+            "shipped_base_knowledge": self.shipped.base.as_ref().map(|b| b.1),
             "scenario_running": self.jobs.any(&[JobKind::Scenario, JobKind::Lesson]) || self.scenario_waiting,
             "verdict": self.lesson_report.as_ref().map(|r| serde_json::json!({
                 "lesson": r.lesson,
@@ -747,18 +753,6 @@ impl HifApp {
         v.sort_by(f32::total_cmp);
         Some(v[v.len() / 2])
     }
-}
-
-/// The fingerprint and knowledge score of the shipped lessons' base (see
-/// `hif8lab_train::lesson::base`), read once.
-fn shipped_base() -> Option<&'static (String, f64)> {
-    static FP: std::sync::OnceLock<Option<(String, f64)>> = std::sync::OnceLock::new();
-    FP.get_or_init(|| {
-        let grid = hif8lab_train::grid::GridConfig::preset("grid-lesson").ok()?;
-        let b = hif8lab_train::lesson::base::shipped(&grid)?;
-        Some((b.fingerprint(), b.probes.knowledge_acc_norm))
-    })
-    .as_ref()
 }
 
 /// Saves an export: natively into `exports/` (beside the working directory's `runs/`),

@@ -13,6 +13,9 @@ use wasm_bindgen::prelude::*;
 use crate::training::Device;
 use crate::{HifApp, Options, Tab};
 
+/// A shipped file's page-relative URL and its bytes, or why it could not be fetched.
+type Fetched = (&'static str, Result<Vec<u8>, String>);
+
 thread_local! {
     /// Files the page's picker delivered, waiting for the next frame.
     static DROPPED: RefCell<Vec<(String, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
@@ -25,6 +28,44 @@ thread_local! {
     /// The app's egui context, to ask for a frame when the page hands something in (an idle
     /// page draws no frames on its own).
     static CTX: RefCell<Option<eframe::egui::Context>> = const { RefCell::new(None) };
+    /// Shipped files fetched from beside the page (or why not), waiting for the next frame.
+    static FETCHED: RefCell<Vec<Fetched>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Fetches `url` (relative to the page) whole.
+async fn fetch_bytes(url: &str) -> Result<Vec<u8>, String> {
+    use wasm_bindgen_futures::JsFuture;
+    let err = |e: JsValue| {
+        format!(
+            "{url}: {}",
+            e.as_string().unwrap_or_else(|| format!("{e:?}"))
+        )
+    };
+    let window = web_sys::window().ok_or("no window")?;
+    let response: web_sys::Response = JsFuture::from(window.fetch_with_str(url))
+        .await
+        .map_err(err)?
+        .dyn_into()
+        .map_err(|_| format!("{url}: not a response"))?;
+    if !response.ok() {
+        return Err(format!("{url}: HTTP {}", response.status()));
+    }
+    let buffer = JsFuture::from(response.array_buffer().map_err(err)?)
+        .await
+        .map_err(err)?;
+    Ok(js_sys::Uint8Array::new(&buffer).to_vec())
+}
+
+/// Fetches the shipped files (the lessons' base, the real-model runs); each is handed to
+/// the app at the frame after it arrives.
+fn fetch_shipped() {
+    for url in [crate::shipped::BASE_URL, crate::shipped::REAL_RUNS_URL] {
+        wasm_bindgen_futures::spawn_local(async move {
+            let result = fetch_bytes(url).await;
+            FETCHED.with(|f| f.borrow_mut().push((url, result)));
+            wake();
+        });
+    }
 }
 
 fn wake() {
@@ -214,6 +255,9 @@ fn create(cc: &eframe::CreationContext<'_>, options: &Options) -> HifApp {
     if options.backend.as_deref() == Some("cpu") {
         app.settings.gpu = false;
     }
+    app.shipped.base_pending = true;
+    app.shipped.runs_pending = true;
+    fetch_shipped();
     if options.autostart {
         app.autostart(|| {});
     }
@@ -225,6 +269,10 @@ pub fn publish(app: &mut HifApp) {
     let files: Vec<(String, Vec<u8>)> = DROPPED.with(|d| d.borrow_mut().drain(..).collect());
     if !files.is_empty() {
         app.open_files(&files);
+    }
+    let fetched: Vec<_> = FETCHED.with(|f| f.borrow_mut().drain(..).collect());
+    for (url, result) in fetched {
+        app.shipped_arrived(url, result);
     }
     if START.with(|s| s.replace(false)) {
         app.start(|| {});

@@ -19,7 +19,9 @@ use crate::trainer::ProbeScores;
 /// Where the shipped base lives in the source tree.
 pub const FILE: &str = "assets/lessons/base.safetensors";
 
-/// The shipped file's bytes.
+/// The shipped file's bytes (compiled into native builds; the browser fetches the file from
+/// beside its page, `lessons/base.safetensors`, and hands it to [`shipped_from`]).
+#[cfg(not(target_arch = "wasm32"))]
 static BYTES: &[u8] = include_bytes!("../../../../assets/lessons/base.safetensors");
 
 /// Metadata key: the pretraining configuration (JSON of [`RunConfig`]).
@@ -105,6 +107,7 @@ fn config_key(config: &RunConfig) -> String {
 }
 
 /// The kind of machine the shipped base was pretrained on ([`machine`]).
+#[cfg(not(target_arch = "wasm32"))]
 pub fn shipped_machine() -> Option<String> {
     Checkpoint::from_bytes(FILE, BYTES)
         .ok()?
@@ -137,14 +140,22 @@ pub fn parse(path: &str, bytes: &[u8]) -> Result<(LessonBase, RunConfig), String
 }
 
 /// The shipped file, as shipped.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn shipped_bytes() -> &'static [u8] {
     BYTES
 }
 
 /// The shipped base, when it was pretrained with exactly `grid`'s pretraining
 /// configuration; `None` otherwise (the caller pretrains).
+#[cfg(not(target_arch = "wasm32"))]
 pub fn shipped(grid: &GridConfig) -> Option<LessonBase> {
-    let (base, config) = parse(FILE, BYTES).ok()?;
+    shipped_from(BYTES, grid)
+}
+
+/// The base in a lesson base file's `bytes`, when it was pretrained with exactly `grid`'s
+/// pretraining configuration.
+pub fn shipped_from(bytes: &[u8], grid: &GridConfig) -> Option<LessonBase> {
+    let (base, config) = parse(FILE, bytes).ok()?;
     (config_key(&config) == config_key(&grid.pretrain_config())).then_some(base)
 }
 

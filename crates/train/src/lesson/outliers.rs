@@ -17,11 +17,20 @@ use crate::run::QuantizerSummary;
 /// The committed real-model grid's data file.
 pub const COMMITTED_FILE: &str = "docs/results/real-smollm2/runs.jsonl.gz";
 
+/// Compiled into native builds; the browser fetches it from beside its page
+/// (`lessons/real-smollm2.jsonl.gz`) and hands it to [`committed_from`].
+#[cfg(not(target_arch = "wasm32"))]
 static COMMITTED: &[u8] = include_bytes!("../../../../docs/results/real-smollm2/runs.jsonl.gz");
 
 /// The committed real-model grid's data.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn committed() -> Result<GridData, String> {
-    GridData::from_gzip(COMMITTED_FILE, COMMITTED).map_err(|e| e.to_string())
+    committed_from(COMMITTED)
+}
+
+/// The committed real-model grid's data, from the file's `bytes`.
+pub fn committed_from(bytes: &[u8]) -> Result<GridData, String> {
+    GridData::from_gzip(COMMITTED_FILE, bytes).map_err(|e| e.to_string())
 }
 
 /// The runs the lesson reads, by their grid names.
