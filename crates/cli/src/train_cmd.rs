@@ -16,7 +16,7 @@ use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_train::checkpoint::Checkpoint;
-use hif8lab_train::driver::{Driver, Event, Progress, Schedule, Sink};
+use hif8lab_train::driver::{Driver, Event, Progress, Schedule, Tap};
 use hif8lab_train::folder::RunFolder;
 use hif8lab_train::memory::MemoryEstimate;
 use hif8lab_train::run::{self, RunStatus, RunSummary, Segment};
@@ -617,8 +617,10 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
     };
     let mut driver = Driver::new(trainer, schedule);
     let result = driver.run(
-        &mut |e: Event| {
-            match &e {
+        &mut Tap {
+            inner: &mut folder,
+            see: |e: &Event, folder: &mut RunFolder| {
+                match e {
                 Event::Report(r) => {
                     let tps = folder.tokens_per_s();
                     bar.set_position(r.step + 1);
@@ -640,7 +642,8 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
                 }),
                 _ => {}
             }
-            folder.event(e)
+                Ok(())
+            },
         },
         &|| stop.load(Ordering::SeqCst) != 0,
     );

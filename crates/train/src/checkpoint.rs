@@ -136,45 +136,9 @@ impl Checkpoint {
         crate::io::write_atomic_with(path, &mut |w| self.write_to(w))
     }
 
-    /// Writes the safetensors bytes of [`Self::to_bytes`] to `w`, tensor by tensor: the
-    /// header (keys sorted, the data's CRC-32 in the metadata, padded to 8 bytes), then each
-    /// tensor's data in name order (the `safetensors` crate's order for one dtype).
+    /// Writes the safetensors bytes of [`Self::to_bytes`] to `w` ([`write_source`]).
     pub fn write_to(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
-        use serde_json::{Value, json};
-        let mut order: Vec<&NamedTensor> = self.tensors.iter().collect();
-        order.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut crc = crc32fast::Hasher::new();
-        for t in &order {
-            crc.update(bytemuck_f32(&t.data));
-        }
-        let mut metadata: BTreeMap<String, Value> = self
-            .metadata
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect();
-        metadata.insert(
-            CHECKSUM_KEY.into(),
-            Value::String(format!("{:011x}", crc.finalize())),
-        );
-        let mut header: BTreeMap<String, Value> = BTreeMap::new();
-        header.insert("__metadata__".into(), serde_json::to_value(metadata)?);
-        let mut offset = 0usize;
-        for t in &order {
-            let end = offset + 4 * t.data.len();
-            header.insert(
-                t.name.clone(),
-                json!({"data_offsets": [offset, end], "dtype": "F32", "shape": t.shape}),
-            );
-            offset = end;
-        }
-        let mut text = serde_json::to_vec(&header)?;
-        text.resize(text.len().next_multiple_of(8), b' ');
-        w.write_all(&(text.len() as u64).to_le_bytes())?;
-        w.write_all(&text)?;
-        for t in &order {
-            w.write_all(bytemuck_f32(&t.data))?;
-        }
-        Ok(())
+        write_source(self, w)
     }
 
     /// Reads a checkpoint file (memory-mapped: the file's bytes are converted to f32 once,
@@ -357,6 +321,105 @@ pub fn newest_valid(run_dir: &Path, fingerprint: &str) -> (Option<ValidCheckpoin
         skipped.push(format!("{}: {reason}", path.display()));
     }
     (None, skipped)
+}
+
+/// Where a checkpoint's tensors come from: a [`Checkpoint`] in memory, or a trainer read
+/// back one tensor at a time (so writing it never holds weights and moments twice).
+pub trait CheckpointSource {
+    /// The tensors' names and shapes (any order).
+    fn layout(&self) -> Vec<(String, Vec<usize>)>;
+    /// The metadata.
+    fn metadata(&self) -> BTreeMap<String, String>;
+    /// The data of tensor `i` of [`CheckpointSource::layout`].
+    fn tensor(&self, i: usize) -> std::io::Result<std::borrow::Cow<'_, [f32]>>;
+}
+
+impl CheckpointSource for Checkpoint {
+    fn layout(&self) -> Vec<(String, Vec<usize>)> {
+        self.tensors
+            .iter()
+            .map(|t| (t.name.clone(), t.shape.clone()))
+            .collect()
+    }
+
+    fn metadata(&self) -> BTreeMap<String, String> {
+        self.metadata.clone()
+    }
+
+    fn tensor(&self, i: usize) -> std::io::Result<std::borrow::Cow<'_, [f32]>> {
+        Ok(std::borrow::Cow::Borrowed(&self.tensors[i].data))
+    }
+}
+
+/// The checkpoint of `src` in memory.
+pub fn materialize(src: &dyn CheckpointSource) -> std::io::Result<Checkpoint> {
+    let tensors = src
+        .layout()
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, shape))| {
+            Ok(NamedTensor {
+                name,
+                shape,
+                data: src.tensor(i)?.into_owned(),
+            })
+        })
+        .collect::<std::io::Result<_>>()?;
+    Ok(Checkpoint {
+        tensors,
+        metadata: src.metadata(),
+    })
+}
+
+/// Writes `src` as safetensors bytes to `w`, one tensor at a time: the header (keys sorted,
+/// the data's CRC-32 in the metadata, padded to 8 bytes), then each tensor's data in name
+/// order (the `safetensors` crate's order for one dtype). The CRC comes first, so the data is
+/// read twice (once for the CRC, once to write it); at most one tensor is held at a time.
+pub fn write_source(src: &dyn CheckpointSource, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+    use serde_json::{Value, json};
+    let layout = src.layout();
+    let mut order: Vec<usize> = (0..layout.len()).collect();
+    order.sort_by(|a, b| layout[*a].0.cmp(&layout[*b].0));
+    let mut crc = crc32fast::Hasher::new();
+    for &i in &order {
+        crc.update(bytemuck_f32(&src.tensor(i)?));
+    }
+    let mut metadata: BTreeMap<String, Value> = src
+        .metadata()
+        .into_iter()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
+    metadata.insert(
+        CHECKSUM_KEY.into(),
+        Value::String(format!("{:011x}", crc.finalize())),
+    );
+    let mut header: BTreeMap<String, Value> = BTreeMap::new();
+    header.insert("__metadata__".into(), serde_json::to_value(metadata)?);
+    let mut offset = 0usize;
+    for &i in &order {
+        let (name, shape) = &layout[i];
+        let end = offset + 4 * shape.iter().product::<usize>();
+        header.insert(
+            name.clone(),
+            json!({"data_offsets": [offset, end], "dtype": "F32", "shape": shape}),
+        );
+        offset = end;
+    }
+    let mut text = serde_json::to_vec(&header)?;
+    text.resize(text.len().next_multiple_of(8), b' ');
+    w.write_all(&(text.len() as u64).to_le_bytes())?;
+    w.write_all(&text)?;
+    for &i in &order {
+        let data = src.tensor(i)?;
+        if data.len() != layout[i].1.iter().product::<usize>() {
+            return Err(std::io::Error::other(format!(
+                "tensor '{}' changed size while it was written",
+                layout[i].0
+            )));
+        }
+        w.write_all(bytemuck_f32(&data))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

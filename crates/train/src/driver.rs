@@ -74,11 +74,52 @@ pub enum Event {
 pub trait Sink {
     /// Takes one event.
     fn event(&mut self, event: Event) -> Result<(), TrainError>;
+
+    /// Takes a checkpoint of the state after step `step`, read from `source` as it is
+    /// written. By default it is read whole and sent as an [`Event::Checkpoint`]; a run
+    /// folder streams it to its file instead.
+    fn checkpoint(
+        &mut self,
+        step: u64,
+        source: &dyn crate::checkpoint::CheckpointSource,
+    ) -> Result<(), TrainError> {
+        let checkpoint = crate::checkpoint::materialize(source)
+            .map_err(|e| TrainError::Checkpoint(e.to_string()))?;
+        self.event(Event::Checkpoint {
+            step,
+            checkpoint: Box::new(checkpoint),
+        })
+    }
 }
 
 impl<F: FnMut(Event) -> Result<(), TrainError>> Sink for F {
     fn event(&mut self, event: Event) -> Result<(), TrainError> {
         self(event)
+    }
+}
+
+/// A sink in front of another: each event is shown to `see` first (which may read `inner`
+/// or give it events of its own), then passed on; checkpoints go to `inner` as it takes
+/// them (a run folder streams them to its file).
+pub struct Tap<'a, S: Sink, F> {
+    /// Where everything goes.
+    pub inner: &'a mut S,
+    /// What looks at each event on its way.
+    pub see: F,
+}
+
+impl<S: Sink, F: FnMut(&Event, &mut S) -> Result<(), TrainError>> Sink for Tap<'_, S, F> {
+    fn event(&mut self, event: Event) -> Result<(), TrainError> {
+        (self.see)(&event, self.inner)?;
+        self.inner.event(event)
+    }
+
+    fn checkpoint(
+        &mut self,
+        step: u64,
+        source: &dyn crate::checkpoint::CheckpointSource,
+    ) -> Result<(), TrainError> {
+        self.inner.checkpoint(step, source)
     }
 }
 
@@ -224,11 +265,8 @@ impl<B: Backend> Driver<B> {
 
     #[cfg(not(target_arch = "wasm32"))]
     fn checkpoint(&mut self, sink: &mut dyn Sink) -> Result<(), TrainError> {
-        let checkpoint = Box::new(self.trainer.checkpoint()?);
-        sink.event(Event::Checkpoint {
-            step: self.trainer.steps_done(),
-            checkpoint,
-        })
+        let source = self.trainer.checkpoint_source()?;
+        sink.checkpoint(self.trainer.steps_done(), &source)
     }
 
     #[cfg(target_arch = "wasm32")]

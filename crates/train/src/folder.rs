@@ -217,25 +217,35 @@ impl Sink for RunFolder {
                 .writer
                 .probes(&p)
                 .map_err(io(&dir, "writing probes.jsonl"))?,
-            Event::Checkpoint { step, checkpoint } => {
-                self.writer.flush().map_err(io(&dir, "flushing"))?;
-                let path = RunWriter::save_checkpoint_in(&dir, &checkpoint, step)
-                    .map_err(io(&dir, "writing a checkpoint"))?;
-                self.last_checkpoint = Some(path);
-                // Only the newest `train.keep_checkpoints` stay (a removal that fails is
-                // harmless: the file is a valid older checkpoint).
-                let keep = self.config.train.keep_checkpoints.max(1);
-                for (_, old) in crate::checkpoint::list(&dir).into_iter().skip(keep) {
-                    let _ = std::fs::remove_file(old);
-                }
-                // A checkpoint also records how far this segment got, so a killed segment
-                // keeps its figures in segments.json.
-                self.update_segment(step);
-                run::write_segments(&dir, &self.segments)
-                    .map_err(io(&dir, "writing segments.json"))?;
-            }
+            Event::Checkpoint { step, checkpoint } => self.checkpoint(step, &*checkpoint)?,
             Event::Weights(_) => {}
         }
+        Ok(())
+    }
+
+    /// Streams the checkpoint into `checkpoints/step_N.safetensors` tensor by tensor (a
+    /// trainer's state is never held whole a second time), keeps the newest ones and
+    /// records the segment.
+    fn checkpoint(
+        &mut self,
+        step: u64,
+        source: &dyn crate::checkpoint::CheckpointSource,
+    ) -> Result<(), TrainError> {
+        let dir = self.dir().to_owned();
+        self.writer.flush().map_err(io(&dir, "flushing"))?;
+        let path = RunWriter::save_checkpoint_in(&dir, source, step)
+            .map_err(io(&dir, "writing a checkpoint"))?;
+        self.last_checkpoint = Some(path);
+        // Only the newest `train.keep_checkpoints` stay (a removal that fails is
+        // harmless: the file is a valid older checkpoint).
+        let keep = self.config.train.keep_checkpoints.max(1);
+        for (_, old) in crate::checkpoint::list(&dir).into_iter().skip(keep) {
+            let _ = std::fs::remove_file(old);
+        }
+        // A checkpoint also records how far this segment got, so a killed segment
+        // keeps its figures in segments.json.
+        self.update_segment(step);
+        run::write_segments(&dir, &self.segments).map_err(io(&dir, "writing segments.json"))?;
         Ok(())
     }
 }

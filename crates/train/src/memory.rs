@@ -117,12 +117,21 @@ impl MemoryEstimate {
                 on_device: false,
             },
             MemoryPart {
-                // Initial values and zeros, made on the host before upload.
+                // Initial values, made on the host before upload (zeros are the backend's).
                 name: "initialization (host, transient)",
-                bytes: f32s(2 * parameters),
+                bytes: f32s(parameters),
                 on_device: false,
             },
         ];
+        let mut parts = parts;
+        if config.train.init_from.is_some() {
+            parts.push(MemoryPart {
+                // The model's weights as read (f32), held until they are loaded.
+                name: "init-from weights (host, transient)",
+                bytes: f32s(parameters),
+                on_device: false,
+            });
+        }
         let candidates = [
             ("embedding / LM head [vocab, d_model]", v * c),
             ("logits [batch·context, vocab]", n * v),
@@ -306,6 +315,16 @@ mod tests {
             counted as u128
         );
         assert!(e.check(&limits(8 << 30, None, true), "cpu").is_ok());
+        // Continuing from a model: its weights are held while they load.
+        let mut from = config.clone();
+        from.train.init_from = Some("model.gguf".into());
+        let f = MemoryEstimate::for_config(&from);
+        assert_eq!(f.total(), e.total() + 4 * e.parameters);
+        assert!(
+            f.parts
+                .iter()
+                .any(|p| p.name.starts_with("init-from weights"))
+        );
         let err = e
             .check(&limits(1 << 20, None, true), "cpu")
             .unwrap_err()

@@ -689,13 +689,13 @@ impl RunWriter {
     /// its path.
     pub fn save_checkpoint_in(
         dir: &Path,
-        ck: &crate::checkpoint::Checkpoint,
+        ck: &dyn crate::checkpoint::CheckpointSource,
         step: u64,
     ) -> io::Result<PathBuf> {
         let path = dir
             .join("checkpoints")
             .join(format!("step_{step}.safetensors"));
-        ck.save(&path)?;
+        crate::io::write_atomic_with(&path, &mut |w| crate::checkpoint::write_source(ck, w))?;
         Ok(path)
     }
 

@@ -135,6 +135,18 @@ fn tensors<B: Backend>(
     Ok(Params::from_list(list, layers))
 }
 
+fn zero_tensors<B: Backend>(
+    b: &B,
+    lens: &[usize],
+    layers: usize,
+) -> Result<Params<B::Tensor>, EngineError> {
+    let list = lens
+        .iter()
+        .map(|n| b.zeros(*n))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Params::from_list(list, layers))
+}
+
 impl<B: Backend> Trainer<B> {
     /// Builds the model, optimizer state, quantizer bank and data for `config`.
     pub fn new(backend: B, config: RunConfig) -> Result<Self, TrainError> {
@@ -145,11 +157,13 @@ impl<B: Backend> Trainer<B> {
         let m = &config.model;
         let specs = model::param_specs(m);
         let init = model::init_values(m, config.train.seed);
-        let zeros: Vec<Vec<f32>> = init.iter().map(|v| vec![0.0; v.len()]).collect();
         let params = tensors(&backend, &init, m.layers)?;
-        let grads = tensors(&backend, &zeros, m.layers)?;
-        let mom1 = tensors(&backend, &zeros, m.layers)?;
-        let mom2 = tensors(&backend, &zeros, m.layers)?;
+        // Zeros made by the backend (no host copies: at 135 M parameters they were 0.5 GB).
+        let lens: Vec<usize> = init.iter().map(Vec::len).collect();
+        drop(init);
+        let grads = zero_tensors(&backend, &lens, m.layers)?;
+        let mom1 = zero_tensors(&backend, &lens, m.layers)?;
+        let mom2 = zero_tensors(&backend, &lens, m.layers)?;
         let norms = backend.zeros(specs.len())?;
         let loss_sum = backend.zeros(config.train.batch * m.context)?;
         let mut ws = Workspace::new(&backend, m, config.train.batch)?;

@@ -99,20 +99,23 @@ fn train_run<B: Backend>(
     let steps = config.train.steps;
     let mut driver = Driver::new(t, schedule);
     let result = driver.run(
-        &mut |e: Event| {
-            match &e {
-                Event::Report(r) => progress.step(r.step, steps, r.loss),
-                Event::Probes(p) => progress.probes(p),
-                Event::Weights(w) => {
-                    if let Probing::Final(score) = probes {
-                        let p = score(w, steps)?;
-                        progress.probes(&p);
-                        folder.event(Event::Probes(Box::new(p)))?;
+        &mut crate::driver::Tap {
+            inner: &mut folder,
+            see: |e: &Event, folder: &mut RunFolder| {
+                match e {
+                    Event::Report(r) => progress.step(r.step, steps, r.loss),
+                    Event::Probes(p) => progress.probes(p),
+                    Event::Weights(w) => {
+                        if let Probing::Final(score) = probes {
+                            let p = score(w, steps)?;
+                            progress.probes(&p);
+                            folder.event(Event::Probes(Box::new(p)))?;
+                        }
                     }
+                    _ => {}
                 }
-                _ => {}
-            }
-            folder.event(e)
+                Ok(())
+            },
         },
         &|| false,
     );

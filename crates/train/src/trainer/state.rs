@@ -8,40 +8,40 @@ impl<B: Backend> Trainer<B> {
     /// The full training state after the last enqueued step (blocks on readback).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn checkpoint(&self) -> Result<Checkpoint, TrainError> {
+        crate::checkpoint::materialize(&self.checkpoint_source()?)
+            .map_err(|e| TrainError::Checkpoint(e.to_string()))
+    }
+
+    /// The full training state as a [`crate::checkpoint::CheckpointSource`]: weights and
+    /// AdamW moments read back one tensor at a time as they are written (the quantizer bank,
+    /// small, read once here), so a checkpoint is written without a copy of the whole state.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn checkpoint_source(&self) -> Result<TrainerCheckpoint<'_, B>, TrainError> {
         let specs = model::param_specs(&self.config.model);
-        let read = |list: Vec<&B::Tensor>| -> Result<Vec<Vec<f32>>, TrainError> {
-            let reads: Vec<_> = list.into_iter().map(|t| self.backend.read(t)).collect();
-            reads.into_iter().map(|r| take_value(r, true)).collect()
-        };
-        // Each group read back and moved in (never copied: at 135 M parameters a copy of
-        // weights and moments is 1.6 GB more at the peak).
-        let mut tensors = Vec::new();
-        for (prefix, list) in [
-            ("", self.params.list()),
-            ("optimizer.exp_avg.", self.m.list()),
-            ("optimizer.exp_avg_sq.", self.v.list()),
-        ] {
-            for ((name, shape, _), data) in specs.iter().zip(read(list)?) {
-                tensors.push(crate::checkpoint::NamedTensor {
-                    name: format!("{prefix}{name}"),
-                    shape: shape.clone(),
-                    data,
-                });
+        let mut layout = Vec::new();
+        for (group, prefix) in ["", "optimizer.exp_avg.", "optimizer.exp_avg_sq."]
+            .into_iter()
+            .enumerate()
+        {
+            for (k, (name, shape, _)) in specs.iter().enumerate() {
+                layout.push((
+                    format!("{prefix}{name}"),
+                    shape.clone(),
+                    Part::State(group, k),
+                ));
             }
         }
-        if let Some(bank) = &self.bank {
-            let snap = take_value(self.backend.read_bank(bank), true)?;
-            for (i, q) in snap.quantizers.iter().enumerate() {
-                for (what, data) in [
-                    ("history", &q.history),
-                    ("est", &q.est),
-                    ("scales", &q.scales),
-                ] {
-                    tensors.push(crate::checkpoint::NamedTensor {
-                        name: format!("quantizers.{i}.{what}"),
-                        shape: vec![data.len()],
-                        data: data.clone(),
-                    });
+        let mut bank = Vec::new();
+        if let Some(b) = &self.bank {
+            let snap = take_value(self.backend.read_bank(b), true)?;
+            for (i, q) in snap.quantizers.into_iter().enumerate() {
+                for (what, data) in [("history", q.history), ("est", q.est), ("scales", q.scales)] {
+                    layout.push((
+                        format!("quantizers.{i}.{what}"),
+                        vec![data.len()],
+                        Part::Bank(bank.len()),
+                    ));
+                    bank.push(data);
                 }
             }
         }
@@ -56,7 +56,12 @@ impl<B: Backend> Trainer<B> {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
-        Ok(Checkpoint { tensors, metadata })
+        Ok(TrainerCheckpoint {
+            trainer: self,
+            layout,
+            bank,
+            metadata,
+        })
     }
 
     /// Enqueues the readback of the model weights (no optimizer state); [`PendingWeights`]
@@ -173,4 +178,53 @@ pub fn bank_snapshot(
         });
     }
     Ok(snap)
+}
+
+/// Where a tensor of a [`TrainerCheckpoint`] lives.
+#[cfg(not(target_arch = "wasm32"))]
+enum Part {
+    /// Group (weights, first moments, second moments) and parameter index.
+    State(usize, usize),
+    /// An entry of the bank snapshot.
+    Bank(usize),
+}
+
+/// A trainer's state, read back tensor by tensor ([`Trainer::checkpoint_source`]).
+#[cfg(not(target_arch = "wasm32"))]
+pub struct TrainerCheckpoint<'a, B: Backend> {
+    trainer: &'a Trainer<B>,
+    layout: Vec<(String, Vec<usize>, Part)>,
+    bank: Vec<Vec<f32>>,
+    metadata: std::collections::BTreeMap<String, String>,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl<B: Backend> crate::checkpoint::CheckpointSource for TrainerCheckpoint<'_, B> {
+    fn layout(&self) -> Vec<(String, Vec<usize>)> {
+        self.layout
+            .iter()
+            .map(|(n, s, _)| (n.clone(), s.clone()))
+            .collect()
+    }
+
+    fn metadata(&self) -> std::collections::BTreeMap<String, String> {
+        self.metadata.clone()
+    }
+
+    fn tensor(&self, i: usize) -> std::io::Result<std::borrow::Cow<'_, [f32]>> {
+        let t = self.trainer;
+        match self.layout[i].2 {
+            Part::State(group, k) => {
+                let list = match group {
+                    0 => t.params.list(),
+                    1 => t.m.list(),
+                    _ => t.v.list(),
+                };
+                take_value(t.backend.read(list[k]), true)
+                    .map(std::borrow::Cow::Owned)
+                    .map_err(|e| std::io::Error::other(e.to_string()))
+            }
+            Part::Bank(j) => Ok(std::borrow::Cow::Borrowed(&self.bank[j])),
+        }
+    }
 }
