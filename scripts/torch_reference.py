@@ -175,14 +175,16 @@ def tokens_per_s(m, t, qat, steps):
     return steps * b * c / (time.perf_counter() - start), loss.item()
 
 
-# The shapes measured: the `small` preset, and SmolLM2-135M (tied head, vocab 49,152) at the
-# real-model grid's context and batch (hif8lab: `bench train --preset small --set ...`, see
+# The shapes measured: the `small` preset, SmolLM2-135M (tied head, vocab 49,152) at the
+# real-model grid's context and batch, and the 360 M Llama shape at the same (hif8lab: `bench train --preset small --set ...`, see
 # scripts/bench-vs-torch.sh).
 SHAPES = {
     "small": ({"vocab": 256, "d_model": 192, "layers": 8, "heads": 6, "kv_heads": 3,
                "d_ff": 512, "context": 128}, {"batch": 8, "lr": 1e-3}),
     "smollm2-135m": ({"vocab": 49152, "d_model": 576, "layers": 30, "heads": 9, "kv_heads": 3,
                       "d_ff": 1536, "context": 128, "tie": True}, {"batch": 2, "lr": 1e-5}),
+    "smollm2-360m": ({"vocab": 49152, "d_model": 960, "layers": 32, "heads": 15, "kv_heads": 5,
+                      "d_ff": 2560, "context": 128, "tie": True}, {"batch": 2, "lr": 1e-5}),
 }
 
 

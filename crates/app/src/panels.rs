@@ -272,6 +272,13 @@ pub fn run_bar(app: &mut HifApp, ui: &mut egui::Ui) {
                         t.stop();
                     }
                 }
+                // Before the first step (GPU kernels compiling, the first step): how long
+                // it has been, so the wait never looks stuck.
+                if app.runs.live.as_ref().is_none_or(|v| v.loss.is_empty()) {
+                    ui.label(format!("{:.0} s since Start", t.elapsed_s()));
+                    ui.ctx()
+                        .request_repaint_after(std::time::Duration::from_millis(500));
+                }
                 if let Some(view) = &app.runs.live {
                     let steps = view
                         .config

@@ -309,9 +309,15 @@ pub struct Training {
     source: Source,
     control: Arc<AtomicU8>,
     histogram: Arc<AtomicUsize>,
+    started: web_time::Instant,
 }
 
 impl Training {
+    /// Seconds since it started.
+    pub fn elapsed_s(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
     /// Starts training `config`: natively on a named thread (`wake` asks the UI to repaint
     /// when reports arrive), in the browser stepped from the frame loop.
     pub fn start(
@@ -370,6 +376,7 @@ impl Training {
                 source: Source::Thread(rx),
                 control,
                 histogram,
+                started: web_time::Instant::now(),
             })
         }
     }
@@ -381,6 +388,7 @@ impl Training {
             source: Source::Local(Box::new(Stepper::new(config, device, extras))),
             control: Arc::new(AtomicU8::new(RUN)),
             histogram: Arc::new(AtomicUsize::new(NO_HISTOGRAM)),
+            started: web_time::Instant::now(),
         }
     }
 
