@@ -223,15 +223,23 @@ async function run(name, flags, expectBackend, port, query, until, prepare) {
 const sizes = [[360, 640], [390, 844], [768, 1024], [1024, 700], [1280, 800], [1366, 768], [1920, 1080]];
 const tabs = ["loss", "amax", "saturation", "estimators", "histogram", "runs", "lessons"];
 
-async function layout(port) {
+// A fresh headless Chromium without WebGPU (its own profile, removed by `close`), with a
+// viewport of w×h CSS pixels at `scale`.
+async function launchCpu(w, h, scale = 1) {
   const userDir = fs.mkdtempSync(path.join(os.tmpdir(), "hif8lab-chromium-"));
   const browser = await chromium.launchPersistentContext(userDir, {
     executablePath: chromiumPath,
     args: [...base, "--disable-features=WebGPU"],
     ignoreDefaultArgs: ["--headless"],
     headless: false,
-    viewport: { width: 1280, height: 800 },
+    viewport: { width: w, height: h },
+    deviceScaleFactor: scale,
   });
+  return { browser, userDir };
+}
+
+async function layout(port) {
+  const { browser, userDir } = await launchCpu(1280, 800);
   const dir = path.join(shots, "layout");
   fs.mkdirSync(dir, { recursive: true });
   const errors = [];
@@ -304,15 +312,7 @@ async function lessonsMidRun(port) {
   fs.mkdirSync(dir, { recursive: true });
   const out = [];
   for (const [w, h, scale] of [[360, 640, 1], [853, 533, 1.5]]) {
-    const userDir = fs.mkdtempSync(path.join(os.tmpdir(), "hif8lab-chromium-"));
-    const browser = await chromium.launchPersistentContext(userDir, {
-      executablePath: chromiumPath,
-      args: [...base, "--disable-features=WebGPU"],
-      ignoreDefaultArgs: ["--headless"],
-      headless: false,
-      viewport: { width: w, height: h },
-      deviceScaleFactor: scale,
-    });
+    const { browser, userDir } = await launchCpu(w, h, scale);
     try {
       const page = browser.pages()[0] || (await browser.newPage());
       await page.goto(`http://127.0.0.1:${port}/?lesson=fixes&autostart=1&backend=cpu`);

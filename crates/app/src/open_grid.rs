@@ -11,7 +11,7 @@ use crate::{HifApp, Tab};
 /// The quantizer of `view` whose amax went highest, that amax, and the median over the
 /// quantizers of each one's highest amax.
 pub fn largest_amax(view: &RunView) -> Option<(SeriesKey, f32, f32)> {
-    let mut tops: Vec<(SeriesKey, f32)> = view
+    let tops: Vec<(SeriesKey, f32)> = view
         .calls
         .iter()
         .filter_map(|(k, calls)| {
@@ -24,14 +24,8 @@ pub fn largest_amax(view: &RunView) -> Option<(SeriesKey, f32, f32)> {
         })
         .collect();
     let (key, top) = tops.iter().max_by(|a, b| a.1.total_cmp(&b.1)).cloned()?;
-    tops.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let n = tops.len();
-    let median = if n % 2 == 1 {
-        tops[n / 2].1
-    } else {
-        0.5 * (tops[n / 2 - 1].1 + tops[n / 2].1)
-    };
-    Some((key, top, median))
+    let maxima: Vec<f32> = tops.iter().map(|t| t.1).collect();
+    Some((key, top, hif8lab_scaling::replay::median(&maxima)))
 }
 
 /// The run of a grid folder to show first: the low-rate most_recent run (the paper's

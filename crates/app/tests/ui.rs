@@ -921,6 +921,17 @@ const SIZES: [([f32; 2], f32); 8] = [
     ([1280.0 / 1.5, 800.0 / 1.5], 1.5),
 ];
 
+/// A fresh app in a window of `size` points at `scale`.
+fn at_size(size: [f32; 2], scale: f32) -> Harness<'static, HifApp> {
+    Harness::builder()
+        .with_size(egui::vec2(size[0], size[1]))
+        .with_pixels_per_point(scale)
+        .build_ui_state(
+            |ui, app: &mut HifApp| app.show(ui),
+            HifApp::new(&Options::default()),
+        )
+}
+
 /// Every tab — and the welcome screen, and on a phone the settings page — fits the window at
 /// every size of [`SIZES`] in both themes: nothing is laid out beyond the space its region
 /// has (tall content scrolls; nothing may run off to the right).
@@ -982,13 +993,7 @@ fn every_tab_fits_at_every_size_in_both_themes() {
 #[test]
 fn the_run_bar_keeps_a_running_run_in_reach_at_every_size() {
     for (size, scale) in SIZES {
-        let mut h = Harness::builder()
-            .with_size(egui::vec2(size[0], size[1]))
-            .with_pixels_per_point(scale)
-            .build_ui_state(
-                |ui, app: &mut HifApp| app.show(ui),
-                HifApp::new(&Options::default()),
-            );
+        let mut h = at_size(size, scale);
         h.state_mut().settings.set("train.steps", "400");
         h.state_mut().selection.tab = Tab::Loss;
         h.run_steps(2);
@@ -1036,13 +1041,7 @@ fn the_run_bar_keeps_a_running_run_in_reach_at_every_size() {
 #[test]
 fn start_is_near_in_tab_order_and_focus_scrolls_into_view() {
     for (size, scale) in SIZES {
-        let mut h = Harness::builder()
-            .with_size(egui::vec2(size[0], size[1]))
-            .with_pixels_per_point(scale)
-            .build_ui_state(
-                |ui, app: &mut HifApp| app.show(ui),
-                HifApp::new(&Options::default()),
-            );
+        let mut h = at_size(size, scale);
         let at = format!("{}×{} at {scale}", size[0], size[1]);
         h.state_mut().selection.tab = Tab::Loss;
         h.state_mut().settings_page = size[0] < hif8lab_app::layout::NARROW;

@@ -1,9 +1,8 @@
-//! A lesson scenario's side of the jobs: its progress on its own thread, in words for its
-//! panel, and its runs read back once it is judged.
+//! A lesson scenario's side of the jobs: pretraining the lessons' base when none is shipped,
+//! the in-memory scenario, its progress on its own thread (in words for its panel), and its
+//! runs read back once it is judged.
 
-#[cfg(not(target_arch = "wasm32"))]
-use super::LESSON_OUT;
-use crate::state::RunView;
+use super::*;
 
 /// A lesson scenario's progress on its thread, in words for its panel: the phase, step n of
 /// N, runs done of M and the time left at the pace so far.
@@ -91,6 +90,69 @@ pub(crate) fn lesson_views(
     {
         let _ = r;
         (Vec::new(), None)
+    }
+}
+
+impl HifApp {
+    /// Pretrains the lessons' base (once) on the CPU, scoring its probes and keeping its
+    /// weights (`after_base` / `scenario_waiting` say what starts once it is ready); returns
+    /// whether pretraining runs.
+    pub(super) fn pretrain_base(
+        &mut self,
+        grid: &hif8lab_train::grid::GridConfig,
+        wake: impl Fn() + Send + 'static,
+    ) -> bool {
+        if self.jobs.running(JobKind::Base) {
+            return true;
+        }
+        let extras = RunExtras {
+            probes: Some(Arc::new(grid.probes())),
+            keep_weights: true,
+            ..Default::default()
+        };
+        match self.launch(grid.pretrain_config(), Device::Cpu, extras, wake) {
+            Ok(t) => {
+                self.jobs.start(JobKind::Base, Work::Training(t));
+                self.status = format!(
+                    "Pretraining the base model ({} steps, once)…",
+                    grid.pretrain_phase().steps
+                );
+                true
+            }
+            Err(e) => {
+                self.status = format!("Cannot pretrain: {e}");
+                false
+            }
+        }
+    }
+
+    /// Runs the current lesson's judged scenario in memory, stepped from the frame loop (the
+    /// browser's way; natively [`HifApp::run_lesson_scenario`] runs it on a thread with run
+    /// folders). Pretrains the base first if needed.
+    pub fn run_scenario_in_memory(&mut self) {
+        let grid = match hif8lab_train::grid::GridConfig::preset("grid-lesson") {
+            Ok(g) => g,
+            Err(e) => {
+                self.status = e.to_string();
+                return;
+            }
+        };
+        if self.base.is_none() && self.shipped.base_pending && !self.shipped.pretrain_base {
+            self.scenario_waiting = true;
+            self.status = "Loading the lessons' shipped base model…".into();
+            return;
+        }
+        let (Some(base), Some(probes)) = (self.base.clone(), self.base_probes.clone()) else {
+            // Stepped from the frame loop, which keeps repainting while it runs.
+            self.scenario_waiting = self.pretrain_base(&grid, || {});
+            return;
+        };
+        self.lesson_report = None;
+        self.lesson_views.clear();
+        if let Some(job) = scenario::ScenarioJob::new(self.lesson.name, &grid, base, probes) {
+            self.jobs
+                .start(JobKind::Scenario, Work::Scenario(Box::new(job)));
+        }
     }
 }
 

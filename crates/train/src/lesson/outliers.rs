@@ -58,15 +58,8 @@ pub fn outlier(table: &[QuantizerSummary]) -> Option<(&QuantizerSummary, f64)> {
     let top = table
         .iter()
         .max_by(|a, b| a.amax_max.total_cmp(&b.amax_max))?;
-    let mut maxima: Vec<f64> = table.iter().map(|q| f64::from(q.amax_max)).collect();
-    maxima.sort_by(f64::total_cmp);
-    let n = maxima.len();
-    let median = if n % 2 == 1 {
-        maxima[n / 2]
-    } else {
-        0.5 * (maxima[n / 2 - 1] + maxima[n / 2])
-    };
-    Some((top, median))
+    let maxima: Vec<f32> = table.iter().map(|q| q.amax_max).collect();
+    Some((top, f64::from(hif8lab_scaling::replay::median(&maxima))))
 }
 
 /// One run's figures on quantizer `q`: calls above the estimate and overflowed elements of

@@ -1,0 +1,331 @@
+//! The Lessons tab: a lesson's text, its controls and buttons, the reading of its live run,
+//! its scenario's progress and verdict, and the scenario's runs as small multiples.
+
+use super::*;
+
+/// The Lessons panel: what to predict, what to look at, the controls that matter, a live
+/// "what just happened" from the current run's numbers, and (natively) the lesson's headless
+/// scenario with its judged claims.
+pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
+    ui.horizontal_wrapped(|ui| {
+        for l in &hif8lab_train::lesson::LESSONS {
+            if ui
+                .selectable_label(app.lesson.name == l.name, l.title)
+                .clicked()
+            {
+                app.select_lesson(l);
+            }
+        }
+    });
+    let l = app.lesson;
+    ui.heading(l.title);
+    ui.label(RichText::new("Predict").strong());
+    crate::glossary::label(ui, l.predict);
+    ui.label(RichText::new("Look at").strong());
+    crate::glossary::label(ui, l.look);
+    // The panels the lesson points at, one click away.
+    ui.horizontal_wrapped(|ui| {
+        for (tab, name) in TABS {
+            if tab != Tab::Lessons
+                && l.look.contains(name)
+                && ui
+                    .link(format!("Open {name} »"))
+                    .on_hover_text(format!("show the {name} panel of the current run"))
+                    .clicked()
+            {
+                app.selection.tab = tab;
+            }
+        }
+    });
+    crate::glossary::label(
+        ui,
+        format!("Controls that matter: {}.", l.controls.join(", ")),
+    );
+    let running = app.jobs.any(&[JobKind::Run, JobKind::Base]);
+    if l.name == "forgetting" {
+        forgetting_controls(app, ui, running);
+    }
+    if l.name == "outliers" {
+        // Nothing trains here: the verdict comes from the committed real-model runs.
+        if ui
+            .button("Judge the committed SmolLM2-135M runs")
+            .on_hover_text("the claims of lesson 1 on the real model's outlier quantizer, from docs/results/real-smollm2 (hif8lab lesson run outliers)")
+            .clicked()
+        {
+            app.judge_real_outliers();
+        }
+    } else {
+        scenario_buttons(app, ui, running);
+    }
+    // The scenario's progress right under its button, where the user looks after pressing.
+    if let Some(p) = app.jobs.lesson_progress() {
+        ui.label(RichText::new(p).strong());
+    }
+    ui.separator();
+    if l.name != "outliers" {
+        ui.label(RichText::new("What just happened (this lesson's live run)").strong());
+        crate::glossary::label(ui, live_reading(app));
+    }
+    if let Some(r) = &app.lesson_report
+        && r.lesson == l.name
+    {
+        ui.label(
+            RichText::new("The lesson's scenario (its runs, judged from their numbers)").strong(),
+        );
+        let held = r.claims.iter().filter(|c| c.holds).count();
+        ui.label(RichText::new(format!("{held} of {} claims hold", r.claims.len())).strong());
+        for c in &r.claims {
+            use hif8lab_train::stats::Verdict3;
+            let t = TextColours::of(ui.visuals());
+            let colour = match c.verdict {
+                Verdict3::Holds => t.holds,
+                Verdict3::Fails => t.fails,
+                Verdict3::Inconclusive => t.inconclusive,
+            };
+            ui.label(RichText::new(format!("{}: {}", c.verdict.as_str(), c.claim)).color(colour));
+            // The same words as the command line and the reports.
+            ui.label(format!("Measured: {}.", c.measured_words()));
+            for part in &c.parts {
+                ui.label(format!("Also: {part}."));
+            }
+            // The claim's raw numbers stay available, folded.
+            egui::CollapsingHeader::new("details (the claim's data)")
+                .id_salt(("claim", &c.claim))
+                .show(ui, |ui| {
+                    ui.label(RichText::new(c.evidence.to_string()).small().monospace());
+                });
+        }
+        ui.label(&r.summary);
+        small_multiples(app, ui);
+    }
+}
+
+/// The forgetting lesson's controls: the learning rate (log slider), QAT on/off, and the
+/// run from the pretrained base.
+fn forgetting_controls(app: &mut HifApp, ui: &mut egui::Ui, running: bool) {
+    ui.horizontal_wrapped(|ui| {
+        ui.add(
+            egui::Slider::new(&mut app.lesson_lr, 1e-5..=1e-2)
+                .logarithmic(true)
+                .text("learning rate")
+                .custom_formatter(|v, _| format!("{v:.0e}")),
+        );
+        ui.checkbox(&mut app.lesson_qat, "HiF8 QAT (max_window(64), warmup)");
+    });
+    {
+        let label = if app.base.is_some() {
+            "Continue training the base at this rate"
+        } else {
+            "Pretrain the base, then continue at this rate"
+        };
+        if ui.add_enabled(!running, egui::Button::new(label)).clicked() {
+            let ctx = ui.ctx().clone();
+            app.start_from_base(move || ctx.request_repaint());
+        }
+        if let Some(b) = &app.base_probes {
+            let from = match app.base_from {
+                "shipped" => {
+                    " Shipped with the app: the weights the desktop app's pretraining gives, bit for bit (a browser's own pretraining rounds its products differently)."
+                }
+                "pretrained" => " Pretrained here.",
+                _ => "",
+            };
+            ui.label(format!(
+                "Base model: knowledge {:.1} %, completion {:.1} % (probes of the facts it was pretrained on).{from}",
+                100.0 * b.knowledge_acc_norm,
+                100.0 * b.completion_acc_norm
+            ));
+        }
+    }
+}
+
+/// A scenario run's knowledge before → after as its claim measures it: from the base model
+/// (what every run continued from) to the run's last evaluation, with the relative drop the
+/// claims use and the same change in points.
+pub fn knowledge_caption(base: Option<&hif8lab_train::ProbeScores>, v: &RunView) -> String {
+    let (Some(base), Some(end)) = (base, v.probes.last()) else {
+        return String::new();
+    };
+    let (b, e) = (base.knowledge_acc_norm, end.knowledge_acc_norm);
+    let drop = hif8lab_train::corpus::relative_drop(b, e);
+    format!(
+        "knowledge {:.1} % (base) to {:.1} %: {} {:.1} % relative ({:+.1} points)",
+        100.0 * b,
+        100.0 * e,
+        if drop >= 0.0 { "dropped" } else { "rose" },
+        drop.abs(),
+        100.0 * (e - b)
+    )
+}
+
+/// The lesson scenario's runs as small multiples: each run's loss with its numbers.
+fn small_multiples(app: &HifApp, ui: &mut egui::Ui) {
+    let views = &app.lesson_views;
+    if views.is_empty() {
+        return;
+    }
+    ui.label(RichText::new("The scenario's runs").strong());
+    let top = views
+        .iter()
+        .flat_map(|v| v.loss.iter().map(|p| p[1]))
+        .fold(0.0f64, f64::max);
+    // As many columns as fit at 200 points or more (one on a phone).
+    let columns = ((ui.available_width() / 210.0).floor() as usize).clamp(1, 4);
+    let width = (ui.available_width() / columns as f32 - 12.0).max(120.0);
+    egui::Grid::new("multiples").show(ui, |ui| {
+        for (i, v) in views.iter().enumerate() {
+            ui.vertical(|ui| {
+                ui.set_width(width);
+                let above = v.calls_above().get(v.active).copied().unwrap_or(0);
+                ui.add(egui::Label::new(RichText::new(&v.name).strong().small()).wrap());
+                crate::glossary::label(
+                    ui,
+                    format!(
+                        "final loss {:.3}; {above} calls above the estimate; {}",
+                        v.loss.last().map(|p| p[1]).unwrap_or(f64::NAN),
+                        knowledge_caption(app.base_probes.as_ref(), v)
+                    ),
+                );
+                egui_plot::Plot::new(format!("multiple-{i}"))
+                    .height(110.0)
+                    .width(width)
+                    .x_axis_label("step")
+                    .y_axis_label("loss")
+                    .include_y(0.0)
+                    .include_y(top)
+                    .allow_drag(false)
+                    .allow_zoom(false)
+                    .allow_scroll(false)
+                    .show(ui, |p| {
+                        p.line(
+                            egui_plot::Line::new("loss", v.loss.clone())
+                                .color(crate::charts::series(0)),
+                        );
+                    });
+            });
+            if i % columns == columns - 1 {
+                ui.end_row();
+            }
+        }
+    });
+}
+
+/// A reading of the live run for the lesson, from its numbers.
+fn live_reading(app: &HifApp) -> String {
+    let start = if app.lesson.name == "forgetting" {
+        if app.base.is_some() {
+            "“Continue training the base at this rate”"
+        } else {
+            "“Pretrain the base, then continue at this rate”"
+        }
+    } else {
+        "“Set up and start a live run”"
+    };
+    let Some(view) = app
+        .runs
+        .live
+        .as_ref()
+        .filter(|_| app.lesson_run == Some(app.lesson.name))
+    else {
+        if app
+            .lesson_report
+            .as_ref()
+            .is_some_and(|r| r.lesson == app.lesson.name)
+        {
+            return format!(
+                "The scenario's runs are judged below. For a live run of your own, press {start}."
+            );
+        }
+        return format!("No run of this lesson yet: press {start}.");
+    };
+    if view.loss.is_empty() {
+        return format!("Starting {}: preparing the first step…", view.name);
+    }
+    if app.lesson.name == "forgetting"
+        && let (Some(base), Some(now)) = (&app.base_probes, view.probes.last())
+    {
+        let drop =
+            hif8lab_train::corpus::relative_drop(base.knowledge_acc_norm, now.knowledge_acc_norm);
+        let first = view.loss.first().map(|p| p[1]).unwrap_or(f64::NAN);
+        let last = view.loss.last().map(|p| p[1]).unwrap_or(f64::NAN);
+        let lr = view
+            .config
+            .as_ref()
+            .and_then(|c| crate::settings::lookup(c, "train.lr"))
+            .map(crate::settings::text_of)
+            .unwrap_or_default();
+        return format!(
+            "{} steps at lr {lr}: knowledge accuracy {:.1} % to {:.1} % (a drop of {drop:.1} % relative to the base) while the training loss went from {first:.3} to {last:.3}. {}",
+            view.loss.len(),
+            100.0 * base.knowledge_acc_norm,
+            100.0 * now.knowledge_acc_norm,
+            match (drop >= 10.0, view_lr(view) >= 1e-3) {
+                (true, true) =>
+                    "The model forgot facts while its loss looked fine: try a rate 30x lower.",
+                (true, false) => "The model forgot facts even at this low rate.",
+                (false, true) =>
+                    "The facts survived so far at this high rate: watch the next evaluations.",
+                (false, false) => "The facts survived at this low rate: try a rate 30x higher.",
+            }
+        );
+    }
+    let ag = view.calls_above_roles(&[Role::A, Role::G]);
+    let w = view.calls_above_roles(&[Role::W]);
+    let of = |counts: &[u64], prefix: &str| {
+        view.estimators
+            .iter()
+            .zip(counts)
+            .find(|(n, _)| n.starts_with(prefix))
+            .map(|(_, c)| *c)
+            .unwrap_or(0)
+    };
+    let ape = app
+        .ape()
+        .map(|a| format!(" The loss is within {a:.3} % (APE) of the matched baseline."))
+        .unwrap_or_default();
+    format!(
+        "{} steps. On activations and gradients, amax exceeded most_recent's estimate on {} calls and max_window(64)'s on {}; on weights (drifting slowly) {} and {}.{ape}",
+        view.loss.len(),
+        of(&ag, "most_recent"),
+        of(&ag, "max_window"),
+        of(&w, "most_recent"),
+        of(&w, "max_window"),
+    )
+}
+
+/// The learning rate `view` trains at (NaN when unknown).
+fn view_lr(view: &RunView) -> f64 {
+    view.config
+        .as_ref()
+        .and_then(|c| crate::settings::lookup(c, "train.lr"))
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(f64::NAN)
+}
+
+/// A lesson's two buttons: a live run set up for it, and its judged scenario.
+fn scenario_buttons(app: &mut HifApp, ui: &mut egui::Ui, running: bool) {
+    let l = app.lesson;
+    ui.horizontal_wrapped(|ui| {
+        if l.name != "forgetting"
+            && ui
+                .add_enabled(!running, egui::Button::new("Set up and start a live run"))
+                .clicked()
+        {
+            app.setup_lesson();
+            let ctx = ui.ctx().clone();
+            app.start(move || ctx.request_repaint());
+            app.lesson_run = Some(l.name);
+        }
+        let busy = app.jobs.any(&[JobKind::Lesson, JobKind::Scenario]) || app.scenario_waiting;
+        if ui
+            .add_enabled(!busy, egui::Button::new("Run the lesson's scenario"))
+            .on_hover_text("pretrained base + the lesson's runs, judged from their numbers (hif8lab lesson run)")
+            .clicked()
+        {
+            #[cfg(not(target_arch = "wasm32"))]
+            app.run_lesson_scenario();
+            #[cfg(target_arch = "wasm32")]
+            app.run_scenario_in_memory();
+        }
+    });
+}
