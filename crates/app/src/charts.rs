@@ -222,6 +222,8 @@ pub struct AmaxPanel;
 pub struct SaturationPanel {
     cache: Option<crate::HeatCache>,
     textures: Vec<egui::TextureHandle>,
+    /// The outlined quantizer last scrolled into view (once per choice).
+    shown: Option<SeriesKey>,
 }
 
 /// The Estimators panel: every estimator side by side on the same calls.

@@ -192,15 +192,21 @@ pub(super) fn saturation(
                 .position(|id| cx.selection.quantizer.as_ref() == Some(id))
             {
                 let y = rect.top() + i as f32 * row_h;
+                let row = egui::Rect::from_min_max(
+                    egui::pos2(rect.left() + 1.0, y),
+                    egui::pos2(rect.right() - 1.0, y + row_h),
+                );
                 painter.rect_stroke(
-                    egui::Rect::from_min_max(
-                        egui::pos2(rect.left() + 1.0, y),
-                        egui::pos2(rect.right() - 1.0, y + row_h),
-                    ),
+                    row,
                     0.0,
                     egui::Stroke::new(2.0, super::AMAX),
                     egui::StrokeKind::Inside,
                 );
+                // Scrolled into view once per choice (a grid's outlier can sit maps below).
+                if st.shown.as_ref() != Some(&rows[i]) {
+                    ui.scroll_to_rect(row, Some(egui::Align::Center));
+                    st.shown = Some(rows[i].clone());
+                }
             }
             step_ticks(ui, image_rect, steps);
             if let Some(pos) = response.hover_pos()
