@@ -680,12 +680,12 @@ fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
     }
     let has_sqnr = calls.iter().any(|c| c.sqnr_db.is_some());
     // The landmarks near the data only, so the chart is not squashed.
-    let near: Vec<(&'static str, f64, Color32)> = shift
+    let near: Vec<(&'static str, f64)> = shift
         .map(|shift| {
             landmarks(view.format)
                 .into_iter()
-                .map(|(label, at, colour)| (label, at + shift, colour))
-                .filter(|(_, y, _)| *y > data_bottom - 3.0 && *y < data_top + 4.0)
+                .map(|(label, at)| (label, at + shift))
+                .filter(|(_, y)| *y > data_bottom - 3.0 && *y < data_top + 4.0)
                 .collect()
         })
         .unwrap_or_default();
@@ -736,7 +736,7 @@ fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
             }
             if on(LANDMARKS) {
                 // Named at the plot's left edge, in the theme's text colour (readable on both).
-                for (label, y, _) in &near {
+                for (label, y) in &near {
                     p.hline(
                         HLine::new(*label, *y)
                             .color(LANDMARK)

@@ -368,10 +368,8 @@ impl HifApp {
             }
         };
         let probes = Arc::new(grid.probes());
-        if self.base.is_none() && self.shipped.base_pending && !self.shipped.pretrain_base {
-            // The browser's shipped base is still on its way: start once it is here.
+        if self.awaits_shipped_base() {
             self.after_base = true;
-            self.status = "Loading the lessons' shipped base model…".into();
             return;
         }
         let Some(base) = self.base.clone() else {
@@ -583,6 +581,7 @@ impl HifApp {
                     .push(*p);
             }
             (JobKind::Base, Msg::Weights(w)) => {
+                self.base_fingerprint = Some(hif8lab_train::lesson::base::fingerprint(&w));
                 self.base = Some(w);
                 self.base_from = "pretrained";
             }

@@ -287,6 +287,9 @@ pub struct HifApp {
     pub base_probes: Option<hif8lab_train::ProbeScores>,
     /// Where [`HifApp::base`] came from: `"shipped"`, `"pretrained"` here, or `""` (none yet).
     pub base_from: &'static str,
+    /// The fingerprint of [`HifApp::base`]'s weights (`hif8lab_train::lesson::base::fingerprint`),
+    /// taken once when the base is set (the browser's page reads it every frame).
+    pub base_fingerprint: Option<String>,
     /// The files shipped with the app (the lessons' base, the real-model runs).
     pub shipped: shipped::Shipped,
     /// Start the continued run of the forgetting lesson once the base is ready.
@@ -386,6 +389,7 @@ impl HifApp {
             base: None,
             base_probes: None,
             base_from: "",
+            base_fingerprint: None,
             shipped: shipped::Shipped {
                 pretrain_base: options.pretrain_base,
                 ..Default::default()
@@ -595,7 +599,7 @@ impl HifApp {
             "baseline_probes": self.runs.baseline_probes().len(),
             "pretraining": self.jobs.running(JobKind::Base),
             "base_from": self.base_from,
-            "base_fingerprint": self.base.as_deref().map(hif8lab_train::lesson::base::fingerprint),
+            "base_fingerprint": self.base_fingerprint,
             "shipped_base_fingerprint": self.shipped.base.as_ref().map(|b| &b.0),
             "shipped_base_knowledge": self.shipped.base.as_ref().map(|b| b.1),
             "scenario_running": self.jobs.any(&[JobKind::Scenario, JobKind::Lesson]) || self.scenario_waiting,

@@ -41,13 +41,25 @@ impl HifApp {
             return;
         };
         if let Some(b) = hif8lab_train::lesson::base::shipped_from(bytes, &grid) {
-            self.shipped.base = Some((b.fingerprint(), b.probes.knowledge_acc_norm));
+            let fingerprint = b.fingerprint();
+            self.shipped.base = Some((fingerprint.clone(), b.probes.knowledge_acc_norm));
             if !self.shipped.pretrain_base && self.base.is_none() {
+                self.base_fingerprint = Some(fingerprint);
                 self.base = Some(b.weights);
                 self.base_probes = Some(b.probes);
                 self.base_from = "shipped";
             }
         }
+    }
+
+    /// Whether the shipped base is still on its way (the browser) and is to be used: the
+    /// caller starts what it wanted once it arrives ([`HifApp::shipped_arrived`]).
+    pub fn awaits_shipped_base(&mut self) -> bool {
+        let waits = self.base.is_none() && self.shipped.base_pending && !self.shipped.pretrain_base;
+        if waits {
+            self.status = "Loading the lessons' shipped base model…".into();
+        }
+        waits
     }
 
     /// The shipped base compiled into this build.

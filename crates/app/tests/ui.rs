@@ -493,6 +493,7 @@ fn forgetting_lesson_continues_from_the_base_with_probes() {
         hif8lab_train::lesson::base::fingerprint(app.base.as_ref().unwrap()),
         shipped.fingerprint()
     );
+    assert_eq!(app.base_fingerprint, Some(shipped.fingerprint()));
     assert_eq!(
         base.knowledge_acc_norm.to_bits(),
         shipped.probes.knowledge_acc_norm.to_bits()
@@ -538,6 +539,19 @@ fn forgetting_lesson_continues_from_the_base_with_probes() {
         assert_eq!((low[0], high[0]), (p.step as f64, p.step as f64));
         assert!(low[1] <= 100.0 * p.knowledge_acc_norm && 100.0 * p.knowledge_acc_norm <= high[1]);
     }
+}
+
+/// `hif8lab lesson run NAME` at the lessons' size into a fresh folder `dir`.
+fn headless_lesson(name: &str, dir: &std::path::Path) -> hif8lab_train::lesson::LessonReport {
+    let _ = std::fs::remove_dir_all(dir);
+    hif8lab_train::lesson::run_lesson(
+        name,
+        &|| Ok(hif8lab_engine::cpu::CpuBackend::new()),
+        &hif8lab_train::grid::GridConfig::preset("grid-lesson").unwrap(),
+        dir,
+        &mut (),
+    )
+    .unwrap()
 }
 
 /// The browser's way of running a lesson's judged scenario (in memory, stepped from the frame
@@ -606,15 +620,7 @@ fn in_memory_scenario_matches_the_headless_lesson() {
     );
     h.get_by_label_contains(&caption);
     let dir = std::env::temp_dir().join(format!("hif8lab-app-lesson-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let headless = hif8lab_train::lesson::run_lesson(
-        "sandbox",
-        &|| Ok(hif8lab_engine::cpu::CpuBackend::new()),
-        &hif8lab_train::grid::GridConfig::preset("grid-lesson").unwrap(),
-        &dir,
-        &mut (),
-    )
-    .unwrap();
+    let headless = headless_lesson("sandbox", &dir);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(in_memory, headless);
     assert!(in_memory.holds());
@@ -1082,15 +1088,7 @@ fn start_is_near_in_tab_order_and_focus_scrolls_into_view() {
 #[test]
 fn a_grid_folder_opens_with_its_largest_amax_chosen() {
     let dir = std::env::temp_dir().join(format!("hif8lab-app-grid-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    hif8lab_train::lesson::run_lesson(
-        "saturation",
-        &|| Ok(hif8lab_engine::cpu::CpuBackend::new()),
-        &hif8lab_train::grid::GridConfig::preset("grid-lesson").unwrap(),
-        &dir,
-        &mut (),
-    )
-    .unwrap();
+    headless_lesson("saturation", &dir);
     let mut h = harness(Options {
         open: Some(dir.clone()),
         ..Default::default()

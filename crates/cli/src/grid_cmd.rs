@@ -412,8 +412,7 @@ fn print_lesson(
     seconds: f64,
     json: bool,
 ) -> Result<crate::Outcome> {
-    let args_json = json;
-    if args_json {
+    if json {
         let mut v = serde_json::to_value(report)?;
         v["seconds"] = serde_json::json!(seconds);
         v["holds"] = serde_json::json!(report.holds());

@@ -133,7 +133,7 @@ impl Checkpoint {
     /// Writes the checkpoint atomically (temporary file, then rename), streaming: the same
     /// bytes as [`Self::to_bytes`] without a second copy of the tensors in memory.
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
-        crate::io::write_atomic_with(path, &mut |w| self.write_to(w))
+        save_source(path, self)
     }
 
     /// Writes the safetensors bytes of [`Self::to_bytes`] to `w` ([`write_source`]).
@@ -369,6 +369,12 @@ pub fn materialize(src: &dyn CheckpointSource) -> std::io::Result<Checkpoint> {
         tensors,
         metadata: src.metadata(),
     })
+}
+
+/// Writes `src` to `path` whole or not at all ([`write_source`] through a temporary file and
+/// a rename).
+pub fn save_source(path: &Path, src: &dyn CheckpointSource) -> std::io::Result<()> {
+    crate::io::write_atomic_with(path, &mut |w| write_source(src, w))
 }
 
 /// Writes `src` as safetensors bytes to `w`, one tensor at a time: the header (keys sorted,

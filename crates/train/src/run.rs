@@ -695,7 +695,7 @@ impl RunWriter {
         let path = dir
             .join("checkpoints")
             .join(format!("step_{step}.safetensors"));
-        crate::io::write_atomic_with(&path, &mut |w| crate::checkpoint::write_source(ck, w))?;
+        crate::checkpoint::save_source(&path, ck)?;
         Ok(path)
     }
 

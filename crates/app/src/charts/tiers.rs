@@ -122,15 +122,12 @@ pub fn tier_groups(format: Format) -> Vec<TierGroup> {
     }
 }
 
-/// Every line of a format's tiers (label, log2 |x·scale|, the tier's colour): what the Amax
-/// panel draws near its data.
-pub fn landmarks(format: Format) -> Vec<(&'static str, f64, Color32)> {
+/// Every line of a format's tiers (label, log2 |x·scale|): what the Amax panel draws near
+/// its data (in one colour of its own, named on the plot).
+pub fn landmarks(format: Format) -> Vec<(&'static str, f64)> {
     tier_groups(format)
         .into_iter()
-        .flat_map(|g| {
-            let colour = g.colour;
-            g.lines.into_iter().map(move |(l, at)| (l, at, colour))
-        })
+        .flat_map(|g| g.lines)
         .collect()
 }
 

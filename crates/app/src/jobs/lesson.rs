@@ -137,9 +137,8 @@ impl HifApp {
                 return;
             }
         };
-        if self.base.is_none() && self.shipped.base_pending && !self.shipped.pretrain_base {
+        if self.awaits_shipped_base() {
             self.scenario_waiting = true;
-            self.status = "Loading the lessons' shipped base model…".into();
             return;
         }
         let (Some(base), Some(probes)) = (self.base.clone(), self.base_probes.clone()) else {

@@ -96,18 +96,20 @@ pub fn judge(source: &str, data: &GridData) -> Result<LessonReport, String> {
         })
     };
     let (mr, mw, e4) = (need(MR)?, need(MW)?, need(E4)?);
-    let (top, median) = outlier(&mr.summary.per_quantizer).ok_or_else(|| {
+    // Each run's outlier once: the quantizer, its largest amax ÷ the median quantizer's.
+    let [o_mr, o_mw] = [mr, mw].map(|r| outlier(&r.summary.per_quantizer));
+    let (top, median) = o_mr.ok_or_else(|| {
         format!("{source}: run {MR} has no per-quantizer figures (written by `hif8lab grid`)")
     })?;
     let q = top.quantizer.clone();
-    let ratio = |r: &GridDataRun| {
-        outlier(&r.summary.per_quantizer).map_or(f64::NAN, |(t, m)| {
+    let ratio = |o: Option<(&QuantizerSummary, f64)>| {
+        o.map_or(f64::NAN, |(t, m)| {
             f64::from(t.amax_max) / m.max(f64::MIN_POSITIVE)
         })
     };
-    let stand_out = ratio(mr).min(ratio(mw));
-    let tops =
-        [mr, mw].map(|r| outlier(&r.summary.per_quantizer).map(|(t, _)| t.quantizer.clone()));
+    let ratios = [ratio(o_mr), ratio(o_mw)];
+    let stand_out = ratios[0].min(ratios[1]);
+    let tops = [o_mr, o_mw].map(|o| o.map(|(t, _)| t.quantizer.clone()));
     let same_top = tops
         .iter()
         .filter(|t| t.as_deref() == Some(q.as_str()))
@@ -151,7 +153,7 @@ pub fn judge(source: &str, data: &GridData) -> Result<LessonReport, String> {
                 ),
             ],
             serde_json::json!({"quantizer": q, "amax_max": top.amax_max, "median_of_maxima": median,
-                "ratio": {"most_recent": ratio(mr), "max_window": ratio(mw)}, "tops": tops}),
+                "ratio": {"most_recent": ratios[0], "max_window": ratios[1]}, "tops": tops}),
         ),
         Claim::new(
             &format!(

@@ -19,16 +19,13 @@ impl<B: Backend> Trainer<B> {
     pub fn checkpoint_source(&self) -> Result<TrainerCheckpoint<'_, B>, TrainError> {
         let specs = model::param_specs(&self.config.model);
         let mut layout = Vec::new();
-        for (group, prefix) in ["", "optimizer.exp_avg.", "optimizer.exp_avg_sq."]
-            .into_iter()
-            .enumerate()
-        {
-            for (k, (name, shape, _)) in specs.iter().enumerate() {
-                layout.push((
-                    format!("{prefix}{name}"),
-                    shape.clone(),
-                    Part::State(group, k),
-                ));
+        for (prefix, list) in [
+            ("", self.params.list()),
+            ("optimizer.exp_avg.", self.m.list()),
+            ("optimizer.exp_avg_sq.", self.v.list()),
+        ] {
+            for ((name, shape, _), t) in specs.iter().zip(list) {
+                layout.push((format!("{prefix}{name}"), shape.clone(), Part::State(t)));
             }
         }
         let mut bank = Vec::new();
@@ -182,9 +179,9 @@ pub fn bank_snapshot(
 
 /// Where a tensor of a [`TrainerCheckpoint`] lives.
 #[cfg(not(target_arch = "wasm32"))]
-enum Part {
-    /// Group (weights, first moments, second moments) and parameter index.
-    State(usize, usize),
+enum Part<'a, T> {
+    /// A weight or AdamW moment on the backend, read back when written.
+    State(&'a T),
     /// An entry of the bank snapshot.
     Bank(usize),
 }
@@ -193,7 +190,7 @@ enum Part {
 #[cfg(not(target_arch = "wasm32"))]
 pub struct TrainerCheckpoint<'a, B: Backend> {
     trainer: &'a Trainer<B>,
-    layout: Vec<(String, Vec<usize>, Part)>,
+    layout: Vec<(String, Vec<usize>, Part<'a, B::Tensor>)>,
     bank: Vec<Vec<f32>>,
     metadata: std::collections::BTreeMap<String, String>,
 }
@@ -212,18 +209,10 @@ impl<B: Backend> crate::checkpoint::CheckpointSource for TrainerCheckpoint<'_, B
     }
 
     fn tensor(&self, i: usize) -> std::io::Result<std::borrow::Cow<'_, [f32]>> {
-        let t = self.trainer;
         match self.layout[i].2 {
-            Part::State(group, k) => {
-                let list = match group {
-                    0 => t.params.list(),
-                    1 => t.m.list(),
-                    _ => t.v.list(),
-                };
-                take_value(t.backend.read(list[k]), true)
-                    .map(std::borrow::Cow::Owned)
-                    .map_err(|e| std::io::Error::other(e.to_string()))
-            }
+            Part::State(t) => take_value(self.trainer.backend.read(t), true)
+                .map(std::borrow::Cow::Owned)
+                .map_err(|e| std::io::Error::other(e.to_string())),
             Part::Bank(j) => Ok(std::borrow::Cow::Borrowed(&self.bank[j])),
         }
     }
