@@ -46,7 +46,7 @@ fi
 # (exports) joined when the shipped lessons' base, the real-model lesson and the fetch of
 # their files took the SIMD build to 3.01 MB (3.03 without SIMD).
 ui_size=()
-for crate in egui epaint egui_plot eframe hif8lab-app hif8lab-train serde_json toml toml_parser \
+for crate in egui epaint egui_plot eframe hif8lab-app hif8lab-train hif8lab-lab serde_json toml toml_parser \
   winnow safetensors naga skrifa png flate2 miniz_oxide; do
   ui_size+=(--config "profile.release.package.$crate.opt-level=\"z\"")
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks the dependency rule of ARCHITECTURE.md:
-#   format <- scaling <- engine <- train <- {app, cli}
+#   format <- scaling <- engine <- train <- lab <- {app, cli}
 # Each library crate may depend only on the hif8lab crates to its left; none of the
 # libraries may pull in a UI crate (egui, eframe, winit); nothing depends on the app.
 set -euo pipefail
@@ -11,6 +11,7 @@ declare -A allowed=(
   [hif8lab-scaling]="hif8lab-format"
   [hif8lab-engine]="hif8lab-format hif8lab-scaling"
   [hif8lab-train]="hif8lab-format hif8lab-scaling hif8lab-engine"
+  [hif8lab-lab]="hif8lab-format hif8lab-scaling hif8lab-engine hif8lab-train"
 )
 members=$(cargo metadata --format-version 1 --no-deps --locked |
   grep -o '"name":"hif8lab-[a-z]*"' | sed 's/"name":"\(.*\)"/\1/' | sort -u)

@@ -242,7 +242,7 @@ fn fuzz_traces_csv_and_te_logs() {
 
 #[test]
 fn fuzz_grid_configs() {
-    let seeds: Vec<Vec<u8>> = hif8lab_train::grid::GRID_PRESETS
+    let seeds: Vec<Vec<u8>> = hif8lab_lab::grid::GRID_PRESETS
         .iter()
         .map(|(_, t)| t.as_bytes().to_vec())
         .collect();
@@ -263,10 +263,10 @@ fn fuzz_grid_configs() {
     let start = Instant::now();
     let counts = fuzz("grid config", INPUTS, &mut m, &seeds, |bytes| {
         let text = String::from_utf8_lossy(bytes);
-        match hif8lab_train::grid::GridConfig::parse(&text, "grid.toml") {
+        match hif8lab_lab::grid::GridConfig::parse(&text, "grid.toml") {
             Ok(g) => {
                 // Every run it makes is one the trainer's checks accept.
-                for r in hif8lab_train::grid::grid_runs() {
+                for r in hif8lab_lab::grid::grid_runs() {
                     g.run_config(&r)
                         .validate()
                         .map_err(|e| format!("accepted but invalid: {e}"))?;
@@ -310,11 +310,11 @@ fn fuzz_probe_records() {
             if bytes.len() % 16 != 0 {
                 return Ok(()); // the bootstrap below is slow: one record in 16 takes it
             }
-            let run = hif8lab_train::grid::RunSummary {
+            let run = hif8lab_lab::grid::RunSummary {
                 probes: Some(p.clone()),
                 ..Default::default()
             };
-            let e = hif8lab_train::grid::compare(
+            let e = hif8lab_lab::grid::compare(
                 &[std::slice::from_ref(&run), std::slice::from_ref(&run)],
                 "knowledge_acc_norm",
                 &|m| m[1] - m[0],
@@ -353,7 +353,7 @@ fn fuzz_probe_sets() {
 /// and one accepted input in 500 is turned into a report (the bootstrap is slow).
 #[test]
 fn fuzz_grid_data() {
-    use hif8lab_train::grid::{GridData, GridDataRun, RunSummary, results_of};
+    use hif8lab_lab::grid::{GridData, GridDataRun, RunSummary, results_of};
     let probes = |right: &str| hif8lab_train::ProbeScores {
         step: 4,
         knowledge_acc_norm: 0.5,

@@ -44,7 +44,7 @@ pub enum Work {
     Scenario(Box<scenario::ScenarioJob>),
     /// A headless scenario's verdict on its way, and where it is meanwhile.
     Lesson(
-        std::sync::mpsc::Receiver<Result<hif8lab_train::lesson::LessonReport, String>>,
+        std::sync::mpsc::Receiver<Result<hif8lab_lab::lesson::LessonReport, String>>,
         std::sync::Arc<std::sync::Mutex<String>>,
     ),
 }
@@ -157,10 +157,10 @@ impl HifApp {
             .spawn(move || {
                 // On a thread of the CPU backend's pool, as the command line runs it.
                 let result = hif8lab_engine::cpu::on_pool(|| {
-                    hif8lab_train::grid::GridConfig::preset("grid-lesson")
+                    hif8lab_lab::grid::GridConfig::preset("grid-lesson")
                         .map_err(|e| e.to_string())
                         .and_then(|grid| {
-                            hif8lab_train::lesson::run_lesson(
+                            hif8lab_lab::lesson::run_lesson(
                                 name,
                                 &|| Ok(hif8lab_engine::cpu::CpuBackend::new()),
                                 &grid,
@@ -360,7 +360,7 @@ impl HifApp {
     /// `lesson_lr`, with (max_window(64), warmup) or without QAT, the matched baseline
     /// alongside, probes every 25 steps. Pretrains the base first (once, a few seconds).
     pub fn start_from_base(&mut self, wake: impl Fn() + Send + Sync + Clone + 'static) {
-        let grid = match hif8lab_train::grid::GridConfig::preset("grid-lesson") {
+        let grid = match hif8lab_lab::grid::GridConfig::preset("grid-lesson") {
             Ok(g) => g,
             Err(e) => {
                 self.status = e.to_string();
@@ -376,7 +376,7 @@ impl HifApp {
             self.after_base = self.pretrain_base(&grid, wake);
             return;
         };
-        let run = hif8lab_train::grid::GridRun {
+        let run = hif8lab_lab::grid::GridRun {
             name: "lesson".into(),
             estimator: self
                 .lesson_qat
@@ -581,7 +581,7 @@ impl HifApp {
                     .push(*p);
             }
             (JobKind::Base, Msg::Weights(w)) => {
-                self.base_fingerprint = Some(hif8lab_train::lesson::base::fingerprint(&w));
+                self.base_fingerprint = Some(hif8lab_lab::lesson::base::fingerprint(&w));
                 self.base = Some(w);
                 self.base_from = "pretrained";
             }

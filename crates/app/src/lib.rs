@@ -287,7 +287,7 @@ pub struct HifApp {
     pub base_probes: Option<hif8lab_train::ProbeScores>,
     /// Where [`HifApp::base`] came from: `"shipped"`, `"pretrained"` here, or `""` (none yet).
     pub base_from: &'static str,
-    /// The fingerprint of [`HifApp::base`]'s weights (`hif8lab_train::lesson::base::fingerprint`),
+    /// The fingerprint of [`HifApp::base`]'s weights (`hif8lab_lab::lesson::base::fingerprint`),
     /// taken once when the base is set (the browser's page reads it every frame).
     pub base_fingerprint: Option<String>,
     /// The files shipped with the app (the lessons' base, the real-model runs).
@@ -319,11 +319,11 @@ pub struct HifApp {
     /// The last training error.
     pub error: Option<String>,
     /// The lesson shown in the Lessons panel.
-    pub lesson: &'static hif8lab_train::lesson::Lesson,
+    pub lesson: &'static hif8lab_lab::lesson::Lesson,
     /// The Hugging Face model that Start continues training, when one is open.
     pub hf_model: Option<hf_model::HfStart>,
     /// The last verdict of a lesson scenario.
-    pub lesson_report: Option<hif8lab_train::lesson::LessonReport>,
+    pub lesson_report: Option<hif8lab_lab::lesson::LessonReport>,
     /// The runs of the last lesson scenario, as recorded (for its small multiples).
     pub lesson_views: Vec<RunView>,
     /// The lesson whose live run the current run is (its "What just happened" reads it).
@@ -403,7 +403,7 @@ impl HifApp {
             backend: BackendKind::Cpu,
             adapter: hif8lab_engine::cpu::cpu_name(),
             error: None,
-            lesson: &hif8lab_train::lesson::LESSONS[0],
+            lesson: &hif8lab_lab::lesson::LESSONS[0],
             lesson_report: None,
             lesson_views: Vec::new(),
             hf_model: None,
@@ -418,7 +418,7 @@ impl HifApp {
         #[cfg(not(target_arch = "wasm32"))]
         app.adopt_shipped_base();
         if let Some(name) = &options.lesson {
-            match hif8lab_train::lesson::lesson(name) {
+            match hif8lab_lab::lesson::lesson(name) {
                 Some(l) => {
                     app.lesson = l;
                     app.selection.tab = Tab::Lessons;
@@ -427,7 +427,7 @@ impl HifApp {
                 None => {
                     app.status = format!(
                         "No lesson '{name}' (lessons: {}).",
-                        hif8lab_train::lesson::names()
+                        hif8lab_lab::lesson::names()
                     )
                 }
             }
@@ -556,7 +556,7 @@ impl HifApp {
     }
 
     /// Shows lesson `l` (its scenario's verdict and runs belong to the lesson shown before).
-    pub fn select_lesson(&mut self, l: &'static hif8lab_train::lesson::Lesson) {
+    pub fn select_lesson(&mut self, l: &'static hif8lab_lab::lesson::Lesson) {
         if self.lesson.name != l.name {
             self.lesson_report = None;
             self.lesson_views.clear();
@@ -608,7 +608,7 @@ impl HifApp {
                 "holds": r.holds(),
                 "verdict": r.verdict(),
                 "claims": r.claims.len(),
-                "claims_failing": r.claims.iter().filter(|c| c.verdict == hif8lab_train::stats::Verdict3::Fails).count(),
+                "claims_failing": r.claims.iter().filter(|c| c.verdict == hif8lab_lab::stats::Verdict3::Fails).count(),
                 "claims_holding": r.claims.iter().filter(|c| c.holds).count(),
                 "runs": self.lesson_views.len(),
             })),

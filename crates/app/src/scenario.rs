@@ -1,14 +1,14 @@
 //! A lesson's judged scenario run in memory: its runs one after another from the pretrained
 //! base, stepped from the frame loop, summarized as the grid summarizes its run folders, then
-//! judged by `hif8lab_train::lesson::judge` — how the browser (no threads, no files) runs what
+//! judged by `hif8lab_lab::lesson::judge` — how the browser (no threads, no files) runs what
 //! `hif8lab lesson run NAME` runs.
 
 use std::sync::Arc;
 
+use hif8lab_lab::grid::GridConfig;
+use hif8lab_lab::lesson::LessonReport;
 use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::corpus::ProbeSet;
-use hif8lab_train::grid::GridConfig;
-use hif8lab_train::lesson::LessonReport;
 use hif8lab_train::run::{RunSummary, SummaryBuilder, SummaryFacts};
 use hif8lab_train::{ProbeScores, RunConfig};
 use web_time::{Duration, Instant};
@@ -53,7 +53,7 @@ impl ScenarioJob {
     ) -> Option<Self> {
         Some(ScenarioJob {
             lesson: lesson.to_owned(),
-            runs: hif8lab_train::lesson::scenario(lesson, grid)?,
+            runs: hif8lab_lab::lesson::scenario(lesson, grid)?,
             base,
             base_probes,
             probes: Arc::new(grid.probes()),
@@ -102,7 +102,7 @@ impl ScenarioJob {
     pub fn poll(&mut self, budget: Duration) -> Result<Option<LessonReport>, String> {
         let i = self.summaries.len();
         let Some((name, config)) = self.runs.get(i).cloned() else {
-            return Ok(Some(hif8lab_train::lesson::judge(
+            return Ok(Some(hif8lab_lab::lesson::judge(
                 &self.lesson,
                 self.base_probes.clone(),
                 &self.runs,

@@ -29,8 +29,8 @@ pub struct Shipped {
     pub outliers_waiting: bool,
 }
 
-fn lesson_grid() -> Option<hif8lab_train::grid::GridConfig> {
-    hif8lab_train::grid::GridConfig::preset("grid-lesson").ok()
+fn lesson_grid() -> Option<hif8lab_lab::grid::GridConfig> {
+    hif8lab_lab::grid::GridConfig::preset("grid-lesson").ok()
 }
 
 impl HifApp {
@@ -40,7 +40,7 @@ impl HifApp {
         let Some(grid) = lesson_grid() else {
             return;
         };
-        if let Some(b) = hif8lab_train::lesson::base::shipped_from(bytes, &grid) {
+        if let Some(b) = hif8lab_lab::lesson::base::shipped_from(bytes, &grid) {
             let fingerprint = b.fingerprint();
             self.shipped.base = Some((fingerprint.clone(), b.probes.knowledge_acc_norm));
             if !self.shipped.pretrain_base && self.base.is_none() {
@@ -65,7 +65,7 @@ impl HifApp {
     /// The shipped base compiled into this build.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn adopt_shipped_base(&mut self) {
-        self.adopt_base_bytes(hif8lab_train::lesson::base::shipped_bytes());
+        self.adopt_base_bytes(hif8lab_lab::lesson::base::shipped_bytes());
     }
 
     /// A shipped file the browser fetched (`url`: [`BASE_URL`] or [`REAL_RUNS_URL`]), or why
@@ -103,7 +103,7 @@ impl HifApp {
     /// The real-model lesson's verdict, judged from the committed SmolLM2-135M grid's data
     /// (shipped with the app; nothing trains).
     pub fn judge_real_outliers(&mut self) {
-        use hif8lab_train::lesson::outliers;
+        use hif8lab_lab::lesson::outliers;
         #[cfg(not(target_arch = "wasm32"))]
         let data = outliers::committed();
         #[cfg(target_arch = "wasm32")]

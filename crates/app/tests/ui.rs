@@ -487,10 +487,10 @@ fn forgetting_lesson_continues_from_the_base_with_probes() {
     let base = app.base_probes.clone().expect("base scored");
     // Pretrained here, on the app's training thread: the shipped base's bits and scores.
     assert_eq!(app.base_from, "pretrained");
-    let grid = hif8lab_train::grid::GridConfig::preset("grid-lesson").unwrap();
-    let shipped = hif8lab_train::lesson::base::shipped(&grid).unwrap();
+    let grid = hif8lab_lab::grid::GridConfig::preset("grid-lesson").unwrap();
+    let shipped = hif8lab_lab::lesson::base::shipped(&grid).unwrap();
     assert_eq!(
-        hif8lab_train::lesson::base::fingerprint(app.base.as_ref().unwrap()),
+        hif8lab_lab::lesson::base::fingerprint(app.base.as_ref().unwrap()),
         shipped.fingerprint()
     );
     assert_eq!(app.base_fingerprint, Some(shipped.fingerprint()));
@@ -542,12 +542,12 @@ fn forgetting_lesson_continues_from_the_base_with_probes() {
 }
 
 /// `hif8lab lesson run NAME` at the lessons' size into a fresh folder `dir`.
-fn headless_lesson(name: &str, dir: &std::path::Path) -> hif8lab_train::lesson::LessonReport {
+fn headless_lesson(name: &str, dir: &std::path::Path) -> hif8lab_lab::lesson::LessonReport {
     let _ = std::fs::remove_dir_all(dir);
-    hif8lab_train::lesson::run_lesson(
+    hif8lab_lab::lesson::run_lesson(
         name,
         &|| Ok(hif8lab_engine::cpu::CpuBackend::new()),
-        &hif8lab_train::grid::GridConfig::preset("grid-lesson").unwrap(),
+        &hif8lab_lab::grid::GridConfig::preset("grid-lesson").unwrap(),
         dir,
         &mut (),
     )
@@ -883,17 +883,17 @@ fn full_app() -> HifApp {
     app.runs.live = Some(view.clone());
     app.runs.baseline = Some(baseline);
     app.base_probes = Some(probes(0.64)[0].clone());
-    app.lesson = hif8lab_train::lesson::lesson("forgetting").unwrap();
-    app.lesson_report = Some(hif8lab_train::lesson::LessonReport {
+    app.lesson = hif8lab_lab::lesson::lesson("forgetting").unwrap();
+    app.lesson_report = Some(hif8lab_lab::lesson::LessonReport {
         lesson: "forgetting".into(),
-        claims: vec![hif8lab_train::lesson::Claim::new(
+        claims: vec![hif8lab_lab::lesson::Claim::new(
             "without QAT, the high learning rate forgets: it loses ≥ 10 points more of the base's above-chance knowledge than the low rate",
-            vec![hif8lab_train::claims::Part {
+            vec![hif8lab_lab::claims::Part {
                 measured: "forgetting of baseline-high minus baseline-low".into(),
                 unit: " points".into(),
                 value: 21.5,
-                spread: hif8lab_train::claims::Spread::Seeds(vec![18.0, 21.5, 25.0]),
-                side: hif8lab_train::claims::Side::AtLeast,
+                spread: hif8lab_lab::claims::Spread::Seeds(vec![18.0, 21.5, 25.0]),
+                side: hif8lab_lab::claims::Side::AtLeast,
                 threshold: 10.0,
                 test: "paired cluster bootstrap".into(),
                 variation: "covers the probe items".into(),

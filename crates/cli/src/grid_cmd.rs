@@ -7,8 +7,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
+use hif8lab_lab::grid::{self, GridConfig, GridProgress};
 use hif8lab_train::TrainError;
-use hif8lab_train::grid::{self, GridConfig, GridProgress};
 
 /// Arguments shared by `pretrain` and `grid`.
 #[derive(Args, Debug)]
@@ -273,7 +273,7 @@ pub enum LessonCommand {
 #[derive(Args, Debug)]
 pub struct LessonBaseArgs {
     /// Where to write the base (safetensors).
-    #[arg(long, default_value = hif8lab_train::lesson::base::FILE)]
+    #[arg(long, default_value = hif8lab_lab::lesson::base::FILE)]
     out: PathBuf,
     /// Compare with the shipped base instead of writing.
     #[arg(long)]
@@ -309,7 +309,7 @@ pub struct LessonArgs {
 
 /// `hif8lab lesson base`.
 fn lesson_base(args: &LessonBaseArgs) -> Result<crate::Outcome> {
-    use hif8lab_train::lesson::base;
+    use hif8lab_lab::lesson::base;
     let grid = GridConfig::preset("grid-lesson")?;
     let start = Instant::now();
     let fresh = base::pretrain(CpuBackend::new(), &grid)?;
@@ -350,7 +350,7 @@ fn lesson_base(args: &LessonBaseArgs) -> Result<crate::Outcome> {
 
 /// `hif8lab lesson`.
 pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
-    use hif8lab_train::lesson;
+    use hif8lab_lab::lesson;
     let args = match cmd {
         LessonCommand::List => {
             for l in lesson::LESSONS {
@@ -408,7 +408,7 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
 
 /// Prints a lesson's verdict (JSON with `--json`) and gives the exit outcome.
 fn print_lesson(
-    report: &hif8lab_train::lesson::LessonReport,
+    report: &hif8lab_lab::lesson::LessonReport,
     seconds: f64,
     json: bool,
 ) -> Result<crate::Outcome> {
@@ -443,15 +443,15 @@ fn print_lesson(
         crate::outln!("  what happened: {}", report.summary);
     }
     Ok(match report.verdict() {
-        hif8lab_train::stats::Verdict3::Holds => crate::Outcome::Ok,
-        hif8lab_train::stats::Verdict3::Fails => crate::Outcome::ClaimsFail,
-        hif8lab_train::stats::Verdict3::Inconclusive => crate::Outcome::Inconclusive,
+        hif8lab_lab::stats::Verdict3::Holds => crate::Outcome::Ok,
+        hif8lab_lab::stats::Verdict3::Fails => crate::Outcome::ClaimsFail,
+        hif8lab_lab::stats::Verdict3::Inconclusive => crate::Outcome::Inconclusive,
     })
 }
 
 /// `hif8lab lesson run outliers [--from DIR]`: judged from a grid's data, nothing trained.
 fn judge_outliers(args: &LessonArgs) -> Result<crate::Outcome> {
-    use hif8lab_train::lesson::outliers;
+    use hif8lab_lab::lesson::outliers;
     let start = Instant::now();
     let (source, data) = match &args.from {
         Some(dir) => {

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use hif8lab_lab::grid::RunSummary;
 use hif8lab_scaling::trace::read_trace;
-use hif8lab_train::grid::RunSummary;
 use plotters::prelude::*;
 
 /// Where the font for labels comes from (Debian's fonts-dejavu-core).
@@ -138,7 +138,7 @@ pub fn grid_plots(out: &Path, summaries: &[RunSummary]) -> Result<(Vec<PathBuf>,
     files.push(p);
     // Probe curves, each starting from the base model's score (continued runs start from
     // the base and are not scored again at step 0).
-    let base = hif8lab_train::grid::RunSummary::read(&out.join("base")).map(|s| s.final_probes());
+    let base = hif8lab_lab::grid::RunSummary::read(&out.join("base")).map(|s| s.final_probes());
     let probes: Vec<Series> = summaries
         .iter()
         .filter_map(|s| {

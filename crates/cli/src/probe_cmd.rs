@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use hif8lab_engine::Backend;
+use hif8lab_lab::stats::{Arm, Groups, bootstrap};
 use hif8lab_train::corpus::{GENERAL_KNOWLEDGE, McItem, items_from_tsv, mc_scores};
 use hif8lab_train::infer::{Model, SCORE_BATCH, choice_sequence, sequence_losses};
-use hif8lab_train::stats::{Arm, Groups, bootstrap};
 
 use crate::model_cmds::{Either, on_backend, open_source, window};
 
@@ -105,8 +105,8 @@ pub fn run_probe(args: ProbeArgs) -> Result<crate::Outcome> {
         "acc_norm": an.value,
         "acc_norm_interval": an.interval,
         "marks": {
-            "acc": hif8lab_train::stats::pack_marks(&acc),
-            "acc_norm": hif8lab_train::stats::pack_marks(&acc_norm),
+            "acc": hif8lab_lab::stats::pack_marks(&acc),
+            "acc_norm": hif8lab_lab::stats::pack_marks(&acc_norm),
         },
         "add_special_tokens": special,
         "tokens_per_s": tokens as f64 / seconds.max(1e-9),

@@ -133,8 +133,8 @@ fn outliers_lesson_judges_the_committed_real_model_runs() {
     assert_eq!(v["claims"].as_array().unwrap().len(), 4);
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
-        .join(hif8lab_train::lesson::outliers::COMMITTED_FILE);
-    let data = hif8lab_train::grid::GridData::read(&path).unwrap();
+        .join(hif8lab_lab::lesson::outliers::COMMITTED_FILE);
+    let data = hif8lab_lab::grid::GridData::read(&path).unwrap();
     let mr = data
         .runs
         .iter()

@@ -487,7 +487,7 @@ pub fn score_probes(
     knowledge: &(Vec<McItem>, Vec<(usize, usize)>),
     completion: &(Vec<McItem>, Vec<(usize, usize)>),
 ) -> crate::ProbeScores {
-    use crate::stats::{Arm, Groups, bootstrap, pack_marks};
+    use crate::resample::{Arm, Groups, bootstrap, pack_marks};
     let mut at = 0;
     let mut score = |(items, spans): &(Vec<McItem>, Vec<(usize, usize)>)| {
         let mut ll = Vec::new();
@@ -534,7 +534,7 @@ pub fn score_probes(
         completion_acc: ci(&cg, &c_acc),
         completion_acc_norm: ci(&cg, &c_norm),
         heldout_loss: bootstrap(
-            &Groups::consecutive(held.len(), crate::stats::HELDOUT_BLOCK),
+            &Groups::consecutive(held.len(), crate::resample::HELDOUT_BLOCK),
             &[Arm {
                 seeds: vec![held.clone()],
             }],
@@ -635,7 +635,7 @@ mod tests {
 
     #[test]
     fn probe_scores_carry_marks_and_intervals() {
-        use crate::stats::unpack_marks;
+        use crate::resample::unpack_marks;
         // 2 entities' knowledge items (12) and 4 completion items, every choice one token;
         // losses make the answer the most likely choice on even items only.
         let kb = KnowledgeBase::generate(2, 1);

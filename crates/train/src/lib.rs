@@ -19,29 +19,27 @@
 //! - [`hf`]: Hugging Face Llama folders in (`--init-from`, `eval`) and out (`export hf`);
 //! - [`infer`]: a model without optimizer state: windowed loss, logits, sampling;
 //! - [`tokenizer`]: the byte tokenizer and Hugging Face `tokenizer.json` files;
-//! - `grid` (native): the paper's experiment grid and its report.
+//! - [`resample`]: the cluster bootstrap behind each probe score's interval.
 //!
-//! The UI lives in `hif8lab-app`, the command line in `hif8lab-cli`; neither is here.
+//! The experiments built on the trainer (grid, lessons, claims and their statistics) live in
+//! `hif8lab-lab`, the UI in `hif8lab-app`, the command line in `hif8lab-cli`; none is here.
 
 pub mod checkpoint;
-pub mod claims;
 pub mod config;
 pub mod corpus;
 pub mod data;
 pub mod driver;
 pub mod folder;
 pub mod gguf;
-pub mod grid;
 pub mod hf;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod infer;
 pub mod io;
-pub mod lesson;
 pub mod lock;
 pub mod memory;
 pub mod model;
+pub mod resample;
 pub mod run;
-pub mod stats;
 pub mod tokenizer;
 pub mod trainer;
 

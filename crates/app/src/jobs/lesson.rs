@@ -32,7 +32,7 @@ impl LessonProgress {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-impl hif8lab_train::grid::GridProgress for LessonProgress {
+impl hif8lab_lab::grid::GridProgress for LessonProgress {
     fn start(&mut self, name: &str, index: usize, total: usize, _skipped: bool) {
         (self.name, self.index, self.total) = (name.to_owned(), index, total);
         self.run_started = std::time::Instant::now();
@@ -68,15 +68,15 @@ impl hif8lab_train::grid::GridProgress for LessonProgress {
 /// The runs of a headless lesson scenario, read back from their run folders, and the base
 /// model's last probe scores (native).
 pub(crate) fn lesson_views(
-    r: &hif8lab_train::lesson::LessonReport,
+    r: &hif8lab_lab::lesson::LessonReport,
 ) -> (Vec<RunView>, Option<hif8lab_train::ProbeScores>) {
     #[cfg(not(target_arch = "wasm32"))]
     {
         let out = std::path::Path::new(LESSON_OUT);
         let dir = out.join("runs");
-        let views = hif8lab_train::grid::GridConfig::preset("grid-lesson")
+        let views = hif8lab_lab::grid::GridConfig::preset("grid-lesson")
             .ok()
-            .and_then(|g| hif8lab_train::lesson::scenario(&r.lesson, &g))
+            .and_then(|g| hif8lab_lab::lesson::scenario(&r.lesson, &g))
             .unwrap_or_default()
             .iter()
             .filter_map(|(name, _)| RunView::load(&dir.join(name)).ok())
@@ -99,7 +99,7 @@ impl HifApp {
     /// whether pretraining runs.
     pub(super) fn pretrain_base(
         &mut self,
-        grid: &hif8lab_train::grid::GridConfig,
+        grid: &hif8lab_lab::grid::GridConfig,
         wake: impl Fn() + Send + 'static,
     ) -> bool {
         if self.jobs.running(JobKind::Base) {
@@ -130,7 +130,7 @@ impl HifApp {
     /// browser's way; natively [`HifApp::run_lesson_scenario`] runs it on a thread with run
     /// folders). Pretrains the base first if needed.
     pub fn run_scenario_in_memory(&mut self) {
-        let grid = match hif8lab_train::grid::GridConfig::preset("grid-lesson") {
+        let grid = match hif8lab_lab::grid::GridConfig::preset("grid-lesson") {
             Ok(g) => g,
             Err(e) => {
                 self.status = e.to_string();
@@ -159,7 +159,7 @@ impl HifApp {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::LessonProgress;
-    use hif8lab_train::grid::GridProgress;
+    use hif8lab_lab::grid::GridProgress;
 
     #[test]
     fn lesson_progress_names_phase_step_run_and_time_left() {

@@ -8,7 +8,7 @@ use super::*;
 /// scenario with its judged claims.
 pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
     ui.horizontal_wrapped(|ui| {
-        for l in &hif8lab_train::lesson::LESSONS {
+        for l in &hif8lab_lab::lesson::LESSONS {
             if ui
                 .selectable_label(app.lesson.name == l.name, l.title)
                 .clicked()
@@ -75,7 +75,7 @@ pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
         let held = r.claims.iter().filter(|c| c.holds).count();
         ui.label(RichText::new(format!("{held} of {} claims hold", r.claims.len())).strong());
         for c in &r.claims {
-            use hif8lab_train::stats::Verdict3;
+            use hif8lab_lab::stats::Verdict3;
             let t = TextColours::of(ui.visuals());
             let colour = match c.verdict {
                 Verdict3::Holds => t.holds,

@@ -24,7 +24,7 @@ pub struct ProbeScores {
     /// Completion items scored.
     #[serde(default)]
     pub completion_items: usize,
-    /// 95 % intervals of the scores above (cluster bootstrap, [`crate::stats`]).
+    /// 95 % intervals of the scores above (cluster bootstrap, [`crate::resample`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intervals: Option<ProbeIntervals>,
     /// Per-item outcomes, for paired tests between runs scored on the same items.
@@ -48,7 +48,7 @@ pub struct ProbeIntervals {
 }
 
 /// Per-item outcomes of one evaluation: correctness packed as hexadecimal
-/// ([`crate::stats::pack_marks`]) and each held-out window's mean loss.
+/// ([`crate::resample::pack_marks`]) and each held-out window's mean loss.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProbeMarks {
     /// Knowledge items right by summed log-likelihood.
@@ -118,7 +118,7 @@ impl ProbeScores {
     pub fn item_values(&self, name: &str) -> Option<Vec<f64>> {
         let m = self.marks.as_ref()?;
         let bits = |text: &str, n: usize| {
-            crate::stats::unpack_marks(text, n)
+            crate::resample::unpack_marks(text, n)
                 .map(|v| v.into_iter().map(|b| f64::from(u8::from(b))).collect())
         };
         let margins =
@@ -136,9 +136,9 @@ impl ProbeScores {
 
     /// The resampling clusters of a score's items (as many as [`Self::item_values`] gives):
     /// knowledge items by entity, completion items by family, held-out windows in blocks of
-    /// [`crate::stats::HELDOUT_BLOCK`] consecutive windows (pieces of one text).
-    pub fn groups(&self, name: &str) -> crate::stats::Groups {
-        use crate::stats::Groups;
+    /// [`crate::resample::HELDOUT_BLOCK`] consecutive windows (pieces of one text).
+    pub fn groups(&self, name: &str) -> crate::resample::Groups {
+        use crate::resample::Groups;
         let n = self.item_values(name).map_or(0, |v| v.len());
         let stored = |ids: Option<&Vec<u32>>| {
             ids.filter(|g| g.len() == n && n > 0)
@@ -153,7 +153,7 @@ impl ProbeScores {
             "completion_acc" | "completion_acc_norm" | "completion_margin" => {
                 stored(marks.map(|m| &m.completion_group)).unwrap_or_else(|| Groups::singletons(n))
             }
-            _ => Groups::consecutive(n, crate::stats::HELDOUT_BLOCK),
+            _ => Groups::consecutive(n, crate::resample::HELDOUT_BLOCK),
         }
     }
 }

@@ -11,14 +11,14 @@ use serde::Serialize;
 
 pub use crate::claims::Claim;
 use crate::claims::{Part, Side};
-use crate::config::RunConfig;
-use crate::corpus::{ape, relative_drop};
 use crate::grid::{
     GridConfig, GridResults, RunSummary, base_run, count_prefix as count, forgetting_contrast,
     forgetting_vs_base, grid_runs,
 };
 use crate::stats::Verdict3;
-use crate::trainer::ProbeScores;
+use hif8lab_train::config::RunConfig;
+use hif8lab_train::corpus::{ape, relative_drop};
+use hif8lab_train::trainer::ProbeScores;
 
 /// A lesson's text and set-up.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -484,13 +484,13 @@ fn sandbox(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, Strin
 #[cfg(not(target_arch = "wasm32"))]
 pub fn run_lesson<B: hif8lab_engine::Backend>(
     name: &str,
-    make: &dyn Fn() -> Result<B, crate::TrainError>,
+    make: &dyn Fn() -> Result<B, hif8lab_train::TrainError>,
     grid: &GridConfig,
     out: &std::path::Path,
     progress: &mut dyn crate::grid::GridProgress,
-) -> Result<LessonReport, crate::TrainError> {
+) -> Result<LessonReport, hif8lab_train::TrainError> {
     let runs = scenario(name, grid).ok_or_else(|| {
-        crate::TrainError::Data(format!("no lesson '{name}' (lessons: {})", names()))
+        hif8lab_train::TrainError::Data(format!("no lesson '{name}' (lessons: {})", names()))
     })?;
     let (base, summaries) = crate::grid::train_from_base(make, grid, out, &runs, progress)?;
     Ok(judge(name, base, &runs, &summaries))

@@ -11,10 +11,10 @@
 
 use std::sync::Arc;
 
-use crate::checkpoint::Checkpoint;
-use crate::config::RunConfig;
 use crate::grid::GridConfig;
-use crate::trainer::ProbeScores;
+use hif8lab_train::checkpoint::Checkpoint;
+use hif8lab_train::config::RunConfig;
+use hif8lab_train::trainer::ProbeScores;
 
 /// Where the shipped base lives in the source tree.
 pub const FILE: &str = "assets/lessons/base.safetensors";
@@ -166,9 +166,9 @@ pub fn shipped_from(bytes: &[u8], grid: &GridConfig) -> Option<LessonBase> {
 pub fn pretrain<B: hif8lab_engine::Backend>(
     backend: B,
     grid: &GridConfig,
-) -> Result<LessonBase, crate::trainer::TrainError> {
-    use crate::driver::{Driver, Memory, Schedule};
-    use crate::trainer::{TrainError, Trainer};
+) -> Result<LessonBase, hif8lab_train::trainer::TrainError> {
+    use hif8lab_train::driver::{Driver, Memory, Schedule};
+    use hif8lab_train::trainer::{TrainError, Trainer};
     let trainer = Trainer::new(backend, grid.pretrain_config())?;
     let schedule = Schedule {
         probes: Some(Arc::new(grid.probes())),

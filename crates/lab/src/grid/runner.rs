@@ -46,7 +46,7 @@ fn io_err(e: std::io::Error) -> TrainError {
 #[cfg(not(target_arch = "wasm32"))]
 enum Probing<'a> {
     Trainer(Arc<ProbeSet>),
-    Final(&'a dyn Fn(&Checkpoint, u64) -> Result<crate::trainer::ProbeScores, TrainError>),
+    Final(&'a dyn Fn(&Checkpoint, u64) -> Result<hif8lab_train::trainer::ProbeScores, TrainError>),
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -99,7 +99,7 @@ fn train_run<B: Backend>(
     let steps = config.train.steps;
     let mut driver = Driver::new(t, schedule);
     let result = driver.run(
-        &mut crate::driver::Tap {
+        &mut hif8lab_train::driver::Tap {
             inner: &mut folder,
             see: |e: &Event, folder: &mut RunFolder| {
                 match e {
@@ -251,7 +251,7 @@ fn train_from_base_seed<B: Backend>(
             )?
             .0
         };
-        s.per_quantizer = crate::run::quantizer_table(&dir, &s.estimators);
+        s.per_quantizer = hif8lab_train::run::quantizer_table(&dir, &s.estimators);
         summaries.push(s);
     }
     Ok((base_probes, summaries))

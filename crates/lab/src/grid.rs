@@ -17,19 +17,19 @@ use hif8lab_scaling::{EstimatorSpec, ScalingConfig};
 use serde::{Deserialize, Serialize};
 
 #[cfg(not(target_arch = "wasm32"))]
-use crate::checkpoint::{self, Checkpoint};
-use crate::config::{ConfigError, DataConfig, ModelConfig, QatConfig, RunConfig};
-use crate::corpus::{ProbeSet, ape, relative_drop};
+use hif8lab_train::checkpoint::{self, Checkpoint};
+use hif8lab_train::config::{ConfigError, DataConfig, ModelConfig, QatConfig, RunConfig};
+use hif8lab_train::corpus::{ProbeSet, ape, relative_drop};
 #[cfg(not(target_arch = "wasm32"))]
-use crate::driver::{Driver, Event, Schedule, Sink};
+use hif8lab_train::driver::{Driver, Event, Schedule, Sink};
 #[cfg(not(target_arch = "wasm32"))]
-use crate::folder::RunFolder;
+use hif8lab_train::folder::RunFolder;
 #[cfg(not(target_arch = "wasm32"))]
-use crate::run::{RunStatus, write_atomic};
-pub use crate::run::{RunSummary, SummaryBuilder};
-use crate::trainer::ProbeScores;
+use hif8lab_train::run::{RunStatus, write_atomic};
+pub use hif8lab_train::run::{RunSummary, SummaryBuilder};
+use hif8lab_train::trainer::ProbeScores;
 #[cfg(not(target_arch = "wasm32"))]
-use crate::trainer::{TrainError, Trainer};
+use hif8lab_train::trainer::{TrainError, Trainer};
 #[cfg(not(target_arch = "wasm32"))]
 use std::sync::Arc;
 
@@ -148,7 +148,7 @@ pub struct GridConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pretrain: Option<PretrainPhase>,
     /// A real pretrained model the runs continue from (no pretraining): its knowledge is
-    /// probed with the general-knowledge set ([`crate::corpus::GENERAL_KNOWLEDGE`]).
+    /// probed with the general-knowledge set ([`hif8lab_train::corpus::GENERAL_KNOWLEDGE`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<BaseModel>,
     /// Continued training.
@@ -220,7 +220,7 @@ impl GridConfig {
         Ok(config)
     }
 
-    fn train(&self, steps: u64, batch: usize, lr: f32) -> crate::config::TrainConfig {
+    fn train(&self, steps: u64, batch: usize, lr: f32) -> hif8lab_train::config::TrainConfig {
         // The rate as a TOML value (`nan` and `inf` spelled as TOML spells them, so that a
         // bad rate reaches validation and is refused by name).
         let lr = toml::Value::Float(f64::from(lr));

@@ -5,11 +5,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
-use hif8lab_train::stats::exact::{
+use hif8lab_lab::stats::exact::{
     binomial_cdf, clopper_pearson, holm, normal_quantile, paired_exact, sign_flip, student_t_cdf,
     student_t_quantile, t_interval,
 };
-use hif8lab_train::stats::mcnemar;
+use hif8lab_lab::stats::mcnemar;
 use serde_json::Value;
 
 fn reference() -> Value {

@@ -12,8 +12,8 @@
 use std::path::Path;
 
 use hif8lab_engine::cpu::CpuBackend;
+use hif8lab_lab::grid::{self, GridConfig};
 use hif8lab_train::config::RunConfig;
-use hif8lab_train::grid::{self, GridConfig};
 use hif8lab_train::hf::{ExportDtype, ExportParts, write_folder};
 use hif8lab_train::{TrainError, Trainer};
 
@@ -157,7 +157,7 @@ fn a_real_base_shows_its_outlier_and_the_estimator_ordering() {
     // The lesson "a real model's outliers", judged from this grid's data: it finds the
     // injected channel's quantizer by itself and judges lesson 1's claims there.
     let data = grid::GridData::read(&out.join(grid::DATA_FILE)).unwrap();
-    let lesson = hif8lab_train::lesson::outliers::judge("fixture", &data).unwrap();
+    let lesson = hif8lab_lab::lesson::outliers::judge("fixture", &data).unwrap();
     assert_eq!(lesson.claims.len(), 4);
     let found = lesson.claims[0].evidence["quantizer"]
         .as_str()
@@ -169,7 +169,7 @@ fn a_real_base_shows_its_outlier_and_the_estimator_ordering() {
     // Without the E4M3 twins the lesson says what it needs.
     let mut partial = data.clone();
     partial.runs.retain(|r| !r.run.ends_with("-e4m3"));
-    let e = hif8lab_train::lesson::outliers::judge("x/runs.jsonl.gz", &partial).unwrap_err();
+    let e = hif8lab_lab::lesson::outliers::judge("x/runs.jsonl.gz", &partial).unwrap_err();
     assert!(
         e.contains("x/runs.jsonl.gz") && e.contains("most_recent-low-e4m3"),
         "{e}"

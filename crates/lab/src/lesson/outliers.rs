@@ -12,7 +12,7 @@
 use super::{Claim, LessonReport};
 use crate::claims::{Part, Side};
 use crate::grid::{GridData, GridDataRun};
-use crate::run::QuantizerSummary;
+use hif8lab_train::run::QuantizerSummary;
 
 /// The committed real-model grid's data file.
 pub const COMMITTED_FILE: &str = "docs/results/real-smollm2/runs.jsonl.gz";

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use super::count_prefix;
 use super::results::{SQNR_ROLES, shadow};
 use super::{GridResults, ResultRow};
-use crate::run::RunSummary;
 use crate::stats::{Estimate, mean_sd};
+use hif8lab_train::run::RunSummary;
 
 impl GridResults {
     /// `results.md`: the table, the shadow comparison, and the verdict table. (Native only.)
@@ -45,7 +45,7 @@ impl GridResults {
                 ci("completion_acc_norm", 3),
                 ci("heldout_loss", 4),
                 b.knowledge_items,
-                b.knowledge_items / crate::corpus::KNOWLEDGE_PER_ENTITY,
+                b.knowledge_items / hif8lab_train::corpus::KNOWLEDGE_PER_ENTITY,
                 b.completion_items,
             );
         }

@@ -6,8 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
 use hif8lab_engine::cpu::CpuBackend;
-use hif8lab_train::grid::GridConfig;
-use hif8lab_train::lesson::base;
+use hif8lab_lab::grid::GridConfig;
+use hif8lab_lab::lesson::base;
 
 #[test]
 fn the_shipped_base_is_what_pretraining_gives() {

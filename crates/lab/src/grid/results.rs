@@ -9,7 +9,7 @@
 use super::report::sqnr_of;
 use super::*;
 use crate::stats::{Arm, Estimate, bootstrap, mean_sd};
-use crate::trainer::PROBE_SCORES;
+use hif8lab_train::trainer::PROBE_SCORES;
 
 /// One row of the results: a run of the grid, over its seeds.
 #[derive(Clone, Debug, PartialEq)]
@@ -372,7 +372,7 @@ pub fn count_prefix(pairs: &[(String, u64)], prefix: &str) -> u64 {
 mod tests {
     use super::*;
     use crate::stats::{Verdict3, pack_marks};
-    use crate::trainer::ProbeMarks;
+    use hif8lab_train::trainer::ProbeMarks;
 
     /// A run whose final probes get `right(i)` on each of 600 knowledge items (100 entities)
     /// and every one of 400 completion items, with a flat loss curve.

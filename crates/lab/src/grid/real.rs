@@ -12,28 +12,28 @@ use std::path::{Path, PathBuf};
 use hif8lab_engine::Backend;
 
 use super::{BaseModel, GRID_CORPUS_SEED, GridConfig};
-use crate::checkpoint::Checkpoint;
-use crate::config::ModelConfig;
-use crate::corpus::{
+use hif8lab_train::checkpoint::Checkpoint;
+use hif8lab_train::config::ModelConfig;
+use hif8lab_train::corpus::{
     COMPLETION_ITEMS, GENERAL_KNOWLEDGE, KnowledgeBase, ProbeSet, items_from_tsv, web_corpus,
 };
-use crate::infer::{Model, SCORE_BATCH, score_probe_set};
-use crate::io::write_atomic;
-use crate::tokenizer::Tokenizer;
-use crate::trainer::{ProbeScores, TrainError};
+use hif8lab_train::infer::{Model, SCORE_BATCH, score_probe_set};
+use hif8lab_train::io::write_atomic;
+use hif8lab_train::tokenizer::Tokenizer;
+use hif8lab_train::trainer::{ProbeScores, TrainError};
 
 /// Model names `base.model` accepts, with the file `scripts/get-model.sh NAME` puts in the
 /// cache folder's `models/`.
 pub const KNOWN_MODELS: [(&str, &str); 1] = [("smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf")];
 
-/// Bytes of held-out text (about 4× the tokens [`crate::infer::HELDOUT_WINDOWS`] windows
+/// Bytes of held-out text (about 4× the tokens [`hif8lab_train::infer::HELDOUT_WINDOWS`] windows
 /// of 128 take).
 pub const HELDOUT_BYTES: usize = 48 * 1024;
 
 /// The path `base.model` names: a known model's cached file, or the path itself.
 pub fn resolve(base: &BaseModel) -> Result<PathBuf, TrainError> {
     if let Some((name, file)) = KNOWN_MODELS.iter().find(|(n, _)| *n == base.model) {
-        let path = crate::hf::cache_dir().join("models").join(file);
+        let path = hif8lab_train::hf::cache_dir().join("models").join(file);
         if !path.is_file() {
             return Err(TrainError::Data(format!(
                 "base.model = \"{name}\": {} is not there; fetch it with \
@@ -128,8 +128,8 @@ pub fn load(grid: &GridConfig) -> Result<RealBase, TrainError> {
         .as_ref()
         .ok_or_else(|| TrainError::Data("the grid has no [base] model".into()))?;
     let source = resolve(base)?;
-    let model =
-        crate::hf::load_any(&source).map_err(|e| TrainError::Data(format!("base.model: {e}")))?;
+    let model = hif8lab_train::hf::load_any(&source)
+        .map_err(|e| TrainError::Data(format!("base.model: {e}")))?;
     let differences = shape_differences(&grid.model, &model.config.model);
     if !differences.is_empty() {
         return Err(TrainError::Data(format!(

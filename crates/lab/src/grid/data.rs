@@ -2,8 +2,8 @@
 //! probe scores, as gzipped JSON lines — what `grid --recompute` and the real-model lesson
 //! read (natively from a folder, in the browser from the committed file).
 
-use crate::run::RunSummary;
-use crate::trainer::{ProbeScores, TrainError};
+use hif8lab_train::run::RunSummary;
+use hif8lab_train::trainer::{ProbeScores, TrainError};
 
 /// The file, next to a grid's report, holding everything the report rests on: per run,
 /// data order and pretraining, the run's summary (per-item probe marks and margins, losses,

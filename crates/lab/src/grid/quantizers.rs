@@ -1,12 +1,12 @@
 //! The report's per-quantizer section: where the outliers are, how each estimator fares on
 //! the same calls there, what overflowed or was clipped, and the quantization error there.
-//! Drawn from the runs' per-quantizer figures ([`crate::run::QuantizerSummary`]); absent
+//! Drawn from the runs' per-quantizer figures ([`hif8lab_train::run::QuantizerSummary`]); absent
 //! from reports whose data has none.
 
 use std::fmt::Write as _;
 
 use super::ResultRow;
-use crate::run::QuantizerSummary;
+use hif8lab_train::run::QuantizerSummary;
 
 /// Quantizers listed, largest amax first.
 pub const OUTLIERS_LISTED: usize = 8;
@@ -14,7 +14,7 @@ pub const OUTLIERS_LISTED: usize = 8;
 /// Outlier quantizers followed run by run.
 pub const OUTLIERS_FOLLOWED: usize = 3;
 
-fn first_replicate(r: &ResultRow) -> Option<&crate::run::RunSummary> {
+fn first_replicate(r: &ResultRow) -> Option<&hif8lab_train::run::RunSummary> {
     r.seeds.first().filter(|s| !s.per_quantizer.is_empty())
 }
 

@@ -1,0 +1,18 @@
+//! # hif8lab-lab
+//!
+//! The experiments built on `hif8lab-train`'s trainer, and how their verdicts are reached:
+//!
+//! - [`grid`]: the paper's experiment grid (pretrain a base, continue under each estimator,
+//!   learning rate and warmup, score probes) and its report;
+//! - [`lesson`]: the teaching scenarios with their claims, judged from runs;
+//! - [`claims`]: a claim, its statistic, interval and threshold, fixed before the data — the
+//!   one type behind grid verdicts and lessons;
+//! - [`stats`]: intervals, paired and exact tests, power (with `hif8lab_train::resample`'s
+//!   cluster bootstrap, which the probe scorer also uses).
+//!
+//! Nothing here steps a trainer itself: runs go through `hif8lab_train::driver`.
+
+pub mod claims;
+pub mod grid;
+pub mod lesson;
+pub mod stats;
