@@ -124,7 +124,7 @@ fn fuzz_checkpoints_and_restore() {
         ],
     )
     .unwrap();
-    let mut trainer = Trainer::new(CpuBackend::new(), config.clone()).unwrap();
+    let mut trainer = Trainer::from_config(CpuBackend::new(), config.clone()).unwrap();
     for _ in 0..3 {
         trainer.step().unwrap();
     }
@@ -575,7 +575,7 @@ fn trace_seed() -> Vec<u8> {
         ],
     )
     .unwrap();
-    let mut trainer = Trainer::new(CpuBackend::new(), config.clone()).unwrap();
+    let mut trainer = Trainer::from_config(CpuBackend::new(), config.clone()).unwrap();
     let names = trainer.estimator_names().to_vec();
     let header = TraceHeader {
         hif8lab_trace: TRACE_VERSION,

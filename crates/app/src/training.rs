@@ -165,7 +165,7 @@ impl Stepper {
         config: RunConfig,
     ) -> Result<(), TrainError> {
         let info = backend.info();
-        let mut trainer = Trainer::new(backend, config)?;
+        let mut trainer = Trainer::from_config(backend, config)?;
         if let Some(base) = &self.extras.base {
             trainer.load_weights(base)?;
         }

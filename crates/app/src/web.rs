@@ -173,8 +173,8 @@ pub fn bench_cpu(preset: &str, steps: u32) -> Result<String, JsValue> {
     let mut drivers = Vec::with_capacity(2);
     for qat in [false, true] {
         let config = base.bench_variant(qat, u64::from(steps) + 2);
-        let trainer =
-            Trainer::new(hif8lab_engine::cpu::CpuBackend::new(), config).map_err(|e| err(&e))?;
+        let trainer = Trainer::from_config(hif8lab_engine::cpu::CpuBackend::new(), config)
+            .map_err(|e| err(&e))?;
         let mut driver = Driver::new(trainer, Schedule::default());
         run_until(&mut driver, 2).map_err(|e| err(&e))?;
         drivers.push(driver);

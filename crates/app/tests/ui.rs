@@ -271,8 +271,9 @@ fn a_saved_run_opens_with_its_curves() {
         &["train.steps=6".into(), "qat.warmup_steps=1".into()],
     )
     .unwrap();
-    let mut t = hif8lab_train::Trainer::new(hif8lab_engine::cpu::CpuBackend::new(), config.clone())
-        .unwrap();
+    let mut t =
+        hif8lab_train::Trainer::from_config(hif8lab_engine::cpu::CpuBackend::new(), config.clone())
+            .unwrap();
     let mut w = hif8lab_train::run::RunWriter::create(
         &dir,
         &config,

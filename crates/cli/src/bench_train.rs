@@ -66,7 +66,7 @@ struct Variant<B: Backend> {
 
 impl<B: Backend> Variant<B> {
     fn new(backend: B, config: &RunConfig, qat: bool, steps: u64) -> Result<Self> {
-        let trainer = Trainer::new(backend, config.bench_variant(qat, WARMUP + steps))?;
+        let trainer = Trainer::from_config(backend, config.bench_variant(qat, WARMUP + steps))?;
         Ok(Variant {
             driver: Driver::new(trainer, Schedule::default()),
             tokens: 0,

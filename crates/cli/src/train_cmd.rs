@@ -522,7 +522,7 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
         return Ok(());
     }
     let steps = config.train.steps;
-    let mut trainer = Trainer::new(backend, config.clone())?;
+    let mut trainer = Trainer::from_config(backend, config.clone())?;
     let quantizers = trainer.quantizers().len();
     let estimators = trainer.estimator_names().to_vec();
     let active = trainer.active_estimator();

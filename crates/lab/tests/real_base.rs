@@ -29,7 +29,7 @@ const MODEL: &str = "vocab = 256\nd_model = 48\nlayers = 6\nheads = 4\nkv_heads 
 fn outlier_model(dir: &Path) {
     let text = format!("[model]\n{MODEL}\n[train]\nsteps = 1\nbatch = 2\nlr = 1e-3\nseed = 3\n");
     let config = RunConfig::parse("fixture", &text, &[]).unwrap();
-    let t = Trainer::new(CpuBackend::new(), config.clone()).unwrap();
+    let t = Trainer::from_config(CpuBackend::new(), config.clone()).unwrap();
     let ck = t.begin_weights().finish(true).unwrap();
     let norm = format!("model.layers.{OUTLIER_BLOCK}.post_attention_layernorm.weight");
     let mut weights: Vec<(String, Vec<usize>, Vec<f32>)> = ck

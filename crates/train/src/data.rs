@@ -171,3 +171,54 @@ mod tests {
         );
     }
 }
+
+/// A run's training data: its tokenizer and the seeded sampler over the tokenized text.
+pub struct RunData {
+    /// The tokenizer of `data.tokenizer`.
+    pub tokenizer: crate::tokenizer::Tokenizer,
+    /// Windows of the tokenized training text, in the run's seeded order.
+    pub sampler: Sampler,
+}
+
+impl RunData {
+    /// The data `config` names: its corpus (generated, or a file) in its tokenizer, checked
+    /// against the model's vocabulary and context.
+    pub fn for_config(config: &crate::RunConfig) -> Result<Self, String> {
+        let text = crate::corpus::training_text(
+            &config.data,
+            config.data.corpus_seed.unwrap_or(config.train.seed),
+        )?;
+        let tokenizer = crate::tokenizer::Tokenizer::for_setting(&config.data.tokenizer)?;
+        let ids = tokenizer.encode(&text)?;
+        if let Some(max) = ids
+            .iter()
+            .max()
+            .filter(|t| **t as usize >= config.model.vocab)
+        {
+            return Err(format!(
+                "data.tokenizer '{}' gives token id {max}, outside model.vocab {} (a tokenizer \
+                 of another model?)",
+                config.data.tokenizer, config.model.vocab
+            ));
+        }
+        if ids.len() < config.model.context + 2 {
+            let corpus = &config.data.corpus;
+            let source = if std::path::Path::new(corpus).is_file() {
+                format!("data.corpus '{corpus}' (the file)")
+            } else {
+                format!(
+                    "data.corpus '{corpus}' with data.bytes = {}",
+                    config.data.bytes
+                )
+            };
+            return Err(format!(
+                "{source} gives {} tokens; a run needs at least model.context + 2 = {} (a longer \
+                 text, a larger data.bytes, or a smaller model.context)",
+                ids.len(),
+                config.model.context + 2
+            ));
+        }
+        let sampler = Sampler::new(ids, config.train.seed)?;
+        Ok(RunData { tokenizer, sampler })
+    }
+}

@@ -11,7 +11,7 @@ use hif8lab_scaling::{CallRecord, QuantizerId};
 
 use crate::checkpoint::Checkpoint;
 use crate::config::RunConfig;
-use crate::data::Sampler;
+use crate::data::{RunData, Sampler};
 use crate::model::{self, Ctx, Params, QuantPlan, Workspace};
 use crate::tokenizer::Tokenizer;
 
@@ -148,8 +148,15 @@ fn zero_tensors<B: Backend>(
 }
 
 impl<B: Backend> Trainer<B> {
-    /// Builds the model, optimizer state, quantizer bank and data for `config`.
-    pub fn new(backend: B, config: RunConfig) -> Result<Self, TrainError> {
+    /// Builds the model, optimizer state and quantizer bank for `config` and its data
+    /// ([`RunData::for_config`]).
+    pub fn from_config(backend: B, config: RunConfig) -> Result<Self, TrainError> {
+        let data = RunData::for_config(&config).map_err(TrainError::Data)?;
+        Self::new(backend, config, data)
+    }
+
+    /// Builds the model, optimizer state and quantizer bank for `config`, training on `data`.
+    pub fn new(backend: B, config: RunConfig, data: RunData) -> Result<Self, TrainError> {
         let info = backend.info();
         crate::memory::MemoryEstimate::for_config(&config)
             .check(&info.memory, &info.adapter)
@@ -177,38 +184,7 @@ impl<B: Backend> Trainer<B> {
             Some(backend.new_bank(&BankConfig::new(plan.ids.len(), config.qat.scaling.clone()))?)
         };
         let numel = plan.numel(m, config.train.batch);
-        let text = crate::corpus::training_text(
-            &config.data,
-            config.data.corpus_seed.unwrap_or(config.train.seed),
-        )
-        .map_err(TrainError::Data)?;
-        let tokenizer = Tokenizer::for_setting(&config.data.tokenizer).map_err(TrainError::Data)?;
-        let ids = tokenizer.encode(&text).map_err(TrainError::Data)?;
-        if let Some(max) = ids.iter().max().filter(|t| **t as usize >= m.vocab) {
-            return Err(TrainError::Data(format!(
-                "data.tokenizer '{}' gives token id {max}, outside model.vocab {} (a tokenizer \
-                 of another model?)",
-                config.data.tokenizer, m.vocab
-            )));
-        }
-        if ids.len() < m.context + 2 {
-            let corpus = &config.data.corpus;
-            let source = if std::path::Path::new(corpus).is_file() {
-                format!("data.corpus '{corpus}' (the file)")
-            } else {
-                format!(
-                    "data.corpus '{corpus}' with data.bytes = {}",
-                    config.data.bytes
-                )
-            };
-            return Err(TrainError::Data(format!(
-                "{source} gives {} tokens; a run needs at least model.context + 2 = {} (a longer \
-                 text, a larger data.bytes, or a smaller model.context)",
-                ids.len(),
-                m.context + 2
-            )));
-        }
-        let sampler = Sampler::new(ids, config.train.seed).map_err(TrainError::Data)?;
+        let RunData { tokenizer, sampler } = data;
         let scaling = &config.qat.scaling;
         Ok(Trainer {
             estimator_names: scaling.estimator_names(),

@@ -67,7 +67,7 @@ fn schedule_runs_in_order_and_both_ways_of_driving_agree() {
     let config = tiny();
     let mut blocking = Log::default();
     let mut d = Driver::new(
-        Trainer::new(CpuBackend::new(), config.clone()).unwrap(),
+        Trainer::from_config(CpuBackend::new(), config.clone()).unwrap(),
         schedule(&config),
     );
     assert_eq!(d.run(&mut blocking, &|| false).unwrap(), Progress::Finished);
@@ -93,7 +93,7 @@ fn schedule_runs_in_order_and_both_ways_of_driving_agree() {
     // Driven from a "frame loop": small budgets, never blocking.
     let mut framed = Log::default();
     let mut d = Driver::new(
-        Trainer::new(CpuBackend::new(), config.clone()).unwrap(),
+        Trainer::from_config(CpuBackend::new(), config.clone()).unwrap(),
         Schedule {
             checkpoint_every: 0,
             checkpoint_at_end: false,
@@ -126,7 +126,7 @@ fn schedule_runs_in_order_and_both_ways_of_driving_agree() {
 fn stop_checkpoints_where_it_stopped_and_pause_enqueues_nothing() {
     let config = tiny();
     let mut d = Driver::new(
-        Trainer::new(CpuBackend::new(), config.clone()).unwrap(),
+        Trainer::from_config(CpuBackend::new(), config.clone()).unwrap(),
         Schedule {
             checkpoint_at_end: true,
             ..Schedule::default()

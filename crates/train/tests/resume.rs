@@ -40,9 +40,9 @@ fn steps<B: Backend>(t: &mut Trainer<B>, n: u64) -> Vec<u32> {
 
 fn resume_is_bit_identical<B: Backend>(make: impl Fn() -> B) {
     let config = tiny(&[]);
-    let mut straight = Trainer::new(make(), config.clone()).unwrap();
+    let mut straight = Trainer::from_config(make(), config.clone()).unwrap();
     let all = steps(&mut straight, 10);
-    let mut first = Trainer::new(make(), config.clone()).unwrap();
+    let mut first = Trainer::from_config(make(), config.clone()).unwrap();
     let head = steps(&mut first, 4);
     // Streamed tensor by tensor from the trainer, as a run folder writes it: the bytes of
     // the whole state read back at once.
@@ -52,7 +52,7 @@ fn resume_is_bit_identical<B: Backend>(make: impl Fn() -> B) {
     assert!(streamed == first.checkpoint().unwrap().to_bytes());
     // Through bytes, as on disk.
     let ck = Checkpoint::from_bytes("mem", &streamed).unwrap();
-    let mut resumed = Trainer::new(make(), config).unwrap();
+    let mut resumed = Trainer::from_config(make(), config).unwrap();
     resumed.restore(&ck).unwrap();
     assert_eq!(resumed.steps_done(), 4);
     let tail = steps(&mut resumed, 6);
@@ -79,10 +79,10 @@ fn resume_is_bit_identical_on_the_gpu() {
 
 #[test]
 fn mismatched_and_corrupted_checkpoints_are_rejected() {
-    let mut t = Trainer::new(CpuBackend::new(), tiny(&[])).unwrap();
+    let mut t = Trainer::from_config(CpuBackend::new(), tiny(&[])).unwrap();
     steps(&mut t, 1);
     let ck = t.checkpoint().unwrap();
-    let mut other = Trainer::new(
+    let mut other = Trainer::from_config(
         CpuBackend::new(),
         tiny(&["model.d_model=48", "model.heads=4"]),
     )
@@ -97,7 +97,7 @@ fn mismatched_and_corrupted_checkpoints_are_rejected() {
     stripped
         .tensors
         .retain(|t| !t.name.starts_with("optimizer.exp_avg_sq"));
-    let mut same = Trainer::new(CpuBackend::new(), tiny(&[])).unwrap();
+    let mut same = Trainer::from_config(CpuBackend::new(), tiny(&[])).unwrap();
     let e = same.restore(&stripped).unwrap_err().to_string();
     assert!(
         e.contains("optimizer.exp_avg_sq") && e.contains("missing"),

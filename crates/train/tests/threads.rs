@@ -27,7 +27,7 @@ fn run(threads: usize) -> (Vec<u32>, Vec<u32>) {
         .build()
         .unwrap();
     pool.install(|| {
-        let mut t = Trainer::new(CpuBackend::new(), config).unwrap();
+        let mut t = Trainer::from_config(CpuBackend::new(), config).unwrap();
         while !t.finished() {
             t.step().unwrap();
         }

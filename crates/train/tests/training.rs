@@ -41,7 +41,7 @@ fn tiny(extra: &[&str]) -> RunConfig {
 }
 
 fn run<B: Backend>(b: B, config: RunConfig) -> (Vec<StepReport>, Trainer<B>) {
-    let mut t = Trainer::new(b, config).expect("trainer");
+    let mut t = Trainer::from_config(b, config).expect("trainer");
     let mut reports = Vec::new();
     while !t.finished() {
         t.step().expect("step");
@@ -166,7 +166,7 @@ fn gpu_matches_cpu_with_qat_and_never_blocks() {
     let Some(g) = gpu() else { return };
     let config = tiny(&["qat.warmup_steps=2", "train.steps=20"]);
     let (cpu_reports, _) = run(CpuBackend::new(), config.clone());
-    let mut t = Trainer::new(g, config).expect("gpu trainer");
+    let mut t = Trainer::from_config(g, config).expect("gpu trainer");
     t.step().unwrap();
     t.step().unwrap();
     let before = t.backend().counters();
@@ -352,7 +352,7 @@ fn divergence_halts_with_the_offending_place_named() {
     // divergence whose report this test checks.
     let mut config = tiny(&["train.grad_clip=0", "qat.warmup_steps=0", "train.steps=40"]);
     config.train.lr = 1e9;
-    let mut t = Trainer::new(CpuBackend::new(), config).unwrap();
+    let mut t = Trainer::from_config(CpuBackend::new(), config).unwrap();
     let mut err = None;
     while !t.finished() && err.is_none() {
         t.step().unwrap();
@@ -560,7 +560,7 @@ fn histogram_reports_the_chosen_quantizer_without_changing_training() {
 
 /// A run binning the last quantizer's input; also returns the active estimator's index.
 fn hist_run<B: Backend>(b: B, config: RunConfig) -> (Vec<StepReport>, usize) {
-    let mut t = Trainer::new(b, config).unwrap();
+    let mut t = Trainer::from_config(b, config).unwrap();
     t.set_histogram(Some(t.quantizers().len() - 1));
     let active = t.active_estimator();
     let mut reports = Vec::new();

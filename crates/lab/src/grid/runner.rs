@@ -67,7 +67,7 @@ fn train_run<B: Backend>(
 ) -> Result<(RunSummary, Option<PathBuf>), TrainError> {
     let _ = std::fs::remove_dir_all(dir); // an unfinished run starts over
     let info = backend.info();
-    let mut t = Trainer::new(backend, config.clone())?;
+    let mut t = Trainer::from_config(backend, config.clone())?;
     if let Some(ck) = base {
         t.load_weights(ck)?;
     }

@@ -169,7 +169,7 @@ pub fn pretrain<B: hif8lab_engine::Backend>(
 ) -> Result<LessonBase, hif8lab_train::trainer::TrainError> {
     use hif8lab_train::driver::{Driver, Memory, Schedule};
     use hif8lab_train::trainer::{TrainError, Trainer};
-    let trainer = Trainer::new(backend, grid.pretrain_config())?;
+    let trainer = Trainer::from_config(backend, grid.pretrain_config())?;
     let schedule = Schedule {
         probes: Some(Arc::new(grid.probes())),
         keep_weights: true,
