@@ -36,6 +36,12 @@ use crate::state::RunView;
 use crate::training::{Device, Msg, RunExtras, Training};
 use std::sync::Arc;
 
+mod frames;
+pub use frames::*;
+
+mod selection;
+pub use selection::*;
+
 /// Start-up options (the desktop flags).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Options {
@@ -64,130 +70,6 @@ pub struct Options {
     /// Pretrain the lessons' base here instead of starting from the shipped one (the same
     /// bits; what a test compares).
     pub pretrain_base: bool,
-}
-
-/// The frame-time benchmark (`hif8lab-app --bench-frames N`): each data panel drawn for N
-/// frames with continuous repaints; the interval between frames is the whole frame (UI,
-/// tessellation, rendering and presenting), the UI time is what [`HifApp::show`] took.
-#[derive(Debug)]
-pub struct FrameBench {
-    per_tab: usize,
-    frame: usize,
-    last: Option<web_time::Instant>,
-    /// Per panel: (name, frame intervals ms, UI ms).
-    pub figures: Vec<(Tab, Vec<f32>, Vec<f32>)>,
-}
-
-/// The panels the benchmark draws.
-pub const BENCH_TABS: [Tab; 7] = [
-    Tab::Lessons,
-    Tab::Loss,
-    Tab::Amax,
-    Tab::Saturation,
-    Tab::Estimators,
-    Tab::Histogram,
-    Tab::Runs,
-];
-
-impl FrameBench {
-    /// A benchmark of `per_tab` frames per panel.
-    pub fn new(per_tab: usize) -> Self {
-        FrameBench {
-            per_tab: per_tab.max(2),
-            frame: 0,
-            last: None,
-            figures: BENCH_TABS
-                .iter()
-                .map(|t| (*t, Vec::new(), Vec::new()))
-                .collect(),
-        }
-    }
-
-    /// The panel to draw now, or `None` when done.
-    pub fn tab(&self) -> Option<Tab> {
-        BENCH_TABS.get(self.frame / self.per_tab).copied()
-    }
-
-    /// Records a frame that took `ui_ms` to build (the first frame of a panel is not
-    /// counted: it fills the caches).
-    pub fn record(&mut self, ui_ms: f32) {
-        let now = web_time::Instant::now();
-        let i = self.frame / self.per_tab;
-        let first_of_tab = self.frame.is_multiple_of(self.per_tab);
-        if let (Some(last), false, Some(f)) = (self.last, first_of_tab, self.figures.get_mut(i)) {
-            f.1.push(now.duration_since(last).as_secs_f32() * 1000.0);
-            f.2.push(ui_ms);
-        }
-        self.last = Some(now);
-        self.frame += 1;
-    }
-
-    /// The report: per panel the median and 95th-percentile frame interval and UI time.
-    pub fn report(&self) -> String {
-        let pct = |v: &[f32], p: f32| {
-            let mut v = v.to_vec();
-            v.sort_by(f32::total_cmp);
-            v.get(((v.len() as f32 - 1.0) * p).round() as usize)
-                .copied()
-                .unwrap_or(f32::NAN)
-        };
-        let mut out = String::from("panel        frame p50  frame p95   UI p50   UI p95  (ms)\n");
-        for (tab, frames, ui) in &self.figures {
-            out.push_str(&format!(
-                "{:<12} {:>9.2}  {:>9.2}  {:>7.2}  {:>7.2}\n",
-                format!("{tab:?}"),
-                pct(frames, 0.5),
-                pct(frames, 0.95),
-                pct(ui, 0.5),
-                pct(ui, 0.95)
-            ));
-        }
-        out
-    }
-}
-
-/// The dashboard's panels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Tab {
-    /// Loss curve.
-    Loss,
-    /// amax vs estimates of one quantizer.
-    Amax,
-    /// Block × step heatmap of saturation.
-    Saturation,
-    /// Shadow comparison of the estimators.
-    Estimators,
-    /// log2|x·scale| of one tensor over the format's tiers.
-    Histogram,
-    /// Opened and earlier runs: overlay, compare, config diff.
-    Runs,
-    /// The lessons.
-    Lessons,
-}
-
-/// What the saturation heatmap counts per call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HeatValue {
-    /// Elements above the active estimator's estimate.
-    AboveEst,
-    /// Elements overflowing at the active scale.
-    Overflow,
-    /// Non-zero elements quantized to zero.
-    Underflow,
-    /// Quantization error: the worst SQNR of each cell, shown as its shortfall below
-    /// [`charts::SQNR_TOP_DB`] (brighter = more precision lost).
-    Sqnr,
-}
-
-/// What the panels select: one selection shared by every panel.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Selection {
-    /// The central panel's tab.
-    pub tab: Tab,
-    /// The quantizer the Amax and Histogram panels show (and the live run bins).
-    pub quantizer: Option<state::SeriesKey>,
-    /// What the saturation heatmap counts.
-    pub heat: HeatValue,
 }
 
 /// The runs the app holds: the live (or opened) run, its matched baseline — a run like any
@@ -341,23 +223,6 @@ pub struct HifApp {
     frame_started: Option<web_time::Instant>,
     poll_ms: f32,
     last_frame_ms: f32,
-}
-
-impl Tab {
-    /// Parses a panel name (`loss`, `amax`, `saturation`, `estimators`, `histogram`, `runs`,
-    /// `lessons`).
-    pub fn parse(s: &str) -> Option<Tab> {
-        match s.to_ascii_lowercase().as_str() {
-            "loss" => Some(Tab::Loss),
-            "amax" => Some(Tab::Amax),
-            "saturation" => Some(Tab::Saturation),
-            "estimators" => Some(Tab::Estimators),
-            "histogram" => Some(Tab::Histogram),
-            "runs" => Some(Tab::Runs),
-            "lessons" => Some(Tab::Lessons),
-            _ => None,
-        }
-    }
 }
 
 impl HifApp {

@@ -1,0 +1,272 @@
+//! The Amax panel: one quantizer's amax per call against each estimator's estimate, on a log2 axis
+//! with the format's landmarks.
+
+use super::*;
+
+/// An axis label for a log2 value: `2^3`, or `2^1.25` between integer binades.
+pub(crate) fn pow2_label(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("2^{}", v.round())
+    } else {
+        format!("2^{v:.2}")
+    }
+}
+
+/// Grid marks of a log2 axis: steps that are powers of two (in log2 units: ×2, ×4, ×16 … of
+/// the value), the finest at least egui's minimal step, so that a short plot still gets
+/// labelled marks (a power of ten in log2 units leaves a short plot with none).
+pub fn log2_marks(input: egui_plot::GridInput) -> Vec<egui_plot::GridMark> {
+    let (lo, hi) = input.bounds;
+    if !(input.base_step_size > 0.0 && lo.is_finite() && hi.is_finite() && hi > lo) {
+        return Vec::new();
+    }
+    let s = 2f64.powf(input.base_step_size.log2().ceil());
+    let mut marks: Vec<egui_plot::GridMark> = Vec::new();
+    for step in [s, 2.0 * s, 4.0 * s] {
+        let mut v = (lo / step).ceil() * step;
+        while v <= hi && marks.len() < 4096 {
+            match marks.iter_mut().find(|m| (m.value - v).abs() < 0.1 * s) {
+                // A value on a coarser step keeps the coarser (stronger) mark.
+                Some(m) => m.step_size = step,
+                None => marks.push(egui_plot::GridMark {
+                    value: v,
+                    step_size: step,
+                }),
+            }
+            v += step;
+        }
+    }
+    marks
+}
+
+/// log2 of a positive value (non-positive → NaN, not drawn).
+pub(crate) fn log2(v: f32) -> f64 {
+    if v > 0.0 {
+        f64::from(v).log2()
+    } else {
+        f64::NAN
+    }
+}
+
+/// The quantizer chooser shared by the Amax and Histogram panels.
+pub(crate) fn choose_quantizer(
+    cx: &mut PanelCtx<'_>,
+    ui: &mut egui::Ui,
+    ids: &[SeriesKey],
+) -> SeriesKey {
+    let selected = cx
+        .selection
+        .quantizer
+        .clone()
+        .filter(|s| ids.contains(s))
+        .unwrap_or_else(|| ids[0].clone());
+    egui::ComboBox::from_label("quantizer")
+        .selected_text(selected.to_string())
+        .show_ui(ui, |ui| {
+            for id in ids {
+                ui.selectable_value(
+                    &mut cx.selection.quantizer,
+                    Some(id.clone()),
+                    id.to_string(),
+                );
+            }
+        });
+    selected
+}
+
+/// The Amax panel.
+pub(crate) fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
+    let ids: Vec<SeriesKey> = view.calls.keys().cloned().collect();
+    if ids.is_empty() {
+        ui.label("No quantizer calls yet (quantization starts after the warmup).");
+        return;
+    }
+    let (selected, want) = ui
+        .horizontal_wrapped(|ui| (choose_quantizer(cx, ui, &ids), png_button(ui)))
+        .inner;
+    let calls = &view.calls[&selected];
+    let buckets_shown = buckets(calls.len(), MAX_POINTS);
+    let decimated = if buckets_shown.len() < calls.len() {
+        format!(
+            " (drawn as {} buckets: amax max, estimates min)",
+            buckets_shown.len()
+        )
+    } else {
+        String::new()
+    };
+    crate::glossary::label(
+        ui,
+        format!(
+            "{} calls{decimated}. log2 axis; horizontal lines: the {} landmarks of the scaled domain placed at the last active estimate (the estimate maps to target {}).",
+            calls.len(),
+            view.format,
+            view.target
+        ),
+    );
+    let active = view.active;
+    let data = |f: fn(f64, f64) -> f64, init: f64| {
+        calls
+            .iter()
+            .map(|c| log2(c.amax))
+            .filter(|v| v.is_finite())
+            .fold(init, f)
+    };
+    let (data_top, data_bottom) = (data(f64::max, f64::MIN), data(f64::min, f64::MAX));
+    // x·scale = x·target/est: a scaled landmark L sits at L·est/target unscaled.
+    let shift = calls
+        .last()
+        .and_then(|c| c.est.get(active))
+        .map(|e| log2(*e) - f64::from(view.target).log2());
+    if let Some(shift) = shift {
+        let overflow = f64::from(view.format.facts().overflow_threshold).log2() + shift;
+        ui.label(format!(
+            "Overflow lies {:.1} binades above the largest amax shown.",
+            overflow - data_top
+        ));
+    }
+    let has_sqnr = calls.iter().any(|c| c.sqnr_db.is_some());
+    // The landmarks near the data only, so the chart is not squashed.
+    let near: Vec<(&'static str, f64)> = shift
+        .map(|shift| {
+            landmarks(view.format)
+                .into_iter()
+                .map(|(label, at)| (label, at + shift))
+                .filter(|(_, y)| *y > data_bottom - 3.0 && *y < data_top + 4.0)
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut items: Vec<(String, Color32)> = vec![("amax".into(), AMAX)];
+    items.extend(
+        view.estimators
+            .iter()
+            .enumerate()
+            .map(|(k, n)| (format!("est: {n}"), series(k))),
+    );
+    // The format's lines, one entry: dashed, in one colour, each named on the plot (their
+    // tier colours would clash with the estimators').
+    if !near.is_empty() {
+        items.push((LANDMARKS.into(), LANDMARK));
+    }
+    items.push(("QAT on (history reset)".into(), QAT_ON));
+    let shown = legend(ui, "amax", &items);
+    let on = |name: &str| shown.on(name);
+    let label_colour = ui.visuals().text_color();
+    let amax_height = if has_sqnr {
+        (ui.available_height() - 195.0).max(140.0)
+    } else {
+        (ui.available_height() - 4.0).max(140.0)
+    };
+    let r = plot("amax")
+        .height(amax_height)
+        .link_axis(egui::Id::unique("amax-x"), [true, false])
+        .x_axis_label("quantizer call")
+        .y_axis_label("amax")
+        .y_axis_formatter(|m, _| pow2_label(m.value))
+        .y_grid_spacer(log2_marks)
+        .show(ui, |p| {
+            for (k, name) in view.estimators.iter().enumerate() {
+                if !on(&format!("est: {name}")) {
+                    continue;
+                }
+                let pts: Vec<[f64; 2]> = buckets_shown
+                    .iter()
+                    .filter_map(|(a, b)| {
+                        let min = calls[*a..*b]
+                            .iter()
+                            .filter_map(|c| c.est.get(k))
+                            .fold(f32::INFINITY, |m, e| m.min(*e));
+                        min.is_finite().then(|| [*a as f64, log2(min)])
+                    })
+                    .collect();
+                p.line(Line::new(format!("est: {name}"), pts).color(series(k)));
+            }
+            if on(LANDMARKS) {
+                // Named at the plot's left edge, in the theme's text colour (readable on both).
+                for (label, y) in &near {
+                    p.hline(
+                        HLine::new(*label, *y)
+                            .color(LANDMARK)
+                            .style(egui_plot::LineStyle::dashed_loose()),
+                    );
+                    p.text(
+                        egui_plot::Text::new(
+                            *label,
+                            egui_plot::PlotPoint::new(0.0, *y),
+                            RichText::new(*label).color(label_colour).size(11.0),
+                        )
+                        .anchor(egui::Align2::LEFT_BOTTOM),
+                    );
+                }
+            }
+            if on("QAT on (history reset)") {
+                p.vline(
+                    VLine::new(
+                        format!(
+                            "QAT on (step {}; history reset)",
+                            view.qat_from.unwrap_or(0)
+                        ),
+                        0.0,
+                    )
+                    .color(QAT_ON)
+                    .style(egui_plot::LineStyle::dashed_dense()),
+                );
+            }
+            // amax last and thicker, on top of the estimates.
+            if !on("amax") {
+                return;
+            }
+            p.line(
+                Line::new(
+                    "amax",
+                    buckets_shown
+                        .iter()
+                        .map(|(a, b)| {
+                            let max = calls[*a..*b].iter().fold(0.0f32, |m, c| m.max(c.amax));
+                            [*a as f64, log2(max)]
+                        })
+                        .collect::<Vec<_>>(),
+                )
+                .width(2.5)
+                .color(AMAX),
+            );
+        });
+    let mut rect = r.response.rect;
+    if has_sqnr {
+        // The quantization error of the same calls: where amax jumps above the estimate,
+        // HiF8 keeps the values with fewer mantissa bits and the SQNR dips.
+        let pts: Vec<[f64; 2]> = buckets_shown
+            .iter()
+            .filter_map(|(a, b)| {
+                let worst = calls[*a..*b]
+                    .iter()
+                    .filter_map(|c| c.sqnr_db)
+                    .fold(f32::INFINITY, f32::min);
+                worst.is_finite().then(|| [*a as f64, f64::from(worst)])
+            })
+            .collect();
+        crate::glossary::label(
+            ui,
+            "SQNR at the scale each call used (dB; the worst of each bucket): it dips where amax jumps above the estimate.",
+        );
+        let r = plot("amax-sqnr")
+            .height(160.0)
+            .x_axis_label("quantizer call")
+            .y_axis_label("SQNR dB")
+            .link_axis(egui::Id::unique("amax-x"), [true, false])
+            .show(ui, |p| {
+                p.line(
+                    Line::new("SQNR at the scale used (dB; worst of each bucket)", pts)
+                        .color(series(6))
+                        .width(1.5),
+                );
+            });
+        rect = rect.union(r.response.rect);
+    }
+    save_png(
+        cx.exports,
+        want,
+        &view.name,
+        &format!("amax-{selected}"),
+        rect,
+    );
+}
