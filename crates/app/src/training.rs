@@ -14,7 +14,8 @@ use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::corpus::ProbeSet;
 use hif8lab_train::driver::{Control, Driver, Event, Progress, Schedule, Sink};
-use hif8lab_train::{ProbeScores, RunConfig, StepReport, TrainError, Trainer};
+use hif8lab_train::open::{Start, open_run};
+use hif8lab_train::{ProbeScores, RunConfig, StepReport, TrainError};
 
 /// What training tells the UI.
 #[derive(Debug)]
@@ -165,16 +166,6 @@ impl Stepper {
         config: RunConfig,
     ) -> Result<(), TrainError> {
         let info = backend.info();
-        let mut trainer = Trainer::from_config(backend, config)?;
-        if let Some(base) = &self.extras.base {
-            trainer.load_weights(base)?;
-        }
-        self.queue.push_back(Msg::Started {
-            estimators: trainer.estimator_names().to_vec(),
-            active: trainer.active_estimator(),
-            backend: format!("{} '{}' ({})", info.kind, info.adapter, info.api),
-            quantizers: trainer.quantizers().to_vec(),
-        });
         let extras = &self.extras;
         let schedule = Schedule {
             probes: extras.probes.clone(),
@@ -184,7 +175,16 @@ impl Stepper {
             max_in_flight: MAX_IN_FLIGHT,
             ..Schedule::default()
         };
-        self.run = Some(Box::new(Driver::new(trainer, schedule)));
+        let start = extras.base.as_deref().map_or(Start::Fresh, Start::Base);
+        let driver = open_run(backend, config, start, None, schedule)?.driver;
+        let trainer = driver.trainer();
+        self.queue.push_back(Msg::Started {
+            estimators: trainer.estimator_names().to_vec(),
+            active: trainer.active_estimator(),
+            backend: format!("{} '{}' ({})", info.kind, info.adapter, info.api),
+            quantizers: trainer.quantizers().to_vec(),
+        });
+        self.run = Some(Box::new(driver));
         Ok(())
     }
 

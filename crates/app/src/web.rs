@@ -152,7 +152,8 @@ impl WebHandle {
 /// `steps_per_s_qat`, `ms_per_step_plain`, `ms_per_step_qat`. For the browser test and for anyone comparing builds or browsers.
 #[wasm_bindgen]
 pub fn bench_cpu(preset: &str, steps: u32) -> Result<String, JsValue> {
-    use hif8lab_train::{RunConfig, Trainer};
+    use hif8lab_train::RunConfig;
+    use hif8lab_train::open::{Start, open_run};
     let err = |e: &dyn std::fmt::Display| JsValue::from_str(&e.to_string());
     let text = RunConfig::preset_text(preset).map_err(|e| err(&e))?;
     let base = RunConfig::parse(preset, text, &[]).map_err(|e| err(&e))?;
@@ -173,9 +174,10 @@ pub fn bench_cpu(preset: &str, steps: u32) -> Result<String, JsValue> {
     let mut drivers = Vec::with_capacity(2);
     for qat in [false, true] {
         let config = base.bench_variant(qat, u64::from(steps) + 2);
-        let trainer = Trainer::from_config(hif8lab_engine::cpu::CpuBackend::new(), config)
-            .map_err(|e| err(&e))?;
-        let mut driver = Driver::new(trainer, Schedule::default());
+        let backend = hif8lab_engine::cpu::CpuBackend::new();
+        let mut driver = open_run(backend, config, Start::Fresh, None, Schedule::default())
+            .map_err(|e| err(&e))?
+            .driver;
         run_until(&mut driver, 2).map_err(|e| err(&e))?;
         drivers.push(driver);
     }

@@ -11,8 +11,9 @@ use anyhow::{Context, Result};
 use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
+use hif8lab_train::RunConfig;
 use hif8lab_train::driver::{Control, Driver, Event, Schedule};
-use hif8lab_train::{RunConfig, Trainer};
+use hif8lab_train::open::{Start, open_run};
 
 /// Per-op timing where the backend offers it (the CPU backend; GPU ops run asynchronously
 /// on the device and are not timed here).
@@ -66,9 +67,9 @@ struct Variant<B: Backend> {
 
 impl<B: Backend> Variant<B> {
     fn new(backend: B, config: &RunConfig, qat: bool, steps: u64) -> Result<Self> {
-        let trainer = Trainer::from_config(backend, config.bench_variant(qat, WARMUP + steps))?;
+        let config = config.bench_variant(qat, WARMUP + steps);
         Ok(Variant {
-            driver: Driver::new(trainer, Schedule::default()),
+            driver: open_run(backend, config, Start::Fresh, None, Schedule::default())?.driver,
             tokens: 0,
             seconds: 0.0,
         })

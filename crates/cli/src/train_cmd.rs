@@ -15,12 +15,13 @@ use clap::Args;
 use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
+use hif8lab_train::RunConfig;
 use hif8lab_train::checkpoint::Checkpoint;
-use hif8lab_train::driver::{Driver, Event, Progress, Schedule, Tap};
+use hif8lab_train::driver::{Event, Progress, Schedule, Tap};
 use hif8lab_train::folder::RunFolder;
 use hif8lab_train::memory::MemoryEstimate;
+use hif8lab_train::open::{OpenRun, Start as Opening, open_run};
 use hif8lab_train::run::{self, RunStatus, RunSummary, Segment};
-use hif8lab_train::{RunConfig, Trainer};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Arguments of `hif8lab train`.
@@ -522,70 +523,69 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
         return Ok(());
     }
     let steps = config.train.steps;
-    let mut trainer = Trainer::from_config(backend, config.clone())?;
-    let quantizers = trainer.quantizers().len();
-    let estimators = trainer.estimator_names().to_vec();
-    let active = trainer.active_estimator();
-    let mut folder = match start {
-        Start::Fresh => RunFolder::create(out, &config, &estimators, active, quantizers, &info)
-            // (the error names the folder)
-            ?,
+    let schedule = Schedule {
+        probes: (config.train.eval_every > 0)
+            .then(|| Arc::new(hif8lab_train::corpus::ProbeSet::for_data(&config.data))),
+        eval_every: config.train.eval_every,
+        checkpoint_every: config.train.checkpoint_every,
+        checkpoint_at_end: true,
+        ..Schedule::default()
+    };
+    let opened = match &start {
+        Start::Fresh => open_run(backend, config, Opening::Fresh, Some(out), schedule)?,
+        Start::Init(init) => open_run(
+            backend,
+            config,
+            Opening::Base(&init.weights),
+            Some(out),
+            schedule,
+        )
+        .with_context(|| format!("--init-from {}", init.dir.display()))?,
+        Start::Resume {
+            checkpoint,
+            path,
+            segments,
+        } => open_run(
+            backend,
+            config,
+            Opening::Resume {
+                checkpoint: checkpoint.as_ref(),
+                segments: segments.clone(),
+            },
+            Some(out),
+            schedule,
+        )
+        .with_context(|| format!("resuming {} from {}", out.display(), path.display()))?,
+    };
+    let OpenRun {
+        mut driver,
+        folder,
+        notes,
+    } = opened;
+    let mut folder = folder.context("the run folder")?;
+    match &start {
+        Start::Fresh => {}
         Start::Init(init) => {
-            trainer
-                .load_weights(&init.weights)
-                .with_context(|| format!("--init-from {}", init.dir.display()))?;
-            let folder = RunFolder::create(out, &config, &estimators, active, quantizers, &info)?;
             for (name, bytes) in &init.keep {
                 folder
                     .attach(name, bytes)
                     .with_context(|| format!("writing {}", out.join(name).display()))?;
             }
             eprintln!("starting from the weights of {}", init.dir.display());
-            folder
         }
-        Start::Resume {
-            checkpoint,
-            path,
-            mut segments,
-        } => {
-            if let Some(checkpoint) = &checkpoint {
-                trainer
-                    .restore(checkpoint)
-                    .with_context(|| format!("resuming from {}", path.display()))?;
-            }
-            eprintln!(
-                "resuming {} at step {} from {}",
-                out.display(),
-                trainer.steps_done(),
-                path.display()
-            );
-            if let [.., previous, current] = segments.as_mut_slice()
-                && (previous.backend != info.kind || previous.adapter != info.adapter)
-            {
-                let note = format!(
-                    "backend changed: {} '{}' → {} '{}' (results are not bit-identical to an \
-                     uninterrupted run)",
-                    previous.backend, previous.adapter, info.kind, info.adapter
-                );
-                eprintln!("note: {note}");
-                current.notes.push(note);
-            }
-            if let Some(current) = segments.last_mut() {
-                current.set_backend(&info);
-            }
-            RunFolder::resume(
-                out,
-                &config,
-                &estimators,
-                active,
-                quantizers,
-                trainer.steps_done(),
-                segments,
-            )
-            .with_context(|| format!("reopening run folder {}", out.display()))?
-        }
-    };
-    let first_step = trainer.steps_done();
+        Start::Resume { path, .. } => eprintln!(
+            "resuming {} at step {} from {}",
+            out.display(),
+            driver.trainer().steps_done(),
+            path.display()
+        ),
+    }
+    for note in notes {
+        eprintln!("note: {note}");
+    }
+    drop(start);
+    let quantizers = driver.trainer().quantizers().len();
+    let first_step = driver.trainer().steps_done();
     eprintln!(
         "training {} steps on {} '{}' ({}); {} quantizers; {}; run folder {}",
         steps,
@@ -607,15 +607,6 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
     );
     bar.set_position(first_step);
     let clock = Instant::now();
-    let schedule = Schedule {
-        probes: (config.train.eval_every > 0)
-            .then(|| Arc::new(hif8lab_train::corpus::ProbeSet::for_data(&config.data))),
-        eval_every: config.train.eval_every,
-        checkpoint_every: config.train.checkpoint_every,
-        checkpoint_at_end: true,
-        ..Schedule::default()
-    };
-    let mut driver = Driver::new(trainer, schedule);
     let result = driver.run(
         &mut Tap {
             inner: &mut folder,

@@ -21,7 +21,7 @@ use hif8lab_train::checkpoint::{self, Checkpoint};
 use hif8lab_train::config::{ConfigError, DataConfig, ModelConfig, QatConfig, RunConfig};
 use hif8lab_train::corpus::{ProbeSet, ape, relative_drop};
 #[cfg(not(target_arch = "wasm32"))]
-use hif8lab_train::driver::{Driver, Event, Schedule, Sink};
+use hif8lab_train::driver::{Event, Schedule, Sink};
 #[cfg(not(target_arch = "wasm32"))]
 use hif8lab_train::folder::RunFolder;
 #[cfg(not(target_arch = "wasm32"))]
@@ -29,7 +29,7 @@ use hif8lab_train::run::{RunStatus, write_atomic};
 pub use hif8lab_train::run::{RunSummary, SummaryBuilder};
 use hif8lab_train::trainer::ProbeScores;
 #[cfg(not(target_arch = "wasm32"))]
-use hif8lab_train::trainer::{TrainError, Trainer};
+use hif8lab_train::trainer::TrainError;
 #[cfg(not(target_arch = "wasm32"))]
 use std::sync::Arc;
 

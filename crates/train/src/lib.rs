@@ -11,6 +11,7 @@
 //! - [`corpus`]: the knowledge base, the bursty continued-training corpus, the probes;
 //! - [`model`]: parameters and the explicit forward/backward passes;
 //! - [`trainer`]: one optimizer step, enqueued asynchronously, and its reports;
+//! - [`open`]: the one way a run is opened (`open_run`: fresh, from a base, resumed);
 //! - [`driver`]: the one run driver (steps, probes, checkpoints, stop) and its sinks;
 //! - [`folder`]: the run-folder sink, the only writer of run folders;
 //! - [`run`]: the run folder (config, metrics, trace, summary);
@@ -38,6 +39,7 @@ pub mod io;
 pub mod lock;
 pub mod memory;
 pub mod model;
+pub mod open;
 pub mod resample;
 pub mod run;
 pub mod tokenizer;

@@ -2,6 +2,7 @@
 //! into its own run folder, skipping runs already finished.
 
 use super::*;
+use hif8lab_train::open::{Start, open_run};
 
 #[cfg(not(target_arch = "wasm32"))]
 fn read_summary(dir: &Path) -> Option<RunSummary> {
@@ -66,19 +67,6 @@ fn train_run<B: Backend>(
     progress: &mut dyn GridProgress,
 ) -> Result<(RunSummary, Option<PathBuf>), TrainError> {
     let _ = std::fs::remove_dir_all(dir); // an unfinished run starts over
-    let info = backend.info();
-    let mut t = Trainer::from_config(backend, config.clone())?;
-    if let Some(ck) = base {
-        t.load_weights(ck)?;
-    }
-    let mut folder = RunFolder::create(
-        dir,
-        &config,
-        t.estimator_names(),
-        t.active_estimator(),
-        t.quantizers().len(),
-        &info,
-    )?;
     let schedule = match probes {
         Probing::Trainer(p) => Schedule {
             probes: Some(p.clone()),
@@ -97,7 +85,12 @@ fn train_run<B: Backend>(
         },
     };
     let steps = config.train.steps;
-    let mut driver = Driver::new(t, schedule);
+    let start = base.map_or(Start::Fresh, Start::Base);
+    let opened = open_run(backend, config, start, Some(dir), schedule)?;
+    let mut driver = opened.driver;
+    let mut folder = opened
+        .folder
+        .ok_or_else(|| TrainError::Data(format!("no run folder at {}", dir.display())))?;
     let result = driver.run(
         &mut hif8lab_train::driver::Tap {
             inner: &mut folder,

@@ -167,15 +167,16 @@ pub fn pretrain<B: hif8lab_engine::Backend>(
     backend: B,
     grid: &GridConfig,
 ) -> Result<LessonBase, hif8lab_train::trainer::TrainError> {
-    use hif8lab_train::driver::{Driver, Memory, Schedule};
-    use hif8lab_train::trainer::{TrainError, Trainer};
-    let trainer = Trainer::from_config(backend, grid.pretrain_config())?;
+    use hif8lab_train::driver::{Memory, Schedule};
+    use hif8lab_train::open::{Start, open_run};
+    use hif8lab_train::trainer::TrainError;
     let schedule = Schedule {
         probes: Some(Arc::new(grid.probes())),
         keep_weights: true,
         ..Default::default()
     };
-    let mut driver = Driver::new(trainer, schedule);
+    let config = grid.pretrain_config();
+    let mut driver = open_run(backend, config, Start::Fresh, None, schedule)?.driver;
     let mut sink = Memory::default();
     driver.run(&mut sink, &|| false)?;
     let weights = sink

@@ -1,0 +1,110 @@
+//! The one way a run is opened: a trainer for its config, its weights from where the run
+//! starts, its run folder created or reopened, and the driver that steps it. The command
+//! line (`train`, `--resume`, `--init-from`, `bench train`), the grid, the lessons and the
+//! app (native and in the browser) all start runs here.
+
+use std::path::Path;
+
+use hif8lab_engine::Backend;
+
+use crate::RunConfig;
+use crate::checkpoint::Checkpoint;
+use crate::driver::{Driver, Schedule};
+use crate::folder::RunFolder;
+use crate::run::Segment;
+use crate::trainer::{TrainError, Trainer};
+
+/// Where a run's weights come from.
+pub enum Start<'a> {
+    /// Initialized from the config's seed.
+    Fresh,
+    /// A pretrained model's weights (`--init-from`, a grid's or a lesson's base): the
+    /// optimizer, the quantizers, the step and the data order start fresh.
+    Base(&'a Checkpoint),
+    /// The same run continued (`--resume`): from its newest valid checkpoint (weights,
+    /// moments, quantizers, step and data position), or from step 0 when it stopped before
+    /// its first; `segments` are the folder's segments with the new one last.
+    Resume {
+        /// The checkpoint, if the run wrote one.
+        checkpoint: Option<&'a Checkpoint>,
+        /// The run's segments, the one this resume begins last.
+        segments: Vec<Segment>,
+    },
+}
+
+/// An opened run: its driver, its folder (when it writes one) and what opening it noted.
+pub struct OpenRun<B: Backend> {
+    /// The driver, with the trainer in it.
+    pub driver: Driver<B>,
+    /// The run folder, created (or reopened for [`Start::Resume`]) at the path given.
+    pub folder: Option<RunFolder>,
+    /// Notes for the user (also recorded in the folder's segment), e.g. a changed backend.
+    pub notes: Vec<String>,
+}
+
+/// Opens a run of `config` on `backend`: builds the trainer ([`Trainer::from_config`]),
+/// loads its start, creates (or, resuming, reopens) its run folder at `out` when given, and
+/// hands both to a [`Driver`] with `schedule`.
+pub fn open_run<B: Backend>(
+    backend: B,
+    config: RunConfig,
+    start: Start<'_>,
+    out: Option<&Path>,
+    schedule: Schedule,
+) -> Result<OpenRun<B>, TrainError> {
+    let info = backend.info();
+    let mut trainer = Trainer::from_config(backend, config.clone())?;
+    let mut notes = Vec::new();
+    let mut segments = None;
+    match start {
+        Start::Fresh => {}
+        Start::Base(weights) => trainer.load_weights(weights)?,
+        Start::Resume {
+            checkpoint,
+            segments: mut s,
+        } => {
+            if let Some(checkpoint) = checkpoint {
+                trainer.restore(checkpoint)?;
+            }
+            if let [.., previous, current] = s.as_mut_slice()
+                && (previous.backend != info.kind || previous.adapter != info.adapter)
+            {
+                let note = format!(
+                    "backend changed: {} '{}' → {} '{}' (results are not bit-identical to an \
+                     uninterrupted run)",
+                    previous.backend, previous.adapter, info.kind, info.adapter
+                );
+                current.notes.push(note.clone());
+                notes.push(note);
+            }
+            if let Some(current) = s.last_mut() {
+                current.set_backend(&info);
+            }
+            segments = Some(s);
+        }
+    }
+    let folder = match out {
+        None => None,
+        Some(dir) => {
+            let (estimators, active) = (trainer.estimator_names(), trainer.active_estimator());
+            let quantizers = trainer.quantizers().len();
+            Some(match segments {
+                None => RunFolder::create(dir, &config, estimators, active, quantizers, &info)?,
+                Some(segments) => RunFolder::resume(
+                    dir,
+                    &config,
+                    estimators,
+                    active,
+                    quantizers,
+                    trainer.steps_done(),
+                    segments,
+                )?,
+            })
+        }
+    };
+    Ok(OpenRun {
+        driver: Driver::new(trainer, schedule),
+        folder,
+        notes,
+    })
+}
