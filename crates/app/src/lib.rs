@@ -340,7 +340,7 @@ impl HifApp {
     pub fn open_run(&mut self) {
         let dir = std::path::PathBuf::from(self.open_path.trim());
         #[cfg(not(target_arch = "wasm32"))]
-        if dir.join("runs").is_dir() && !dir.join("metrics.jsonl").exists() {
+        if dir.join("runs").is_dir() && !hif8lab_train::run::RunDir::new(&dir).has_metrics() {
             self.status = match self.open_grid(&dir) {
                 Ok(words) => words,
                 Err(e) => format!("Cannot open: {e}"),

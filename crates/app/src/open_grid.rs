@@ -46,7 +46,7 @@ impl HifApp {
         let mut names: Vec<String> = std::fs::read_dir(&runs)
             .map_err(|e| format!("{}: {e}", runs.display()))?
             .filter_map(|e| e.ok())
-            .filter(|e| e.path().join("metrics.jsonl").is_file())
+            .filter(|e| hif8lab_train::run::RunDir::new(e.path()).has_metrics())
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| !n.contains("-seed"))
             .collect();

@@ -7,9 +7,9 @@ use std::path::Path;
 
 use hif8lab_format::Format;
 use hif8lab_scaling::stats::Log2Histogram;
-use hif8lab_scaling::trace::{TraceRecord, parse_trace};
+use hif8lab_scaling::trace::{Trace, TraceRecord, parse_trace};
 use hif8lab_scaling::{CallCounts, CallRecord, Module, QuantizerId, Role};
-use hif8lab_train::run::MetricsLine;
+use hif8lab_train::run::{MetricsLine, RunDir};
 use hif8lab_train::{RunConfig, StepReport};
 
 mod export;
@@ -307,36 +307,15 @@ impl RunView {
         }
     }
 
-    /// Loads a run folder (`metrics.jsonl`, `trace.jsonl`).
+    /// Loads a run folder (`metrics.jsonl`, `trace.jsonl`; its config and probes when
+    /// present).
     pub fn load(dir: &Path) -> Result<Self, String> {
-        let read = |name: &str| {
-            let p = dir.join(name);
-            std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))
-        };
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let mut view = Self::from_run_files(
-            &name,
-            &dir.join("metrics.jsonl"),
-            &read("metrics.jsonl")?,
-            &dir.join("trace.jsonl"),
-            &read("trace.jsonl")?,
-        )?;
-        let config = dir.join("config.toml");
-        if config.exists() {
-            view.read_config(&config, &read("config.toml")?)?;
+        let run = RunDir::new(dir);
+        let mut view = Self::from_run(&run.name(), &run.metrics()?, &run.trace()?);
+        if run.has_config() {
+            view.set_config(&run.config()?);
         }
-        let probes = dir.join("probes.jsonl");
-        if probes.exists() {
-            let (p, _) = hif8lab_scaling::trace::read_jsonl::<hif8lab_train::ProbeScores>(
-                &probes,
-                &read("probes.jsonl")?[..],
-            )
-            .map_err(|e| e.to_string())?;
-            view.probes = p;
-        }
+        view.probes = run.probes()?;
         Ok(view)
     }
 
@@ -361,13 +340,18 @@ impl RunView {
         let (lines, _) = hif8lab_scaling::trace::read_jsonl::<MetricsLine>(metrics_path, metrics)
             .map_err(|e| e.to_string())?;
         let trace = parse_trace(trace_path, trace).map_err(|e| e.to_string())?;
+        Ok(Self::from_run(name, &lines, &trace))
+    }
+
+    /// A run from its metrics lines and trace.
+    pub fn from_run(name: &str, lines: &[MetricsLine], trace: &Trace) -> Self {
         let estimators = trace.header.estimators.clone();
         let active = estimators
             .iter()
             .position(|e| *e == trace.header.estimator)
             .unwrap_or(0);
         let mut view = RunView::new(name, estimators.clone(), active, trace.header.target);
-        for l in &lines {
+        for l in lines {
             view.loss.push([l.step as f64, f64::from(l.loss)]);
             if l.qat_enabled && view.qat_from.is_none() {
                 view.qat_from = Some(l.step);
@@ -376,7 +360,7 @@ impl RunView {
         for r in &trace.records {
             view.push_record(r, &estimators);
         }
-        Ok(view)
+        view
     }
 
     fn push_record(&mut self, r: &TraceRecord, estimators: &[String]) {
@@ -443,7 +427,7 @@ impl RunView {
     /// or one trace / CSV / Transformer Engine log), as `(name, contents)`.
     pub fn from_files(files: &[(String, Vec<u8>)]) -> Result<Self, String> {
         let find = |n: &str| files.iter().find(|(name, _)| name.ends_with(n));
-        match (find("metrics.jsonl"), find("trace.jsonl")) {
+        match (find(RunDir::METRICS), find(RunDir::TRACE)) {
             (Some(m), Some(t)) => {
                 let mut v = RunView::from_run_files(
                     "opened run",
@@ -452,7 +436,7 @@ impl RunView {
                     Path::new(&t.0),
                     &t.1,
                 )?;
-                if let Some((name, bytes)) = find("config.toml") {
+                if let Some((name, bytes)) = find(RunDir::CONFIG) {
                     v.read_config(Path::new(name), bytes)?;
                 }
                 Ok(v)

@@ -14,6 +14,7 @@ use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::config::ModelConfig;
 use hif8lab_train::hf::{self, ExportDtype, ExportParts};
 use hif8lab_train::infer::Model;
+use hif8lab_train::run::RunDir;
 use hif8lab_train::tokenizer::Tokenizer;
 use hif8lab_train::{RunConfig, model};
 
@@ -47,11 +48,8 @@ pub struct Source {
 /// Opens `RUN_DIR` (its newest valid checkpoint, or `step_N` with `step`), a checkpoint
 /// file, a Hugging Face folder or a GGUF file.
 pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
-    if path.is_dir() && path.join("config.toml").is_file() {
-        let cfg_path = path.join("config.toml");
-        let text = std::fs::read_to_string(&cfg_path)
-            .with_context(|| format!("reading {}", cfg_path.display()))?;
-        let run = RunConfig::parse(&cfg_path.display().to_string(), &text, &[])?;
+    if path.is_dir() && RunDir::new(path).has_config() {
+        let run = RunDir::new(path).config().map_err(anyhow::Error::msg)?;
         let ck_path = match step {
             Some(n) => {
                 let p = path
@@ -597,7 +595,7 @@ fn sample_on<B: Backend>(
 }
 
 pub fn run_export_hf(args: ExportHfArgs) -> Result<Outcome> {
-    if !args.run.join("config.toml").is_file() {
+    if !RunDir::new(&args.run).has_config() {
         bail!("{}: not a run folder (no config.toml)", args.run.display());
     }
     let src = open_source(&args.run, args.step)?;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use hif8lab_lab::grid::RunSummary;
-use hif8lab_scaling::trace::read_trace;
+use hif8lab_train::run::RunDir;
 use plotters::prelude::*;
 
 /// Where the font for labels comes from (Debian's fonts-dejavu-core).
@@ -142,11 +142,11 @@ pub fn grid_plots(out: &Path, summaries: &[RunSummary]) -> Result<(Vec<PathBuf>,
     let probes: Vec<Series> = summaries
         .iter()
         .filter_map(|s| {
-            let text = std::fs::read_to_string(out.join("runs").join(&s.name).join("probes.jsonl"))
-                .ok()?;
-            let scored: Vec<(f64, f64)> = text
-                .lines()
-                .filter_map(|l| serde_json::from_str::<hif8lab_train::ProbeScores>(l).ok())
+            let run = RunDir::new(out.join("runs").join(&s.name));
+            let scored: Vec<(f64, f64)> = run
+                .probes()
+                .ok()?
+                .iter()
                 .map(|p| (p.step as f64, p.knowledge_acc_norm))
                 .collect();
             let start = base
@@ -178,7 +178,9 @@ pub fn grid_plots(out: &Path, summaries: &[RunSummary]) -> Result<(Vec<PathBuf>,
                 .unwrap_or(0)
         });
     if let Some(run) = worst {
-        let trace = read_trace(&out.join("runs").join(&run.name).join("trace.jsonl"))?;
+        let trace = RunDir::new(out.join("runs").join(&run.name))
+            .trace()
+            .map_err(anyhow::Error::msg)?;
         let key = |r: &hif8lab_scaling::trace::TraceRecord| r.quantizer().to_string();
         // The quantizer whose amax overshot its estimate by the largest factor.
         let mut worst_ratio: std::collections::BTreeMap<String, f32> = Default::default();

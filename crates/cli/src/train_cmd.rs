@@ -21,7 +21,7 @@ use hif8lab_train::driver::{Event, Progress, Schedule, Tap};
 use hif8lab_train::folder::RunFolder;
 use hif8lab_train::memory::MemoryEstimate;
 use hif8lab_train::open::{OpenRun, Start as Opening, open_run};
-use hif8lab_train::run::{self, RunStatus, RunSummary, Segment};
+use hif8lab_train::run::{self, RunDir, RunStatus, Segment};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Arguments of `hif8lab train`.
@@ -274,10 +274,12 @@ fn toml_string(s: &str) -> String {
 /// `--resume DIR`: the run's config with this resume's changes, the newest valid
 /// checkpoint, the backend the run used; a finished run is left as it is.
 fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
-    let path = dir.join("config.toml");
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("--resume: reading {}", path.display()))?;
-    if !dir.join("metrics.jsonl").exists() {
+    let run = RunDir::new(dir);
+    let path = run.file(RunDir::CONFIG);
+    if !path.is_file() {
+        bail!("--resume: reading {}: no such file", path.display());
+    }
+    if !run.has_metrics() {
         bail!(
             "--resume: {} holds no metrics.jsonl: not a run folder of `hif8lab train`",
             dir.display()
@@ -288,13 +290,12 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
     if dir.join(hif8lab_train::lock::LOCK_FILE).exists() {
         drop(hif8lab_train::lock::FolderLock::acquire(dir).context("--resume")?);
     }
-    let source = path.display().to_string();
-    let recorded = RunConfig::parse(&source, &text, &[])?;
+    let recorded = run.config().map_err(anyhow::Error::msg)?;
     let mut sets = args.sets.clone();
     if let Some(s) = args.steps {
         sets.push(format!("train.steps={s}"));
     }
-    let config = RunConfig::parse(&source, &text, &sets)?;
+    let config = run.config_with(&sets).map_err(anyhow::Error::msg)?;
     let changes = recorded.differences(&config);
     let forbidden = recorded.continuation_differences(&config);
     if !forbidden.is_empty() {
@@ -305,8 +306,9 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
             forbidden.join("; ")
         );
     }
-    let mut segments = run::read_segments(dir)
-        .with_context(|| format!("--resume: reading {}", dir.join("segments.json").display()))?;
+    let mut segments = run
+        .segments()
+        .with_context(|| format!("--resume: reading {}", run.file(RunDir::SEGMENTS).display()))?;
     let mut notes = Vec::new();
     for removed in run::remove_stale_temporaries(dir) {
         notes.push(format!(
@@ -356,9 +358,9 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
         );
     }
     if target == at {
-        let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap_or_default();
-        let recorded_finished = serde_json::from_str::<RunSummary>(&summary)
-            .is_ok_and(|s| s.status == RunStatus::Finished && s.steps == at);
+        let recorded_finished = run
+            .summary()
+            .is_some_and(|s| s.status == RunStatus::Finished && s.steps == at);
         if !recorded_finished && !args.dry_run {
             // Killed after its final checkpoint, before its summary: complete the record.
             hif8lab_train::folder::complete_finished(dir, &config, &segments)?;
@@ -375,7 +377,7 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
         );
         return Ok(());
     }
-    let previous = segments.last().cloned().or_else(|| legacy_segment(dir));
+    let previous = segments.last().cloned().or_else(|| legacy_segment(&run));
     // The same adapter as before, unless told otherwise (--backend or WGPU_ADAPTER_NAME).
     let adapter = previous
         .as_ref()
@@ -435,17 +437,12 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
 }
 
 /// The backend of a run folder written before `segments.json` existed (its summary).
-fn legacy_segment(dir: &Path) -> Option<Segment> {
-    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+fn legacy_segment(run: &RunDir) -> Option<Segment> {
+    let (backend, adapter) = run.summary_backend()?;
     Some(Segment {
         status: RunStatus::Unknown,
-        backend: v.get("backend")?.as_str()?.to_owned(),
-        adapter: v
-            .get("adapter")
-            .and_then(|a| a.as_str())
-            .unwrap_or_default()
-            .to_owned(),
+        backend,
+        adapter,
         ..Segment::new(0, 0)
     })
 }

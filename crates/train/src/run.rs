@@ -27,6 +27,9 @@ pub use quantizers::{QuantizerSummary, quantizer_table};
 mod summary;
 pub use summary::*;
 
+mod dir;
+pub use dir::RunDir;
+
 /// One line of `metrics.jsonl`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MetricsLine {
@@ -221,7 +224,7 @@ impl Segment {
 
 /// The segments of a run folder (`segments.json`; empty when absent).
 pub fn read_segments(dir: &Path) -> io::Result<Vec<Segment>> {
-    let path = dir.join("segments.json");
+    let path = dir.join(RunDir::SEGMENTS);
     match fs::read_to_string(&path) {
         Ok(text) => serde_json::from_str(&text).map_err(|e| {
             io::Error::new(
@@ -237,7 +240,7 @@ pub fn read_segments(dir: &Path) -> io::Result<Vec<Segment>> {
 /// Writes `segments.json` atomically.
 pub fn write_segments(dir: &Path, segments: &[Segment]) -> io::Result<()> {
     let text = serde_json::to_string_pretty(segments).map_err(io::Error::other)?;
-    write_atomic(&dir.join("segments.json"), text.as_bytes())
+    write_atomic(&dir.join(RunDir::SEGMENTS), text.as_bytes())
 }
 
 /// Removes `*.tmp-PID` files a killed process left in `dir` and `dir/checkpoints` (those of
@@ -289,7 +292,7 @@ impl RunWriter {
         active: usize,
     ) -> io::Result<Self> {
         let lock = crate::lock::FolderLock::acquire(dir)?;
-        if dir.join("metrics.jsonl").exists() {
+        if dir.join(RunDir::METRICS).exists() {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
                 format!(
@@ -312,7 +315,7 @@ impl RunWriter {
         }
         remove_stale_temporaries(dir);
         fs::create_dir_all(dir.join("checkpoints"))?;
-        write_atomic(&dir.join("config.toml"), config.to_toml().as_bytes())?;
+        write_atomic(&dir.join(RunDir::CONFIG), config.to_toml().as_bytes())?;
         let open = |name: &str| {
             OpenOptions::new()
                 .create(true)
@@ -333,8 +336,8 @@ impl RunWriter {
         Ok(RunWriter {
             _lock: lock,
             dir: dir.to_owned(),
-            metrics: open("metrics.jsonl")?,
-            trace: TraceWriter::new(open("trace.jsonl")?, &header)?,
+            metrics: open(RunDir::METRICS)?,
+            trace: TraceWriter::new(open(RunDir::TRACE)?, &header)?,
             trace_every: config.train.trace_every,
             active,
             estimators: estimators.len(),
@@ -373,12 +376,12 @@ impl RunWriter {
             }
             write_atomic(&path, out.as_bytes())
         };
-        keep("metrics.jsonl", &|_| false, &|s| s < step)?;
-        if dir.join("probes.jsonl").exists() {
-            keep("probes.jsonl", &|_| false, &|s| s <= step)?;
+        keep(RunDir::METRICS, &|_| false, &|s| s < step)?;
+        if dir.join(RunDir::PROBES).exists() {
+            keep(RunDir::PROBES, &|_| false, &|s| s <= step)?;
         }
         keep(
-            "trace.jsonl",
+            RunDir::TRACE,
             &|l: &str| l.contains("\"hif8lab_trace\""),
             &|s| s < step,
         )?;
@@ -391,8 +394,8 @@ impl RunWriter {
         Ok(RunWriter {
             _lock: lock,
             dir: dir.to_owned(),
-            metrics: open("metrics.jsonl")?,
-            trace: TraceWriter::resume(open("trace.jsonl")?),
+            metrics: open(RunDir::METRICS)?,
+            trace: TraceWriter::resume(open(RunDir::TRACE)?),
             trace_every: config.train.trace_every,
             active,
             estimators: estimators.len(),
@@ -440,7 +443,7 @@ impl RunWriter {
         let mut f = OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.dir.join("probes.jsonl"))?;
+            .open(self.dir.join(RunDir::PROBES))?;
         write_json_line(&mut f, scores)
     }
 

@@ -3,6 +3,7 @@
 
 use super::*;
 use hif8lab_train::open::{Start, open_run};
+use hif8lab_train::run::RunDir;
 
 #[cfg(not(target_arch = "wasm32"))]
 fn read_summary(dir: &Path) -> Option<RunSummary> {
@@ -17,12 +18,8 @@ fn reusable(dir: &Path, config: &RunConfig) -> Result<Option<RunSummary>, TrainE
     let Some(summary) = read_summary(dir) else {
         return Ok(None);
     };
-    let path = dir.join("config.toml");
-    let recorded = std::fs::read_to_string(&path)
-        .map_err(|e| e.to_string())
-        .and_then(|t| {
-            RunConfig::parse(&path.display().to_string(), &t, &[]).map_err(|e| e.to_string())
-        })
+    let recorded = RunDir::new(dir)
+        .config()
         .map_err(|e| TrainError::Data(format!("{}: {e}", dir.display())))?;
     let differences = recorded.differences(config);
     if differences.is_empty() {

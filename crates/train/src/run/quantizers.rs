@@ -34,7 +34,7 @@ pub struct QuantizerSummary {
 /// `estimators` order; quantizers in the trace's order of first appearance. Empty where
 /// there is no trace (no quantization) or it cannot be read.
 pub fn quantizer_table(dir: &Path, estimators: &[String]) -> Vec<QuantizerSummary> {
-    let path = dir.join("trace.jsonl");
+    let path = dir.join(super::RunDir::TRACE);
     let Ok(file) = std::fs::File::open(&path) else {
         return Vec::new();
     };

@@ -83,20 +83,17 @@ impl RunSummary {
         status: RunStatus,
         error: Option<String>,
     ) -> Self {
-        let text = fs::read_to_string(dir.join("metrics.jsonl")).unwrap_or_default();
+        let text = fs::read_to_string(dir.join(RunDir::METRICS)).unwrap_or_default();
         let lines: Vec<MetricsLine> = text
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect();
-        let probes = fs::read_to_string(dir.join("probes.jsonl"))
+        let probes = fs::read_to_string(dir.join(RunDir::PROBES))
             .unwrap_or_default()
             .lines()
             .rev()
             .find_map(|l| serde_json::from_str::<ProbeScores>(l).ok());
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = RunDir::new(dir).name();
         Self::from_lines(&name, facts, &lines, probes, segments, status, error)
     }
 
@@ -165,12 +162,12 @@ impl RunSummary {
     /// Writes `<dir>/summary.json` (atomically).
     pub fn write(&self, dir: &Path) -> io::Result<()> {
         let text = serde_json::to_string_pretty(self).map_err(io::Error::other)?;
-        write_atomic(&dir.join("summary.json"), text.as_bytes())
+        write_atomic(&dir.join(RunDir::SUMMARY), text.as_bytes())
     }
 
     /// Reads `<dir>/summary.json`.
     pub fn read(dir: &Path) -> Option<Self> {
-        let text = fs::read_to_string(dir.join("summary.json")).ok()?;
+        let text = fs::read_to_string(dir.join(RunDir::SUMMARY)).ok()?;
         serde_json::from_str(&text).ok()
     }
 
