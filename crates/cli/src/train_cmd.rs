@@ -17,7 +17,7 @@ use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_train::RunConfig;
 use hif8lab_train::checkpoint::Checkpoint;
-use hif8lab_train::driver::{Event, Progress, Schedule, Tap};
+use hif8lab_train::driver::{Driver, Event, Progress, Schedule, Tap};
 use hif8lab_train::folder::RunFolder;
 use hif8lab_train::memory::MemoryEstimate;
 use hif8lab_train::open::{OpenRun, Start as Opening, open_run};
@@ -271,6 +271,69 @@ fn toml_string(s: &str) -> String {
     toml::Value::String(s.to_owned()).to_string()
 }
 
+/// The newest valid checkpoint of the run in `dir` and the checkpoints skipped on the way
+/// (`None`: the run starts over, having stopped before its first checkpoint).
+fn resume_point(
+    dir: &Path,
+    recorded: &RunConfig,
+) -> Result<(Option<hif8lab_train::checkpoint::ValidCheckpoint>, Vec<String>)> {
+    let (found, skipped) =
+        hif8lab_train::checkpoint::newest_valid(dir, &recorded.continuation_fingerprint());
+    for s in &skipped {
+        eprintln!("--resume: skipping {s}");
+    }
+    let found = match found {
+        Some(f) => Some(f),
+        // A run that stopped before its first checkpoint (a full disk, a kill) starts over
+        // from step 0: the same config and seed give the same run.
+        None if recorded.train.init_from.is_none() && skipped.is_empty() => {
+            eprintln!(
+                "--resume: {} has no checkpoint yet: the run starts over from step 0",
+                dir.display()
+            );
+            None
+        }
+        None => bail!(
+            "--resume: no valid checkpoints/step_N.safetensors in {}{}",
+            dir.display(),
+            if skipped.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", skipped.join("; "))
+            }
+        ),
+    };
+    Ok((found, skipped))
+}
+
+/// The backend a resumed run trains on (`--backend`, else the one the run used) and, on
+/// the GPU, the adapter it used.
+fn resume_backend(
+    args: &TrainArgs,
+    run: &RunDir,
+    segments: &[Segment],
+) -> (String, Option<String>) {
+    let previous = segments.last().cloned().or_else(|| legacy_segment(run));
+    // The same adapter as before, unless told otherwise (--backend or WGPU_ADAPTER_NAME).
+    let adapter = previous
+        .as_ref()
+        .filter(|p| p.backend == "gpu" && !p.adapter.is_empty())
+        .filter(|_| std::env::var_os("WGPU_ADAPTER_NAME").is_none_or(|v| v.is_empty()))
+        .map(|p| p.adapter.clone());
+    let backend = match (&args.backend, &previous) {
+        (Some(b), _) => b.clone(),
+        (None, Some(p)) if p.backend == "cpu" || p.backend == "gpu" => {
+            eprintln!(
+                "resuming on the {} backend, as the run used (--backend to choose another)",
+                p.backend
+            );
+            p.backend.clone()
+        }
+        (None, _) => "auto".into(),
+    };
+    (backend, adapter)
+}
+
 /// `--resume DIR`: the run's config with this resume's changes, the newest valid
 /// checkpoint, the backend the run used; a finished run is left as it is.
 fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
@@ -322,32 +385,7 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
     {
         s.status = RunStatus::Killed;
     }
-    let (found, skipped) =
-        hif8lab_train::checkpoint::newest_valid(dir, &recorded.continuation_fingerprint());
-    for s in &skipped {
-        eprintln!("--resume: skipping {s}");
-    }
-    let found = match found {
-        Some(f) => Some(f),
-        // A run that stopped before its first checkpoint (a full disk, a kill) starts over
-        // from step 0: the same config and seed give the same run.
-        None if recorded.train.init_from.is_none() && skipped.is_empty() => {
-            eprintln!(
-                "--resume: {} has no checkpoint yet: the run starts over from step 0",
-                dir.display()
-            );
-            None
-        }
-        None => bail!(
-            "--resume: no valid checkpoints/step_N.safetensors in {}{}",
-            dir.display(),
-            if skipped.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", skipped.join("; "))
-            }
-        ),
-    };
+    let (found, skipped) = resume_point(dir, &recorded)?;
     let at = found.as_ref().map_or(0, |f| f.step);
     let target = config.train.steps;
     if target < at {
@@ -377,24 +415,7 @@ fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
         );
         return Ok(());
     }
-    let previous = segments.last().cloned().or_else(|| legacy_segment(&run));
-    // The same adapter as before, unless told otherwise (--backend or WGPU_ADAPTER_NAME).
-    let adapter = previous
-        .as_ref()
-        .filter(|p| p.backend == "gpu" && !p.adapter.is_empty())
-        .filter(|_| std::env::var_os("WGPU_ADAPTER_NAME").is_none_or(|v| v.is_empty()))
-        .map(|p| p.adapter.clone());
-    let backend = match (&args.backend, &previous) {
-        (Some(b), _) => b.clone(),
-        (None, Some(p)) if p.backend == "cpu" || p.backend == "gpu" => {
-            eprintln!(
-                "resuming on the {} backend, as the run used (--backend to choose another)",
-                p.backend
-            );
-            p.backend.clone()
-        }
-        (None, _) => "auto".into(),
-    };
+    let (backend, adapter) = resume_backend(args, &run, &segments);
     if args.dry_run {
         let job = Job {
             config,
@@ -480,54 +501,52 @@ fn dispatch(backend: &str, adapter: Option<&str>, job: Job<'_>, start: Start) ->
     }
 }
 
-fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
-    let Job {
-        config,
-        out,
-        quiet,
-        dry_run,
-        stop,
-    } = job;
-    let info = backend.info();
-    let estimate = MemoryEstimate::for_config(&config);
-    if dry_run {
-        crate::outln!("{estimate}");
-        let limit = |b: Option<u64>| {
-            b.map_or("unknown".into(), |b| {
-                format!("{:.2} GiB", b as f64 / f64::from(1u32 << 30))
-            })
-        };
-        crate::outln!(
-            "backend: {} '{}' ({}); host memory available {}, device memory {}, largest buffer {}",
-            info.kind,
-            info.adapter,
-            info.device_type,
-            limit(info.memory.host_bytes),
-            limit(info.memory.device_bytes),
-            limit(info.memory.max_tensor_bytes)
-        );
-        estimate.check(&info.memory, &info.adapter)?;
-        // The weights a run starts from must have the model's shapes (the run would refuse).
-        if let Start::Init(init) = &start {
-            for (name, shape, _) in hif8lab_train::model::param_specs(&config.model) {
-                init.weights
-                    .tensor_of_shape(&name, &shape)
-                    .map_err(anyhow::Error::msg)
-                    .with_context(|| format!("--init-from {}", init.dir.display()))?;
-            }
-        }
-        crate::outln!("fits: yes");
-        return Ok(());
-    }
-    let steps = config.train.steps;
-    let schedule = Schedule {
-        probes: (config.train.eval_every > 0)
-            .then(|| Arc::new(hif8lab_train::corpus::ProbeSet::for_data(&config.data))),
-        eval_every: config.train.eval_every,
-        checkpoint_every: config.train.checkpoint_every,
-        checkpoint_at_end: true,
-        ..Schedule::default()
+/// `--dry-run`: what the run needs, what the backend has, whether the start's weights fit
+/// the model.
+fn dry_run_report(
+    info: &hif8lab_engine::BackendInfo,
+    estimate: &MemoryEstimate,
+    config: &RunConfig,
+    start: &Start,
+) -> Result<()> {
+    crate::outln!("{estimate}");
+    let limit = |b: Option<u64>| {
+        b.map_or("unknown".into(), |b| {
+            format!("{:.2} GiB", b as f64 / f64::from(1u32 << 30))
+        })
     };
+    crate::outln!(
+        "backend: {} '{}' ({}); host memory available {}, device memory {}, largest buffer {}",
+        info.kind,
+        info.adapter,
+        info.device_type,
+        limit(info.memory.host_bytes),
+        limit(info.memory.device_bytes),
+        limit(info.memory.max_tensor_bytes)
+    );
+    estimate.check(&info.memory, &info.adapter)?;
+    // The weights a run starts from must have the model's shapes (the run would refuse).
+    if let Start::Init(init) = &start {
+        for (name, shape, _) in hif8lab_train::model::param_specs(&config.model) {
+            init.weights
+                .tensor_of_shape(&name, &shape)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("--init-from {}", init.dir.display()))?;
+        }
+    }
+    crate::outln!("fits: yes");
+    Ok(())
+}
+
+/// Opens the run at `out` from its start, attaching what an `--init-from` start keeps, and
+/// says where it starts.
+fn open<B: Backend>(
+    backend: B,
+    config: RunConfig,
+    start: &Start,
+    out: &Path,
+    schedule: Schedule,
+) -> Result<(Driver<B>, RunFolder)> {
     let opened = match &start {
         Start::Fresh => open_run(backend, config, Opening::Fresh, Some(out), schedule)?,
         Start::Init(init) => open_run(
@@ -555,11 +574,11 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
         .with_context(|| format!("resuming {} from {}", out.display(), path.display()))?,
     };
     let OpenRun {
-        mut driver,
+        driver,
         folder,
         notes,
     } = opened;
-    let mut folder = folder.context("the run folder")?;
+    let folder = folder.context("the run folder")?;
     match &start {
         Start::Fresh => {}
         Start::Init(init) => {
@@ -580,6 +599,32 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
     for note in notes {
         eprintln!("note: {note}");
     }
+    Ok((driver, folder))
+}
+
+fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
+    let Job {
+        config,
+        out,
+        quiet,
+        dry_run,
+        stop,
+    } = job;
+    let info = backend.info();
+    let estimate = MemoryEstimate::for_config(&config);
+    if dry_run {
+        return dry_run_report(&info, &estimate, &config, &start);
+    }
+    let steps = config.train.steps;
+    let schedule = Schedule {
+        probes: (config.train.eval_every > 0)
+            .then(|| Arc::new(hif8lab_train::corpus::ProbeSet::for_data(&config.data))),
+        eval_every: config.train.eval_every,
+        checkpoint_every: config.train.checkpoint_every,
+        checkpoint_at_end: true,
+        ..Schedule::default()
+    };
+    let (mut driver, mut folder) = open(backend, config, &start, out, schedule)?;
     drop(start);
     let quantizers = driver.trainer().quantizers().len();
     let first_step = driver.trainer().steps_done();
@@ -636,6 +681,19 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
         &|| stop.load(Ordering::SeqCst) != 0,
     );
     bar.finish_and_clear();
+    conclude(&mut folder, result, out, stop, first_step, clock)
+}
+
+/// Ends the run's record with how it ended: a full disk leaves it resumable (and says so),
+/// a signal exits with 128 + its number after naming the checkpoint to resume from.
+fn conclude(
+    folder: &mut RunFolder,
+    result: Result<Progress, hif8lab_train::TrainError>,
+    out: &Path,
+    stop: &AtomicUsize,
+    first_step: u64,
+    clock: Instant,
+) -> Result<()> {
     let status = match &result {
         Ok(Progress::Stopped) => RunStatus::Interrupted,
         Ok(_) => RunStatus::Finished,
