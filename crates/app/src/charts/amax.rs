@@ -164,103 +164,11 @@ pub(crate) fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         .y_axis_formatter(|m, _| pow2_label(m.value))
         .y_grid_spacer(log2_marks)
         .show(ui, |p| {
-            for (k, name) in view.estimators.iter().enumerate() {
-                if !on(&format!("est: {name}")) {
-                    continue;
-                }
-                let pts: Vec<[f64; 2]> = buckets_shown
-                    .iter()
-                    .filter_map(|(a, b)| {
-                        let min = calls[*a..*b]
-                            .iter()
-                            .filter_map(|c| c.est.get(k))
-                            .fold(f32::INFINITY, |m, e| m.min(*e));
-                        min.is_finite().then(|| [*a as f64, log2(min)])
-                    })
-                    .collect();
-                p.line(Line::new(format!("est: {name}"), pts).color(series(k)));
-            }
-            if on(LANDMARKS) {
-                // Named at the plot's left edge, in the theme's text colour (readable on both).
-                for (label, y) in &near {
-                    p.hline(
-                        HLine::new(*label, *y)
-                            .color(LANDMARK)
-                            .style(egui_plot::LineStyle::dashed_loose()),
-                    );
-                    p.text(
-                        egui_plot::Text::new(
-                            *label,
-                            egui_plot::PlotPoint::new(0.0, *y),
-                            RichText::new(*label).color(label_colour).size(11.0),
-                        )
-                        .anchor(egui::Align2::LEFT_BOTTOM),
-                    );
-                }
-            }
-            if on("QAT on (history reset)") {
-                p.vline(
-                    VLine::new(
-                        format!(
-                            "QAT on (step {}; history reset)",
-                            view.qat_from.unwrap_or(0)
-                        ),
-                        0.0,
-                    )
-                    .color(QAT_ON)
-                    .style(egui_plot::LineStyle::dashed_dense()),
-                );
-            }
-            // amax last and thicker, on top of the estimates.
-            if !on("amax") {
-                return;
-            }
-            p.line(
-                Line::new(
-                    "amax",
-                    buckets_shown
-                        .iter()
-                        .map(|(a, b)| {
-                            let max = calls[*a..*b].iter().fold(0.0f32, |m, c| m.max(c.amax));
-                            [*a as f64, log2(max)]
-                        })
-                        .collect::<Vec<_>>(),
-                )
-                .width(2.5)
-                .color(AMAX),
-            );
+            amax_lines(p, view, calls, &buckets_shown, &near, &on, label_colour)
         });
     let mut rect = r.response.rect;
     if has_sqnr {
-        // The quantization error of the same calls: where amax jumps above the estimate,
-        // HiF8 keeps the values with fewer mantissa bits and the SQNR dips.
-        let pts: Vec<[f64; 2]> = buckets_shown
-            .iter()
-            .filter_map(|(a, b)| {
-                let worst = calls[*a..*b]
-                    .iter()
-                    .filter_map(|c| c.sqnr_db)
-                    .fold(f32::INFINITY, f32::min);
-                worst.is_finite().then(|| [*a as f64, f64::from(worst)])
-            })
-            .collect();
-        crate::glossary::label(
-            ui,
-            "SQNR at the scale each call used (dB; the worst of each bucket): it dips where amax jumps above the estimate.",
-        );
-        let r = plot("amax-sqnr")
-            .height(160.0)
-            .x_axis_label("quantizer call")
-            .y_axis_label("SQNR dB")
-            .link_axis(egui::Id::unique("amax-x"), [true, false])
-            .show(ui, |p| {
-                p.line(
-                    Line::new("SQNR at the scale used (dB; worst of each bucket)", pts)
-                        .color(series(6))
-                        .width(1.5),
-                );
-            });
-        rect = rect.union(r.response.rect);
+        rect = rect.union(sqnr_plot(ui, calls, &buckets_shown));
     }
     save_png(
         cx.exports,
@@ -268,5 +176,116 @@ pub(crate) fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         &view.name,
         &format!("amax-{selected}"),
         rect,
+    );
+}
+
+/// The SQNR of the same calls under the amax plot, sharing its x axis; returns its rect.
+fn sqnr_plot(ui: &mut egui::Ui, calls: &[Call], buckets_shown: &[(usize, usize)]) -> egui::Rect {
+    // The quantization error of the same calls: where amax jumps above the estimate,
+    // HiF8 keeps the values with fewer mantissa bits and the SQNR dips.
+    let pts: Vec<[f64; 2]> = buckets_shown
+        .iter()
+        .filter_map(|(a, b)| {
+            let worst = calls[*a..*b]
+                .iter()
+                .filter_map(|c| c.sqnr_db)
+                .fold(f32::INFINITY, f32::min);
+            worst.is_finite().then(|| [*a as f64, f64::from(worst)])
+        })
+        .collect();
+    crate::glossary::label(
+        ui,
+        "SQNR at the scale each call used (dB; the worst of each bucket): it dips where amax jumps above the estimate.",
+    );
+    let r = plot("amax-sqnr")
+        .height(160.0)
+        .x_axis_label("quantizer call")
+        .y_axis_label("SQNR dB")
+        .link_axis(egui::Id::unique("amax-x"), [true, false])
+        .show(ui, |p| {
+            p.line(
+                Line::new("SQNR at the scale used (dB; worst of each bucket)", pts)
+                    .color(series(6))
+                    .width(1.5),
+            );
+        });
+    r.response.rect
+}
+
+/// The plot's lines: each estimator's estimate (bucket minimum), the format's landmarks near
+/// the data, the QAT marker, and amax (bucket maximum) on top.
+fn amax_lines(
+    p: &mut egui_plot::PlotUi<'_>,
+    view: &RunView,
+    calls: &[Call],
+    buckets_shown: &[(usize, usize)],
+    near: &[(&'static str, f64)],
+    on: &dyn Fn(&str) -> bool,
+    label_colour: Color32,
+) {
+    for (k, name) in view.estimators.iter().enumerate() {
+        if !on(&format!("est: {name}")) {
+            continue;
+        }
+        let pts: Vec<[f64; 2]> = buckets_shown
+            .iter()
+            .filter_map(|(a, b)| {
+                let min = calls[*a..*b]
+                    .iter()
+                    .filter_map(|c| c.est.get(k))
+                    .fold(f32::INFINITY, |m, e| m.min(*e));
+                min.is_finite().then(|| [*a as f64, log2(min)])
+            })
+            .collect();
+        p.line(Line::new(format!("est: {name}"), pts).color(series(k)));
+    }
+    if on(LANDMARKS) {
+        // Named at the plot's left edge, in the theme's text colour (readable on both).
+        for (label, y) in near {
+            p.hline(
+                HLine::new(*label, *y)
+                    .color(LANDMARK)
+                    .style(egui_plot::LineStyle::dashed_loose()),
+            );
+            p.text(
+                egui_plot::Text::new(
+                    *label,
+                    egui_plot::PlotPoint::new(0.0, *y),
+                    RichText::new(*label).color(label_colour).size(11.0),
+                )
+                .anchor(egui::Align2::LEFT_BOTTOM),
+            );
+        }
+    }
+    if on("QAT on (history reset)") {
+        p.vline(
+            VLine::new(
+                format!(
+                    "QAT on (step {}; history reset)",
+                    view.qat_from.unwrap_or(0)
+                ),
+                0.0,
+            )
+            .color(QAT_ON)
+            .style(egui_plot::LineStyle::dashed_dense()),
+        );
+    }
+    // amax last and thicker, on top of the estimates.
+    if !on("amax") {
+        return;
+    }
+    p.line(
+        Line::new(
+            "amax",
+            buckets_shown
+                .iter()
+                .map(|(a, b)| {
+                    let max = calls[*a..*b].iter().fold(0.0f32, |m, c| m.max(c.amax));
+                    [*a as f64, log2(max)]
+                })
+                .collect::<Vec<_>>(),
+        )
+        .width(2.5)
+        .color(AMAX),
     );
 }

@@ -42,35 +42,8 @@ pub(crate) fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
     }
     let baseline = cx.baseline_loss();
     let probes = !view.probes.is_empty();
-    let pct = |p: &hif8lab_train::ProbeScores| 100.0 * p.knowledge_acc_norm;
     if let Some(last) = view.probes.last() {
-        let b = cx
-            .baseline_probes()
-            .iter()
-            .rfind(|p| p.step == last.step)
-            .map(|p| format!(", matched baseline {:.1} %", pct(p)))
-            .unwrap_or_default();
-        let first = view.probes.first().map(pct).unwrap_or(f64::NAN);
-        let [lo, hi] = last.interval("knowledge_acc_norm");
-        let ci = if lo.is_finite() {
-            format!(
-                " [95 %: {:.1}–{:.1}, {} items]",
-                100.0 * lo,
-                100.0 * hi,
-                last.knowledge_items
-            )
-        } else {
-            String::new()
-        };
-        crate::glossary::label(
-            ui,
-            format!(
-                "Knowledge probes (accuracy, per-byte likelihood): {:.1} %{ci} at step {} (first evaluation {first:.1} %){b}; completion {:.1} %.",
-                pct(last),
-                last.step,
-                100.0 * last.completion_acc_norm
-            ),
-        );
+        probes_caption(cx, ui, view, last);
     }
     let mut items = vec![("training loss".to_owned(), series(0))];
     if !baseline.is_empty() {
@@ -116,71 +89,115 @@ pub(crate) fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         });
     let mut rect = r.response.rect;
     if probes {
-        let pts = |v: &[hif8lab_train::ProbeScores]| -> Vec<[f64; 2]> {
-            v.iter().map(|p| [p.step as f64, pct(p)]).collect()
-        };
-        let mut items = vec![(
-            "knowledge probes (band: 95 % interval)".to_owned(),
-            series(0),
-        )];
-        if !cx.baseline_probes().is_empty() {
-            items.push(("matched baseline".to_owned(), series(1)));
-        }
-        if cx.base_probes.is_some() {
-            items.push(("base model".to_owned(), Color32::GRAY));
-        }
-        let shown = legend(ui, "probes", &items);
-        let on = |name: &str| shown.on(name);
-        let r = plot("probes")
-            .height(170.0)
-            .x_axis_label("step")
-            .y_axis_label("knowledge %")
-            .include_y(0.0)
-            .show(ui, |p| {
-                // 95 % interval bands (cluster bootstrap over the probe items) under the curves.
-                for (name, v, colour) in [
-                    (
-                        "knowledge probes 95 % interval",
-                        view.probes.as_slice(),
-                        Color32::from_rgb(70, 130, 220),
-                    ),
-                    (
-                        "matched baseline 95 % interval",
-                        cx.baseline_probes(),
-                        Color32::from_rgb(220, 130, 40),
-                    ),
-                ] {
-                    if let Some(band) = interval_band(v) {
-                        p.polygon(
-                            Polygon::new(name, band)
-                                .fill_color(colour.gamma_multiply(0.18))
-                                .stroke(egui::Stroke::NONE)
-                                .allow_hover(false),
-                        );
-                    }
-                }
-                if !cx.baseline_probes().is_empty() && on("matched baseline") {
-                    p.line(
-                        Line::new("matched baseline", pts(cx.baseline_probes()))
-                            .color(series(1))
-                            .width(2.5)
-                            .style(egui_plot::LineStyle::dashed_loose()),
-                    );
-                }
-                if on("knowledge probes (band: 95 % interval)") {
-                    p.line(
-                        Line::new("knowledge probes", pts(&view.probes))
-                            .color(series(0))
-                            .width(2.0),
-                    );
-                }
-                if let Some(b) = cx.base_probes.as_ref().filter(|_| on("base model")) {
-                    p.hline(HLine::new("base model", pct(b)).color(Color32::GRAY));
-                }
-            });
-        rect = rect.union(r.response.rect);
+        rect = rect.union(probes_plot(cx, ui, view));
     }
     save_png(cx.exports, want, &view.name, "loss", rect);
+}
+
+/// The last knowledge score with its interval, the first, the matched baseline's.
+fn probes_caption(
+    cx: &PanelCtx<'_>,
+    ui: &mut egui::Ui,
+    view: &RunView,
+    last: &hif8lab_train::ProbeScores,
+) {
+    let pct = |p: &hif8lab_train::ProbeScores| 100.0 * p.knowledge_acc_norm;
+    let b = cx
+        .baseline_probes()
+        .iter()
+        .rfind(|p| p.step == last.step)
+        .map(|p| format!(", matched baseline {:.1} %", pct(p)))
+        .unwrap_or_default();
+    let first = view.probes.first().map(pct).unwrap_or(f64::NAN);
+    let [lo, hi] = last.interval("knowledge_acc_norm");
+    let ci = if lo.is_finite() {
+        format!(
+            " [95 %: {:.1}–{:.1}, {} items]",
+            100.0 * lo,
+            100.0 * hi,
+            last.knowledge_items
+        )
+    } else {
+        String::new()
+    };
+    crate::glossary::label(
+        ui,
+        format!(
+            "Knowledge probes (accuracy, per-byte likelihood): {:.1} %{ci} at step {} (first evaluation {first:.1} %){b}; completion {:.1} %.",
+            pct(last),
+            last.step,
+            100.0 * last.completion_acc_norm
+        ),
+    );
+}
+
+/// The knowledge probes over the run, with their 95 % interval bands, the matched baseline's
+/// and the base model's score; returns the plot's rect.
+fn probes_plot(cx: &PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) -> egui::Rect {
+    let pct = |p: &hif8lab_train::ProbeScores| 100.0 * p.knowledge_acc_norm;
+    let pts = |v: &[hif8lab_train::ProbeScores]| -> Vec<[f64; 2]> {
+        v.iter().map(|p| [p.step as f64, pct(p)]).collect()
+    };
+    let mut items = vec![(
+        "knowledge probes (band: 95 % interval)".to_owned(),
+        series(0),
+    )];
+    if !cx.baseline_probes().is_empty() {
+        items.push(("matched baseline".to_owned(), series(1)));
+    }
+    if cx.base_probes.is_some() {
+        items.push(("base model".to_owned(), Color32::GRAY));
+    }
+    let shown = legend(ui, "probes", &items);
+    let on = |name: &str| shown.on(name);
+    let r = plot("probes")
+        .height(170.0)
+        .x_axis_label("step")
+        .y_axis_label("knowledge %")
+        .include_y(0.0)
+        .show(ui, |p| {
+            // 95 % interval bands (cluster bootstrap over the probe items) under the curves.
+            for (name, v, colour) in [
+                (
+                    "knowledge probes 95 % interval",
+                    view.probes.as_slice(),
+                    Color32::from_rgb(70, 130, 220),
+                ),
+                (
+                    "matched baseline 95 % interval",
+                    cx.baseline_probes(),
+                    Color32::from_rgb(220, 130, 40),
+                ),
+            ] {
+                if let Some(band) = interval_band(v) {
+                    p.polygon(
+                        Polygon::new(name, band)
+                            .fill_color(colour.gamma_multiply(0.18))
+                            .stroke(egui::Stroke::NONE)
+                            .allow_hover(false),
+                    );
+                }
+            }
+            if !cx.baseline_probes().is_empty() && on("matched baseline") {
+                p.line(
+                    Line::new("matched baseline", pts(cx.baseline_probes()))
+                        .color(series(1))
+                        .width(2.5)
+                        .style(egui_plot::LineStyle::dashed_loose()),
+                );
+            }
+            if on("knowledge probes (band: 95 % interval)") {
+                p.line(
+                    Line::new("knowledge probes", pts(&view.probes))
+                        .color(series(0))
+                        .width(2.0),
+                );
+            }
+            if let Some(b) = cx.base_probes.as_ref().filter(|_| on("base model")) {
+                p.hline(HLine::new("base model", pct(b)).color(Color32::GRAY));
+            }
+        });
+    r.response.rect
 }
 
 /// The 95 % interval band of knowledge acc_norm over the evaluations (percent), as a closed

@@ -44,6 +44,64 @@ fn runs_panel(ui: &mut egui::Ui, app: &mut crate::Runs, exports: &mut Exports) -
             png_button(ui)
         })
         .inner;
+    let wide = ui.available_width() >= 900.0;
+    let show = runs_table(ui, app, wide);
+    // The overlay's legend above the plot (the overlay ticks choose the runs).
+    let mut items: Vec<(String, Color32)> = app
+        .live
+        .iter()
+        .map(|v| (format!("current: {}", v.name), series(0)))
+        .collect();
+    items.extend(
+        app.earlier
+            .iter()
+            .zip(&app.overlay)
+            .enumerate()
+            .filter(|(_, (_, on))| **on)
+            .map(|(i, (v, _))| (v.name.clone(), series(i + 1))),
+    );
+    let shown = legend(ui, "runs", &items);
+    let on = |name: &str| shown.on(name);
+    let h = (ui.available_height() * 0.55).max(150.0);
+    let r = plot("runs-loss")
+        .height(h)
+        .x_axis_label("step")
+        .y_axis_label("loss")
+        .show(ui, |p| {
+            if let Some(v) = app
+                .live
+                .as_ref()
+                .filter(|v| on(&format!("current: {}", v.name)))
+            {
+                p.line(
+                    Line::new(format!("current: {}", v.name), decimate_xy(&v.loss))
+                        .color(series(0))
+                        .width(2.0),
+                );
+            }
+            for (i, (v, on)) in app.earlier.iter().zip(&app.overlay).enumerate() {
+                if *on && shown.on(&v.name) {
+                    p.line(Line::new(v.name.clone(), decimate_xy(&v.loss)).color(series(i + 1)));
+                }
+            }
+        });
+    let name = app
+        .live
+        .as_ref()
+        .map(|v| v.name.clone())
+        .unwrap_or_else(|| "runs".into());
+    save_png(exports, want, &name, "runs", r.response.rect);
+    let Some(current) = app.live.as_ref().and_then(|v| v.config.as_ref()) else {
+        ui.label("The current run has no config to compare (a replayed trace).");
+        return show;
+    };
+    config_diffs(ui, app, current, wide);
+    show
+}
+
+/// The runs: a table where it fits, on a narrow window one block per run; returns the run
+/// whose "make current" was pressed.
+fn runs_table(ui: &mut egui::Ui, app: &mut crate::Runs, wide: bool) -> Option<usize> {
     let summary = |v: &RunView| {
         let last = v
             .loss
@@ -54,8 +112,6 @@ fn runs_panel(ui: &mut egui::Ui, app: &mut crate::Runs, exports: &mut Exports) -
         (v.loss.len(), last, above)
     };
     let mut show: Option<usize> = None;
-    // A table where it fits; on a narrow window one block per run.
-    let wide = ui.available_width() >= 900.0;
     if wide {
         egui::Grid::new("runs").striped(true).show(ui, |ui| {
             for h in [
@@ -119,55 +175,11 @@ fn runs_panel(ui: &mut egui::Ui, app: &mut crate::Runs, exports: &mut Exports) -
             ui.add(egui::Label::new(line(v)).wrap());
         }
     }
-    // The overlay's legend above the plot (the overlay ticks choose the runs).
-    let mut items: Vec<(String, Color32)> = app
-        .live
-        .iter()
-        .map(|v| (format!("current: {}", v.name), series(0)))
-        .collect();
-    items.extend(
-        app.earlier
-            .iter()
-            .zip(&app.overlay)
-            .enumerate()
-            .filter(|(_, (_, on))| **on)
-            .map(|(i, (v, _))| (v.name.clone(), series(i + 1))),
-    );
-    let shown = legend(ui, "runs", &items);
-    let on = |name: &str| shown.on(name);
-    let h = (ui.available_height() * 0.55).max(150.0);
-    let r = plot("runs-loss")
-        .height(h)
-        .x_axis_label("step")
-        .y_axis_label("loss")
-        .show(ui, |p| {
-            if let Some(v) = app
-                .live
-                .as_ref()
-                .filter(|v| on(&format!("current: {}", v.name)))
-            {
-                p.line(
-                    Line::new(format!("current: {}", v.name), decimate_xy(&v.loss))
-                        .color(series(0))
-                        .width(2.0),
-                );
-            }
-            for (i, (v, on)) in app.earlier.iter().zip(&app.overlay).enumerate() {
-                if *on && shown.on(&v.name) {
-                    p.line(Line::new(v.name.clone(), decimate_xy(&v.loss)).color(series(i + 1)));
-                }
-            }
-        });
-    let name = app
-        .live
-        .as_ref()
-        .map(|v| v.name.clone())
-        .unwrap_or_else(|| "runs".into());
-    save_png(exports, want, &name, "runs", r.response.rect);
-    let Some(current) = app.live.as_ref().and_then(|v| v.config.as_ref()) else {
-        ui.label("The current run has no config to compare (a replayed trace).");
-        return show;
-    };
+    show
+}
+
+/// Each overlaid run's config against the current one's, key by key.
+fn config_diffs(ui: &mut egui::Ui, app: &crate::Runs, current: &serde_json::Value, wide: bool) {
     let current = crate::settings::flatten(current);
     for (v, on) in app.earlier.iter().zip(&app.overlay) {
         if !*on {
@@ -204,5 +216,4 @@ fn runs_panel(ui: &mut egui::Ui, app: &mut crate::Runs, exports: &mut Exports) -
             }
         }
     }
-    show
 }

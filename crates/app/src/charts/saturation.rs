@@ -92,29 +92,7 @@ pub(super) fn saturation(
     let peak = maps.iter().flatten().copied().max().unwrap_or(0).max(1);
     let per_col = steps.div_ceil(columns.max(1));
     let sqnr = cx.selection.heat == HeatValue::Sqnr;
-    if sqnr {
-        ui.label(format!(
-            "rows: quantizers (block.module), one map per role; columns: steps{}; colour: the worst SQNR of the cell, brightest = {:.1} dB, dark = {SQNR_TOP_DB} dB or better. Hover for exact values, click a row to open it in Amax.",
-            if per_col > 1 { format!(", {per_col} per column (worst call)") } else { String::new() },
-            shortfall_db(peak)
-        ));
-    } else {
-        ui.label(format!(
-            "rows: quantizers (block.module), one map per role; columns: steps{}; brightest = {peak} elements ({} estimator). Hover for exact values, click a row to open it in Amax.",
-            if per_col > 1 { format!(", {per_col} per column (summed)") } else { String::new() },
-            view.estimators.get(view.active).map(String::as_str).unwrap_or("active")
-        ));
-    }
-    colour_scale(ui, peak, sqnr);
-    blocks_caption(ui, view);
-    if let Some(q) = cx
-        .selection
-        .quantizer
-        .as_ref()
-        .filter(|q| groups.iter().any(|(_, rows)| rows.contains(q)))
-    {
-        ui.label(format!("Outlined: {q}, the quantizer open in Amax."));
-    }
+    caption(ui, cx, view, &groups, peak, per_col);
     let top = ui.cursor().min;
     // Rows share the height left (each role's caption and step ticks take about 40 points).
     let all_rows: usize = groups.iter().map(|(_, r)| r.len()).sum();
@@ -137,21 +115,7 @@ pub(super) fn saturation(
                 "G" => "gradients (G)",
                 _ => "series",
             };
-            let head = if sqnr {
-                let calls: Vec<f32> = rows
-                    .iter()
-                    .flat_map(|id| view.calls[id].iter().filter_map(|c| c.sqnr_db))
-                    .collect();
-                match hif8lab_train::run::SqnrSummary::of(&calls) {
-                    Some(s) => format!(
-                        "{role_name}: SQNR median {:.1} dB, worst {:.1} dB",
-                        s.median_db, s.worst_db
-                    ),
-                    None => format!("{role_name}: no SQNR recorded"),
-                }
-            } else {
-                format!("{role_name}: {} in all", map.iter().sum::<u64>())
-            };
+            let head = role_head(view, role_name, rows, map, sqnr);
             ui.label(RichText::new(head).strong());
             if !fresh || st.textures[g].size() != [columns, rows.len()] {
                 let pixels: Vec<Color32> = map.iter().map(|v| heat_colour(*v, peak)).collect();
@@ -173,74 +137,18 @@ pub(super) fn saturation(
                 egui::Rect::from_min_max(egui::pos2(0.0, 0.0), egui::pos2(1.0, 1.0)),
                 Color32::WHITE,
             );
-            for (i, id) in rows.iter().enumerate() {
-                let short = match id {
-                    SeriesKey::Quantizer(q) => format!("block{}.{}", q.block, q.module),
-                    SeriesKey::Imported(name) => name.clone(),
-                };
-                painter.text(
-                    egui::pos2(rect.left() + 2.0, rect.top() + (i as f32 + 0.5) * row_h),
-                    egui::Align2::LEFT_CENTER,
-                    short,
-                    egui::FontId::monospace(crate::theme::MIN_TEXT_PX),
-                    ui.visuals().text_color(),
-                );
-            }
-            // The quantizer open in Amax (a grid's outlier when one was opened): outlined.
-            if let Some(i) = rows
-                .iter()
-                .position(|id| cx.selection.quantizer.as_ref() == Some(id))
-            {
-                let y = rect.top() + i as f32 * row_h;
-                let row = egui::Rect::from_min_max(
-                    egui::pos2(rect.left() + 1.0, y),
-                    egui::pos2(rect.right() - 1.0, y + row_h),
-                );
-                painter.rect_stroke(
-                    row,
-                    0.0,
-                    egui::Stroke::new(2.0, super::AMAX),
-                    egui::StrokeKind::Inside,
-                );
-                // Scrolled into view once per choice (a grid's outlier can sit maps below).
-                if st.shown.as_ref() != Some(&rows[i]) {
-                    ui.scroll_to_rect(row, Some(egui::Align::Center));
-                    st.shown = Some(rows[i].clone());
-                }
-            }
+            row_names(ui, &painter, rect, row_h, rows);
+            outline_selected(st, cx, ui, &painter, rect, row_h, rows);
             step_ticks(ui, image_rect, steps);
-            if let Some(pos) = response.hover_pos()
-                && image_rect.contains(pos)
-            {
-                let row = ((pos.y - rect.top()) / row_h) as usize;
-                let col =
-                    (((pos.x - image_rect.left()) / image_rect.width()) * columns as f32) as usize;
-                if let (Some(id), Some(v)) = (rows.get(row), map.get(row * columns + col)) {
-                    let first = col * steps / columns;
-                    let last = ((col + 1) * steps / columns).max(first + 1) - 1;
-                    let span = if first == last {
-                        format!("step {first}")
-                    } else {
-                        format!("steps {first}–{last}")
-                    };
-                    let calls = view.calls[id]
-                        .iter()
-                        .filter(|c| (first as u64..=last as u64).contains(&c.step))
-                        .count();
-                    let what = if sqnr {
-                        format!("worst SQNR {:.2} dB", shortfall_db(*v))
-                    } else {
-                        format!("{v} elements")
-                    };
-                    response
-                        .clone()
-                        .on_hover_text(format!("{id}, {span}: {what} over {calls} calls"));
-                    if response.clicked() {
-                        cx.selection.quantizer = Some(id.clone());
-                        cx.selection.tab = Tab::Amax;
-                    }
-                }
-            }
+            let cell = Cell {
+                rect,
+                image_rect,
+                row_h,
+                columns,
+                steps,
+                sqnr,
+            };
+            hover_cell(cx, view, &response, &cell, rows, map);
         }
     });
     if let Some(first) = view.qat_from {
@@ -261,6 +169,148 @@ pub(super) fn saturation(
         "saturation",
         egui::Rect::from_min_max(top, bottom),
     );
+}
+
+/// A role's caption: its total count, or its SQNR median and worst call.
+fn role_head(
+    view: &RunView,
+    role_name: &str,
+    rows: &[SeriesKey],
+    map: &[u64],
+    sqnr: bool,
+) -> String {
+    if sqnr {
+        let calls: Vec<f32> = rows
+            .iter()
+            .flat_map(|id| view.calls[id].iter().filter_map(|c| c.sqnr_db))
+            .collect();
+        match hif8lab_train::run::SqnrSummary::of(&calls) {
+            Some(s) => format!(
+                "{role_name}: SQNR median {:.1} dB, worst {:.1} dB",
+                s.median_db, s.worst_db
+            ),
+            None => format!("{role_name}: no SQNR recorded"),
+        }
+    } else {
+        format!("{role_name}: {} in all", map.iter().sum::<u64>())
+    }
+}
+
+/// The quantizers' names down a map's left edge.
+fn row_names(
+    ui: &egui::Ui,
+    painter: &egui::Painter,
+    rect: egui::Rect,
+    row_h: f32,
+    rows: &[SeriesKey],
+) {
+    for (i, id) in rows.iter().enumerate() {
+        let short = match id {
+            SeriesKey::Quantizer(q) => format!("block{}.{}", q.block, q.module),
+            SeriesKey::Imported(name) => name.clone(),
+        };
+        painter.text(
+            egui::pos2(rect.left() + 2.0, rect.top() + (i as f32 + 0.5) * row_h),
+            egui::Align2::LEFT_CENTER,
+            short,
+            egui::FontId::monospace(crate::theme::MIN_TEXT_PX),
+            ui.visuals().text_color(),
+        );
+    }
+}
+
+/// The quantizer open in Amax (a grid's outlier when one was opened): outlined, and
+/// scrolled into view once per choice.
+fn outline_selected(
+    st: &mut SaturationPanel,
+    cx: &PanelCtx<'_>,
+    ui: &egui::Ui,
+    painter: &egui::Painter,
+    rect: egui::Rect,
+    row_h: f32,
+    rows: &[SeriesKey],
+) {
+    if let Some(i) = rows
+        .iter()
+        .position(|id| cx.selection.quantizer.as_ref() == Some(id))
+    {
+        let y = rect.top() + i as f32 * row_h;
+        let row = egui::Rect::from_min_max(
+            egui::pos2(rect.left() + 1.0, y),
+            egui::pos2(rect.right() - 1.0, y + row_h),
+        );
+        painter.rect_stroke(
+            row,
+            0.0,
+            egui::Stroke::new(2.0, super::AMAX),
+            egui::StrokeKind::Inside,
+        );
+        // Scrolled into view once per choice (a grid's outlier can sit maps below).
+        if st.shown.as_ref() != Some(&rows[i]) {
+            ui.scroll_to_rect(row, Some(egui::Align::Center));
+            st.shown = Some(rows[i].clone());
+        }
+    }
+}
+
+/// Where a map lies and how its cells divide it.
+struct Cell {
+    rect: egui::Rect,
+    image_rect: egui::Rect,
+    row_h: f32,
+    columns: usize,
+    steps: usize,
+    sqnr: bool,
+}
+
+/// The hovered cell's exact value; a click opens its quantizer in Amax.
+fn hover_cell(
+    cx: &mut PanelCtx<'_>,
+    view: &RunView,
+    response: &egui::Response,
+    cell: &Cell,
+    rows: &[SeriesKey],
+    map: &[u64],
+) {
+    let Cell {
+        rect,
+        image_rect,
+        row_h,
+        columns,
+        steps,
+        sqnr,
+    } = *cell;
+    if let Some(pos) = response.hover_pos()
+        && image_rect.contains(pos)
+    {
+        let row = ((pos.y - rect.top()) / row_h) as usize;
+        let col = (((pos.x - image_rect.left()) / image_rect.width()) * columns as f32) as usize;
+        if let (Some(id), Some(v)) = (rows.get(row), map.get(row * columns + col)) {
+            let first = col * steps / columns;
+            let last = ((col + 1) * steps / columns).max(first + 1) - 1;
+            let span = if first == last {
+                format!("step {first}")
+            } else {
+                format!("steps {first}–{last}")
+            };
+            let calls = view.calls[id]
+                .iter()
+                .filter(|c| (first as u64..=last as u64).contains(&c.step))
+                .count();
+            let what = if sqnr {
+                format!("worst SQNR {:.2} dB", shortfall_db(*v))
+            } else {
+                format!("{v} elements")
+            };
+            response
+                .clone()
+                .on_hover_text(format!("{id}, {span}: {what} over {calls} calls"));
+            if response.clicked() {
+                cx.selection.quantizer = Some(id.clone());
+                cx.selection.tab = Tab::Amax;
+            }
+        }
+    }
 }
 
 /// The colour scale of the heatmaps, with numbers: dark for none, then the colours up to the
@@ -385,5 +435,41 @@ fn step_ticks(ui: &mut egui::Ui, image: egui::Rect, steps: usize) {
             image.bottom()..=row.top() + 2.0,
             egui::Stroke::new(1.0, ui.visuals().weak_text_color()),
         );
+    }
+}
+
+/// What the maps show (rows, columns, colour with its scale), the model's blocks, and the
+/// quantizer outlined.
+fn caption(
+    ui: &mut egui::Ui,
+    cx: &PanelCtx<'_>,
+    view: &RunView,
+    groups: &[(String, Vec<SeriesKey>)],
+    peak: u64,
+    per_col: usize,
+) {
+    let sqnr = cx.selection.heat == HeatValue::Sqnr;
+    if sqnr {
+        ui.label(format!(
+            "rows: quantizers (block.module), one map per role; columns: steps{}; colour: the worst SQNR of the cell, brightest = {:.1} dB, dark = {SQNR_TOP_DB} dB or better. Hover for exact values, click a row to open it in Amax.",
+            if per_col > 1 { format!(", {per_col} per column (worst call)") } else { String::new() },
+            shortfall_db(peak)
+        ));
+    } else {
+        ui.label(format!(
+            "rows: quantizers (block.module), one map per role; columns: steps{}; brightest = {peak} elements ({} estimator). Hover for exact values, click a row to open it in Amax.",
+            if per_col > 1 { format!(", {per_col} per column (summed)") } else { String::new() },
+            view.estimators.get(view.active).map(String::as_str).unwrap_or("active")
+        ));
+    }
+    colour_scale(ui, peak, sqnr);
+    blocks_caption(ui, view);
+    if let Some(q) = cx
+        .selection
+        .quantizer
+        .as_ref()
+        .filter(|q| groups.iter().any(|(_, rows)| rows.contains(q)))
+    {
+        ui.label(format!("Outlined: {q}, the quantizer open in Amax."));
     }
 }
