@@ -104,24 +104,8 @@ pub fn side_panel(app: &mut HifApp, ui: &mut egui::Ui) {
         });
 }
 
-/// The settings: what is running, the form, Start / Pause / Stop / Reset, opening runs.
-pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
-    ui.heading("hif8lab");
-    ui.label("HiF8 delayed-scaling lab");
-    ui.separator();
-    running_box(app, ui);
-    egui::ComboBox::from_label("preset")
-        .selected_text(app.settings.preset.clone())
-        .show_ui(ui, |ui| {
-            for (name, _) in hif8lab_train::config::PRESETS {
-                if ui
-                    .selectable_label(app.settings.preset == name, name)
-                    .clicked()
-                {
-                    app.settings = app.settings.switched_to(name);
-                }
-            }
-        });
+/// The opened Hugging Face or GGUF model, with the button that forgets it.
+fn hf_model_box(app: &mut HifApp, ui: &mut egui::Ui) {
     if let Some(m) = &app.hf_model {
         let kind = if m.source.ends_with(".gguf") {
             "GGUF"
@@ -146,6 +130,63 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
             app.form_check = None;
         }
     }
+}
+
+/// The form's check: each marked field's message (listed here, not under each field: a message
+/// appearing must not move the field the user is about to click), or the memory the run needs;
+/// then the fields' warnings.
+fn form_messages<E: std::fmt::Display, M: std::fmt::Display>(
+    app: &HifApp,
+    ui: &mut egui::Ui,
+    field_errors: &[Option<String>],
+    whole: &Result<M, E>,
+) {
+    let marked: Vec<&String> = field_errors.iter().flatten().collect();
+    match whole {
+        Err(e) if marked.is_empty() => {
+            ui.label(
+                RichText::new(format!("Invalid: {e}")).color(TextColours::of(ui.visuals()).fails),
+            );
+        }
+        Err(_) => {
+            ui.label(
+                RichText::new("Invalid: fix the fields marked (!)")
+                    .color(TextColours::of(ui.visuals()).fails),
+            );
+            for m in marked {
+                ui.label(RichText::new(m).color(TextColours::of(ui.visuals()).fails));
+            }
+        }
+        Ok(memory) => {
+            ui.label(format!("Memory: {memory}"));
+        }
+    }
+    for f in FIELDS.iter() {
+        if let Some(w) = app.settings.field_warning(f.key) {
+            ui.label(RichText::new(w).color(TextColours::of(ui.visuals()).inconclusive));
+        }
+    }
+}
+
+/// The settings: what is running, the form, Start / Pause / Stop / Reset, opening runs.
+pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
+    ui.heading("hif8lab");
+    ui.label("HiF8 delayed-scaling lab");
+    ui.separator();
+    running_box(app, ui);
+    egui::ComboBox::from_label("preset")
+        .selected_text(app.settings.preset.clone())
+        .show_ui(ui, |ui| {
+            for (name, _) in hif8lab_train::config::PRESETS {
+                if ui
+                    .selectable_label(app.settings.preset == name, name)
+                    .clicked()
+                {
+                    app.settings = app.settings.switched_to(name);
+                }
+            }
+        });
+    hf_model_box(app, ui);
     let (field_errors, whole) = app.check_form();
     // Start right under the preset: a few Tab presses from the top, not after every field
     // (it starts what the fields below say; an invalid form greys it out and says why below).
@@ -192,33 +233,7 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
         &mut app.settings.baseline,
         "train the matched baseline alongside",
     );
-    // The fields' messages, listed here (not under each field: a message appearing must not
-    // move the field the user is about to click).
-    let marked: Vec<&String> = field_errors.iter().flatten().collect();
-    match &whole {
-        Err(e) if marked.is_empty() => {
-            ui.label(
-                RichText::new(format!("Invalid: {e}")).color(TextColours::of(ui.visuals()).fails),
-            );
-        }
-        Err(_) => {
-            ui.label(
-                RichText::new("Invalid: fix the fields marked (!)")
-                    .color(TextColours::of(ui.visuals()).fails),
-            );
-            for m in marked {
-                ui.label(RichText::new(m).color(TextColours::of(ui.visuals()).fails));
-            }
-        }
-        Ok(memory) => {
-            ui.label(format!("Memory: {memory}"));
-        }
-    }
-    for f in FIELDS.iter() {
-        if let Some(w) = app.settings.field_warning(f.key) {
-            ui.label(RichText::new(w).color(TextColours::of(ui.visuals()).inconclusive));
-        }
-    }
+    form_messages(app, ui, &field_errors, &whole);
     ui.label("History advances once per quantizer call (per micro-batch).");
     ui.separator();
     ui.separator();

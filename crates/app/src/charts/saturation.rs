@@ -73,19 +73,7 @@ pub(super) fn saturation(
     let key = (view.revision, columns, cx.selection.heat);
     let fresh = st.cache.as_ref().is_some_and(|(k, _)| *k == key);
     if !fresh {
-        let value = heat_value(cx.selection.heat, view.active);
-        let sqnr = cx.selection.heat == HeatValue::Sqnr;
-        let maps: Vec<Vec<u64>> = groups
-            .iter()
-            .map(|(_, rows)| {
-                if sqnr {
-                    view.heatmap_by(rows, columns, &value, u64::max)
-                } else {
-                    view.heatmap(rows, columns, &value)
-                }
-            })
-            .collect();
-        st.cache = Some((key, maps));
+        st.cache = Some((key, heat_maps(view, &groups, columns, cx.selection.heat)));
     }
     // Taken out while drawing (put back below), not cloned every frame.
     let (key, maps) = st.cache.take().unwrap_or((key, Vec::new()));
@@ -99,14 +87,7 @@ pub(super) fn saturation(
     let row_h = ((ui.available_height() - 40.0 * groups.len() as f32 - 30.0)
         / all_rows.max(1) as f32)
         .clamp(ROW_H, ROW_H_MAX);
-    while st.textures.len() < groups.len() {
-        let blank = egui::ColorImage::new([1, 1], vec![Color32::BLACK]);
-        let name = format!("heatmap-{}", st.textures.len());
-        st.textures.push(
-            ui.ctx()
-                .load_texture(name, blank, egui::TextureOptions::NEAREST),
-        );
-    }
+    ensure_textures(st, ui, groups.len());
     egui::ScrollArea::vertical().show(ui, |ui| {
         for (g, ((role, rows), map)) in groups.iter().zip(&maps).enumerate() {
             let role_name = match role.as_str() {
@@ -471,5 +452,38 @@ fn caption(
         .filter(|q| groups.iter().any(|(_, rows)| rows.contains(q)))
     {
         ui.label(format!("Outlined: {q}, the quantizer open in Amax."));
+    }
+}
+
+/// Each role's map of the chosen count, `columns` wide.
+fn heat_maps(
+    view: &RunView,
+    groups: &[(String, Vec<SeriesKey>)],
+    columns: usize,
+    heat: HeatValue,
+) -> Vec<Vec<u64>> {
+    let value = heat_value(heat, view.active);
+    let sqnr = heat == HeatValue::Sqnr;
+    groups
+        .iter()
+        .map(|(_, rows)| {
+            if sqnr {
+                view.heatmap_by(rows, columns, &value, u64::max)
+            } else {
+                view.heatmap(rows, columns, &value)
+            }
+        })
+        .collect()
+}
+
+/// One texture per role's map (a blank one until it is drawn).
+fn ensure_textures(st: &mut SaturationPanel, ui: &egui::Ui, n: usize) {
+    while st.textures.len() < n {
+        let blank = egui::ColorImage::new([1, 1], vec![Color32::BLACK]);
+        let name = format!("heatmap-{}", st.textures.len());
+        st.textures.push(
+            ui.ctx()
+                .load_texture(name, blank, egui::TextureOptions::NEAREST),
+        );
     }
 }
