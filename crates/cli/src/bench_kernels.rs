@@ -79,7 +79,6 @@ pub fn bench_kernels(sizes: &[usize], elements: usize, numpy: bool, json: bool) 
     let cpu = CpuBackend::new();
     let cpu_bank = cpu.new_bank(&BankConfig::new(2, scaling.clone()))?;
     cpu.set_scales(&cpu_bank, &vec![15.0 / 40.0; 2 * k])?;
-    let mut cpu_mm = Vec::new();
     // Warm up (thread pool start, page faults, clocks) on the largest size, untimed.
     if let Some(&s) = sizes.iter().max() {
         let (a, b) = (
@@ -92,30 +91,7 @@ pub fn bench_kernels(sizes: &[usize], elements: usize, numpy: bool, json: bool) 
             cpu.matmul(&a, &b, &c, &MatmulSpec::new(s, s, s, Layout::NN), None)?;
         }
     }
-    for &s in sizes {
-        let (ca, cb, cc) = (
-            cpu.upload(&pseudo_random(s * s, 2))?,
-            cpu.upload(&pseudo_random(s * s, 3))?,
-            cpu.zeros(s * s)?,
-        );
-        let flops = 2.0 * (s as f64).powi(3);
-        for layout in Layout::ALL {
-            for fused in [false, true] {
-                let spec = matmul_spec(s, layout, fused);
-                let secs = time_per_run(3, 0.5, || {
-                    let _ = cpu.matmul(&ca, &cb, &cc, &spec, Some(&cpu_bank));
-                });
-                cpu_mm.push(MatmulFigure {
-                    m: s,
-                    n: s,
-                    k: s,
-                    layout,
-                    fused,
-                    gflops: flops / secs / 1e9,
-                });
-            }
-        }
-    }
+    let cpu_mm = matmul_figures(&cpu, &cpu_bank, sizes, (3, 0.5), &|| {})?;
     let numpy_figures = if numpy { numpy_gemm(sizes) } else { Vec::new() };
 
     let gpu = GpuBackend::new_blocking().context("bench kernels needs a GPU adapter")?;
@@ -155,116 +131,25 @@ pub fn bench_kernels(sizes: &[usize], elements: usize, numpy: bool, json: bool) 
     let qdq_gbps = 2.0 * bytes / qdq_s / 1e9;
     let stats_gbps = bytes / stats_s / 1e9;
 
-    let mut gpu_mm = Vec::new();
-    for &s in sizes {
-        let (ga, gb, gc) = (
-            gpu.upload(&pseudo_random(s * s, 2))?,
-            gpu.upload(&pseudo_random(s * s, 3))?,
-            gpu.zeros(s * s)?,
-        );
-        let flops = 2.0 * (s as f64).powi(3);
-        for layout in Layout::ALL {
-            for fused in [false, true] {
-                let spec = matmul_spec(s, layout, fused);
-                let secs = time_per_run(2, 0.2, || {
-                    let _ = gpu.matmul(&ga, &gb, &gc, &spec, Some(&bank));
-                    gpu.wait_idle();
-                });
-                gpu_mm.push(MatmulFigure {
-                    m: s,
-                    n: s,
-                    k: s,
-                    layout,
-                    fused,
-                    gflops: flops / secs / 1e9,
-                });
-            }
-        }
-    }
-    let cpu_nn = |s: usize| {
-        cpu_mm
-            .iter()
-            .find(|f| f.m == s && f.layout == Layout::NN && !f.fused)
-            .map(|f| f.gflops)
+    let gpu_mm = matmul_figures(&gpu, &bank, sizes, (2, 0.2), &|| gpu.wait_idle())?;
+    let figures = Figures {
+        adapter: info.adapter,
+        api: info.api,
+        device_type: info.device_type,
+        emulated,
+        cpu_adapter: cpu.info().adapter,
+        elements: n,
+        copy_gbps,
+        qdq_gbps,
+        stats_gbps,
+        gpu_mm,
+        cpu_mm,
+        numpy: numpy_figures,
     };
     if json {
-        let list = |v: &[MatmulFigure]| {
-            v.iter()
-                .map(MatmulFigure::json)
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        let np = numpy_figures
-            .iter()
-            .map(|(s, g)| {
-                let ratio = cpu_nn(*s).map(|c| c / g).unwrap_or(f64::NAN);
-                format!("{{\"n\":{s},\"gflops\":{g:.3},\"cpu_backend_ratio\":{ratio:.3}}}")
-            })
-            .collect::<Vec<_>>()
-            .join(",");
-        crate::outln!(
-            "{{\"adapter\":{:?},\"backend\":{:?},\"device_type\":{:?},\"emulated\":{emulated},\"cpu\":{:?},\"elements\":{n},\"copy_gbps\":{copy_gbps:.3},\"qdq_gbps\":{qdq_gbps:.3},\"stats_gbps\":{stats_gbps:.3},\"qdq_ratio\":{:.3},\"stats_ratio\":{:.3},\"matmul\":[{}],\"cpu_matmul\":[{}],\"numpy_matmul\":[{np}]}}",
-            info.adapter,
-            info.api,
-            info.device_type,
-            cpu.info().adapter,
-            qdq_gbps / copy_gbps,
-            stats_gbps / copy_gbps,
-            list(&gpu_mm),
-            list(&cpu_mm)
-        );
-        return Ok(());
-    }
-    crate::outln!(
-        "bench kernels on '{}' ({}, {}){}",
-        info.adapter,
-        info.api,
-        info.device_type,
-        if emulated {
-            " — EMULATED (CPU adapter)"
-        } else {
-            ""
-        }
-    );
-    crate::outln!("elementwise over {n} f32 ({:.0} MiB):", bytes / 1048576.0);
-    crate::outln!("  copy         {copy_gbps:8.2} GB/s   1.000");
-    crate::outln!(
-        "  qdq          {qdq_gbps:8.2} GB/s   {:.3} of copy",
-        qdq_gbps / copy_gbps
-    );
-    crate::outln!(
-        "  quant_stats  {stats_gbps:8.2} GB/s   {:.3} of copy (reads only; 5 estimators)",
-        stats_gbps / copy_gbps
-    );
-    crate::outln!(
-        "matmul GFLOP/s (GPU | CPU backend '{}'):",
-        cpu.info().adapter
-    );
-    crate::outln!(
-        "  {:>5} {:>6} {:>6} {:>10} {:>10}",
-        "size",
-        "layout",
-        "fused",
-        "gpu",
-        "cpu"
-    );
-    for (g, c) in gpu_mm.iter().zip(&cpu_mm) {
-        crate::outln!(
-            "  {:>5} {:>6} {:>6} {:>10.2} {:>10.2}",
-            g.m,
-            g.layout.name(),
-            g.fused,
-            g.gflops,
-            c.gflops
-        );
-    }
-    for (s, g) in &numpy_figures {
-        if let Some(c) = cpu_nn(*s) {
-            crate::outln!(
-                "  numpy (OpenBLAS) {s}³: {g:.2} GFLOP/s; CPU backend / numpy = {:.3}",
-                c / g
-            );
-        }
+        crate::outln!("{}", figures.json());
+    } else {
+        figures.print()?;
     }
     Ok(())
 }
@@ -299,5 +184,169 @@ fn numpy_gemm(sizes: &[usize]) -> Vec<(usize, f64)> {
             eprintln!("note: python3 with numpy not available; no numpy comparison");
             Vec::new()
         }
+    }
+}
+
+/// Square matmul figures on `backend` for each size, layout and fused or not; `(runs, secs)`:
+/// the least runs and seconds timed per figure; `wait` waits for the device after each product.
+fn matmul_figures<B: Backend>(
+    backend: &B,
+    bank: &B::Bank,
+    sizes: &[usize],
+    (runs, secs): (usize, f64),
+    wait: &dyn Fn(),
+) -> Result<Vec<MatmulFigure>> {
+    let mut out = Vec::new();
+    for &s in sizes {
+        let (a, b, c) = (
+            backend.upload(&pseudo_random(s * s, 2))?,
+            backend.upload(&pseudo_random(s * s, 3))?,
+            backend.zeros(s * s)?,
+        );
+        let flops = 2.0 * (s as f64).powi(3);
+        for layout in Layout::ALL {
+            for fused in [false, true] {
+                let spec = matmul_spec(s, layout, fused);
+                let per_run = time_per_run(runs, secs, || {
+                    let _ = backend.matmul(&a, &b, &c, &spec, Some(bank));
+                    wait();
+                });
+                out.push(MatmulFigure {
+                    m: s,
+                    n: s,
+                    k: s,
+                    layout,
+                    fused,
+                    gflops: flops / per_run / 1e9,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What `bench kernels` measured.
+struct Figures {
+    adapter: String,
+    api: String,
+    device_type: String,
+    emulated: bool,
+    cpu_adapter: String,
+    elements: usize,
+    copy_gbps: f64,
+    qdq_gbps: f64,
+    stats_gbps: f64,
+    gpu_mm: Vec<MatmulFigure>,
+    cpu_mm: Vec<MatmulFigure>,
+    numpy: Vec<(usize, f64)>,
+}
+
+impl Figures {
+    /// The CPU backend's plain NN figure at size `s`.
+    fn cpu_nn(&self, s: usize) -> Option<f64> {
+        self.cpu_mm
+            .iter()
+            .find(|f| f.m == s && f.layout == Layout::NN && !f.fused)
+            .map(|f| f.gflops)
+    }
+
+    /// One JSON object (`--json`).
+    fn json(&self) -> String {
+        let list = |v: &[MatmulFigure]| {
+            v.iter()
+                .map(MatmulFigure::json)
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let np = self
+            .numpy
+            .iter()
+            .map(|(s, g)| {
+                let ratio = self.cpu_nn(*s).map(|c| c / g).unwrap_or(f64::NAN);
+                format!("{{\"n\":{s},\"gflops\":{g:.3},\"cpu_backend_ratio\":{ratio:.3}}}")
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        let Figures {
+            copy_gbps,
+            qdq_gbps,
+            stats_gbps,
+            emulated,
+            elements: n,
+            ..
+        } = *self;
+        format!(
+            "{{\"adapter\":{:?},\"backend\":{:?},\"device_type\":{:?},\"emulated\":{emulated},\"cpu\":{:?},\"elements\":{n},\"copy_gbps\":{copy_gbps:.3},\"qdq_gbps\":{qdq_gbps:.3},\"stats_gbps\":{stats_gbps:.3},\"qdq_ratio\":{:.3},\"stats_ratio\":{:.3},\"matmul\":[{}],\"cpu_matmul\":[{}],\"numpy_matmul\":[{np}]}}",
+            self.adapter,
+            self.api,
+            self.device_type,
+            self.cpu_adapter,
+            qdq_gbps / copy_gbps,
+            stats_gbps / copy_gbps,
+            list(&self.gpu_mm),
+            list(&self.cpu_mm)
+        )
+    }
+
+    /// The human-readable table.
+    fn print(&self) -> Result<()> {
+        let Figures {
+            copy_gbps,
+            qdq_gbps,
+            stats_gbps,
+            emulated,
+            elements: n,
+            ..
+        } = *self;
+        let bytes = n as f64 * 4.0;
+        crate::outln!(
+            "bench kernels on '{}' ({}, {}){}",
+            self.adapter,
+            self.api,
+            self.device_type,
+            if emulated {
+                " — EMULATED (CPU adapter)"
+            } else {
+                ""
+            }
+        );
+        crate::outln!("elementwise over {n} f32 ({:.0} MiB):", bytes / 1048576.0);
+        crate::outln!("  copy         {copy_gbps:8.2} GB/s   1.000");
+        crate::outln!(
+            "  qdq          {qdq_gbps:8.2} GB/s   {:.3} of copy",
+            qdq_gbps / copy_gbps
+        );
+        crate::outln!(
+            "  quant_stats  {stats_gbps:8.2} GB/s   {:.3} of copy (reads only; 5 estimators)",
+            stats_gbps / copy_gbps
+        );
+        crate::outln!("matmul GFLOP/s (GPU | CPU backend '{}'):", self.cpu_adapter);
+        crate::outln!(
+            "  {:>5} {:>6} {:>6} {:>10} {:>10}",
+            "size",
+            "layout",
+            "fused",
+            "gpu",
+            "cpu"
+        );
+        for (g, c) in self.gpu_mm.iter().zip(&self.cpu_mm) {
+            crate::outln!(
+                "  {:>5} {:>6} {:>6} {:>10.2} {:>10.2}",
+                g.m,
+                g.layout.name(),
+                g.fused,
+                g.gflops,
+                c.gflops
+            );
+        }
+        for (s, g) in &self.numpy {
+            if let Some(c) = self.cpu_nn(*s) {
+                crate::outln!(
+                    "  numpy (OpenBLAS) {s}³: {g:.2} GFLOP/s; CPU backend / numpy = {:.3}",
+                    c / g
+                );
+            }
+        }
+        Ok(())
     }
 }
