@@ -14,6 +14,17 @@ impl GridResults {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn markdown(&self) -> String {
         let mut md = String::from("# hif8lab grid results\n\n");
+        self.intro(&mut md);
+        self.run_table(&mut md);
+        self.shadow_and_sqnr(&mut md);
+        md.push_str(&super::quantizers::markdown(&self.rows));
+        md.push_str(&super::verdicts::claims_markdown(&self.verdicts));
+        md
+    }
+
+    /// The base model's scores, what a replicate is, the learning rates.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn intro(&self, md: &mut String) {
         let bases = self.bases.len().max(1);
         for (j, b) in self.bases.iter().enumerate() {
             let ci = |name: &str, d: usize| {
@@ -91,6 +102,11 @@ impl GridResults {
                 lr(true) / lr(false)
             );
         }
+    }
+
+    /// The run table: loss, APE, probe scores and drops with intervals, counts.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn run_table(&self, md: &mut String) {
         md.push_str("| run | paper setting | lr | final loss | APE all % | APE last 10 % | knowledge acc_norm [95 %] | drop % [95 %] (p) | completion acc_norm [95 %] | drop % [95 %] (p) | held-out loss [95 %] | calls above est (active) | overflow |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         let fmt_est = |e: Option<&Estimate>, d: usize| match e {
             Some(e) => format!(
@@ -148,6 +164,11 @@ impl GridResults {
                 ov
             );
         }
+    }
+
+    /// Every estimator's calls above its estimate per run, and the SQNR per role.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn shadow_and_sqnr(&self, md: &mut String) {
         let _ = writeln!(
             md,
             "\n## Shadow comparison (every estimator on the same calls of each QAT run)\n\nCalls whose amax exceeded the estimator's estimate, summed over {} replicate(s):\n",
@@ -195,9 +216,6 @@ impl GridResults {
                 .collect();
             let _ = writeln!(md, "| {} | {} |", r.name, cells.join(" | "));
         }
-        md.push_str(&super::quantizers::markdown(&self.rows));
-        md.push_str(&super::verdicts::claims_markdown(&self.verdicts));
-        md
     }
 }
 

@@ -368,15 +368,29 @@ fn missing(claim: &str, what: &str) -> Claim {
 
 /// The grid's five claims, judged together.
 pub fn verdicts(rows: &[ResultRow], base: &[RunSummary], design: Design) -> Vec<Claim> {
-    let row = |n: &str| rows.iter().find(|r| r.name == n);
-    let seeds_of = |n: &str| row(n).map_or(&[][..], |r| r.seeds.as_slice());
-    let k = "knowledge_acc_norm";
-    let mut out = Vec::new();
+    let mut out = vec![
+        claim_saturates(rows, design),
+        claim_costs_knowledge(rows, design),
+        claim_forgetting(rows, base, design),
+        claim_loss_hides(rows, design),
+        claim_near_lossless(rows, design),
+    ];
+    crate::claims::judge_family(&mut out);
+    out
+}
 
-    // 1. most_recent saturates.
+/// The replicates of run `n` (none when the grid lacks it).
+fn seeds_of<'a>(rows: &'a [ResultRow], n: &str) -> &'a [RunSummary] {
+    rows.iter()
+        .find(|r| r.name == n)
+        .map_or(&[][..], |r| r.seeds.as_slice())
+}
+
+/// Claim 1: most_recent saturates.
+fn claim_saturates(rows: &[ResultRow], design: Design) -> Claim {
     let claim = "most_recent saturates: its estimate is exceeded far more often than max_window(64)'s on the same calls";
     let ratios = ratio_per_seed(rows);
-    out.push(if ratios.is_empty() {
+    if ratios.is_empty() {
         missing(claim, "no QAT run")
     } else {
         Claim::new(
@@ -391,82 +405,91 @@ pub fn verdicts(rows: &[ResultRow], base: &[RunSummary], design: Design) -> Vec<
             )],
             serde_json::Value::String(format!(
                 "Per replicate: {}.",
-                ratios.iter().map(|r| format!("{r:.2}×")).collect::<Vec<_>>().join(", ")
+                ratios
+                    .iter()
+                    .map(|r| format!("{r:.2}×"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
         )
-    });
+    }
+}
 
-    // 2. Saturation costs knowledge: most_recent vs max_window at the low rate.
+/// Claim 2: Saturation costs knowledge: most_recent vs max_window at the low rate.
+fn claim_costs_knowledge(rows: &[ResultRow], design: Design) -> Claim {
+    let seeds_of = |n: &str| seeds_of(rows, n);
+    let k = "knowledge_acc_norm";
     let claim = "saturation costs knowledge: at the low rate most_recent loses ≥ 2 % of max_window(64)'s knowledge (paired, same data orders)";
     let (mr, mw, bl) = (
         seeds_of("most_recent-low"),
         seeds_of("max_window-low"),
         seeds_of("baseline-low"),
     );
-    out.push(
-        match drop_part(
-            design,
-            mw,
-            mr,
-            k,
-            "relative knowledge acc_norm drop of most_recent-low vs max_window-low".into(),
-            Side::AtLeast,
-            LOSSLESS_MARGIN,
-        ) {
-            Some(part) => Claim::new(
-                claim,
-                vec![part],
-                serde_json::Value::String(format!(
-                    "{}. Against baseline-low: {}.",
-                    paired_evidence(mw, mr, "max_window-low (first) vs most_recent-low (second)"),
-                    paired_evidence(bl, mr, "baseline-low (first) vs most_recent-low (second)")
-                )),
-            ),
-            None => missing(
-                claim,
-                "most_recent-low or max_window-low without per-item marks",
-            ),
-        },
-    );
+    match drop_part(
+        design,
+        mw,
+        mr,
+        k,
+        "relative knowledge acc_norm drop of most_recent-low vs max_window-low".into(),
+        Side::AtLeast,
+        LOSSLESS_MARGIN,
+    ) {
+        Some(part) => Claim::new(
+            claim,
+            vec![part],
+            serde_json::Value::String(format!(
+                "{}. Against baseline-low: {}.",
+                paired_evidence(mw, mr, "max_window-low (first) vs most_recent-low (second)"),
+                paired_evidence(bl, mr, "baseline-low (first) vs most_recent-low (second)")
+            )),
+        ),
+        None => missing(
+            claim,
+            "most_recent-low or max_window-low without per-item marks",
+        ),
+    }
+}
 
-    // 3. A high rate forgets, with and without QAT (chance-corrected).
+/// Claim 3: A high rate forgets, with and without QAT (chance-corrected).
+fn claim_forgetting(rows: &[ResultRow], base: &[RunSummary], design: Design) -> Claim {
+    let seeds_of = |n: &str| seeds_of(rows, n);
     let claim = "a high learning rate forgets: it loses ≥ 10 points more of the base model's above-chance knowledge than the low rate, with and without QAT";
     let forgetting = |hi: &str, lo: &str| {
         forgetting_contrast(design, base, (hi, seeds_of(hi)), (lo, seeds_of(lo)))
     };
-    out.push(
-        match (
-            forgetting("baseline-high", "baseline-low"),
-            forgetting("max_window-high", "max_window-low"),
-        ) {
-            (Some(a), Some(b)) => {
-                let f = |n: &str| {
-                    forgetting_vs_base(design, base, n, seeds_of(n)).map_or(f64::NAN, |p| p.value)
-                };
-                Claim::new(
-                    claim,
-                    vec![a, b],
-                    serde_json::Value::String(format!(
-                        "Chance-corrected forgetting vs the base model (0 = none, 100 = down to chance): baseline-high {:.1}, baseline-low {:.1}, max_window-high {:.1}, max_window-low {:.1}.",
-                        f("baseline-high"),
-                        f("baseline-low"),
-                        f("max_window-high"),
-                        f("max_window-low")
-                    )),
-                )
-            }
-            _ => missing(claim, "a baseline or max_window run without per-item marks"),
-        },
-    );
+    match (
+        forgetting("baseline-high", "baseline-low"),
+        forgetting("max_window-high", "max_window-low"),
+    ) {
+        (Some(a), Some(b)) => {
+            let f = |n: &str| {
+                forgetting_vs_base(design, base, n, seeds_of(n)).map_or(f64::NAN, |p| p.value)
+            };
+            Claim::new(
+                claim,
+                vec![a, b],
+                serde_json::Value::String(format!(
+                    "Chance-corrected forgetting vs the base model (0 = none, 100 = down to chance): baseline-high {:.1}, baseline-low {:.1}, max_window-high {:.1}, max_window-low {:.1}.",
+                    f("baseline-high"),
+                    f("baseline-low"),
+                    f("max_window-high"),
+                    f("max_window-low")
+                )),
+            )
+        }
+        _ => missing(claim, "a baseline or max_window run without per-item marks"),
+    }
+}
 
-    // 4. The loss hides it.
+/// Claim 4: The loss hides it.
+fn claim_loss_hides(rows: &[ResultRow], design: Design) -> Claim {
     let claim = "the training loss hides it: the largest APE of a QAT run against its matched baseline stays below 2 %";
     let qat: Vec<&ResultRow> = rows
         .iter()
         .filter(|r| r.summary.estimator != "none")
         .collect();
     let apes = ape_per_seed(rows, &qat);
-    out.push(if apes.is_empty() || apes.iter().any(|a| a.is_nan()) {
+    if apes.is_empty() || apes.iter().any(|a| a.is_nan()) {
         missing(claim, "no QAT run with a matched baseline")
     } else {
         Claim::new(
@@ -481,9 +504,15 @@ pub fn verdicts(rows: &[ResultRow], base: &[RunSummary], design: Design) -> Vec<
             )],
             serde_json::Value::String(String::new()),
         )
-    });
+    }
+}
 
-    // 5. The fix is near-lossless (equivalence).
+/// Claim 5: The fix is near-lossless (equivalence).
+fn claim_near_lossless(rows: &[ResultRow], design: Design) -> Claim {
+    let row = |n: &str| rows.iter().find(|r| r.name == n);
+    let seeds_of = |n: &str| seeds_of(rows, n);
+    let k = "knowledge_acc_norm";
+    let bl = seeds_of("baseline-low");
     let claim = "max_window(64) + warmup + the low rate is near-lossless: knowledge and completion within ±2 % of the matched baseline, APE below 1 %";
     let fix = seeds_of("max_window-low-warmup");
     let drop = |score: &str, what: &str| {
@@ -499,39 +528,35 @@ pub fn verdicts(rows: &[ResultRow], base: &[RunSummary], design: Design) -> Vec<
     };
     let fix_row: Vec<&ResultRow> = row("max_window-low-warmup").into_iter().collect();
     let apes = ape_per_seed(rows, &fix_row);
-    out.push(
-        match (
-            drop(k, "knowledge"),
-            drop("completion_acc_norm", "completion"),
-        ) {
-            (Some(a), Some(b)) if !apes.is_empty() && !apes[0].is_nan() => Claim::new(
-                claim,
-                vec![
-                    a,
-                    b,
-                    seeds_part(
-                        design,
-                        "APE of max_window-low-warmup (mean over replicates)",
-                        "%",
-                        apes,
-                        Side::Below,
-                        APE_LOSSLESS,
-                    ),
-                ],
-                serde_json::Value::String(paired_evidence(
-                    bl,
-                    fix,
-                    "baseline-low (first) vs max_window-low-warmup (second)",
-                )),
-            ),
-            _ => missing(
-                claim,
-                "max_window-low-warmup or baseline-low missing or without marks",
-            ),
-        },
-    );
-    crate::claims::judge_family(&mut out);
-    out
+    match (
+        drop(k, "knowledge"),
+        drop("completion_acc_norm", "completion"),
+    ) {
+        (Some(a), Some(b)) if !apes.is_empty() && !apes[0].is_nan() => Claim::new(
+            claim,
+            vec![
+                a,
+                b,
+                seeds_part(
+                    design,
+                    "APE of max_window-low-warmup (mean over replicates)",
+                    "%",
+                    apes,
+                    Side::Below,
+                    APE_LOSSLESS,
+                ),
+            ],
+            serde_json::Value::String(paired_evidence(
+                bl,
+                fix,
+                "baseline-low (first) vs max_window-low-warmup (second)",
+            )),
+        ),
+        _ => missing(
+            claim,
+            "max_window-low-warmup or baseline-low missing or without marks",
+        ),
+    }
 }
 
 /// The verdicts section of a report: the rules, one table row and one sentence per claim.
