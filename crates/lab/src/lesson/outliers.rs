@@ -131,7 +131,7 @@ pub fn judge(source: &str, data: &GridData) -> Result<LessonReport, String> {
         .base_model
         .clone()
         .unwrap_or_else(|| "a base pretrained here".into());
-    let claims = vec![
+    let mut claims = vec![
         Claim::new(
             &format!(
                 "one quantizer's input stands out: {q}'s largest amax is at least 100× the median quantizer's, in the most_recent and the max_window(64) run alike"
@@ -179,6 +179,41 @@ pub fn judge(source: &str, data: &GridData) -> Result<LessonReport, String> {
                 "same_calls_shadow": {"max_window_in_most_recent_run": f_mw_in_mr.calls_above},
                 "second_data_order": {"most_recent": second(MR, "most_recent"), "max_window": second(MW, "max_window")}}),
         ),
+    ];
+    let summary = format!(
+        "In {model}, continued with HiF8 QAT, {q}'s input reached amax {:.0}, {:.0}× the median quantizer's largest ({median:.1}). There most_recent was exceeded on {} calls, max_window(64) on {} (on the same calls of the most_recent run: {}); HiF8 let none overflow ({} and {} elements); E4M3 at target 448 clipped {} elements under most_recent{}.",
+        top.amax_max,
+        f64::from(top.amax_max) / median.max(f64::MIN_POSITIVE),
+        f_mr.calls_above,
+        f_mw.calls_above,
+        f_mw_in_mr.calls_above,
+        f_mr.overflow,
+        f_mw.overflow,
+        f_e4.overflow,
+        f_mw_e4.as_ref().map_or(String::new(), |f| format!(
+            " and {} under max_window(64)",
+            f.overflow
+        )),
+    );
+    claims.extend(format_claims(&q, &f_mr, &f_mw, &f_e4, f_mw_e4.as_ref()));
+    crate::claims::judge_family(&mut claims);
+    Ok(LessonReport {
+        lesson: "outliers".into(),
+        claims,
+        summary,
+    })
+}
+
+/// What each format does with the outlier's excursions: HiF8 (target 15) lets none overflow,
+/// E4M3 (target 448, saturating) clips.
+fn format_claims(
+    q: &str,
+    f_mr: &Figures,
+    f_mw: &Figures,
+    f_e4: &Figures,
+    f_mw_e4: Option<&Figures>,
+) -> Vec<Claim> {
+    vec![
         Claim::new(
             &format!(
                 "HiF8 (target 15) keeps {q}'s excursions: none of its elements overflowed under either estimator"
@@ -212,30 +247,8 @@ pub fn judge(source: &str, data: &GridData) -> Result<LessonReport, String> {
                 Side::AtLeast,
                 1.0,
             )],
-            serde_json::json!({"clipped": {"most_recent": f_e4.overflow, "max_window": f_mw_e4.as_ref().map(|f| f.overflow)},
-                "calls_above_est": f_e4.calls_above}),
+            serde_json::json!({"clipped": {"most_recent": f_e4.overflow, "max_window": f_mw_e4.map(|f| f.overflow)},
+            "calls_above_est": f_e4.calls_above}),
         ),
-    ];
-    let summary = format!(
-        "In {model}, continued with HiF8 QAT, {q}'s input reached amax {:.0}, {:.0}× the median quantizer's largest ({median:.1}). There most_recent was exceeded on {} calls, max_window(64) on {} (on the same calls of the most_recent run: {}); HiF8 let none overflow ({} and {} elements); E4M3 at target 448 clipped {} elements under most_recent{}.",
-        top.amax_max,
-        f64::from(top.amax_max) / median.max(f64::MIN_POSITIVE),
-        f_mr.calls_above,
-        f_mw.calls_above,
-        f_mw_in_mr.calls_above,
-        f_mr.overflow,
-        f_mw.overflow,
-        f_e4.overflow,
-        f_mw_e4.map_or(String::new(), |f| format!(
-            " and {} under max_window(64)",
-            f.overflow
-        )),
-    );
-    let mut claims = claims;
-    crate::claims::judge_family(&mut claims);
-    Ok(LessonReport {
-        lesson: "outliers".into(),
-        claims,
-        summary,
-    })
+    ]
 }
