@@ -100,23 +100,9 @@ fn meta_text(v: &MetaValue) -> String {
     }
 }
 
-/// The model's hyperparameters and `config.json` from the file's metadata.
-pub fn config(g: &GgufFile) -> Result<(ModelConfig, Value), String> {
-    let arch = g
-        .get("general.architecture")
-        .ok_or("metadata 'general.architecture' is missing")?;
-    let arch = arch.as_str().ok_or_else(|| {
-        format!(
-            "metadata 'general.architecture' is {}, not a string",
-            arch.kind()
-        )
-    })?;
-    if arch != "llama" && arch != "mistral" {
-        return Err(format!(
-            "metadata 'general.architecture' is '{arch}': only llama (and mistral without a \
-             sliding window) is supported"
-        ));
-    }
+/// Every `<arch>.` key of the metadata is one this converter reads, or has the value of a
+/// plain Llama.
+fn check_keys(g: &GgufFile, arch: &str) -> Result<(), String> {
     for (key, value) in &g.metadata {
         let Some(rest) = key.strip_prefix(&format!("{arch}.")) else {
             continue;
@@ -145,6 +131,90 @@ pub fn config(g: &GgufFile) -> Result<(ModelConfig, Value), String> {
             }
         }
     }
+    Ok(())
+}
+
+/// transformers' `update_post_processor`: "bos:0 $A:0 eos:0" and the pair with type 1.
+fn post_processor(
+    tokens: &[&str],
+    (bos, add_bos): (Option<usize>, bool),
+    (eos, add_eos): (Option<usize>, bool),
+) -> Value {
+    let mut single = Vec::new();
+    let mut pair = Vec::new();
+    let mut special_tokens = serde_json::Map::new();
+    let special =
+        |i: usize, type_id: u32| json!({"SpecialToken": {"id": tokens[i], "type_id": type_id}});
+    for (type_id, list) in [(0u32, &mut single), (1u32, &mut pair)] {
+        if let (true, Some(b)) = (add_bos, bos) {
+            list.push(special(b, type_id));
+        }
+        list.push(
+            json!({"Sequence": {"id": if type_id == 0 { "A" } else { "B" }, "type_id": type_id}}),
+        );
+        if let (true, Some(e)) = (add_eos, eos) {
+            list.push(special(e, type_id));
+        }
+    }
+    let pair: Vec<Value> = single.iter().cloned().chain(pair).collect();
+    for i in [bos.filter(|_| add_bos), eos.filter(|_| add_eos)]
+        .into_iter()
+        .flatten()
+    {
+        special_tokens.insert(
+            tokens[i].to_owned(),
+            json!({"id": tokens[i], "ids": [i], "tokens": [tokens[i]]}),
+        );
+    }
+    json!({"type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": special_tokens})
+}
+
+/// The added tokens: control tokens spelled in the byte alphabet (special), user-defined
+/// tokens the vocabulary holds (not special).
+fn added_tokens(
+    tokens: &[&str],
+    types: &[i64],
+    alphabet: &std::collections::BTreeSet<char>,
+    vocab: &serde_json::Map<String, Value>,
+) -> Vec<Value> {
+    let mut added = Vec::new();
+    for (i, (t, ty)) in tokens
+        .iter()
+        .zip(types.iter().chain(std::iter::repeat(&1)))
+        .enumerate()
+    {
+        let in_alphabet = t.chars().all(|c| alphabet.contains(&c));
+        let special = match ty {
+            3 if in_alphabet => true,
+            4 if vocab.contains_key(*t) => false,
+            _ => continue,
+        };
+        added.push(
+            json!({"id": i, "content": t, "single_word": false, "lstrip": false,
+            "rstrip": false, "normalized": false, "special": special}),
+        );
+    }
+    added
+}
+
+/// The model's hyperparameters and `config.json` from the file's metadata.
+pub fn config(g: &GgufFile) -> Result<(ModelConfig, Value), String> {
+    let arch = g
+        .get("general.architecture")
+        .ok_or("metadata 'general.architecture' is missing")?;
+    let arch = arch.as_str().ok_or_else(|| {
+        format!(
+            "metadata 'general.architecture' is {}, not a string",
+            arch.kind()
+        )
+    })?;
+    if arch != "llama" && arch != "mistral" {
+        return Err(format!(
+            "metadata 'general.architecture' is '{arch}': only llama (and mistral without a \
+             sliding window) is supported"
+        ));
+    }
+    check_keys(g, arch)?;
     let key = |k: &str| format!("{arch}.{k}");
     let int = |k: &str| -> Result<Option<usize>, String> {
         match g.get(&key(k)) {
@@ -470,23 +540,7 @@ pub fn tokenizer(g: &GgufFile) -> Result<(Value, Value), String> {
             Ok(json!(parts))
         })
         .collect::<Result<_, _>>()?;
-    let mut added = Vec::new();
-    for (i, (t, ty)) in tokens
-        .iter()
-        .zip(types.iter().chain(std::iter::repeat(&1)))
-        .enumerate()
-    {
-        let in_alphabet = t.chars().all(|c| alphabet.contains(&c));
-        let special = match ty {
-            3 if in_alphabet => true,
-            4 if vocab.contains_key(*t) => false,
-            _ => continue,
-        };
-        added.push(
-            json!({"id": i, "content": t, "single_word": false, "lstrip": false,
-            "rstrip": false, "normalized": false, "special": special}),
-        );
-    }
+    let added = added_tokens(&tokens, &types, &alphabet, &vocab);
     let id = |k: &str| -> Result<Option<usize>, String> {
         match g.get(&format!("tokenizer.ggml.{k}")) {
             None => Ok(None),
@@ -518,33 +572,7 @@ pub fn tokenizer(g: &GgufFile) -> Result<(Value, Value), String> {
     let (unk, pad) = (id("unknown_token_id")?, id("padding_token_id")?);
     let add_bos = flag("add_bos_token")? && bos.is_some();
     let add_eos = flag("add_eos_token")? && eos.is_some();
-    // transformers' `update_post_processor`: "bos:0 $A:0 eos:0" and the pair with type 1.
-    let mut single = Vec::new();
-    let mut pair = Vec::new();
-    let mut special_tokens = serde_json::Map::new();
-    let special =
-        |i: usize, type_id: u32| json!({"SpecialToken": {"id": tokens[i], "type_id": type_id}});
-    for (type_id, list) in [(0u32, &mut single), (1u32, &mut pair)] {
-        if let (true, Some(b)) = (add_bos, bos) {
-            list.push(special(b, type_id));
-        }
-        list.push(
-            json!({"Sequence": {"id": if type_id == 0 { "A" } else { "B" }, "type_id": type_id}}),
-        );
-        if let (true, Some(e)) = (add_eos, eos) {
-            list.push(special(e, type_id));
-        }
-    }
-    let pair: Vec<Value> = single.iter().cloned().chain(pair).collect();
-    for i in [bos.filter(|_| add_bos), eos.filter(|_| add_eos)]
-        .into_iter()
-        .flatten()
-    {
-        special_tokens.insert(
-            tokens[i].to_owned(),
-            json!({"id": tokens[i], "ids": [i], "tokens": [tokens[i]]}),
-        );
-    }
+    let post_processor = post_processor(&tokens, (bos, add_bos), (eos, add_eos));
     let byte_level = json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true});
     let pre = g
         .get("tokenizer.ggml.pre")
@@ -564,7 +592,7 @@ pub fn tokenizer(g: &GgufFile) -> Result<(Value, Value), String> {
         "added_tokens": added,
         "normalizer": null,
         "pre_tokenizer": pre_tokenizer,
-        "post_processor": {"type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": special_tokens},
+        "post_processor": post_processor,
         "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
         "model": {
             "type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": "",
