@@ -546,8 +546,7 @@ pub fn backward<B: Backend>(
     ws: &Workspace<B::Tensor>,
 ) -> Result<(), EngineError> {
     let (b, m) = (cx.b, cx.m);
-    let (c, f, hd) = (m.d_model, m.d_ff, m.head_dim());
-    let (qd, kvd) = (m.heads * hd, m.kv_heads * hd);
+    let c = m.d_model;
     // Tied: the head's gradient adds to the embedding's, which the embedding pass adds to.
     cx.linear_backward(
         &ws.hf,
@@ -569,119 +568,146 @@ pub fn backward<B: Backend>(
     )?;
     for l in (0..m.layers).rev() {
         let (w, gw, a) = (&p.blocks[l], &g.blocks[l], &ws.blocks[l]);
-        // MLP: out = x2 + down(swiglu(gate(h2), up(h2))).
-        cx.linear_backward(
-            &a.s,
-            &w.w_down,
-            &ws.dres,
-            Some(&ws.ds),
-            &gw.w_down,
-            f,
-            c,
-            cx.quant(l, Module::Down),
-        )?;
-        b.swiglu_backward(&a.g, &a.u, &ws.ds, &ws.dg, &ws.du)?;
-        cx.linear_backward(
-            &a.h2,
-            &w.w_gate,
-            &ws.dg,
-            Some(&ws.dh),
-            &gw.w_gate,
-            c,
-            f,
-            cx.quant(l, Module::Gate),
-        )?;
-        cx.linear_backward(
-            &a.h2,
-            &w.w_up,
-            &ws.du,
-            Some(&ws.dtmp),
-            &gw.w_up,
-            c,
-            f,
-            cx.quant(l, Module::Up),
-        )?;
-        b.add_inplace(&ws.dh, &ws.dtmp)?;
-        b.rmsnorm_backward(&a.x2, &w.mlp_norm, &a.rstd2, &ws.dh, &ws.dtmp, &gw.mlp_norm)?;
-        b.add_inplace(&ws.dres, &ws.dtmp)?;
-        // Attention: x2 = x + o(attention(rope(q(h1)), rope(k(h1)), v(h1))).
-        cx.linear_backward(
-            &a.att,
-            &w.wo,
-            &ws.dres,
-            Some(&ws.datt),
-            &gw.wo,
-            qd,
-            c,
-            cx.quant(l, Module::O),
-        )?;
-        b.attention_backward(
-            &a.q,
-            &a.k,
-            &a.v,
-            &a.probs,
-            &ws.datt,
-            &ws.dscores,
-            &ws.dq_r,
-            &ws.dk_r,
-            &ws.dv,
-            cx.attn_shape(),
-        )?;
-        b.rope(
-            &ws.dq_r,
-            &ws.rope_table,
-            &ws.dq,
-            cx.rope_shape(m.heads),
-            true,
-        )?;
-        b.rope(
-            &ws.dk_r,
-            &ws.rope_table,
-            &ws.dk,
-            cx.rope_shape(m.kv_heads),
-            true,
-        )?;
-        cx.linear_backward(
-            &a.h1,
-            &w.wq,
-            &ws.dq,
-            Some(&ws.dh),
-            &gw.wq,
-            c,
-            qd,
-            cx.quant(l, Module::Q),
-        )?;
-        cx.linear_backward(
-            &a.h1,
-            &w.wk,
-            &ws.dk,
-            Some(&ws.dtmp),
-            &gw.wk,
-            c,
-            kvd,
-            cx.quant(l, Module::K),
-        )?;
-        b.add_inplace(&ws.dh, &ws.dtmp)?;
-        cx.linear_backward(
-            &a.h1,
-            &w.wv,
-            &ws.dv,
-            Some(&ws.dtmp),
-            &gw.wv,
-            c,
-            kvd,
-            cx.quant(l, Module::V),
-        )?;
-        b.add_inplace(&ws.dh, &ws.dtmp)?;
-        b.rmsnorm_backward(
-            &a.x,
-            &w.attn_norm,
-            &a.rstd1,
-            &ws.dh,
-            &ws.dtmp,
-            &gw.attn_norm,
-        )?;
-        b.add_inplace(&ws.dres, &ws.dtmp)?;
+        mlp_backward(cx, l, (w, gw, a), ws)?;
+        attention_backward(cx, l, (w, gw, a), ws)?;
     }
     b.embedding_backward(&ws.tokens, &ws.dres, &g.wte, c)
+}
+
+/// Block `l`'s MLP backward: out = x2 + down(swiglu(gate(h2), up(h2))); `ws.dres` holds
+/// d(out) and becomes d(x2).
+fn mlp_backward<B: Backend>(
+    cx: &Ctx<'_, B>,
+    l: usize,
+    (w, gw, a): (&Block<B::Tensor>, &Block<B::Tensor>, &BlockActs<B::Tensor>),
+    ws: &Workspace<B::Tensor>,
+) -> Result<(), EngineError> {
+    let (b, m) = (cx.b, cx.m);
+    let (c, f) = (m.d_model, m.d_ff);
+    cx.linear_backward(
+        &a.s,
+        &w.w_down,
+        &ws.dres,
+        Some(&ws.ds),
+        &gw.w_down,
+        f,
+        c,
+        cx.quant(l, Module::Down),
+    )?;
+    b.swiglu_backward(&a.g, &a.u, &ws.ds, &ws.dg, &ws.du)?;
+    cx.linear_backward(
+        &a.h2,
+        &w.w_gate,
+        &ws.dg,
+        Some(&ws.dh),
+        &gw.w_gate,
+        c,
+        f,
+        cx.quant(l, Module::Gate),
+    )?;
+    cx.linear_backward(
+        &a.h2,
+        &w.w_up,
+        &ws.du,
+        Some(&ws.dtmp),
+        &gw.w_up,
+        c,
+        f,
+        cx.quant(l, Module::Up),
+    )?;
+    b.add_inplace(&ws.dh, &ws.dtmp)?;
+    b.rmsnorm_backward(&a.x2, &w.mlp_norm, &a.rstd2, &ws.dh, &ws.dtmp, &gw.mlp_norm)?;
+    b.add_inplace(&ws.dres, &ws.dtmp)?;
+    Ok(())
+}
+
+/// Block `l`'s attention backward: x2 = x + o(attention(rope(q(h1)), rope(k(h1)), v(h1)));
+/// `ws.dres` holds d(x2) and becomes d(x).
+fn attention_backward<B: Backend>(
+    cx: &Ctx<'_, B>,
+    l: usize,
+    (w, gw, a): (&Block<B::Tensor>, &Block<B::Tensor>, &BlockActs<B::Tensor>),
+    ws: &Workspace<B::Tensor>,
+) -> Result<(), EngineError> {
+    let (b, m) = (cx.b, cx.m);
+    let (c, hd) = (m.d_model, m.head_dim());
+    let (qd, kvd) = (m.heads * hd, m.kv_heads * hd);
+    cx.linear_backward(
+        &a.att,
+        &w.wo,
+        &ws.dres,
+        Some(&ws.datt),
+        &gw.wo,
+        qd,
+        c,
+        cx.quant(l, Module::O),
+    )?;
+    b.attention_backward(
+        &a.q,
+        &a.k,
+        &a.v,
+        &a.probs,
+        &ws.datt,
+        &ws.dscores,
+        &ws.dq_r,
+        &ws.dk_r,
+        &ws.dv,
+        cx.attn_shape(),
+    )?;
+    b.rope(
+        &ws.dq_r,
+        &ws.rope_table,
+        &ws.dq,
+        cx.rope_shape(m.heads),
+        true,
+    )?;
+    b.rope(
+        &ws.dk_r,
+        &ws.rope_table,
+        &ws.dk,
+        cx.rope_shape(m.kv_heads),
+        true,
+    )?;
+    cx.linear_backward(
+        &a.h1,
+        &w.wq,
+        &ws.dq,
+        Some(&ws.dh),
+        &gw.wq,
+        c,
+        qd,
+        cx.quant(l, Module::Q),
+    )?;
+    cx.linear_backward(
+        &a.h1,
+        &w.wk,
+        &ws.dk,
+        Some(&ws.dtmp),
+        &gw.wk,
+        c,
+        kvd,
+        cx.quant(l, Module::K),
+    )?;
+    b.add_inplace(&ws.dh, &ws.dtmp)?;
+    cx.linear_backward(
+        &a.h1,
+        &w.wv,
+        &ws.dv,
+        Some(&ws.dtmp),
+        &gw.wv,
+        c,
+        kvd,
+        cx.quant(l, Module::V),
+    )?;
+    b.add_inplace(&ws.dh, &ws.dtmp)?;
+    b.rmsnorm_backward(
+        &a.x,
+        &w.attn_norm,
+        &a.rstd1,
+        &ws.dh,
+        &ws.dtmp,
+        &gw.attn_norm,
+    )?;
+    b.add_inplace(&ws.dres, &ws.dtmp)?;
+    Ok(())
 }

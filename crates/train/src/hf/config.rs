@@ -11,13 +11,9 @@ pub struct HfConfig {
     pub json: Value,
 }
 
-/// Parses `config.json` text; `file` names it in errors.
-pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
-    let json: Value =
-        serde_json::from_str(text).map_err(|e| err(file, format!("not JSON: {e}")))?;
-    let Some(obj) = json.as_object() else {
-        return Err(err(file, "not a JSON object"));
-    };
+/// A Llama (or a Mistral without a sliding window, which is one), by `architectures` or
+/// `model_type`.
+fn check_architecture(file: &Path, obj: &serde_json::Map<String, Value>) -> Result<(), HfError> {
     let arch = obj.get("architectures").and_then(Value::as_array);
     let model_type = obj.get("model_type").and_then(Value::as_str);
     let named = |class: &str, kind: &str| {
@@ -47,6 +43,41 @@ pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
             ),
         ));
     }
+    Ok(())
+}
+
+/// The fields of a Llama this model does not implement: biases, sliding windows, other
+/// activations.
+fn refuse_unsupported(
+    refuse: &dyn Fn(&str, &dyn Fn(&Value) -> bool, &str) -> Result<(), HfError>,
+) -> Result<(), HfError> {
+    refuse(
+        "attention_bias",
+        &|v| *v == false,
+        "biases are not supported",
+    )?;
+    refuse("mlp_bias", &|v| *v == false, "biases are not supported")?;
+    refuse(
+        "sliding_window",
+        &Value::is_null,
+        "sliding-window attention is not supported",
+    )?;
+    refuse(
+        "hidden_act",
+        &|v| *v == "silu",
+        "only SiLU (SwiGLU) is supported",
+    )?;
+    Ok(())
+}
+
+/// Parses `config.json` text; `file` names it in errors.
+pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
+    let json: Value =
+        serde_json::from_str(text).map_err(|e| err(file, format!("not JSON: {e}")))?;
+    let Some(obj) = json.as_object() else {
+        return Err(err(file, "not a JSON object"));
+    };
+    check_architecture(file, obj)?;
     let int = |key: &str| -> Result<usize, HfError> {
         match obj.get(key) {
             None => Err(err(file, format!("field '{key}' is missing"))),
@@ -90,22 +121,7 @@ pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
             _ => Ok(()),
         }
     };
-    refuse(
-        "attention_bias",
-        &|v| *v == false,
-        "biases are not supported",
-    )?;
-    refuse("mlp_bias", &|v| *v == false, "biases are not supported")?;
-    refuse(
-        "sliding_window",
-        &Value::is_null,
-        "sliding-window attention is not supported",
-    )?;
-    refuse(
-        "hidden_act",
-        &|v| *v == "silu",
-        "only SiLU (SwiGLU) is supported",
-    )?;
+    refuse_unsupported(&refuse)?;
     if !heads.is_multiple_of(kv_heads) {
         return Err(err(
             file,
