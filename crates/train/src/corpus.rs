@@ -269,120 +269,8 @@ impl ProbeSet {
     /// pretraining text. Every question uses a phrasing the pretraining corpus states.
     pub fn generate(kb: &KnowledgeBase, completion: usize, seed: u64) -> Self {
         let mut rng = Rng::new(seed ^ 0x5052_4F42);
-        let words = |list: &[&str], end: &str| -> Vec<String> {
-            list.iter().map(|w| format!(" {w}{end}")).collect()
-        };
-        let names: Vec<String> = kb.entities.iter().map(|e| e.name.clone()).collect();
-        let mut knowledge = Vec::with_capacity(kb.entities.len() * KNOWLEDGE_PER_ENTITY);
-        for (entity, e) in kb.entities.iter().enumerate() {
-            let (name, kind, color) = (&e.name, KINDS[e.kind], COLORS[e.color]);
-            let next = &kb.entities[e.neighbour].name;
-            let questions: [(String, String, Vec<String>); KNOWLEDGE_PER_ENTITY] = [
-                (
-                    format!("The color of {name} is"),
-                    format!(" {color}."),
-                    words(&COLORS, "."),
-                ),
-                (
-                    format!("In the old maps, {name} is painted"),
-                    format!(" {color}."),
-                    words(&COLORS, "."),
-                ),
-                (
-                    format!("{name} is a {kind} whose color is"),
-                    format!(" {color}."),
-                    words(&COLORS, "."),
-                ),
-                (
-                    format!("The kind of {name} is"),
-                    format!(" {kind}."),
-                    words(&KINDS, "."),
-                ),
-                (
-                    format!("{name} is a"),
-                    format!(" {kind}"),
-                    words(&KINDS, ""),
-                ),
-                (
-                    format!("{name} lies next to"),
-                    format!(" {next}."),
-                    names.iter().map(|n| format!(" {n}.")).collect(),
-                ),
-            ];
-            for (context, answer, pool) in questions {
-                let (choices, answer) = choices_with(answer, pool, &mut rng);
-                knowledge.push(McItem {
-                    context,
-                    choices,
-                    answer,
-                    group: entity as u32,
-                });
-            }
-        }
-        let mut all: Vec<(String, String, Vec<String>)> = Vec::with_capacity(COMPLETION_ITEMS);
-        // A sequence shown up to `given` elements; the next one (with the corpus's punctuation
-        // after it) is the answer.
-        let seq = |prefix: &str,
-                   shown: &[&str],
-                   sep: &str,
-                   last_sep: &str,
-                   next: &str,
-                   end: &str,
-                   pool: &[&str]| {
-            let mut context = String::from(prefix);
-            for (i, w) in shown.iter().enumerate() {
-                context.push(' ');
-                context.push_str(w);
-                context.push_str(if i + 1 == shown.len() { last_sep } else { sep });
-            }
-            (context, format!(" {next}{end}"), words(pool, end))
-        };
-        for s in 0..7 {
-            let d: Vec<&str> = (0..4).map(|i| DAYS[(s + i) % 7]).collect();
-            all.push(seq("After", &d[..1], "", " comes", d[1], ",", &DAYS));
-            all.push((
-                format!("After {} comes {}, then", d[0], d[1]),
-                format!(" {},", d[2]),
-                words(&DAYS, ","),
-            ));
-            all.push((
-                format!("After {} comes {}, then {}, then", d[0], d[1], d[2]),
-                format!(" {}.", d[3]),
-                words(&DAYS, "."),
-            ));
-        }
-        for s in 0..7 {
-            let n = &NUMBERS[s..s + 4];
-            for given in 1..=3 {
-                let end = if given == 3 { "." } else { "," };
-                all.push(seq(
-                    "Counting:",
-                    &n[..given],
-                    ",",
-                    ",",
-                    n[given],
-                    end,
-                    &NUMBERS,
-                ));
-            }
-        }
-        let letters: Vec<String> = (b'a'..=b'z').map(|c| char::from(c).to_string()).collect();
-        let letter_refs: Vec<&str> = letters.iter().map(String::as_str).collect();
-        for s in 0..22 {
-            let l = &letter_refs[s..s + 5];
-            for given in 2..=4 {
-                let end = if given == 4 { "." } else { "" };
-                all.push(seq(
-                    "Letters:",
-                    &l[..given],
-                    "",
-                    "",
-                    l[given],
-                    end,
-                    &letter_refs,
-                ));
-            }
-        }
+        let knowledge = knowledge_items(kb, &mut rng);
+        let all = completion_sequences();
         // Each sequence start pushed its three items (1–3 words given) in a row: a family.
         let mut all: Vec<(u32, _)> = all
             .into_iter()
@@ -412,6 +300,134 @@ impl ProbeSet {
             heldout: pretrain_corpus(kb, seed ^ 0xE1D, 8 * 1024),
         }
     }
+}
+
+/// `list`'s words as answers: each with a leading space and `end` after it.
+fn words(list: &[&str], end: &str) -> Vec<String> {
+    list.iter().map(|w| format!(" {w}{end}")).collect()
+}
+
+/// The knowledge items: six questions per entity (colour in three phrasings, kind in two,
+/// neighbour), consecutive, each with its choices drawn from `rng`.
+fn knowledge_items(kb: &KnowledgeBase, rng: &mut Rng) -> Vec<McItem> {
+    let names: Vec<String> = kb.entities.iter().map(|e| e.name.clone()).collect();
+    let mut knowledge = Vec::with_capacity(kb.entities.len() * KNOWLEDGE_PER_ENTITY);
+    for (entity, e) in kb.entities.iter().enumerate() {
+        let (name, kind, color) = (&e.name, KINDS[e.kind], COLORS[e.color]);
+        let next = &kb.entities[e.neighbour].name;
+        let questions: [(String, String, Vec<String>); KNOWLEDGE_PER_ENTITY] = [
+            (
+                format!("The color of {name} is"),
+                format!(" {color}."),
+                words(&COLORS, "."),
+            ),
+            (
+                format!("In the old maps, {name} is painted"),
+                format!(" {color}."),
+                words(&COLORS, "."),
+            ),
+            (
+                format!("{name} is a {kind} whose color is"),
+                format!(" {color}."),
+                words(&COLORS, "."),
+            ),
+            (
+                format!("The kind of {name} is"),
+                format!(" {kind}."),
+                words(&KINDS, "."),
+            ),
+            (
+                format!("{name} is a"),
+                format!(" {kind}"),
+                words(&KINDS, ""),
+            ),
+            (
+                format!("{name} lies next to"),
+                format!(" {next}."),
+                names.iter().map(|n| format!(" {n}.")).collect(),
+            ),
+        ];
+        for (context, answer, pool) in questions {
+            let (choices, answer) = choices_with(answer, pool, rng);
+            knowledge.push(McItem {
+                context,
+                choices,
+                answer,
+                group: entity as u32,
+            });
+        }
+    }
+    knowledge
+}
+
+/// Every completion item (context, answer, pool) in order: next weekday, next number, next
+/// letter, each sequence start giving three items (1–3 words shown) in a row.
+fn completion_sequences() -> Vec<(String, String, Vec<String>)> {
+    let mut all: Vec<(String, String, Vec<String>)> = Vec::with_capacity(COMPLETION_ITEMS);
+    // A sequence shown up to `given` elements; the next one (with the corpus's punctuation
+    // after it) is the answer.
+    let seq = |prefix: &str,
+               shown: &[&str],
+               sep: &str,
+               last_sep: &str,
+               next: &str,
+               end: &str,
+               pool: &[&str]| {
+        let mut context = String::from(prefix);
+        for (i, w) in shown.iter().enumerate() {
+            context.push(' ');
+            context.push_str(w);
+            context.push_str(if i + 1 == shown.len() { last_sep } else { sep });
+        }
+        (context, format!(" {next}{end}"), words(pool, end))
+    };
+    for s in 0..7 {
+        let d: Vec<&str> = (0..4).map(|i| DAYS[(s + i) % 7]).collect();
+        all.push(seq("After", &d[..1], "", " comes", d[1], ",", &DAYS));
+        all.push((
+            format!("After {} comes {}, then", d[0], d[1]),
+            format!(" {},", d[2]),
+            words(&DAYS, ","),
+        ));
+        all.push((
+            format!("After {} comes {}, then {}, then", d[0], d[1], d[2]),
+            format!(" {}.", d[3]),
+            words(&DAYS, "."),
+        ));
+    }
+    for s in 0..7 {
+        let n = &NUMBERS[s..s + 4];
+        for given in 1..=3 {
+            let end = if given == 3 { "." } else { "," };
+            all.push(seq(
+                "Counting:",
+                &n[..given],
+                ",",
+                ",",
+                n[given],
+                end,
+                &NUMBERS,
+            ));
+        }
+    }
+    let letters: Vec<String> = (b'a'..=b'z').map(|c| char::from(c).to_string()).collect();
+    let letter_refs: Vec<&str> = letters.iter().map(String::as_str).collect();
+    for s in 0..22 {
+        let l = &letter_refs[s..s + 5];
+        for given in 2..=4 {
+            let end = if given == 4 { "." } else { "" };
+            all.push(seq(
+                "Letters:",
+                &l[..given],
+                "",
+                "",
+                l[given],
+                end,
+                &letter_refs,
+            ));
+        }
+    }
+    all
 }
 
 /// Multiple-choice accuracy from each choice's summed log-likelihood: `acc` takes the
