@@ -178,61 +178,70 @@ pub fn grid_plots(out: &Path, summaries: &[RunSummary]) -> Result<(Vec<PathBuf>,
                 .unwrap_or(0)
         });
     if let Some(run) = worst {
-        let trace = RunDir::new(out.join("runs").join(&run.name))
-            .trace()
-            .map_err(anyhow::Error::msg)?;
-        let key = |r: &hif8lab_scaling::trace::TraceRecord| r.quantizer().to_string();
-        // The quantizer whose amax overshot its estimate by the largest factor.
-        let mut worst_ratio: std::collections::BTreeMap<String, f32> = Default::default();
-        for r in &trace.records {
-            let ratio = if r.est > 0.0 { r.amax / r.est } else { 0.0 };
-            let e = worst_ratio.entry(key(r)).or_insert(0.0);
-            *e = e.max(ratio);
-        }
-        // The quantizer with the largest amax of all: a real model's outlier channel.
-        let mut largest: std::collections::BTreeMap<String, f32> = Default::default();
-        for r in &trace.records {
-            let e = largest.entry(key(r)).or_insert(0.0);
-            *e = e.max(r.amax);
-        }
-        let pick = |m: &std::collections::BTreeMap<String, f32>| {
-            m.iter()
-                .max_by(|a, b| a.1.total_cmp(b.1))
-                .map(|(q, _)| q.clone())
-        };
-        let plots = [
-            (pick(&worst_ratio), "amax.png", "largest amax/estimate"),
-            (pick(&largest), "outlier.png", "largest amax: the outlier"),
-        ];
-        for (q, file, why) in plots {
-            let Some(q) = q else { continue };
-            let calls: Vec<_> = trace.records.iter().filter(|r| key(r) == q).collect();
-            let log2 = |v: f32| f64::from(v.max(1e-30)).log2();
-            let mut series: Vec<Series> = Vec::new();
-            for name in &trace.header.estimators {
-                series.push((
-                    format!("est: {name}"),
-                    calls
-                        .iter()
-                        .enumerate()
-                        .filter_map(|(i, r)| r.shadow.get(name).map(|s| (i as f64, log2(s.est))))
-                        .collect(),
-                ));
-            }
-            // amax last, so it is drawn on top.
+        files.extend(amax_plots(out, &dir, run)?);
+    }
+    Ok((files, None))
+}
+
+/// Amax against every estimator's estimate, on a log2 axis, for two quantizers of `run`: the
+/// one whose amax overshot its estimate by the largest factor, and the one with the largest
+/// amax of all (a real model's outlier channel).
+fn amax_plots(out: &Path, dir: &Path, run: &RunSummary) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let trace = RunDir::new(out.join("runs").join(&run.name))
+        .trace()
+        .map_err(anyhow::Error::msg)?;
+    let key = |r: &hif8lab_scaling::trace::TraceRecord| r.quantizer().to_string();
+    // The quantizer whose amax overshot its estimate by the largest factor.
+    let mut worst_ratio: std::collections::BTreeMap<String, f32> = Default::default();
+    for r in &trace.records {
+        let ratio = if r.est > 0.0 { r.amax / r.est } else { 0.0 };
+        let e = worst_ratio.entry(key(r)).or_insert(0.0);
+        *e = e.max(ratio);
+    }
+    // The quantizer with the largest amax of all: a real model's outlier channel.
+    let mut largest: std::collections::BTreeMap<String, f32> = Default::default();
+    for r in &trace.records {
+        let e = largest.entry(key(r)).or_insert(0.0);
+        *e = e.max(r.amax);
+    }
+    let pick = |m: &std::collections::BTreeMap<String, f32>| {
+        m.iter()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(q, _)| q.clone())
+    };
+    let plots = [
+        (pick(&worst_ratio), "amax.png", "largest amax/estimate"),
+        (pick(&largest), "outlier.png", "largest amax: the outlier"),
+    ];
+    for (q, file, why) in plots {
+        let Some(q) = q else { continue };
+        let calls: Vec<_> = trace.records.iter().filter(|r| key(r) == q).collect();
+        let log2 = |v: f32| f64::from(v.max(1e-30)).log2();
+        let mut series: Vec<Series> = Vec::new();
+        for name in &trace.header.estimators {
             series.push((
-                "amax".into(),
+                format!("est: {name}"),
                 calls
                     .iter()
                     .enumerate()
-                    .map(|(i, r)| (i as f64, log2(r.amax)))
+                    .filter_map(|(i, r)| r.shadow.get(name).map(|s| (i as f64, log2(s.est))))
                     .collect(),
             ));
-            let p = dir.join(file);
-            let title = format!("{}: {q} ({why}), log2 amax and estimates", run.name);
-            line_chart(&p, &title, "quantizer call", "log2", &series)?;
-            files.push(p);
         }
+        // amax last, so it is drawn on top.
+        series.push((
+            "amax".into(),
+            calls
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (i as f64, log2(r.amax)))
+                .collect(),
+        ));
+        let p = dir.join(file);
+        let title = format!("{}: {q} ({why}), log2 amax and estimates", run.name);
+        line_chart(&p, &title, "quantizer call", "log2", &series)?;
+        files.push(p);
     }
-    Ok((files, None))
+    Ok(files)
 }

@@ -197,6 +197,95 @@ fn added_tokens(
     added
 }
 
+/// The `<arch>.` keys of a file's metadata, read as positive numbers.
+struct Meta<'a> {
+    g: &'a GgufFile,
+    arch: &'a str,
+}
+
+impl Meta<'_> {
+    /// `<arch>.<k>`.
+    fn key(&self, k: &str) -> String {
+        format!("{}.{k}", self.arch)
+    }
+
+    /// A positive integer (at most 2^31), or `None` when absent.
+    fn int(&self, k: &str) -> Result<Option<usize>, String> {
+        match self.g.get(&self.key(k)) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .filter(|n| *n > 0 && *n <= 1 << 31)
+                .map(|n| Some(n as usize))
+                .ok_or_else(|| {
+                    format!(
+                        "metadata '{}' must be a positive integer, got {}",
+                        self.key(k),
+                        meta_text(v)
+                    )
+                }),
+        }
+    }
+
+    /// A positive integer that must be there.
+    fn need(&self, k: &str) -> Result<usize, String> {
+        self.int(k)?
+            .ok_or_else(|| format!("metadata '{}' is missing", self.key(k)))
+    }
+
+    /// A positive finite number, or `None` when absent.
+    fn float(&self, k: &str) -> Result<Option<f64>, String> {
+        match self.g.get(&self.key(k)) {
+            None => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .filter(|f| f.is_finite() && *f > 0.0)
+                .map(Some)
+                .ok_or_else(|| {
+                    format!(
+                        "metadata '{}' must be a positive number, got {}",
+                        self.key(k),
+                        meta_text(v)
+                    )
+                }),
+        }
+    }
+}
+
+/// `tokenizer.ggml.token_type` (none when absent).
+fn token_types(g: &GgufFile) -> Result<Vec<i64>, String> {
+    Ok(match g.get("tokenizer.ggml.token_type") {
+        None => Vec::new(),
+        Some(v) => v
+            .as_array()
+            .ok_or("metadata 'tokenizer.ggml.token_type' is not an array")?
+            .iter()
+            .map(|t| match t {
+                MetaValue::Int(i) => Ok(*i),
+                MetaValue::Uint(u) => Ok(*u as i64),
+                _ => Err("metadata 'tokenizer.ggml.token_type' holds a non-integer".to_string()),
+            })
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+/// `tokenizer.ggml.merges` as the pairs `tokenizer.json` holds.
+fn merge_pairs(merges: &[&str]) -> Result<Vec<Value>, String> {
+    merges
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let parts: Vec<&str> = m.split(' ').collect();
+            if parts.len() != 2 {
+                return Err(format!(
+                    "metadata 'tokenizer.ggml.merges'[{i}] is '{m}', not two tokens separated by one space"
+                ));
+            }
+            Ok(json!(parts))
+        })
+        .collect()
+}
+
 /// The model's hyperparameters and `config.json` from the file's metadata.
 pub fn config(g: &GgufFile) -> Result<(ModelConfig, Value), String> {
     let arch = g
@@ -215,42 +304,11 @@ pub fn config(g: &GgufFile) -> Result<(ModelConfig, Value), String> {
         ));
     }
     check_keys(g, arch)?;
-    let key = |k: &str| format!("{arch}.{k}");
-    let int = |k: &str| -> Result<Option<usize>, String> {
-        match g.get(&key(k)) {
-            None => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .filter(|n| *n > 0 && *n <= 1 << 31)
-                .map(|n| Some(n as usize))
-                .ok_or_else(|| {
-                    format!(
-                        "metadata '{}' must be a positive integer, got {}",
-                        key(k),
-                        meta_text(v)
-                    )
-                }),
-        }
-    };
-    let need = |k: &str| -> Result<usize, String> {
-        int(k)?.ok_or_else(|| format!("metadata '{}' is missing", key(k)))
-    };
-    let float = |k: &str| -> Result<Option<f64>, String> {
-        match g.get(&key(k)) {
-            None => Ok(None),
-            Some(v) => v
-                .as_f64()
-                .filter(|f| f.is_finite() && *f > 0.0)
-                .map(Some)
-                .ok_or_else(|| {
-                    format!(
-                        "metadata '{}' must be a positive number, got {}",
-                        key(k),
-                        meta_text(v)
-                    )
-                }),
-        }
-    };
+    let meta = Meta { g, arch };
+    let key = |k: &str| meta.key(k);
+    let int = |k: &str| meta.int(k);
+    let need = |k: &str| meta.need(k);
+    let float = |k: &str| meta.float(k);
     if let Some(w) = g
         .get(&key("attention.sliding_window"))
         .filter(|w| w.as_u64() != Some(0))
@@ -501,19 +559,7 @@ pub fn tokenizer(g: &GgufFile) -> Result<(Value, Value), String> {
     let tokens = strings(g, "tokenizer.ggml.tokens")?
         .ok_or("metadata 'tokenizer.ggml.tokens' is missing")?;
     let merges = strings(g, "tokenizer.ggml.merges")?.unwrap_or_default();
-    let types: Vec<i64> = match g.get("tokenizer.ggml.token_type") {
-        None => Vec::new(),
-        Some(v) => v
-            .as_array()
-            .ok_or("metadata 'tokenizer.ggml.token_type' is not an array")?
-            .iter()
-            .map(|t| match t {
-                MetaValue::Int(i) => Ok(*i),
-                MetaValue::Uint(u) => Ok(*u as i64),
-                _ => Err("metadata 'tokenizer.ggml.token_type' holds a non-integer".to_string()),
-            })
-            .collect::<Result<_, _>>()?,
-    };
+    let types = token_types(g)?;
     let chars = crate::tokenizer::byte_to_char();
     let alphabet: std::collections::BTreeSet<char> = chars.iter().copied().collect();
     let spell = |t: &str| -> String {
@@ -527,19 +573,7 @@ pub fn tokenizer(g: &GgufFile) -> Result<(Value, Value), String> {
     for (i, t) in tokens.iter().enumerate() {
         vocab.insert(spell(t), json!(i));
     }
-    let merges: Vec<Value> = merges
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            let parts: Vec<&str> = m.split(' ').collect();
-            if parts.len() != 2 {
-                return Err(format!(
-                    "metadata 'tokenizer.ggml.merges'[{i}] is '{m}', not two tokens separated by one space"
-                ));
-            }
-            Ok(json!(parts))
-        })
-        .collect::<Result<_, _>>()?;
+    let merges = merge_pairs(&merges)?;
     let added = added_tokens(&tokens, &types, &alphabet, &vocab);
     let id = |k: &str| -> Result<Option<usize>, String> {
         match g.get(&format!("tokenizer.ggml.{k}")) {
