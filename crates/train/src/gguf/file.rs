@@ -321,58 +321,14 @@ impl GgufFile {
         let data_start = c.pos.div_ceil(alignment) * alignment;
         let mut tensors = Vec::with_capacity(raw.len());
         for (name, dims, ty, offset) in raw {
-            let ggml_type = GgmlType::from_id(ty).ok_or_else(|| {
-                GgufError(format!(
-                    "tensor '{name}': ggml type {ty} is not one this project reads ({})",
-                    GgmlType::supported_list()
-                ))
-            })?;
-            let elements = dims
-                .iter()
-                .try_fold(1u64, |a, d| a.checked_mul(*d))
-                .filter(|e| *e > 0)
-                .ok_or_else(|| {
-                    GgufError(format!(
-                        "tensor '{name}': dimensions {dims:?} are empty or overflow"
-                    ))
-                })?;
-            let block = ggml_type.block_elements() as u64;
-            if dims[0] % block != 0 {
-                return Err(GgufError(format!(
-                    "tensor '{name}': rows of {} elements are not whole blocks of {block} ({})",
-                    dims[0],
-                    ggml_type.name()
-                )));
-            }
-            let size = (elements / block).checked_mul(ggml_type.block_bytes() as u64);
-            let start = (data_start as u64).checked_add(offset);
-            let end = match (start, size) {
-                (Some(s), Some(n)) => s.checked_add(n),
-                _ => None,
-            };
-            if offset % alignment as u64 != 0 {
-                return Err(GgufError(format!(
-                    "tensor '{name}': offset {offset} is not aligned to {alignment}"
-                )));
-            }
-            match (start, size, end) {
-                (Some(s), Some(n), Some(e)) if e <= bytes.len() as u64 => {
-                    tensors.push(TensorInfo {
-                        name,
-                        dims,
-                        ggml_type,
-                        start: s as usize,
-                        bytes: n as usize,
-                    })
-                }
-                _ => {
-                    return Err(GgufError(format!(
-                        "tensor '{name}': {elements} elements of {} at offset {offset} run past the end of the file ({} bytes)",
-                        ggml_type.name(),
-                        bytes.len()
-                    )));
-                }
-            }
+            tensors.push(TensorInfo::place(
+                name,
+                dims,
+                ty,
+                offset,
+                (data_start, alignment),
+                bytes.len(),
+            )?);
         }
         let mut names: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
         names.sort_unstable();
@@ -394,5 +350,67 @@ impl GgufFile {
     /// A tensor's description.
     pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
         self.tensors.iter().find(|t| t.name == name)
+    }
+}
+
+impl TensorInfo {
+    /// A tensor description checked against the file: a type this project reads, whole
+    /// blocks per row, an aligned offset, data inside the file (`file_len` bytes; the data
+    /// section starts at `data_start`).
+    fn place(
+        name: String,
+        dims: Vec<u64>,
+        ty: u32,
+        offset: u64,
+        (data_start, alignment): (usize, usize),
+        file_len: usize,
+    ) -> Result<Self, GgufError> {
+        let ggml_type = GgmlType::from_id(ty).ok_or_else(|| {
+            GgufError(format!(
+                "tensor '{name}': ggml type {ty} is not one this project reads ({})",
+                GgmlType::supported_list()
+            ))
+        })?;
+        let elements = dims
+            .iter()
+            .try_fold(1u64, |a, d| a.checked_mul(*d))
+            .filter(|e| *e > 0)
+            .ok_or_else(|| {
+                GgufError(format!(
+                    "tensor '{name}': dimensions {dims:?} are empty or overflow"
+                ))
+            })?;
+        let block = ggml_type.block_elements() as u64;
+        if dims[0] % block != 0 {
+            return Err(GgufError(format!(
+                "tensor '{name}': rows of {} elements are not whole blocks of {block} ({})",
+                dims[0],
+                ggml_type.name()
+            )));
+        }
+        let size = (elements / block).checked_mul(ggml_type.block_bytes() as u64);
+        let start = (data_start as u64).checked_add(offset);
+        let end = match (start, size) {
+            (Some(s), Some(n)) => s.checked_add(n),
+            _ => None,
+        };
+        if offset % alignment as u64 != 0 {
+            return Err(GgufError(format!(
+                "tensor '{name}': offset {offset} is not aligned to {alignment}"
+            )));
+        }
+        match (start, size, end) {
+            (Some(s), Some(n), Some(e)) if e <= file_len as u64 => Ok(TensorInfo {
+                name,
+                dims,
+                ggml_type,
+                start: s as usize,
+                bytes: n as usize,
+            }),
+            _ => Err(GgufError(format!(
+                "tensor '{name}': {elements} elements of {} at offset {offset} run past the end of the file ({file_len} bytes)",
+                ggml_type.name(),
+            ))),
+        }
     }
 }
