@@ -190,6 +190,59 @@ impl<B: Backend> Pass<'_, B> {
         q.forward(x, w, y, (rows, cin, cout), lq)
     }
 
+    /// Block `l`'s attention over `a.q`, `a.k`, `a.v` into `a.att`: through the cache (its
+    /// rows from `past` written first), or each sequence from position 0.
+    fn attend(
+        &self,
+        a: &Acts<B::Tensor>,
+        l: usize,
+        cache: Option<&mut KvCache<B::Tensor>>,
+        past: usize,
+    ) -> Result<(), EngineError> {
+        let (b, m) = (self.b, self.m);
+        let hd = m.head_dim();
+        let (n, kvd) = (a.n, m.kv_heads * hd);
+        match cache {
+            Some(kv) => {
+                b.copy_range(&a.k, 0, &kv.k[l], past * kvd, n * kvd)?;
+                b.copy_range(&a.v, 0, &kv.v[l], past * kvd, n * kvd)?;
+                let shape = CachedAttentionShape {
+                    batch: 1,
+                    past,
+                    new: n,
+                    capacity: kv.capacity,
+                    heads: m.heads,
+                    kv_heads: m.kv_heads,
+                    head_dim: hd,
+                };
+                b.attention_cached(&a.q, &kv.k[l], &kv.v[l], &a.att, &a.scores, shape)?;
+            }
+            None if self.windows_as_cached => {
+                let shape = CachedAttentionShape {
+                    batch: a.batch,
+                    past: 0,
+                    new: n,
+                    capacity: n,
+                    heads: m.heads,
+                    kv_heads: m.kv_heads,
+                    head_dim: hd,
+                };
+                b.attention_cached(&a.q, &a.k, &a.v, &a.att, &a.scores, shape)?;
+            }
+            None => {
+                let shape = AttentionShape {
+                    batch: a.batch,
+                    seq: n,
+                    heads: m.heads,
+                    kv_heads: m.kv_heads,
+                    head_dim: hd,
+                };
+                b.attention(&a.q, &a.k, &a.v, &a.att, &a.scores, shape)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The forward pass over `a`'s rows (tokens already written to `a.tokens`). With a
     /// cache (one sequence), the rows are positions `cache.len..` and are appended to it;
     /// without, each of the `a.batch` sequences starts at position 0. Logits land in
@@ -243,44 +296,7 @@ impl<B: Backend> Pass<'_, B> {
             self.linear(&a.h, &w.wv, &a.v, rows, c, kvd, self.quant(l, Module::V))?;
             b.rope(&a.q_pre, table, &a.q, rope(m.heads), false)?;
             b.rope(&a.k_pre, table, &a.k, rope(m.kv_heads), false)?;
-            match cache.as_deref_mut() {
-                Some(kv) => {
-                    b.copy_range(&a.k, 0, &kv.k[l], past * kvd, n * kvd)?;
-                    b.copy_range(&a.v, 0, &kv.v[l], past * kvd, n * kvd)?;
-                    let shape = CachedAttentionShape {
-                        batch: 1,
-                        past,
-                        new: n,
-                        capacity: kv.capacity,
-                        heads: m.heads,
-                        kv_heads: m.kv_heads,
-                        head_dim: hd,
-                    };
-                    b.attention_cached(&a.q, &kv.k[l], &kv.v[l], &a.att, &a.scores, shape)?;
-                }
-                None if self.windows_as_cached => {
-                    let shape = CachedAttentionShape {
-                        batch: a.batch,
-                        past: 0,
-                        new: n,
-                        capacity: n,
-                        heads: m.heads,
-                        kv_heads: m.kv_heads,
-                        head_dim: hd,
-                    };
-                    b.attention_cached(&a.q, &a.k, &a.v, &a.att, &a.scores, shape)?;
-                }
-                None => {
-                    let shape = AttentionShape {
-                        batch: a.batch,
-                        seq: n,
-                        heads: m.heads,
-                        kv_heads: m.kv_heads,
-                        head_dim: hd,
-                    };
-                    b.attention(&a.q, &a.k, &a.v, &a.att, &a.scores, shape)?;
-                }
-            }
+            self.attend(a, l, cache.as_deref_mut(), past)?;
             self.linear(&a.att, &w.wo, &a.x2, rows, qd, c, self.quant(l, Module::O))?;
             b.add_inplace(&a.x2, &a.x)?;
             b.rmsnorm(&a.x2, &w.mlp_norm, &a.h, &a.rstd, m.norm_eps)?;
