@@ -136,6 +136,37 @@ pub fn is_hf_dir(dir: &Path) -> bool {
     dir.join("config.json").is_file()
 }
 
+/// The shard files `model.safetensors.index.json` names, each once, sorted; a name that is
+/// not a file of the folder is refused.
+fn shard_files(dir: &Path, index: &Path) -> Result<Vec<PathBuf>, HfError> {
+    let text = std::fs::read_to_string(index).map_err(|e| err(index, e.to_string()))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| err(index, format!("not JSON: {e}")))?;
+    let map = v
+        .get("weight_map")
+        .and_then(Value::as_object)
+        .ok_or_else(|| err(index, "field 'weight_map' is missing or not an object"))?;
+    let mut shards: Vec<String> = Vec::new();
+    for (name, file) in map {
+        let f = file.as_str().ok_or_else(|| {
+            err(
+                &index,
+                format!("field 'weight_map.{name}' is not a file name"),
+            )
+        })?;
+        if f.contains('/') || f.contains('\\') || f.starts_with('.') {
+            return Err(err(
+                &index,
+                format!("field 'weight_map.{name}': '{f}' is not a file of this folder"),
+            ));
+        }
+        if !shards.iter().any(|s| s == f) {
+            shards.push(f.to_owned());
+        }
+    }
+    shards.sort();
+    Ok(shards.into_iter().map(|s| dir.join(s)).collect())
+}
+
 /// Reads a Hugging Face Llama folder: config, every weight (checked against the config's
 /// shapes), and where its tokenizer is.
 #[cfg(not(target_arch = "wasm32"))]
@@ -155,33 +186,7 @@ pub fn load(dir: &Path) -> Result<HfModel, HfError> {
         ));
     }
     let files: Vec<PathBuf> = if index.is_file() && !single.is_file() {
-        let text = std::fs::read_to_string(&index).map_err(|e| err(&index, e.to_string()))?;
-        let v: Value =
-            serde_json::from_str(&text).map_err(|e| err(&index, format!("not JSON: {e}")))?;
-        let map = v
-            .get("weight_map")
-            .and_then(Value::as_object)
-            .ok_or_else(|| err(&index, "field 'weight_map' is missing or not an object"))?;
-        let mut shards: Vec<String> = Vec::new();
-        for (name, file) in map {
-            let f = file.as_str().ok_or_else(|| {
-                err(
-                    &index,
-                    format!("field 'weight_map.{name}' is not a file name"),
-                )
-            })?;
-            if f.contains('/') || f.contains('\\') || f.starts_with('.') {
-                return Err(err(
-                    &index,
-                    format!("field 'weight_map.{name}': '{f}' is not a file of this folder"),
-                ));
-            }
-            if !shards.iter().any(|s| s == f) {
-                shards.push(f.to_owned());
-            }
-        }
-        shards.sort();
-        shards.into_iter().map(|s| dir.join(s)).collect()
+        shard_files(dir, &index)?
     } else {
         vec![dir.join("model.safetensors")]
     };
