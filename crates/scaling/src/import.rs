@@ -301,6 +301,35 @@ fn csv_fields(record: &csv::ByteRecord) -> Result<Vec<&str>, ()> {
         .collect()
 }
 
+/// One data row: (step, `layer.role`, amax) from the columns `[step, layer, role, amax]`;
+/// `bad(field, message)` makes the error naming the row.
+fn csv_row(
+    fields: &[&str],
+    [c_step, c_layer, c_role, c_amax]: [usize; 4],
+    bad: &dyn Fn(&str, String) -> InputError,
+) -> Result<(u64, String, f32), InputError> {
+    let get = |i: usize, name: &str| {
+        fields
+            .get(i)
+            .copied()
+            .ok_or_else(|| bad(name, format!("missing (row has {} fields)", fields.len())))
+    };
+    let step = get(c_step, "step")?;
+    let step: u64 = step
+        .parse()
+        .map_err(|_| bad("step", format!("'{step}' is not a step number")))?;
+    let layer = get(c_layer, "layer")?;
+    let role = get(c_role, "role")?;
+    if role.is_empty() {
+        return Err(bad("role", "empty".into()));
+    }
+    let amax = get(c_amax, "amax")?;
+    let amax: f32 = amax
+        .parse()
+        .map_err(|_| bad("amax", format!("'{amax}' is not a number")))?;
+    Ok((step, format!("{layer}.{role}"), amax))
+}
+
 /// [`parse_csv`] streamed from a reader: one row in memory at a time.
 fn csv_from_reader(path: &Path, reader: impl Read) -> Result<Imported, InputError> {
     let malformed = |line: usize, field: &str, message: String| InputError::Malformed {
@@ -368,31 +397,11 @@ fn csv_from_reader(path: &Path, reader: impl Read) -> Result<Imported, InputErro
             ]);
             continue;
         };
-        let row = (|| {
-            let get = |i: usize, name: &str| {
-                fields.get(i).copied().ok_or_else(|| {
-                    malformed(
-                        line_no,
-                        name,
-                        format!("missing (row has {} fields)", fields.len()),
-                    )
-                })
-            };
-            let step = get(c_step, "step")?;
-            let step: u64 = step.parse().map_err(|_| {
-                malformed(line_no, "step", format!("'{step}' is not a step number"))
-            })?;
-            let layer = get(c_layer, "layer")?;
-            let role = get(c_role, "role")?;
-            if role.is_empty() {
-                return Err(malformed(line_no, "role", "empty".into()));
-            }
-            let amax = get(c_amax, "amax")?;
-            let amax: f32 = amax
-                .parse()
-                .map_err(|_| malformed(line_no, "amax", format!("'{amax}' is not a number")))?;
-            Ok((step, format!("{layer}.{role}"), amax))
-        })();
+        let row = csv_row(
+            &fields,
+            [c_step, c_layer, c_role, c_amax],
+            &|field, message| malformed(line_no, field, message),
+        );
         match row {
             Ok((step, name, amax)) => b.push(name, step, amax),
             Err(e) => pending = Some(e),
