@@ -34,6 +34,39 @@ pub use info::*;
 mod shapes;
 pub use shapes::*;
 
+/// Declares an op family once: the trait, and its GPU implementation forwarding each op to
+/// the launcher named after `=>` (beside its kernel in `gpu/`), so an op's arguments are
+/// written in the trait and in its launcher only. The CPU oracle implements the traits by
+/// hand (`cpu/`).
+macro_rules! op_family {
+    (
+        $(#[$tm:meta])*
+        pub trait $Trait:ident: Device {
+            $(
+                $(#[$m:meta])*
+                fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty => $gpu:path;
+            )*
+        }
+    ) => {
+        $(#[$tm])*
+        pub trait $Trait: Device {
+            $(
+                $(#[$m])*
+                fn $name(&self $(, $arg: $ty)*) -> $ret;
+            )*
+        }
+
+        impl $Trait for gpu::GpuBackend {
+            $(
+                $(#[$m])*
+                fn $name(&self $(, $arg: $ty)*) -> $ret {
+                    $gpu(self $(, $arg)*)
+                }
+            )*
+        }
+    };
+}
+
 /// What every backend is: its tensor and bank types, what it runs on, submission and counters.
 ///
 /// Tensors are flat f32 buffers (handles: outputs are written through `&Tensor`). An output
@@ -57,25 +90,26 @@ pub trait Device {
     fn counters(&self) -> Counters;
 }
 
+op_family! {
 /// Op family: tensors (create, read, write, copy, elementwise, matrix products).
 pub trait TensorOps: Device {
     /// A tensor holding `data`.
-    fn upload(&self, data: &[f32]) -> Result<Self::Tensor, EngineError>;
+    fn upload(&self, data: &[f32]) -> Result<Self::Tensor, EngineError> => gpu::tensor::upload;
 
     /// A zero-filled tensor of `len` elements.
-    fn zeros(&self, len: usize) -> Result<Self::Tensor, EngineError>;
+    fn zeros(&self, len: usize) -> Result<Self::Tensor, EngineError> => gpu::tensor::zeros;
 
     /// Elements in a tensor.
-    fn len(&self, t: &Self::Tensor) -> usize;
+    fn len(&self, t: &Self::Tensor) -> usize => gpu::tensor::len;
 
     /// Overwrites a tensor's contents (`data.len()` must equal its length).
-    fn write(&self, t: &Self::Tensor, data: &[f32]) -> Result<(), EngineError>;
+    fn write(&self, t: &Self::Tensor, data: &[f32]) -> Result<(), EngineError> => gpu::tensor::write;
 
     /// Reads a tensor back (asynchronously on the GPU).
-    fn read(&self, t: &Self::Tensor) -> Readback<Vec<f32>>;
+    fn read(&self, t: &Self::Tensor) -> Readback<Vec<f32>> => gpu::tensor::read;
 
     /// `dst = src` (same lengths).
-    fn copy(&self, src: &Self::Tensor, dst: &Self::Tensor) -> Result<(), EngineError>;
+    fn copy(&self, src: &Self::Tensor, dst: &Self::Tensor) -> Result<(), EngineError> => gpu::tensor::copy;
 
     /// `dst[dst_at..dst_at + len] = src[src_at..src_at + len]` (a key/value cache append,
     /// a row taken out of a batch).
@@ -86,7 +120,7 @@ pub trait TensorOps: Device {
         dst: &Self::Tensor,
         dst_at: usize,
         len: usize,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::tensor::copy_range;
 
     /// A matrix product; fused quantization reads scales from `bank`.
     fn matmul(
@@ -96,26 +130,28 @@ pub trait TensorOps: Device {
         c: &Self::Tensor,
         spec: &MatmulSpec,
         bank: Option<&Self::Bank>,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::matmul::launch;
 
     /// Sets every element to zero.
-    fn fill_zero(&self, t: &Self::Tensor) -> Result<(), EngineError>;
+    fn fill_zero(&self, t: &Self::Tensor) -> Result<(), EngineError> => gpu::tensor::fill_zero;
 
     /// `dst += src`.
-    fn add_inplace(&self, dst: &Self::Tensor, src: &Self::Tensor) -> Result<(), EngineError>;
+    fn add_inplace(&self, dst: &Self::Tensor, src: &Self::Tensor) -> Result<(), EngineError> => gpu::elementwise::launch_add;
 
     /// `dst *= factor`.
-    fn scale_inplace(&self, dst: &Self::Tensor, factor: f32) -> Result<(), EngineError>;
+    fn scale_inplace(&self, dst: &Self::Tensor, factor: f32) -> Result<(), EngineError> => gpu::elementwise::launch_scale;
+}
 }
 
+op_family! {
 /// Op family: the quantizer bank (fake quantization, amax, delayed scaling, statistics).
 pub trait QuantOps: Device {
     /// A quantizer bank for `config`: empty histories, every scale 1.0.
-    fn new_bank(&self, config: &BankConfig) -> Result<Self::Bank, EngineError>;
+    fn new_bank(&self, config: &BankConfig) -> Result<Self::Bank, EngineError> => gpu::quant::new_bank;
 
     /// Sets every estimator's current scale (`[quantizer][estimator]`, flattened); the
     /// estimate in effect becomes the amax each scale aims at.
-    fn set_scales(&self, bank: &Self::Bank, scales: &[f32]) -> Result<(), EngineError>;
+    fn set_scales(&self, bank: &Self::Bank, scales: &[f32]) -> Result<(), EngineError> => gpu::quant::set_scales;
 
     /// `out = qdq(x·s)/s` with `s` the quantizer's active scale.
     fn qdq(
@@ -124,7 +160,7 @@ pub trait QuantOps: Device {
         out: &Self::Tensor,
         bank: &Self::Bank,
         quantizer: usize,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::qdq::launch;
 
     /// Measures this call's amax of `x` for the quantizer (input of `scale_update`).
     fn amax(
@@ -132,7 +168,7 @@ pub trait QuantOps: Device {
         x: &Self::Tensor,
         bank: &Self::Bank,
         quantizer: usize,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::amax::launch;
 
     /// One delayed-scaling call for quantizers `first..first+count`: every estimator's
     /// estimate and scale from the history (and the measured amax where needed), then push
@@ -142,10 +178,10 @@ pub trait QuantOps: Device {
         bank: &Self::Bank,
         first: usize,
         count: usize,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::scale_update::launch;
 
     /// Empties every history and sets every scale to 1.0.
-    fn reset(&self, bank: &Self::Bank) -> Result<(), EngineError>;
+    fn reset(&self, bank: &Self::Bank) -> Result<(), EngineError> => gpu::scale_update::launch_reset;
 
     /// The statistics of `x` for the quantizer against its current estimates and scales.
     fn quant_stats(
@@ -153,7 +189,7 @@ pub trait QuantOps: Device {
         x: &Self::Tensor,
         bank: &Self::Bank,
         quantizer: usize,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::quant_stats::launch;
 
     /// The distribution of log2|x·s| (s: the quantizer's active scale) in quarter binades,
     /// into the bank's one histogram slot (replacing what it held); read back with the bank.
@@ -162,10 +198,10 @@ pub trait QuantOps: Device {
         x: &Self::Tensor,
         bank: &Self::Bank,
         quantizer: usize,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::histogram::launch;
 
     /// Reads the whole bank back.
-    fn read_bank(&self, bank: &Self::Bank) -> Readback<BankSnapshot>;
+    fn read_bank(&self, bank: &Self::Bank) -> Readback<BankSnapshot> => gpu::quant::read_bank;
 
     /// Reads several tensors and optionally a bank back with one copy (one submission on the
     /// GPU): what a training step needs at its end.
@@ -173,10 +209,10 @@ pub trait QuantOps: Device {
         &self,
         tensors: &[&Self::Tensor],
         bank: Option<&Self::Bank>,
-    ) -> Readback<StepReadback>;
+    ) -> Readback<StepReadback> => gpu::quant::read_step;
 
     /// Restores histories, estimates and scales from a snapshot (checkpoint resume).
-    fn restore_bank(&self, bank: &Self::Bank, snapshot: &BankSnapshot) -> Result<(), EngineError>;
+    fn restore_bank(&self, bank: &Self::Bank, snapshot: &BankSnapshot) -> Result<(), EngineError> => gpu::quant::restore_bank;
 
     /// Clipped straight-through estimator: `grad[i] = 0` where `|x[i]|` exceeds the
     /// quantizer's active estimate (same lengths).
@@ -186,9 +222,11 @@ pub trait QuantOps: Device {
         grad: &Self::Tensor,
         bank: &Self::Bank,
         quantizer: usize,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::ste_mask::launch;
+}
 }
 
+op_family! {
 /// Op family: the layers of the Llama-style model, forward and backward.
 pub trait ModelOps: Device {
     /// `out[n, :] = table[tokens[n], :]` (token ids stored as f32).
@@ -198,7 +236,7 @@ pub trait ModelOps: Device {
         table: &Self::Tensor,
         out: &Self::Tensor,
         channels: usize,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::embedding::launch;
 
     /// `dtable[tokens[n], :] += dout[n, :]`, summed in token order.
     fn embedding_backward(
@@ -207,7 +245,7 @@ pub trait ModelOps: Device {
         dout: &Self::Tensor,
         dtable: &Self::Tensor,
         channels: usize,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::embedding::launch_backward;
 
     /// RMSNorm of each row of `x` (`channels` wide); writes `out` and `rstd`.
     fn rmsnorm(
@@ -217,7 +255,7 @@ pub trait ModelOps: Device {
         out: &Self::Tensor,
         rstd: &Self::Tensor,
         eps: f32,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::rmsnorm::launch;
 
     /// RMSNorm backward: overwrites `dx`, adds to `dweight`.
     #[allow(clippy::too_many_arguments)]
@@ -229,7 +267,7 @@ pub trait ModelOps: Device {
         dy: &Self::Tensor,
         dx: &Self::Tensor,
         dweight: &Self::Tensor,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::rmsnorm::launch_backward;
 
     /// Rotary embedding (rotate-half) with a [`rope_table`]; `inverse` rotates back
     /// (the backward pass).
@@ -240,7 +278,7 @@ pub trait ModelOps: Device {
         out: &Self::Tensor,
         shape: RopeShape,
         inverse: bool,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::rope::launch;
 
     /// Causal grouped-query attention; writes `out` and the probabilities.
     fn attention(
@@ -251,7 +289,7 @@ pub trait ModelOps: Device {
         out: &Self::Tensor,
         probs: &Self::Tensor,
         shape: AttentionShape,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::attention::launch;
 
     /// Causal grouped-query attention of new rows over a key/value cache (generation):
     /// row i of each sequence attends to cache positions `0..=past + i`; writes `out`
@@ -264,7 +302,7 @@ pub trait ModelOps: Device {
         out: &Self::Tensor,
         scores: &Self::Tensor,
         shape: CachedAttentionShape,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::attention_cached::launch;
 
     /// Attention backward: overwrites `dq`, `dk`, `dv` (`dscores` is scratch of the
     /// probabilities' size).
@@ -281,7 +319,7 @@ pub trait ModelOps: Device {
         dk: &Self::Tensor,
         dv: &Self::Tensor,
         shape: AttentionShape,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::attention::launch_backward;
 
     /// `out = silu(g)·u`.
     fn swiglu(
@@ -289,7 +327,7 @@ pub trait ModelOps: Device {
         g: &Self::Tensor,
         u: &Self::Tensor,
         out: &Self::Tensor,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::swiglu::launch;
 
     /// SwiGLU backward: overwrites `dg` and `du`.
     fn swiglu_backward(
@@ -299,7 +337,7 @@ pub trait ModelOps: Device {
         dy: &Self::Tensor,
         dg: &Self::Tensor,
         du: &Self::Tensor,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::swiglu::launch_backward;
 
     /// Softmax cross-entropy per row (`vocab` wide): per-row losses and
     /// `dlogits = (softmax − onehot)·grad_scale` (targets stored as f32). An empty `dlogits`
@@ -311,9 +349,11 @@ pub trait ModelOps: Device {
         losses: &Self::Tensor,
         dlogits: &Self::Tensor,
         grad_scale: f32,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::cross_entropy::launch;
+}
 }
 
+op_family! {
 /// Op family: the optimizer (global gradient norm, AdamW).
 pub trait OptimizerOps: Device {
     /// `out[slot] = Σ x²` in a fixed order.
@@ -322,7 +362,7 @@ pub trait OptimizerOps: Device {
         x: &Self::Tensor,
         out: &Self::Tensor,
         slot: usize,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::sum_squares::launch;
 
     /// AdamW on one tensor; the clip factor comes from the first `n_norms` entries of
     /// `norms` (sums of squares), read on the device.
@@ -336,7 +376,8 @@ pub trait OptimizerOps: Device {
         norms: &Self::Tensor,
         n_norms: usize,
         hyper: &AdamHyper,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> => gpu::adamw::launch;
+}
 }
 
 /// Everything the trainer calls: the four op families on one device. Implemented for every

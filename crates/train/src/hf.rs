@@ -138,6 +138,7 @@ pub fn is_hf_dir(dir: &Path) -> bool {
 
 /// The shard files `model.safetensors.index.json` names, each once, sorted; a name that is
 /// not a file of the folder is refused.
+#[cfg(not(target_arch = "wasm32"))]
 fn shard_files(dir: &Path, index: &Path) -> Result<Vec<PathBuf>, HfError> {
     let text = std::fs::read_to_string(index).map_err(|e| err(index, e.to_string()))?;
     let v: Value = serde_json::from_str(&text).map_err(|e| err(index, format!("not JSON: {e}")))?;

@@ -3,12 +3,13 @@
 //! work gives the sequential loop's bits; reductions combine per-piece results with
 //! operations that are exact in any order (max, integer sums).
 
+use super::simd::stats::tensor_counts_given;
 use hif8lab_format::FakeQuant;
 #[cfg(test)]
 use hif8lab_scaling::stats::tensor_stats;
 #[cfg(test)]
 use hif8lab_scaling::stats::tensor_stats_from;
-use hif8lab_scaling::stats::{CountBounds, TensorStats, Threshold, tensor_counts_given};
+use hif8lab_scaling::stats::{CountBounds, TensorStats, Threshold};
 
 /// Elements per piece.
 pub(crate) const PIECE: usize = 1 << 14;
@@ -192,7 +193,7 @@ pub(crate) fn qdq_into(quant: &FakeQuant, x: &[f32], out: &mut [f32], scale: f32
 /// `amax_and_nonfinite` gives them: per piece, then the max and the sum.
 pub(crate) fn amax(x: &[f32]) -> (f32, u64) {
     let one = |s: &[f32]| {
-        let (amax, nonfinite) = hif8lab_scaling::stats::amax_and_nonfinite(s);
+        let (amax, nonfinite) = super::simd::stats::amax_and_nonfinite(s);
         (amax.to_bits(), nonfinite)
     };
     let both = |a: (u32, u64), b: (u32, u64)| (a.0.max(b.0), a.1 + b.1);
@@ -257,7 +258,7 @@ pub(crate) fn stats_qdq(
         if hybrid {
             one((s, q))
         } else {
-            hif8lab_scaling::stats::tensor_qdq_counts(s, q, quant, active_scale, &bounds, amax)
+            super::simd::stats::tensor_qdq_counts(s, q, quant, active_scale, &bounds, amax)
         }
     };
     #[cfg(not(target_arch = "wasm32"))]

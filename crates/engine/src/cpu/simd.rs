@@ -9,6 +9,8 @@
 
 #![allow(unsafe_code)]
 
+pub(crate) mod stats;
+
 /// Lanes of [`F8`].
 pub(crate) const LANES: usize = 8;
 
