@@ -10,24 +10,39 @@ use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_lab::grid::{self, GridConfig, GridProgress};
 use hif8lab_train::TrainError;
 
-/// Arguments shared by `pretrain` and `grid`.
+/// Which grid and where its runs go: shared by `pretrain`, `grid` and `lesson run`.
 #[derive(Args, Debug)]
-pub struct GridArgs {
-    /// Grid preset (`grid-small`, `grid-micro`, `grid-lesson`; `real-smollm2` and
-    /// `real-smollm2-quick` continue from the real SmolLM2-135M: `scripts/get-model.sh
-    /// smollm2-135m` fetches it).
-    #[arg(long, default_value = "grid-small")]
-    preset: String,
+pub struct GridSource {
+    /// Grid preset (`grid-small`, the default of `pretrain` and `grid`; `grid-lesson`, the
+    /// default of `lesson run`; `grid-micro`; `real-smollm2` and `real-smollm2-quick`
+    /// continue from the real SmolLM2-135M: `scripts/get-model.sh smollm2-135m` fetches it).
+    #[arg(long)]
+    preset: Option<String>,
     /// A grid configuration file (TOML, laid out as `assets/presets/grid-*.toml`) instead
     /// of a preset.
     #[arg(long, conflicts_with = "preset")]
     config: Option<PathBuf>,
-    /// Output folder (default runs/<preset>); re-running skips finished runs.
+    /// Output folder (default runs/<preset>, or runs/lessons-<preset> for a lesson);
+    /// re-running reuses the base and skips finished runs.
     #[arg(long)]
     out: Option<PathBuf>,
     /// `cpu` (default: fastest here for these small models) or `gpu`.
     #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
     backend: String,
+}
+
+impl GridSource {
+    /// The preset named, or `default`.
+    fn preset_or<'a>(&'a self, default: &'a str) -> &'a str {
+        self.preset.as_deref().unwrap_or(default)
+    }
+}
+
+/// Arguments of `pretrain` and `grid`.
+#[derive(Args, Debug)]
+pub struct GridArgs {
+    #[command(flatten)]
+    source: GridSource,
     /// `grid` only: repeat every continued-training run (QAT runs and baselines) with this
     /// many data orders; the report gives means, intervals over seeds and items, and
     /// verdicts that use every seed.
@@ -104,27 +119,33 @@ fn grid_config(preset: &str, config: Option<&PathBuf>) -> Result<GridConfig> {
 
 fn out_dir(args: &GridArgs) -> PathBuf {
     let name = args
+        .source
         .config
         .as_ref()
         .and_then(|p| p.file_stem())
-        .map_or(args.preset.clone(), |s| s.to_string_lossy().into_owned());
-    args.out
+        .map_or(args.source.preset_or("grid-small").to_owned(), |s| {
+            s.to_string_lossy().into_owned()
+        });
+    args.source
+        .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("runs").join(name))
 }
 
 /// `hif8lab pretrain`.
 pub fn run_pretrain(args: GridArgs) -> Result<()> {
-    let config = grid_config(&args.preset, args.config.as_ref())?;
+    let config = grid_config(
+        args.source.preset_or("grid-small"),
+        args.source.config.as_ref(),
+    )?;
     if let Some(b) = &config.base {
         anyhow::bail!(
             "{}: this grid continues from a real model (base.model = \"{}\"): there is \
              nothing to pretrain; run `hif8lab grid` with it",
-            args.config
-                .as_ref()
-                .map_or(format!("--preset {}", args.preset), |c| c
-                    .display()
-                    .to_string()),
+            args.source.config.as_ref().map_or(
+                format!("--preset {}", args.source.preset_or("grid-small")),
+                |c| c.display().to_string()
+            ),
             b.model
         );
     }
@@ -136,7 +157,7 @@ pub fn run_pretrain(args: GridArgs) -> Result<()> {
         start: Instant::now(),
         name: String::new(),
     };
-    let (path, probes) = if args.backend == "gpu" {
+    let (path, probes) = if args.source.backend == "gpu" {
         grid::pretrain(
             &|| GpuBackend::new_blocking().map_err(TrainError::from),
             &config,
@@ -202,7 +223,10 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
     if let Some(dir) = &args.recompute {
         return recompute(dir);
     }
-    let config = grid_config(&args.preset, args.config.as_ref())?;
+    let config = grid_config(
+        args.source.preset_or("grid-small"),
+        args.source.config.as_ref(),
+    )?;
     let known: Vec<String> = config.runs().into_iter().map(|r| r.name).collect();
     if let Some(bad) = args.runs.iter().find(|n| !known.contains(n)) {
         return Err(hif8lab_train::config::ConfigError {
@@ -220,7 +244,7 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
         start: Instant::now(),
         name: String::new(),
     };
-    let results = if args.backend == "gpu" {
+    let results = if args.source.backend == "gpu" {
         grid::run_grid(
             &|| GpuBackend::new_blocking().map_err(TrainError::from),
             &config,
@@ -289,18 +313,8 @@ pub struct LessonArgs {
     /// "statistic","interval","p_value","evidence"}],..}`).
     #[arg(long)]
     json: bool,
-    /// Size of the runs (a grid preset).
-    #[arg(long, default_value = "grid-lesson")]
-    preset: String,
-    /// A grid configuration file instead of a preset.
-    #[arg(long, conflicts_with = "preset")]
-    config: Option<PathBuf>,
-    /// Output folder (default runs/lessons-<preset>); the base and finished runs are reused.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// `cpu` (default) or `gpu`.
-    #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
-    backend: String,
+    #[command(flatten)]
+    source: GridSource,
     /// The `outliers` lesson: the grid folder whose `runs.jsonl.gz` it judges (default: the
     /// committed real-smollm2 grid's, shipped with the program).
     #[arg(long)]
@@ -375,24 +389,26 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
     if args.from.is_some() {
         anyhow::bail!("--from: only the outliers lesson reads a grid's data (the others train)");
     }
-    let config = grid_config(&args.preset, args.config.as_ref())?;
+    let config = grid_config(
+        args.source.preset_or("grid-lesson"),
+        args.source.config.as_ref(),
+    )?;
     if config.base.is_some() {
         anyhow::bail!(
             "the lessons pretrain their own small base; a grid with a real [base] model is run \
              with `hif8lab grid`"
         );
     }
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("runs").join(format!("lessons-{}", args.preset)));
+    let out = args.source.out.clone().unwrap_or_else(|| {
+        PathBuf::from("runs").join(format!("lessons-{}", args.source.preset_or("grid-lesson")))
+    });
     let _lock = hif8lab_train::lock::FolderLock::acquire(&out)
         .with_context(|| format!("--out {}", out.display()))?;
     let mut p = Printer {
         start: Instant::now(),
         name: String::new(),
     };
-    let report = if args.backend == "gpu" {
+    let report = if args.source.backend == "gpu" {
         lesson::run_lesson(
             &args.name,
             &|| GpuBackend::new_blocking().map_err(TrainError::from),
