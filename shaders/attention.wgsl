@@ -54,78 +54,84 @@ fn p_index(b: u32, h: u32, i: u32) -> u32 {
     return ((b * params.heads + h) * params.seq + i) * params.seq;
 }
 
-@compute @workgroup_size(WG)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let idx = gid.x;
-    if idx >= params.batch * params.heads * params.seq {
-        return;
-    }
+// The query row of invocation `idx` of `main` and `backward_q`: batch b, head h, position i,
+// the kv head it reads, where its q row and its probability row start.
+struct QueryRow {
+    b: u32,
+    i: u32,
+    kvh: u32,
+    qi: u32,
+    prow: u32,
+}
+
+fn query_row(idx: u32) -> QueryRow {
     let i = idx % params.seq;
     let h = (idx / params.seq) % params.heads;
     let b = idx / (params.seq * params.heads);
     let kvh = h / (params.heads / params.kv_heads);
-    let qi = q_index(b, i, h);
-    let prow = p_index(b, h, i);
+    return QueryRow(b, i, kvh, q_index(b, i, h), p_index(b, h, i));
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if gid.x >= params.batch * params.heads * params.seq {
+        return;
+    }
+    let r = query_row(gid.x);
     var m = bitcast<f32>(neg_inf_bits);
-    for (var j = 0u; j <= i; j++) {
-        let kj = kv_index(b, j, kvh);
+    for (var j = 0u; j <= r.i; j++) {
+        let kj = kv_index(r.b, j, r.kvh);
         var s = 0.0;
         for (var d = 0u; d < params.head_dim; d++) {
-            s = s + q[qi + d] * k[kj + d];
+            s = s + q[r.qi + d] * k[kj + d];
         }
         s = s * params.scale;
-        probs[prow + j] = s;
+        probs[r.prow + j] = s;
         m = max(m, s);
     }
     var sum = 0.0;
-    for (var j = 0u; j <= i; j++) {
-        let e = exp(probs[prow + j] - m);
-        probs[prow + j] = e;
+    for (var j = 0u; j <= r.i; j++) {
+        let e = exp(probs[r.prow + j] - m);
+        probs[r.prow + j] = e;
         sum = sum + e;
     }
     for (var j = 0u; j < params.seq; j++) {
-        probs[prow + j] = select(0.0, probs[prow + j] / sum, j <= i);
+        probs[r.prow + j] = select(0.0, probs[r.prow + j] / sum, j <= r.i);
     }
     for (var d = 0u; d < params.head_dim; d++) {
         var acc = 0.0;
-        for (var j = 0u; j <= i; j++) {
-            acc = acc + probs[prow + j] * v[kv_index(b, j, kvh) + d];
+        for (var j = 0u; j <= r.i; j++) {
+            acc = acc + probs[r.prow + j] * v[kv_index(r.b, j, r.kvh) + d];
         }
-        out_a[qi + d] = acc;
+        out_a[r.qi + d] = acc;
     }
 }
 
 @compute @workgroup_size(WG)
 fn backward_q(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let idx = gid.x;
-    if idx >= params.batch * params.heads * params.seq {
+    if gid.x >= params.batch * params.heads * params.seq {
         return;
     }
-    let i = idx % params.seq;
-    let h = (idx / params.seq) % params.heads;
-    let b = idx / (params.seq * params.heads);
-    let kvh = h / (params.heads / params.kv_heads);
-    let qi = q_index(b, i, h);
-    let prow = p_index(b, h, i);
+    let r = query_row(gid.x);
     var rowsum = 0.0;
-    for (var j = 0u; j <= i; j++) {
-        let vj = kv_index(b, j, kvh);
+    for (var j = 0u; j <= r.i; j++) {
+        let vj = kv_index(r.b, j, r.kvh);
         var dp = 0.0;
         for (var d = 0u; d < params.head_dim; d++) {
-            dp = dp + dout[qi + d] * v[vj + d];
+            dp = dp + dout[r.qi + d] * v[vj + d];
         }
-        dscores[prow + j] = dp;
-        rowsum = rowsum + probs[prow + j] * dp;
+        dscores[r.prow + j] = dp;
+        rowsum = rowsum + probs[r.prow + j] * dp;
     }
     for (var j = 0u; j < params.seq; j++) {
-        dscores[prow + j] = select(0.0, probs[prow + j] * (dscores[prow + j] - rowsum), j <= i);
+        dscores[r.prow + j] = select(0.0, probs[r.prow + j] * (dscores[r.prow + j] - rowsum), j <= r.i);
     }
     for (var d = 0u; d < params.head_dim; d++) {
         var acc = 0.0;
-        for (var j = 0u; j <= i; j++) {
-            acc = acc + dscores[prow + j] * k[kv_index(b, j, kvh) + d];
+        for (var j = 0u; j <= r.i; j++) {
+            acc = acc + dscores[r.prow + j] * k[kv_index(r.b, j, r.kvh) + d];
         }
-        out_a[qi + d] = acc * params.scale;
+        out_a[r.qi + d] = acc * params.scale;
     }
 }
 

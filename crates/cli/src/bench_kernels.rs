@@ -267,14 +267,8 @@ impl Figures {
             })
             .collect::<Vec<_>>()
             .join(",");
-        let Figures {
-            copy_gbps,
-            qdq_gbps,
-            stats_gbps,
-            emulated,
-            elements: n,
-            ..
-        } = *self;
+        let (copy_gbps, qdq_gbps, stats_gbps) = (self.copy_gbps, self.qdq_gbps, self.stats_gbps);
+        let (emulated, n) = (self.emulated, self.elements);
         format!(
             "{{\"adapter\":{:?},\"backend\":{:?},\"device_type\":{:?},\"emulated\":{emulated},\"cpu\":{:?},\"elements\":{n},\"copy_gbps\":{copy_gbps:.3},\"qdq_gbps\":{qdq_gbps:.3},\"stats_gbps\":{stats_gbps:.3},\"qdq_ratio\":{:.3},\"stats_ratio\":{:.3},\"matmul\":[{}],\"cpu_matmul\":[{}],\"numpy_matmul\":[{np}]}}",
             self.adapter,
@@ -290,14 +284,8 @@ impl Figures {
 
     /// The human-readable table.
     fn print(&self) -> Result<()> {
-        let Figures {
-            copy_gbps,
-            qdq_gbps,
-            stats_gbps,
-            emulated,
-            elements: n,
-            ..
-        } = *self;
+        let (copy_gbps, qdq_gbps, stats_gbps) = (self.copy_gbps, self.qdq_gbps, self.stats_gbps);
+        let (emulated, n) = (self.emulated, self.elements);
         let bytes = n as f64 * 4.0;
         crate::outln!(
             "bench kernels on '{}' ({}, {}){}",

@@ -63,6 +63,17 @@ pub struct GridArgs {
     runs: Vec<String>,
 }
 
+/// The grid folder's lock (one writer) and the progress printer of its runs.
+fn writer(out: &std::path::Path) -> Result<(hif8lab_train::lock::FolderLock, Printer)> {
+    let lock = hif8lab_train::lock::FolderLock::acquire(out)
+        .with_context(|| format!("--out {}", out.display()))?;
+    let p = Printer {
+        start: Instant::now(),
+        name: String::new(),
+    };
+    Ok((lock, p))
+}
+
 struct Printer {
     start: Instant,
     name: String,
@@ -151,12 +162,7 @@ pub fn run_pretrain(args: GridArgs) -> Result<()> {
     }
     let out = out_dir(&args);
     // One writer per grid folder (its runs lock their own folders too).
-    let _lock = hif8lab_train::lock::FolderLock::acquire(&out)
-        .with_context(|| format!("--out {}", out.display()))?;
-    let mut p = Printer {
-        start: Instant::now(),
-        name: String::new(),
-    };
+    let (_lock, mut p) = writer(&out)?;
     let (path, probes) = if args.source.backend == "gpu" {
         grid::pretrain(
             &|| GpuBackend::new_blocking().map_err(TrainError::from),
@@ -238,12 +244,7 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
     }
     let out = out_dir(&args);
     // One writer per grid folder (its runs lock their own folders too).
-    let _lock = hif8lab_train::lock::FolderLock::acquire(&out)
-        .with_context(|| format!("--out {}", out.display()))?;
-    let mut p = Printer {
-        start: Instant::now(),
-        name: String::new(),
-    };
+    let (_lock, mut p) = writer(&out)?;
     let results = if args.source.backend == "gpu" {
         grid::run_grid(
             &|| GpuBackend::new_blocking().map_err(TrainError::from),
@@ -402,12 +403,7 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
     let out = args.source.out.clone().unwrap_or_else(|| {
         PathBuf::from("runs").join(format!("lessons-{}", args.source.preset_or("grid-lesson")))
     });
-    let _lock = hif8lab_train::lock::FolderLock::acquire(&out)
-        .with_context(|| format!("--out {}", out.display()))?;
-    let mut p = Printer {
-        start: Instant::now(),
-        name: String::new(),
-    };
+    let (_lock, mut p) = writer(&out)?;
     let report = if args.source.backend == "gpu" {
         lesson::run_lesson(
             &args.name,

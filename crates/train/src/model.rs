@@ -535,28 +535,15 @@ fn attention_backward<B: Backend>(
         qd,
         cx.quant(l, Module::Q),
     )?;
-    cx.linear_backward(
-        &a.h1,
-        &w.wk,
-        &ws.dk,
-        Some(&ws.dtmp),
-        &gw.wk,
-        c,
-        kvd,
-        cx.quant(l, Module::K),
-    )?;
-    b.add_inplace(&ws.dh, &ws.dtmp)?;
-    cx.linear_backward(
-        &a.h1,
-        &w.wv,
-        &ws.dv,
-        Some(&ws.dtmp),
-        &gw.wv,
-        c,
-        kvd,
-        cx.quant(l, Module::V),
-    )?;
-    b.add_inplace(&ws.dh, &ws.dtmp)?;
+    // k, then v: each input gradient added to dh in that order.
+    for (wt, d, gwt, module) in [
+        (&w.wk, &ws.dk, &gw.wk, Module::K),
+        (&w.wv, &ws.dv, &gw.wv, Module::V),
+    ] {
+        let lq = cx.quant(l, module);
+        cx.linear_backward(&a.h1, wt, d, Some(&ws.dtmp), gwt, c, kvd, lq)?;
+        b.add_inplace(&ws.dh, &ws.dtmp)?;
+    }
     b.rmsnorm_backward(
         &a.x,
         &w.attn_norm,

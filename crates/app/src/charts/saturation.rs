@@ -253,14 +253,8 @@ fn hover_cell(
     rows: &[SeriesKey],
     map: &[u64],
 ) {
-    let Cell {
-        rect,
-        image_rect,
-        row_h,
-        columns,
-        steps,
-        sqnr,
-    } = *cell;
+    let (rect, image_rect, row_h) = (cell.rect, cell.image_rect, cell.row_h);
+    let (columns, steps, sqnr) = (cell.columns, cell.steps, cell.sqnr);
     if let Some(pos) = response.hover_pos()
         && image_rect.contains(pos)
     {

@@ -30,6 +30,15 @@ pub const KERNEL: Kernel = Kernel {
     params: params_layout!(SwigluParams { n }),
 };
 
+/// The parameters and grid of `n` elements.
+fn params(n: usize) -> (SwigluParams, u32) {
+    let params = SwigluParams {
+        n: n as u32,
+        _pad: [0; 3],
+    };
+    (params, grid_stride_groups(n, 256, ELEMENTWISE_GROUPS))
+}
+
 pub(crate) fn launch(
     gpu: &GpuBackend,
     g: &GpuTensor,
@@ -38,11 +47,7 @@ pub(crate) fn launch(
 ) -> Result<(), EngineError> {
     same_len("swiglu u", u.len, g.len)?;
     same_len("swiglu out", out.len, g.len)?;
-    let params = SwigluParams {
-        n: g.len as u32,
-        _pad: [0; 3],
-    };
-    let groups = grid_stride_groups(g.len, 256, ELEMENTWISE_GROUPS);
+    let (params, groups) = params(g.len);
     gpu.dispatch(
         &KERNEL,
         "main",
@@ -64,11 +69,7 @@ pub(crate) fn launch_backward(
     for (what, len) in [("u", u.len), ("dy", dy.len), ("dg", dg.len), ("du", du.len)] {
         same_len(&format!("swiglu_backward {what}"), len, g.len)?;
     }
-    let params = SwigluParams {
-        n: g.len as u32,
-        _pad: [0; 3],
-    };
-    let groups = grid_stride_groups(g.len, 256, ELEMENTWISE_GROUPS);
+    let (params, groups) = params(g.len);
     gpu.dispatch(
         &KERNEL,
         "backward",
