@@ -2,6 +2,44 @@
 
 use super::*;
 
+/// Frame statistics: frames drawn, how long their UI and background work took, where the
+/// central panel was, what did not fit, and the frame-time benchmark when it runs.
+pub struct FrameStats {
+    /// Milliseconds spent building recent frames' UI (newest last, at most 120).
+    pub ui_ms: std::collections::VecDeque<f32>,
+    /// Frames drawn so far (the page's snapshot carries it, so scripts can wait for a frame
+    /// drawn after a change).
+    pub count: u64,
+    /// When the last frame began.
+    pub(crate) started: Option<web_time::Instant>,
+    /// How long the last frame's background work took (ms).
+    pub(crate) poll_ms: f32,
+    /// How long the frame before took besides its background work (drawing; ms).
+    pub(crate) last_ms: f32,
+    /// The frame-time benchmark, when running.
+    pub bench: Option<FrameBench>,
+    /// Where the central panel was drawn last frame.
+    pub central_rect: egui::Rect,
+    /// The last frame's layout overflow: every region whose content did not fit the space
+    /// it was given (see [`crate::layout`]); empty when everything fits.
+    pub overflow: Vec<String>,
+}
+
+impl Default for FrameStats {
+    fn default() -> Self {
+        FrameStats {
+            ui_ms: Default::default(),
+            count: 0,
+            started: None,
+            poll_ms: 0.0,
+            last_ms: 0.0,
+            bench: None,
+            central_rect: egui::Rect::NOTHING,
+            overflow: Vec::new(),
+        }
+    }
+}
+
 /// The frame-time benchmark (`hif8lab-app --bench-frames N`): each data panel drawn for N
 /// frames with continuous repaints; the interval between frames is the whole frame (UI,
 /// tessellation, rendering and presenting), the UI time is what [`HifApp::show`] took.

@@ -132,7 +132,7 @@ impl HifApp {
         let mut s = Settings::from_preset("smoke");
         s.baseline = true;
         s.gpu = self.settings.gpu;
-        match self.lesson.name {
+        match self.lessons.lesson.name {
             // Active most_recent; max_window(64) and the rest shadow it on the same calls.
             "saturation" => s.set("qat.scaling.estimator", "most_recent"),
             // From scratch a high rate has nothing to forget: the scenario runs headless.
@@ -146,7 +146,7 @@ impl HifApp {
     /// CPU at the lessons' size) and shows its verdict when done.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn run_lesson_scenario(&mut self) {
-        let name = self.lesson.name;
+        let name = self.lessons.lesson.name;
         let (tx, rx) = std::sync::mpsc::channel();
         let text = std::sync::Arc::new(std::sync::Mutex::new(
             "Starting the lesson's scenario…".to_owned(),
@@ -175,7 +175,7 @@ impl HifApp {
         match spawned {
             Ok(_) => {
                 self.jobs.start(JobKind::Lesson, Work::Lesson(rx, text));
-                self.lesson_report = None;
+                self.lessons.report = None;
             }
             Err(e) => self.status = format!("Cannot run the lesson: {e}"),
         }
@@ -204,7 +204,7 @@ impl HifApp {
         };
         // Probes cost a few forward passes per evaluation: natively on the training thread;
         // in the browser's frame loop only the lessons that need them ask for them.
-        self.lesson_run = None;
+        self.lessons.live_run = None;
         let extras = RunExtras {
             probes: (!self.frame_loop)
                 .then(|| Arc::new(hif8lab_train::corpus::ProbeSet::for_data(&config.data))),
@@ -320,18 +320,18 @@ impl HifApp {
         if self.selection.tab != Tab::Lessons {
             return self.start(wake);
         }
-        if self.lesson.name == "outliers" {
+        if self.lessons.lesson.name == "outliers" {
             // Nothing trains: the committed real-model runs are judged.
             self.judge_real_outliers();
             return;
         }
-        match self.lesson.name {
+        match self.lessons.lesson.name {
             "forgetting" => self.start_from_base(wake),
             // The grid is the lesson: in the browser its scenario is what starts.
             "fixes" if self.frame_loop => self.run_scenario_in_memory(),
             _ => {
                 self.start(wake);
-                self.lesson_run = Some(self.lesson.name);
+                self.lessons.live_run = Some(self.lessons.lesson.name);
             }
         }
         // Natively a lesson also runs its judged scenario (headless runs, a few seconds).
@@ -369,17 +369,18 @@ impl HifApp {
         };
         let probes = Arc::new(grid.probes());
         if self.awaits_shipped_base() {
-            self.after_base = true;
+            self.lessons.after_base = true;
             return;
         }
-        let Some(base) = self.base.clone() else {
-            self.after_base = self.pretrain_base(&grid, wake);
+        let Some(base) = self.lessons.base.clone() else {
+            self.lessons.after_base = self.pretrain_base(&grid, wake);
             return;
         };
         let run = hif8lab_lab::grid::GridRun {
             name: "lesson".into(),
             estimator: self
-                .lesson_qat
+                .lessons
+                .qat
                 .then_some(hif8lab_scaling::EstimatorSpec::MaxWindow(None)),
             high_lr: false,
             warmup: true,
@@ -387,8 +388,8 @@ impl HifApp {
             format: hif8lab_format::Format::HiF8,
         };
         let mut config = grid.run_config(&run);
-        config.train.lr = self.lesson_lr;
-        self.settings.baseline = self.lesson_qat;
+        config.train.lr = self.lessons.lr;
+        self.settings.baseline = self.lessons.qat;
         let extras = RunExtras {
             base: Some(base),
             probes: Some(probes),
@@ -398,12 +399,12 @@ impl HifApp {
         };
         let lr = config.train.lr;
         self.start_run(config, extras, wake);
-        self.lesson_run = Some("forgetting");
+        self.lessons.live_run = Some("forgetting");
         // Named after what it runs (the form's preset does not describe it).
         if let Some(v) = &mut self.runs.live {
             v.name = format!(
                 "forgetting lesson lr={lr:e} {}",
-                if self.lesson_qat {
+                if self.lessons.qat {
                     "QAT max_window(64)"
                 } else {
                     "no QAT"
@@ -435,7 +436,7 @@ impl HifApp {
             .iter()
             .filter(|k| self.jobs.running(**k))
             .count() as u32;
-        let drawing = self.last_frame_ms.clamp(0.0, 250.0) as u32;
+        let drawing = self.frames.last_ms.clamp(0.0, 250.0) as u32;
         let ms = match kind {
             JobKind::Run | JobKind::Baseline => 12u32.max(drawing) / live.max(1),
             _ if live > 0 => 12,
@@ -483,8 +484,8 @@ impl HifApp {
                 Work::Scenario(s) => match s.poll(budget) {
                     Ok(Some(report)) => {
                         self.status = format!("Scenario of {} judged.", report.lesson);
-                        self.lesson_views = std::mem::take(&mut s.views);
-                        self.lesson_report = Some(report);
+                        self.lessons.views = std::mem::take(&mut s.views);
+                        self.lessons.report = Some(report);
                         job.status = JobStatus::Finished;
                     }
                     Ok(None) => self.status = s.progress(),
@@ -498,12 +499,12 @@ impl HifApp {
                         match result {
                             Ok(r) => {
                                 let (views, base) = lesson_views(&r);
-                                self.lesson_views = views;
+                                self.lessons.views = views;
                                 // The base every run continued from: the thumbnails' "before".
                                 if base.is_some() {
-                                    self.base_probes = base;
+                                    self.lessons.base_probes = base;
                                 }
-                                self.lesson_report = Some(r);
+                                self.lessons.report = Some(r);
                                 job.status = JobStatus::Finished;
                             }
                             Err(e) => {
@@ -581,11 +582,11 @@ impl HifApp {
                     .push(*p);
             }
             (JobKind::Base, Msg::Weights(w)) => {
-                self.base_fingerprint = Some(hif8lab_lab::lesson::base::fingerprint(&w));
-                self.base = Some(w);
-                self.base_from = "pretrained";
+                self.lessons.base_fingerprint = Some(hif8lab_lab::lesson::base::fingerprint(&w));
+                self.lessons.base = Some(w);
+                self.lessons.base_from = "pretrained";
             }
-            (JobKind::Base, Msg::Probes(p)) => self.base_probes = Some(*p),
+            (JobKind::Base, Msg::Probes(p)) => self.lessons.base_probes = Some(*p),
             (JobKind::Base, Msg::Report(r)) => {
                 self.status = format!("Pretraining the base model: step {}…", r.step + 1);
             }
@@ -635,11 +636,12 @@ impl HifApp {
                 let _ = steps;
             }
             JobKind::Base => {
-                if self.base.is_some() && std::mem::take(&mut self.after_base) {
+                if self.lessons.base.is_some() && std::mem::take(&mut self.lessons.after_base) {
                     let ctx = ctx.clone();
                     self.start_from_base(move || ctx.request_repaint());
                 }
-                if self.base.is_some() && std::mem::take(&mut self.scenario_waiting) {
+                if self.lessons.base.is_some() && std::mem::take(&mut self.lessons.scenario_waiting)
+                {
                     self.run_scenario_in_memory();
                 }
             }

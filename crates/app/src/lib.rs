@@ -151,43 +151,18 @@ pub struct HifApp {
     pub gpu: Option<Device>,
     /// Quantizers of the live run in bank order (for choosing the binned tensor).
     pub quantizers: Vec<hif8lab_scaling::QuantizerId>,
-    /// A PNG export waiting for its screenshot: file name and the region (points).
-    pub png_request: Option<(String, egui::Rect)>,
-    /// Where the screenshot for `png_request` arrives.
-    png_shot: std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<egui::ColorImage>>>>,
-    /// Milliseconds spent building recent frames' UI (newest last, at most 120).
-    pub frame_ms: std::collections::VecDeque<f32>,
+    /// The lessons: the one shown, its base model, its last verdict and runs.
+    pub lessons: panels::lessons::LessonsView,
+    /// Frame statistics: frames drawn, their times, the layout's overflow.
+    pub frames: frames::FrameStats,
+    /// PNG exports: the panels' requests and the screenshots that answer them.
+    pub png: png::PngExports,
     /// The data panels (each owns what it caches) and the Runs panel.
     pub panels: charts::Panels,
     /// The Runs panel.
     pub runs_panel: charts::RunsPanel,
-    /// PNG exports the panels asked for.
-    pub exports: charts::Exports,
-    /// The pretrained base model of the lessons (continued training starts from it).
-    pub base: Option<Arc<hif8lab_train::checkpoint::Checkpoint>>,
-    /// The base model's probe scores.
-    pub base_probes: Option<hif8lab_train::ProbeScores>,
-    /// Where [`HifApp::base`] came from: `"shipped"`, `"pretrained"` here, or `""` (none yet).
-    pub base_from: &'static str,
-    /// The fingerprint of [`HifApp::base`]'s weights (`hif8lab_lab::lesson::base::fingerprint`),
-    /// taken once when the base is set (the browser's page reads it every frame).
-    pub base_fingerprint: Option<String>,
     /// The files shipped with the app (the lessons' base, the real-model runs).
     pub shipped: shipped::Shipped,
-    /// Start the continued run of the forgetting lesson once the base is ready.
-    pub after_base: bool,
-    /// Start the in-memory scenario once the base is ready.
-    pub scenario_waiting: bool,
-    /// The forgetting lesson's learning rate.
-    pub lesson_lr: f32,
-    /// Whether the forgetting lesson's run quantizes.
-    pub lesson_qat: bool,
-    /// The frame-time benchmark, when running.
-    pub bench: Option<FrameBench>,
-    /// See [`Options::png_after`].
-    pub png_after: Option<String>,
-    /// Where the central panel was drawn last frame.
-    pub central_rect: egui::Rect,
     /// The form's last check: the settings checked, each field's message, the whole one.
     pub form_check: Option<FormCheck>,
     /// Drive training from the frame loop instead of a thread (always in the browser).
@@ -200,29 +175,10 @@ pub struct HifApp {
     pub adapter: String,
     /// The last training error.
     pub error: Option<String>,
-    /// The lesson shown in the Lessons panel.
-    pub lesson: &'static hif8lab_lab::lesson::Lesson,
     /// The Hugging Face model that Start continues training, when one is open.
     pub hf_model: Option<hf_model::HfStart>,
-    /// The last verdict of a lesson scenario.
-    pub lesson_report: Option<hif8lab_lab::lesson::LessonReport>,
-    /// The runs of the last lesson scenario, as recorded (for its small multiples).
-    pub lesson_views: Vec<RunView>,
-    /// The lesson whose live run the current run is (its "What just happened" reads it).
-    pub lesson_run: Option<&'static str>,
     /// On a narrow window: the settings page is shown instead of a tab.
     pub settings_page: bool,
-    /// The last frame's layout overflow: every region whose content did not fit the space
-    /// it was given (see [`layout`]); empty when everything fits.
-    pub overflow: Vec<String>,
-    /// Frames drawn so far (the page's snapshot carries it, so scripts can wait for a frame
-    /// drawn after a change).
-    pub frame: u64,
-    /// When the last frame began, how long its background work took, and how long the
-    /// frame before it took besides its background work (drawing; ms).
-    frame_started: Option<web_time::Instant>,
-    poll_ms: f32,
-    last_frame_ms: f32,
 }
 
 impl HifApp {
@@ -241,51 +197,33 @@ impl HifApp {
             open_path: String::new(),
             gpu: None,
             quantizers: Vec::new(),
-            png_request: None,
-            png_shot: Default::default(),
-            frame_ms: std::collections::VecDeque::new(),
+            lessons: panels::lessons::LessonsView::default(),
+            frames: frames::FrameStats::default(),
+            png: png::PngExports {
+                after: options.png_after.clone(),
+                ..Default::default()
+            },
             panels: charts::Panels::default(),
             runs_panel: charts::RunsPanel,
-            exports: charts::Exports::default(),
             form_check: None,
-            bench: None,
-            png_after: options.png_after.clone(),
-            central_rect: egui::Rect::NOTHING,
-            base: None,
-            base_probes: None,
-            base_from: "",
-            base_fingerprint: None,
             shipped: shipped::Shipped {
                 pretrain_base: options.pretrain_base,
                 ..Default::default()
             },
-            after_base: false,
-            scenario_waiting: false,
-            lesson_lr: 3e-3,
-            lesson_qat: true,
             frame_loop: cfg!(target_arch = "wasm32"),
             notice: None,
             backend: BackendKind::Cpu,
             adapter: hif8lab_engine::cpu::cpu_name(),
             error: None,
-            lesson: &hif8lab_lab::lesson::LESSONS[0],
-            lesson_report: None,
-            lesson_views: Vec::new(),
             hf_model: None,
-            lesson_run: None,
             settings_page: false,
-            overflow: Vec::new(),
-            frame: 0,
-            frame_started: None,
-            poll_ms: 0.0,
-            last_frame_ms: 0.0,
         };
         #[cfg(not(target_arch = "wasm32"))]
         app.adopt_shipped_base();
         if let Some(name) = &options.lesson {
             match hif8lab_lab::lesson::lesson(name) {
                 Some(l) => {
-                    app.lesson = l;
+                    app.lessons.lesson = l;
                     app.selection.tab = Tab::Lessons;
                     app.setup_lesson();
                 }
@@ -320,7 +258,7 @@ impl HifApp {
                 hist: hif8lab_scaling::stats::Log2Histogram::of(&x, 4.0),
             });
             app.runs.live = Some(v);
-            app.bench = Some(FrameBench::new(n));
+            app.frames.bench = Some(FrameBench::new(n));
         }
         if let Some(path) = &options.trace {
             match RunView::from_trace_file(path) {
@@ -422,16 +360,16 @@ impl HifApp {
 
     /// Shows lesson `l` (its scenario's verdict and runs belong to the lesson shown before).
     pub fn select_lesson(&mut self, l: &'static hif8lab_lab::lesson::Lesson) {
-        if self.lesson.name != l.name {
-            self.lesson_report = None;
-            self.lesson_views.clear();
+        if self.lessons.lesson.name != l.name {
+            self.lessons.report = None;
+            self.lessons.views.clear();
         }
-        self.lesson = l;
+        self.lessons.lesson = l;
     }
 
     /// Whether the last frame was narrow (settings as a page of their own).
     fn settings_page_possible(&self) -> bool {
-        self.central_rect.width() > 0.0 && self.central_rect.right() < layout::NARROW
+        self.frames.central_rect.width() > 0.0 && self.frames.central_rect.right() < layout::NARROW
     }
 
     /// Whether the live run is paused.
@@ -457,29 +395,29 @@ impl HifApp {
             "calls": view.map(|v| v.calls.values().map(Vec::len).sum::<usize>()).unwrap_or(0),
             "baseline_steps": self.runs.baseline_loss().len(),
             "tab": format!("{:?}", self.selection.tab).to_ascii_lowercase(),
-            "lesson": self.lesson.name,
+            "lesson": self.lessons.lesson.name,
             "probes": view.map(|v| v.probes.len()).unwrap_or(0),
             "knowledge": view.and_then(|v| v.probes.last()).map(|p| p.knowledge_acc_norm),
-            "base_knowledge": self.base_probes.as_ref().map(|p| p.knowledge_acc_norm),
+            "base_knowledge": self.lessons.base_probes.as_ref().map(|p| p.knowledge_acc_norm),
             "baseline_probes": self.runs.baseline_probes().len(),
             "pretraining": self.jobs.running(JobKind::Base),
-            "base_from": self.base_from,
-            "base_fingerprint": self.base_fingerprint,
+            "base_from": self.lessons.base_from,
+            "base_fingerprint": self.lessons.base_fingerprint,
             "shipped_base_fingerprint": self.shipped.base.as_ref().map(|b| &b.0),
             "shipped_base_knowledge": self.shipped.base.as_ref().map(|b| b.1),
-            "scenario_running": self.jobs.any(&[JobKind::Scenario, JobKind::Lesson]) || self.scenario_waiting,
-            "verdict": self.lesson_report.as_ref().map(|r| serde_json::json!({
+            "scenario_running": self.jobs.any(&[JobKind::Scenario, JobKind::Lesson]) || self.lessons.scenario_waiting,
+            "verdict": self.lessons.report.as_ref().map(|r| serde_json::json!({
                 "lesson": r.lesson,
                 "holds": r.holds(),
                 "verdict": r.verdict(),
                 "claims": r.claims.len(),
                 "claims_failing": r.claims.iter().filter(|c| c.verdict == hif8lab_lab::stats::Verdict3::Fails).count(),
                 "claims_holding": r.claims.iter().filter(|c| c.holds).count(),
-                "runs": self.lesson_views.len(),
+                "runs": self.lessons.views.len(),
             })),
             "error": self.error,
-            "overflow": self.overflow,
-            "frame": self.frame,
+            "overflow": self.frames.overflow,
+            "frame": self.frames.count,
             "narrow": self.settings_page_possible(),
             "settings_page": self.settings_page,
             "preparing": view.is_some_and(|v| v.loss.is_empty()) && self.jobs.running(JobKind::Run),
@@ -499,11 +437,12 @@ impl HifApp {
         theme::apply(ui.ctx());
         self.take_screenshot(ui.ctx());
         let now = web_time::Instant::now();
-        if let Some(t) = self.frame_started.replace(now) {
-            self.last_frame_ms = now.duration_since(t).as_secs_f32() * 1000.0 - self.poll_ms;
+        if let Some(t) = self.frames.started.replace(now) {
+            self.frames.last_ms =
+                now.duration_since(t).as_secs_f32() * 1000.0 - self.frames.poll_ms;
         }
         self.poll_jobs(ui.ctx());
-        self.poll_ms = now.elapsed().as_secs_f32() * 1000.0;
+        self.frames.poll_ms = now.elapsed().as_secs_f32() * 1000.0;
         layout::begin(ui.ctx());
         // The UI's own time (in the browser, training's share of the frame is in poll).
         let started = web_time::Instant::now();
@@ -512,19 +451,19 @@ impl HifApp {
         panels::run_bar(self, ui);
         panels::side_panel(self, ui);
         panels::central(self, ui);
-        self.overflow = layout::take(ui.ctx());
-        self.frame += 1;
-        if let Some((name, rect)) = self.exports.png.take() {
+        self.frames.overflow = layout::take(ui.ctx());
+        self.frames.count += 1;
+        if let Some((name, rect)) = self.png.exports.png.take() {
             self.request_png(ui.ctx(), name, rect);
         }
         use jobs::JobKind;
         let live = [JobKind::Run, JobKind::Baseline];
         if !self.jobs.any(&live)
             && self.runs.live.is_some()
-            && self.png_request.is_none()
-            && let Some(name) = self.png_after.take()
+            && self.png.request.is_none()
+            && let Some(name) = self.png.after.take()
         {
-            let rect = self.central_rect;
+            let rect = self.frames.central_rect;
             self.request_png(ui.ctx(), name, rect);
         }
         if self.frame_loop
@@ -540,7 +479,7 @@ impl HifApp {
         } else if self
             .jobs
             .any(&[JobKind::Run, JobKind::Lesson, JobKind::Base])
-            || self.png_request.is_some()
+            || self.png.request.is_some()
         {
             ui.ctx()
                 .request_repaint_after(std::time::Duration::from_millis(50));
@@ -548,8 +487,8 @@ impl HifApp {
         #[cfg(target_arch = "wasm32")]
         web::publish(self);
         let ui_ms = started.elapsed().as_secs_f32() * 1000.0;
-        self.frame_ms.push_back(ui_ms);
-        if let Some(b) = &mut self.bench {
+        self.frames.ui_ms.push_back(ui_ms);
+        if let Some(b) = &mut self.frames.bench {
             b.record(ui_ms);
             match b.tab() {
                 Some(tab) => {
@@ -570,20 +509,20 @@ impl HifApp {
                         println!("{}", b.report());
                         println!("resident memory: {rss} kB");
                     }
-                    self.bench = None;
+                    self.frames.bench = None;
                     ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
                 }
             }
         }
-        while self.frame_ms.len() > 120 {
-            self.frame_ms.pop_front();
+        while self.frames.ui_ms.len() > 120 {
+            self.frames.ui_ms.pop_front();
         }
     }
 
     /// Asks for a screenshot of `rect` (points) to be saved as `name` (a PNG).
     pub fn request_png(&mut self, ctx: &egui::Context, name: String, rect: egui::Rect) {
-        self.png_request = Some((name, rect));
-        let slot = self.png_shot.clone();
+        self.png.request = Some((name, rect));
+        let slot = self.png.shot.clone();
         let wake = ctx.clone();
         ctx.request_screenshot(move |image| {
             if let Ok(mut s) = slot.lock() {
@@ -595,10 +534,10 @@ impl HifApp {
 
     /// Saves the screenshot a PNG export asked for, once it arrives.
     fn take_screenshot(&mut self, ctx: &egui::Context) {
-        let Some(image) = self.png_shot.lock().ok().and_then(|mut s| s.take()) else {
+        let Some(image) = self.png.shot.lock().ok().and_then(|mut s| s.take()) else {
             return;
         };
-        if let Some((name, rect)) = self.png_request.take() {
+        if let Some((name, rect)) = self.png.request.take() {
             let ppp = image.size[0] as f32 / ctx.content_rect().width().max(1.0);
             let crop = png::crop(&image, rect, ppp);
             self.status = match png::encode(&crop) {
@@ -615,7 +554,7 @@ impl HifApp {
 
     /// Median UI time per frame over the recent frames, in ms.
     pub fn frame_time(&self) -> Option<f32> {
-        let mut v: Vec<f32> = self.frame_ms.iter().copied().collect();
+        let mut v: Vec<f32> = self.frames.ui_ms.iter().copied().collect();
         if v.is_empty() {
             return None;
         }

@@ -8,11 +8,10 @@ use hif8lab_scaling::Role;
 use crate::charts::PanelCtx;
 use crate::jobs::JobKind;
 use crate::settings::{FIELDS, Kind};
-use crate::state::RunView;
 use crate::theme::TextColours;
 use crate::{HifApp, Tab};
 
-mod lessons;
+pub mod lessons;
 pub use lessons::knowledge_caption;
 use lessons::lessons;
 
@@ -464,7 +463,7 @@ pub const TABS: [(Tab, &str); 7] = [
 /// [`crate::layout`]); on a narrow window the settings are one more page here.
 pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
     egui::CentralPanel::default().show(ui, |ui| {
-        app.central_rect = ui.max_rect();
+        app.frames.central_rect = ui.max_rect();
         let narrow = crate::layout::narrow(ui.ctx());
         crate::layout::fitted(ui, "tab row", |ui| {
             ui.horizontal_wrapped(|ui| {
@@ -503,9 +502,10 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
                 let HifApp {
                     runs_panel,
                     runs,
-                    exports,
+                    png,
                     ..
                 } = app;
+                let exports = &mut png.exports;
                 let chosen =
                     crate::layout::scroll(ui, "runs", |ui| runs_panel.show(ui, runs, exports));
                 if let Some(i) = chosen {
@@ -523,12 +523,13 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
             runs,
             panels,
             selection,
-            exports,
+            png,
             jobs,
-            base_probes,
+            lessons,
             status,
             ..
         } = app;
+        let exports = &mut png.exports;
         let Some(view) = runs.live.as_ref() else {
             return;
         };
@@ -540,7 +541,7 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
             selection,
             exports,
             baseline: runs.baseline.as_ref(),
-            base_probes: base_probes.clone(),
+            base_probes: lessons.base_probes.clone(),
             live: jobs.running(JobKind::Run),
         };
         let tab = cx.selection.tab;

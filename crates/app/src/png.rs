@@ -38,6 +38,20 @@ pub fn encode(image: &ColorImage) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// PNG exports: what the panels asked for this frame, the request waiting for its
+/// screenshot, and where the screenshot arrives.
+#[derive(Default)]
+pub struct PngExports {
+    /// PNG exports the panels asked for.
+    pub exports: crate::charts::Exports,
+    /// A PNG export waiting for its screenshot: file name and the region (points).
+    pub request: Option<(String, egui::Rect)>,
+    /// Where the screenshot for `request` arrives.
+    pub(crate) shot: std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<ColorImage>>>>,
+    /// See [`crate::Options::png_after`].
+    pub after: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

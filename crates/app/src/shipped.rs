@@ -43,11 +43,11 @@ impl HifApp {
         if let Some(b) = hif8lab_lab::lesson::base::shipped_from(bytes, &grid) {
             let fingerprint = b.fingerprint();
             self.shipped.base = Some((fingerprint.clone(), b.probes.knowledge_acc_norm));
-            if !self.shipped.pretrain_base && self.base.is_none() {
-                self.base_fingerprint = Some(fingerprint);
-                self.base = Some(b.weights);
-                self.base_probes = Some(b.probes);
-                self.base_from = "shipped";
+            if !self.shipped.pretrain_base && self.lessons.base.is_none() {
+                self.lessons.base_fingerprint = Some(fingerprint);
+                self.lessons.base = Some(b.weights);
+                self.lessons.base_probes = Some(b.probes);
+                self.lessons.base_from = "shipped";
             }
         }
     }
@@ -55,7 +55,8 @@ impl HifApp {
     /// Whether the shipped base is still on its way (the browser) and is to be used: the
     /// caller starts what it wanted once it arrives ([`HifApp::shipped_arrived`]).
     pub fn awaits_shipped_base(&mut self) -> bool {
-        let waits = self.base.is_none() && self.shipped.base_pending && !self.shipped.pretrain_base;
+        let waits =
+            self.lessons.base.is_none() && self.shipped.base_pending && !self.shipped.pretrain_base;
         if waits {
             self.status = "Loading the lessons' shipped base model…".into();
         }
@@ -79,10 +80,10 @@ impl HifApp {
                     Err(e) => self.status = format!("No shipped base ({e}): lessons pretrain it."),
                 }
                 // What waited starts now: from the shipped base, or pretraining it.
-                if std::mem::take(&mut self.after_base) {
+                if std::mem::take(&mut self.lessons.after_base) {
                     self.start_from_base(|| {});
                 }
-                if std::mem::take(&mut self.scenario_waiting) {
+                if std::mem::take(&mut self.lessons.scenario_waiting) {
                     self.run_scenario_in_memory();
                 }
             }
@@ -123,8 +124,8 @@ impl HifApp {
                     r.claims.iter().filter(|c| c.holds).count(),
                     r.claims.len()
                 );
-                self.lesson_views.clear();
-                self.lesson_report = Some(r);
+                self.lessons.views.clear();
+                self.lessons.report = Some(r);
             }
             Err(e) => self.status = format!("Cannot judge the real-model runs: {e}"),
         }

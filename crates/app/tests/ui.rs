@@ -412,7 +412,7 @@ fn saturation_lesson_live_and_judged() {
         ..Default::default()
     });
     assert_eq!(h.state().selection.tab, Tab::Lessons);
-    assert_eq!(h.state().lesson.name, "saturation");
+    assert_eq!(h.state().lessons.lesson.name, "saturation");
     h.run_steps(1);
     assert_eq!(
         h.query_all_by_label("1. Amax saturation").count(),
@@ -444,8 +444,8 @@ fn saturation_lesson_live_and_judged() {
         ag[mr]
     ));
     h.get_by_label("Run the lesson's scenario").click();
-    until(&mut h, |app| app.lesson_report.is_some());
-    let report = h.state().lesson_report.clone().unwrap();
+    until(&mut h, |app| app.lessons.report.is_some());
+    let report = h.state().lessons.report.clone().unwrap();
     assert_eq!(report.lesson, "saturation");
     assert!(report.holds(), "{report:?}");
     h.get_by_label_contains("holds: on activations and gradients");
@@ -471,30 +471,30 @@ fn forgetting_lesson_continues_from_the_base_with_probes() {
         pretrain_base: true,
         ..Default::default()
     });
-    assert!(h.state().base.is_none());
-    h.state_mut().lesson_lr = 3e-3;
+    assert!(h.state().lessons.base.is_none());
+    h.state_mut().lessons.lr = 3e-3;
     h.run_steps(1);
     h.get_by_label("Pretrain the base, then continue at this rate")
         .click();
     h.run_steps(1);
     assert!(h.state().jobs.running(JobKind::Base));
     until(&mut h, |app| {
-        app.base.is_some()
+        app.lessons.base.is_some()
             && !app.jobs.running(JobKind::Run)
             && !app.jobs.running(JobKind::Baseline)
             && app.runs.live.as_ref().is_some_and(|v| v.loss.len() == 100)
     });
     let app = h.state();
-    let base = app.base_probes.clone().expect("base scored");
+    let base = app.lessons.base_probes.clone().expect("base scored");
     // Pretrained here, on the app's training thread: the shipped base's bits and scores.
-    assert_eq!(app.base_from, "pretrained");
+    assert_eq!(app.lessons.base_from, "pretrained");
     let grid = hif8lab_lab::grid::GridConfig::preset("grid-lesson").unwrap();
     let shipped = hif8lab_lab::lesson::base::shipped(&grid).unwrap();
     assert_eq!(
-        hif8lab_lab::lesson::base::fingerprint(app.base.as_ref().unwrap()),
+        hif8lab_lab::lesson::base::fingerprint(app.lessons.base.as_ref().unwrap()),
         shipped.fingerprint()
     );
-    assert_eq!(app.base_fingerprint, Some(shipped.fingerprint()));
+    assert_eq!(app.lessons.base_fingerprint, Some(shipped.fingerprint()));
     assert_eq!(
         base.knowledge_acc_norm.to_bits(),
         shipped.probes.knowledge_acc_norm.to_bits()
@@ -504,7 +504,7 @@ fn forgetting_lesson_continues_from_the_base_with_probes() {
     let view = app.runs.live.clone().unwrap();
     // Named after what it ran (not the form's preset), and read as this lesson's run.
     assert_eq!(view.name, "forgetting lesson lr=3e-3 QAT max_window(64)");
-    assert_eq!(app.lesson_run, Some("forgetting"));
+    assert_eq!(app.lessons.live_run, Some("forgetting"));
     // Before the first step (= the base), every 25 steps, after the last.
     let steps: Vec<u64> = view.probes.iter().map(|p| p.step).collect();
     assert_eq!(steps, [0, 25, 50, 75, 100]);
@@ -566,10 +566,10 @@ fn in_memory_scenario_matches_the_headless_lesson() {
     });
     h.state_mut().frame_loop = true;
     h.run_steps(1);
-    assert_eq!(h.state().base_from, "shipped");
+    assert_eq!(h.state().lessons.base_from, "shipped");
     h.state_mut().run_scenario_in_memory();
     assert!(
-        !h.state().scenario_waiting && h.state().jobs.running(JobKind::Scenario),
+        !h.state().lessons.scenario_waiting && h.state().jobs.running(JobKind::Scenario),
         "starts at once from the shipped base"
     );
     // Its progress, in its panel: run i of M, step n of N, the time left.
@@ -590,24 +590,24 @@ fn in_memory_scenario_matches_the_headless_lesson() {
         "the progress is not in the lesson's panel"
     );
     until(&mut h, |app| {
-        app.lesson_report.is_some() || app.error.is_some()
+        app.lessons.report.is_some() || app.error.is_some()
     });
     let app = h.state();
     assert_eq!(app.error, None);
-    let in_memory = app.lesson_report.clone().unwrap();
-    assert_eq!(app.lesson_views.len(), 1);
-    assert_eq!(app.lesson_views[0].loss.len(), 100);
+    let in_memory = app.lessons.report.clone().unwrap();
+    assert_eq!(app.lessons.views.len(), 1);
+    assert_eq!(app.lessons.views[0].loss.len(), 100);
     h.get_by_label("The scenario's runs");
     // The thumbnail says what the claims measure: base → end, the drop relative (and in
     // points), the same numbers the lessons compute.
-    let base = app.base_probes.clone().unwrap();
-    let end = app.lesson_views[0]
+    let base = app.lessons.base_probes.clone().unwrap();
+    let end = app.lessons.views[0]
         .probes
         .last()
         .unwrap()
         .knowledge_acc_norm;
     let drop = hif8lab_train::corpus::relative_drop(base.knowledge_acc_norm, end);
-    let caption = hif8lab_app::panels::knowledge_caption(Some(&base), &app.lesson_views[0]);
+    let caption = hif8lab_app::panels::knowledge_caption(Some(&base), &app.lessons.views[0]);
     assert!(
         caption.contains(&format!(
             "knowledge {:.1} % (base) to {:.1} %: {} {:.1} % relative ({:+.1} points)",
@@ -883,9 +883,9 @@ fn full_app() -> HifApp {
     }
     app.runs.live = Some(view.clone());
     app.runs.baseline = Some(baseline);
-    app.base_probes = Some(probes(0.64)[0].clone());
-    app.lesson = hif8lab_lab::lesson::lesson("forgetting").unwrap();
-    app.lesson_report = Some(hif8lab_lab::lesson::LessonReport {
+    app.lessons.base_probes = Some(probes(0.64)[0].clone());
+    app.lessons.lesson = hif8lab_lab::lesson::lesson("forgetting").unwrap();
+    app.lessons.report = Some(hif8lab_lab::lesson::LessonReport {
         lesson: "forgetting".into(),
         claims: vec![hif8lab_lab::lesson::Claim::new(
             "without QAT, the high learning rate forgets: it loses ≥ 10 points more of the base's above-chance knowledge than the low rate",
@@ -903,7 +903,7 @@ fn full_app() -> HifApp {
         )],
         summary: "Against the base model, knowledge accuracy fell 37.5 %.".into(),
     });
-    app.lesson_views = (0..4)
+    app.lessons.views = (0..4)
         .map(|i| {
             let mut v = RunView::synthetic(3, 100, 20 + i);
             v.name = format!("max_window-high-seed{i}");
@@ -977,12 +977,12 @@ fn every_tab_fits_at_every_size_in_both_themes() {
                     h.run_steps(3);
                     let app = h.state();
                     assert!(
-                        app.overflow.is_empty(),
+                        app.frames.overflow.is_empty(),
                         "{}×{} {theme:?} {name} ({}): {:?}",
                         size[0],
                         size[1],
                         if filled { "with a run" } else { "first run" },
-                        app.overflow
+                        app.frames.overflow
                     );
                     // The side panel folds away on a phone (and the page says so).
                     assert_eq!(app.snapshot()["narrow"], narrow);
@@ -1024,9 +1024,9 @@ fn the_run_bar_keeps_a_running_run_in_reach_at_every_size() {
             "{at}: the progress names the run's steps"
         );
         assert!(
-            h.state().overflow.is_empty(),
+            h.state().frames.overflow.is_empty(),
             "{at}: {:?}",
-            h.state().overflow
+            h.state().frames.overflow
         );
         h.get_by_label("Pause").click();
         h.run_steps(2);
@@ -1159,7 +1159,7 @@ fn the_real_model_lesson_judges_committed_runs() {
     h.get_by_label("Judge the committed SmolLM2-135M runs")
         .click();
     h.run_steps(3);
-    let r = h.state().lesson_report.clone().expect("judged");
+    let r = h.state().lessons.report.clone().expect("judged");
     assert_eq!(r.lesson, "outliers");
     assert_eq!(r.claims.len(), 4);
     let held = r.claims.iter().filter(|c| c.holds).count();
@@ -1182,7 +1182,7 @@ fn the_real_model_lesson_judges_committed_runs() {
     h.run_steps(1);
     h.state_mut().autostart(|| {});
     h.run_steps(3);
-    assert_eq!(h.state().lesson_report.as_ref(), Some(&r));
+    assert_eq!(h.state().lessons.report.as_ref(), Some(&r));
     assert!(!h.state().jobs.running(JobKind::Run), "nothing trains");
 }
 
@@ -1222,13 +1222,13 @@ fn lessons_switch_cleanly_and_link_to_their_panels() {
     use hif8lab_app::state::RunView;
     let mut app = full_app();
     app.selection.tab = Tab::Lessons;
-    app.lesson_run = Some("forgetting");
+    app.lessons.live_run = Some("forgetting");
     let mut h = Harness::builder()
         .with_size(egui::vec2(1280.0, 800.0))
         .build_ui_state(|ui, app: &mut HifApp| app.show(ui), app);
     h.run_steps(2);
-    let base = h.state().base_probes.clone().unwrap();
-    let caption = hif8lab_app::panels::knowledge_caption(Some(&base), &h.state().lesson_views[0]);
+    let base = h.state().lessons.base_probes.clone().unwrap();
+    let caption = hif8lab_app::panels::knowledge_caption(Some(&base), &h.state().lessons.views[0]);
     assert!(
         caption.contains("(base) to") && caption.contains("relative"),
         "{caption}"
@@ -1273,8 +1273,8 @@ fn lessons_switch_cleanly_and_link_to_their_panels() {
     // Switch: the verdict, the runs and the reading of the other lesson go.
     h.get_by_label("1. Amax saturation").click();
     h.run_steps(2);
-    assert_eq!(h.state().lesson.name, "saturation");
-    assert!(h.state().lesson_report.is_none() && h.state().lesson_views.is_empty());
+    assert_eq!(h.state().lessons.lesson.name, "saturation");
+    assert!(h.state().lessons.report.is_none() && h.state().lessons.views.is_empty());
     h.get_by_label("No run of this lesson yet: press “Set up and start a live run”.");
     assert_eq!(h.query_all_by_label("The scenario's runs").count(), 0);
     // Its links open the panels it names.

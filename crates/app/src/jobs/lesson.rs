@@ -138,17 +138,20 @@ impl HifApp {
             }
         };
         if self.awaits_shipped_base() {
-            self.scenario_waiting = true;
+            self.lessons.scenario_waiting = true;
             return;
         }
-        let (Some(base), Some(probes)) = (self.base.clone(), self.base_probes.clone()) else {
+        let (Some(base), Some(probes)) =
+            (self.lessons.base.clone(), self.lessons.base_probes.clone())
+        else {
             // Stepped from the frame loop, which keeps repainting while it runs.
-            self.scenario_waiting = self.pretrain_base(&grid, || {});
+            self.lessons.scenario_waiting = self.pretrain_base(&grid, || {});
             return;
         };
-        self.lesson_report = None;
-        self.lesson_views.clear();
-        if let Some(job) = scenario::ScenarioJob::new(self.lesson.name, &grid, base, probes) {
+        self.lessons.report = None;
+        self.lessons.views.clear();
+        if let Some(job) = scenario::ScenarioJob::new(self.lessons.lesson.name, &grid, base, probes)
+        {
             self.jobs
                 .start(JobKind::Scenario, Work::Scenario(Box::new(job)));
         }

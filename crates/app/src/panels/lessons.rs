@@ -2,6 +2,59 @@
 //! its scenario's progress and verdict, and the scenario's runs as small multiples.
 
 use super::*;
+use std::sync::Arc;
+
+use crate::state::RunView;
+
+/// What the Lessons tab owns: the lesson shown, the pretrained base its runs continue from,
+/// its scenario's verdict and runs, and the live run that is one of its runs.
+pub struct LessonsView {
+    /// The lesson shown.
+    pub lesson: &'static hif8lab_lab::lesson::Lesson,
+    /// The pretrained base model of the lessons (continued training starts from it).
+    pub base: Option<Arc<hif8lab_train::checkpoint::Checkpoint>>,
+    /// The base model's probe scores.
+    pub base_probes: Option<hif8lab_train::ProbeScores>,
+    /// Where [`LessonsView::base`] came from: `"shipped"`, `"pretrained"` here, or `""`
+    /// (none yet).
+    pub base_from: &'static str,
+    /// The fingerprint of the base's weights (`hif8lab_lab::lesson::base::fingerprint`),
+    /// taken once when the base is set (the browser's page reads it every frame).
+    pub base_fingerprint: Option<String>,
+    /// Start the continued run of the forgetting lesson once the base is ready.
+    pub after_base: bool,
+    /// Start the in-memory scenario once the base is ready.
+    pub scenario_waiting: bool,
+    /// The forgetting lesson's learning rate.
+    pub lr: f32,
+    /// Whether the forgetting lesson's run quantizes.
+    pub qat: bool,
+    /// The last verdict of a lesson scenario.
+    pub report: Option<hif8lab_lab::lesson::LessonReport>,
+    /// The runs of the last lesson scenario, as recorded (for its small multiples).
+    pub views: Vec<RunView>,
+    /// The lesson whose live run the current run is (its "What just happened" reads it).
+    pub live_run: Option<&'static str>,
+}
+
+impl Default for LessonsView {
+    fn default() -> Self {
+        LessonsView {
+            lesson: &hif8lab_lab::lesson::LESSONS[0],
+            base: None,
+            base_probes: None,
+            base_from: "",
+            base_fingerprint: None,
+            after_base: false,
+            scenario_waiting: false,
+            lr: 3e-3,
+            qat: true,
+            report: None,
+            views: Vec::new(),
+            live_run: None,
+        }
+    }
+}
 
 /// The Lessons panel: what to predict, what to look at, the controls that matter, a live
 /// "what just happened" from the current run's numbers, and (natively) the lesson's headless
@@ -10,14 +63,14 @@ pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
     ui.horizontal_wrapped(|ui| {
         for l in &hif8lab_lab::lesson::LESSONS {
             if ui
-                .selectable_label(app.lesson.name == l.name, l.title)
+                .selectable_label(app.lessons.lesson.name == l.name, l.title)
                 .clicked()
             {
                 app.select_lesson(l);
             }
         }
     });
-    let l = app.lesson;
+    let l = app.lessons.lesson;
     ui.heading(l.title);
     ui.label(RichText::new("Predict").strong());
     crate::glossary::label(ui, l.predict);
@@ -66,7 +119,7 @@ pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
         ui.label(RichText::new("What just happened (this lesson's live run)").strong());
         crate::glossary::label(ui, live_reading(app));
     }
-    if let Some(r) = &app.lesson_report
+    if let Some(r) = &app.lessons.report
         && r.lesson == l.name
     {
         ui.label(
@@ -105,15 +158,15 @@ pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
 fn forgetting_controls(app: &mut HifApp, ui: &mut egui::Ui, running: bool) {
     ui.horizontal_wrapped(|ui| {
         ui.add(
-            egui::Slider::new(&mut app.lesson_lr, 1e-5..=1e-2)
+            egui::Slider::new(&mut app.lessons.lr, 1e-5..=1e-2)
                 .logarithmic(true)
                 .text("learning rate")
                 .custom_formatter(|v, _| format!("{v:.0e}")),
         );
-        ui.checkbox(&mut app.lesson_qat, "HiF8 QAT (max_window(64), warmup)");
+        ui.checkbox(&mut app.lessons.qat, "HiF8 QAT (max_window(64), warmup)");
     });
     {
-        let label = if app.base.is_some() {
+        let label = if app.lessons.base.is_some() {
             "Continue training the base at this rate"
         } else {
             "Pretrain the base, then continue at this rate"
@@ -122,8 +175,8 @@ fn forgetting_controls(app: &mut HifApp, ui: &mut egui::Ui, running: bool) {
             let ctx = ui.ctx().clone();
             app.start_from_base(move || ctx.request_repaint());
         }
-        if let Some(b) = &app.base_probes {
-            let from = match app.base_from {
+        if let Some(b) = &app.lessons.base_probes {
+            let from = match app.lessons.base_from {
                 "shipped" => {
                     " Shipped with the app: the weights the desktop app's pretraining gives, bit for bit (a browser's own pretraining rounds its products differently)."
                 }
@@ -160,7 +213,7 @@ pub fn knowledge_caption(base: Option<&hif8lab_train::ProbeScores>, v: &RunView)
 
 /// The lesson scenario's runs as small multiples: each run's loss with its numbers.
 fn small_multiples(app: &HifApp, ui: &mut egui::Ui) {
-    let views = &app.lesson_views;
+    let views = &app.lessons.views;
     if views.is_empty() {
         return;
     }
@@ -183,7 +236,7 @@ fn small_multiples(app: &HifApp, ui: &mut egui::Ui) {
                     format!(
                         "final loss {:.3}; {above} calls above the estimate; {}",
                         v.loss.last().map(|p| p[1]).unwrap_or(f64::NAN),
-                        knowledge_caption(app.base_probes.as_ref(), v)
+                        knowledge_caption(app.lessons.base_probes.as_ref(), v)
                     ),
                 );
                 egui_plot::Plot::new(format!("multiple-{i}"))
@@ -212,8 +265,8 @@ fn small_multiples(app: &HifApp, ui: &mut egui::Ui) {
 
 /// A reading of the live run for the lesson, from its numbers.
 fn live_reading(app: &HifApp) -> String {
-    let start = if app.lesson.name == "forgetting" {
-        if app.base.is_some() {
+    let start = if app.lessons.lesson.name == "forgetting" {
+        if app.lessons.base.is_some() {
             "“Continue training the base at this rate”"
         } else {
             "“Pretrain the base, then continue at this rate”"
@@ -225,12 +278,13 @@ fn live_reading(app: &HifApp) -> String {
         .runs
         .live
         .as_ref()
-        .filter(|_| app.lesson_run == Some(app.lesson.name))
+        .filter(|_| app.lessons.live_run == Some(app.lessons.lesson.name))
     else {
         if app
-            .lesson_report
+            .lessons
+            .report
             .as_ref()
-            .is_some_and(|r| r.lesson == app.lesson.name)
+            .is_some_and(|r| r.lesson == app.lessons.lesson.name)
         {
             return format!(
                 "The scenario's runs are judged below. For a live run of your own, press {start}."
@@ -241,8 +295,8 @@ fn live_reading(app: &HifApp) -> String {
     if view.loss.is_empty() {
         return format!("Starting {}: preparing the first step…", view.name);
     }
-    if app.lesson.name == "forgetting"
-        && let (Some(base), Some(now)) = (&app.base_probes, view.probes.last())
+    if app.lessons.lesson.name == "forgetting"
+        && let (Some(base), Some(now)) = (&app.lessons.base_probes, view.probes.last())
     {
         let drop =
             hif8lab_train::corpus::relative_drop(base.knowledge_acc_norm, now.knowledge_acc_norm);
@@ -304,7 +358,7 @@ fn view_lr(view: &RunView) -> f64 {
 
 /// A lesson's two buttons: a live run set up for it, and its judged scenario.
 fn scenario_buttons(app: &mut HifApp, ui: &mut egui::Ui, running: bool) {
-    let l = app.lesson;
+    let l = app.lessons.lesson;
     ui.horizontal_wrapped(|ui| {
         if l.name != "forgetting"
             && ui
@@ -314,9 +368,9 @@ fn scenario_buttons(app: &mut HifApp, ui: &mut egui::Ui, running: bool) {
             app.setup_lesson();
             let ctx = ui.ctx().clone();
             app.start(move || ctx.request_repaint());
-            app.lesson_run = Some(l.name);
+            app.lessons.live_run = Some(l.name);
         }
-        let busy = app.jobs.any(&[JobKind::Lesson, JobKind::Scenario]) || app.scenario_waiting;
+        let busy = app.jobs.any(&[JobKind::Lesson, JobKind::Scenario]) || app.lessons.scenario_waiting;
         if ui
             .add_enabled(!busy, egui::Button::new("Run the lesson's scenario"))
             .on_hover_text("pretrained base + the lesson's runs, judged from their numbers (hif8lab lesson run)")
