@@ -196,6 +196,8 @@ pub struct Panels {
     pub estimators: EstimatorsPanel,
     /// Histogram.
     pub histogram: HistogramPanel,
+    /// Runs.
+    pub runs: RunsPanel,
 }
 
 impl Panels {

@@ -174,7 +174,7 @@ impl HifApp {
             if hf::is_model_path(&dir) {
                 self.open_hf_dir(&dir);
             } else {
-                self.open_path = dir.display().to_string();
+                self.form.open_path = dir.display().to_string();
                 self.open_run();
             }
         }
@@ -186,7 +186,7 @@ impl HifApp {
     fn set_hf(&mut self, result: Result<HfStart, String>) {
         match result {
             Ok(m) => {
-                self.status = format!(
+                self.messages.status = format!(
                     "Opened {} ({:.2} M parameters, {} layers, d_model {}): Start continues \
                      training it with the settings below.",
                     m.name,
@@ -194,18 +194,18 @@ impl HifApp {
                     m.model.layers,
                     m.model.d_model
                 );
-                self.hf_model = Some(m);
-                self.form_check = None;
+                self.form.hf_model = Some(m);
+                self.form.check = None;
             }
-            Err(e) => self.status = format!("Cannot open the model: {e}"),
+            Err(e) => self.messages.status = format!("Cannot open the model: {e}"),
         }
     }
 
     /// The run the form describes: the preset with its fields, and the opened Hugging Face
     /// model, if any.
     pub fn run_config(&self) -> Result<RunConfig, String> {
-        let config = self.settings.config()?;
-        match &self.hf_model {
+        let config = self.form.settings.config()?;
+        match &self.form.hf_model {
             Some(m) => m.apply(config),
             None => Ok(config),
         }

@@ -131,7 +131,7 @@ impl HifApp {
     pub fn setup_lesson(&mut self) {
         let mut s = Settings::from_preset("smoke");
         s.baseline = true;
-        s.gpu = self.settings.gpu;
+        s.gpu = self.form.settings.gpu;
         match self.lessons.lesson.name {
             // Active most_recent; max_window(64) and the rest shadow it on the same calls.
             "saturation" => s.set("qat.scaling.estimator", "most_recent"),
@@ -139,7 +139,7 @@ impl HifApp {
             "forgetting" | "fixes" => {}
             _ => {}
         }
-        self.settings = s;
+        self.form.settings = s;
     }
 
     /// Runs the current lesson's scenario headless on a thread (native; a few seconds on the
@@ -177,7 +177,7 @@ impl HifApp {
                 self.jobs.start(JobKind::Lesson, Work::Lesson(rx, text));
                 self.lessons.report = None;
             }
-            Err(e) => self.status = format!("Cannot run the lesson: {e}"),
+            Err(e) => self.messages.status = format!("Cannot run the lesson: {e}"),
         }
     }
 
@@ -188,11 +188,11 @@ impl HifApp {
         }
         match RunView::from_files(files) {
             Ok(v) => {
-                self.status = format!("Opened {} ({} quantizers).", v.name, v.calls.len());
+                self.messages.status = format!("Opened {} ({} quantizers).", v.name, v.calls.len());
                 self.selection.quantizer = v.calls.keys().next().cloned();
                 self.set_view(v);
             }
-            Err(e) => self.status = format!("Cannot open: {e}"),
+            Err(e) => self.messages.status = format!("Cannot open: {e}"),
         }
     }
 
@@ -206,11 +206,11 @@ impl HifApp {
         // in the browser's frame loop only the lessons that need them ask for them.
         self.lessons.live_run = None;
         let extras = RunExtras {
-            probes: (!self.frame_loop)
+            probes: (!self.device.frame_loop)
                 .then(|| Arc::new(hif8lab_train::corpus::ProbeSet::for_data(&config.data))),
             eval_every: (config.train.steps / 4).max(1),
             eval_at_start: true,
-            base: self.hf_model.as_ref().map(|m| m.weights.clone()),
+            base: self.form.hf_model.as_ref().map(|m| m.weights.clone()),
             ..Default::default()
         };
         self.start_run(config, extras, wake);
@@ -223,11 +223,11 @@ impl HifApp {
         extras: RunExtras,
         wake: impl Fn() + Send + Sync + 'static,
     ) {
-        let device = match (&self.gpu, self.settings.gpu) {
+        let device = match (&self.device.gpu, self.form.settings.gpu) {
             (Some(d), true) => d.clone(),
             _ => Device::Cpu,
         };
-        (self.backend, self.adapter) = match &device {
+        (self.device.backend, self.device.adapter) = match &device {
             Device::Gpu(g) if g.2.backend == wgpu::Backend::BrowserWebGpu => {
                 let i = &g.2;
                 let name = [&i.name, &i.driver, &i.driver_info]
@@ -240,7 +240,7 @@ impl HifApp {
             Device::Gpu(g) => (BackendKind::Gpu, g.2.name.clone()),
             Device::Cpu => (BackendKind::Cpu, hif8lab_engine::cpu::cpu_name()),
         };
-        self.error = None;
+        self.messages.error = None;
         let mut baseline_config = config.clone();
         baseline_config.qat.enabled = false;
         let wake = std::sync::Arc::new(wake);
@@ -251,13 +251,13 @@ impl HifApp {
             Ok(t) => {
                 self.set_view(view);
                 self.jobs.start(JobKind::Run, Work::Training(t));
-                self.status = "Starting…".into();
+                self.messages.status = "Starting…".into();
             }
-            Err(e) => self.status = format!("Cannot start training: {e}"),
+            Err(e) => self.messages.status = format!("Cannot start training: {e}"),
         }
         self.jobs.stop(JobKind::Baseline);
         self.runs.baseline = None;
-        if self.settings.baseline && self.jobs.running(JobKind::Run) {
+        if self.form.settings.baseline && self.jobs.running(JobKind::Run) {
             let mut view = RunView::new("baseline", Vec::new(), 0, 0.0);
             view.set_config(&baseline_config);
             if let Ok(t) = self.launch(baseline_config, device, extras, move || wake()) {
@@ -272,16 +272,17 @@ impl HifApp {
     /// settings change.
     pub fn check_form(&mut self) -> (Vec<Option<String>>, Result<String, String>) {
         if self
-            .form_check
+            .form
+            .check
             .as_ref()
-            .is_none_or(|(s, _, _)| *s != self.settings)
+            .is_none_or(|(s, _, _)| *s != self.form.settings)
         {
             let fields = settings::FIELDS
                 .iter()
-                .map(|f| self.settings.field_error(f.key))
+                .map(|f| self.form.settings.field_error(f.key))
                 .collect();
-            let (limits, adapter) = match &self.gpu {
-                Some(training::Device::Gpu(g)) if self.settings.gpu => (
+            let (limits, adapter) = match &self.device.gpu {
+                Some(training::Device::Gpu(g)) if self.form.settings.gpu => (
                     hif8lab_engine::MemoryLimits::of_gpu(&g.0.limits(), g.2.device_type),
                     g.2.name.clone(),
                 ),
@@ -292,9 +293,9 @@ impl HifApp {
                 estimate.check(&limits, &adapter).map_err(|e| e.0)?;
                 Ok(estimate.summary())
             });
-            self.form_check = Some((self.settings.clone(), fields, whole));
+            self.form.check = Some((self.form.settings.clone(), fields, whole));
         }
-        match &self.form_check {
+        match &self.form.check {
             Some((_, f, w)) => (f.clone(), w.clone()),
             None => (Vec::new(), Ok(String::new())),
         }
@@ -304,9 +305,10 @@ impl HifApp {
     fn run_name(&self, c: &RunConfig) -> String {
         format!(
             "{} {} lr={} {}",
-            self.hf_model
+            self.form
+                .hf_model
                 .as_ref()
-                .map_or(self.settings.preset.as_str(), |m| m.name.as_str()),
+                .map_or(self.form.settings.preset.as_str(), |m| m.name.as_str()),
             c.qat.scaling.estimator,
             c.train.lr,
             c.qat.scaling.format
@@ -328,7 +330,7 @@ impl HifApp {
         match self.lessons.lesson.name {
             "forgetting" => self.start_from_base(wake),
             // The grid is the lesson: in the browser its scenario is what starts.
-            "fixes" if self.frame_loop => self.run_scenario_in_memory(),
+            "fixes" if self.device.frame_loop => self.run_scenario_in_memory(),
             _ => {
                 self.start(wake);
                 self.lessons.live_run = Some(self.lessons.lesson.name);
@@ -336,7 +338,7 @@ impl HifApp {
         }
         // Natively a lesson also runs its judged scenario (headless runs, a few seconds).
         #[cfg(not(target_arch = "wasm32"))]
-        if !self.frame_loop {
+        if !self.device.frame_loop {
             self.run_lesson_scenario();
         }
     }
@@ -349,7 +351,7 @@ impl HifApp {
         extras: RunExtras,
         wake: impl Fn() + Send + 'static,
     ) -> std::io::Result<Training> {
-        if self.frame_loop {
+        if self.device.frame_loop {
             Ok(Training::start_local(config, device, extras))
         } else {
             Training::start(config, device, extras, wake)
@@ -363,7 +365,7 @@ impl HifApp {
         let grid = match hif8lab_lab::grid::GridConfig::preset("grid-lesson") {
             Ok(g) => g,
             Err(e) => {
-                self.status = e.to_string();
+                self.messages.status = e.to_string();
                 return;
             }
         };
@@ -389,7 +391,7 @@ impl HifApp {
         };
         let mut config = grid.run_config(&run);
         config.train.lr = self.lessons.lr;
-        self.settings.baseline = self.lessons.qat;
+        self.form.settings.baseline = self.lessons.qat;
         let extras = RunExtras {
             base: Some(base),
             probes: Some(probes),
@@ -457,7 +459,7 @@ impl HifApp {
             .quantizer
             .as_ref()
             .and_then(|s| s.quantizer())
-            .and_then(|s| self.quantizers.iter().position(|q| *q == s));
+            .and_then(|s| self.runs.quantizers.iter().position(|q| *q == s));
         let mut list = std::mem::take(&mut self.jobs.list);
         for (job, budget) in list.iter_mut().zip(budgets) {
             let kind = job.kind;
@@ -483,12 +485,12 @@ impl HifApp {
                 }
                 Work::Scenario(s) => match s.poll(budget) {
                     Ok(Some(report)) => {
-                        self.status = format!("Scenario of {} judged.", report.lesson);
+                        self.messages.status = format!("Scenario of {} judged.", report.lesson);
                         self.lessons.views = std::mem::take(&mut s.views);
                         self.lessons.report = Some(report);
                         job.status = JobStatus::Finished;
                     }
-                    Ok(None) => self.status = s.progress(),
+                    Ok(None) => self.messages.status = s.progress(),
                     Err(e) => {
                         self.on_error(kind, &e);
                         job.status = JobStatus::Failed(e);
@@ -539,24 +541,24 @@ impl HifApp {
                     quantizers,
                 },
             ) => {
-                self.quantizers = quantizers;
+                self.runs.quantizers = quantizers;
                 if let Some(v) = &mut self.runs.live {
                     v.estimators = estimators;
                     v.active = active;
                 }
-                self.status = match self.backend {
-                    BackendKind::WebGpu => format!("Training on WebGPU ({}).", self.adapter),
+                self.messages.status = match self.device.backend {
+                    BackendKind::WebGpu => format!("Training on WebGPU ({}).", self.device.adapter),
                     _ => format!("Training on {backend}."),
                 } + " First step running…";
             }
             (JobKind::Run, Msg::Preparing { compiled, total }) => {
-                self.status = format!(
+                self.messages.status = format!(
                     "Preparing the GPU kernels: {compiled} of {total} compiled (once per run; the first step follows)…"
                 );
             }
             (JobKind::Run, Msg::Report(r)) => {
                 if self.runs.live.as_ref().is_some_and(|v| v.loss.is_empty()) {
-                    self.status = self.status.replace(" First step running…", "");
+                    self.messages.status = self.messages.status.replace(" First step running…", "");
                 }
                 if let Some(v) = &mut self.runs.live {
                     v.push_report(&r);
@@ -588,7 +590,7 @@ impl HifApp {
             }
             (JobKind::Base, Msg::Probes(p)) => self.lessons.base_probes = Some(*p),
             (JobKind::Base, Msg::Report(r)) => {
-                self.status = format!("Pretraining the base model: step {}…", r.step + 1);
+                self.messages.status = format!("Pretraining the base model: step {}…", r.step + 1);
             }
             _ => {}
         }
@@ -597,14 +599,14 @@ impl HifApp {
     /// A job's error: the status line (and, for the live run and scenarios, the error the
     /// page reports).
     fn on_error(&mut self, kind: JobKind, e: &str) {
-        self.status = match kind {
+        self.messages.status = match kind {
             JobKind::Run => format!("Training stopped: {e}"),
             JobKind::Baseline => format!("Baseline stopped: {e}"),
             JobKind::Base => format!("Pretraining stopped: {e}"),
             JobKind::Scenario | JobKind::Lesson => format!("Lesson scenario failed: {e}"),
         };
         if matches!(kind, JobKind::Run | JobKind::Scenario) {
-            self.error = Some(e.to_owned());
+            self.messages.error = Some(e.to_owned());
         }
     }
 
@@ -622,7 +624,7 @@ impl HifApp {
                         .and_then(|c| c["train"]["steps"].as_u64())
                         .unwrap_or(0) as usize;
                     // A run stopped early ends as "finished" too: say which it was.
-                    self.status = if done < target {
+                    self.messages.status = if done < target {
                         format!("Training stopped at step {done} of {target}.")
                     } else {
                         "Training finished.".into()
@@ -631,7 +633,7 @@ impl HifApp {
                 let steps = self.runs.live.as_ref().map_or(0, |v| v.loss.len());
                 // For scripts driving the app (the screenshot check waits for this line).
                 #[cfg(not(target_arch = "wasm32"))]
-                eprintln!("hif8lab-app: {} ({steps} steps)", self.status);
+                eprintln!("hif8lab-app: {} ({steps} steps)", self.messages.status);
                 #[cfg(target_arch = "wasm32")]
                 let _ = steps;
             }

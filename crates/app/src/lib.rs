@@ -84,6 +84,8 @@ pub struct Runs {
     pub earlier: Vec<RunView>,
     /// Which of `earlier` are overlaid (same length).
     pub overlay: Vec<bool>,
+    /// Quantizers of the live run in bank order (for choosing the binned tensor).
+    pub quantizers: Vec<hif8lab_scaling::QuantizerId>,
 }
 
 impl Runs {
@@ -135,22 +137,19 @@ pub const MAX_RUNS: usize = 12;
 
 /// The app.
 pub struct HifApp {
-    /// Side-panel settings.
-    pub settings: Settings,
+    /// The side panel's form: the settings, their check, the page on a narrow window, the
+    /// opened model, the run folder path typed.
+    pub form: settings::SettingsPanel,
     /// The live run (or the opened one), its matched baseline, earlier runs.
     pub runs: Runs,
     /// Background work: training, pretraining, lesson scenarios.
     pub jobs: jobs::Jobs,
-    /// Last status line (a message to the user; nothing decides on it).
-    pub status: String,
+    /// What the user is told: the status line, a standing notice, the last error.
+    pub messages: Messages,
     /// What the panels select: tab, quantizer, heatmap mode.
     pub selection: Selection,
-    /// Run folder path typed in the Runs box.
-    pub open_path: String,
-    /// eframe's GPU device, when it renders with wgpu.
-    pub gpu: Option<Device>,
-    /// Quantizers of the live run in bank order (for choosing the binned tensor).
-    pub quantizers: Vec<hif8lab_scaling::QuantizerId>,
+    /// What trains: eframe's GPU device, the backend and adapter of the last run.
+    pub device: DeviceChoice,
     /// The lessons: the one shown, its base model, its last verdict and runs.
     pub lessons: panels::lessons::LessonsView,
     /// Frame statistics: frames drawn, their times, the layout's overflow.
@@ -159,44 +158,61 @@ pub struct HifApp {
     pub png: png::PngExports,
     /// The data panels (each owns what it caches) and the Runs panel.
     pub panels: charts::Panels,
-    /// The Runs panel.
-    pub runs_panel: charts::RunsPanel,
     /// The files shipped with the app (the lessons' base, the real-model runs).
     pub shipped: shipped::Shipped,
-    /// The form's last check: the settings checked, each field's message, the whole one.
-    pub form_check: Option<FormCheck>,
-    /// Drive training from the frame loop instead of a thread (always in the browser).
-    pub frame_loop: bool,
+}
+
+/// What the user is told.
+#[derive(Debug, Default)]
+pub struct Messages {
+    /// Last status line (a message to the user; nothing decides on it).
+    pub status: String,
     /// A standing notice (e.g. why training runs on the CPU in the browser).
     pub notice: Option<String>,
+    /// The last training error.
+    pub error: Option<String>,
+}
+
+/// What trains.
+pub struct DeviceChoice {
+    /// eframe's GPU device, when it renders with wgpu.
+    pub gpu: Option<Device>,
+    /// Drive training from the frame loop instead of a thread (always in the browser).
+    pub frame_loop: bool,
     /// The backend of the current or last run.
     pub backend: BackendKind,
     /// Its adapter's name.
     pub adapter: String,
-    /// The last training error.
-    pub error: Option<String>,
-    /// The Hugging Face model that Start continues training, when one is open.
-    pub hf_model: Option<hf_model::HfStart>,
-    /// On a narrow window: the settings page is shown instead of a tab.
-    pub settings_page: bool,
 }
 
 impl HifApp {
     /// A new app (no GPU device: CPU training only).
     pub fn new(options: &Options) -> Self {
         let mut app = HifApp {
-            settings: Settings::from_preset(options.preset.as_deref().unwrap_or("smoke")),
+            form: settings::SettingsPanel {
+                settings: Settings::from_preset(options.preset.as_deref().unwrap_or("smoke")),
+                check: None,
+                page: false,
+                hf_model: None,
+                open_path: String::new(),
+            },
             runs: Runs::default(),
             jobs: jobs::Jobs::default(),
-            status: "Pick a preset and press Start.".into(),
+            messages: Messages {
+                status: "Pick a preset and press Start.".into(),
+                ..Default::default()
+            },
             selection: Selection {
                 tab: Tab::Loss,
                 quantizer: None,
                 heat: HeatValue::AboveEst,
             },
-            open_path: String::new(),
-            gpu: None,
-            quantizers: Vec::new(),
+            device: DeviceChoice {
+                gpu: None,
+                frame_loop: cfg!(target_arch = "wasm32"),
+                backend: BackendKind::Cpu,
+                adapter: hif8lab_engine::cpu::cpu_name(),
+            },
             lessons: panels::lessons::LessonsView::default(),
             frames: frames::FrameStats::default(),
             png: png::PngExports {
@@ -204,19 +220,10 @@ impl HifApp {
                 ..Default::default()
             },
             panels: charts::Panels::default(),
-            runs_panel: charts::RunsPanel,
-            form_check: None,
             shipped: shipped::Shipped {
                 pretrain_base: options.pretrain_base,
                 ..Default::default()
             },
-            frame_loop: cfg!(target_arch = "wasm32"),
-            notice: None,
-            backend: BackendKind::Cpu,
-            adapter: hif8lab_engine::cpu::cpu_name(),
-            error: None,
-            hf_model: None,
-            settings_page: false,
         };
         #[cfg(not(target_arch = "wasm32"))]
         app.adopt_shipped_base();
@@ -228,7 +235,7 @@ impl HifApp {
                     app.setup_lesson();
                 }
                 None => {
-                    app.status = format!(
+                    app.messages.status = format!(
                         "No lesson '{name}' (lessons: {}).",
                         hif8lab_lab::lesson::names()
                     )
@@ -240,7 +247,7 @@ impl HifApp {
             app.open_hf_dir(dir);
         }
         if let Some(dir) = &options.open {
-            app.open_path = dir.display().to_string();
+            app.form.open_path = dir.display().to_string();
             app.open_run();
         }
         if let Some(tab) = options.tab {
@@ -263,11 +270,12 @@ impl HifApp {
         if let Some(path) = &options.trace {
             match RunView::from_trace_file(path) {
                 Ok(v) => {
-                    app.status = format!("Replayed {} ({} quantizers).", v.name, v.calls.len());
+                    app.messages.status =
+                        format!("Replayed {} ({} quantizers).", v.name, v.calls.len());
                     app.runs.live = Some(v);
                     app.selection.tab = Tab::Amax;
                 }
-                Err(e) => app.status = format!("Cannot read trace: {e}"),
+                Err(e) => app.messages.status = format!("Cannot read trace: {e}"),
             }
         }
         app
@@ -276,10 +284,10 @@ impl HifApp {
     /// Opens the run folder in `open_path` (a grid's or a lesson's folder: its runs, see
     /// [`HifApp::open_grid`]).
     pub fn open_run(&mut self) {
-        let dir = std::path::PathBuf::from(self.open_path.trim());
+        let dir = std::path::PathBuf::from(self.form.open_path.trim());
         #[cfg(not(target_arch = "wasm32"))]
         if dir.join("runs").is_dir() && !hif8lab_train::run::RunDir::new(&dir).has_metrics() {
-            self.status = match self.open_grid(&dir) {
+            self.messages.status = match self.open_grid(&dir) {
                 Ok(words) => words,
                 Err(e) => format!("Cannot open: {e}"),
             };
@@ -287,10 +295,10 @@ impl HifApp {
         }
         match RunView::load(&dir) {
             Ok(v) => {
-                self.status = format!("Opened {} ({} steps).", v.name, v.loss.len());
+                self.messages.status = format!("Opened {} ({} steps).", v.name, v.loss.len());
                 self.set_view(v);
             }
-            Err(e) => self.status = format!("Cannot open: {e}"),
+            Err(e) => self.messages.status = format!("Cannot open: {e}"),
         }
     }
 
@@ -307,7 +315,7 @@ impl HifApp {
     /// run is training.
     pub fn make_current(&mut self, i: usize) {
         if self.jobs.running(jobs::JobKind::Run) {
-            self.status = "Stop training before switching runs.".into();
+            self.messages.status = "Stop training before switching runs.".into();
             return;
         }
         if i < self.runs.earlier.len() {
@@ -347,10 +355,10 @@ impl HifApp {
             self.keep_run(old);
         }
         self.runs.baseline = None;
-        self.error = None;
+        self.messages.error = None;
         self.panels.clear();
-        self.settings = self.settings.switched_to(&self.settings.preset);
-        self.status = if self.runs.earlier.is_empty() {
+        self.form.settings = self.form.settings.switched_to(&self.form.settings.preset);
+        self.messages.status = if self.runs.earlier.is_empty() {
             "Reset: pick a preset and press Start.".into()
         } else {
             "Reset: the last run is kept in Runs (make it current there); pick a preset and press Start."
@@ -385,8 +393,8 @@ impl HifApp {
         use jobs::JobKind;
         let view = self.runs.live.as_ref();
         serde_json::json!({
-            "backend": self.backend.name(),
-            "adapter": self.adapter,
+            "backend": self.device.backend.name(),
+            "adapter": self.device.adapter,
             "running": self.jobs.running(JobKind::Run) && !self.paused(),
             "paused": self.paused(),
             "steps": view.map(|v| v.loss.len()).unwrap_or(0),
@@ -415,15 +423,15 @@ impl HifApp {
                 "claims_holding": r.claims.iter().filter(|c| c.holds).count(),
                 "runs": self.lessons.views.len(),
             })),
-            "error": self.error,
+            "error": self.messages.error,
             "overflow": self.frames.overflow,
             "frame": self.frames.count,
             "narrow": self.settings_page_possible(),
-            "settings_page": self.settings_page,
+            "settings_page": self.form.page,
             "preparing": view.is_some_and(|v| v.loss.is_empty()) && self.jobs.running(JobKind::Run),
-            "notice": self.notice,
-            "status": self.status,
-            "hf_model": self.hf_model.as_ref().map(|m| serde_json::json!({
+            "notice": self.messages.notice,
+            "status": self.messages.status,
+            "hf_model": self.form.hf_model.as_ref().map(|m| serde_json::json!({
                 "name": m.name,
                 "parameters": m.parameters(),
                 "vocab": m.model.vocab,
@@ -466,7 +474,7 @@ impl HifApp {
             let rect = self.frames.central_rect;
             self.request_png(ui.ctx(), name, rect);
         }
-        if self.frame_loop
+        if self.device.frame_loop
             && self.jobs.any(&[
                 JobKind::Run,
                 JobKind::Baseline,
@@ -540,14 +548,14 @@ impl HifApp {
         if let Some((name, rect)) = self.png.request.take() {
             let ppp = image.size[0] as f32 / ctx.content_rect().width().max(1.0);
             let crop = png::crop(&image, rect, ppp);
-            self.status = match png::encode(&crop) {
+            self.messages.status = match png::encode(&crop) {
                 Ok(bytes) => export(&name, &bytes, "image/png"),
                 Err(e) => format!("Cannot encode {name}: {e}"),
             };
             #[cfg(not(target_arch = "wasm32"))]
             eprintln!(
                 "hif8lab-app: {} ({}x{} px)",
-                self.status, crop.size[0], crop.size[1]
+                self.messages.status, crop.size[0], crop.size[1]
             );
         }
     }

@@ -102,16 +102,16 @@ fn main() -> ExitCode {
             let mut app = HifApp::new(&options);
             if let Some(rs) = &cc.wgpu_render_state {
                 // The engine shares eframe's device and queue.
-                app.gpu = Some(Device::Gpu(Box::new((
+                app.device.gpu = Some(Device::Gpu(Box::new((
                     rs.device.clone(),
                     rs.queue.clone(),
                     rs.adapter.get_info(),
                 ))));
             }
             if options.backend.as_deref() != Some("gpu") {
-                app.settings.gpu = false;
-            } else if app.gpu.is_some() {
-                app.settings.gpu = true;
+                app.form.settings.gpu = false;
+            } else if app.device.gpu.is_some() {
+                app.form.settings.gpu = true;
             }
             if options.autostart {
                 let ctx = cc.egui_ctx.clone();

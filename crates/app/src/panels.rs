@@ -40,7 +40,7 @@ fn field_label(
 /// One field of the form; a problem marks its label (see [`field_label`]).
 fn field(ui: &mut egui::Ui, app: &mut HifApp, f: &crate::settings::Field, error: Option<&str>) {
     let key = f.key;
-    let warning = app.settings.field_warning(key);
+    let warning = app.form.settings.field_warning(key);
     let flag = error
         .map(|e| (e, TextColours::of(ui.visuals()).fails))
         .or(warning
@@ -50,23 +50,23 @@ fn field(ui: &mut egui::Ui, app: &mut HifApp, f: &crate::settings::Field, error:
         Kind::Text | Kind::Blocks => {
             ui.horizontal(|ui| {
                 let name = field_label(ui, f, flag);
-                let mut text = app.settings.get(key).to_owned();
+                let mut text = app.form.settings.get(key).to_owned();
                 let edit = egui::TextEdit::singleline(&mut text).desired_width(120.0);
                 if ui.add(edit).labelled_by(name.id).changed() {
-                    app.settings.set(key, &text);
+                    app.form.settings.set(key, &text);
                 }
             });
         }
         Kind::Choice(options) => {
             ui.horizontal(|ui| {
-                let current = app.settings.get(key).to_owned();
+                let current = app.form.settings.get(key).to_owned();
                 let name = field_label(ui, f, flag);
                 egui::ComboBox::from_id_salt(key)
                     .selected_text(current.clone())
                     .show_ui(ui, |ui| {
                         for o in options {
                             if ui.selectable_label(current == *o, *o).clicked() {
-                                app.settings.set(key, o);
+                                app.form.settings.set(key, o);
                             }
                         }
                     })
@@ -77,11 +77,11 @@ fn field(ui: &mut egui::Ui, app: &mut HifApp, f: &crate::settings::Field, error:
         Kind::Set(options) => {
             ui.horizontal_wrapped(|ui| {
                 field_label(ui, f, flag);
-                let current = app.settings.get(key).to_owned();
+                let current = app.form.settings.get(key).to_owned();
                 for o in options {
                     let mut on = current.split(',').any(|s| s.trim() == *o);
                     if ui.checkbox(&mut on, *o).changed() {
-                        app.settings.toggle(key, o, on);
+                        app.form.settings.toggle(key, o, on);
                     }
                 }
             });
@@ -105,7 +105,7 @@ pub fn side_panel(app: &mut HifApp, ui: &mut egui::Ui) {
 
 /// The opened Hugging Face or GGUF model, with the button that forgets it.
 fn hf_model_box(app: &mut HifApp, ui: &mut egui::Ui) {
-    if let Some(m) = &app.hf_model {
+    if let Some(m) = &app.form.hf_model {
         let kind = if m.source.ends_with(".gguf") {
             "GGUF"
         } else {
@@ -125,8 +125,8 @@ fn hf_model_box(app: &mut HifApp, ui: &mut egui::Ui) {
             .on_hover_text("forget the opened Hugging Face model")
             .clicked()
         {
-            app.hf_model = None;
-            app.form_check = None;
+            app.form.hf_model = None;
+            app.form.check = None;
         }
     }
 }
@@ -161,7 +161,7 @@ fn form_messages<E: std::fmt::Display, M: std::fmt::Display>(
         }
     }
     for f in FIELDS.iter() {
-        if let Some(w) = app.settings.field_warning(f.key) {
+        if let Some(w) = app.form.settings.field_warning(f.key) {
             ui.label(RichText::new(w).color(TextColours::of(ui.visuals()).inconclusive));
         }
     }
@@ -174,14 +174,14 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
     ui.separator();
     running_box(app, ui);
     egui::ComboBox::from_label("preset")
-        .selected_text(app.settings.preset.clone())
+        .selected_text(app.form.settings.preset.clone())
         .show_ui(ui, |ui| {
             for (name, _) in hif8lab_train::config::PRESETS {
                 if ui
-                    .selectable_label(app.settings.preset == name, name)
+                    .selectable_label(app.form.settings.preset == name, name)
                     .clicked()
                 {
-                    app.settings = app.settings.switched_to(name);
+                    app.form.settings = app.form.settings.switched_to(name);
                 }
             }
         });
@@ -208,9 +208,9 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
         }
     });
     if !run_bar_shown(app) {
-        ui.label(&app.status);
+        ui.label(&app.messages.status);
     }
-    if let Some(n) = &app.notice {
+    if let Some(n) = &app.messages.notice {
         ui.label(RichText::new(n).color(TextColours::of(ui.visuals()).notice));
     }
     for group in ["Training", "Quantization", "Model"] {
@@ -222,14 +222,14 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
                 }
             });
     }
-    let gpu_available = app.gpu.is_some();
+    let gpu_available = app.device.gpu.is_some();
     ui.add_enabled(
         gpu_available,
-        egui::Checkbox::new(&mut app.settings.gpu, "train on the GPU"),
+        egui::Checkbox::new(&mut app.form.settings.gpu, "train on the GPU"),
     )
     .on_disabled_hover_text("no GPU device: eframe does not render with wgpu here");
     ui.checkbox(
-        &mut app.settings.baseline,
+        &mut app.form.settings.baseline,
         "train the matched baseline alongside",
     );
     form_messages(app, ui, &field_errors, &whole);
@@ -279,7 +279,7 @@ pub fn run_bar(app: &mut HifApp, ui: &mut egui::Ui) {
                         t.set_paused(pause);
                     }
                     let step = app.runs.live.as_ref().map_or(0, |v| v.loss.len());
-                    app.status = if pause {
+                    app.messages.status = if pause {
                         format!("Paused after step {step}: press Resume to continue.")
                     } else {
                         format!("Resumed after step {step}: training.")
@@ -313,7 +313,7 @@ pub fn run_bar(app: &mut HifApp, ui: &mut egui::Ui) {
                         );
                     }
                 }
-                ui.label(&app.status);
+                ui.label(&app.messages.status);
             });
         });
     });
@@ -360,7 +360,7 @@ fn running_box(app: &HifApp, ui: &mut egui::Ui) {
                     get("train.lr"),
                     get("model.d_model"),
                     get("model.layers"),
-                    app.backend.name()
+                    app.device.backend.name()
                 ),
             );
         }
@@ -376,7 +376,7 @@ fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
     #[cfg(not(target_arch = "wasm32"))]
     {
         let name = ui.label("Open a run folder:");
-        ui.text_edit_singleline(&mut app.open_path)
+        ui.text_edit_singleline(&mut app.form.open_path)
             .labelled_by(name.id);
         ui.horizontal_wrapped(|ui| {
             if ui.button("Open run").clicked() {
@@ -390,7 +390,7 @@ fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
                 )
                 .clicked()
             {
-                let dir = std::path::PathBuf::from(app.open_path.trim());
+                let dir = std::path::PathBuf::from(app.form.open_path.trim());
                 app.open_hf_dir(&dir);
             }
         });
@@ -405,7 +405,7 @@ fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
         .clicked()
         && let Err(e) = crate::web::pick_files()
     {
-        app.status = e;
+        app.messages.status = e;
     }
     #[cfg(not(target_arch = "wasm32"))]
     ui.label("Files dropped on the window open too.");
@@ -414,21 +414,21 @@ fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
         ui.horizontal_wrapped(|ui| {
             ui.label("Export:");
             if ui.button("loss (CSV)").clicked() {
-                app.status = crate::export(
+                app.messages.status = crate::export(
                     &format!("{stem}-loss.csv"),
                     view.loss_csv(app.runs.baseline_loss()).as_bytes(),
                     "text/csv",
                 );
             }
             if ui.button("loss (JSONL)").clicked() {
-                app.status = crate::export(
+                app.messages.status = crate::export(
                     &format!("{stem}-loss.jsonl"),
                     view.loss_jsonl().as_bytes(),
                     "application/x-ndjson",
                 );
             }
             if ui.button("calls (CSV)").clicked() {
-                app.status = crate::export(
+                app.messages.status = crate::export(
                     &format!("{stem}-calls.csv"),
                     view.calls_csv().as_bytes(),
                     "text/csv",
@@ -437,7 +437,7 @@ fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
             if let Some(h) = &view.histogram
                 && ui.button("histogram (CSV)").clicked()
             {
-                app.status = crate::export(
+                app.messages.status = crate::export(
                     &format!("{stem}-histogram.csv"),
                     crate::charts::histogram_csv(h, view.format).as_bytes(),
                     "text/csv",
@@ -469,29 +469,29 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
             ui.horizontal_wrapped(|ui| {
                 if narrow
                     && ui
-                        .selectable_label(app.settings_page, "Settings »")
+                        .selectable_label(app.form.page, "Settings »")
                         .on_hover_text("the run's settings, Start and Stop")
                         .clicked()
                 {
-                    app.settings_page = !app.settings_page;
+                    app.form.page = !app.form.page;
                 }
                 for (tab, name) in TABS {
-                    let on = app.selection.tab == tab && !(narrow && app.settings_page);
+                    let on = app.selection.tab == tab && !(narrow && app.form.page);
                     if ui.selectable_label(on, name).clicked() {
                         app.selection.tab = tab;
-                        app.settings_page = false;
+                        app.form.page = false;
                     }
                 }
             });
         });
         ui.separator();
-        if narrow && app.settings_page {
+        if narrow && app.form.page {
             crate::layout::scroll(ui, "settings page", |ui| side_panel_contents(app, ui));
             return;
         }
         if narrow && !run_bar_shown(app) {
             // The status stays in sight while the settings are folded away.
-            ui.label(RichText::new(&app.status).small());
+            ui.label(RichText::new(&app.messages.status).small());
         }
         match app.selection.tab {
             Tab::Lessons => {
@@ -500,14 +500,11 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
             }
             Tab::Runs => {
                 let HifApp {
-                    runs_panel,
-                    runs,
-                    png,
-                    ..
+                    panels, runs, png, ..
                 } = app;
                 let exports = &mut png.exports;
                 let chosen =
-                    crate::layout::scroll(ui, "runs", |ui| runs_panel.show(ui, runs, exports));
+                    crate::layout::scroll(ui, "runs", |ui| panels.runs.show(ui, runs, exports));
                 if let Some(i) = chosen {
                     app.make_current(i);
                 }
@@ -526,9 +523,10 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
             png,
             jobs,
             lessons,
-            status,
+            messages,
             ..
         } = app;
+        let status = &messages.status;
         let exports = &mut png.exports;
         let Some(view) = runs.live.as_ref() else {
             return;
@@ -586,7 +584,7 @@ fn welcome(app: &mut HifApp, ui: &mut egui::Ui) {
         }
         ui.label(format!(
             "train the {} preset with the settings {}, then look at Amax and Estimators.",
-            app.settings.preset,
+            app.form.settings.preset,
             if crate::layout::narrow(ui.ctx()) {
                 "under Settings »"
             } else {

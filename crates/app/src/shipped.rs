@@ -58,7 +58,7 @@ impl HifApp {
         let waits =
             self.lessons.base.is_none() && self.shipped.base_pending && !self.shipped.pretrain_base;
         if waits {
-            self.status = "Loading the lessons' shipped base model…".into();
+            self.messages.status = "Loading the lessons' shipped base model…".into();
         }
         waits
     }
@@ -77,7 +77,10 @@ impl HifApp {
                 self.shipped.base_pending = false;
                 match result {
                     Ok(b) => self.adopt_base_bytes(&b),
-                    Err(e) => self.status = format!("No shipped base ({e}): lessons pretrain it."),
+                    Err(e) => {
+                        self.messages.status =
+                            format!("No shipped base ({e}): lessons pretrain it.")
+                    }
                 }
                 // What waited starts now: from the shipped base, or pretraining it.
                 if std::mem::take(&mut self.lessons.after_base) {
@@ -91,7 +94,7 @@ impl HifApp {
                 self.shipped.runs_pending = false;
                 match result {
                     Ok(b) => self.shipped.real_runs = Some(b),
-                    Err(e) => self.status = format!("No real-model runs ({e})."),
+                    Err(e) => self.messages.status = format!("No real-model runs ({e})."),
                 }
                 if std::mem::take(&mut self.shipped.outliers_waiting) {
                     self.judge_real_outliers();
@@ -112,14 +115,14 @@ impl HifApp {
             Some(b) => outliers::committed_from(b),
             None if self.shipped.runs_pending => {
                 self.shipped.outliers_waiting = true;
-                self.status = "Loading the committed real-model runs…".into();
+                self.messages.status = "Loading the committed real-model runs…".into();
                 return;
             }
             None => Err(format!("{REAL_RUNS_URL} could not be fetched")),
         };
         match data.and_then(|d| outliers::judge(outliers::COMMITTED_FILE, &d)) {
             Ok(r) => {
-                self.status = format!(
+                self.messages.status = format!(
                     "Judged the committed real-model runs: {} of {} claims hold.",
                     r.claims.iter().filter(|c| c.holds).count(),
                     r.claims.len()
@@ -127,7 +130,7 @@ impl HifApp {
                 self.lessons.views.clear();
                 self.lessons.report = Some(r);
             }
-            Err(e) => self.status = format!("Cannot judge the real-model runs: {e}"),
+            Err(e) => self.messages.status = format!("Cannot judge the real-model runs: {e}"),
         }
     }
 }

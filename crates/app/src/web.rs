@@ -227,7 +227,7 @@ fn create(cc: &eframe::CreationContext<'_>, options: &Options) -> HifApp {
             let info = rs.adapter.get_info();
             if info.backend != wgpu::Backend::BrowserWebGpu {
                 let _ = info;
-                app.notice = Some(
+                app.messages.notice = Some(
                     "This browser has no WebGPU: training runs on the CPU instead (slower, same \
                      results)."
                         .to_owned(),
@@ -235,27 +235,27 @@ fn create(cc: &eframe::CreationContext<'_>, options: &Options) -> HifApp {
             } else if let Err(why) =
                 hif8lab_engine::gpu::GpuBackend::check_limits(&rs.device.limits())
             {
-                app.notice = Some(format!(
+                app.messages.notice = Some(format!(
                     "This WebGPU device cannot run the engine ({why}); training runs on the CPU backend in wasm."
                 ));
             } else {
-                app.gpu = Some(Device::Gpu(Box::new((
+                app.device.gpu = Some(Device::Gpu(Box::new((
                     rs.device.clone(),
                     rs.queue.clone(),
                     info,
                 ))));
-                app.settings.gpu = true;
+                app.form.settings.gpu = true;
             }
         }
         None => {
-            app.notice = Some(
+            app.messages.notice = Some(
                 "No wgpu renderer in this browser; training runs on the CPU backend in wasm."
                     .into(),
             );
         }
     }
     if options.backend.as_deref() == Some("cpu") {
-        app.settings.gpu = false;
+        app.form.settings.gpu = false;
     }
     app.shipped.base_pending = true;
     app.shipped.runs_pending = true;
@@ -280,7 +280,7 @@ pub fn publish(app: &mut HifApp) {
         app.start(|| {});
     }
     if let Some(name) = SHOW.with(|s| s.borrow_mut().take()) {
-        app.settings_page = name == "settings";
+        app.form.page = name == "settings";
         if let Some(tab) = Tab::parse(&name) {
             app.selection.tab = tab;
         }

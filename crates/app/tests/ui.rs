@@ -23,7 +23,7 @@ fn until(h: &mut Harness<'static, HifApp>, done: impl Fn(&HifApp) -> bool) {
         assert!(
             start.elapsed().as_secs() < 180,
             "timed out; status: {}",
-            h.state().status
+            h.state().messages.status
         );
         h.step();
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -37,8 +37,8 @@ fn smoke_run_fills_every_panel() {
         preset: Some("smoke".into()),
         ..Default::default()
     });
-    h.state_mut().settings.set("train.steps", "10");
-    h.state_mut().settings.set("qat.warmup_steps", "2");
+    h.state_mut().form.settings.set("train.steps", "10");
+    h.state_mut().form.settings.set("qat.warmup_steps", "2");
     h.run_steps(2);
     h.get_by_label("Start").click();
     until(&mut h, |app| {
@@ -54,9 +54,9 @@ fn smoke_run_fills_every_panel() {
         assert!(calls.iter().all(|c| c.est.len() == 5 && c.amax > 0.0));
     }
     assert!(
-        h.state().status.contains("finished"),
+        h.state().messages.status.contains("finished"),
         "{}",
-        h.state().status
+        h.state().messages.status
     );
     // Loss panel, with the matched baseline: identical during the high-precision warmup.
     let baseline = h.state().runs.baseline_loss().to_vec();
@@ -166,10 +166,10 @@ fn runs_overlay_and_config_diff_after_reset() {
         ..Default::default()
     });
     let run = |h: &mut Harness<'static, HifApp>, lr: &str| {
-        h.state_mut().settings.set("train.steps", "3");
-        h.state_mut().settings.set("qat.warmup_steps", "1");
-        h.state_mut().settings.set("train.lr", lr);
-        h.state_mut().settings.baseline = false;
+        h.state_mut().form.settings.set("train.steps", "3");
+        h.state_mut().form.settings.set("qat.warmup_steps", "1");
+        h.state_mut().form.settings.set("train.lr", lr);
+        h.state_mut().form.settings.baseline = false;
         h.run_steps(1);
         h.get_by_label("Start").click();
         h.run_steps(1); // the click starts the run (until would see the last one finished)
@@ -184,7 +184,7 @@ fn runs_overlay_and_config_diff_after_reset() {
     h.run_steps(1);
     assert!(h.state().runs.live.is_none());
     assert_eq!(h.state().runs.earlier.len(), 1);
-    assert_eq!(h.state().settings.get("train.steps"), "40");
+    assert_eq!(h.state().form.settings.get("train.steps"), "40");
     run(&mut h, "2e-3");
     assert_eq!(
         h.state().runs.earlier.len(),
@@ -216,7 +216,7 @@ fn runs_overlay_and_config_diff_after_reset() {
 #[test]
 fn field_errors_show_under_their_field() {
     let mut h = harness(Options::default());
-    h.state_mut().settings.set("model.heads", "5");
+    h.state_mut().form.settings.set("model.heads", "5");
     h.run_steps(2);
     // The Model group is collapsed by default; the message still names the key.
     h.get_by_label_contains("Invalid: fix the fields marked (!)");
@@ -232,11 +232,11 @@ fn field_errors_show_under_their_field() {
     );
     assert_eq!(fields.iter().filter(|f| f.is_some()).count(), 1);
     assert!(whole.is_err());
-    h.state_mut().settings.set("model.heads", "4");
-    h.state_mut().settings.set("qat.roles", "");
+    h.state_mut().form.settings.set("model.heads", "4");
+    h.state_mut().form.settings.set("qat.roles", "");
     h.run_steps(2);
     h.get_by_label("roles: choose at least one");
-    h.state_mut().settings.toggle("qat.roles", "A", true);
+    h.state_mut().form.settings.toggle("qat.roles", "A", true);
     h.run_steps(2);
     assert!(!h.get_by_label("Start").accesskit_node().is_disabled());
 }
@@ -244,17 +244,19 @@ fn field_errors_show_under_their_field() {
 #[test]
 fn invalid_input_shows_an_error_and_disables_start() {
     let mut h = harness(Options::default());
-    h.state_mut().settings.set("train.lr", "fast");
+    h.state_mut().form.settings.set("train.lr", "fast");
     h.run_steps(2);
     h.get_by_label_contains("Invalid:");
     assert!(h.get_by_label("Start").accesskit_node().is_disabled());
-    h.state_mut().settings.set("train.lr", "1e-3");
+    h.state_mut().form.settings.set("train.lr", "1e-3");
     h.state_mut()
+        .form
         .settings
         .set("qat.scaling.estimator", "median");
     h.run_steps(2);
     h.get_by_label_contains("\"median\" is not an estimator. Write one of: most_recent");
     h.state_mut()
+        .form
         .settings
         .set("qat.scaling.estimator", "max_window");
     h.run_steps(2);
@@ -346,10 +348,10 @@ fn frame_loop_training_matches_the_thread() {
             preset: Some("smoke".into()),
             ..Default::default()
         });
-        h.state_mut().frame_loop = frame_loop;
-        h.state_mut().settings.set("train.steps", "6");
-        h.state_mut().settings.set("qat.warmup_steps", "2");
-        h.state_mut().settings.baseline = false;
+        h.state_mut().device.frame_loop = frame_loop;
+        h.state_mut().form.settings.set("train.steps", "6");
+        h.state_mut().form.settings.set("qat.warmup_steps", "2");
+        h.state_mut().form.settings.baseline = false;
         h.run_steps(1);
         h.get_by_label("Start").click();
         until(&mut h, |app| {
@@ -379,9 +381,9 @@ fn calls_csv_has_a_row_per_call() {
         preset: Some("smoke".into()),
         ..Default::default()
     });
-    h.state_mut().settings.set("train.steps", "4");
-    h.state_mut().settings.set("qat.warmup_steps", "1");
-    h.state_mut().settings.baseline = false;
+    h.state_mut().form.settings.set("train.steps", "4");
+    h.state_mut().form.settings.set("qat.warmup_steps", "1");
+    h.state_mut().form.settings.baseline = false;
     h.run_steps(1);
     h.get_by_label("Start").click();
     until(&mut h, |app| {
@@ -422,10 +424,10 @@ fn saturation_lesson_live_and_judged() {
     h.get_by_label("Set up and start a live run").click();
     h.run_steps(1);
     assert_eq!(
-        h.state().settings.get("qat.scaling.estimator"),
+        h.state().form.settings.get("qat.scaling.estimator"),
         "most_recent"
     );
-    assert!(h.state().settings.baseline);
+    assert!(h.state().form.settings.baseline);
     until(&mut h, |app| {
         !app.jobs.running(JobKind::Run)
             && !app.jobs.running(JobKind::Baseline)
@@ -564,7 +566,7 @@ fn in_memory_scenario_matches_the_headless_lesson() {
         lesson: Some("sandbox".into()),
         ..Default::default()
     });
-    h.state_mut().frame_loop = true;
+    h.state_mut().device.frame_loop = true;
     h.run_steps(1);
     assert_eq!(h.state().lessons.base_from, "shipped");
     h.state_mut().run_scenario_in_memory();
@@ -590,10 +592,10 @@ fn in_memory_scenario_matches_the_headless_lesson() {
         "the progress is not in the lesson's panel"
     );
     until(&mut h, |app| {
-        app.lessons.report.is_some() || app.error.is_some()
+        app.lessons.report.is_some() || app.messages.error.is_some()
     });
     let app = h.state();
-    assert_eq!(app.error, None);
+    assert_eq!(app.messages.error, None);
     let in_memory = app.lessons.report.clone().unwrap();
     assert_eq!(app.lessons.views.len(), 1);
     assert_eq!(app.lessons.views[0].loss.len(), 100);
@@ -658,7 +660,7 @@ fn memory_estimate_beside_the_form_and_huge_runs_refused() {
     h.run_steps(2);
     h.get_by_label_contains("Memory: 0.22 M parameters");
     assert!(!h.get_by_label("Start").accesskit_node().is_disabled());
-    h.state_mut().settings.set("model.context", "100000");
+    h.state_mut().form.settings.set("model.context", "100000");
     h.run_steps(2);
     let (_, whole) = h.state_mut().check_form();
     let e = whole.unwrap_err();
@@ -696,9 +698,9 @@ fn a_hugging_face_folder_continues_training_with_the_dashboard_live() {
         backend: Some("cpu".into()),
         ..Default::default()
     });
-    h.state_mut().settings.set("train.steps", "6");
-    h.state_mut().settings.set("qat.warmup_steps", "1");
-    h.state_mut().settings.set("qat.blocks", "0,1");
+    h.state_mut().form.settings.set("train.steps", "6");
+    h.state_mut().form.settings.set("qat.warmup_steps", "1");
+    h.state_mut().form.settings.set("qat.blocks", "0,1");
     h.run_steps(2);
     h.get_by_label_contains("Model: tiny-gqa-tied-bf16 (Hugging Face, ");
     let config = h.state().run_config().unwrap();
@@ -732,7 +734,7 @@ fn a_hugging_face_folder_continues_training_with_the_dashboard_live() {
     // Back to the preset's model.
     h.get_by_label("Use the preset's model").click();
     h.run_steps(2);
-    assert!(h.state().hf_model.is_none());
+    assert!(h.state().form.hf_model.is_none());
     assert_eq!(h.state().run_config().unwrap().model.vocab, 256);
     // A folder that is not a model says why.
     h.state_mut().open_hf_dir(&dir.join("nope"));
@@ -748,7 +750,7 @@ fn pause_and_stop_tell_the_truth() {
         preset: Some("smoke".into()),
         ..Default::default()
     });
-    h.state_mut().settings.set("train.steps", "400");
+    h.state_mut().form.settings.set("train.steps", "400");
     h.run_steps(2);
     h.get_by_label("Start").click();
     until(&mut h, |app| {
@@ -757,9 +759,9 @@ fn pause_and_stop_tell_the_truth() {
     h.get_by_label("Pause").click();
     h.run_steps(2);
     assert!(
-        h.state().status.starts_with("Paused after step"),
+        h.state().messages.status.starts_with("Paused after step"),
         "{}",
-        h.state().status
+        h.state().messages.status
     );
     let snap = h.state().snapshot();
     assert_eq!(snap["paused"], true);
@@ -767,9 +769,9 @@ fn pause_and_stop_tell_the_truth() {
     h.get_by_label("Resume").click();
     h.run_steps(2);
     assert!(
-        h.state().status.starts_with("Resumed"),
+        h.state().messages.status.starts_with("Resumed"),
         "{}",
-        h.state().status
+        h.state().messages.status
     );
     assert_eq!(h.state().snapshot()["running"], true);
     h.get_by_label("Stop").click();
@@ -777,7 +779,7 @@ fn pause_and_stop_tell_the_truth() {
     let steps = h.state().runs.live.as_ref().unwrap().loss.len();
     assert!(steps < 400);
     assert_eq!(
-        h.state().status,
+        h.state().messages.status,
         format!("Training stopped at step {steps} of 400."),
     );
 }
@@ -826,11 +828,14 @@ fn validation_in_plain_words_and_overflow_warning() {
         preset: Some("smoke".into()),
         ..Default::default()
     });
-    h.state_mut().settings.set("train.steps", "40abc");
+    h.state_mut().form.settings.set("train.steps", "40abc");
     h.run_steps(2);
     h.get_by_label("steps: a whole number (0, 1, 2, …), not \"40abc\"");
-    h.state_mut().settings.set("train.steps", "40");
-    h.state_mut().settings.set("qat.scaling.target", "100000");
+    h.state_mut().form.settings.set("train.steps", "40");
+    h.state_mut()
+        .form
+        .settings
+        .set("qat.scaling.target", "100000");
     h.run_steps(2);
     h.get_by_label_contains("the largest values of every call will overflow");
     let (errors, whole) = h.state_mut().check_form();
@@ -970,9 +975,9 @@ fn every_tab_fits_at_every_size_in_both_themes() {
                     match tab {
                         Some(t) => {
                             h.state_mut().selection.tab = t;
-                            h.state_mut().settings_page = false;
+                            h.state_mut().form.page = false;
                         }
-                        None => h.state_mut().settings_page = true,
+                        None => h.state_mut().form.page = true,
                     }
                     h.run_steps(3);
                     let app = h.state();
@@ -1001,7 +1006,7 @@ fn every_tab_fits_at_every_size_in_both_themes() {
 fn the_run_bar_keeps_a_running_run_in_reach_at_every_size() {
     for (size, scale) in SIZES {
         let mut h = at_size(size, scale);
-        h.state_mut().settings.set("train.steps", "400");
+        h.state_mut().form.settings.set("train.steps", "400");
         h.state_mut().selection.tab = Tab::Loss;
         h.run_steps(2);
         assert_eq!(
@@ -1014,7 +1019,7 @@ fn the_run_bar_keeps_a_running_run_in_reach_at_every_size() {
         until(&mut h, |app| {
             app.runs.live.as_ref().is_some_and(|v| !v.loss.is_empty())
         });
-        h.state_mut().settings_page = false;
+        h.state_mut().form.page = false;
         h.run_steps(3);
         let at = format!("{}×{} at {scale}", size[0], size[1]);
         assert_eq!(h.query_all_by_label("Pause").count(), 1, "{at}");
@@ -1051,7 +1056,7 @@ fn start_is_near_in_tab_order_and_focus_scrolls_into_view() {
         let mut h = at_size(size, scale);
         let at = format!("{}×{} at {scale}", size[0], size[1]);
         h.state_mut().selection.tab = Tab::Loss;
-        h.state_mut().settings_page = size[0] < hif8lab_app::layout::NARROW;
+        h.state_mut().form.page = size[0] < hif8lab_app::layout::NARROW;
         h.run_steps(2);
         let screen = egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(size[0], size[1]));
         let mut presses = 0;
@@ -1119,10 +1124,11 @@ fn a_grid_folder_opens_with_its_largest_amax_chosen() {
     assert_eq!(app.selection.quantizer, Some(key.clone()));
     assert_eq!(app.selection.tab, Tab::Amax);
     assert!(
-        app.status
+        app.messages
+            .status
             .contains(&format!("the largest amax is {key}'s, {top:.4e}")),
         "{}",
-        app.status
+        app.messages.status
     );
     h.state_mut().selection.tab = Tab::Saturation;
     h.run_steps(2);
@@ -1130,14 +1136,14 @@ fn a_grid_folder_opens_with_its_largest_amax_chosen() {
     // A folder without runs says so.
     let empty = dir.join("empty");
     std::fs::create_dir_all(empty.join("runs")).unwrap();
-    h.state_mut().open_path = empty.display().to_string();
+    h.state_mut().form.open_path = empty.display().to_string();
     h.state_mut().open_run();
     assert!(
-        h.state().status.starts_with("Cannot open: "),
+        h.state().messages.status.starts_with("Cannot open: "),
         "{}",
-        h.state().status
+        h.state().messages.status
     );
-    assert!(h.state().status.contains("no run folders"));
+    assert!(h.state().messages.status.contains("no run folders"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -1305,7 +1311,7 @@ fn first_screen_offers_lessons_and_a_first_run() {
     h.run_steps(2);
     assert_eq!(h.state().selection.tab, Tab::Lessons);
     h.state_mut().selection.tab = Tab::Loss;
-    h.state_mut().settings.set("train.steps", "400");
+    h.state_mut().form.settings.set("train.steps", "400");
     h.run_steps(2);
     h.get_by_label("A first run »").click();
     h.run_steps(2);

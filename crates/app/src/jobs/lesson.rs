@@ -113,14 +113,14 @@ impl HifApp {
         match self.launch(grid.pretrain_config(), Device::Cpu, extras, wake) {
             Ok(t) => {
                 self.jobs.start(JobKind::Base, Work::Training(t));
-                self.status = format!(
+                self.messages.status = format!(
                     "Pretraining the base model ({} steps, once)…",
                     grid.pretrain_phase().steps
                 );
                 true
             }
             Err(e) => {
-                self.status = format!("Cannot pretrain: {e}");
+                self.messages.status = format!("Cannot pretrain: {e}");
                 false
             }
         }
@@ -133,7 +133,7 @@ impl HifApp {
         let grid = match hif8lab_lab::grid::GridConfig::preset("grid-lesson") {
             Ok(g) => g,
             Err(e) => {
-                self.status = e.to_string();
+                self.messages.status = e.to_string();
                 return;
             }
         };
