@@ -10,13 +10,9 @@
 
 use std::sync::Arc;
 
+use hif8lab_train::RunConfig;
 use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::config::ModelConfig;
-use hif8lab_train::{RunConfig, hf};
-
-use crate::HifApp;
-#[cfg(not(target_arch = "wasm32"))]
-use crate::egui;
 
 /// A Hugging Face model to continue training from.
 #[derive(Clone)]
@@ -60,158 +56,6 @@ impl HfStart {
     }
 }
 
-impl HifApp {
-    /// Opens a Hugging Face folder or a GGUF file (natively).
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn open_hf_dir(&mut self, dir: &std::path::Path) {
-        let result = hf::load_any(dir).map_err(|e| e.to_string()).and_then(|m| {
-            let tokenizer = match &m.tokenizer {
-                Some(p) => hif8lab_train::tokenizer::Tokenizer::read(p)?.0.setting(p),
-                None if m.config.model.vocab == 256 => "bytes".into(),
-                None => return Err(format!("{}: no tokenizer.json", dir.display())),
-            };
-            Ok(HfStart {
-                name: dir
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| dir.display().to_string()),
-                source: std::fs::canonicalize(dir)
-                    .unwrap_or_else(|_| dir.to_owned())
-                    .display()
-                    .to_string(),
-                model: m.config.model,
-                weights: Arc::new(m.weights),
-                tokenizer,
-            })
-        });
-        self.set_hf(result);
-    }
-
-    /// Opens a Hugging Face model from its files (the browser's file picker): `config.json`,
-    /// every `.safetensors` file, and `tokenizer.json` (the byte tokenizer in the browser).
-    pub fn open_hf_files(&mut self, files: &[(String, Vec<u8>)]) {
-        let result = (|| {
-            let (_, config) = files
-                .iter()
-                .find(|(n, _)| base(n) == "config.json")
-                .ok_or("no config.json among the files")?;
-            let config = hf::parse_config(
-                std::path::Path::new("config.json"),
-                &String::from_utf8_lossy(config),
-            )
-            .map_err(|e| e.to_string())?;
-            let mut tensors = Vec::new();
-            for (name, bytes) in files.iter().filter(|(n, _)| n.ends_with(".safetensors")) {
-                let ck = Checkpoint::from_bytes(name, bytes).map_err(|e| e.to_string())?;
-                tensors.extend(
-                    ck.tensors
-                        .into_iter()
-                        .map(|t| (std::path::PathBuf::from(base(name)), t)),
-                );
-            }
-            if tensors.is_empty() {
-                return Err("no .safetensors files among the files".to_owned());
-            }
-            let weights = hf::select_weights(
-                std::path::Path::new("(the chosen files)"),
-                &config.model,
-                tensors,
-            )
-            .map_err(|e| e.to_string())?;
-            let tokenizer = match files.iter().find(|(n, _)| base(n) == "tokenizer.json") {
-                Some((name, bytes)) => {
-                    match hif8lab_train::tokenizer::Tokenizer::from_json(
-                        name,
-                        &String::from_utf8_lossy(bytes),
-                    )? {
-                        hif8lab_train::tokenizer::Tokenizer::Bytes => "bytes".to_owned(),
-                        #[allow(unreachable_patterns)]
-                        _ => {
-                            return Err(format!(
-                                "{name}: open the folder in the desktop app for this tokenizer \
-                                 (from files, only the byte tokenizer)"
-                            ));
-                        }
-                    }
-                }
-                None if config.model.vocab == 256 => "bytes".into(),
-                None => return Err("no tokenizer.json among the files".into()),
-            };
-            Ok(HfStart {
-                name: "Hugging Face model".into(),
-                source: "(files)".into(),
-                model: config.model,
-                weights: Arc::new(weights),
-                tokenizer,
-            })
-        })();
-        self.set_hf(result);
-    }
-
-    /// Opens what was dropped on the window (natively; the browser page uses its file
-    /// picker): a folder as a Hugging Face model or a run folder, files as a run or trace.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn open_dropped(&mut self, ctx: &egui::Context) {
-        let (dirs, files): (Vec<std::path::PathBuf>, Vec<(String, Vec<u8>)>) = ctx.input(|i| {
-            let dirs = i
-                .raw
-                .dropped_files
-                .iter()
-                .map(|f| f.path().to_path_buf())
-                // A GGUF file is a model, opened like a Hugging Face folder.
-                .filter(|p| p.is_dir() || hif8lab_train::gguf::is_gguf(p))
-                .collect();
-            let files = i
-                .raw
-                .dropped_files
-                .iter()
-                .filter(|f| !hif8lab_train::gguf::is_gguf(f.path()))
-                .filter_map(|f| Some((f.path().display().to_string(), f.bytes().ok()?)))
-                .collect();
-            (dirs, files)
-        });
-        for dir in dirs {
-            if hf::is_model_path(&dir) {
-                self.open_hf_dir(&dir);
-            } else {
-                self.form.open_path = dir.display().to_string();
-                self.open_run();
-            }
-        }
-        if !files.is_empty() {
-            self.open_files(&files);
-        }
-    }
-
-    fn set_hf(&mut self, result: Result<HfStart, String>) {
-        match result {
-            Ok(m) => {
-                self.messages.status = format!(
-                    "Opened {} ({:.2} M parameters, {} layers, d_model {}): Start continues \
-                     training it with the settings below.",
-                    m.name,
-                    m.parameters() as f64 / 1e6,
-                    m.model.layers,
-                    m.model.d_model
-                );
-                self.form.hf_model = Some(m);
-                self.form.check = None;
-            }
-            Err(e) => self.messages.status = format!("Cannot open the model: {e}"),
-        }
-    }
-
-    /// The run the form describes: the preset with its fields, and the opened Hugging Face
-    /// model, if any.
-    pub fn run_config(&self) -> Result<RunConfig, String> {
-        let config = self.form.settings.config()?;
-        match &self.form.hf_model {
-            Some(m) => m.apply(config),
-            None => Ok(config),
-        }
-    }
-}
-
 /// Whether dropped or picked files are a Hugging Face model (a config.json and weights).
 pub fn is_hf_files(files: &[(String, Vec<u8>)]) -> bool {
     files.iter().any(|(n, _)| base(n) == "config.json")
@@ -219,6 +63,6 @@ pub fn is_hf_files(files: &[(String, Vec<u8>)]) -> bool {
 }
 
 /// The file name of a picked or dropped file's path.
-fn base(name: &str) -> &str {
+pub(crate) fn base(name: &str) -> &str {
     name.rsplit(['/', '\\']).next().unwrap_or(name)
 }

@@ -1,0 +1,324 @@
+//! What the app opens: a Hugging Face folder or GGUF file, a grid folder, the files
+//! shipped with it.
+
+#[cfg(not(target_arch = "wasm32"))]
+use crate::egui;
+use crate::hf_model::*;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::open_grid::*;
+use crate::shipped::*;
+use crate::*;
+use hif8lab_train::checkpoint::Checkpoint;
+use hif8lab_train::{RunConfig, hf};
+#[cfg(not(target_arch = "wasm32"))]
+use std::path::Path;
+use std::sync::Arc;
+
+impl HifApp {
+    /// Opens a Hugging Face folder or a GGUF file (natively).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open_hf_dir(&mut self, dir: &std::path::Path) {
+        let result = hf::load_any(dir).map_err(|e| e.to_string()).and_then(|m| {
+            let tokenizer = match &m.tokenizer {
+                Some(p) => hif8lab_train::tokenizer::Tokenizer::read(p)?.0.setting(p),
+                None if m.config.model.vocab == 256 => "bytes".into(),
+                None => return Err(format!("{}: no tokenizer.json", dir.display())),
+            };
+            Ok(HfStart {
+                name: dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| dir.display().to_string()),
+                source: std::fs::canonicalize(dir)
+                    .unwrap_or_else(|_| dir.to_owned())
+                    .display()
+                    .to_string(),
+                model: m.config.model,
+                weights: Arc::new(m.weights),
+                tokenizer,
+            })
+        });
+        self.set_hf(result);
+    }
+
+    /// Opens a Hugging Face model from its files (the browser's file picker): `config.json`,
+    /// every `.safetensors` file, and `tokenizer.json` (the byte tokenizer in the browser).
+    pub fn open_hf_files(&mut self, files: &[(String, Vec<u8>)]) {
+        let result = (|| {
+            let (_, config) = files
+                .iter()
+                .find(|(n, _)| base(n) == "config.json")
+                .ok_or("no config.json among the files")?;
+            let config = hf::parse_config(
+                std::path::Path::new("config.json"),
+                &String::from_utf8_lossy(config),
+            )
+            .map_err(|e| e.to_string())?;
+            let mut tensors = Vec::new();
+            for (name, bytes) in files.iter().filter(|(n, _)| n.ends_with(".safetensors")) {
+                let ck = Checkpoint::from_bytes(name, bytes).map_err(|e| e.to_string())?;
+                tensors.extend(
+                    ck.tensors
+                        .into_iter()
+                        .map(|t| (std::path::PathBuf::from(base(name)), t)),
+                );
+            }
+            if tensors.is_empty() {
+                return Err("no .safetensors files among the files".to_owned());
+            }
+            let weights = hf::select_weights(
+                std::path::Path::new("(the chosen files)"),
+                &config.model,
+                tensors,
+            )
+            .map_err(|e| e.to_string())?;
+            let tokenizer = match files.iter().find(|(n, _)| base(n) == "tokenizer.json") {
+                Some((name, bytes)) => {
+                    match hif8lab_train::tokenizer::Tokenizer::from_json(
+                        name,
+                        &String::from_utf8_lossy(bytes),
+                    )? {
+                        hif8lab_train::tokenizer::Tokenizer::Bytes => "bytes".to_owned(),
+                        #[allow(unreachable_patterns)]
+                        _ => {
+                            return Err(format!(
+                                "{name}: open the folder in the desktop app for this tokenizer \
+                                 (from files, only the byte tokenizer)"
+                            ));
+                        }
+                    }
+                }
+                None if config.model.vocab == 256 => "bytes".into(),
+                None => return Err("no tokenizer.json among the files".into()),
+            };
+            Ok(HfStart {
+                name: "Hugging Face model".into(),
+                source: "(files)".into(),
+                model: config.model,
+                weights: Arc::new(weights),
+                tokenizer,
+            })
+        })();
+        self.set_hf(result);
+    }
+
+    /// Opens what was dropped on the window (natively; the browser page uses its file
+    /// picker): a folder as a Hugging Face model or a run folder, files as a run or trace.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open_dropped(&mut self, ctx: &egui::Context) {
+        let (dirs, files): (Vec<std::path::PathBuf>, Vec<(String, Vec<u8>)>) = ctx.input(|i| {
+            let dirs = i
+                .raw
+                .dropped_files
+                .iter()
+                .map(|f| f.path().to_path_buf())
+                // A GGUF file is a model, opened like a Hugging Face folder.
+                .filter(|p| p.is_dir() || hif8lab_train::gguf::is_gguf(p))
+                .collect();
+            let files = i
+                .raw
+                .dropped_files
+                .iter()
+                .filter(|f| !hif8lab_train::gguf::is_gguf(f.path()))
+                .filter_map(|f| Some((f.path().display().to_string(), f.bytes().ok()?)))
+                .collect();
+            (dirs, files)
+        });
+        for dir in dirs {
+            if hf::is_model_path(&dir) {
+                self.open_hf_dir(&dir);
+            } else {
+                self.form.open_path = dir.display().to_string();
+                self.open_run();
+            }
+        }
+        if !files.is_empty() {
+            self.open_files(&files);
+        }
+    }
+
+    fn set_hf(&mut self, result: Result<HfStart, String>) {
+        match result {
+            Ok(m) => {
+                self.messages.status = format!(
+                    "Opened {} ({:.2} M parameters, {} layers, d_model {}): Start continues \
+                     training it with the settings below.",
+                    m.name,
+                    m.parameters() as f64 / 1e6,
+                    m.model.layers,
+                    m.model.d_model
+                );
+                self.form.hf_model = Some(m);
+                self.form.check = None;
+            }
+            Err(e) => self.messages.status = format!("Cannot open the model: {e}"),
+        }
+    }
+
+    /// The run the form describes: the preset with its fields, and the opened Hugging Face
+    /// model, if any.
+    pub fn run_config(&self) -> Result<RunConfig, String> {
+        let config = self.form.settings.config()?;
+        match &self.form.hf_model {
+            Some(m) => m.apply(config),
+            None => Ok(config),
+        }
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl HifApp {
+    /// Opens the runs of a grid's or a lesson's folder (`<dir>/runs/NAME`, the first data
+    /// order: names without `-seedK`); returns what was opened, in words.
+    pub fn open_grid(&mut self, dir: &Path) -> Result<String, String> {
+        let runs = dir.join("runs");
+        let mut names: Vec<String> = std::fs::read_dir(&runs)
+            .map_err(|e| format!("{}: {e}", runs.display()))?
+            .filter_map(|e| e.ok())
+            .filter(|e| hif8lab_train::run::RunDir::new(e.path()).has_metrics())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.contains("-seed"))
+            .collect();
+        names.sort();
+        if names.is_empty() {
+            return Err(format!("{}: no run folders", runs.display()));
+        }
+        let mut views = Vec::new();
+        let mut skipped = Vec::new();
+        for n in names.iter().take(crate::MAX_RUNS + 1) {
+            match RunView::load(&runs.join(n)) {
+                Ok(v) => views.push(v),
+                Err(e) => skipped.push(e),
+            }
+        }
+        if views.is_empty() {
+            return Err(skipped.join("; "));
+        }
+        let shown = views.remove(first_shown(&views));
+        let opened = views.len() + 1;
+        for v in views {
+            self.keep_run(v);
+        }
+        let mut words = format!(
+            "Opened {}: {opened} runs of {} (first data order; in Runs, overlaid), {} shown",
+            dir.display(),
+            names.len(),
+            shown.name
+        );
+        if let Some((key, top, median)) = largest_amax(&shown) {
+            words.push_str(&format!(
+                "; the largest amax is {key}'s, {top:.4e} ({:.0}× the median quantizer's): chosen in Amax, outlined on Saturation",
+                top / median.max(f32::MIN_POSITIVE)
+            ));
+            self.selection.quantizer = Some(key);
+            self.selection.tab = Tab::Amax;
+        }
+        if !skipped.is_empty() {
+            words.push_str(&format!("; not opened: {}", skipped.join("; ")));
+        }
+        self.set_view(shown);
+        Ok(words + ".")
+    }
+}
+
+impl HifApp {
+    /// Takes the shipped base in `bytes`: notes its fingerprint and, unless asked to
+    /// pretrain, starts the lessons from it (when it matches the `grid-lesson` preset).
+    pub fn adopt_base_bytes(&mut self, bytes: &[u8]) {
+        let Some(grid) = lesson_grid() else {
+            return;
+        };
+        if let Some(b) = hif8lab_lab::lesson::base::shipped_from(bytes, &grid) {
+            let fingerprint = b.fingerprint();
+            self.shipped.base = Some((fingerprint.clone(), b.probes.knowledge_acc_norm));
+            if !self.shipped.pretrain_base && self.lessons.base.is_none() {
+                self.lessons.base_fingerprint = Some(fingerprint);
+                self.lessons.base = Some(b.weights);
+                self.lessons.base_probes = Some(b.probes);
+                self.lessons.base_from = "shipped";
+            }
+        }
+    }
+
+    /// Whether the shipped base is still on its way (the browser) and is to be used: the
+    /// caller starts what it wanted once it arrives ([`HifApp::shipped_arrived`]).
+    pub fn awaits_shipped_base(&mut self) -> bool {
+        let waits =
+            self.lessons.base.is_none() && self.shipped.base_pending && !self.shipped.pretrain_base;
+        if waits {
+            self.messages.status = "Loading the lessons' shipped base model…".into();
+        }
+        waits
+    }
+
+    /// The shipped base compiled into this build.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn adopt_shipped_base(&mut self) {
+        self.adopt_base_bytes(hif8lab_lab::lesson::base::shipped_bytes());
+    }
+
+    /// A shipped file the browser fetched (`url`: [`BASE_URL`] or [`REAL_RUNS_URL`]), or why
+    /// it could not; starts what waited for it.
+    pub fn shipped_arrived(&mut self, url: &str, bytes: Result<Vec<u8>, String>) {
+        match (url, bytes) {
+            (BASE_URL, result) => {
+                self.shipped.base_pending = false;
+                match result {
+                    Ok(b) => self.adopt_base_bytes(&b),
+                    Err(e) => {
+                        self.messages.status =
+                            format!("No shipped base ({e}): lessons pretrain it.")
+                    }
+                }
+                // What waited starts now: from the shipped base, or pretraining it.
+                if std::mem::take(&mut self.lessons.after_base) {
+                    self.start_from_base(|| {});
+                }
+                if std::mem::take(&mut self.lessons.scenario_waiting) {
+                    self.run_scenario_in_memory();
+                }
+            }
+            (REAL_RUNS_URL, result) => {
+                self.shipped.runs_pending = false;
+                match result {
+                    Ok(b) => self.shipped.real_runs = Some(b),
+                    Err(e) => self.messages.status = format!("No real-model runs ({e})."),
+                }
+                if std::mem::take(&mut self.shipped.outliers_waiting) {
+                    self.judge_real_outliers();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The real-model lesson's verdict, judged from the committed SmolLM2-135M grid's data
+    /// (shipped with the app; nothing trains).
+    pub fn judge_real_outliers(&mut self) {
+        use hif8lab_lab::lesson::outliers;
+        #[cfg(not(target_arch = "wasm32"))]
+        let data = outliers::committed();
+        #[cfg(target_arch = "wasm32")]
+        let data = match &self.shipped.real_runs {
+            Some(b) => outliers::committed_from(b),
+            None if self.shipped.runs_pending => {
+                self.shipped.outliers_waiting = true;
+                self.messages.status = "Loading the committed real-model runs…".into();
+                return;
+            }
+            None => Err(format!("{REAL_RUNS_URL} could not be fetched")),
+        };
+        match data.and_then(|d| outliers::judge(outliers::COMMITTED_FILE, &d)) {
+            Ok(r) => {
+                self.messages.status = format!(
+                    "Judged the committed real-model runs: {} of {} claims hold.",
+                    r.claims.iter().filter(|c| c.holds).count(),
+                    r.claims.len()
+                );
+                self.lessons.views.clear();
+                self.lessons.report = Some(r);
+            }
+            Err(e) => self.messages.status = format!("Cannot judge the real-model runs: {e}"),
+        }
+    }
+}
