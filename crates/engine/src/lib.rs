@@ -9,10 +9,10 @@
 //!
 //! The trait is four op families on one [`Device`]: [`TensorOps`], [`QuantOps`],
 //! [`ModelOps`], [`OptimizerOps`] (import [`prelude`] to call them on a concrete backend).
-//! Kernels (17, listed in [`gpu::KERNELS`], one WGSL file each): `qdq`, `amax`,
+//! Kernels (18, listed in [`gpu::KERNELS`], one WGSL file each): `qdq`, `amax`,
 //! `quant_stats`, `histogram`, `scale_update` (the quantizer bank), `matmul` (tiled GEMM,
 //! three layouts, batched, fused fake quantization), `embedding`, `rmsnorm`, `rope`,
-//! `attention`, `swiglu`, `cross_entropy`, `elementwise` (the model), `sum_squares`, `adamw`
+//! `attention`, `attention_cached`, `swiglu`, `cross_entropy`, `elementwise` (the model), `sum_squares`, `adamw`
 //! (the optimizer), `ste_mask` and `copy` (bandwidth reference).
 //!
 //! The semantics of formats and scaling live in `hif8lab-format` and `hif8lab-scaling`; the
