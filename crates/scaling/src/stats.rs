@@ -95,7 +95,7 @@ pub fn tensor_stats_from(
 /// above it, zero, need no pass over the elements.
 pub fn tensor_counts_given(x: &[f32], q: &[f32], bounds: &CountBounds, reach: f32) -> TensorStats {
     let (signal, noise) = quant_error_of(x, q);
-    bounds.counted(x, signal, noise, (0.0, 0), reach)
+    bounds.counted_with(x, signal, noise, (0.0, 0), reach, count_group_of)
 }
 
 /// `quant.qdq_into(x, q, scale)` and then [`tensor_counts_given`]`(x, q, bounds, reach)`

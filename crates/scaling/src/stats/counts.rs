@@ -51,20 +51,9 @@ impl CountBounds {
     }
 
     /// Every count of `x`, with its error energies, amax and non-finite count already
-    /// measured; bounds above `reach` (or NaN) count nothing without a pass.
-    pub fn counted(
-        &self,
-        x: &[f32],
-        signal: f64,
-        noise: f64,
-        measured: (f32, u64),
-        reach: f32,
-    ) -> TensorStats {
-        self.counted_with(x, signal, noise, measured, reach, count_group_of)
-    }
-
-    /// [`Self::counted`] with the group counter `group` (a SIMD one on the CPU backend; the
-    /// counts do not depend on it).
+    /// measured; bounds above `reach` (or NaN) count nothing without a pass. `counter` counts
+    /// a block ([`count_group_of`] here, a SIMD one on the CPU backend; the counts do not
+    /// depend on it).
     pub fn counted_with(
         &self,
         x: &[f32],
@@ -72,9 +61,9 @@ impl CountBounds {
         noise: f64,
         measured: (f32, u64),
         reach: f32,
-        group: GroupCounter,
+        counter: GroupCounter,
     ) -> TensorStats {
-        let counts = count_at_least(x, &self.bounds, reach, group);
+        let counts = count_at_least(x, &self.bounds, reach, counter);
         self.with_counts(x.len(), counts, signal, noise, measured)
     }
 
@@ -108,7 +97,7 @@ impl CountBounds {
 }
 
 /// The least magnitude m in [0, +Inf] (by bits) for which `pred(m)` holds, for a `pred`
-/// that is false then true as m grows (each count of [`CountBounds::counted`] is of such a predicate of
+/// that is false then true as m grows (each count of [`CountBounds::counted_with`] is of such a predicate of
 /// |x|: rounding is monotone); NaN when it holds for none. 31 evaluations.
 fn least_magnitude(pred: impl Fn(f32) -> bool) -> f32 {
     let (mut lo, mut hi) = (0u32, 0x7F80_0001u32);
@@ -224,11 +213,12 @@ pub(super) fn counted(
     noise: f64,
     measured: (f32, u64),
 ) -> TensorStats {
-    CountBounds::new(thresholds, active_scale, quant).counted(
+    CountBounds::new(thresholds, active_scale, quant).counted_with(
         x,
         signal,
         noise,
         measured,
         f32::INFINITY,
+        count_group_of,
     )
 }

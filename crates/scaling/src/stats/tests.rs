@@ -178,7 +178,7 @@ fn counts_from_shared_bounds_skipping_those_above_amax_equal_the_definitions() {
                 .collect();
             for active in [1.0, 3.0e3, 1.0e9] {
                 let bounds = CountBounds::new(&t, active, &q);
-                let got = bounds.counted(x, 0.0, 0.0, (0.0, 0), amax);
+                let got = bounds.counted_with(x, 0.0, 0.0, (0.0, 0), amax, count_group_of);
                 let case = format!(
                     "{} elements, amax {amax}, {k} thresholds, active {active}",
                     x.len()
@@ -187,7 +187,7 @@ fn counts_from_shared_bounds_skipping_those_above_amax_equal_the_definitions() {
                 // Some of these cases skip bounds, others count them all.
                 assert_eq!(
                     got,
-                    bounds.counted(x, 0.0, 0.0, (0.0, 0), f32::INFINITY),
+                    bounds.counted_with(x, 0.0, 0.0, (0.0, 0), f32::INFINITY, count_group_of),
                     "{case}"
                 );
             }
