@@ -400,6 +400,20 @@ pub fn plain_words(field: &Field, message: &str) -> String {
     }
 }
 
+/// The side panel's form: what a run will be, checked; on a narrow window its own page.
+pub struct SettingsPanel {
+    /// The settings.
+    pub settings: Settings,
+    /// The form's last check: the settings checked, each field's message, the whole one.
+    pub check: Option<crate::FormCheck>,
+    /// On a narrow window: the settings page is shown instead of a tab.
+    pub page: bool,
+    /// The Hugging Face model that Start continues training, when one is open.
+    pub hf_model: Option<crate::hf_model::HfStart>,
+    /// Run folder path typed in the Runs box.
+    pub open_path: String,
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -499,18 +513,4 @@ mod tests {
             ]
         );
     }
-}
-
-/// The side panel's form: what a run will be, checked; on a narrow window its own page.
-pub struct SettingsPanel {
-    /// The settings.
-    pub settings: Settings,
-    /// The form's last check: the settings checked, each field's message, the whole one.
-    pub check: Option<crate::FormCheck>,
-    /// On a narrow window: the settings page is shown instead of a tab.
-    pub page: bool,
-    /// The Hugging Face model that Start continues training, when one is open.
-    pub hf_model: Option<crate::hf_model::HfStart>,
-    /// Run folder path typed in the Runs box.
-    pub open_path: String,
 }

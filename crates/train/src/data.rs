@@ -148,30 +148,6 @@ impl Sampler {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn corpus_and_sampler_are_deterministic() {
-        let a = synthetic_corpus(3, 5000);
-        assert_eq!(a, synthetic_corpus(3, 5000));
-        assert_ne!(a, synthetic_corpus(4, 5000));
-        let mut s1 = Sampler::new(tokenize(&a), 9).unwrap();
-        let mut s2 = Sampler::new(tokenize(&a), 9).unwrap();
-        let (x1, y1) = s1.next_batch(2, 16).unwrap();
-        assert_eq!((x1.clone(), y1.clone()), s2.next_batch(2, 16).unwrap());
-        assert_eq!(&x1[1..16], &y1[..15], "targets are inputs shifted by one");
-        assert_eq!(s1.position, 2);
-        assert!(
-            Sampler::new(vec![1, 2], 0)
-                .unwrap()
-                .next_batch(1, 16)
-                .is_err()
-        );
-    }
-}
-
 /// A run's training data: its tokenizer and the seeded sampler over the tokenized text.
 pub struct RunData {
     /// The tokenizer of `data.tokenizer`.
@@ -220,5 +196,29 @@ impl RunData {
         }
         let sampler = Sampler::new(ids, config.train.seed)?;
         Ok(RunData { tokenizer, sampler })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corpus_and_sampler_are_deterministic() {
+        let a = synthetic_corpus(3, 5000);
+        assert_eq!(a, synthetic_corpus(3, 5000));
+        assert_ne!(a, synthetic_corpus(4, 5000));
+        let mut s1 = Sampler::new(tokenize(&a), 9).unwrap();
+        let mut s2 = Sampler::new(tokenize(&a), 9).unwrap();
+        let (x1, y1) = s1.next_batch(2, 16).unwrap();
+        assert_eq!((x1.clone(), y1.clone()), s2.next_batch(2, 16).unwrap());
+        assert_eq!(&x1[1..16], &y1[..15], "targets are inputs shifted by one");
+        assert_eq!(s1.position, 2);
+        assert!(
+            Sampler::new(vec![1, 2], 0)
+                .unwrap()
+                .next_batch(1, 16)
+                .is_err()
+        );
     }
 }

@@ -150,13 +150,13 @@ fn shard_files(dir: &Path, index: &Path) -> Result<Vec<PathBuf>, HfError> {
     for (name, file) in map {
         let f = file.as_str().ok_or_else(|| {
             err(
-                &index,
+                index,
                 format!("field 'weight_map.{name}' is not a file name"),
             )
         })?;
         if f.contains('/') || f.contains('\\') || f.starts_with('.') {
             return Err(err(
-                &index,
+                index,
                 format!("field 'weight_map.{name}': '{f}' is not a file of this folder"),
             ));
         }

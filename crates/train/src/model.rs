@@ -431,12 +431,15 @@ pub fn backward<B: Backend>(
     b.embedding_backward(&ws.tokens, &ws.dres, &g.wte, c)
 }
 
+/// A block's weights, their gradients and its activations.
+type BlockRefs<'a, T> = (&'a Block<T>, &'a Block<T>, &'a BlockActs<T>);
+
 /// Block `l`'s MLP backward: out = x2 + down(swiglu(gate(h2), up(h2))); `ws.dres` holds
 /// d(out) and becomes d(x2).
 fn mlp_backward<B: Backend>(
     cx: &Ctx<'_, B>,
     l: usize,
-    (w, gw, a): (&Block<B::Tensor>, &Block<B::Tensor>, &BlockActs<B::Tensor>),
+    (w, gw, a): BlockRefs<'_, B::Tensor>,
     ws: &Workspace<B::Tensor>,
 ) -> Result<(), EngineError> {
     let (b, m) = (cx.b, cx.m);
@@ -483,7 +486,7 @@ fn mlp_backward<B: Backend>(
 fn attention_backward<B: Backend>(
     cx: &Ctx<'_, B>,
     l: usize,
-    (w, gw, a): (&Block<B::Tensor>, &Block<B::Tensor>, &BlockActs<B::Tensor>),
+    (w, gw, a): BlockRefs<'_, B::Tensor>,
     ws: &Workspace<B::Tensor>,
 ) -> Result<(), EngineError> {
     let (b, m) = (cx.b, cx.m);

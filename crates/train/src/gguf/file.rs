@@ -381,7 +381,7 @@ impl TensorInfo {
                 ))
             })?;
         let block = ggml_type.block_elements() as u64;
-        if dims[0] % block != 0 {
+        if !dims[0].is_multiple_of(block) {
             return Err(GgufError(format!(
                 "tensor '{name}': rows of {} elements are not whole blocks of {block} ({})",
                 dims[0],
@@ -394,7 +394,7 @@ impl TensorInfo {
             (Some(s), Some(n)) => s.checked_add(n),
             _ => None,
         };
-        if offset % alignment as u64 != 0 {
+        if !offset.is_multiple_of(alignment as u64) {
             return Err(GgufError(format!(
                 "tensor '{name}': offset {offset} is not aligned to {alignment}"
             )));

@@ -46,11 +46,12 @@ fn check_architecture(file: &Path, obj: &serde_json::Map<String, Value>) -> Resu
     Ok(())
 }
 
+/// Refuses field `key` when its value fails `ok`, saying `why`.
+type Refuse<'a> = &'a dyn Fn(&str, &dyn Fn(&Value) -> bool, &str) -> Result<(), HfError>;
+
 /// The fields of a Llama this model does not implement: biases, sliding windows, other
 /// activations.
-fn refuse_unsupported(
-    refuse: &dyn Fn(&str, &dyn Fn(&Value) -> bool, &str) -> Result<(), HfError>,
-) -> Result<(), HfError> {
+fn refuse_unsupported(refuse: Refuse<'_>) -> Result<(), HfError> {
     refuse(
         "attention_bias",
         &|v| *v == false,
