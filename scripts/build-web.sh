@@ -44,10 +44,12 @@ fi
 # The train crate (the trainer's host side, lessons, claims: its hot loops are the engine's),
 # skrifa (glyph outlines, rasterized once into the font atlas) and the PNG/deflate crates
 # (exports) joined when the shipped lessons' base, the real-model lesson and the fetch of
-# their files took the SIMD build to 3.01 MB (3.03 without SIMD).
+# their files took the SIMD build to 3.01 MB (3.03 without SIMD). wgpu and egui-wgpu (the
+# browser's WebGPU calls, a thin layer over JavaScript) and csv joined when the lab crate's
+# split took the baseline build to 2.98 MB: 2.95 MB with them.
 ui_size=()
 for crate in egui epaint egui_plot eframe hif8lab-app hif8lab-train hif8lab-lab serde_json toml toml_parser \
-  winnow safetensors naga skrifa png flate2 miniz_oxide; do
+  winnow safetensors naga skrifa png flate2 miniz_oxide wgpu egui-wgpu csv csv-core; do
   ui_size+=(--config "profile.release.package.$crate.opt-level=\"z\"")
 done
 # Two builds of the same app. pkg/: with WebAssembly SIMD (simd128; every current browser:
