@@ -10,6 +10,20 @@ use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_lab::grid::{self, GridConfig, GridProgress};
 use hif8lab_train::TrainError;
 
+/// Evaluates `$body` with `$make` bound to the chosen backend's constructor: the GPU's
+/// (`"gpu"`) or the CPU's.
+macro_rules! on_backend {
+    ($backend:expr, $make:ident => $body:expr) => {
+        if $backend == "gpu" {
+            let $make = &|| GpuBackend::new_blocking().map_err(TrainError::from);
+            $body
+        } else {
+            let $make = &|| Ok(CpuBackend::new());
+            $body
+        }
+    };
+}
+
 /// Which grid and where its runs go: shared by `pretrain`, `grid` and `lesson run`.
 #[derive(Args, Debug)]
 pub struct GridSource {
@@ -163,16 +177,9 @@ pub fn run_pretrain(args: GridArgs) -> Result<()> {
     let out = out_dir(&args);
     // One writer per grid folder (its runs lock their own folders too).
     let (_lock, mut p) = writer(&out)?;
-    let (path, probes) = if args.source.backend == "gpu" {
-        grid::pretrain(
-            &|| GpuBackend::new_blocking().map_err(TrainError::from),
-            &config,
-            &out,
-            &mut p,
-        )?
-    } else {
-        grid::pretrain(&|| Ok(CpuBackend::new()), &config, &out, &mut p)?
-    };
+    let (path, probes) = on_backend!(&args.source.backend, make => {
+        grid::pretrain(make, &config, &out, &mut p)?
+    });
     eprintln!(
         "base checkpoint {} ({:.0} s); knowledge acc_norm {:.3}, completion acc_norm {:.3}, held-out loss {:.4}",
         path.display(),
@@ -245,27 +252,10 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
     let out = out_dir(&args);
     // One writer per grid folder (its runs lock their own folders too).
     let (_lock, mut p) = writer(&out)?;
-    let results = if args.source.backend == "gpu" {
-        grid::run_grid(
-            &|| GpuBackend::new_blocking().map_err(TrainError::from),
-            &config,
-            &out,
-            args.seeds as usize,
-            args.base_seeds as usize,
-            &args.runs,
-            &mut p,
-        )?
-    } else {
-        grid::run_grid(
-            &|| Ok(CpuBackend::new()),
-            &config,
-            &out,
-            args.seeds as usize,
-            args.base_seeds as usize,
-            &args.runs,
-            &mut p,
-        )?
-    };
+    let (seeds, base_seeds) = (args.seeds as usize, args.base_seeds as usize);
+    let results = on_backend!(&args.source.backend, make => {
+        grid::run_grid(make, &config, &out, seeds, base_seeds, &args.runs, &mut p)?
+    });
     let summaries: Vec<_> = results.rows.iter().map(|r| r.summary.clone()).collect();
     let (_, skipped) = crate::plots::grid_plots(&out, &summaries)?;
     let mut md = results.markdown();
@@ -404,17 +394,9 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
         PathBuf::from("runs").join(format!("lessons-{}", args.source.preset_or("grid-lesson")))
     });
     let (_lock, mut p) = writer(&out)?;
-    let report = if args.source.backend == "gpu" {
-        lesson::run_lesson(
-            &args.name,
-            &|| GpuBackend::new_blocking().map_err(TrainError::from),
-            &config,
-            &out,
-            &mut p,
-        )?
-    } else {
-        lesson::run_lesson(&args.name, &|| Ok(CpuBackend::new()), &config, &out, &mut p)?
-    };
+    let report = on_backend!(&args.source.backend, make => {
+        lesson::run_lesson(&args.name, make, &config, &out, &mut p)?
+    });
     print_lesson(&report, p.start.elapsed().as_secs_f64(), args.json)
 }
 

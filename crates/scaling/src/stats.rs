@@ -98,21 +98,6 @@ pub fn tensor_counts_given(x: &[f32], q: &[f32], bounds: &CountBounds, reach: f3
     bounds.counted_with(x, signal, noise, (0.0, 0), reach, count_group_of)
 }
 
-/// `quant.qdq_into(x, q, scale)` and then [`tensor_counts_given`]`(x, q, bounds, reach)`
-/// (the CPU backend does both in one pass where it has AVX-512: `hif8lab-engine`'s
-/// `cpu::simd::stats`, checked against this).
-pub fn tensor_qdq_counts(
-    x: &[f32],
-    q: &mut [f32],
-    quant: &FakeQuant,
-    scale: f32,
-    bounds: &CountBounds,
-    reach: f32,
-) -> TensorStats {
-    quant.qdq_into(x, q, scale);
-    tensor_counts_given(x, q, bounds, reach)
-}
-
 /// amax and non-finite count (the first pass; all that delayed scaling needs), in 8 lanes
 /// the compiler vectorizes.
 pub fn amax_and_nonfinite(x: &[f32]) -> (f32, u64) {

@@ -455,26 +455,14 @@ fn mlp_backward<B: Backend>(
         cx.quant(l, Module::Down),
     )?;
     b.swiglu_backward(&a.g, &a.u, &ws.ds, &ws.dg, &ws.du)?;
-    cx.linear_backward(
-        &a.h2,
-        &w.w_gate,
-        &ws.dg,
-        Some(&ws.dh),
-        &gw.w_gate,
-        c,
-        f,
-        cx.quant(l, Module::Gate),
-    )?;
-    cx.linear_backward(
-        &a.h2,
-        &w.w_up,
-        &ws.du,
-        Some(&ws.dtmp),
-        &gw.w_up,
-        c,
-        f,
-        cx.quant(l, Module::Up),
-    )?;
+    // gate's input gradient into dh, up's into dtmp, then their sum.
+    for (wt, d, dx, gwt, module) in [
+        (&w.w_gate, &ws.dg, &ws.dh, &gw.w_gate, Module::Gate),
+        (&w.w_up, &ws.du, &ws.dtmp, &gw.w_up, Module::Up),
+    ] {
+        let lq = cx.quant(l, module);
+        cx.linear_backward(&a.h2, wt, d, Some(dx), gwt, c, f, lq)?;
+    }
     b.add_inplace(&ws.dh, &ws.dtmp)?;
     b.rmsnorm_backward(&a.x2, &w.mlp_norm, &a.rstd2, &ws.dh, &ws.dtmp, &gw.mlp_norm)?;
     b.add_inplace(&ws.dres, &ws.dtmp)?;

@@ -439,6 +439,18 @@ pub(crate) mod reference {
         ((b * s.heads + h) * s.seq + i) * s.seq
     }
 
+    /// The query rows of sequence `b` in order (head by head, position by position): the kv
+    /// head each reads, its position, where its q row and its probability row start.
+    fn query_rows(
+        s: &AttentionShape,
+        b: usize,
+    ) -> impl Iterator<Item = (usize, usize, usize, usize)> + '_ {
+        let group = s.heads / s.kv_heads;
+        (0..s.heads).flat_map(move |h| {
+            (0..s.seq).map(move |i| (h / group, i, q_index(s, b, i, h), p_index(s, b, h, i)))
+        })
+    }
+
     pub fn attention(
         q: &[f32],
         k: &[f32],
@@ -448,38 +460,32 @@ pub(crate) mod reference {
         s: AttentionShape,
     ) {
         let scale = s.scale();
-        let group = s.heads / s.kv_heads;
         for b in 0..s.batch {
-            for h in 0..s.heads {
-                let kvh = h / group;
-                for i in 0..s.seq {
-                    let qi = q_index(&s, b, i, h);
-                    let prow = p_index(&s, b, h, i);
-                    let mut m = f32::NEG_INFINITY;
-                    for j in 0..=i {
-                        let kj = kv_index(&s, b, j, kvh);
-                        let mut dot = 0.0f32;
-                        for d in 0..s.head_dim {
-                            dot += q[qi + d] * k[kj + d];
-                        }
-                        let sc = dot * scale;
-                        probs[prow + j] = sc;
-                        m = m.max(sc);
-                    }
-                    for j in 0..=i {
-                        probs[prow + j] = crate::cpu::math::exp(probs[prow + j] - m);
-                    }
-                    let sum = crate::cpu::math::lane_sum(&probs[prow..=prow + i]);
-                    for j in 0..s.seq {
-                        probs[prow + j] = if j <= i { probs[prow + j] / sum } else { 0.0 };
-                    }
+            for (kvh, i, qi, prow) in query_rows(&s, b) {
+                let mut m = f32::NEG_INFINITY;
+                for j in 0..=i {
+                    let kj = kv_index(&s, b, j, kvh);
+                    let mut dot = 0.0f32;
                     for d in 0..s.head_dim {
-                        let mut acc = 0.0f32;
-                        for j in 0..=i {
-                            acc += probs[prow + j] * v[kv_index(&s, b, j, kvh) + d];
-                        }
-                        out[qi + d] = acc;
+                        dot += q[qi + d] * k[kj + d];
                     }
+                    let sc = dot * scale;
+                    probs[prow + j] = sc;
+                    m = m.max(sc);
+                }
+                for j in 0..=i {
+                    probs[prow + j] = crate::cpu::math::exp(probs[prow + j] - m);
+                }
+                let sum = crate::cpu::math::lane_sum(&probs[prow..=prow + i]);
+                for j in 0..s.seq {
+                    probs[prow + j] = if j <= i { probs[prow + j] / sum } else { 0.0 };
+                }
+                for d in 0..s.head_dim {
+                    let mut acc = 0.0f32;
+                    for j in 0..=i {
+                        acc += probs[prow + j] * v[kv_index(&s, b, j, kvh) + d];
+                    }
+                    out[qi + d] = acc;
                 }
             }
         }
@@ -497,37 +503,32 @@ pub(crate) mod reference {
         let scale = s.scale();
         let group = s.heads / s.kv_heads;
         for b in 0..s.batch {
-            for h in 0..s.heads {
-                let kvh = h / group;
-                for i in 0..s.seq {
-                    let qi = q_index(&s, b, i, h);
-                    let prow = p_index(&s, b, h, i);
-                    for j in 0..=i {
-                        let vj = kv_index(&s, b, j, kvh);
-                        let mut dp = 0.0f32;
-                        for d in 0..s.head_dim {
-                            dp += dout[qi + d] * v[vj + d];
-                        }
-                        g.dscores[prow + j] = dp;
-                    }
-                    let rowsum = crate::cpu::math::lane_dot(
-                        &probs[prow..=prow + i],
-                        &g.dscores[prow..=prow + i],
-                    );
-                    for j in 0..s.seq {
-                        g.dscores[prow + j] = if j <= i {
-                            probs[prow + j] * (g.dscores[prow + j] - rowsum)
-                        } else {
-                            0.0
-                        };
-                    }
+            for (kvh, i, qi, prow) in query_rows(&s, b) {
+                for j in 0..=i {
+                    let vj = kv_index(&s, b, j, kvh);
+                    let mut dp = 0.0f32;
                     for d in 0..s.head_dim {
-                        let mut acc = 0.0f32;
-                        for j in 0..=i {
-                            acc += g.dscores[prow + j] * k[kv_index(&s, b, j, kvh) + d];
-                        }
-                        g.dq[qi + d] = acc * scale;
+                        dp += dout[qi + d] * v[vj + d];
                     }
+                    g.dscores[prow + j] = dp;
+                }
+                let rowsum = crate::cpu::math::lane_dot(
+                    &probs[prow..=prow + i],
+                    &g.dscores[prow..=prow + i],
+                );
+                for j in 0..s.seq {
+                    g.dscores[prow + j] = if j <= i {
+                        probs[prow + j] * (g.dscores[prow + j] - rowsum)
+                    } else {
+                        0.0
+                    };
+                }
+                for d in 0..s.head_dim {
+                    let mut acc = 0.0f32;
+                    for j in 0..=i {
+                        acc += g.dscores[prow + j] * k[kv_index(&s, b, j, kvh) + d];
+                    }
+                    g.dq[qi + d] = acc * scale;
                 }
             }
             for kvh in 0..s.kv_heads {

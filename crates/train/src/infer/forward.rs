@@ -168,26 +168,16 @@ impl<B: Backend> Pass<'_, B> {
         }
     }
 
-    /// y [rows, cout] = Q_A(x [rows, cin]) · Q_W(w [cout, cin])ᵀ (activations are sized to
-    /// the call, so a quantizer measures exactly its rows).
-    #[allow(clippy::too_many_arguments)]
-    fn linear(
-        &self,
-        x: &B::Tensor,
-        w: &B::Tensor,
-        y: &B::Tensor,
-        rows: usize,
-        cin: usize,
-        cout: usize,
-        lq: LinearQuant,
-    ) -> Result<(), EngineError> {
-        let q = FakeQuantLinear {
+    /// The fake-quantized linear layer of this pass (no bf16 rounding, no histogram):
+    /// `y [rows, cout] = Q_A(x [rows, cin]) · Q_W(w [cout, cin])ᵀ`, activations sized to the
+    /// call, so a quantizer measures exactly its rows.
+    fn fql(&self) -> FakeQuantLinear<'_, B> {
+        FakeQuantLinear {
             b: self.b,
             bank: self.bank,
             bf16: false,
             histogram: None,
-        };
-        q.forward(x, w, y, (rows, cin, cout), lq)
+        }
     }
 
     /// Block `l`'s attention over `a.q`, `a.k`, `a.v` into `a.att`: through the cache (its
@@ -283,41 +273,49 @@ impl<B: Backend> Pass<'_, B> {
         b.embedding(&a.tokens, &p.wte, &a.x, c)?;
         for (l, w) in p.blocks.iter().enumerate() {
             b.rmsnorm(&a.x, &w.attn_norm, &a.h, &a.rstd, m.norm_eps)?;
-            self.linear(&a.h, &w.wq, &a.q_pre, rows, c, qd, self.quant(l, Module::Q))?;
-            self.linear(
+            self.fql().forward(
+                &a.h,
+                &w.wq,
+                &a.q_pre,
+                (rows, c, qd),
+                self.quant(l, Module::Q),
+            )?;
+            self.fql().forward(
                 &a.h,
                 &w.wk,
                 &a.k_pre,
-                rows,
-                c,
-                kvd,
+                (rows, c, kvd),
                 self.quant(l, Module::K),
             )?;
-            self.linear(&a.h, &w.wv, &a.v, rows, c, kvd, self.quant(l, Module::V))?;
+            self.fql()
+                .forward(&a.h, &w.wv, &a.v, (rows, c, kvd), self.quant(l, Module::V))?;
             b.rope(&a.q_pre, table, &a.q, rope(m.heads), false)?;
             b.rope(&a.k_pre, table, &a.k, rope(m.kv_heads), false)?;
             self.attend(a, l, cache.as_deref_mut(), past)?;
-            self.linear(&a.att, &w.wo, &a.x2, rows, qd, c, self.quant(l, Module::O))?;
+            self.fql().forward(
+                &a.att,
+                &w.wo,
+                &a.x2,
+                (rows, qd, c),
+                self.quant(l, Module::O),
+            )?;
             b.add_inplace(&a.x2, &a.x)?;
             b.rmsnorm(&a.x2, &w.mlp_norm, &a.h, &a.rstd, m.norm_eps)?;
-            self.linear(
+            self.fql().forward(
                 &a.h,
                 &w.w_gate,
                 &a.g,
-                rows,
-                c,
-                f,
+                (rows, c, f),
                 self.quant(l, Module::Gate),
             )?;
-            self.linear(&a.h, &w.w_up, &a.u, rows, c, f, self.quant(l, Module::Up))?;
+            self.fql()
+                .forward(&a.h, &w.w_up, &a.u, (rows, c, f), self.quant(l, Module::Up))?;
             b.swiglu(&a.g, &a.u, &a.s)?;
-            self.linear(
+            self.fql().forward(
                 &a.s,
                 &w.w_down,
                 &a.x,
-                rows,
-                f,
-                c,
+                (rows, f, c),
                 self.quant(l, Module::Down),
             )?;
             b.add_inplace(&a.x, &a.x2)?;
@@ -328,13 +326,15 @@ impl<B: Backend> Pass<'_, B> {
         b.rmsnorm(&a.x, &p.final_norm, &a.h, &a.rstd, m.norm_eps)?;
         let none = LinearQuant::default();
         if all_logits {
-            self.linear(&a.h, p.head(), &a.logits, rows, c, m.vocab, none)?;
+            self.fql()
+                .forward(&a.h, p.head(), &a.logits, (rows, c, m.vocab), none)?;
             if b.len(&a.targets) == rows {
                 b.cross_entropy(&a.logits, &a.targets, &a.losses, &a.dlogits, 1.0)?;
             }
         } else {
             b.copy_range(&a.h, (rows - 1) * c, &a.h_last, 0, c)?;
-            self.linear(&a.h_last, p.head(), &a.logits, 1, c, m.vocab, none)?;
+            self.fql()
+                .forward(&a.h_last, p.head(), &a.logits, (1, c, m.vocab), none)?;
         }
         Ok(())
     }

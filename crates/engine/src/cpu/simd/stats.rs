@@ -78,8 +78,8 @@ pub(crate) fn tensor_counts_given(
     )
 }
 
-/// [`reference::tensor_qdq_counts`]: in one pass where the build has AVX-512 and `quant` is
-/// HiF8 with round-to-nearest (the common case) — each 16 elements quantized, counted and
+/// `quant.qdq_into(x, q, scale)` and then [`tensor_counts_given`]`(x, q, bounds, reach)`: in
+/// one pass where the build has AVX-512 and `quant` is HiF8 with round-to-nearest (the common case) — each 16 elements quantized, counted and
 /// their energies added together, so the counting runs while the codec waits on memory.
 pub(crate) fn tensor_qdq_counts(
     x: &[f32],
