@@ -1,10 +1,10 @@
 //! Layout at every screen size: the width below which the settings fold away, regions that
 //! scroll instead of running off the window, legends drawn above their plots (never over
 //! the data), and what the app knows about overflow — every region whose content was laid
-//! out beyond the space it was given, collected each frame ([`HifApp::overflow`], the page's
+//! out beyond the space it was given, collected each frame ([`FrameStats::overflow`], the page's
 //! `window.__hif8lab.overflow`) so tests can fail on it instead of guessing from pixels.
 //!
-//! [`HifApp::overflow`]: crate::HifApp::overflow
+//! [`FrameStats::overflow`]: crate::frames::FrameStats::overflow
 
 use eframe::egui::{self, Color32, Id, Rect, RichText};
 
