@@ -27,20 +27,17 @@ fn font_ready() -> bool {
     })
 }
 
-const COLORS: [RGBColor; 12] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-    RGBColor(188, 189, 34),
-    RGBColor(23, 190, 207),
-    RGBColor(0, 0, 0),
-    RGBColor(255, 0, 120),
+/// The series' colours (matplotlib's ten, then black and a magenta), as 0xRRGGBB.
+const COLORS: [u32; 12] = [
+    0x1f77b4, 0xff7f0e, 0x2ca02c, 0xd62728, 0x9467bd, 0x8c564b, 0xe377c2, 0x7f7f7f, 0xbcbd22,
+    0x17becf, 0x000000, 0xff0078,
 ];
+
+/// Series `i`'s colour.
+fn colour(i: usize) -> RGBColor {
+    let c = COLORS[i % COLORS.len()];
+    RGBColor((c >> 16) as u8, (c >> 8) as u8, c as u8)
+}
 
 type Series = (String, Vec<(f64, f64)>);
 
@@ -80,7 +77,7 @@ fn line_chart(
         .y_desc(y_label)
         .draw()?;
     for (i, (name, points)) in series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
+        let color = colour(i);
         chart
             .draw_series(LineSeries::new(
                 points.iter().copied(),

@@ -9,11 +9,12 @@
 //!
 //! The trait is four op families on one [`Device`]: [`TensorOps`], [`QuantOps`],
 //! [`ModelOps`], [`OptimizerOps`] (import [`prelude`] to call them on a concrete backend).
-//! Kernels (18, listed in [`gpu::KERNELS`], one WGSL file each): `qdq`, `amax`,
+//! Kernels (17, listed in [`gpu::KERNELS`], one WGSL file each): `qdq`, `amax`,
 //! `quant_stats`, `histogram`, `scale_update` (the quantizer bank), `matmul` (tiled GEMM,
 //! three layouts, batched, fused fake quantization), `embedding`, `rmsnorm`, `rope`,
 //! `attention`, `attention_cached`, `swiglu`, `cross_entropy`, `elementwise` (the model), `sum_squares`, `adamw`
-//! (the optimizer), `ste_mask` and `copy` (bandwidth reference).
+//! (the optimizer) and `ste_mask`; `elementwise` also holds the plain copy that is the
+//! benchmark's bandwidth reference.
 //!
 //! The semantics of formats and scaling live in `hif8lab-format` and `hif8lab-scaling`; the
 //! model and the training loop live in `hif8lab-train`, not here.
@@ -428,6 +429,17 @@ pub(crate) fn at_least(what: &str, have: usize, need: usize) -> Result<(), Engin
         return Err(EngineError::Shape(format!(
             "{what}: {have} elements, needs {need}"
         )));
+    }
+    Ok(())
+}
+
+/// [`at_least`] for each `(name, have, need)`, named `"{what} {name}"`.
+pub(crate) fn at_least_each(
+    what: &str,
+    checks: &[(&str, usize, usize)],
+) -> Result<(), EngineError> {
+    for (name, have, need) in checks {
+        at_least(&format!("{what} {name}"), *have, *need)?;
     }
     Ok(())
 }

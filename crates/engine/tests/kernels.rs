@@ -917,3 +917,29 @@ fn cpu_statistics_reuse_the_measured_amax_only_while_valid() {
     cpu.quant_stats(&other, &bank, 0).unwrap();
     assert_eq!(stats(&bank), (7.0, 0));
 }
+
+/// The benchmark's bandwidth reference (`elementwise.wgsl`'s `copy` entry) copies every
+/// element's bits, NaN payloads and signed zeros included, past one grid-stride round, and
+/// refuses tensors of different lengths.
+#[test]
+fn copy_kernel_copies_bits() {
+    let Some(g) = gpu() else {
+        return;
+    };
+    let n = 70_001;
+    let x: Vec<f32> = (0..n)
+        .map(|i| match i % 7 {
+            0 => f32::from_bits(0x7fc0_0123),
+            1 => -0.0,
+            _ => (i as f32).sin() * 1e3,
+        })
+        .collect();
+    let a = g.upload(&x).unwrap();
+    let b = g.zeros(n).unwrap();
+    g.copy_kernel(&a, &b).unwrap();
+    g.flush();
+    let got = g.read(&b).wait().unwrap();
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&got), bits(&x));
+    assert!(g.copy_kernel(&a, &g.zeros(n - 1).unwrap()).is_err());
+}

@@ -7,31 +7,26 @@
 //! (one run folder each, plus `probes.jsonl`), `<out>/results.md`, `<out>/results.csv`.
 //! A run whose `summary.json` says `finished` is skipped on re-run (resumable).
 
-#[cfg(not(target_arch = "wasm32"))]
-use std::path::{Path, PathBuf};
-
-#[cfg(not(target_arch = "wasm32"))]
-use hif8lab_engine::Backend;
 use hif8lab_format::{Format, Overflow};
 use hif8lab_scaling::{EstimatorSpec, ScalingConfig};
 use serde::{Deserialize, Serialize};
 
-#[cfg(not(target_arch = "wasm32"))]
-use hif8lab_train::checkpoint::{self, Checkpoint};
 use hif8lab_train::config::{ConfigError, DataConfig, ModelConfig, QatConfig, RunConfig};
 use hif8lab_train::corpus::{ProbeSet, ape, relative_drop};
-#[cfg(not(target_arch = "wasm32"))]
-use hif8lab_train::driver::{Event, Schedule, Sink};
-#[cfg(not(target_arch = "wasm32"))]
-use hif8lab_train::folder::RunFolder;
-#[cfg(not(target_arch = "wasm32"))]
-use hif8lab_train::run::{RunStatus, write_atomic};
 pub use hif8lab_train::run::{RunSummary, SummaryBuilder};
 use hif8lab_train::trainer::ProbeScores;
+// What training a grid needs (natively; the browser reads a grid's data only).
 #[cfg(not(target_arch = "wasm32"))]
-use hif8lab_train::trainer::TrainError;
-#[cfg(not(target_arch = "wasm32"))]
-use std::sync::Arc;
+use {
+    hif8lab_engine::Backend,
+    hif8lab_train::checkpoint::{self, Checkpoint},
+    hif8lab_train::driver::{Event, Schedule, Sink},
+    hif8lab_train::folder::RunFolder,
+    hif8lab_train::run::{RunStatus, write_atomic},
+    hif8lab_train::trainer::TrainError,
+    std::path::{Path, PathBuf},
+    std::sync::Arc,
+};
 
 mod data;
 #[cfg(not(target_arch = "wasm32"))]

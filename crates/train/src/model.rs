@@ -425,8 +425,7 @@ pub fn backward<B: Backend>(
     )?;
     for l in (0..m.layers).rev() {
         let (w, gw, a) = (&p.blocks[l], &g.blocks[l], &ws.blocks[l]);
-        mlp_backward(cx, l, (w, gw, a), ws)?;
-        attention_backward(cx, l, (w, gw, a), ws)?;
+        block_backward(cx, l, (w, gw, a), ws)?;
     }
     b.embedding_backward(&ws.tokens, &ws.dres, &g.wte, c)
 }
@@ -434,9 +433,10 @@ pub fn backward<B: Backend>(
 /// A block's weights, their gradients and its activations.
 type BlockRefs<'a, T> = (&'a Block<T>, &'a Block<T>, &'a BlockActs<T>);
 
-/// Block `l`'s MLP backward: out = x2 + down(swiglu(gate(h2), up(h2))); `ws.dres` holds
-/// d(out) and becomes d(x2).
-fn mlp_backward<B: Backend>(
+/// Block `l`'s backward: the MLP (out = x2 + down(swiglu(gate(h2), up(h2)))), then the
+/// attention (x2 = x + o(attention(rope(q(h1)), rope(k(h1)), v(h1)))); `ws.dres` holds
+/// d(out) and becomes d(x).
+fn block_backward<B: Backend>(
     cx: &Ctx<'_, B>,
     l: usize,
     (w, gw, a): BlockRefs<'_, B::Tensor>,
@@ -466,19 +466,8 @@ fn mlp_backward<B: Backend>(
     b.add_inplace(&ws.dh, &ws.dtmp)?;
     b.rmsnorm_backward(&a.x2, &w.mlp_norm, &a.rstd2, &ws.dh, &ws.dtmp, &gw.mlp_norm)?;
     b.add_inplace(&ws.dres, &ws.dtmp)?;
-    Ok(())
-}
-
-/// Block `l`'s attention backward: x2 = x + o(attention(rope(q(h1)), rope(k(h1)), v(h1)));
-/// `ws.dres` holds d(x2) and becomes d(x).
-fn attention_backward<B: Backend>(
-    cx: &Ctx<'_, B>,
-    l: usize,
-    (w, gw, a): BlockRefs<'_, B::Tensor>,
-    ws: &Workspace<B::Tensor>,
-) -> Result<(), EngineError> {
-    let (b, m) = (cx.b, cx.m);
-    let (c, hd) = (m.d_model, m.head_dim());
+    // Attention.
+    let hd = m.head_dim();
     let (qd, kvd) = (m.heads * hd, m.kv_heads * hd);
     cx.linear_backward(
         &a.att,

@@ -5,7 +5,7 @@ use bytemuck::{Pod, Zeroable};
 use super::kernel::Kernel;
 use super::{GpuBackend, GpuTensor};
 use crate::params_layout;
-use crate::{AttentionShape, EngineError, at_least};
+use crate::{AttentionShape, EngineError, at_least_each};
 
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/attention.wgsl");
@@ -66,11 +66,16 @@ pub(crate) fn launch(
     shape: AttentionShape,
 ) -> Result<(), EngineError> {
     crate::cpu::check_attention(&shape)?;
-    at_least("attention q", q.len, shape.q_len())?;
-    at_least("attention k", k.len, shape.kv_len())?;
-    at_least("attention v", v.len, shape.kv_len())?;
-    at_least("attention out", out.len, shape.q_len())?;
-    at_least("attention probs", probs.len, shape.probs_len())?;
+    at_least_each(
+        "attention",
+        &[
+            ("q", q.len, shape.q_len()),
+            ("k", k.len, shape.kv_len()),
+            ("v", v.len, shape.kv_len()),
+            ("out", out.len, shape.q_len()),
+            ("probs", probs.len, shape.probs_len()),
+        ],
+    )?;
     let params = attention_params(&shape);
     let rows = (shape.batch * shape.heads * shape.seq) as u32;
     gpu.dispatch(
@@ -104,11 +109,16 @@ pub(crate) fn launch_backward(
     shape: AttentionShape,
 ) -> Result<(), EngineError> {
     crate::cpu::check_attention(&shape)?;
-    at_least("attention_backward dscores", dscores.len, shape.probs_len())?;
-    at_least("attention_backward dq", dq.len, shape.q_len())?;
-    at_least("attention_backward dk", dk.len, shape.kv_len())?;
-    at_least("attention_backward dv", dv.len, shape.kv_len())?;
-    at_least("attention_backward dout", dout.len, shape.q_len())?;
+    at_least_each(
+        "attention_backward",
+        &[
+            ("dscores", dscores.len, shape.probs_len()),
+            ("dq", dq.len, shape.q_len()),
+            ("dk", dk.len, shape.kv_len()),
+            ("dv", dv.len, shape.kv_len()),
+            ("dout", dout.len, shape.q_len()),
+        ],
+    )?;
     let params = attention_params(&shape);
     let q_rows = (shape.batch * shape.heads * shape.seq) as u32;
     let kv_rows = (shape.batch * shape.kv_heads * shape.seq) as u32;

@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 use super::kernel::Kernel;
 use super::{GpuBackend, GpuTensor};
 use crate::params_layout;
-use crate::{CachedAttentionShape, EngineError, at_least};
+use crate::{CachedAttentionShape, EngineError, at_least_each};
 
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/attention_cached.wgsl");
@@ -63,11 +63,16 @@ pub(crate) fn launch(
     shape: CachedAttentionShape,
 ) -> Result<(), EngineError> {
     shape.check()?;
-    at_least("attention_cached q", q.len, shape.q_len())?;
-    at_least("attention_cached k_cache", k.len, shape.cache_len())?;
-    at_least("attention_cached v_cache", v.len, shape.cache_len())?;
-    at_least("attention_cached out", out.len, shape.q_len())?;
-    at_least("attention_cached scores", scores.len, shape.scores_len())?;
+    at_least_each(
+        "attention_cached",
+        &[
+            ("q", q.len, shape.q_len()),
+            ("k_cache", k.len, shape.cache_len()),
+            ("v_cache", v.len, shape.cache_len()),
+            ("out", out.len, shape.q_len()),
+            ("scores", scores.len, shape.scores_len()),
+        ],
+    )?;
     let params = CachedAttentionParams {
         batch: shape.batch as u32,
         past: shape.past as u32,

@@ -1,4 +1,5 @@
-//! `gpu::elementwise`: in-place add and scale (`shaders/elementwise.wgsl`).
+//! `gpu::elementwise`: in-place add and scale, and the plain copy that is the benchmark's
+//! bandwidth reference (`shaders/elementwise.wgsl`).
 
 use bytemuck::{Pod, Zeroable};
 
@@ -27,7 +28,7 @@ pub const KERNEL: Kernel = Kernel {
     name: "elementwise",
     wgsl: WGSL,
     common: false,
-    entries: &["add_inplace", "scale_inplace"],
+    entries: &["add_inplace", "scale_inplace", "copy"],
     bindings: &[(1, "src"), (2, "dst")],
     params: params_layout!(ElementwiseParams { n, factor }),
 };
@@ -50,6 +51,17 @@ pub(crate) fn launch_scale(
     factor: f32,
 ) -> Result<(), EngineError> {
     launch_entry(gpu, "scale_inplace", dst, None, factor);
+    Ok(())
+}
+
+/// `dst = src` by the kernel (the bandwidth reference of `hif8lab bench kernels`).
+pub(crate) fn launch_copy(
+    gpu: &GpuBackend,
+    src: &GpuTensor,
+    dst: &GpuTensor,
+) -> Result<(), EngineError> {
+    same_len("copy_kernel", src.len, dst.len)?;
+    launch_entry(gpu, "copy", dst, Some(src), 1.0);
     Ok(())
 }
 

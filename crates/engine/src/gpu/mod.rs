@@ -1,11 +1,11 @@
 //! The wgpu backend: the device context, pooled buffers, recording and asynchronous readback.
 //!
-//! One file per WGSL kernel (`copy`, `qdq`, `amax`, `quant_stats`, `histogram`,
+//! One file per WGSL kernel (`qdq`, `amax`, `quant_stats`, `histogram`,
 //! `scale_update`, `matmul`, `embedding`, `rmsnorm`, `rope`, `attention`, `swiglu`,
 //! `cross_entropy`, `elementwise`, `sum_squares`, `adamw`, `ste_mask`) declares its kernel for
-//! the registry ([`KERNELS`]) and holds its launcher; the op-family files (`tensor.rs`,
-//! `quant.rs`, `model.rs`, `optimizer.rs`, mirrored in `cpu/`) implement the backend traits
-//! by calling those launchers. `kernel.rs` builds the pipelines and records dispatches
+//! the registry ([`KERNELS`]) and holds its launcher; the backend traits' GPU side is
+//! generated from their declarations (`op_family!` in the crate root), forwarding to those
+//! launchers or to the buffer commands of `tensor.rs` and `quant.rs`. `kernel.rs` builds the pipelines and records dispatches
 //! (uniform ring, cached bind groups).
 //!
 //! Work is recorded into one command encoder and submitted on [`Device::flush`] (or when a
@@ -21,7 +21,6 @@ pub mod amax;
 pub mod attention;
 pub mod attention_cached;
 mod bank_layout;
-pub mod copy;
 pub mod cross_entropy;
 pub mod elementwise;
 pub mod embedding;
@@ -53,8 +52,7 @@ use kernel::{Bind, Kernel, Pipelines, Recorder};
 
 /// Every kernel of the engine: pipelines are built from this list and `tests/shaders.rs`
 /// checks each declaration against its WGSL.
-pub const KERNELS: [&Kernel; 18] = [
-    &copy::KERNEL,
+pub const KERNELS: [&Kernel; 17] = [
     &qdq::KERNEL,
     &amax::KERNEL,
     &quant_stats::KERNEL,
@@ -540,7 +538,7 @@ impl GpuBackend {
 
     /// Runs the plain copy kernel (the bandwidth reference of the benchmark).
     pub fn copy_kernel(&self, src: &GpuTensor, dst: &GpuTensor) -> Result<(), EngineError> {
-        copy::launch(self, src, dst)
+        elementwise::launch_copy(self, src, dst)
     }
 
     /// Blocks until all submitted work is done (benchmarks; counts as a blocking sync).
