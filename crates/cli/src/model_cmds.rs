@@ -48,8 +48,9 @@ pub struct Source {
 /// Opens `RUN_DIR` (its newest valid checkpoint, or `step_N` with `step`), a checkpoint
 /// file, a Hugging Face folder or a GGUF file.
 pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
-    if path.is_dir() && RunDir::new(path).has_config() {
-        let run = RunDir::new(path).config().map_err(anyhow::Error::msg)?;
+    let dir = RunDir::new(path);
+    if path.is_dir() && dir.has_config() {
+        let run = dir.config().map_err(anyhow::Error::msg)?;
         let ck_path = match step {
             Some(n) => {
                 let p = path

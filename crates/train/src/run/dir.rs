@@ -64,7 +64,7 @@ impl RunDir {
     }
 
     /// The bytes of one of its files; the error names the file.
-    pub fn bytes(&self, name: &str) -> Result<Vec<u8>, String> {
+    fn bytes(&self, name: &str) -> Result<Vec<u8>, String> {
         let p = self.file(name);
         std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))
     }
@@ -84,17 +84,12 @@ impl RunDir {
 
     /// `metrics.jsonl` (a torn last line, left by a kill, is dropped).
     pub fn metrics(&self) -> Result<Vec<MetricsLine>, String> {
-        let bytes = self.bytes(Self::METRICS)?;
-        hif8lab_scaling::trace::read_jsonl(&self.file(Self::METRICS), &bytes[..])
-            .map(|(lines, _)| lines)
-            .map_err(|e| e.to_string())
+        self.jsonl(Self::METRICS)
     }
 
     /// `trace.jsonl`.
     pub fn trace(&self) -> Result<Trace, String> {
-        let bytes = self.bytes(Self::TRACE)?;
-        hif8lab_scaling::trace::parse_trace(&self.file(Self::TRACE), &bytes)
-            .map_err(|e| e.to_string())
+        hif8lab_scaling::trace::read_trace(&self.file(Self::TRACE)).map_err(|e| e.to_string())
     }
 
     /// `probes.jsonl` (none when the run was not probed).
@@ -102,9 +97,15 @@ impl RunDir {
         if !self.file(Self::PROBES).exists() {
             return Ok(Vec::new());
         }
-        let bytes = self.bytes(Self::PROBES)?;
-        hif8lab_scaling::trace::read_jsonl(&self.file(Self::PROBES), &bytes[..])
-            .map(|(p, _)| p)
+        self.jsonl(Self::PROBES)
+    }
+
+    /// One of its JSON-lines files, streamed (a torn last line is dropped).
+    fn jsonl<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Vec<T>, String> {
+        let p = self.file(name);
+        let file = std::fs::File::open(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        hif8lab_scaling::trace::read_jsonl(&p, std::io::BufReader::new(file))
+            .map(|(items, _)| items)
             .map_err(|e| e.to_string())
     }
 
