@@ -149,18 +149,30 @@ fn zero_tensors<B: Backend>(
 
 impl<B: Backend> Trainer<B> {
     /// Builds the model, optimizer state and quantizer bank for `config` and its data
-    /// ([`RunData::for_config`]).
+    /// ([`RunData::for_config`]); a config that does not fit the backend's memory is refused
+    /// before its corpus is read.
     pub fn from_config(backend: B, config: RunConfig) -> Result<Self, TrainError> {
+        Self::check_fits(&backend, &config)?;
         let data = RunData::for_config(&config).map_err(TrainError::Data)?;
-        Self::new(backend, config, data)
+        Self::build(backend, config, data)
     }
 
     /// Builds the model, optimizer state and quantizer bank for `config`, training on `data`.
     pub fn new(backend: B, config: RunConfig, data: RunData) -> Result<Self, TrainError> {
+        Self::check_fits(&backend, &config)?;
+        Self::build(backend, config, data)
+    }
+
+    /// The memory `config` needs against what the backend has.
+    fn check_fits(backend: &B, config: &RunConfig) -> Result<(), TrainError> {
         let info = backend.info();
-        crate::memory::MemoryEstimate::for_config(&config)
+        crate::memory::MemoryEstimate::for_config(config)
             .check(&info.memory, &info.adapter)
-            .map_err(|e| TrainError::DoesNotFit(e.0))?;
+            .map_err(|e| TrainError::DoesNotFit(e.0))
+    }
+
+    /// [`Self::new`] once the config is known to fit.
+    fn build(backend: B, config: RunConfig, data: RunData) -> Result<Self, TrainError> {
         let m = &config.model;
         let specs = model::param_specs(m);
         let init = model::init_values(m, config.train.seed);
