@@ -14,7 +14,7 @@ use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::corpus::ProbeSet;
 use hif8lab_train::driver::{Control, Driver, Event, Progress, Schedule, Sink};
-use hif8lab_train::open::{Start, open_run};
+use hif8lab_train::open::open_in_memory;
 use hif8lab_train::{ProbeScores, RunConfig, StepReport, TrainError};
 
 /// What training tells the UI.
@@ -175,8 +175,7 @@ impl Stepper {
             max_in_flight: MAX_IN_FLIGHT,
             ..Schedule::default()
         };
-        let start = extras.base.as_deref().map_or(Start::Fresh, Start::Base);
-        let driver = open_run(backend, config, start, None, schedule)?.driver;
+        let driver = open_in_memory(backend, config, extras.base.as_deref(), schedule)?;
         let trainer = driver.trainer();
         self.queue.push_back(Msg::Started {
             estimators: trainer.estimator_names().to_vec(),

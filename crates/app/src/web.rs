@@ -153,7 +153,7 @@ impl WebHandle {
 #[wasm_bindgen]
 pub fn bench_cpu(preset: &str, steps: u32) -> Result<String, JsValue> {
     use hif8lab_train::RunConfig;
-    use hif8lab_train::open::{Start, open_run};
+    use hif8lab_train::open::open_in_memory;
     let err = |e: &dyn std::fmt::Display| JsValue::from_str(&e.to_string());
     let text = RunConfig::preset_text(preset).map_err(|e| err(&e))?;
     let base = RunConfig::parse(preset, text, &[]).map_err(|e| err(&e))?;
@@ -175,9 +175,8 @@ pub fn bench_cpu(preset: &str, steps: u32) -> Result<String, JsValue> {
     for qat in [false, true] {
         let config = base.bench_variant(qat, u64::from(steps) + 2);
         let backend = hif8lab_engine::cpu::CpuBackend::new();
-        let mut driver = open_run(backend, config, Start::Fresh, None, Schedule::default())
-            .map_err(|e| err(&e))?
-            .driver;
+        let mut driver =
+            open_in_memory(backend, config, None, Schedule::default()).map_err(|e| err(&e))?;
         run_until(&mut driver, 2).map_err(|e| err(&e))?;
         drivers.push(driver);
     }

@@ -13,7 +13,7 @@ use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_train::RunConfig;
 use hif8lab_train::driver::{Control, Driver, Event, Schedule};
-use hif8lab_train::open::{Start, open_run};
+use hif8lab_train::open::open_in_memory;
 
 /// Per-op timing where the backend offers it (the CPU backend; GPU ops run asynchronously
 /// on the device and are not timed here).
@@ -69,7 +69,7 @@ impl<B: Backend> Variant<B> {
     fn new(backend: B, config: &RunConfig, qat: bool, steps: u64) -> Result<Self> {
         let config = config.bench_variant(qat, WARMUP + steps);
         Ok(Variant {
-            driver: open_run(backend, config, Start::Fresh, None, Schedule::default())?.driver,
+            driver: open_in_memory(backend, config, None, Schedule::default())?,
             tokens: 0,
             seconds: 0.0,
         })

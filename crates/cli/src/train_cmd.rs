@@ -354,15 +354,9 @@ fn open<B: Backend>(
     schedule: Schedule,
 ) -> Result<(Driver<B>, RunFolder)> {
     let opened = match &start {
-        Start::Fresh => open_run(backend, config, Opening::Fresh, Some(out), schedule)?,
-        Start::Init(init) => open_run(
-            backend,
-            config,
-            Opening::Base(&init.weights),
-            Some(out),
-            schedule,
-        )
-        .with_context(|| format!("--init-from {}", init.dir.display()))?,
+        Start::Fresh => open_run(backend, config, Opening::Fresh, out, schedule)?,
+        Start::Init(init) => open_run(backend, config, Opening::Base(&init.weights), out, schedule)
+            .with_context(|| format!("--init-from {}", init.dir.display()))?,
         Start::Resume {
             checkpoint,
             path,
@@ -374,7 +368,7 @@ fn open<B: Backend>(
                 checkpoint: checkpoint.as_ref(),
                 segments: segments.clone(),
             },
-            Some(out),
+            out,
             schedule,
         )
         .with_context(|| format!("resuming {} from {}", out.display(), path.display()))?,
@@ -384,7 +378,6 @@ fn open<B: Backend>(
         folder,
         notes,
     } = opened;
-    let folder = folder.context("the run folder")?;
     match &start {
         Start::Fresh => {}
         Start::Init(init) => {

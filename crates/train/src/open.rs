@@ -1,7 +1,7 @@
 //! The one way a run is opened: a trainer for its config, its weights from where the run
-//! starts, its run folder created or reopened, and the driver that steps it. The command
-//! line (`train`, `--resume`, `--init-from`, `bench train`), the grid, the lessons and the
-//! app (native and in the browser) all start runs here.
+//! starts, its run folder created or reopened ([`open_run`]: `train`, `--resume`,
+//! `--init-from`, the grid's runs) or none ([`open_in_memory`]: the app's runs, native and
+//! in the browser, the lessons' base, `bench train`), and the driver that steps it.
 
 use std::path::Path;
 
@@ -32,41 +32,43 @@ pub enum Start<'a> {
     },
 }
 
-/// An opened run: its driver, its folder (when it writes one) and what opening it noted.
+/// An opened run: its driver, its folder and what opening it noted.
 pub struct OpenRun<B: Backend> {
     /// The driver, with the trainer in it.
     pub driver: Driver<B>,
-    /// The run folder, created (or reopened for [`Start::Resume`]) at the path given.
-    pub folder: Option<RunFolder>,
+    /// The run folder, created (or reopened for [`Start::Resume`]).
+    pub folder: RunFolder,
     /// Notes for the user (also recorded in the folder's segment), e.g. a changed backend.
     pub notes: Vec<String>,
 }
 
-/// Opens a run of `config` on `backend`: builds the trainer ([`Trainer::from_config`]),
-/// loads its start, creates (or, resuming, reopens) its run folder at `out` when given, and
-/// hands both to a [`Driver`] with `schedule`.
+/// Opens a run of `config` on `backend` into its folder `out`: builds the trainer
+/// ([`Trainer::from_config`]), loads its start, creates (or, resuming, reopens) the folder,
+/// and hands the trainer to a [`Driver`] with `schedule`.
 pub fn open_run<B: Backend>(
     backend: B,
     config: RunConfig,
     start: Start<'_>,
-    out: Option<&Path>,
+    out: &Path,
     schedule: Schedule,
 ) -> Result<OpenRun<B>, TrainError> {
     let info = backend.info();
     let mut trainer = Trainer::from_config(backend, config.clone())?;
     let mut notes = Vec::new();
-    let mut segments = None;
-    match start {
-        Start::Fresh => {}
-        Start::Base(weights) => trainer.load_weights(weights)?,
+    let segments = match start {
+        Start::Fresh => None,
+        Start::Base(weights) => {
+            trainer.load_weights(weights)?;
+            None
+        }
         Start::Resume {
             checkpoint,
-            segments: mut s,
+            mut segments,
         } => {
             if let Some(checkpoint) = checkpoint {
                 trainer.restore(checkpoint)?;
             }
-            if let [.., previous, current] = s.as_mut_slice()
+            if let [.., previous, current] = segments.as_mut_slice()
                 && (previous.backend != info.kind || previous.adapter != info.adapter)
             {
                 let note = format!(
@@ -77,29 +79,19 @@ pub fn open_run<B: Backend>(
                 current.notes.push(note.clone());
                 notes.push(note);
             }
-            if let Some(current) = s.last_mut() {
+            if let Some(current) = segments.last_mut() {
                 current.set_backend(&info);
             }
-            segments = Some(s);
+            Some(segments)
         }
-    }
-    let folder = match out {
-        None => None,
-        Some(dir) => {
-            let (estimators, active) = (trainer.estimator_names(), trainer.active_estimator());
-            let quantizers = trainer.quantizers().len();
-            Some(match segments {
-                None => RunFolder::create(dir, &config, estimators, active, quantizers, &info)?,
-                Some(segments) => RunFolder::resume(
-                    dir,
-                    &config,
-                    estimators,
-                    active,
-                    quantizers,
-                    trainer.steps_done(),
-                    segments,
-                )?,
-            })
+    };
+    let (estimators, active) = (trainer.estimator_names(), trainer.active_estimator());
+    let quantizers = trainer.quantizers().len();
+    let folder = match segments {
+        None => RunFolder::create(out, &config, estimators, active, quantizers, &info)?,
+        Some(segments) => {
+            let step = trainer.steps_done();
+            RunFolder::resume(out, &config, estimators, active, quantizers, step, segments)?
         }
     };
     Ok(OpenRun {
@@ -107,4 +99,19 @@ pub fn open_run<B: Backend>(
         folder,
         notes,
     })
+}
+
+/// Opens a run that writes no folder (the app's runs, the lessons' base, benchmarks): its
+/// trainer for `config`, started from `base`'s weights when given, in a [`Driver`].
+pub fn open_in_memory<B: Backend>(
+    backend: B,
+    config: RunConfig,
+    base: Option<&Checkpoint>,
+    schedule: Schedule,
+) -> Result<Driver<B>, TrainError> {
+    let mut trainer = Trainer::from_config(backend, config)?;
+    if let Some(weights) = base {
+        trainer.load_weights(weights)?;
+    }
+    Ok(Driver::new(trainer, schedule))
 }

@@ -83,11 +83,8 @@ fn train_run<B: Backend>(
     };
     let steps = config.train.steps;
     let start = base.map_or(Start::Fresh, Start::Base);
-    let opened = open_run(backend, config, start, Some(dir), schedule)?;
-    let mut driver = opened.driver;
-    let mut folder = opened
-        .folder
-        .ok_or_else(|| TrainError::Data(format!("no run folder at {}", dir.display())))?;
+    let opened = open_run(backend, config, start, dir, schedule)?;
+    let (mut driver, mut folder) = (opened.driver, opened.folder);
     let result = driver.run(
         &mut hif8lab_train::driver::Tap {
             inner: &mut folder,

@@ -168,7 +168,7 @@ pub fn pretrain<B: hif8lab_engine::Backend>(
     grid: &GridConfig,
 ) -> Result<LessonBase, hif8lab_train::trainer::TrainError> {
     use hif8lab_train::driver::{Memory, Schedule};
-    use hif8lab_train::open::{Start, open_run};
+    use hif8lab_train::open::open_in_memory;
     use hif8lab_train::trainer::TrainError;
     let schedule = Schedule {
         probes: Some(Arc::new(grid.probes())),
@@ -176,7 +176,7 @@ pub fn pretrain<B: hif8lab_engine::Backend>(
         ..Default::default()
     };
     let config = grid.pretrain_config();
-    let mut driver = open_run(backend, config, Start::Fresh, None, schedule)?.driver;
+    let mut driver = open_in_memory(backend, config, None, schedule)?;
     let mut sink = Memory::default();
     driver.run(&mut sink, &|| false)?;
     let weights = sink
