@@ -88,6 +88,20 @@ fn writer(out: &std::path::Path) -> Result<(hif8lab_train::lock::FolderLock, Pri
     Ok((lock, p))
 }
 
+impl GridArgs {
+    /// The preset named, or `grid-small`.
+    fn preset(&self) -> &str {
+        self.source.preset_or("grid-small")
+    }
+}
+
+impl LessonArgs {
+    /// The preset named, or `grid-lesson`.
+    fn preset(&self) -> &str {
+        self.source.preset_or("grid-lesson")
+    }
+}
+
 struct Printer {
     start: Instant,
     name: String,
@@ -148,7 +162,7 @@ fn out_dir(args: &GridArgs) -> PathBuf {
         .config
         .as_ref()
         .and_then(|p| p.file_stem())
-        .map_or(args.source.preset_or("grid-small").to_owned(), |s| {
+        .map_or(args.preset().to_owned(), |s| {
             s.to_string_lossy().into_owned()
         });
     args.source
@@ -159,18 +173,17 @@ fn out_dir(args: &GridArgs) -> PathBuf {
 
 /// `hif8lab pretrain`.
 pub fn run_pretrain(args: GridArgs) -> Result<()> {
-    let config = grid_config(
-        args.source.preset_or("grid-small"),
-        args.source.config.as_ref(),
-    )?;
+    let config = grid_config(args.preset(), args.source.config.as_ref())?;
     if let Some(b) = &config.base {
         anyhow::bail!(
             "{}: this grid continues from a real model (base.model = \"{}\"): there is \
              nothing to pretrain; run `hif8lab grid` with it",
-            args.source.config.as_ref().map_or(
-                format!("--preset {}", args.source.preset_or("grid-small")),
-                |c| c.display().to_string()
-            ),
+            args.source
+                .config
+                .as_ref()
+                .map_or(format!("--preset {}", args.preset()), |c| c
+                    .display()
+                    .to_string()),
             b.model
         );
     }
@@ -236,10 +249,7 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
     if let Some(dir) = &args.recompute {
         return recompute(dir);
     }
-    let config = grid_config(
-        args.source.preset_or("grid-small"),
-        args.source.config.as_ref(),
-    )?;
+    let config = grid_config(args.preset(), args.source.config.as_ref())?;
     let known: Vec<String> = config.runs().into_iter().map(|r| r.name).collect();
     if let Some(bad) = args.runs.iter().find(|n| !known.contains(n)) {
         return Err(hif8lab_train::config::ConfigError {
@@ -380,19 +390,18 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
     if args.from.is_some() {
         anyhow::bail!("--from: only the outliers lesson reads a grid's data (the others train)");
     }
-    let config = grid_config(
-        args.source.preset_or("grid-lesson"),
-        args.source.config.as_ref(),
-    )?;
+    let config = grid_config(args.preset(), args.source.config.as_ref())?;
     if config.base.is_some() {
         anyhow::bail!(
             "the lessons pretrain their own small base; a grid with a real [base] model is run \
              with `hif8lab grid`"
         );
     }
-    let out = args.source.out.clone().unwrap_or_else(|| {
-        PathBuf::from("runs").join(format!("lessons-{}", args.source.preset_or("grid-lesson")))
-    });
+    let out = args
+        .source
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("runs").join(format!("lessons-{}", args.preset())));
     let (_lock, mut p) = writer(&out)?;
     let report = on_backend!(&args.source.backend, make => {
         lesson::run_lesson(&args.name, make, &config, &out, &mut p)?
