@@ -303,7 +303,7 @@ impl<B: Backend> Trainer<B> {
             // zeroing after it keeps the whole step in one submission.
             self.ws.load(b, &x, &y)?;
             if micro == 0 {
-                for g in self.grads.list() {
+                for g in model::grads_added_to(&self.grads) {
                     b.fill_zero(g)?;
                 }
                 b.fill_zero(&self.loss_sum)?;
@@ -318,6 +318,7 @@ impl<B: Backend> Trainer<B> {
                 clipped_ste: self.config.qat.clipped_ste,
                 scratch: &self.ws.weight_scratch,
                 histogram: self.histogram,
+                first_micro: micro == 0,
             };
             model::forward(&cx, &self.params, &self.ws, grad_scale)?;
             model::backward(&cx, &self.params, &self.grads, &self.ws)?;

@@ -270,6 +270,7 @@ fn whole_model_gradient_matches_finite_differences() {
         clipped_ste: false,
         scratch: &[],
         histogram: None,
+        first_micro: false,
     };
     let rows = 2 * m.context;
     let loss = |vals: &[Vec<f32>]| -> f64 {
@@ -344,6 +345,94 @@ fn gradient_accumulation_matches_a_bigger_batch() {
         last.calls.iter().filter(|c| c.micro == 1).count(),
         last.calls.len() / 2
     );
+}
+
+/// One backward pass on `values` with QAT on every module (and the clipped STE when
+/// `clipped`): the gradients after a first micro-batch (`first_micro`, written over `start`
+/// except where [`model::grads_added_to`] says it adds) and after a later one (added to zeros).
+fn backward_grads(config: &RunConfig, first_micro: bool, start: f32) -> Vec<Vec<f32>> {
+    let m = &config.model;
+    let b = CpuBackend::new();
+    let (values, ws) = fd_setup(&b, m);
+    let ws = ws.with_weight_scratch(&b, m).unwrap();
+    let upload = |vals: &[Vec<f32>]| {
+        Params::from_list(
+            vals.iter().map(|v| b.upload(v).unwrap()).collect(),
+            m.layers,
+        )
+    };
+    let plan = QuantPlan::new(m, &config.qat);
+    let bank = b
+        .new_bank(&hif8lab_engine::BankConfig::new(
+            plan.ids.len(),
+            config.qat.scaling.clone(),
+        ))
+        .unwrap();
+    let cx = Ctx {
+        b: &b,
+        m,
+        batch: 2,
+        plan: &plan,
+        bank: Some(&bank),
+        bf16: false,
+        clipped_ste: config.qat.clipped_ste,
+        scratch: &ws.weight_scratch,
+        histogram: None,
+        first_micro,
+    };
+    let filled = |x: f32| -> Vec<Vec<f32>> { values.iter().map(|v| vec![x; v.len()]).collect() };
+    // A first pass fills the histories; the second, on weights 3× larger, saturates against
+    // their estimates, so the clipped STE has gradients to mask.
+    let rows = 2 * m.context;
+    let (p, g) = (upload(&values), upload(&filled(0.0)));
+    model::forward(&cx, &p, &ws, 1.0 / rows as f32).unwrap();
+    model::backward(&cx, &p, &g, &ws).unwrap();
+    let larger: Vec<Vec<f32>> = values
+        .iter()
+        .map(|v| v.iter().map(|x| x * 3.0).collect())
+        .collect();
+    let p = upload(&larger);
+    let g = upload(&filled(start));
+    if first_micro {
+        for t in model::grads_added_to(&g) {
+            b.fill_zero(t).unwrap();
+        }
+    }
+    model::forward(&cx, &p, &ws, 1.0 / rows as f32).unwrap();
+    model::backward(&cx, &p, &g, &ws).unwrap();
+    g.list().iter().map(|t| b.read(t).wait().unwrap()).collect()
+}
+
+#[test]
+fn a_first_micro_batch_writes_the_gradients_zeroed_ones_would_sum_to() {
+    // The trainer zeroes only `grads_added_to` before a step: every other gradient must be
+    // written whole by its first product (tied or not, masked by the clipped STE or not),
+    // whatever it held (here 7.0 everywhere).
+    for tie in [true, false] {
+        for clipped in [false, true] {
+            let tie_set = format!("model.tie_embeddings={tie}");
+            let clip_set = format!("qat.clipped_ste={clipped}");
+            let config = tiny(&[
+                "qat.warmup_steps=0",
+                "qat.scaling.overflow=\"saturate\"",
+                "qat.modules=[\"gate\", \"up\", \"down\", \"q\", \"k\", \"v\", \"o\"]",
+                &tie_set,
+                &clip_set,
+            ]);
+            let written = backward_grads(&config, true, 7.0);
+            let added = backward_grads(&config, false, 0.0);
+            assert_eq!(written.len(), added.len());
+            for (i, (w, a)) in written.iter().zip(&added).enumerate() {
+                let bits = |v: &[f32]| v.iter().map(|x| (x + 0.0).to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(w),
+                    bits(a),
+                    "gradient {i} (tied {tie}, clipped STE {clipped})"
+                );
+            }
+            assert!(added.iter().flatten().any(|v| *v != 0.0));
+        }
+    }
 }
 
 #[test]
@@ -482,6 +571,7 @@ fn identity_ste_gradient_follows_the_high_precision_gradient() {
         clipped_ste: false,
         scratch: &[],
         histogram: None,
+        first_micro: false,
     };
     let loss = |vals: &[Vec<f32>]| -> f64 {
         let p = upload(vals);
@@ -506,6 +596,7 @@ fn identity_ste_gradient_follows_the_high_precision_gradient() {
             clipped_ste: false,
             scratch: &[],
             histogram: None,
+            first_micro: false,
         }
     };
     let p = upload(&values);

@@ -200,6 +200,7 @@ impl<B: Backend> Trainer<B> {
                 clipped_ste: false,
                 scratch: &[],
                 histogram: None,
+                first_micro: false,
             };
             model::forward(&cx, &self.params, &self.ws, 1.0)?;
             out.push((self.backend.read(&self.ws.losses), chunk.len()));
