@@ -85,6 +85,13 @@ pub fn param_specs(m: &ModelConfig) -> Vec<(String, Vec<usize>, bool)> {
     specs
 }
 
+/// The index in [`Params::list`] of block `l`'s tensor `k` (0 attn_norm, 1 wq, 2 wk, 3 wv,
+/// 4 wo, 5 mlp_norm, 6 gate, 7 up, 8 down); `block_slot(layers, 0)` is the final norm's, the
+/// next the untied head's. The embedding's is 0.
+pub fn block_slot(l: usize, k: usize) -> usize {
+    1 + 9 * l + k
+}
+
 impl<T> Params<T> {
     /// Builds the structure from tensors in [`param_specs`] order (no `lm_head` after the
     /// final norm: tied embeddings).
@@ -185,9 +192,23 @@ pub struct Ctx<'a, B: Backend> {
     /// gradients instead of adding to them, so only [`grads_added_to`] need zeroing first
     /// (zeroing all of them was 4 % of a SmolLM2-135M step on the CPU).
     pub first_micro: bool,
+    /// The step's last micro-batch: [`backward`] puts each gradient's Σx² into its slot of
+    /// this tensor (its index in [`Params::list`]) as soon as the gradient is final, while
+    /// it is still in cache (a separate pass after the backward read it from memory: 4 %
+    /// of a SmolLM2-135M CPU step).
+    pub norms: Option<&'a B::Tensor>,
 }
 
 impl<B: Backend> Ctx<'_, B> {
+    /// The gradient `t`, in slot `slot` of [`Params::list`], is final for this step: its
+    /// Σx² into [`Ctx::norms`], when asked.
+    fn finished(&self, t: &B::Tensor, slot: usize) -> Result<(), EngineError> {
+        match self.norms {
+            Some(norms) => self.b.sum_squares(t, norms, slot),
+            None => Ok(()),
+        }
+    }
+
     fn rows(&self) -> usize {
         self.batch * self.m.context
     }
@@ -439,6 +460,10 @@ pub fn backward<B: Backend>(
         m.vocab,
         LinearQuant::default(),
     )?;
+    let final_slot = block_slot(m.layers, 0);
+    if let Some(head) = &g.lm_head {
+        cx.finished(head, final_slot + 1)?;
+    }
     b.rmsnorm_backward(
         &ws.xf,
         &p.final_norm,
@@ -447,11 +472,13 @@ pub fn backward<B: Backend>(
         &ws.dres,
         &g.final_norm,
     )?;
+    cx.finished(&g.final_norm, final_slot)?;
     for l in (0..m.layers).rev() {
         let (w, gw, a) = (&p.blocks[l], &g.blocks[l], &ws.blocks[l]);
         block_backward(cx, l, (w, gw, a), ws)?;
     }
-    b.embedding_backward(&ws.tokens, &ws.dres, &g.wte, c)
+    b.embedding_backward(&ws.tokens, &ws.dres, &g.wte, c)?;
+    cx.finished(&g.wte, 0)
 }
 
 /// A block's weights, their gradients and its activations.
@@ -478,17 +505,20 @@ fn block_backward<B: Backend>(
         c,
         cx.quant(l, Module::Down),
     )?;
+    cx.finished(&gw.w_down, block_slot(l, 8))?;
     b.swiglu_backward(&a.g, &a.u, &ws.ds, &ws.dg, &ws.du)?;
     // gate's input gradient into dh, up's into dtmp, then their sum.
-    for (wt, d, dx, gwt, module) in [
-        (&w.w_gate, &ws.dg, &ws.dh, &gw.w_gate, Module::Gate),
-        (&w.w_up, &ws.du, &ws.dtmp, &gw.w_up, Module::Up),
+    for (wt, d, dx, gwt, module, k) in [
+        (&w.w_gate, &ws.dg, &ws.dh, &gw.w_gate, Module::Gate, 6),
+        (&w.w_up, &ws.du, &ws.dtmp, &gw.w_up, Module::Up, 7),
     ] {
         let lq = cx.quant(l, module);
         cx.linear_backward(&a.h2, wt, d, Some(dx), gwt, c, f, lq)?;
+        cx.finished(gwt, block_slot(l, k))?;
     }
     b.add_inplace(&ws.dh, &ws.dtmp)?;
     b.rmsnorm_backward(&a.x2, &w.mlp_norm, &a.rstd2, &ws.dh, &ws.dtmp, &gw.mlp_norm)?;
+    cx.finished(&gw.mlp_norm, block_slot(l, 5))?;
     b.add_inplace(&ws.dres, &ws.dtmp)?;
     // Attention.
     let hd = m.head_dim();
@@ -503,6 +533,7 @@ fn block_backward<B: Backend>(
         c,
         cx.quant(l, Module::O),
     )?;
+    cx.finished(&gw.wo, block_slot(l, 4))?;
     b.attention_backward(
         &a.q,
         &a.k,
@@ -539,13 +570,15 @@ fn block_backward<B: Backend>(
         qd,
         cx.quant(l, Module::Q),
     )?;
+    cx.finished(&gw.wq, block_slot(l, 1))?;
     // k, then v: each input gradient added to dh in that order.
-    for (wt, d, gwt, module) in [
-        (&w.wk, &ws.dk, &gw.wk, Module::K),
-        (&w.wv, &ws.dv, &gw.wv, Module::V),
+    for (wt, d, gwt, module, k) in [
+        (&w.wk, &ws.dk, &gw.wk, Module::K, 2),
+        (&w.wv, &ws.dv, &gw.wv, Module::V, 3),
     ] {
         let lq = cx.quant(l, module);
         cx.linear_backward(&a.h1, wt, d, Some(&ws.dtmp), gwt, c, kvd, lq)?;
+        cx.finished(gwt, block_slot(l, k))?;
         b.add_inplace(&ws.dh, &ws.dtmp)?;
     }
     b.rmsnorm_backward(
@@ -556,6 +589,6 @@ fn block_backward<B: Backend>(
         &ws.dtmp,
         &gw.attn_norm,
     )?;
-    b.add_inplace(&ws.dres, &ws.dtmp)?;
-    Ok(())
+    cx.finished(&gw.attn_norm, block_slot(l, 0))?;
+    b.add_inplace(&ws.dres, &ws.dtmp)
 }

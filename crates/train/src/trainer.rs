@@ -319,6 +319,7 @@ impl<B: Backend> Trainer<B> {
                 scratch: &self.ws.weight_scratch,
                 histogram: self.histogram,
                 first_micro: micro == 0,
+                norms: (micro + 1 == accum).then_some(&self.norms),
             };
             model::forward(&cx, &self.params, &self.ws, grad_scale)?;
             model::backward(&cx, &self.params, &self.grads, &self.ws)?;
@@ -327,10 +328,8 @@ impl<B: Backend> Trainer<B> {
                 banks.push(b.read_bank(bank));
             }
         }
+        // The backward of the last micro-batch put every gradient's Σx² into `norms`.
         let grads = self.grads.list();
-        for (i, g) in grads.iter().enumerate() {
-            b.sum_squares(g, &self.norms, i)?;
-        }
         let params = self.params.list();
         let (ms, vs) = (self.m.list(), self.v.list());
         for i in 0..params.len() {

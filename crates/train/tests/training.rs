@@ -271,6 +271,7 @@ fn whole_model_gradient_matches_finite_differences() {
         scratch: &[],
         histogram: None,
         first_micro: false,
+        norms: None,
     };
     let rows = 2 * m.context;
     let loss = |vals: &[Vec<f32>]| -> f64 {
@@ -349,8 +350,14 @@ fn gradient_accumulation_matches_a_bigger_batch() {
 
 /// One backward pass on `values` with QAT on every module (and the clipped STE when
 /// `clipped`): the gradients after a first micro-batch (`first_micro`, written over `start`
-/// except where [`model::grads_added_to`] says it adds) and after a later one (added to zeros).
-fn backward_grads(config: &RunConfig, first_micro: bool, start: f32) -> Vec<Vec<f32>> {
+/// except where [`model::grads_added_to`] says it adds) and after a later one (added to zeros),
+/// with the Σx² the pass put into `norms` for each and Σx² of each read afterwards (bits).
+#[allow(clippy::type_complexity)]
+fn backward_grads(
+    config: &RunConfig,
+    first_micro: bool,
+    start: f32,
+) -> (Vec<Vec<f32>>, Vec<u32>, Vec<u32>) {
     let m = &config.model;
     let b = CpuBackend::new();
     let (values, ws) = fd_setup(&b, m);
@@ -379,6 +386,7 @@ fn backward_grads(config: &RunConfig, first_micro: bool, start: f32) -> Vec<Vec<
         scratch: &ws.weight_scratch,
         histogram: None,
         first_micro,
+        norms: None,
     };
     let filled = |x: f32| -> Vec<Vec<f32>> { values.iter().map(|v| vec![x; v.len()]).collect() };
     // A first pass fills the histories; the second, on weights 3× larger, saturates against
@@ -398,9 +406,23 @@ fn backward_grads(config: &RunConfig, first_micro: bool, start: f32) -> Vec<Vec<
             b.fill_zero(t).unwrap();
         }
     }
+    let n = g.list().len();
+    let (norms, after) = (b.upload(&vec![-1.0; n]).unwrap(), b.zeros(n).unwrap());
+    let cx = Ctx {
+        norms: Some(&norms),
+        ..cx
+    };
     model::forward(&cx, &p, &ws, 1.0 / rows as f32).unwrap();
     model::backward(&cx, &p, &g, &ws).unwrap();
-    g.list().iter().map(|t| b.read(t).wait().unwrap()).collect()
+    for (i, t) in g.list().into_iter().enumerate() {
+        b.sum_squares(t, &after, i).unwrap();
+    }
+    let bits = |t| -> Vec<u32> {
+        let v: Vec<f32> = b.read(t).wait().unwrap();
+        v.iter().map(|x| x.to_bits()).collect()
+    };
+    let grads = g.list().iter().map(|t| b.read(t).wait().unwrap()).collect();
+    (grads, bits(&norms), bits(&after))
 }
 
 #[test]
@@ -419,8 +441,10 @@ fn a_first_micro_batch_writes_the_gradients_zeroed_ones_would_sum_to() {
                 &tie_set,
                 &clip_set,
             ]);
-            let written = backward_grads(&config, true, 7.0);
-            let added = backward_grads(&config, false, 0.0);
+            let (written, norms, after) = backward_grads(&config, true, 7.0);
+            // The last micro-batch's backward puts every gradient's final Σx² in its slot.
+            assert_eq!(norms, after, "Σx² (tied {tie}, clipped STE {clipped})");
+            let (added, _, _) = backward_grads(&config, false, 0.0);
             assert_eq!(written.len(), added.len());
             for (i, (w, a)) in written.iter().zip(&added).enumerate() {
                 let bits = |v: &[f32]| v.iter().map(|x| (x + 0.0).to_bits()).collect::<Vec<_>>();
@@ -572,6 +596,7 @@ fn identity_ste_gradient_follows_the_high_precision_gradient() {
         scratch: &[],
         histogram: None,
         first_micro: false,
+        norms: None,
     };
     let loss = |vals: &[Vec<f32>]| -> f64 {
         let p = upload(vals);
@@ -597,6 +622,7 @@ fn identity_ste_gradient_follows_the_high_precision_gradient() {
             scratch: &[],
             histogram: None,
             first_micro: false,
+            norms: None,
         }
     };
     let p = upload(&values);

@@ -201,6 +201,7 @@ impl<B: Backend> Trainer<B> {
                 scratch: &[],
                 histogram: None,
                 first_micro: false,
+                norms: None,
             };
             model::forward(&cx, &self.params, &self.ws, 1.0)?;
             out.push((self.backend.read(&self.ws.losses), chunk.len()));
