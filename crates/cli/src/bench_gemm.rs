@@ -59,12 +59,16 @@ pub fn gemm_flops(gemms: &[StepGemm]) -> f64 {
         .sum()
 }
 
-/// Seconds the GEMMs of `gemms` take alone on `backend`: each shape timed on its own (best
-/// of 3 after one untimed run), times how often the step runs it. `sync` waits for the
-/// device (a no-op on the CPU).
-pub fn gemm_seconds<B: Backend>(backend: &B, gemms: &[StepGemm], sync: &dyn Fn(&B)) -> Result<f64> {
-    let mut total = 0.0;
-    for ((m, n, k, layout), calls) in gemms {
+/// Seconds each GEMM shape of `gemms` takes alone on `backend`, one call (best of 3 after
+/// one untimed run); the step's total is [`step_seconds`]. `sync` waits for the device (a
+/// no-op on the CPU).
+pub fn gemm_seconds<B: Backend>(
+    backend: &B,
+    gemms: &[StepGemm],
+    sync: &dyn Fn(&B),
+) -> Result<Vec<f64>> {
+    let mut out = Vec::with_capacity(gemms.len());
+    for ((m, n, k, layout), _) in gemms {
         let (a, b) = (
             backend.upload(&filler(m * k, 1))?,
             backend.upload(&filler(k * n, 2))?,
@@ -80,9 +84,55 @@ pub fn gemm_seconds<B: Backend>(backend: &B, gemms: &[StepGemm], sync: &dyn Fn(&
                 best = best.min(t.elapsed().as_secs_f64());
             }
         }
-        total += best * *calls as f64;
+        out.push(best);
     }
-    Ok(total)
+    Ok(out)
+}
+
+/// Seconds a step's GEMMs take alone: each shape's [`gemm_seconds`] times its calls.
+pub fn step_seconds(gemms: &[StepGemm], seconds: &[f64]) -> f64 {
+    gemms
+        .iter()
+        .zip(seconds)
+        .map(|((_, c), s)| s * *c as f64)
+        .sum()
+}
+
+/// One line per shape: m×n×k, layout, calls per step, ms per call, GFLOP/s and share of
+/// the step's GEMM time.
+pub fn shape_table(gemms: &[StepGemm], seconds: &[f64]) -> Vec<String> {
+    let total = step_seconds(gemms, seconds).max(1e-12);
+    let mut lines = vec![
+        "  the step's GEMM shapes alone:  m×n×k  layout  calls/step  ms/call  GFLOP/s  share"
+            .to_owned(),
+    ];
+    for (((m, n, k, layout), calls), s) in gemms.iter().zip(seconds) {
+        lines.push(format!(
+            "    {:<18} {:<4} {calls:>6} {:>9.3} {:>8.1} {:>6.1} %",
+            format!("{m}×{n}×{k}"),
+            format!("{layout:?}"),
+            s * 1e3,
+            2.0 * (m * n * k) as f64 / s.max(1e-12) / 1e9,
+            100.0 * s * *calls as f64 / total
+        ));
+    }
+    lines
+}
+
+/// The same as JSON objects.
+pub fn shape_json(gemms: &[StepGemm], seconds: &[f64]) -> String {
+    let rows: Vec<String> = gemms
+        .iter()
+        .zip(seconds)
+        .map(|(((m, n, k, layout), calls), s)| {
+            format!(
+                "{{\"m\":{m},\"n\":{n},\"k\":{k},\"layout\":\"{layout:?}\",\"calls_per_step\":{calls},\"ms_per_call\":{:.4},\"gflops\":{:.2}}}",
+                s * 1e3,
+                2.0 * (m * n * k) as f64 / s.max(1e-12) / 1e9
+            )
+        })
+        .collect();
+    format!("[{}]", rows.join(","))
 }
 
 /// Small values of both signs (never denormal).

@@ -239,12 +239,17 @@ fn run<B: Backend + Profiled>(
     // The step's own GEMM shapes, timed alone on a fresh backend after the steps: the share
     // of a step they would take on their own.
     let gemms = crate::bench_gemm::step_gemms(config);
-    let gemm_s = crate::bench_gemm::gemm_seconds(&make()?, &gemms, &|b: &B| b.sync())?;
+    let shape_s = crate::bench_gemm::gemm_seconds(&make()?, &gemms, &|b: &B| b.sync())?;
+    let gemm_s = crate::bench_gemm::step_seconds(&gemms, &shape_s);
+    // The most tokens/s a step could reach if everything besides its GEMMs were free.
+    let tokens_per_step =
+        (config.train.batch * config.model.context * config.train.grad_accum.max(1)) as f64;
+    let gemm_bound = tokens_per_step / gemm_s.max(1e-12);
     let gemm_gflops = crate::bench_gemm::gemm_flops(&gemms) / gemm_s.max(1e-12) / 1e9;
     let gemm_fraction = |ms_per_step: f64| gemm_s * 1e3 / ms_per_step;
     if json {
         crate::outln!(
-            "{{\"backend\":{:?},\"adapter\":{:?},\"device_type\":{:?},\"steps\":{steps},\"estimators\":{estimators},\"tokens_per_s_plain\":{:.1},\"tokens_per_s_qat\":{:.1},\"ms_per_step_plain\":{:.2},\"ms_per_step_qat\":{:.2},\"qat_overhead\":{overhead:.4},\"submits_per_step\":{:.2},\"blocking_syncs_per_step\":{:.2},\"dispatches_per_step\":{:.1},\"bind_groups_created_per_step\":{:.2},\"host_ms_per_step\":{:.3},\"host_ms_per_step_plain\":{:.3},\"peak_rss_mib\":{},\"params\":{params},\"model_gflops\":{:.3},\"model_gflops_plain\":{:.3},\"model_gflops_qat\":{:.3},\"gemm_ms_per_step_alone\":{:.4},\"gemm_gflops_alone\":{gemm_gflops:.3},\"gemm_fraction\":{:.4},\"gemm_fraction_qat\":{:.4},\"threads\":{},\"profile_plain\":{},\"profile_qat\":{}}}",
+            "{{\"backend\":{:?},\"adapter\":{:?},\"device_type\":{:?},\"steps\":{steps},\"estimators\":{estimators},\"tokens_per_s_plain\":{:.1},\"tokens_per_s_qat\":{:.1},\"ms_per_step_plain\":{:.2},\"ms_per_step_qat\":{:.2},\"qat_overhead\":{overhead:.4},\"submits_per_step\":{:.2},\"blocking_syncs_per_step\":{:.2},\"dispatches_per_step\":{:.1},\"bind_groups_created_per_step\":{:.2},\"host_ms_per_step\":{:.3},\"host_ms_per_step_plain\":{:.3},\"peak_rss_mib\":{},\"params\":{params},\"model_gflops\":{:.3},\"model_gflops_plain\":{:.3},\"model_gflops_qat\":{:.3},\"gemm_ms_per_step_alone\":{:.4},\"gemm_gflops_alone\":{gemm_gflops:.3},\"gemm_fraction\":{:.4},\"gemm_fraction_qat\":{:.4},\"tokens_per_s_gemm_bound\":{gemm_bound:.1},\"threads\":{},\"profile_plain\":{},\"profile_qat\":{},\"gemm_shapes\":{}}}",
             info.kind,
             info.adapter,
             info.device_type,
@@ -274,6 +279,11 @@ fn run<B: Backend + Profiled>(
             },
             if profile {
                 profile_json(&q, steps)
+            } else {
+                "null".into()
+            },
+            if profile {
+                crate::bench_gemm::shape_json(&gemms, &shape_s)
             } else {
                 "null".into()
             },
@@ -308,6 +318,9 @@ fn run<B: Backend + Profiled>(
             gemm_fraction(q.ms_per_step)
         );
         crate::outln!(
+            "  at most {gemm_bound:.1} tok/s if everything besides the GEMMs were free (tokens per step ÷ their time alone)"
+        );
+        crate::outln!(
             "  submits/step {:.2}, blocking syncs/step {:.2}, dispatches/step {:.1}, bind groups created/step {:.2}, host ms/step {:.3} (QAT run, steady state)",
             q.submits_per_step,
             q.syncs_per_step,
@@ -325,6 +338,7 @@ fn run<B: Backend + Profiled>(
                 for line in profile_table("plain", &p, steps)
                     .into_iter()
                     .chain(profile_table("QAT", &q, steps))
+                    .chain(crate::bench_gemm::shape_table(&gemms, &shape_s))
                 {
                     crate::outln!("{line}");
                 }

@@ -70,14 +70,24 @@ pub(crate) fn gemm(spec: &MatmulSpec, a: &[f32], b: &[f32], c: &mut [f32]) {
 }
 
 /// One batch through `gemm-f32`: tiles of rows of C (columns when C is wider than tall), each
-/// a single-threaded call, run in parallel. The tiling depends on the shape only, never on
-/// the thread count, so neither do the bits; with two cores it beats gemm's own threading by
-/// 1.1–2× on this model's shapes (most for k ≥ 512).
+/// a single-threaded call, run in parallel; with two cores it beats gemm's own threading by
+/// 1.1–2× on this model's shapes (most for k ≥ 512). The tile count is a multiple of the
+/// thread count, so every thread gets as many tiles: 3 tiles of a 576-wide C on 2 threads
+/// kept one thread idle for a third of the call (SmolLM2-135M's d_model; those shapes ran at
+/// 200–250 GFLOP/s against 310–330 for 1,536-wide ones). The bits do not depend on the
+/// tiling: an element of C is one dot product over k, chunked by `gemm-f32` along k alone
+/// (its `kc` comes from k and the caches, never from the tile's rows or columns), so the
+/// thread count changes which call computes it, not how (`tests/threads.rs` in the trainer
+/// holds a QAT run's bits equal on 1, 2 and 3 threads).
 #[cfg(any(not(target_arch = "wasm32"), target_feature = "simd128"))]
 fn tiled(m: usize, n: usize, k: usize, a: Operand, b: Operand, c: &mut [f32], acc: bool) {
     let by_rows = m >= n;
     let dim = if by_rows { m } else { n };
-    let tiles = dim.div_ceil(TILE).max(2);
+    #[cfg(not(target_arch = "wasm32"))]
+    let threads = rayon::current_num_threads().max(1);
+    #[cfg(target_arch = "wasm32")]
+    let threads = 1;
+    let tiles = dim.div_ceil(TILE).max(2).next_multiple_of(threads);
     let size = dim.div_ceil(tiles).div_ceil(16) * 16;
     let tiles = dim.div_ceil(size);
     let c_at = c.as_mut_ptr() as usize;
