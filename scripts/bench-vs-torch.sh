@@ -109,4 +109,11 @@ print("gemm_fraction (the step's own GEMMs alone ÷ the step), per round: plain 
       + ", ".join(f"{o['gemm_fraction_qat']:.2f}" for _, o in pairs)
       + (" (goal ≥ 0.75)" if big else ""))
 summary("hif8lab QAT overhead", [r[2] for r in ratios], 1.10, higher=False)
+# The ceiling this machine's GEMMs put on any step: tokens per step ÷ the time its own GEMM
+# shapes take alone (as if everything else were free), as ratios to PyTorch's rounds.
+bound = [o.get('tokens_per_s_gemm_bound') for _, o in pairs]
+if all(b is not None for b in bound):
+    print("ceiling (tokens/s if everything besides hif8lab's GEMMs were free), per round: "
+          + ", ".join(f"{b:,.0f} = {b / t['tokens_per_s_plain']:.2f}× PyTorch plain, "
+                      f"{b / t['tokens_per_s_qat']:.2f}× QAT" for b, (t, _) in zip(bound, pairs)))
 PY

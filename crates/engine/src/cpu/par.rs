@@ -39,12 +39,6 @@ pub(crate) fn will_write(x: &[f32]) {
     hint::<true>(x, AHEAD, STREAM_BLOCK);
 }
 
-/// Hints that elements `ahead..ahead + len` past the start of `x` will be read soon.
-#[inline(always)]
-pub(crate) fn will_read_at(x: &[f32], ahead: usize, len: usize) {
-    hint::<false>(x, ahead, len);
-}
-
 /// A prefetch of each cache line (16 f32) of elements `ahead..ahead + len` past the start
 /// of `x`, for writing or for reading.
 #[inline(always)]

@@ -193,6 +193,8 @@ pub struct GpuBackend {
     pool: Arc<Pool>,
     blocking_syncs: Arc<AtomicU64>,
     one_scale: wgpu::Buffer,
+    /// `sum_squares`' per-workgroup sums (one call's, read by its `finish`).
+    sum_partials: wgpu::Buffer,
 }
 
 impl crate::MemoryLimits {
@@ -353,6 +355,12 @@ impl GpuBackend {
             contents: bytemuck::cast_slice(&[1.0f32; 4]),
             usage: wgpu::BufferUsages::STORAGE,
         });
+        let sum_partials = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("sum_squares partials"),
+            size: (crate::cpu::SUM_SQUARES_GROUPS * 4) as u64,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        });
         GpuBackend {
             device,
             queue,
@@ -363,6 +371,7 @@ impl GpuBackend {
             pool: Arc::new(Mutex::new(HashMap::new())),
             blocking_syncs: Arc::new(AtomicU64::new(0)),
             one_scale,
+            sum_partials,
         }
     }
 

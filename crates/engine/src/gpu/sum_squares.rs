@@ -1,8 +1,9 @@
-//! `gpu::sum_squares`: deterministic sum of squares into a slot (`shaders/sum_squares.wgsl`).
+//! `gpu::sum_squares`: deterministic sum of squares into a slot (`shaders/sum_squares.wgsl`):
+//! per-workgroup sums, then a one-workgroup `finish` that adds them in a fixed order.
 
 use bytemuck::{Pod, Zeroable};
 
-use super::kernel::Kernel;
+use super::kernel::{Bind, Kernel};
 use super::{GpuBackend, GpuTensor};
 use crate::params_layout;
 use crate::{EngineError, at_least};
@@ -18,8 +19,19 @@ pub struct SumSquaresParams {
     pub n: u32,
     /// Output slot.
     pub slot: u32,
+    /// Workgroups of the `main` dispatch ([`groups`]).
+    pub groups: u32,
     /// Padding.
-    pub _pad: [u32; 2],
+    pub _pad: u32,
+}
+
+/// Invocations per workgroup.
+pub const WG: usize = 256;
+
+/// Workgroups of `main` for `n` elements: one per WG elements, at most
+/// [`crate::cpu::SUM_SQUARES_GROUPS`] (the CPU twin sums in the same groups).
+pub fn groups(n: usize) -> usize {
+    n.div_ceil(WG).clamp(1, crate::cpu::SUM_SQUARES_GROUPS)
 }
 
 /// The kernel, as the registry knows it.
@@ -27,9 +39,9 @@ pub const KERNEL: Kernel = Kernel {
     name: "sum_squares",
     wgsl: WGSL,
     common: false,
-    entries: &["main"],
-    bindings: &[(1, "x"), (2, "out")],
-    params: params_layout!(SumSquaresParams { n, slot }),
+    entries: &["main", "finish"],
+    bindings: &[(1, "x"), (2, "out"), (3, "partials")],
+    params: params_layout!(SumSquaresParams { n, slot, groups }),
 };
 
 pub(crate) fn launch(
@@ -39,16 +51,26 @@ pub(crate) fn launch(
     slot: usize,
 ) -> Result<(), EngineError> {
     at_least("sum_squares out", out.len, slot + 1)?;
+    let groups = groups(x.len);
     let params = SumSquaresParams {
         n: x.len as u32,
         slot: slot as u32,
-        _pad: [0; 2],
+        groups: groups as u32,
+        _pad: 0,
     };
+    let partials = ("partials", Bind::all(&gpu.sum_partials));
     gpu.dispatch(
         &KERNEL,
         "main",
         &params,
-        &[("x", x.bind()), ("out", out.bind())],
+        &[("x", x.bind()), partials],
+        (groups as u32, 1, 1),
+    );
+    gpu.dispatch(
+        &KERNEL,
+        "finish",
+        &params,
+        &[("out", out.bind()), partials],
         (1, 1, 1),
     );
     Ok(())
