@@ -96,6 +96,43 @@ fn embedding_matches_cpu() {
 }
 
 #[test]
+fn embedding_backward_adds_to_the_named_rows_only_in_token_order() {
+    // A table with values already in it, rows no token names (vocab 40, 9 distinct tokens),
+    // repeats, and an id past the vocabulary (clamped to the last row): every row is its old
+    // value plus its tokens' gradients in increasing position, on both backends, bit for bit.
+    let (v, c) = (40, 5);
+    let ids = [3, 7, 3, 39, 0, 7, 7, 12, 3, 55, 21, 0, 39];
+    let tokens: Vec<f32> = ids.iter().map(|t| *t as f32).collect();
+    let table = rand_vec(3, v * c, 1.0);
+    let dout = rand_vec(4, ids.len() * c, 1.0);
+    let mut want = table.clone();
+    for (pos, id) in ids.iter().enumerate() {
+        let row = (*id).min(v - 1);
+        for ch in 0..c {
+            want[row * c + ch] += dout[pos * c + ch];
+        }
+    }
+    let run = |b: &dyn Fn(&[f32], &[f32], &[f32]) -> Vec<f32>| b(&tokens, &dout, &table);
+    fn on_backend<B: Backend>(b: &B, t: &[f32], d: &[f32], table: &[f32], c: usize) -> Vec<f32> {
+        let (t, d, out) = (
+            b.upload(t).unwrap(),
+            b.upload(d).unwrap(),
+            b.upload(table).unwrap(),
+        );
+        b.embedding_backward(&t, &d, &out, c).unwrap();
+        b.read(&out).wait().unwrap()
+    }
+    let bits = |x: &[f32]| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    let cpu = run(&|t, d, tb| on_backend(&CpuBackend::new(), t, d, tb, c));
+    assert_eq!(bits(&cpu), bits(&want), "cpu");
+    assert_eq!(&cpu[c..3 * c], &table[c..3 * c], "rows 1 and 2: no token");
+    if let Some(g) = gpu() {
+        let gpu_out = run(&|t, d, tb| on_backend(g, t, d, tb, c));
+        assert_eq!(bits(&gpu_out), bits(&want), "gpu");
+    }
+}
+
+#[test]
 fn rmsnorm_matches_cpu() {
     let (rows, c) = (9, 65);
     let x = rand_vec(3, rows * c, 2.0);

@@ -83,7 +83,7 @@ pub(crate) fn launch_backward(
         vocab: vocab as u32,
         _pad: 0,
     };
-    let groups = grid_stride_groups(dtable.len, 256, ELEMENTWISE_GROUPS);
+    let groups = grid_stride_groups(tokens.len * channels, 256, ELEMENTWISE_GROUPS);
     gpu.dispatch(
         &KERNEL,
         "backward",
