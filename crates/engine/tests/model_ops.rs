@@ -112,7 +112,6 @@ fn embedding_backward_adds_to_the_named_rows_only_in_token_order() {
             want[row * c + ch] += dout[pos * c + ch];
         }
     }
-    let run = |b: &dyn Fn(&[f32], &[f32], &[f32]) -> Vec<f32>| b(&tokens, &dout, &table);
     fn on_backend<B: Backend>(b: &B, t: &[f32], d: &[f32], table: &[f32], c: usize) -> Vec<f32> {
         let (t, d, out) = (
             b.upload(t).unwrap(),
@@ -123,11 +122,11 @@ fn embedding_backward_adds_to_the_named_rows_only_in_token_order() {
         b.read(&out).wait().unwrap()
     }
     let bits = |x: &[f32]| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-    let cpu = run(&|t, d, tb| on_backend(&CpuBackend::new(), t, d, tb, c));
+    let cpu = on_backend(&CpuBackend::new(), &tokens, &dout, &table, c);
     assert_eq!(bits(&cpu), bits(&want), "cpu");
     assert_eq!(&cpu[c..3 * c], &table[c..3 * c], "rows 1 and 2: no token");
     if let Some(g) = gpu() {
-        let gpu_out = run(&|t, d, tb| on_backend(g, t, d, tb, c));
+        let gpu_out = on_backend(g, &tokens, &dout, &table, c);
         assert_eq!(bits(&gpu_out), bits(&want), "gpu");
     }
 }
