@@ -67,6 +67,7 @@ fn parse_args() -> Result<Options, String> {
 }
 
 fn main() -> ExitCode {
+    hif8lab_engine::cpu::tune_allocator();
     let options = match parse_args() {
         Ok(o) => o,
         Err(e) => {

@@ -167,6 +167,7 @@ fn run(command: Command) -> anyhow::Result<Outcome> {
 }
 
 fn main() -> ExitCode {
+    hif8lab_engine::cpu::tune_allocator();
     let cli = Cli::parse();
     if let Some(n) = cli.threads
         && let Err(e) = hif8lab_engine::cpu::set_threads(n as usize)
