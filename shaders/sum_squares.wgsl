@@ -8,8 +8,8 @@
 // keep a GPU busy on a 28 M-element embedding gradient.
 // Bindings: 0 params (SumSquaresParams), 1 x (read), 2 out (read_write),
 //           3 partials (read_write, f32 [groups]).
-// Dispatch: `main` over `groups` workgroups (gpu::sum_squares::groups), then `finish` over one.
-// CPU twin: cpu::ops::sum_squares (the same groups, lanes, order and trees).
+// Dispatch: `main` over `groups` workgroups (cpu::sum_squares_groups), then `finish` over one.
+// CPU twin: cpu::optimizer::sum_squares (the same groups, lanes, order and trees).
 
 // Keep in sync with gpu::sum_squares::SumSquaresParams (Rust).
 struct SumSquaresParams {

@@ -13,6 +13,7 @@ mod matmul;
 mod model;
 mod ops;
 mod optimizer;
+pub use optimizer::{SUM_SQUARES_GROUPS, sum_squares_groups};
 mod par;
 mod quant;
 mod simd;
@@ -48,10 +49,6 @@ use hif8lab_scaling::QuantizerState;
 
 use crate::bank::{BankConfig, StatsSnapshot};
 use crate::{AttentionShape, BackendInfo, Counters, Device, EngineError};
-
-/// Most groups of 256 lanes a sum of squares is taken in (`ops::sum_squares`, and the
-/// workgroups of `shaders/sum_squares.wgsl`'s `main`): enough to fill a large GPU.
-pub const SUM_SQUARES_GROUPS: usize = 512;
 
 /// A CPU tensor: a flat f32 vector behind a lock (outputs are written through `&`), and the
 /// access stamp it was last taken with (see [`CpuTensor::key`]).

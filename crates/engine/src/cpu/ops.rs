@@ -356,50 +356,6 @@ pub(crate) fn cross_entropy_rows(
     }
 }
 
-/// Σ x² in the order of `shaders/sum_squares.wgsl`: `groups` groups of 256 lanes, lane
-/// (g, l) summing x[g·256 + l + j·groups·256]² for j = 0, 1, … in order, each group's lanes
-/// through the fixed tree; then lane l sums the group sums l, l + 256, … in order, and the
-/// tree again. The groups run in parallel in pieces of 64 (the bits do not depend on the
-/// thread count), each piece streaming through a contiguous 64 KiB of every row of
-/// `groups`·256 elements.
-pub(crate) fn sum_squares(x: &[f32]) -> f32 {
-    const WG: usize = 256;
-    const PIECE_GROUPS: usize = 64;
-    let groups = x.len().div_ceil(WG).clamp(1, super::SUM_SQUARES_GROUPS);
-    let mut sums = vec![0.0f32; groups];
-    super::par::sized_mut(&mut sums, PIECE_GROUPS, |first, sums| {
-        let mut lanes = vec![0.0f32; sums.len() * WG];
-        for row in x.chunks(groups * WG) {
-            let Some(segment) = row.get(first * WG..) else {
-                break;
-            };
-            for (p, v) in lanes.iter_mut().zip(segment) {
-                *p += v * v;
-            }
-        }
-        for (s, group) in sums.iter_mut().zip(lanes.chunks_exact_mut(WG)) {
-            *s = lane_tree(group);
-        }
-    });
-    let mut lanes = [0.0f32; WG];
-    for (g, s) in sums.iter().enumerate() {
-        lanes[g % WG] += s;
-    }
-    lane_tree(&mut lanes)
-}
-
-/// The WGSL kernels' tree over 256 lanes: lane l += lane l + width, width 128, 64, … 1.
-fn lane_tree(lanes: &mut [f32]) -> f32 {
-    let mut width = lanes.len() / 2;
-    while width > 0 {
-        for lane in 0..width {
-            lanes[lane] += lanes[lane + width];
-        }
-        width /= 2;
-    }
-    lanes[0]
-}
-
 pub(crate) fn adamw(
     param: &mut [f32],
     grad: &[f32],
@@ -645,49 +601,6 @@ mod parallel_tests {
             (bits(&l2), bits(&d2)),
             "cross_entropy"
         );
-
-        // Σx²: the WGSL kernel's groups, grid-stride lanes and trees, as plain loops; one
-        // group (1,000 elements), groups in one row (74,232: 290 groups), and several rows of
-        // 512 groups with the last one short (300,001).
-        let big = values(300_001, 9);
-        for x in [&x[..1000], &x[..], &big[..]] {
-            let (n, groups) = (x.len(), x.len().div_ceil(256).clamp(1, 512));
-            let tree = |lanes: &mut [f32; 256]| {
-                let mut width = 128;
-                while width > 0 {
-                    for l in 0..width {
-                        lanes[l] += lanes[l + width];
-                    }
-                    width /= 2;
-                }
-                lanes[0]
-            };
-            let mut sums = Vec::new();
-            for g in 0..groups {
-                let mut lanes = [0.0f32; 256];
-                for (l, lane) in lanes.iter_mut().enumerate() {
-                    let mut i = g * 256 + l;
-                    while i < n {
-                        *lane += x[i] * x[i];
-                        i += groups * 256;
-                    }
-                }
-                sums.push(tree(&mut lanes));
-            }
-            let mut lanes = [0.0f32; 256];
-            for (l, lane) in lanes.iter_mut().enumerate() {
-                let mut g = l;
-                while g < groups {
-                    *lane += sums[g];
-                    g += 256;
-                }
-            }
-            assert_eq!(
-                sum_squares(x).to_bits(),
-                tree(&mut lanes).to_bits(),
-                "Σx² of {n}"
-            );
-        }
 
         let h = AdamHyper {
             lr: 1e-3,

@@ -19,19 +19,11 @@ pub struct SumSquaresParams {
     pub n: u32,
     /// Output slot.
     pub slot: u32,
-    /// Workgroups of the `main` dispatch ([`groups`]).
+    /// Workgroups of the `main` dispatch ([`crate::cpu::sum_squares_groups`]: the CPU twin
+    /// sums in the same groups).
     pub groups: u32,
     /// Padding.
     pub _pad: u32,
-}
-
-/// Invocations per workgroup.
-pub const WG: usize = 256;
-
-/// Workgroups of `main` for `n` elements: one per WG elements, at most
-/// [`crate::cpu::SUM_SQUARES_GROUPS`] (the CPU twin sums in the same groups).
-pub fn groups(n: usize) -> usize {
-    n.div_ceil(WG).clamp(1, crate::cpu::SUM_SQUARES_GROUPS)
 }
 
 /// The kernel, as the registry knows it.
@@ -51,7 +43,7 @@ pub(crate) fn launch(
     slot: usize,
 ) -> Result<(), EngineError> {
     at_least("sum_squares out", out.len, slot + 1)?;
-    let groups = groups(x.len);
+    let groups = crate::cpu::sum_squares_groups(x.len);
     let params = SumSquaresParams {
         n: x.len as u32,
         slot: slot as u32,
