@@ -98,6 +98,11 @@ pub fn step_seconds(gemms: &[StepGemm], seconds: &[f64]) -> f64 {
         .sum()
 }
 
+/// GFLOP/s of one m×n×k product that took `seconds`.
+fn gflops(m: usize, n: usize, k: usize, seconds: f64) -> f64 {
+    2.0 * (m * n * k) as f64 / seconds.max(1e-12) / 1e9
+}
+
 /// One line per shape: m×n×k, layout, calls per step, ms per call, GFLOP/s and share of
 /// the step's GEMM time.
 pub fn shape_table(gemms: &[StepGemm], seconds: &[f64]) -> Vec<String> {
@@ -112,7 +117,7 @@ pub fn shape_table(gemms: &[StepGemm], seconds: &[f64]) -> Vec<String> {
             format!("{m}×{n}×{k}"),
             format!("{layout:?}"),
             s * 1e3,
-            2.0 * (m * n * k) as f64 / s.max(1e-12) / 1e9,
+            gflops(*m, *n, *k, *s),
             100.0 * s * *calls as f64 / total
         ));
     }
@@ -128,7 +133,7 @@ pub fn shape_json(gemms: &[StepGemm], seconds: &[f64]) -> String {
             format!(
                 "{{\"m\":{m},\"n\":{n},\"k\":{k},\"layout\":\"{layout:?}\",\"calls_per_step\":{calls},\"ms_per_call\":{:.4},\"gflops\":{:.2}}}",
                 s * 1e3,
-                2.0 * (m * n * k) as f64 / s.max(1e-12) / 1e9
+                gflops(*m, *n, *k, *s)
             )
         })
         .collect();

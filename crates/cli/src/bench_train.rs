@@ -242,9 +242,7 @@ fn run<B: Backend + Profiled>(
     let shape_s = crate::bench_gemm::gemm_seconds(&make()?, &gemms, &|b: &B| b.sync())?;
     let gemm_s = crate::bench_gemm::step_seconds(&gemms, &shape_s);
     // The most tokens/s a step could reach if everything besides its GEMMs were free.
-    let tokens_per_step =
-        (config.train.batch * config.model.context * config.train.grad_accum.max(1)) as f64;
-    let gemm_bound = tokens_per_step / gemm_s.max(1e-12);
+    let gemm_bound = config.tokens_per_step() as f64 / gemm_s.max(1e-12);
     let gemm_gflops = crate::bench_gemm::gemm_flops(&gemms) / gemm_s.max(1e-12) / 1e9;
     let gemm_fraction = |ms_per_step: f64| gemm_s * 1e3 / ms_per_step;
     if json {

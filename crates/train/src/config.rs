@@ -409,6 +409,11 @@ pub struct ConfigError {
 }
 
 impl RunConfig {
+    /// Tokens an optimizer step trains on: sequences per micro-batch × context × micro-batches.
+    pub fn tokens_per_step(&self) -> usize {
+        self.train.batch * self.model.context * self.train.grad_accum
+    }
+
     /// The benchmark variant of this run: quantization on from the first step (no warm-up)
     /// or off, `steps` steps in all, no evaluations and no checkpoints — what `hif8lab
     /// bench train` and the browser's `bench_cpu` time, so both time the same thing.

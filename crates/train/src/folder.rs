@@ -126,9 +126,7 @@ impl RunFolder {
     }
 
     fn update_segment(&mut self, end_step: u64) {
-        let tokens_per_step = (self.config.train.batch
-            * self.config.model.context
-            * self.config.train.grad_accum) as u64;
+        let tokens_per_step = self.config.tokens_per_step() as u64;
         let wall = self.clock.elapsed().as_secs_f64();
         if let Some(current) = self.segments.last_mut() {
             current.end_step = end_step;
