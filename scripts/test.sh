@@ -45,6 +45,15 @@ fi
 ensure_toolchain
 target=$(target_dir)
 
+# Every file the tests and the tools they start write to the temporary folder lands in one
+# folder of this run, removed when the run ends however it ends: runs on one machine do not
+# pile their files up in /tmp. Incremental compilation is off: it only pays back over edits,
+# and on a fresh target it would add gigabytes of caches.
+test_tmp=$(mktemp -d "${TMPDIR:-/tmp}/hif8lab-tests.XXXXXX")
+trap 'rm -rf "$test_tmp"' EXIT
+export TMPDIR="$test_tmp"
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 # Mesa's Vulkan loader complains without a runtime dir (harmless, but noisy).
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/xdg-runtime-$(id -u)}"
 mkdir -p -m 700 "$XDG_RUNTIME_DIR"
