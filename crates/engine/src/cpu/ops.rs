@@ -372,13 +372,34 @@ pub(crate) fn adamw(
         1.0
     };
     let n = param.len();
+    let bc = h.bias_corrections();
+    // Seven streams (four read, three written back) outran the hardware's prefetch: with a
+    // hint on each (512 elements ahead), the step's AdamW at SmolLM2-135M's shape went from
+    // 95–100 ms to 85–87 (a plain loop over the same bytes: 80–86).
     super::par::pieces3_mut(param, &mut m[..n], &mut v[..n], |at, param, m, v| {
-        adamw_elements(param, &grad[at..at + param.len()], m, v, clip, h);
+        let grad = &grad[at..at + param.len()];
+        let block = super::par::STREAM_BLOCK;
+        for (i, p) in param.chunks_mut(block).enumerate() {
+            let span = i * block..i * block + p.len();
+            super::par::will_read(&grad[span.start..]);
+            super::par::will_write(&m[span.start..]);
+            super::par::will_write(&v[span.start..]);
+            super::par::will_write(&p[..]);
+            adamw_block(
+                p,
+                &grad[span.clone()],
+                &mut m[span.clone()],
+                &mut v[span],
+                clip,
+                h,
+                bc,
+            );
+        }
     });
 }
 
-/// The readable loop of [`adamw`]: every element of `param` (with its moments) updated from
-/// its gradient scaled by `clip`.
+/// [`adamw_block`] over one slice (the oracle of the parallel [`adamw`]).
+#[cfg(test)]
 pub(crate) fn adamw_elements(
     param: &mut [f32],
     grad: &[f32],
@@ -387,8 +408,23 @@ pub(crate) fn adamw_elements(
     clip: f32,
     h: &AdamHyper,
 ) {
-    let (bc1, bc2) = h.bias_corrections();
-    for i in 0..param.len() {
+    adamw_block(param, grad, m, v, clip, h, h.bias_corrections());
+}
+
+/// The readable loop of [`adamw`]: every element of `param` (with its moments) updated from
+/// its gradient scaled by `clip`, with the bias corrections `(1 − β₁ᵗ, 1 − β₂ᵗ)`.
+fn adamw_block(
+    param: &mut [f32],
+    grad: &[f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    clip: f32,
+    h: &AdamHyper,
+    (bc1, bc2): (f32, f32),
+) {
+    let n = param.len();
+    let (grad, m, v) = (&grad[..n], &mut m[..n], &mut v[..n]);
+    for i in 0..n {
         let g = grad[i] * clip;
         let mi = h.beta1 * m[i] + (1.0 - h.beta1) * g;
         let vi = h.beta2 * v[i] + (1.0 - h.beta2) * g * g;
