@@ -489,4 +489,70 @@ mod tests {
             assert_eq!(v.verdict, Verdict3::Inconclusive, "{}", v.claim);
         }
     }
+
+    /// The grid of [`grid`] whose QAT runs' calls above most_recent's and max_window's
+    /// estimates are `per_quantizer` (pairs), on every QAT run alike.
+    fn grid_with_counts(per_quantizer: &[(u64, u64)]) -> GridResults {
+        use hif8lab_scaling::call::EstimatorCounts;
+        let runs = grid_runs();
+        let (mr, mw) = per_quantizer
+            .iter()
+            .fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
+        let summaries: Vec<Vec<RunSummary>> = runs
+            .iter()
+            .map(|r| {
+                let (lr, est) = match r.estimator {
+                    Some(e) => (1e-4, e.to_string()),
+                    None => (1e-4, "none".to_string()),
+                };
+                let mut s = run(&r.name, if r.high_lr { 1e-3 } else { lr }, &est, &|_| true);
+                if est != "none" {
+                    s.estimators = vec!["most_recent".into(), "max_window(64)".into()];
+                    s.counts.estimators = [mr, mw]
+                        .map(|calls_above_est| EstimatorCounts {
+                            calls_above_est,
+                            ..EstimatorCounts::default()
+                        })
+                        .to_vec();
+                    s.per_quantizer = (per_quantizer.iter().enumerate())
+                        .map(|(i, (x, y))| hif8lab_train::run::QuantizerSummary {
+                            quantizer: format!("block{i}.down.A"),
+                            calls_above: vec![*x, *y],
+                            ..Default::default()
+                        })
+                        .collect();
+                }
+                vec![s]
+            })
+            .collect();
+        let base = run("base", 0.0, "none", &|_| true).probes.unwrap();
+        GridResults::compute(&runs, &summaries, base)
+    }
+
+    #[test]
+    fn one_replicate_saturation_ratio_has_an_interval_over_the_quantizers() {
+        // 4× on every one of 20 quantizers: every resample gives 4×, which holds.
+        let g = grid_with_counts(&[(40, 10); 20]);
+        assert_eq!(verdict(&g, "most_recent saturates"), Verdict3::Holds);
+        // The same 4× overall carried by one quantizer of 20 (the others 1×): whether a
+        // resample draws it decides the ratio, so one run cannot call it.
+        let mut skewed = vec![(10, 10); 19];
+        skewed.push((610, 10));
+        let g = grid_with_counts(&skewed);
+        let v = g
+            .verdicts
+            .iter()
+            .find(|v| v.claim.starts_with("most_recent saturates"))
+            .unwrap();
+        assert!((v.statistic - 4.0).abs() < 1e-9, "{}", v.statistic);
+        assert!(
+            v.interval[0] < 3.0 && v.interval[1] > 4.0,
+            "{:?}",
+            v.interval
+        );
+        assert_eq!(v.verdict, Verdict3::Inconclusive);
+        // 1.5× on every quantizer: not reproduced.
+        let g = grid_with_counts(&[(15, 10); 20]);
+        assert_eq!(verdict(&g, "most_recent saturates"), Verdict3::Fails);
+    }
 }
