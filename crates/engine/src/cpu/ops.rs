@@ -399,20 +399,7 @@ pub(crate) fn adamw(
     });
 }
 
-/// [`adamw_block`] over one slice (the oracle of the parallel [`adamw`]).
-#[cfg(test)]
-pub(crate) fn adamw_elements(
-    param: &mut [f32],
-    grad: &[f32],
-    m: &mut [f32],
-    v: &mut [f32],
-    clip: f32,
-    h: &AdamHyper,
-) {
-    adamw_block(param, grad, m, v, clip, h, h.bias_corrections());
-}
-
-/// The readable loop of [`adamw`]: every element of `param` (with its moments) updated from
+/// The readable loop of [`adamw`] (its oracle over a whole tensor): every element of `param` (with its moments) updated from
 /// its gradient scaled by `clip`, with the bias corrections `(1 − β₁ᵗ, 1 − β₂ᵗ)`.
 fn adamw_block(
     param: &mut [f32],
@@ -655,7 +642,15 @@ mod parallel_tests {
         let (mut p2, mut m2, mut v2) = (p1.clone(), m1.clone(), v1.clone());
         adamw(&mut p1, &dy, &mut m1, &mut v1, &[4.0, 5.0], &h);
         let clip = (h.max_norm / (9.0f32.sqrt() + 1e-6)).min(1.0);
-        adamw_elements(&mut p2, &dy, &mut m2, &mut v2, clip, &h);
+        adamw_block(
+            &mut p2,
+            &dy,
+            &mut m2,
+            &mut v2,
+            clip,
+            &h,
+            h.bias_corrections(),
+        );
         assert_eq!(
             (bits(&p1), bits(&m1), bits(&v1)),
             (bits(&p2), bits(&m2), bits(&v2))
