@@ -53,6 +53,16 @@ test_tmp=$(mktemp -d "${TMPDIR:-/tmp}/hif8lab-tests.XXXXXX")
 trap 'rm -rf "$test_tmp"' EXIT
 export TMPDIR="$test_tmp"
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+# A full run from an empty target leaves 3.2 GB there, and its tests write a few hundred MB
+# of temporary files: with little room, say so before a build stops half-way on "No space
+# left on device".
+for dir in "$target" "$test_tmp"; do
+  mkdir -p "$dir"
+  free_mb=$(df -Pm "$dir" | awk 'NR == 2 { print $4 }')
+  if [ "${free_mb:-0}" -lt 6000 ]; then
+    echo "warning: $free_mb MB free where $dir is; a run from an empty target needs about 4 GB" >&2
+  fi
+done
 
 # Mesa's Vulkan loader complains without a runtime dir (harmless, but noisy).
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/xdg-runtime-$(id -u)}"
