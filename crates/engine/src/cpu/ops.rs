@@ -385,7 +385,7 @@ pub(crate) fn adamw(
             super::par::will_read(&grad[span.start..]);
             super::par::will_write(&m[span.start..]);
             super::par::will_write(&v[span.start..]);
-            super::par::will_write(&p[..]);
+            super::par::will_write(p);
             adamw_block(
                 p,
                 &grad[span.clone()],
@@ -399,8 +399,9 @@ pub(crate) fn adamw(
     });
 }
 
-/// The readable loop of [`adamw`] (its oracle over a whole tensor): every element of `param` (with its moments) updated from
-/// its gradient scaled by `clip`, with the bias corrections `(1 − β₁ᵗ, 1 − β₂ᵗ)`.
+/// The readable loop of [`adamw`] (its oracle over a whole tensor): every element of `param`
+/// (with its moments) updated from its gradient scaled by `clip`, with the bias corrections
+/// `(1 − β₁ᵗ, 1 − β₂ᵗ)`.
 fn adamw_block(
     param: &mut [f32],
     grad: &[f32],

@@ -56,7 +56,7 @@ impl OptimizerOps for CpuBackend {
 /// every row of `groups`·256 elements into lanes that stay in L1 (pieces of 64, whose 64 KiB
 /// of lanes did not: 29–30 ms a step at SmolLM2-135M's shape against 25–27).
 fn sum_squares(x: &[f32]) -> f32 {
-    const PIECE_GROUPS: usize = 8;
+    const PIECE_GROUPS: usize = 16;
     let groups = sum_squares_groups(x.len());
     let mut sums = vec![0.0f32; groups];
     super::par::sized_mut(&mut sums, PIECE_GROUPS, |first, sums| {

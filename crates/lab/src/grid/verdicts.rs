@@ -339,6 +339,10 @@ fn ratio_draws_over_quantizers(rows: &[ResultRow]) -> Option<Vec<f64>> {
     if t.is_empty() {
         return None;
     }
+    // The draws of `bootstrap_draws` with one cluster per quantizer, but each draw the ratio
+    // of two integer sums, rounded once: through the arms' means it is rounded three times,
+    // and integer counts put draws exactly on the 3× threshold, where the last bit decides
+    // which side they count on.
     let mut rng = hif8lab_train::data::Rng::new(CLAIM_SEED ^ 0x5A70_0A7E);
     let draws = (0..CLAIM_RESAMPLES)
         .map(|_| {
@@ -439,7 +443,8 @@ fn claim_saturates(rows: &[ResultRow], design: Design) -> Claim {
         missing(claim, "no QAT run")
     } else {
         let measured = "calls above the estimate, most_recent ÷ max_window(64), summed over the QAT runs (mean over replicates)";
-        let part = match ratio_draws_over_quantizers(rows).filter(|_| ratios.len() == 1) {
+        let one_run = ratios.len() == 1;
+        let part = match one_run.then(|| ratio_draws_over_quantizers(rows)).flatten() {
             Some(draws) => Part {
                 measured: measured.into(),
                 unit: "×".into(),
