@@ -349,11 +349,11 @@ fn fuzz_probe_sets() {
     report("probe sets", start, counts);
 }
 
-/// A grid's data (`runs.jsonl.gz`, as JSON lines): every input is read or refused by name,
-/// and one accepted input in 500 is turned into a report (the bootstrap is slow).
-#[test]
-fn fuzz_grid_data() {
-    use hif8lab_lab::grid::{GridData, GridDataRun, RunSummary, results_of};
+/// A small grid's data, consistent with the grid's design: three complete runs of one data
+/// order, scored on the base's items, the QAT runs shadowing the same two estimators.
+fn grid_data_seed() -> hif8lab_lab::grid::GridData {
+    use hif8lab_lab::grid::{GridData, GridDataRun, RunSummary};
+    use hif8lab_train::run::RunStatus;
     let probes = |right: &str| hif8lab_train::ProbeScores {
         step: 4,
         knowledge_acc_norm: 0.5,
@@ -374,20 +374,36 @@ fn fuzz_grid_data() {
         }),
         ..Default::default()
     };
-    let run = |name: &str, est: &str, right: &str| GridDataRun {
-        run: name.into(),
-        order: 0,
-        base_seed: 0,
-        summary: RunSummary {
-            name: name.into(),
-            lr: 1e-4,
-            estimator: est.into(),
-            losses: vec![3.0, 2.5, 2.25, 2.0],
-            probes: Some(probes(right)),
-            ..Default::default()
-        },
+    let estimators = vec!["most_recent".to_string(), "max_window(64)".to_string()];
+    let run = |name: &str, est: &str, right: &str| {
+        let qat = est != "none";
+        let mut counts = hif8lab_scaling::call::CallCounts::new(if qat { 2 } else { 0 });
+        if qat {
+            counts.calls = 40;
+            counts.estimators[0].calls_above_est = 12;
+            counts.estimators[1].calls_above_est = 3;
+        }
+        GridDataRun {
+            run: name.into(),
+            order: 0,
+            base_seed: 0,
+            summary: RunSummary {
+                name: name.into(),
+                status: RunStatus::Finished,
+                steps: 4,
+                target_steps: 4,
+                lr: 1e-4,
+                estimator: est.into(),
+                estimators: if qat { estimators.clone() } else { Vec::new() },
+                quantizers: if qat { 6 } else { 0 },
+                counts,
+                losses: vec![3.0, 2.5, 2.25, 2.0],
+                probes: Some(probes(right)),
+                ..Default::default()
+            },
+        }
     };
-    let data = GridData {
+    GridData {
         bases: vec![probes("fff")],
         runs: vec![
             run("baseline-low", "none", "ff0"),
@@ -395,7 +411,102 @@ fn fuzz_grid_data() {
             run("most_recent-low", "most_recent", "f70"),
         ],
         base_model: None,
-    };
+    }
+}
+
+/// Grid data whose records disagree with the grid's design, one mutation at a time: each
+/// refused naming the run and the field (each was read before, and moved a verdict).
+#[test]
+fn grid_data_inconsistent_with_its_design_is_refused_by_run_and_field() {
+    use hif8lab_lab::grid::{GridData, GridDataRun};
+    let good = grid_data_seed();
+    GridData::from_jsonl("runs.jsonl.gz", &good.to_jsonl()).unwrap();
+    type Mutation = (&'static str, fn(&mut GridDataRun), &'static str);
+    let cases: [Mutation; 7] = [
+        (
+            "items",
+            |r| r.summary.probes.as_mut().unwrap().knowledge_items = 6,
+            "probes.knowledge_items",
+        ),
+        (
+            "marks",
+            |r| {
+                r.summary
+                    .probes
+                    .as_mut()
+                    .unwrap()
+                    .marks
+                    .as_mut()
+                    .unwrap()
+                    .heldout
+                    .pop()
+                    .map(drop)
+                    .unwrap_or(())
+            },
+            "marks.heldout",
+        ),
+        (
+            "missing counts",
+            |r| {
+                r.summary.counts.estimators.pop();
+            },
+            "summary.counts",
+        ),
+        (
+            "unfinished",
+            |r| r.summary.status = hif8lab_train::run::RunStatus::Interrupted,
+            "summary.status",
+        ),
+        (
+            "short",
+            |r| {
+                r.summary.steps = 2;
+                r.summary.losses.truncate(2);
+            },
+            "summary.steps",
+        ),
+        (
+            "other estimators",
+            |r| r.summary.estimators[1] = "ema".into(),
+            "summary.estimators",
+        ),
+        (
+            "no quantizers",
+            |r| r.summary.quantizers = 0,
+            "summary.quantizers",
+        ),
+    ];
+    for (what, mutate, field) in cases {
+        let mut bad = good.clone();
+        mutate(&mut bad.runs[2]);
+        let e = GridData::from_jsonl("runs.jsonl.gz", &bad.to_jsonl())
+            .expect_err(what)
+            .to_string();
+        assert!(
+            e.contains("runs.jsonl.gz") && e.contains("most_recent-low") && e.contains(field),
+            "{what}: {e}"
+        );
+    }
+    // A run given twice.
+    let mut twice = good.clone();
+    twice.runs.push(twice.runs[1].clone());
+    let e = GridData::from_jsonl("runs.jsonl.gz", &twice.to_jsonl()).unwrap_err();
+    assert!(e.to_string().contains("given twice"), "{e}");
+    // One gzip stream, nothing after it.
+    let z = good.to_gzip_jsonl().unwrap();
+    assert_eq!(GridData::from_gzip("runs.jsonl.gz", &z).unwrap(), good);
+    for tail in [z.clone(), b"\n".to_vec()] {
+        let e = GridData::from_gzip("runs.jsonl.gz", &[z.as_slice(), &tail].concat()).unwrap_err();
+        assert!(e.to_string().contains("follow the gzip stream"), "{e}");
+    }
+}
+
+/// A grid's data (`runs.jsonl.gz`, as JSON lines): every input is read or refused by name,
+/// and one accepted input in 500 is turned into a report (the bootstrap is slow).
+#[test]
+fn fuzz_grid_data() {
+    use hif8lab_lab::grid::{GridData, results_of};
+    let data = grid_data_seed();
     let seed = data.to_jsonl().into_bytes();
     let mut m = Mutator::new(
         17,

@@ -171,8 +171,39 @@ fn out_dir(args: &GridArgs) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("runs").join(name))
 }
 
+/// An option of `grid` given to `pretrain`, refused rather than ignored.
+fn grid_only(flag: &str, what: &str) -> anyhow::Error {
+    hif8lab_train::config::ConfigError {
+        set: None,
+        source_name: flag.into(),
+        message: format!(
+            "is an option of `hif8lab grid` ({what}); `pretrain` only pretrains the base"
+        ),
+    }
+    .into()
+}
+
 /// `hif8lab pretrain`.
 pub fn run_pretrain(args: GridArgs) -> Result<()> {
+    if let Some(dir) = &args.recompute {
+        return Err(grid_only(
+            "--recompute",
+            &format!("hif8lab grid --recompute {}", dir.display()),
+        ));
+    }
+    if !args.runs.is_empty() {
+        return Err(grid_only("--runs", "the continued-training runs to do"));
+    }
+    if args.seeds != 1 || args.base_seeds != 1 {
+        return Err(grid_only(
+            if args.seeds != 1 {
+                "--seeds"
+            } else {
+                "--base-seeds"
+            },
+            "replicates of the runs",
+        ));
+    }
     let config = grid_config(args.preset(), args.source.config.as_ref())?;
     if let Some(b) = &config.base {
         anyhow::bail!(
@@ -228,6 +259,30 @@ fn plots_section(out: &std::path::Path, skipped: Option<String>) -> String {
 
 /// `hif8lab grid --recompute DIR`: the report again from the data beside it.
 fn recompute(dir: &std::path::Path) -> Result<()> {
+    // Checked before the lock, which would create the folder.
+    let refuse = |message: String| -> anyhow::Error {
+        hif8lab_train::config::ConfigError {
+            set: None,
+            source_name: format!("--recompute {}", dir.display()),
+            message,
+        }
+        .into()
+    };
+    if dir.is_file() {
+        return Err(refuse(format!(
+            "is a file: give the grid's folder, the one holding {} and results.md",
+            grid::DATA_FILE
+        )));
+    }
+    if !dir.is_dir() {
+        return Err(refuse("no such folder".into()));
+    }
+    if !dir.join(grid::DATA_FILE).is_file() {
+        return Err(refuse(format!(
+            "holds no {}: not the folder of a grid (it is written beside results.md)",
+            grid::DATA_FILE
+        )));
+    }
     let _lock = hif8lab_train::lock::FolderLock::acquire(dir)
         .with_context(|| format!("--recompute {}", dir.display()))?;
     let results = grid::recompute(dir)?;

@@ -29,14 +29,56 @@ pub struct GgufArgs {
     /// or f16.
     #[arg(long, default_value = "f32")]
     dtype: ExportDtype,
+    /// With `--dtype f16`: write weights beyond f16's range as ±inf instead of refusing.
+    #[arg(long)]
+    allow_overflow: bool,
 }
 
 pub fn run(cmd: ImportCommand) -> Result<Outcome> {
     let ImportCommand::Gguf(args) = cmd;
     let c = hif8lab_train::gguf::read(&args.file)?;
     let weights = c.weight_list();
-    let parts = c.export_parts(args.dtype, &serde_json::to_string(&c.tokenizer_json)?);
+    let in_file = |message: String| hf::HfError {
+        file: args.file.display().to_string(),
+        message,
+    };
+    if args.dtype == ExportDtype::F16 {
+        for note in hf::F16Range::of(&weights)
+            .check(args.allow_overflow)
+            .map_err(in_file)?
+        {
+            eprintln!("{note}");
+        }
+    }
+    let tokenizer_json = serde_json::to_string(&c.tokenizer_json)?;
+    // The tokenizer as the folder's readers will build it, before anything is written.
+    hif8lab_train::tokenizer::Tokenizer::from_json("tokenizer.json", &tokenizer_json)
+        .map_err(|e| in_file(format!("the converted tokenizer does not load: {e}")))?;
+    let parts = c.export_parts(args.dtype, &tokenizer_json);
+    let existed = args.out.is_dir();
     let files = hf::write_folder(&args.out, &parts, &weights)?;
+    // What was written, loaded back as `eval`, `train --init-from` and the app load it
+    // (weights beyond f16's range, allowed, are the one thing it refuses by design).
+    let overflow_allowed = args.allow_overflow && args.dtype == ExportDtype::F16;
+    let check = if overflow_allowed {
+        hf::parse_config(
+            &args.out.join("config.json"),
+            &std::fs::read_to_string(args.out.join("config.json"))?,
+        )
+        .map(drop)
+    } else {
+        hf::load(&args.out).map(drop)
+    };
+    if let Err(e) = check {
+        let _ = std::fs::remove_dir_all(&args.out);
+        if existed {
+            let _ = std::fs::create_dir_all(&args.out);
+        }
+        return Err(anyhow::anyhow!(
+            "{}: the folder written does not load back ({e}); nothing was kept",
+            args.out.display()
+        ));
+    }
     let params: usize = weights.iter().map(|w| w.2.len()).sum();
     let types: Vec<String> = c
         .tensor_types

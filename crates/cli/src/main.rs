@@ -4,8 +4,8 @@
 //! of `hif8lab-train`), `replay`, `trace synth`, `export te-recipe` (delayed scaling
 //! offline), `codec` (inspect and apply the 8-bit formats) and `bench` (measured figures).
 //! Each subcommand lives in its own module; this file only parses arguments
-//! and maps outcomes to exit codes (0 ok, 1 failure, 2 bad input: a config error or a run
-//! too big for the machine; `train` stopped by a signal exits 128 + its number).
+//! and maps outcomes to exit codes (0 ok, 1 a failure on the way, 2 input refused; see
+//! [`exit_code_of`]; `train` stopped by a signal exits 128 + its number).
 
 mod bench;
 mod bench_gemm;
@@ -191,21 +191,47 @@ fn main() -> ExitCode {
         Err(err) if err.is::<ClosedPipe>() => ExitCode::from(141),
         Err(err) => {
             eprintln!("error: {err:#}");
-            // A config the user wrote wrong, or one too big for this machine: bad input.
-            let bad_input = err.chain().any(|e| {
-                e.is::<hif8lab_train::config::ConfigError>()
-                    || e.is::<hif8lab_train::hf::HfError>()
-                    || e.is::<hif8lab_train::memory::DoesNotFit>()
-                    || matches!(
-                        e.downcast_ref::<hif8lab_train::TrainError>(),
-                        Some(hif8lab_train::TrainError::DoesNotFit(_))
-                    )
-            });
-            if bad_input {
-                ExitCode::from(2)
-            } else {
-                ExitCode::FAILURE
-            }
+            ExitCode::from(exit_code_of(&err))
         }
     }
+}
+
+/// The exit code of a command that ended in `err` (docs/usage.md, "Exit codes"): 1 when the
+/// work started and failed on the way — the disk filled, a write failed, the GPU failed,
+/// training diverged — and 2 for everything else, which is input the command refused before
+/// doing its work: arguments, configs, models, checkpoints, corpora, probe sets, traces and
+/// grid data that are wrong, missing or inconsistent, and runs too big for this machine.
+fn exit_code_of(err: &anyhow::Error) -> u8 {
+    use std::io::ErrorKind;
+    // Errors the train crate carries as text keep the system's code in the message.
+    const RUNTIME_OS_ERRORS: [&str; 4] =
+        ["os error 28", "os error 27", "os error 5)", "os error 122"];
+    let runtime = err.chain().any(|e| {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return !matches!(
+                io.kind(),
+                ErrorKind::NotFound
+                    | ErrorKind::PermissionDenied
+                    | ErrorKind::InvalidData
+                    | ErrorKind::InvalidInput
+                    | ErrorKind::AlreadyExists
+                    | ErrorKind::NotADirectory
+                    | ErrorKind::IsADirectory
+                    | ErrorKind::DirectoryNotEmpty
+                    | ErrorKind::WouldBlock
+                    | ErrorKind::UnexpectedEof
+            );
+        }
+        e.is::<hif8lab_engine::EngineError>()
+            || matches!(
+                e.downcast_ref::<hif8lab_train::TrainError>(),
+                Some(
+                    hif8lab_train::TrainError::Engine(_)
+                        | hif8lab_train::TrainError::NonFinite { .. }
+                )
+            )
+    }) || RUNTIME_OS_ERRORS
+        .iter()
+        .any(|code| format!("{err:#}").contains(code));
+    if runtime { 1 } else { 2 }
 }

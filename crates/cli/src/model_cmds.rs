@@ -613,33 +613,11 @@ pub fn run_export_hf(args: ExportHfArgs) -> Result<Outcome> {
         .collect::<Result<_>>()?;
     let dtype = args.dtype.or(src.dtype).unwrap_or(ExportDtype::F32);
     if dtype == ExportDtype::F16 {
-        // f16's largest finite value is 65504 (rounding to nearest: from 65520 on, ±inf);
-        // below 2^-25 a value rounds to zero.
-        let (mut over, mut flushed, mut first) = (0u64, 0u64, None);
-        for (name, _, data) in &weights {
-            for v in data {
-                if v.abs() >= 65520.0 {
-                    over += 1;
-                    first.get_or_insert_with(|| name.clone());
-                } else if *v != 0.0 && v.abs() <= 2.0f32.powi(-25) {
-                    flushed += 1;
-                }
-            }
-        }
-        if flushed > 0 {
-            eprintln!("note: {flushed} weights below f16's smallest value become 0 in f16");
-        }
-        if over > 0 && !args.allow_overflow {
-            bail!(
-                "--dtype f16: {over} weights lie beyond f16's range (±65504; first in '{}') and \
-                 would become ±inf: export as bf16 or f32, or pass --allow-overflow",
-                first.unwrap_or_default()
-            );
-        }
-        if over > 0 {
-            eprintln!(
-                "warning: {over} weights beyond f16's range written as ±inf (--allow-overflow)"
-            );
+        for note in hf::F16Range::of(&weights)
+            .check(args.allow_overflow)
+            .map_err(anyhow::Error::msg)?
+        {
+            eprintln!("{note}");
         }
     }
     let parts = ExportParts {

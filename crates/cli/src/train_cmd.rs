@@ -137,6 +137,12 @@ pub fn run_train(args: TrainArgs) -> Result<()> {
         }
         e
     })?;
+    if let Some(why) = config.qat_quantizes_nothing() {
+        // Loud even with --quiet: the run's summary will count no quantizer at all.
+        eprintln!(
+            "warning: {why}. This run trains in high precision and its trace holds no quantizer."
+        );
+    }
     let stem = args
         .preset
         .clone()

@@ -243,11 +243,20 @@ fn grid_seeds_and_plots() {
     // A damaged data file is refused by name; the report stays as it was.
     let data = out.join("runs.jsonl.gz");
     let bytes = std::fs::read(&data).unwrap();
-    for damaged in [&bytes[..bytes.len() / 2], b"not gzip at all".as_slice()] {
+    // A second gzip member or junk after the stream was never read (the report came out
+    // byte-identical over a damaged file): refused too.
+    let appended = [bytes.as_slice(), bytes.as_slice()].concat();
+    let junk = [bytes.as_slice(), b"junk".as_slice()].concat();
+    for damaged in [
+        &bytes[..bytes.len() / 2],
+        b"not gzip at all".as_slice(),
+        &appended,
+        &junk,
+    ] {
         std::fs::write(&data, damaged).unwrap();
         let r = recompute(&out);
         let err = String::from_utf8_lossy(&r.stderr);
-        assert_eq!(r.status.code(), Some(1), "{err}");
+        assert_eq!(r.status.code(), Some(2), "input refused: {err}");
         assert!(err.contains("runs.jsonl.gz"), "{err}");
         assert_eq!(std::fs::read_to_string(out.join("results.md")).unwrap(), md);
     }

@@ -206,7 +206,7 @@ fn resume_keeps_the_whole_run_and_records_every_change() {
     assert_eq!(read(&dir.join("metrics.jsonl")), before_metrics);
     // Shortening is refused, nothing changed.
     let o = resume(&dir, &["--steps", "8"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2), "input refused: exit 2");
     assert!(stderr(&o).contains("cannot be shortened"), "{}", stderr(&o));
     assert_eq!(read(&dir.join("summary.json")), before_summary);
     // Settings that make it another run are refused.

@@ -66,7 +66,7 @@ fn a_model_is_scored_on_a_probe_set_with_intervals() {
     std::fs::write(&set, "a\tctx\tans\tx\ty\n").unwrap();
     let o = probe(&[model, "--set", set.to_str().unwrap(), "--backend", "cpu"]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(o.status.code(), Some(2), "input refused: {err}");
     assert!(
         err.contains(&format!("{}:1:", set.display())) && err.contains("5 tab-separated fields"),
         "{err}"

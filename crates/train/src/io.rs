@@ -30,3 +30,16 @@ pub fn write_atomic_with(
     }
     result
 }
+
+/// Whether a temporary name `*.tmp-PID` was left by a process that has ended (this
+/// process's own are not; where the system cannot tell, none is).
+pub fn left_by_ended_process(name: &str) -> bool {
+    let Some(pid) = name
+        .rsplit_once(".tmp-")
+        .and_then(|(_, pid)| pid.parse::<u32>().ok())
+    else {
+        return false;
+    };
+    let proc_fs = Path::new("/proc/self").exists();
+    pid != std::process::id() && proc_fs && !Path::new(&format!("/proc/{pid}")).exists()
+}

@@ -286,3 +286,165 @@ fn damaged_files_are_errors_never_panics() {
     let e = GgufFile::parse(&huge).unwrap_err();
     assert!(e.0.contains("do not fit"), "{e}");
 }
+
+/// The tiny fixture written again with `edit` applied to its metadata and tensors, then
+/// parsed and converted: the error of whichever step refuses it.
+fn convert_edited(
+    edit: impl FnOnce(&mut Vec<(String, gguf::file::MetaValue)>, &mut Vec<gguf::write::RawTensor>),
+) -> Result<gguf::Converted, String> {
+    let bytes = std::fs::read(fixtures().join("tiny-llama-bos.gguf")).unwrap();
+    let g = GgufFile::parse(&bytes).unwrap();
+    let edited = gguf::write::rewrite(&g, &bytes, edit);
+    let parsed = GgufFile::parse(&edited).map_err(|e| e.0)?;
+    gguf::convert::convert(&parsed, &edited)
+}
+
+fn set_meta(meta: &mut [(String, gguf::file::MetaValue)], key: &str, value: gguf::file::MetaValue) {
+    meta.iter_mut().find(|(k, _)| k == key).unwrap().1 = value;
+}
+
+#[test]
+fn the_writer_round_trips_the_fixture() {
+    let c = convert_edited(|_, _| {}).unwrap();
+    let bytes = std::fs::read(fixtures().join("tiny-llama-bos.gguf")).unwrap();
+    let orig = gguf::convert::convert(&GgufFile::parse(&bytes).unwrap(), &bytes).unwrap();
+    assert_eq!(c.weights, orig.weights);
+    assert_eq!(c.tokenizer_json, orig.tokenizer_json);
+    assert_eq!(c.model, orig.model);
+}
+
+#[test]
+fn metadata_counts_are_checked_against_the_tensors_before_anything_is_sized_by_them() {
+    use gguf::file::MetaValue::{Float, Uint};
+    // 2^31 blocks in a file of 2: refused at once (the layer list was built first).
+    let e = convert_edited(|m, _| set_meta(m, "llama.block_count", Uint(1 << 31))).unwrap_err();
+    assert!(
+        e.contains("'llama.block_count' is 2147483648") && e.contains("2 blocks"),
+        "{e}"
+    );
+    let e = convert_edited(|m, _| set_meta(m, "llama.block_count", Uint(3))).unwrap_err();
+    assert!(e.contains("'llama.block_count' is 3"), "{e}");
+    // Sizes that disagree with the tensors are refused naming a key or a tensor.
+    for (key, value) in [
+        ("llama.embedding_length", Uint(1 << 30)),
+        ("llama.feed_forward_length", Uint(1 << 31)),
+        ("llama.vocab_size", Uint(1 << 31)),
+        ("llama.attention.head_count", Uint(1 << 31)),
+        ("llama.attention.head_count_kv", Uint(1)),
+    ] {
+        let e = convert_edited(|m, _| {
+            if let Some(slot) = m.iter_mut().find(|(k, _)| k == key) {
+                slot.1 = value.clone();
+            } else {
+                m.push((key.into(), value.clone()));
+            }
+        })
+        .unwrap_err();
+        assert!(
+            e.contains("tensor '") || e.contains(key.trim_start_matches("llama.")),
+            "{key}: {e}"
+        );
+    }
+    // An epsilon f32 cannot hold (1e39 would be inf, 1e-60 zero) is refused, not written
+    // as null or 0.0.
+    for eps in [1e39, 1e-60, 2.0] {
+        let e = convert_edited(|m, _| {
+            set_meta(m, "llama.attention.layer_norm_rms_epsilon", Float(eps))
+        })
+        .unwrap_err();
+        assert!(
+            e.contains("layer_norm_rms_epsilon") && e.contains("f32"),
+            "{eps}: {e}"
+        );
+    }
+}
+
+#[test]
+fn one_weight_twice_overlapping_bytes_and_bad_token_strings_are_refused_by_name() {
+    use gguf::file::MetaValue::{Array, Str};
+    // blk.00.* beside blk.0.*: the second spelling is refused (it silently won before).
+    let e = convert_edited(|_, t| {
+        let mut extra = t
+            .iter()
+            .find(|t| t.name == "blk.0.ffn_up.weight")
+            .unwrap()
+            .clone();
+        extra.name = "blk.00.ffn_up.weight".into();
+        t.push(extra);
+    })
+    .unwrap_err();
+    assert!(
+        e.contains("blk.00.ffn_up.weight") && e.contains("'00'"),
+        "{e}"
+    );
+    // Two tensors over the same bytes: refused naming both.
+    let bytes = std::fs::read(fixtures().join("tiny-llama-bos.gguf")).unwrap();
+    let g = GgufFile::parse(&bytes).unwrap();
+    let mut overlapping = gguf::write::rewrite(&g, &bytes, |_, _| {});
+    let parsed = GgufFile::parse(&overlapping).unwrap();
+    let (a, b) = (&parsed.tensors[0], &parsed.tensors[1]);
+    // The second tensor's offset field (the last 8 bytes of its description) set to the
+    // first's offset: find its description by its name.
+    let mut named = (b.name.len() as u64).to_le_bytes().to_vec();
+    named.extend(b.name.as_bytes());
+    let name_at = overlapping
+        .windows(named.len())
+        .position(|w| w == named.as_slice())
+        .unwrap();
+    let offset_at = name_at + named.len() + 4 + 8 * b.dims.len() + 4;
+    // The first tensor lies at offset 0 of the data section; the second is moved there.
+    overlapping[offset_at..offset_at + 8].copy_from_slice(&0u64.to_le_bytes());
+    let e = GgufFile::parse(&overlapping).unwrap_err().0;
+    assert!(
+        e.contains("overlaps") && e.contains(&a.name) && e.contains(&b.name),
+        "{e}"
+    );
+    // A token that is not UTF-8: refused naming its id (it was replaced by U+FFFD).
+    let mut marked = gguf::write::rewrite(&g, &bytes, |m, _| {
+        let (_, tokens) = m
+            .iter_mut()
+            .find(|(k, _)| k == "tokenizer.ggml.tokens")
+            .unwrap();
+        let Array(list) = tokens else { panic!() };
+        list[5] = Str("@@NOTUTF8@@".into());
+    });
+    let at = marked
+        .windows(11)
+        .position(|w| w == b"@@NOTUTF8@@")
+        .unwrap();
+    marked[at + 2] = 0xff;
+    let e = GgufFile::parse(&marked).unwrap_err().0;
+    assert!(
+        e.contains("'tokenizer.ggml.tokens'[5]") && e.contains("UTF-8"),
+        "{e}"
+    );
+    // An empty token list, a merge naming a token the vocabulary lacks.
+    let e =
+        convert_edited(|m, _| set_meta(m, "tokenizer.ggml.tokens", Array(Vec::new()))).unwrap_err();
+    assert!(
+        e.contains("'tokenizer.ggml.tokens' is an empty list"),
+        "{e}"
+    );
+    let e = convert_edited(|m, _| {
+        let (_, merges) = m
+            .iter_mut()
+            .find(|(k, _)| k == "tokenizer.ggml.merges")
+            .unwrap();
+        let Array(list) = merges else { panic!() };
+        list[0] = Str("zzqx qqzx".into());
+    })
+    .unwrap_err();
+    assert!(
+        e.contains("'tokenizer.ggml.merges'[0]") && e.contains("'zzqx'"),
+        "{e}"
+    );
+    // An alignment beyond the limit says the limit.
+    let e = convert_edited(|m, _| {
+        m.push((
+            "general.alignment".into(),
+            gguf::file::MetaValue::Uint(1 << 30),
+        ))
+    })
+    .unwrap_err();
+    assert!(e.contains("1073741824") && e.contains("1048576"), "{e}");
+}

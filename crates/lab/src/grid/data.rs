@@ -2,7 +2,7 @@
 //! probe scores, as gzipped JSON lines — what `grid --recompute` and the real-model lesson
 //! read (natively from a folder, in the browser from the committed file).
 
-use hif8lab_train::run::RunSummary;
+use hif8lab_train::run::{RunStatus, RunSummary};
 use hif8lab_train::trainer::{ProbeScores, TrainError};
 
 /// The file, next to a grid's report, holding everything the report rests on: per run,
@@ -111,19 +111,139 @@ impl GridData {
             ));
         }
         data.bases = bases.into_iter().map(|b| b.1).collect();
+        data.check_design().map_err(bad)?;
         Ok(data)
     }
 
-    /// Parses gzipped JSON lines ([`DATA_FILE`]'s bytes); `source` names them in errors.
+    /// Every record against the grid's own design: each run once, complete, scored on the
+    /// same probe items as the base, and every QAT run counting the same estimators — a
+    /// report over records that differ in any of these would compare unlike things.
+    fn check_design(&self) -> Result<(), String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for r in &self.runs {
+            if !seen.insert((&r.run, r.order, r.base_seed)) {
+                return Err(format!(
+                    "run {} (data order {}, pretraining {}) is given twice",
+                    r.run, r.order, r.base_seed
+                ));
+            }
+        }
+        let Some(reference) = self.bases.first() else {
+            return Ok(());
+        };
+        for (j, b) in self.bases.iter().enumerate() {
+            same_items(reference, b).map_err(|e| format!("base {j}: {e}"))?;
+        }
+        let mut estimators: Option<&GridDataRun> = None;
+        for r in &self.runs {
+            let at = format!("run {} (data order {})", r.run, r.order);
+            let s = &r.summary;
+            if s.status != RunStatus::Finished || s.error.is_some() {
+                return Err(format!(
+                    "{at}: field 'summary.status' is {:?}{}: only finished runs make a report",
+                    s.status,
+                    s.error
+                        .as_deref()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
+                ));
+            }
+            if s.steps != s.target_steps || s.losses.len() as u64 != s.steps {
+                return Err(format!(
+                    "{at}: field 'summary.steps' is {} of {} target steps with {} losses: the \
+                     run is not complete",
+                    s.steps,
+                    s.target_steps,
+                    s.losses.len()
+                ));
+            }
+            let probes = s.probes.as_ref().ok_or_else(|| {
+                format!("{at}: field 'summary.probes' is missing (the base has probe scores)")
+            })?;
+            same_items(reference, probes).map_err(|e| format!("{at}: {e}"))?;
+            if s.estimator == "none" {
+                continue;
+            }
+            if s.quantizers == 0 {
+                return Err(format!(
+                    "{at}: field 'summary.quantizers' is 0: a QAT run ({}) that quantized \
+                     nothing gives no data for a claim",
+                    s.estimator
+                ));
+            }
+            let k = s.estimators.len();
+            let role_lengths_ok = s.counts.calls_above_by_role.values().all(|v| v.len() == k);
+            if k == 0 || s.counts.estimators.len() != k || !role_lengths_ok {
+                return Err(format!(
+                    "{at}: field 'summary.counts' holds {} estimators' counts for the {k} of \
+                     'summary.estimators' ({}): a missing count is not a zero",
+                    s.counts.estimators.len(),
+                    s.estimators.join(", ")
+                ));
+            }
+            if !s.estimators.contains(&s.estimator) {
+                return Err(format!(
+                    "{at}: field 'summary.estimator' is '{}', not one of 'summary.estimators' ({})",
+                    s.estimator,
+                    s.estimators.join(", ")
+                ));
+            }
+            match estimators {
+                Some(first) if first.summary.estimators != s.estimators => {
+                    return Err(format!(
+                        "{at}: field 'summary.estimators' is [{}], run {} (data order {}) has \
+                         [{}]: every QAT run of a grid shadows the same estimators",
+                        s.estimators.join(", "),
+                        first.run,
+                        first.order,
+                        first.summary.estimators.join(", ")
+                    ));
+                }
+                Some(first)
+                    if !first
+                        .summary
+                        .counts
+                        .calls_above_by_role
+                        .keys()
+                        .eq(s.counts.calls_above_by_role.keys()) =>
+                {
+                    return Err(format!(
+                        "{at}: field 'summary.counts.calls_above_by_role' counts the roles [{}], \
+                         run {} (data order {}) the roles [{}]",
+                        roles(s),
+                        first.run,
+                        first.order,
+                        roles(&first.summary)
+                    ));
+                }
+                Some(_) => {}
+                None => estimators = Some(r),
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses gzipped JSON lines ([`DATA_FILE`]'s bytes: one gzip member, nothing after it);
+    /// `source` names them in errors.
     pub fn from_gzip(source: &str, bytes: &[u8]) -> Result<Self, TrainError> {
         use std::io::Read;
         let mut text = String::new();
-        flate2::read::GzDecoder::new(bytes)
+        let mut z = flate2::bufread::GzDecoder::new(bytes);
+        (&mut z)
             .take(1 << 31)
             .read_to_string(&mut text)
             .map_err(|e| {
                 TrainError::Data(format!("{source}: not gzipped UTF-8 JSON lines: {e}"))
             })?;
+        // A second member (`cat a.gz b.gz`) or junk after the first would never be read:
+        // refused rather than a report over part of the file.
+        let rest = z.into_inner().len();
+        if rest > 0 {
+            return Err(TrainError::Data(format!(
+                "{source}: {rest} bytes follow the gzip stream (a second gzip member or \
+                 trailing data); the file must be one gzip stream"
+            )));
+        }
         Self::from_jsonl(source, &text)
     }
 
@@ -134,4 +254,74 @@ impl GridData {
         let bytes = std::fs::read(path).map_err(|e| TrainError::Data(format!("{source}: {e}")))?;
         Self::from_gzip(&source, &bytes)
     }
+}
+
+/// `b` scored on the items `reference` was: the same counts, marks and held-out windows.
+fn same_items(reference: &ProbeScores, b: &ProbeScores) -> Result<(), String> {
+    let field = |name: &str, want: usize, got: usize| {
+        if want == got {
+            Ok(())
+        } else {
+            Err(format!(
+                "field 'probes.{name}' is {got}, the base's is {want}: scores on other items \
+                 cannot be paired"
+            ))
+        }
+    };
+    field(
+        "knowledge_items",
+        reference.knowledge_items,
+        b.knowledge_items,
+    )?;
+    field(
+        "completion_items",
+        reference.completion_items,
+        b.completion_items,
+    )?;
+    match (&reference.marks, &b.marks) {
+        (Some(r), Some(m)) => {
+            field(
+                "marks.knowledge_acc (characters)",
+                r.knowledge_acc.len(),
+                m.knowledge_acc.len(),
+            )?;
+            field(
+                "marks.knowledge_acc_norm (characters)",
+                r.knowledge_acc_norm.len(),
+                m.knowledge_acc_norm.len(),
+            )?;
+            field(
+                "marks.completion_acc (characters)",
+                r.completion_acc.len(),
+                m.completion_acc.len(),
+            )?;
+            field(
+                "marks.completion_acc_norm (characters)",
+                r.completion_acc_norm.len(),
+                m.completion_acc_norm.len(),
+            )?;
+            field("marks.heldout (windows)", r.heldout.len(), m.heldout.len())?;
+            field(
+                "marks.knowledge_margin (items)",
+                r.knowledge_margin.len(),
+                m.knowledge_margin.len(),
+            )?;
+            field(
+                "marks.completion_margin (items)",
+                r.completion_margin.len(),
+                m.completion_margin.len(),
+            )
+        }
+        (Some(_), None) => Err("field 'probes.marks' is missing (the base has them)".into()),
+        (None, _) => Ok(()),
+    }
+}
+
+fn roles(s: &RunSummary) -> String {
+    s.counts
+        .calls_above_by_role
+        .keys()
+        .map(|r| format!("{r:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

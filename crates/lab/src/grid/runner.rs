@@ -307,6 +307,12 @@ pub fn run_grid<B: Backend>(
                 } else {
                     format!("{name}-base{j}")
                 };
+                if let Some(why) = c.qat_quantizes_nothing() {
+                    return Err(TrainError::Data(format!(
+                        "grid run {name}: {why}; the paper's claims cannot be judged from a QAT \
+                         run that quantizes nothing"
+                    )));
+                }
                 configs.push((name, c));
             }
         }

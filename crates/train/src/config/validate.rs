@@ -132,6 +132,40 @@ impl RunConfig {
     }
 
     /// Data, trace and QAT settings.
+    /// Why QAT is on yet quantizes nothing (no block, module or role left), if it is: such
+    /// a run traces no quantizer, so `train` says so loudly and a grid refuses it (its
+    /// claims would be judged from no data).
+    pub fn qat_quantizes_nothing(&self) -> Option<String> {
+        let q = &self.qat;
+        if !q.enabled {
+            return None;
+        }
+        let layers = self.model.layers;
+        if q.blocks_for(layers).is_empty() {
+            let why = match &q.blocks {
+                Some(_) => "qat.blocks is an empty list".to_owned(),
+                None => {
+                    let (first, last) = QatConfig::high_precision_ends(layers);
+                    format!(
+                        "the default placement keeps the first {first} and last {last} of \
+                         model.layers = {layers} blocks in high precision, which leaves none"
+                    )
+                }
+            };
+            return Some(format!(
+                "qat.enabled = true but no block is quantized ({why}): name blocks (e.g. \
+                 --set qat.blocks=[0]) or set qat.enabled=false"
+            ));
+        }
+        if q.modules.is_empty() {
+            return Some("qat.enabled = true but qat.modules is an empty list".into());
+        }
+        if q.roles.is_empty() {
+            return Some("qat.enabled = true but qat.roles is an empty list".into());
+        }
+        None
+    }
+
     fn check_rest(&self) -> Result<(), String> {
         let m = &self.model;
         if self.data.bytes == 0 {

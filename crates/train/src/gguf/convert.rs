@@ -269,8 +269,12 @@ fn token_types(g: &GgufFile) -> Result<Vec<i64>, String> {
     })
 }
 
-/// `tokenizer.ggml.merges` as the pairs `tokenizer.json` holds.
-fn merge_pairs(merges: &[&str]) -> Result<Vec<Value>, String> {
+/// `tokenizer.ggml.merges` as the pairs `tokenizer.json` holds: each part and the token it
+/// makes must be in the vocabulary (the tokenizers crate refuses a file where one is not).
+fn merge_pairs(
+    merges: &[&str],
+    vocab: &serde_json::Map<String, Value>,
+) -> Result<Vec<Value>, String> {
     merges
         .iter()
         .enumerate()
@@ -279,6 +283,16 @@ fn merge_pairs(merges: &[&str]) -> Result<Vec<Value>, String> {
             if parts.len() != 2 {
                 return Err(format!(
                     "metadata 'tokenizer.ggml.merges'[{i}] is '{m}', not two tokens separated by one space"
+                ));
+            }
+            let joined = format!("{}{}", parts[0], parts[1]);
+            if let Some(unknown) = [parts[0], parts[1], joined.as_str()]
+                .into_iter()
+                .find(|t| !vocab.contains_key(*t))
+            {
+                return Err(format!(
+                    "metadata 'tokenizer.ggml.merges'[{i}] is '{m}': '{unknown}' is not a token \
+                     of 'tokenizer.ggml.tokens'"
                 ));
             }
             Ok(json!(parts))
@@ -324,8 +338,10 @@ pub fn config(g: &GgufFile) -> Result<(ModelConfig, Value), String> {
     let kv_heads = int("attention.head_count_kv")?.unwrap_or(heads);
     if !hidden.is_multiple_of(heads) || !heads.is_multiple_of(kv_heads) {
         return Err(format!(
-            "metadata: embedding_length {hidden}, head_count {heads}, head_count_kv {kv_heads} \
-             do not divide evenly"
+            "metadata '{}' {hidden}, '{}' {heads} and '{}' {kv_heads} do not divide evenly",
+            key("embedding_length"),
+            key("attention.head_count"),
+            key("attention.head_count_kv")
         ));
     }
     let head_dim = hidden / heads;
@@ -361,7 +377,23 @@ pub fn config(g: &GgufFile) -> Result<(ModelConfig, Value), String> {
             key("attention.layer_norm_rms_epsilon")
         )
     })?;
+    // Stored as f32 (as transformers and llama.cpp hold it) and an epsilon: below 1 and not
+    // so small that f32 makes it 0 (1e39 would become inf, written `null`; 1e-60, 0.0).
+    if !(eps < 1.0 && eps as f32 > 0.0) {
+        return Err(format!(
+            "metadata '{}' is {eps:e}: an RMSNorm epsilon must be in (0, 1) and representable \
+             in f32 (at least {:e})",
+            key("attention.layer_norm_rms_epsilon"),
+            f32::from_bits(1)
+        ));
+    }
     let theta = float("rope.freq_base")?.unwrap_or(10000.0);
+    if theta <= 1.0 {
+        return Err(format!(
+            "metadata '{}' is {theta}: a rope base must be above 1",
+            key("rope.freq_base")
+        ));
+    }
     let context = need("context_length")?;
     let tie = g.tensor("output.weight").is_none();
     let model = ModelConfig {
@@ -400,9 +432,7 @@ pub fn hf_name(gguf: &str) -> Option<String> {
     if let Some(f) = fixed {
         return Some(f.to_owned());
     }
-    let rest = gguf.strip_prefix("blk.")?;
-    let (layer, part) = rest.split_once('.')?;
-    let layer: usize = layer.parse().ok()?;
+    let (layer, part) = block_of(gguf)?;
     let module = match part {
         "attn_norm.weight" => "input_layernorm.weight",
         "attn_q.weight" => "self_attn.q_proj.weight",
@@ -416,6 +446,55 @@ pub fn hf_name(gguf: &str) -> Option<String> {
         _ => return None,
     };
     Some(format!("model.layers.{layer}.{module}"))
+}
+
+/// The block number and the rest of a `blk.N.rest` name, with N written as llama.cpp writes
+/// it (`blk.0`, never `blk.00`: llama.cpp looks tensors up by that spelling).
+fn block_of(gguf: &str) -> Option<(usize, &str)> {
+    let (layer, part) = gguf.strip_prefix("blk.")?.split_once('.')?;
+    let n: usize = layer.parse().ok()?;
+    (n.to_string() == layer).then_some((n, part))
+}
+
+/// The metadata's block count against the blocks the file's tensors belong to, before any
+/// list is sized by it (a count of 2^31 in a small file would otherwise build 2^31 layers).
+fn check_block_count(g: &GgufFile, m: &ModelConfig) -> Result<(), String> {
+    let mut blocks = std::collections::BTreeSet::new();
+    for t in &g.tensors {
+        if let Some(rest) = t.name.strip_prefix("blk.") {
+            match block_of(&t.name) {
+                Some((n, _)) => {
+                    blocks.insert(n);
+                }
+                None => {
+                    let number = rest.split('.').next().unwrap_or("");
+                    return Err(format!(
+                        "tensor '{}': block number '{number}' is not one llama.cpp writes \
+                         (blk.0, blk.1, …: no sign, no leading zeros)",
+                        t.name
+                    ));
+                }
+            }
+        }
+    }
+    let arch = g
+        .get("general.architecture")
+        .and_then(MetaValue::as_str)
+        .unwrap_or("llama");
+    let last = blocks.last().map(|l| l + 1).unwrap_or(0);
+    if blocks.len() != m.layers || last != m.layers {
+        return Err(format!(
+            "metadata '{arch}.block_count' is {}, but the file's tensors belong to {} blocks{}",
+            m.layers,
+            blocks.len(),
+            if blocks.is_empty() {
+                String::new()
+            } else {
+                format!(" (blk.{} … blk.{})", blocks.first().unwrap_or(&0), last - 1)
+            }
+        ));
+    }
+    Ok(())
 }
 
 /// Undoes llama.cpp's Q/K permutation of rows (`transformers`' `_reverse_permute_weights`):
@@ -446,6 +525,7 @@ pub fn tensor_f32(bytes: &[u8], t: &TensorInfo) -> Vec<f32> {
 
 /// The model's weights out of the file (`bytes` is the whole file), checked against `m`.
 pub fn weights(g: &GgufFile, bytes: &[u8], m: &ModelConfig) -> Result<Checkpoint, String> {
+    check_block_count(g, m)?;
     let specs = crate::model::param_specs(m);
     let mut by_name: BTreeMap<String, &TensorInfo> = BTreeMap::new();
     for t in &g.tensors {
@@ -470,7 +550,12 @@ pub fn weights(g: &GgufFile, bytes: &[u8], m: &ModelConfig) -> Result<Checkpoint
                 if m.tie_embeddings { ", tied" } else { "" }
             ));
         }
-        by_name.insert(name, t);
+        if let Some(other) = by_name.insert(name.clone(), t) {
+            return Err(format!(
+                "tensors '{}' and '{}' are both '{name}': one weight given twice",
+                other.name, t.name
+            ));
+        }
     }
     let hd = m.head_dim();
     let mut out = Vec::with_capacity(specs.len());
@@ -558,6 +643,11 @@ pub fn tokenizer(g: &GgufFile) -> Result<(Value, Value), String> {
     }
     let tokens = strings(g, "tokenizer.ggml.tokens")?
         .ok_or("metadata 'tokenizer.ggml.tokens' is missing")?;
+    if tokens.is_empty() {
+        return Err(
+            "metadata 'tokenizer.ggml.tokens' is an empty list: a tokenizer needs tokens".into(),
+        );
+    }
     let merges = strings(g, "tokenizer.ggml.merges")?.unwrap_or_default();
     let types = token_types(g)?;
     let chars = crate::tokenizer::byte_to_char();
@@ -573,7 +663,7 @@ pub fn tokenizer(g: &GgufFile) -> Result<(Value, Value), String> {
     for (i, t) in tokens.iter().enumerate() {
         vocab.insert(spell(t), json!(i));
     }
-    let merges = merge_pairs(&merges)?;
+    let merges = merge_pairs(&merges, &vocab)?;
     let added = added_tokens(&tokens, &types, &alphabet, &vocab);
     let id = |k: &str| -> Result<Option<usize>, String> {
         match g.get(&format!("tokenizer.ggml.{k}")) {

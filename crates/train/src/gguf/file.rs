@@ -23,7 +23,7 @@ pub enum MetaValue {
     Float(f64),
     /// A boolean.
     Bool(bool),
-    /// A UTF-8 string (invalid sequences replaced).
+    /// A UTF-8 string (a file holding invalid UTF-8 is refused).
     Str(String),
     /// An array of values.
     Array(Vec<MetaValue>),
@@ -132,6 +132,9 @@ pub struct GgufError(pub String);
 /// Values nested deeper than this (arrays of arrays of …) are refused.
 const MAX_DEPTH: usize = 4;
 
+/// The largest `general.alignment` read (llama.cpp's files use 32; a larger one only pads).
+const MAX_ALIGNMENT: u64 = 1 << 20;
+
 struct Cursor<'a> {
     bytes: &'a [u8],
     pos: usize,
@@ -180,8 +183,18 @@ impl<'a> Cursor<'a> {
                 self.remaining()
             )));
         }
+        let at = self.pos;
         let b = self.take(len as usize, what)?;
-        Ok(String::from_utf8_lossy(b).into_owned())
+        // Strict, as llama.cpp's own `gguf` package reads it: a replaced byte would change a
+        // token's spelling (and so the tokenizer) without a word.
+        std::str::from_utf8(b).map(str::to_owned).map_err(|e| {
+            GgufError(format!(
+                "{}: a string that is not valid UTF-8 (byte {} of it, at file offset {})",
+                what(),
+                e.valid_up_to(),
+                at + e.valid_up_to()
+            ))
+        })
     }
 
     fn value(
@@ -234,8 +247,9 @@ impl<'a> Cursor<'a> {
                     )));
                 }
                 let mut out = Vec::with_capacity(len as usize);
-                for _ in 0..len {
-                    out.push(self.value(inner, depth + 1, what)?);
+                for i in 0..len {
+                    let item = || format!("{}[{i}]", what());
+                    out.push(self.value(inner, depth + 1, &item)?);
                 }
                 MetaValue::Array(out)
             }
@@ -293,10 +307,16 @@ impl GgufFile {
             None => 32,
             Some(v) => v
                 .as_u64()
-                .filter(|a| a.is_power_of_two() && *a <= 1 << 20)
+                .filter(|a| a.is_power_of_two() && *a <= MAX_ALIGNMENT)
                 .ok_or_else(|| {
                     GgufError(format!(
-                        "metadata 'general.alignment' is {v:?}: a power of two is needed"
+                        "metadata 'general.alignment' is {}: a power of two from 1 to {MAX_ALIGNMENT} \
+                         (1 MiB) is needed",
+                        match v {
+                            MetaValue::Uint(n) => n.to_string(),
+                            MetaValue::Int(n) => n.to_string(),
+                            other => other.kind().to_owned(),
+                        }
                     ))
                 })?,
         } as usize;
@@ -334,6 +354,24 @@ impl GgufFile {
         names.sort_unstable();
         if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
             return Err(GgufError(format!("tensor '{}' is given twice", w[0])));
+        }
+        // Two tensors sharing bytes: a damaged or crafted file (llama.cpp refuses it too).
+        let mut by_start: Vec<&TensorInfo> = tensors.iter().collect();
+        by_start.sort_by_key(|t| t.start);
+        if let Some(w) = by_start
+            .windows(2)
+            .find(|w| w[0].start + w[0].bytes > w[1].start)
+        {
+            return Err(GgufError(format!(
+                "tensor '{}' (bytes {}..{}) overlaps tensor '{}' (bytes {}..{}): each tensor \
+                 needs bytes of its own",
+                w[1].name,
+                w[1].start,
+                w[1].start + w[1].bytes,
+                w[0].name,
+                w[0].start,
+                w[0].start + w[0].bytes
+            )));
         }
         Ok(GgufFile {
             version,

@@ -101,6 +101,65 @@ pub fn config_json(m: &ModelConfig, base: Option<&Value>, dtype: ExportDtype) ->
     v
 }
 
+/// What writing `weights` in f16 does to them: how many lie beyond its range (they would
+/// become ±inf; the first such tensor named) and how many become 0.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct F16Range {
+    /// Weights of magnitude 65520 or more (round to ±inf).
+    pub overflow: u64,
+    /// Nonzero weights of magnitude 2^-25 or less (round to zero).
+    pub flushed: u64,
+    /// The first tensor holding an overflowing weight.
+    pub first_overflow: Option<String>,
+}
+
+impl F16Range {
+    /// Counts over `weights` (name, shape, values).
+    pub fn of(weights: &[(String, Vec<usize>, Vec<f32>)]) -> Self {
+        // f16's largest finite value is 65504 (rounding to nearest: from 65520 on, ±inf);
+        // below 2^-25 a value rounds to zero.
+        let mut r = F16Range::default();
+        for (name, _, data) in weights {
+            for v in data {
+                if v.abs() >= 65520.0 {
+                    r.overflow += 1;
+                    r.first_overflow.get_or_insert_with(|| name.clone());
+                } else if *v != 0.0 && v.abs() <= 2.0f32.powi(-25) {
+                    r.flushed += 1;
+                }
+            }
+        }
+        r
+    }
+
+    /// Refuses overflow unless `allow_overflow` (the message names the first tensor and the
+    /// flag); returns the notes to print (flushed weights, allowed overflow).
+    pub fn check(&self, allow_overflow: bool) -> Result<Vec<String>, String> {
+        let mut notes = Vec::new();
+        if self.flushed > 0 {
+            notes.push(format!(
+                "note: {} weights below f16's smallest value become 0 in f16",
+                self.flushed
+            ));
+        }
+        if self.overflow > 0 && !allow_overflow {
+            return Err(format!(
+                "--dtype f16: {} weights lie beyond f16's range (±65504; first in '{}') and \
+                 would become ±inf: write bf16 or f32, or pass --allow-overflow",
+                self.overflow,
+                self.first_overflow.as_deref().unwrap_or_default()
+            ));
+        }
+        if self.overflow > 0 {
+            notes.push(format!(
+                "warning: {} weights beyond f16's range written as ±inf (--allow-overflow)",
+                self.overflow
+            ));
+        }
+        Ok(notes)
+    }
+}
+
 /// The `model.safetensors` bytes of `weights` (model tensors only, in `dtype`).
 pub fn model_safetensors(
     weights: &[(String, Vec<usize>, Vec<f32>)],
@@ -233,6 +292,16 @@ pub fn write_folder(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "export".into());
     let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
+    // What a killed writer of the same folder left (its process gone) goes first.
+    if let Ok(entries) = std::fs::read_dir(parent) {
+        let prefix = format!(".{name}.tmp-");
+        for e in entries.filter_map(Result::ok) {
+            let file = e.file_name().to_string_lossy().into_owned();
+            if file.starts_with(&prefix) && crate::io::left_by_ended_process(&file) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(|e| err(&tmp, e.to_string()))?;
     let result = (|| {
