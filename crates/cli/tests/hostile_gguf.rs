@@ -196,7 +196,7 @@ fn qat_with_nothing_to_quantize_says_so_loudly() {
 fn recompute_is_refused_where_it_cannot_mean_anything_and_creates_nothing() {
     let dir = tmp("hostile-gguf", "recompute");
     std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("runs.jsonl.gz");
+    let file = dir.join("results.md");
     std::fs::write(&file, b"x").unwrap();
     let typo = dir.join("typo/dir");
     for (args, says) in [
@@ -244,6 +244,23 @@ fn exit_codes_follow_one_rule_input_refused_is_2() {
         let r = common::hif8lab(&args);
         let e = String::from_utf8_lossy(&r.stderr);
         assert_eq!(r.status.code(), Some(2), "{args:?}: {e}");
+    }
+    // A .gguf whose magic is damaged is said to be no GGUF file (not "not a valid
+    // safetensors file"); a folder named .gguf is said to be a folder (not "No such device").
+    let damaged = dir.join("damaged.gguf");
+    let mut bytes = std::fs::read(fixture("tiny-llama.gguf")).unwrap();
+    bytes[0] = b'X';
+    std::fs::write(&damaged, bytes).unwrap();
+    let folder = dir.join("folder.gguf");
+    std::fs::create_dir_all(&folder).unwrap();
+    for (model, says) in [(&damaged, "not a GGUF file"), (&folder, "is a folder")] {
+        for args in [
+            vec!["eval", arg(model), "--text", arg(&set)],
+            vec!["import", "gguf", arg(model), "--out", arg(&missing)],
+        ] {
+            let r = common::hif8lab(&args);
+            refused(&r, 2, &[arg(model), says]);
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -98,7 +98,11 @@ pub fn load_any(path: &Path) -> Result<HfModel, HfError> {
     if path.is_dir() {
         return load(path);
     }
-    if !crate::gguf::is_gguf(path) {
+    let named_gguf = path
+        .extension()
+        .is_some_and(|x| x.eq_ignore_ascii_case("gguf"));
+    // A file named .gguf is read as one, so a damaged magic is said as such.
+    if !crate::gguf::is_gguf(path) && !named_gguf {
         return Err(err(
             path,
             "not a Hugging Face folder (config.json) or a GGUF file",

@@ -8,6 +8,9 @@ use crate::data::Rng;
 /// 609 items over 209 clusters — countries and chemical elements), for real pretrained models.
 pub const GENERAL_KNOWLEDGE: &str = include_str!("../../../../assets/probes/general-knowledge.tsv");
 
+/// The most choices (answer and distractors) an item of a probe file may have.
+pub const MAX_CHOICES: usize = 26;
+
 /// Multiple-choice items from a probe file: one item per line, tab-separated `cluster`,
 /// `context`, `answer` and three or more distractors (`#` lines and blank lines skipped). Each
 /// choice is the continuation `" " + choice`; the choices are put in a fixed pseudo-random
@@ -17,6 +20,8 @@ pub fn items_from_tsv(source: &str, text: &str) -> Result<Vec<McItem>, String> {
     let mut clusters: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
     let mut items = Vec::new();
     let mut rng = Rng::new(0x7E57_9B0B);
+    // A byte-order mark (as some editors save UTF-8) is not part of the first field.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (i, line) in text.lines().enumerate() {
         let line = line.trim_end_matches('\r');
         if line.trim().is_empty() || line.starts_with('#') {
@@ -38,8 +43,15 @@ pub fn items_from_tsv(source: &str, text: &str) -> Result<Vec<McItem>, String> {
                 return Err(at(&format!("field {}", k + 1), "empty".into()));
             }
         }
-        if fields.len() > 27 {
-            return Err(at("-", format!("{} choices; at most 26", fields.len() - 2)));
+        if fields.len() - 2 > MAX_CHOICES {
+            return Err(at(
+                "-",
+                format!(
+                    "{} choices (the answer and {} distractors); at most {MAX_CHOICES}",
+                    fields.len() - 2,
+                    fields.len() - 3
+                ),
+            ));
         }
         let next = clusters.len() as u32;
         let group = *clusters.entry(fields[0].to_owned()).or_insert(next);
@@ -118,5 +130,21 @@ mod tests {
             let e = items_from_tsv("p.tsv", text).unwrap_err();
             assert!(e.starts_with(words), "{e}");
         }
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_first_cluster_and_choices_are_counted_once() {
+        let line = "c\tThe capital of France is\tParis\tRome\tOslo\tBern\n";
+        let plain = items_from_tsv("p.tsv", &line.repeat(2)).unwrap();
+        let bom = items_from_tsv("p.tsv", &format!("\u{feff}{}", line.repeat(2))).unwrap();
+        assert_eq!(plain, bom);
+        assert_eq!(bom[0].group, bom[1].group, "one cluster, not two");
+        let many = |n: usize| {
+            let distractors: Vec<String> = (0..n).map(|k| format!("d{k}")).collect();
+            format!("c\tctx\tans\t{}\n", distractors.join("\t"))
+        };
+        assert!(items_from_tsv("p.tsv", &many(MAX_CHOICES - 1)).is_ok());
+        let e = items_from_tsv("p.tsv", &many(MAX_CHOICES)).unwrap_err();
+        assert!(e.contains("27 choices") && e.contains("at most 26"), "{e}");
     }
 }

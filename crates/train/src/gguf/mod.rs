@@ -34,6 +34,9 @@ pub fn read(path: &Path) -> Result<Converted, crate::hf::HfError> {
         file: path.display().to_string(),
         message: m,
     };
+    if path.is_dir() {
+        return Err(e("is a folder, not a GGUF file".into()));
+    }
     let bytes = crate::checkpoint::map_file(path).map_err(|x| e(x.message))?;
     let parsed = GgufFile::parse(&bytes).map_err(|x| e(x.0))?;
     convert::convert(&parsed, &bytes).map_err(e)
