@@ -45,6 +45,19 @@ pub struct Source {
     pub dtype: Option<ExportDtype>,
 }
 
+/// An error of a command over the model at `path`, naming that model when the error does
+/// not already (each thing said once).
+pub fn naming(path: &Path) -> impl Fn(anyhow::Error) -> anyhow::Error + '_ {
+    move |e| {
+        let shown = path.display().to_string();
+        if format!("{e:#}").contains(&shown) {
+            e
+        } else {
+            e.context(shown)
+        }
+    }
+}
+
 /// Opens `RUN_DIR` (its newest valid checkpoint, or `step_N` with `step`), a checkpoint
 /// file, a Hugging Face folder or a GGUF file.
 pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
@@ -415,7 +428,8 @@ pub fn run_eval(args: EvalArgs) -> Result<Outcome> {
     on_backend(&args.backend, |be| match be {
         Either::Cpu(b) => eval_on(b, &src, weights, m, &ids, &how),
         Either::Gpu(b) => eval_on(*b, &src, weights, m, &ids, &how),
-    })?;
+    })
+    .map_err(naming(&src.path))?;
     Ok(Outcome::Ok)
 }
 
@@ -555,7 +569,8 @@ pub fn run_sample(args: SampleArgs) -> Result<Outcome> {
     on_backend(&args.backend, |be| match be {
         Either::Cpu(b) => sample_on(b, &src, weights, m, &prompt, &args),
         Either::Gpu(b) => sample_on(*b, &src, weights, m, &prompt, &args),
-    })?;
+    })
+    .map_err(naming(&src.path))?;
     Ok(Outcome::Ok)
 }
 

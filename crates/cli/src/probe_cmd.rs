@@ -67,7 +67,8 @@ pub fn run_probe(args: ProbeArgs) -> Result<crate::Outcome> {
     let losses = on_backend(&args.backend, |be| match be {
         Either::Cpu(b) => score(b, m, &weights, &seqs, args.json),
         Either::Gpu(b) => score(*b, m, &weights, &seqs, args.json),
-    })?;
+    })
+    .map_err(crate::model_cmds::naming(&src.path))?;
     let seconds = clock.elapsed().as_secs_f64();
     // Log-likelihood of each choice: the sum over its tokens.
     let mut k = 0;

@@ -264,3 +264,87 @@ fn exit_codes_follow_one_rule_input_refused_is_2() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_gguf_tokenizer_cache_is_checked_not_trusted_and_never_required() {
+    let dir = tmp("hostile-gguf", "cache");
+    let cache = dir.join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let text = dir.join("text.txt");
+    std::fs::write(
+        &text,
+        "The capital of France is Paris, naïve café. ".repeat(3),
+    )
+    .unwrap();
+    let gguf = fixture("tiny-llama-bos.gguf");
+    let eval = |cache: &Path| -> serde_json::Value {
+        let o = Command::new(env!("CARGO_BIN_EXE_hif8lab"))
+            .args([
+                "eval",
+                arg(&gguf),
+                "--text",
+                arg(&text),
+                "--backend",
+                "cpu",
+                "--json",
+            ])
+            .env("HIF8LAB_CACHE", cache)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let first = eval(&cache);
+    let cached: Vec<PathBuf> = std::fs::read_dir(cache.join("gguf-tokenizers"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("tokenizer.json"))
+        .collect();
+    assert_eq!(cached.len(), 1, "{cached:?}");
+    let good = std::fs::read(&cached[0]).unwrap();
+    // A stale copy (another valid tokenizer) and a damaged one: written again, same result.
+    let stale = hif8lab_train::tokenizer::byte_tokenizer_json().to_string();
+    for wrong in [stale.as_bytes(), b"{".as_slice()] {
+        std::fs::write(&cached[0], wrong).unwrap();
+        let again = eval(&cache);
+        assert_eq!(again["tokens"], first["tokens"]);
+        assert_eq!(again["loss"], first["loss"]);
+        assert_eq!(std::fs::read(&cached[0]).unwrap(), good);
+    }
+    // A cache that cannot be written does not stop a read-only command.
+    let unwritable = Path::new("/proc/hif8lab-cache-nope");
+    let elsewhere = eval(unwritable);
+    assert_eq!(elsewhere["loss"], first["loss"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_hugging_face_config_with_2_to_the_31_layers_is_refused_at_once() {
+    let d = tmp("hostile-gguf", "hf-layers");
+    std::fs::create_dir_all(&d).unwrap();
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/hf/tiny-mistral-f32");
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), d.join(e.file_name())).unwrap();
+    }
+    let cfg = d.join("config.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
+    v["num_hidden_layers"] = serde_json::json!(1u64 << 31);
+    std::fs::write(&cfg, v.to_string()).unwrap();
+    let text = d.join("eval.txt");
+    let r = bounded(
+        &["eval", arg(&d), "--text", arg(&text), "--backend", "cpu"],
+        Duration::from_secs(60),
+    );
+    refused(
+        &r,
+        2,
+        &[
+            "config.json",
+            "'num_hidden_layers' is 2147483648",
+            "2 layers",
+        ],
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

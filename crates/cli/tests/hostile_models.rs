@@ -733,3 +733,45 @@ fn old_checkpoints_are_pruned() {
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(e.contains("train.keep_checkpoints"), "{e}");
 }
+
+#[test]
+fn a_model_whose_forward_pass_overflows_is_refused_naming_the_model_and_the_block() {
+    let d = copy_of("tiny-mistral-f32", "overflow");
+    // Block 1's gate and up projections at 1e20: their product (about 1e42) passes f32's
+    // largest value in the SwiGLU, though every weight is finite.
+    for w in ["gate_proj", "up_proj"] {
+        edit_weight(&d, &format!("model.layers.1.mlp.{w}.weight"), |v| {
+            v.iter_mut().for_each(|x| *x = 1.0e20);
+        });
+    }
+    let p = d.to_str().unwrap();
+    let text = d.join("config.json");
+    let t = text.to_str().unwrap();
+    let says = [p, "overflows", "block 1 (model.layers.1)"];
+    fails_saying(&["eval", p, "--text", t, "--backend", "cpu"], &says);
+    fails_saying(&["probe", p, "--backend", "cpu"], &says);
+    fails_saying(
+        &[
+            "sample",
+            p,
+            "--prompt",
+            "The",
+            "--tokens",
+            "3",
+            "--backend",
+            "cpu",
+        ],
+        &says,
+    );
+    for args in [
+        vec!["eval", p, "--text", t, "--backend", "cpu"],
+        vec!["probe", p, "--backend", "cpu"],
+    ] {
+        assert_eq!(
+            hif8lab(&args).status.code(),
+            Some(2),
+            "{args:?}: input refused"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

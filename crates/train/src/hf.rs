@@ -114,14 +114,7 @@ pub fn load_any(path: &Path) -> Result<HfModel, HfError> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "model".into());
-    let dir = cache_dir()
-        .join("gguf-tokenizers")
-        .join(format!("{stem}-{:08x}", crc32fast::hash(text.as_bytes())));
-    let tok = dir.join("tokenizer.json");
-    if !tok.is_file() {
-        std::fs::create_dir_all(&dir).map_err(|e| err(&dir, e.to_string()))?;
-        crate::io::write_atomic(&tok, text.as_bytes()).map_err(|e| err(&tok, e.to_string()))?;
-    }
+    let tok = cached_tokenizer(path, &stem, &text)?;
     let parse_config = parse_config(path, &c.config_json.to_string())?;
     Ok(HfModel {
         dir: path.to_owned(),
@@ -132,6 +125,41 @@ pub fn load_any(path: &Path) -> Result<HfModel, HfError> {
         generation_config: Some(c.generation_config),
         dtype: Some(ExportDtype::F32),
         notes: Vec::new(),
+    })
+}
+
+/// The converted tokenizer `text` of the GGUF file `gguf` as a file runs can name: in
+/// [`cache_dir`] under a name from the content (checksum and length), its content checked
+/// on every use (a stale or damaged copy is written again), and where the cache cannot be
+/// written, in the temporary folder instead (a read-only cache never stops a command).
+#[cfg(not(target_arch = "wasm32"))]
+fn cached_tokenizer(gguf: &Path, stem: &str, text: &str) -> Result<PathBuf, HfError> {
+    let name = format!(
+        "{stem}-{:08x}-{}",
+        crc32fast::hash(text.as_bytes()),
+        text.len()
+    );
+    let place = |root: PathBuf| -> Result<PathBuf, String> {
+        let dir = root.join("gguf-tokenizers").join(&name);
+        let tok = dir.join("tokenizer.json");
+        if std::fs::read(&tok).is_ok_and(|have| have == text.as_bytes()) {
+            return Ok(tok);
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        crate::io::write_atomic(&tok, text.as_bytes())
+            .map_err(|e| format!("{}: {e}", tok.display()))?;
+        Ok(tok)
+    };
+    place(cache_dir()).or_else(|cache_error| {
+        place(std::env::temp_dir().join("hif8lab-cache")).map_err(|tmp_error| {
+            err(
+                gguf,
+                format!(
+                    "its converted tokenizer could be written neither to the cache \
+                     ({cache_error}) nor to the temporary folder ({tmp_error})"
+                ),
+            )
+        })
     })
 }
 
@@ -321,6 +349,26 @@ pub fn select_weights(
     m: &ModelConfig,
     tensors: Vec<(PathBuf, NamedTensor)>,
 ) -> Result<Checkpoint, HfError> {
+    // The layer count against the layers the tensors belong to, before a list is sized by
+    // it (2^31 layers in a config beside two layers of weights would build 2^31 entries).
+    let layers: std::collections::BTreeSet<usize> = tensors
+        .iter()
+        .filter_map(|(_, t)| {
+            let rest = t.name.strip_prefix("model.layers.")?;
+            rest.split_once('.')?.0.parse().ok()
+        })
+        .collect();
+    if layers.len() != m.layers || layers.last().map_or(0, |l| l + 1) != m.layers {
+        return Err(err(
+            &dir.join("config.json"),
+            format!(
+                "field 'num_hidden_layers' is {}, but the safetensors files hold the weights of \
+                 {} layers",
+                m.layers,
+                layers.len()
+            ),
+        ));
+    }
     let specs = crate::model::param_specs(m);
     let mut by_name: BTreeMap<String, (PathBuf, NamedTensor)> = BTreeMap::new();
     for (file, t) in tensors {

@@ -181,6 +181,19 @@ impl GridData {
                     s.estimators.join(", ")
                 ));
             }
+            if let Some(q) = s
+                .per_quantizer
+                .iter()
+                .find(|q| q.calls_above.len() != k || q.overflow.len() != k)
+            {
+                return Err(format!(
+                    "{at}: field 'summary.per_quantizer' of {} counts {} and {} estimators for \
+                     the {k} of 'summary.estimators'",
+                    q.quantizer,
+                    q.calls_above.len(),
+                    q.overflow.len()
+                ));
+            }
             if !s.estimators.contains(&s.estimator) {
                 return Err(format!(
                     "{at}: field 'summary.estimator' is '{}', not one of 'summary.estimators' ({})",

@@ -70,18 +70,28 @@ struct Figures {
     amax_max: f64,
 }
 
-fn figures(r: &GridDataRun, q: &str, prefix: &str) -> Result<Figures, String> {
-    let k =
-        estimator(r, prefix).ok_or_else(|| format!("run {} has no estimator {prefix}", r.run))?;
+fn figures(source: &str, r: &GridDataRun, q: &str, prefix: &str) -> Result<Figures, String> {
+    let at = format!("{source}: run {} (data order {})", r.run, r.order);
+    let k = estimator(r, prefix).ok_or_else(|| {
+        format!(
+            "{at}: field 'summary.estimators' ({}) has no estimator {prefix}",
+            r.summary.estimators.join(", ")
+        )
+    })?;
     let s = r
         .summary
         .per_quantizer
         .iter()
         .find(|s| s.quantizer == q)
-        .ok_or_else(|| format!("run {} has no figures for quantizer {q}", r.run))?;
+        .ok_or_else(|| format!("{at}: field 'summary.per_quantizer' has no quantizer {q}"))?;
+    let count = |v: &[u64], field: &str| {
+        v.get(k).copied().ok_or_else(|| {
+            format!("{at}: field 'summary.per_quantizer.{field}' of {q} lacks {prefix}'s count")
+        })
+    };
     Ok(Figures {
-        calls_above: s.calls_above.get(k).copied().unwrap_or(0),
-        overflow: s.overflow.get(k).copied().unwrap_or(0),
+        calls_above: count(&s.calls_above, "calls_above")?,
+        overflow: count(&s.overflow, "overflow")?,
         amax_max: f64::from(s.amax_max),
     })
 }
@@ -114,17 +124,17 @@ pub fn judge(source: &str, data: &GridData) -> Result<LessonReport, String> {
         .iter()
         .filter(|t| t.as_deref() == Some(q.as_str()))
         .count();
-    let f_mr = figures(mr, &q, "most_recent")?;
-    let f_mw = figures(mw, &q, "max_window")?;
-    let f_mw_in_mr = figures(mr, &q, "max_window")?;
-    let f_e4 = figures(e4, &q, "most_recent")?;
+    let f_mr = figures(source, mr, &q, "most_recent")?;
+    let f_mw = figures(source, mw, &q, "max_window")?;
+    let f_mw_in_mr = figures(source, mr, &q, "max_window")?;
+    let f_e4 = figures(source, e4, &q, "most_recent")?;
     let f_mw_e4 = run(data, "max_window-low-e4m3", 0)
-        .map(|r| figures(r, &q, "max_window"))
+        .map(|r| figures(source, r, &q, "max_window"))
         .transpose()?;
     // The second data order, as a replication (evidence only).
     let second = |name: &str, prefix: &str| {
         run(data, name, 1)
-            .and_then(|r| figures(r, &q, prefix).ok())
+            .and_then(|r| figures(source, r, &q, prefix).ok())
             .map(|f| serde_json::json!({"calls_above_est": f.calls_above, "overflow": f.overflow, "amax_max": f.amax_max}))
     };
     let model = data

@@ -158,6 +158,10 @@ pub(crate) struct Pass<'a, B: Backend> {
     /// cached): on a GPU, the training kernel's one invocation per query row lost accuracy
     /// from about 500 positions on lavapipe; the CPU keeps its vectorized attention.
     pub windows_as_cached: bool,
+    /// When set, the residual stream is read after every block and the pass stops at the
+    /// first block whose output is not finite, noting it here (finding where a model
+    /// overflows; never on the normal path).
+    pub watch: Option<&'a std::cell::Cell<Option<usize>>>,
 }
 
 impl<B: Backend> Pass<'_, B> {
@@ -319,6 +323,13 @@ impl<B: Backend> Pass<'_, B> {
                 self.quant(l, Module::Down),
             )?;
             b.add_inplace(&a.x, &a.x2)?;
+            if let Some(watch) = self.watch {
+                b.flush();
+                if b.read(&a.x).wait()?.iter().any(|v| !v.is_finite()) {
+                    watch.set(Some(l));
+                    return Ok(());
+                }
+            }
         }
         if let Some(kv) = cache {
             kv.len += n;

@@ -194,6 +194,40 @@ impl<B: Backend> Model<B> {
         key: (usize, usize, usize, bool),
         cache: Option<&mut KvCache<B::Tensor>>,
     ) -> Result<(), TrainError> {
+        self.run_watched(key, cache, None)
+    }
+
+    /// `values` (what the pass of `key` gave, named `what`) when all are finite; else the
+    /// error naming the first block whose output is not, found by running the pass again
+    /// (its tokens are still written) reading the residual stream after every block.
+    fn finite(
+        &self,
+        key: (usize, usize, usize, bool),
+        values: Vec<f32>,
+        what: &str,
+    ) -> Result<Vec<f32>, TrainError> {
+        if values.iter().all(|v| v.is_finite()) {
+            return Ok(values);
+        }
+        let watch = std::cell::Cell::new(None);
+        self.run_watched(key, None, Some(&watch))?;
+        let place = match watch.get() {
+            Some(l) => format!(
+                "the output of block {l} (model.layers.{l}) is the first that is not finite"
+            ),
+            None => "every block's output is finite; the final norm or the head is not".into(),
+        };
+        Err(TrainError::Data(format!(
+            "the model's forward pass overflows: {what} hold NaN or Inf ({place})"
+        )))
+    }
+
+    fn run_watched(
+        &self,
+        key: (usize, usize, usize, bool),
+        cache: Option<&mut KvCache<B::Tensor>>,
+        watch: Option<&std::cell::Cell<Option<usize>>>,
+    ) -> Result<(), TrainError> {
         if let Some((bank, snap)) = &self.bank {
             self.backend.restore_bank(bank, snap)?;
         }
@@ -205,6 +239,7 @@ impl<B: Backend> Model<B> {
             plan: &self.plan,
             bank: self.bank.as_ref().map(|(b, _)| b),
             windows_as_cached: self.windows_as_cached,
+            watch,
         };
         let a = self.acts.get(&key).ok_or_else(|| {
             TrainError::Data("inference: activations missing for this call shape".into())
@@ -254,6 +289,7 @@ impl<B: Backend> Model<B> {
             self.backend.write(&a.targets, &y)?;
             self.run(key, None)?;
             let losses = self.read(&self.acts[&key].losses)?;
+            let losses = self.finite(key, losses, "the losses")?;
             total.tokens += losses.len() as u64;
             total.loss_sum += losses.iter().map(|v| f64::from(*v)).sum::<f64>();
             progress(total.tokens);
@@ -308,6 +344,7 @@ impl<B: Backend> Model<B> {
         self.backend.write(&a.targets, &y)?;
         self.run(key, None)?;
         let losses = self.read(&self.acts[&key].losses)?;
+        let losses = self.finite(key, losses, "the losses")?;
         Ok(losses.chunks(len).map(<[f32]>::to_vec).collect())
     }
 
@@ -330,7 +367,8 @@ impl<B: Backend> Model<B> {
         self.backend.write(&a.tokens, &x)?;
         self.backend.write(&a.targets, &x)?;
         self.run(key, None)?;
-        self.read(&self.acts[&key].logits)
+        let logits = self.read(&self.acts[&key].logits)?;
+        self.finite(key, logits, "the logits")
     }
 
     /// Generates `n` tokens after `prompt` (seeded): temperature 0 takes the most likely
@@ -373,6 +411,13 @@ impl<B: Backend> Model<B> {
             self.backend.write(&self.acts[&key].tokens, &x)?;
             self.run(key, Some(&mut cache))?;
             let logits = self.read(&self.acts[&key].logits)?;
+            if logits.iter().any(|v| !v.is_finite()) {
+                // Where it overflows, from a window of what was fed (no cache).
+                self.logits(&ids)?;
+                return Err(TrainError::Data(
+                    "the model's forward pass overflows: the logits hold NaN or Inf".into(),
+                ));
+            }
             let t = pick(&logits, temperature, top_k, &mut rng);
             ids.push(t);
             out.push(t);
