@@ -713,3 +713,162 @@ fn trace_seed() -> Vec<u8> {
     w.flush().unwrap();
     w.into_inner()
 }
+
+/// GGUF metadata values (not the container's structure) driven through to the model: each
+/// input is the tiny fixture with one to three metadata values replaced by a hostile one (0,
+/// 2^31, 2^63, −1, 1e39, 1e-60, NaN, empty or odd strings and arrays, another type). Every
+/// file converts or is refused naming a metadata key or tensor; a converted one gives a
+/// model whose weights have its config's shapes and whose sizes a run config accepts or
+/// refuses by key — and nothing is sized from metadata the tensors do not back (the block
+/// count of 2^31 used to build 2^31 layers).
+#[test]
+fn fuzz_gguf_metadata_values() {
+    use hif8lab_train::gguf::{self, GgufFile, file::MetaValue};
+    let bytes = fixture("gguf/tiny-llama-bos.gguf");
+    let g = GgufFile::parse(&bytes).unwrap();
+    let keys: Vec<String> = g.metadata.keys().cloned().collect();
+    let hostile = |k: u64| -> MetaValue {
+        match k % 14 {
+            0 => MetaValue::Uint(0),
+            1 => MetaValue::Uint(1 << 31),
+            2 => MetaValue::Uint(u64::MAX),
+            3 => MetaValue::Int(-1),
+            4 => MetaValue::Float(1e39),
+            5 => MetaValue::Float(1e-60),
+            6 => MetaValue::Float(f64::NAN),
+            7 => MetaValue::Str(String::new()),
+            8 => MetaValue::Str("llama".into()),
+            9 => MetaValue::Array(Vec::new()),
+            10 => MetaValue::Array(vec![MetaValue::Uint(3); 3]),
+            11 => MetaValue::Bool(true),
+            12 => MetaValue::Uint(3),
+            _ => MetaValue::Uint((k >> 8) & 0xffff),
+        }
+    };
+    const FILES: usize = 3_000;
+    let start = Instant::now();
+    let (mut converted, mut refused) = (0usize, 0usize);
+    for i in 0..FILES as u64 {
+        let r = hif8lab_tests::splitmix64(0x6767_7566, i);
+        let edited = gguf::write::rewrite(&g, &bytes, |meta, _| {
+            for j in 0..1 + r % 3 {
+                let pick = hif8lab_tests::splitmix64(r, j);
+                let key = &keys[pick as usize % keys.len()];
+                let slot = meta.iter_mut().find(|(k, _)| k == key).unwrap();
+                slot.1 = hostile(pick >> 16);
+            }
+        });
+        let outcome = GgufFile::parse(&edited)
+            .map_err(|e| e.0)
+            .and_then(|p| gguf::convert::convert(&p, &edited));
+        match outcome {
+            Err(e) => {
+                assert!(
+                    e.contains("metadata '") || e.contains("tensor '") || e.contains("metadata:"),
+                    "refusal names no key or tensor: {e}"
+                );
+                refused += 1;
+            }
+            Ok(c) => {
+                converted += 1;
+                let weights: Vec<_> = c
+                    .weights
+                    .tensors
+                    .into_iter()
+                    .map(|t| ("fuzz.gguf".into(), t))
+                    .collect();
+                hif8lab_train::hf::select_weights(Path::new("fuzz.gguf"), &c.model, weights)
+                    .unwrap();
+                let mut run =
+                    RunConfig::parse("smoke", RunConfig::preset_text("smoke").unwrap(), &[])
+                        .unwrap();
+                run.model = c.model.clone();
+                run.model.context = run.model.context.min(64);
+                if let Err(e) = run.validate() {
+                    assert!(
+                        e.contains("model.") || e.contains("qat."),
+                        "a run refuses by key: {e}"
+                    );
+                }
+            }
+        }
+    }
+    println!(
+        "fuzz gguf metadata values: {FILES} files in {:.2} s ({converted} converted, {refused} refused by key or tensor)",
+        start.elapsed().as_secs_f64()
+    );
+    assert!(
+        converted > 0 && refused > FILES / 10,
+        "{converted} / {refused}"
+    );
+}
+
+/// One record of a valid grid's data mutated (fields the design fixes, and fields the
+/// report never reads): every mutation is refused naming the run, or leaves the report
+/// byte for byte as it was — never a report over records that disagree.
+#[test]
+fn fuzz_grid_data_consistency() {
+    use hif8lab_lab::grid::{GridData, results_of};
+    let good = grid_data_seed();
+    let md = |d: GridData| results_of("runs.jsonl.gz", d).unwrap().markdown();
+    let original = md(good.clone());
+    let lines: Vec<String> = good.to_jsonl().lines().map(str::to_owned).collect();
+    // (JSON pointer within a run line, replacement; None deletes the key).
+    let edits: [(&str, Option<serde_json::Value>); 16] = [
+        ("/summary/probes/knowledge_items", Some(6.into())),
+        ("/summary/probes/completion_items", Some(0.into())),
+        ("/summary/probes/marks/knowledge_acc", Some("ff".into())),
+        (
+            "/summary/probes/marks/heldout",
+            Some(serde_json::json!([2.5])),
+        ),
+        (
+            "/summary/probes/marks/knowledge_margin",
+            Some(serde_json::json!([0.5])),
+        ),
+        ("/summary/probes", None),
+        ("/summary/status", Some("interrupted".into())),
+        ("/summary/status", Some("failed".into())),
+        ("/summary/error", Some("killed".into())),
+        ("/summary/steps", Some(3.into())),
+        ("/summary/target_steps", Some(8.into())),
+        ("/summary/counts/estimators", Some(serde_json::json!([]))),
+        ("/summary/estimators", Some(serde_json::json!(["ema"]))),
+        ("/summary/quantizers", Some(0.into())),
+        ("/summary/wall_s", Some(99.5.into())),
+        ("/summary/adapter", Some("another adapter".into())),
+    ];
+    let (mut refused, mut unchanged) = (0, 0);
+    for line in 1..lines.len() {
+        for (pointer, value) in &edits {
+            let mut v: serde_json::Value = serde_json::from_str(&lines[line]).unwrap();
+            let (parent, key) = pointer.rsplit_once('/').unwrap();
+            let Some(obj) = v.pointer_mut(parent).and_then(|p| p.as_object_mut()) else {
+                continue;
+            };
+            match value {
+                Some(x) => {
+                    obj.insert(key.to_owned(), x.clone());
+                }
+                None => {
+                    obj.remove(key);
+                }
+            }
+            let mut text = lines.clone();
+            text[line] = v.to_string();
+            match GridData::from_jsonl("runs.jsonl.gz", &text.join("\n")) {
+                Err(e) => {
+                    let run = v["run"].as_str().unwrap();
+                    assert!(e.to_string().contains(run), "{pointer}: {e}");
+                    refused += 1;
+                }
+                Ok(d) => {
+                    assert_eq!(md(d), original, "{pointer} changed the report");
+                    unchanged += 1;
+                }
+            }
+        }
+    }
+    println!("grid data consistency: {refused} refused, {unchanged} reports unchanged");
+    assert!(refused > 20 && unchanged > 0, "{refused} / {unchanged}");
+}
