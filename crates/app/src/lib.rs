@@ -59,8 +59,10 @@ pub struct Options {
     pub tab: Option<Tab>,
     /// A lesson to open.
     pub lesson: Option<String>,
-    /// `cpu` to train on the CPU even where a GPU device is available.
-    pub backend: Option<String>,
+    /// The backend asked for (`--backend`, `?backend=`): `cpu` trains on the CPU even where
+    /// a GPU device is available; unset, the desktop app trains on the CPU and the page on
+    /// WebGPU where it has it.
+    pub backend: Option<hif8lab_engine::BackendChoice>,
     /// Once training finishes, save the shown panel as this PNG (in `exports/`) — what the
     /// screenshot script uses to check the export end to end.
     pub png_after: Option<String>,

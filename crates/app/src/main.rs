@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use hif8lab_app::training::Device;
 use hif8lab_app::{HifApp, Options};
+use hif8lab_engine::BackendChoice;
 
 fn parse_args() -> Result<Options, String> {
     let mut options = Options::default();
@@ -34,11 +35,18 @@ fn parse_args() -> Result<Options, String> {
                 options.png_after = Some(args.next().ok_or("--png-after needs a file name")?)
             }
             "--backend" => {
-                let b = args.next().ok_or("--backend needs cpu or gpu")?;
-                if b != "cpu" && b != "gpu" {
-                    return Err(format!("--backend: '{b}' is neither cpu nor gpu"));
+                let b = args.next().ok_or("--backend needs auto, cpu or gpu")?;
+                let choice: BackendChoice = b.parse().map_err(|e| format!("--backend: {e}"))?;
+                if let BackendChoice::Gpu {
+                    adapter: Some(name),
+                } = &choice
+                {
+                    return Err(format!(
+                        "--backend gpu:{name}: the app computes on the device it draws with; \
+                         give gpu (or auto) and choose the adapter with WGPU_ADAPTER_NAME"
+                    ));
                 }
-                options.backend = Some(b);
+                options.backend = Some(choice);
             }
             "--init-from" => {
                 options.init_from = Some(PathBuf::from(
@@ -56,7 +64,7 @@ fn parse_args() -> Result<Options, String> {
             }
             "--help" | "-h" => {
                 println!(
-                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--trace FILE] [--tab PANEL] [--lesson NAME] [--pretrain-base] [--init-from HF_DIR] [--backend cpu|gpu] [--bench-frames N] [--png-after NAME.png]"
+                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--trace FILE] [--tab PANEL] [--lesson NAME] [--pretrain-base] [--init-from HF_DIR] [--backend auto|cpu|gpu] [--bench-frames N] [--png-after NAME.png]"
                 );
                 std::process::exit(0);
             }
@@ -109,7 +117,8 @@ fn main() -> ExitCode {
                     rs.adapter.get_info(),
                 ))));
             }
-            if options.backend.as_deref() != Some("gpu") {
+            // The desktop app trains on the CPU unless asked for the GPU (gpu, or auto).
+            if matches!(options.backend, None | Some(BackendChoice::Cpu)) {
                 app.form.settings.gpu = false;
             } else if app.device.gpu.is_some() {
                 app.form.settings.gpu = true;

@@ -210,7 +210,7 @@ pub fn options_from_query(query: &str) -> Options {
             "autostart" => o.autostart = v != "0" && v != "false",
             "tab" => o.tab = Tab::parse(v),
             "lesson" if !v.is_empty() => o.lesson = Some(v.to_owned()),
-            "backend" if !v.is_empty() => o.backend = Some(v.to_owned()),
+            "backend" if !v.is_empty() => o.backend = v.parse().ok(),
             "pretrain" => o.pretrain_base = v != "0" && v != "false",
             _ => {}
         }
@@ -253,7 +253,7 @@ fn create(cc: &eframe::CreationContext<'_>, options: &Options) -> HifApp {
             );
         }
     }
-    if options.backend.as_deref() == Some("cpu") {
+    if options.backend == Some(hif8lab_engine::BackendChoice::Cpu) {
         app.form.settings.gpu = false;
     }
     app.shipped.base_pending = true;

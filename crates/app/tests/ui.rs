@@ -677,7 +677,7 @@ fn a_gguf_file_opens_as_a_model() {
     let mut h = harness(Options {
         preset: Some("smoke".into()),
         init_from: Some(file),
-        backend: Some("cpu".into()),
+        backend: Some(hif8lab_engine::BackendChoice::Cpu),
         ..Default::default()
     });
     h.run_steps(2);
@@ -695,7 +695,7 @@ fn a_hugging_face_folder_continues_training_with_the_dashboard_live() {
     let mut h = harness(Options {
         preset: Some("smoke".into()),
         init_from: Some(dir.clone()),
-        backend: Some("cpu".into()),
+        backend: Some(hif8lab_engine::BackendChoice::Cpu),
         ..Default::default()
     });
     h.state_mut().form.settings.set("train.steps", "6");

@@ -49,9 +49,9 @@ pub enum BenchCommand {
         /// Override a key of the preset.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
-        /// `gpu` or `cpu`.
-        #[arg(long, default_value = "gpu", value_parser = ["gpu", "cpu"])]
-        backend: String,
+        /// `gpu` (default), `gpu:ADAPTER`, `cpu` or `auto`.
+        #[arg(long, default_value = "gpu")]
+        backend: hif8lab_engine::BackendChoice,
         /// Timed steps per variant (at least 1).
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
         steps: u64,

@@ -5,12 +5,12 @@
 use std::time::Instant;
 
 use anyhow::{Result, bail};
-use hif8lab_engine::Backend;
+use hif8lab_engine::{Backend, BackendChoice, with_backend};
 use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::config::ModelConfig;
 use hif8lab_train::infer::Model;
 
-use crate::model_cmds::{Either, check_memory, on_backend, open_source, window};
+use crate::model_cmds::{check_memory, on_backend, open_source, window};
 
 /// The prompt text, repeated to the length asked for.
 const PROMPT: &str = "The history of science is the study of how people came to understand the \
@@ -28,9 +28,9 @@ pub struct BenchSampleArgs {
     /// Tokens to generate (greedy).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
     tokens: u64,
-    /// `cpu`, `gpu` or `auto`.
-    #[arg(long, value_parser = ["auto", "gpu", "cpu"], default_value = "cpu")]
-    backend: String,
+    /// `cpu`, `gpu`, `gpu:ADAPTER` or `auto` (the GPU when an adapter exists).
+    #[arg(long, default_value = "cpu")]
+    backend: BackendChoice,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -67,10 +67,10 @@ pub fn run(args: BenchSampleArgs) -> Result<()> {
     )?;
     let weights = std::mem::take(&mut src.weights);
     let path = src.path.display().to_string();
-    on_backend(&args.backend, |be| match be {
-        Either::Cpu(b) => measure(b, weights, m, &ids, n, &path, args.json),
-        Either::Gpu(b) => measure(*b, weights, m, &ids, n, &path, args.json),
-    })
+    on_backend(
+        &args.backend,
+        |be| with_backend!(be, b => measure(b, weights, m, &ids, n, &path, args.json)),
+    )
 }
 
 fn measure<B: Backend>(

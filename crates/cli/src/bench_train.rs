@@ -8,9 +8,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
+use hif8lab_engine::{Backend, BackendChoice};
 use hif8lab_train::RunConfig;
 use hif8lab_train::driver::{Control, Driver, Event, Schedule};
 use hif8lab_train::open::open_in_memory;
@@ -350,7 +350,7 @@ fn run<B: Backend + Profiled>(
 pub fn bench_train(
     preset: &str,
     sets: &[String],
-    backend: &str,
+    backend: &BackendChoice,
     steps: u64,
     json: bool,
     profile: bool,
@@ -360,14 +360,12 @@ pub fn bench_train(
         RunConfig::preset_text(preset)?,
         sets,
     )?;
-    match backend {
-        "cpu" => run(|| Ok(CpuBackend::new()), &config, steps, json, profile),
-        _ => run(
-            || GpuBackend::new_blocking().context("bench train --backend gpu"),
-            &config,
-            steps,
-            json,
-            profile,
-        ),
-    }
+    let resolved = backend.resolve(&mut |n| eprintln!("note: {n}"));
+    hif8lab_engine::with_backend_maker!(resolved, make => {
+        let make = || {
+            let made: Result<_, hif8lab_engine::EngineError> = make();
+            made.with_context(|| format!("bench train --backend {backend}"))
+        };
+        run(make, &config, steps, json, profile)
+    })
 }

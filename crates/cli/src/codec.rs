@@ -31,9 +31,10 @@ pub enum CodecCommand {
         /// Per-tensor scale S applied before and removed after quantization.
         #[arg(long, default_value_t = 1.0)]
         scale: f32,
-        /// Where to compute: `cpu` (the format crate) or `gpu` (the engine's qdq kernel).
-        #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
-        backend: String,
+        /// Where to compute: `cpu` (the format crate), `gpu` / `gpu:ADAPTER` (the engine's
+        /// qdq kernel) or `auto` (the GPU when an adapter exists).
+        #[arg(long, default_value = "cpu")]
+        backend: hif8lab_engine::BackendChoice,
     },
 }
 
@@ -106,9 +107,16 @@ pub fn run(cmd: CodecCommand) -> Result<Outcome> {
             if !(scale.is_finite() && scale > 0.0) {
                 anyhow::bail!("--scale must be a finite number > 0, got {scale}");
             }
-            if backend == "gpu" {
+            let gpu = match backend.resolve(&mut |n| eprintln!("note: {n}")) {
+                hif8lab_engine::BackendChoice::Gpu { adapter } => Some(
+                    hif8lab_engine::open_gpu(adapter.as_deref())
+                        .with_context(|| format!("--backend {backend}"))?,
+                ),
+                _ => None,
+            };
+            if let Some(gpu) = gpu {
                 let (values, outcome) = collect_numbers(numbers)?;
-                for y in gpu_qdq(&values, format, overflow, scale)? {
+                for y in gpu_qdq(gpu, &values, format, overflow, scale)? {
                     writeln!(out, "{}", format_value(y))?;
                 }
                 outcome
@@ -123,10 +131,14 @@ pub fn run(cmd: CodecCommand) -> Result<Outcome> {
 }
 
 /// Runs `qdq(x·scale)/scale` over `values` with the engine's GPU kernel.
-fn gpu_qdq(values: &[f32], format: Format, overflow: Overflow, scale: f32) -> Result<Vec<f32>> {
-    use hif8lab_engine::gpu::GpuBackend;
+fn gpu_qdq(
+    gpu: hif8lab_engine::gpu::GpuBackend,
+    values: &[f32],
+    format: Format,
+    overflow: Overflow,
+    scale: f32,
+) -> Result<Vec<f32>> {
     use hif8lab_engine::prelude::*;
-    let gpu = GpuBackend::new_blocking().context("--backend gpu")?;
     let scaling = hif8lab_scaling::ScalingConfig {
         format,
         overflow,

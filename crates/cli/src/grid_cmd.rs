@@ -5,23 +5,20 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use hif8lab_engine::cpu::CpuBackend;
-use hif8lab_engine::gpu::GpuBackend;
+use hif8lab_engine::BackendChoice;
 use hif8lab_lab::grid::{self, GridConfig, GridProgress};
 use hif8lab_train::TrainError;
 
-/// Evaluates `$body` with `$make` bound to the chosen backend's constructor: the GPU's
-/// (`"gpu"`) or the CPU's.
+/// Evaluates `$body` with `$make` bound to a maker of the backend `$choice` names (`auto`
+/// resolved once: the GPU when there is one).
 macro_rules! on_backend {
-    ($backend:expr, $make:ident => $body:expr) => {
-        if $backend == "gpu" {
-            let $make = &|| GpuBackend::new_blocking().map_err(TrainError::from);
+    ($choice:expr, $make:ident => $body:expr) => {{
+        let resolved = $choice.resolve(&mut |n| eprintln!("note: {n}"));
+        hif8lab_engine::with_backend_maker!(resolved, $make => {
+            let $make: &dyn Fn() -> Result<_, TrainError> = $make;
             $body
-        } else {
-            let $make = &|| Ok(CpuBackend::new());
-            $body
-        }
-    };
+        })
+    }};
 }
 
 /// Which grid and where its runs go: shared by `pretrain`, `grid` and `lesson run`.
@@ -40,9 +37,10 @@ pub struct GridSource {
     /// re-running reuses the base and skips finished runs.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// `cpu` (default: fastest here for these small models) or `gpu`.
-    #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
-    backend: String,
+    /// `cpu` (default: fastest here for these small models), `gpu`, `gpu:ADAPTER` or
+    /// `auto` (the GPU when an adapter exists).
+    #[arg(long, default_value = "cpu")]
+    backend: BackendChoice,
 }
 
 impl GridSource {
@@ -382,7 +380,7 @@ fn lesson_base(args: &LessonBaseArgs) -> Result<crate::Outcome> {
     use hif8lab_lab::lesson::base;
     let grid = GridConfig::preset("grid-lesson")?;
     let start = Instant::now();
-    let fresh = base::pretrain(CpuBackend::new(), &grid)?;
+    let fresh = base::pretrain(hif8lab_engine::cpu::CpuBackend::new(), &grid)?;
     let seconds = start.elapsed().as_secs_f64();
     if args.check {
         let Some(shipped) = base::shipped(&grid) else {

@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use hif8lab_engine::Backend;
-use hif8lab_engine::cpu::CpuBackend;
-use hif8lab_engine::gpu::GpuBackend;
+use hif8lab_engine::{AnyBackend, Backend, BackendChoice, with_backend};
 use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::config::ModelConfig;
 use hif8lab_train::hf::{self, ExportDtype, ExportParts};
@@ -231,9 +229,10 @@ pub struct EvalArgs {
     /// The UTF-8 text to score.
     #[arg(long)]
     text: PathBuf,
-    /// `cpu` or `gpu` (default: the GPU when an adapter exists, else the CPU).
-    #[arg(long, value_parser = ["auto", "gpu", "cpu"], default_value = "auto")]
-    backend: String,
+    /// `auto` (the GPU when an adapter exists, else the CPU, said so), `cpu`, `gpu` or
+    /// `gpu:ADAPTER` (the adapter whose name contains ADAPTER).
+    #[arg(long, default_value = "auto")]
+    backend: BackendChoice,
     /// With the run's fake quantization and its saved quantizer state.
     #[arg(long)]
     quantized: bool,
@@ -274,9 +273,10 @@ pub struct SampleArgs {
     /// Seed of the draws (same seed, same text).
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// `cpu` or `gpu` (default: the GPU when an adapter exists, else the CPU).
-    #[arg(long, value_parser = ["auto", "gpu", "cpu"], default_value = "auto")]
-    backend: String,
+    /// `auto` (the GPU when an adapter exists, else the CPU, said so), `cpu`, `gpu` or
+    /// `gpu:ADAPTER` (the adapter whose name contains ADAPTER).
+    #[arg(long, default_value = "auto")]
+    backend: BackendChoice,
     /// Window length (default as for `eval`).
     #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
     context: Option<u64>,
@@ -320,29 +320,15 @@ pub(crate) fn window(src: &Source, context: Option<u64>) -> Result<ModelConfig> 
     Ok(m)
 }
 
-/// Runs `job` on the backend `name` (`auto`: the GPU when there is one).
-pub(crate) fn on_backend<T>(name: &str, job: impl FnOnce(Either) -> Result<T>) -> Result<T> {
-    match name {
-        "cpu" => job(Either::Cpu(CpuBackend::new())),
-        "gpu" => job(Either::Gpu(Box::new(
-            GpuBackend::new_blocking().context("--backend gpu")?,
-        ))),
-        _ => match GpuBackend::new_blocking() {
-            Ok(g) => job(Either::Gpu(Box::new(g))),
-            Err(e) => {
-                eprintln!("note: no GPU adapter ({e}); using the CPU backend");
-                job(Either::Cpu(CpuBackend::new()))
-            }
-        },
-    }
-}
-
-/// One of the two backends.
-pub enum Either {
-    /// The CPU backend.
-    Cpu(CpuBackend),
-    /// The GPU backend.
-    Gpu(Box<GpuBackend>),
+/// Runs `job` on the backend `choice` opens ([`AnyBackend::open`]: `auto` is the GPU when
+/// there is one).
+pub(crate) fn on_backend<T>(
+    choice: &BackendChoice,
+    job: impl FnOnce(AnyBackend) -> Result<T>,
+) -> Result<T> {
+    let any = AnyBackend::open(choice, &mut |n| eprintln!("note: {n}"))
+        .with_context(|| format!("--backend {choice}"))?;
+    job(any)
 }
 
 /// The token ids of `text` as the model's tokenizer encodes it for inference: with the
@@ -425,10 +411,10 @@ pub fn run_eval(args: EvalArgs) -> Result<Outcome> {
     };
     // The weights move to the backend; the host copy is not kept.
     let weights = std::mem::take(&mut src.weights);
-    on_backend(&args.backend, |be| match be {
-        Either::Cpu(b) => eval_on(b, &src, weights, m, &ids, &how),
-        Either::Gpu(b) => eval_on(*b, &src, weights, m, &ids, &how),
-    })
+    on_backend(
+        &args.backend,
+        |be| with_backend!(be, b => eval_on(b, &src, weights, m, &ids, &how)),
+    )
     .map_err(naming(&src.path))?;
     Ok(Outcome::Ok)
 }
@@ -566,10 +552,10 @@ pub fn run_sample(args: SampleArgs) -> Result<Outcome> {
         "lower --context or --tokens",
     )?;
     let weights = std::mem::take(&mut src.weights);
-    on_backend(&args.backend, |be| match be {
-        Either::Cpu(b) => sample_on(b, &src, weights, m, &prompt, &args),
-        Either::Gpu(b) => sample_on(*b, &src, weights, m, &prompt, &args),
-    })
+    on_backend(
+        &args.backend,
+        |be| with_backend!(be, b => sample_on(b, &src, weights, m, &prompt, &args)),
+    )
     .map_err(naming(&src.path))?;
     Ok(Outcome::Ok)
 }

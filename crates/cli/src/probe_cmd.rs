@@ -5,12 +5,12 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use hif8lab_engine::Backend;
+use hif8lab_engine::{Backend, BackendChoice, with_backend};
 use hif8lab_lab::stats::{Arm, Groups, bootstrap};
 use hif8lab_train::corpus::{GENERAL_KNOWLEDGE, McItem, items_from_tsv, mc_scores};
 use hif8lab_train::infer::{Model, SCORE_BATCH, choice_sequence, sequence_losses};
 
-use crate::model_cmds::{Either, on_backend, open_source, window};
+use crate::model_cmds::{on_backend, open_source, window};
 
 /// Arguments of `hif8lab probe`.
 #[derive(Args, Debug)]
@@ -21,9 +21,10 @@ pub struct ProbeArgs {
     /// tab-separated file: cluster, context, answer, three or more distractors per line.
     #[arg(long, default_value = "general")]
     set: String,
-    /// `cpu` or `gpu` (default: the GPU when an adapter exists, else the CPU).
-    #[arg(long, value_parser = ["auto", "gpu", "cpu"], default_value = "auto")]
-    backend: String,
+    /// `auto` (the GPU when an adapter exists, else the CPU, said so), `cpu`, `gpu` or
+    /// `gpu:ADAPTER` (the adapter whose name contains ADAPTER).
+    #[arg(long, default_value = "auto")]
+    backend: BackendChoice,
     /// Encode without the tokenizer's special tokens (by default contexts are encoded as
     /// `tokenizer(text)` does: BOS where the tokenizer adds it).
     #[arg(long)]
@@ -64,10 +65,10 @@ pub fn run_probe(args: ProbeArgs) -> Result<crate::Outcome> {
         }
     }
     let clock = std::time::Instant::now();
-    let losses = on_backend(&args.backend, |be| match be {
-        Either::Cpu(b) => score(b, m, &weights, &seqs, args.json),
-        Either::Gpu(b) => score(*b, m, &weights, &seqs, args.json),
-    })
+    let losses = on_backend(
+        &args.backend,
+        |be| with_backend!(be, b => score(b, m, &weights, &seqs, args.json)),
+    )
     .map_err(crate::model_cmds::naming(&src.path))?;
     let seconds = clock.elapsed().as_secs_f64();
     // Log-likelihood of each choice: the sum over its tokens.

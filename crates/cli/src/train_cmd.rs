@@ -12,9 +12,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use hif8lab_engine::Backend;
-use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
+use hif8lab_engine::{AnyBackend, Backend, BackendChoice, with_backend};
 use hif8lab_train::RunConfig;
 use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::driver::{Driver, Event, Progress, Schedule, Tap};
@@ -39,10 +38,10 @@ pub struct TrainArgs {
     /// Override a key: `--set train.lr=1e-5 --set qat.scaling.estimator=most_recent`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
-    /// `gpu`, `cpu`, or `auto` (the GPU when an adapter exists, else the CPU, said so).
-    /// Default: `auto` for a new run; with --resume, the backend the run used.
-    #[arg(long, value_parser = ["auto", "gpu", "cpu"])]
-    backend: Option<String>,
+    /// `auto` (the GPU when an adapter exists, else the CPU, said so), `cpu`, `gpu` or
+    /// `gpu:ADAPTER`. Default: `auto` for a new run; with --resume, the backend the run used.
+    #[arg(long)]
+    backend: Option<BackendChoice>,
     /// Run folder (default runs/<preset>-<unix time>); must not hold a run already.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -160,7 +159,7 @@ pub fn run_train(args: TrainArgs) -> Result<()> {
             .unwrap_or(0);
         PathBuf::from("runs").join(format!("{stem}-{t}"))
     });
-    let backend = args.backend.as_deref().unwrap_or("auto");
+    let backend = args.backend.clone().unwrap_or_default();
     let job = Job {
         config,
         out: &out,
@@ -172,7 +171,7 @@ pub fn run_train(args: TrainArgs) -> Result<()> {
         Some(i) => Start::Init(Box::new(i)),
         None => Start::Fresh,
     };
-    dispatch(backend, None, job, start)
+    dispatch(&backend, None, job, start)
 }
 
 /// A Hugging Face folder to start from: its weights, the `--set`s that make the run's model
@@ -289,28 +288,27 @@ struct Job<'a> {
     stop: &'a AtomicUsize,
 }
 
-/// Trains on `backend` (`cpu`, `gpu` or `auto`); on the GPU, on the adapter named
-/// `adapter` when given and present (a resumed run's own), else on the default one.
-fn dispatch(backend: &str, adapter: Option<&str>, job: Job<'_>, start: Start) -> Result<()> {
-    let gpu = || match adapter.map(|name| (name, GpuBackend::on_adapter_blocking(Some(name)))) {
-        Some((_, Ok(g))) => Ok(g),
-        Some((name, Err(e))) => {
-            eprintln!("note: the run's adapter '{name}' is not available ({e}); using the default");
-            GpuBackend::new_blocking()
+/// Trains on the backend `choice` opens; on a GPU, on the adapter named `adapter` when
+/// given and present (a resumed run's own: preferred, not demanded), else on the default.
+fn dispatch(
+    choice: &BackendChoice,
+    adapter: Option<&str>,
+    job: Job<'_>,
+    start: Start,
+) -> Result<()> {
+    if let (BackendChoice::Auto | BackendChoice::Gpu { adapter: None }, Some(name)) =
+        (choice, adapter)
+    {
+        match GpuBackend::on_adapter_blocking(Some(name)) {
+            Ok(g) => return train_on(g, job, start),
+            Err(e) => eprintln!(
+                "note: the run's adapter '{name}' is not available ({e}); using the default"
+            ),
         }
-        None => GpuBackend::new_blocking(),
-    };
-    match backend {
-        "cpu" => train_on(CpuBackend::new(), job, start),
-        "gpu" => train_on(gpu().context("--backend gpu")?, job, start),
-        _ => match gpu() {
-            Ok(g) => train_on(g, job, start),
-            Err(e) => {
-                eprintln!("note: no GPU adapter ({e}); training on the CPU backend");
-                train_on(CpuBackend::new(), job, start)
-            }
-        },
     }
+    let any = AnyBackend::open(choice, &mut |n| eprintln!("note: {n}"))
+        .with_context(|| format!("--backend {choice}"))?;
+    with_backend!(any, b => train_on(b, job, start))
 }
 
 /// `--dry-run`: what the run needs, what the backend has, whether the start's weights fit

@@ -20,12 +20,16 @@
 //! model and the training loop live in `hif8lab-train`, not here.
 
 pub mod bank;
+mod choice;
 pub mod cpu;
 mod error;
 pub mod gpu;
 pub mod readback;
 
 pub use bank::{BankConfig, BankHistogram, BankSnapshot, QuantizerSnapshot, StatsSnapshot};
+#[cfg(not(target_arch = "wasm32"))]
+pub use choice::open_gpu;
+pub use choice::{AnyBackend, BackendChoice, NotABackend};
 pub use error::EngineError;
 pub use readback::Readback;
 

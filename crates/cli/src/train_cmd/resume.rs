@@ -47,7 +47,7 @@ pub(crate) fn resume_backend(
     args: &TrainArgs,
     run: &RunDir,
     segments: &[Segment],
-) -> (String, Option<String>) {
+) -> (BackendChoice, Option<String>) {
     let previous = segments.last().cloned().or_else(|| legacy_segment(run));
     // The same adapter as before, unless told otherwise (--backend or WGPU_ADAPTER_NAME).
     let adapter = previous
@@ -55,16 +55,17 @@ pub(crate) fn resume_backend(
         .filter(|p| p.backend == "gpu" && !p.adapter.is_empty())
         .filter(|_| std::env::var_os("WGPU_ADAPTER_NAME").is_none_or(|v| v.is_empty()))
         .map(|p| p.adapter.clone());
-    let backend = match (&args.backend, &previous) {
+    let used = previous.as_ref().and_then(|p| match p.backend.parse() {
+        Ok(b @ (BackendChoice::Cpu | BackendChoice::Gpu { .. })) => Some(b),
+        _ => None,
+    });
+    let backend = match (&args.backend, used) {
         (Some(b), _) => b.clone(),
-        (None, Some(p)) if p.backend == "cpu" || p.backend == "gpu" => {
-            eprintln!(
-                "resuming on the {} backend, as the run used (--backend to choose another)",
-                p.backend
-            );
-            p.backend.clone()
+        (None, Some(b)) => {
+            eprintln!("resuming on the {b} backend, as the run used (--backend to choose another)");
+            b
         }
-        (None, _) => "auto".into(),
+        (None, None) => BackendChoice::Auto,
     };
     (backend, adapter)
 }
