@@ -38,4 +38,6 @@ for crate in $members; do
   echo "  $crate: $(echo "$deps" | grep '^hif8lab-' | grep -vx "$crate" | tr '\n' ' ')"
 done
 [ "$fail" -eq 0 ] && echo "dependency direction ok"
+# Inside each crate too: no two modules import each other, directly or round a loop.
+python3 "$(dirname "$0")/check-module-cycles.py" || fail=1
 exit "$fail"

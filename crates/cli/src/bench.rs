@@ -179,8 +179,3 @@ fn bench_codec(n: usize, reps: usize, json: bool) -> Result<Outcome> {
     }
     Ok(Outcome::Ok)
 }
-
-/// Threads the CPU backend's parallel loops and GEMM use (rayon's pool).
-pub fn threads() -> usize {
-    hif8lab_engine::cpu::threads()
-}

@@ -269,7 +269,7 @@ fn run<B: Backend + Profiled>(
             gemm_s * 1e3,
             gemm_fraction(p.ms_per_step),
             gemm_fraction(q.ms_per_step),
-            crate::bench::threads(),
+            hif8lab_engine::cpu::threads(),
             if profile {
                 profile_json(&p, steps)
             } else {

@@ -101,8 +101,8 @@ pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
         let weights = Checkpoint::load(&ck_path)?;
         return from_run(path, path, run, weights);
     }
-    if hf::is_model_path(path) {
-        let m = hf::load_any(path)?;
+    if hif8lab_train::source::is_model_path(path) {
+        let m = hif8lab_train::source::load_any(path)?;
         for n in &m.notes {
             eprintln!("note: {n}");
         }
@@ -144,7 +144,7 @@ pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
             }
             .into());
         }
-        return Err(hf::load_any(path).err().map_or_else(
+        return Err(hif8lab_train::source::load_any(path).err().map_or_else(
             || anyhow::anyhow!("{}: not a GGUF file", path.display()),
             Into::into,
         ));

@@ -184,7 +184,7 @@ struct Init {
 }
 
 fn init_source(dir: &Path, name: &str, text: &str) -> Result<Init> {
-    let model = hif8lab_train::hf::load_any(dir)?;
+    let model = hif8lab_train::source::load_any(dir)?;
     for n in &model.notes {
         eprintln!("note: {n}");
     }

@@ -166,7 +166,7 @@ pub fn detectable_difference(n: usize, discordant: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hif8lab_train::data::Rng;
+    use hif8lab_train::rng::Rng;
     #[test]
     fn wilson_matches_published_values() {
         // Wilson (1927) / Newcombe (1998) example: 81 of 263 → 0.2553 – 0.3662.

@@ -5,7 +5,7 @@ use hif8lab_format::{Format, Overflow};
 use serde::{Deserialize, Serialize};
 
 use crate::estimator::EstimatorSpec;
-use crate::state::ScaleRule;
+use crate::rule::ScaleRule;
 
 /// What the first call after a (re)start does when the history is empty.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -17,6 +17,7 @@ pub mod estimator;
 pub mod ids;
 pub mod import;
 pub mod replay;
+pub mod rule;
 pub mod state;
 pub mod stats;
 pub mod synth;

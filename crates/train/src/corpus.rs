@@ -11,7 +11,7 @@
 //!   analog), completion of regularities (the HellaSwag analog), and held-out text of the
 //!   pretraining distribution (forgetting shows as its loss rising).
 
-use crate::data::Rng;
+use crate::rng::Rng;
 
 mod probe_file;
 pub use probe_file::{GENERAL_KNOWLEDGE, items_from_tsv};
@@ -246,9 +246,7 @@ fn choices_with(answer: String, mut pool: Vec<String>, rng: &mut Rng) -> (Vec<St
     (choices, at)
 }
 
-/// Knowledge items per entity ([`ProbeSet::generate`]): its colour in three phrasings, its
-/// kind in two, its neighbour in one. They are resampled together (they share facts).
-pub const KNOWLEDGE_PER_ENTITY: usize = 6;
+pub use crate::kb::KNOWLEDGE_PER_ENTITY;
 
 /// Every distinct completion item: weekdays and numbers from 7 starts with 1–3 words given,
 /// letters from 22 starts with 2–4 given.
@@ -502,7 +500,7 @@ pub fn score_probes(
     rows: &[Vec<f32>],
     knowledge: &(Vec<McItem>, Vec<(usize, usize)>),
     completion: &(Vec<McItem>, Vec<(usize, usize)>),
-) -> crate::ProbeScores {
+) -> crate::eval::ProbeScores {
     use crate::resample::{Arm, Groups, bootstrap, pack_marks};
     let mut at = 0;
     let mut score = |(items, spans): &(Vec<McItem>, Vec<(usize, usize)>)| {
@@ -544,7 +542,7 @@ pub fn score_probes(
     let cg = Groups::from_ids(&c_group);
     let ci =
         |g: &Groups, m: &[bool]| bootstrap(g, &[Arm::marks(&[m.to_vec()])], &|v| v[0]).interval;
-    let intervals = crate::trainer::ProbeIntervals {
+    let intervals = crate::eval::ProbeIntervals {
         knowledge_acc: ci(&kg, &k_acc),
         knowledge_acc_norm: ci(&kg, &k_norm),
         completion_acc: ci(&cg, &c_acc),
@@ -558,7 +556,7 @@ pub fn score_probes(
         )
         .interval,
     };
-    crate::ProbeScores {
+    crate::eval::ProbeScores {
         step,
         knowledge_acc: frac(&k_acc),
         knowledge_acc_norm: frac(&k_norm),
@@ -568,7 +566,7 @@ pub fn score_probes(
         knowledge_items: k_acc.len(),
         completion_items: c_acc.len(),
         intervals: Some(intervals),
-        marks: Some(crate::trainer::ProbeMarks {
+        marks: Some(crate::eval::ProbeMarks {
             knowledge_acc: pack_marks(&k_acc),
             knowledge_acc_norm: pack_marks(&k_norm),
             completion_acc: pack_marks(&c_acc),
@@ -580,21 +578,6 @@ pub fn score_probes(
             completion_margin: c_margin,
         }),
     }
-}
-
-/// The training text a run's `data` section names: `synthetic`, `kb` (the knowledge base's
-/// pretraining corpus), `web` (the bursty continued-training corpus) or a file path.
-pub fn training_text(d: &crate::config::DataConfig, seed: u64) -> Result<String, String> {
-    Ok(match d.corpus.as_str() {
-        "synthetic" => crate::data::synthetic_corpus(seed, d.bytes),
-        "kb" => pretrain_corpus(
-            &KnowledgeBase::generate(d.entities, d.kb_seed),
-            seed,
-            d.bytes,
-        ),
-        "web" => web_corpus(seed, d.bytes),
-        path => crate::data::read_corpus(std::path::Path::new(path))?,
-    })
 }
 
 #[cfg(test)]

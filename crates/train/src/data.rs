@@ -4,13 +4,12 @@
 
 use std::path::Path;
 
+use crate::rng::Rng;
+
 /// Tokens of a text: its UTF-8 bytes (vocabulary 256).
 pub fn tokenize(text: &str) -> Vec<u32> {
     text.bytes().map(u32::from).collect()
 }
-
-/// splitmix64 (deterministic, portable): the scaling crate's generator.
-pub use hif8lab_scaling::synth::SplitMix64 as Rng;
 
 const NAMES: [&str; 24] = [
     "Zorbia", "Quelt", "Amarin", "Tovek", "Lumen", "Brask", "Ostrel", "Vyn", "Celd", "Marrow",
@@ -98,6 +97,21 @@ pub fn read_corpus(path: &Path) -> Result<String, String> {
     }
 }
 
+/// The training text a run's `data` section names: `synthetic`, `kb` (the knowledge base's
+/// pretraining corpus), `web` (the bursty continued-training corpus) or a file path.
+pub fn training_text(d: &crate::config::DataConfig, seed: u64) -> Result<String, String> {
+    Ok(match d.corpus.as_str() {
+        "synthetic" => synthetic_corpus(seed, d.bytes),
+        "kb" => crate::corpus::pretrain_corpus(
+            &crate::corpus::KnowledgeBase::generate(d.entities, d.kb_seed),
+            seed,
+            d.bytes,
+        ),
+        "web" => crate::corpus::web_corpus(seed, d.bytes),
+        path => read_corpus(Path::new(path))?,
+    })
+}
+
 /// Sequences of `context + 1` tokens drawn from a token stream at seeded offsets.
 #[derive(Clone, Debug)]
 pub struct Sampler {
@@ -160,7 +174,7 @@ impl RunData {
     /// The data `config` names: its corpus (generated, or a file) in its tokenizer, checked
     /// against the model's vocabulary and context.
     pub fn for_config(config: &crate::RunConfig) -> Result<Self, String> {
-        let text = crate::corpus::training_text(
+        let text = training_text(
             &config.data,
             config.data.corpus_seed.unwrap_or(config.train.seed),
         )?;

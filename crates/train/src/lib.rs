@@ -7,7 +7,7 @@
 //! high-precision warmup before quantization switches on.
 //!
 //! - [`config`]: run configuration (TOML, presets, `--set` overrides);
-//! - [`data`]: byte tokenizer, generated corpus, seeded sampler;
+//! - [`data`]: byte tokenizer, a run's training text, seeded sampler;
 //! - [`corpus`]: the knowledge base, the bursty continued-training corpus, the probes;
 //! - [`model`]: parameters and the explicit forward/backward passes;
 //! - [`trainer`]: one optimizer step, enqueued asynchronously, and its reports;
@@ -20,7 +20,11 @@
 //! - [`hf`]: Hugging Face Llama folders in (`--init-from`, `eval`) and out (`export hf`);
 //! - [`infer`]: a model without optimizer state: windowed loss, logits, sampling;
 //! - [`tokenizer`]: the byte tokenizer and Hugging Face `tokenizer.json` files;
-//! - [`resample`]: the cluster bootstrap behind each probe score's interval.
+//! - [`resample`]: the cluster bootstrap behind each probe score's interval;
+//! - [`eval`]: what a probe evaluation measured (scores, intervals, per-item marks);
+//! - [`kb`]: the knowledge base's shape its corpus and probes share;
+//! - [`rng`]: the one random generator (splitmix64);
+//! - [`source`]: a model a user brings (Hugging Face folder or GGUF file), opened in one place.
 //!
 //! The experiments built on the trainer (grid, lessons, claims and their statistics) live in
 //! `hif8lab-lab`, the UI in `hif8lab-app`, the command line in `hif8lab-cli`; none is here.
@@ -30,18 +34,22 @@ pub mod config;
 pub mod corpus;
 pub mod data;
 pub mod driver;
+pub mod eval;
 pub mod folder;
 pub mod gguf;
 pub mod hf;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod infer;
 pub mod io;
+pub mod kb;
 pub mod lock;
 pub mod memory;
 pub mod model;
 pub mod open;
 pub mod resample;
+pub mod rng;
 pub mod run;
+pub mod source;
 pub mod tokenizer;
 pub mod trainer;
 

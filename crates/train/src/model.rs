@@ -9,7 +9,7 @@ use hif8lab_engine::{AttentionShape, Backend, EngineError, Layout, MatmulSpec, R
 use hif8lab_scaling::{Module, QuantizerId, Role};
 
 use crate::config::{ModelConfig, QatConfig};
-use crate::data::Rng;
+use crate::rng::Rng;
 
 mod plan;
 

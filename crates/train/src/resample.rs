@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::data::Rng;
+use crate::rng::Rng;
 
 /// Held-out windows per resampling block: the windows are consecutive pieces of one text,
 /// so neighbours are resampled together.

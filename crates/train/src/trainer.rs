@@ -18,9 +18,8 @@ use crate::tokenizer::Tokenizer;
 mod probes;
 mod state;
 
-pub use probes::{
-    PROBE_SCORES, PendingEval, PendingWeights, ProbeIntervals, ProbeMarks, ProbeScores,
-};
+pub use crate::eval::{PROBE_SCORES, ProbeIntervals, ProbeMarks, ProbeScores};
+pub use probes::{PendingEval, PendingWeights};
 pub use state::bank_snapshot;
 
 /// One quantizer call as read back (the scaling crate's call record).

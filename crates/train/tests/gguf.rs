@@ -161,7 +161,7 @@ fn the_tokenizer_encodes_as_transformers_gguf_conversion() {
 
 fn logits_error<B: Backend>(b: B, name: &str) -> f64 {
     let r = reference(name);
-    let m = hf::load_any(&fixtures().join(format!("{name}.gguf"))).unwrap();
+    let m = hif8lab_train::source::load_any(&fixtures().join(format!("{name}.gguf"))).unwrap();
     let ids: Vec<u32> = serde_json::from_value(r["input_ids"].clone()).unwrap();
     let want: Vec<f64> = serde_json::from_value(r["logits"].clone()).unwrap();
     let mut model = Model::new(b, m.config.model.clone(), &m.weights, 1).unwrap();
@@ -216,7 +216,7 @@ fn an_imported_folder_reads_back_the_same_model() {
 fn cached_generation_equals_recomputing_every_window() {
     // Greedy tokens from the key/value cache equal the argmax of a full forward pass over
     // the whole sequence at each step (CPU and GPU).
-    let m = hf::load_any(&fixtures().join("tiny-llama.gguf")).unwrap();
+    let m = hif8lab_train::source::load_any(&fixtures().join("tiny-llama.gguf")).unwrap();
     let mut cfg = m.config.model.clone();
     cfg.context = 24;
     let prompt = [87u32, 260, 272, 274, 275];

@@ -18,26 +18,28 @@ impl HifApp {
     /// Opens a Hugging Face folder or a GGUF file (natively).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open_hf_dir(&mut self, dir: &std::path::Path) {
-        let result = hf::load_any(dir).map_err(|e| e.to_string()).and_then(|m| {
-            let tokenizer = match &m.tokenizer {
-                Some(p) => hif8lab_train::tokenizer::Tokenizer::read(p)?.0.setting(p),
-                None if m.config.model.vocab == 256 => "bytes".into(),
-                None => return Err(format!("{}: no tokenizer.json", dir.display())),
-            };
-            Ok(HfStart {
-                name: dir
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| dir.display().to_string()),
-                source: std::fs::canonicalize(dir)
-                    .unwrap_or_else(|_| dir.to_owned())
-                    .display()
-                    .to_string(),
-                model: m.config.model,
-                weights: Arc::new(m.weights),
-                tokenizer,
-            })
-        });
+        let result = hif8lab_train::source::load_any(dir)
+            .map_err(|e| e.to_string())
+            .and_then(|m| {
+                let tokenizer = match &m.tokenizer {
+                    Some(p) => hif8lab_train::tokenizer::Tokenizer::read(p)?.0.setting(p),
+                    None if m.config.model.vocab == 256 => "bytes".into(),
+                    None => return Err(format!("{}: no tokenizer.json", dir.display())),
+                };
+                Ok(HfStart {
+                    name: dir
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| dir.display().to_string()),
+                    source: std::fs::canonicalize(dir)
+                        .unwrap_or_else(|_| dir.to_owned())
+                        .display()
+                        .to_string(),
+                    model: m.config.model,
+                    weights: Arc::new(m.weights),
+                    tokenizer,
+                })
+            });
         self.set_hf(result);
     }
 
@@ -125,7 +127,7 @@ impl HifApp {
             (dirs, files)
         });
         for dir in dirs {
-            if hf::is_model_path(&dir) {
+            if hif8lab_train::source::is_model_path(&dir) {
                 self.open_hf_dir(&dir);
             } else {
                 self.form.open_path = dir.display().to_string();

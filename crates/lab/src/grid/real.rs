@@ -33,7 +33,7 @@ pub const HELDOUT_BYTES: usize = 48 * 1024;
 /// The path `base.model` names: a known model's cached file, or the path itself.
 pub fn resolve(base: &BaseModel) -> Result<PathBuf, TrainError> {
     if let Some((name, file)) = KNOWN_MODELS.iter().find(|(n, _)| *n == base.model) {
-        let path = hif8lab_train::hf::cache_dir().join("models").join(file);
+        let path = hif8lab_train::source::cache_dir().join("models").join(file);
         if !path.is_file() {
             return Err(TrainError::Data(format!(
                 "base.model = \"{name}\": {} is not there; fetch it with \
@@ -128,7 +128,7 @@ pub fn load(grid: &GridConfig) -> Result<RealBase, TrainError> {
         .as_ref()
         .ok_or_else(|| TrainError::Data("the grid has no [base] model".into()))?;
     let source = resolve(base)?;
-    let model = hif8lab_train::hf::load_any(&source)
+    let model = hif8lab_train::source::load_any(&source)
         .map_err(|e| TrainError::Data(format!("base.model: {e}")))?;
     let differences = shape_differences(&grid.model, &model.config.model);
     if !differences.is_empty() {

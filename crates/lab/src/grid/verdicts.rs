@@ -343,7 +343,7 @@ fn ratio_draws_over_quantizers(rows: &[ResultRow]) -> Option<Vec<f64>> {
     // of two integer sums, rounded once: through the arms' means it is rounded three times,
     // and integer counts put draws exactly on the 3× threshold, where the last bit decides
     // which side they count on.
-    let mut rng = hif8lab_train::data::Rng::new(CLAIM_SEED ^ 0x5A70_0A7E);
+    let mut rng = hif8lab_train::rng::Rng::new(CLAIM_SEED ^ 0x5A70_0A7E);
     let draws = (0..CLAIM_RESAMPLES)
         .map(|_| {
             let (mut a, mut b) = (0u64, 0u64);

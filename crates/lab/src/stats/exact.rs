@@ -4,7 +4,7 @@
 //! are checked against scipy/statsmodels in `tests/stats_reference.rs` (the reference values
 //! come from `scripts/stats_reference.py`).
 
-use hif8lab_train::data::Rng;
+use hif8lab_train::rng::Rng;
 
 /// ln Γ(x) for x > 0 (Lanczos, g = 7, 9 terms: ~15 significant digits).
 pub fn ln_gamma(x: f64) -> f64 {

@@ -2,7 +2,7 @@
 //! own (`hif8lab probe --set`).
 
 use super::McItem;
-use crate::data::Rng;
+use crate::rng::Rng;
 
 /// The general-knowledge probe set shipped with hif8lab (`assets/probes/general-knowledge.tsv`:
 /// 609 items over 209 clusters — countries and chemical elements), for real pretrained models.

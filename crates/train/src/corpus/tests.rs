@@ -85,7 +85,7 @@ fn probe_scores_carry_marks_and_intervals() {
     let marks = unpack_marks(&m.knowledge_acc, 12).unwrap();
     assert_eq!(marks, (0..12).map(|i| i % 2 == 0).collect::<Vec<_>>());
     assert_eq!(m.heldout, vec![1.5, 3.5]);
-    for name in crate::trainer::PROBE_SCORES {
+    for name in crate::eval::PROBE_SCORES {
         let [lo, hi] = s.interval(name);
         let v = s.score(name);
         assert!(lo <= v && v <= hi, "{name}: {lo} {v} {hi}");

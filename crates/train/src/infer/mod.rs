@@ -17,8 +17,8 @@ use hif8lab_engine::{Backend, BankConfig, BankSnapshot};
 
 use crate::checkpoint::Checkpoint;
 use crate::config::{ModelConfig, QatConfig};
-use crate::data::Rng;
 use crate::model::{self, Params, QuantPlan};
+use crate::rng::Rng;
 use crate::trainer::TrainError;
 use forward::{Acts, KvCache, Pass};
 pub use probe::{HELDOUT_WINDOWS, SCORE_BATCH, choice_sequence, score_probe_set, sequence_losses};
