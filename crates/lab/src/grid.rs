@@ -327,6 +327,51 @@ pub struct GridRun {
     pub format: Format,
 }
 
+/// A grid cell's identity: what makes one run of the grid another run (its name is only a
+/// label of it). A run's matched baseline is found by its key, never by comparing names,
+/// learning rates or the string "none".
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CellKey {
+    /// The estimator (None: the high-precision baseline).
+    pub estimator: Option<EstimatorSpec>,
+    /// High or low learning rate.
+    pub high_lr: bool,
+    /// With the high-precision warmup.
+    pub warmup: bool,
+    /// The quantizers' number format (HiF8 for the baselines, which quantize nothing).
+    pub format: Format,
+}
+
+impl GridRun {
+    /// This run's cell.
+    pub fn key(&self) -> CellKey {
+        CellKey {
+            estimator: self.estimator,
+            high_lr: self.high_lr,
+            warmup: self.warmup,
+            format: self.format,
+        }
+    }
+
+    /// The cell of its matched high-precision baseline.
+    pub fn baseline_key(&self) -> CellKey {
+        self.key().baseline()
+    }
+}
+
+impl CellKey {
+    /// The cell of the high-precision baseline matched to this one: the same learning
+    /// rate, no estimator, no warmup.
+    pub fn baseline(self) -> CellKey {
+        CellKey {
+            estimator: None,
+            high_lr: self.high_lr,
+            warmup: false,
+            format: Format::HiF8,
+        }
+    }
+}
+
 /// The runs: the paper's cells. Two high-precision baselines, most_recent and
 /// max_window(64) at both learning rates without warmup, and both at the low rate with the
 /// high-precision warmup. (Exponential smoothing and current scaling are measured on every

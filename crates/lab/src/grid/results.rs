@@ -16,6 +16,8 @@ use hif8lab_train::trainer::PROBE_SCORES;
 pub struct ResultRow {
     /// The run.
     pub name: String,
+    /// Its cell (what identifies it; `name` is the label).
+    pub key: CellKey,
     /// Its paper counterpart.
     pub paper: String,
     /// The summary of its first seed.
@@ -183,9 +185,9 @@ impl GridResults {
     ) -> Self {
         let base = bases.first().cloned().unwrap_or_default();
         let base_seeds: Vec<RunSummary> = bases.iter().map(base_run).collect();
-        let by_name = |n: &str| {
+        let by_key = |k: CellKey| {
             runs.iter()
-                .position(|r| r.name == n)
+                .position(|r| r.key() == k)
                 .and_then(|i| summaries.get(i))
         };
         let seeds = summaries.iter().map(Vec::len).max().unwrap_or(1);
@@ -194,12 +196,7 @@ impl GridResults {
             .zip(summaries)
             .filter(|(_, s)| !s.is_empty())
             .map(|(run, s)| {
-                let matched = by_name(if run.high_lr {
-                    "baseline-high"
-                } else {
-                    "baseline-low"
-                })
-                .filter(|_| run.estimator.is_some());
+                let matched = by_key(run.baseline_key()).filter(|_| run.estimator.is_some());
                 let apes: Vec<(f64, f64)> = match matched {
                     Some(b) => s
                         .iter()
@@ -223,6 +220,7 @@ impl GridResults {
                 let drop = |score: &str| drop_estimate(reference, s, score);
                 ResultRow {
                     name: run.name.clone(),
+                    key: run.key(),
                     paper: run.paper.into(),
                     summary: s[0].clone(),
                     seeds: s.clone(),

@@ -364,9 +364,7 @@ fn ape_per_seed(rows: &[ResultRow], runs: &[&ResultRow]) -> Vec<f64> {
         .map(|k| {
             runs.iter()
                 .filter_map(|r| {
-                    let b = rows
-                        .iter()
-                        .find(|b| b.summary.estimator == "none" && b.summary.lr == r.summary.lr)?;
+                    let b = rows.iter().find(|b| b.key == r.key.baseline())?;
                     let (q, b) = (r.seeds.get(k)?, b.seeds.get(k)?);
                     let n = q.losses.len().min(b.losses.len());
                     Some(ape(&q.losses[..n], &b.losses[..n]))
