@@ -51,7 +51,7 @@ impl HfStart {
         };
         config.data.tokenizer = self.tokenizer.clone();
         config.train.init_from = Some(self.source.clone());
-        config.validate()?;
+        config.validate().map_err(|e| e.message)?;
         Ok(config)
     }
 }

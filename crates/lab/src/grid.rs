@@ -197,7 +197,10 @@ impl GridConfig {
                         .into(),
                 ));
             }
-            (Some(_), None) => config.pretrain_config().validate().map_err(err)?,
+            (Some(_), None) => config
+                .pretrain_config()
+                .validate()
+                .map_err(|e| err(e.message))?,
             (None, Some(b)) if b.model.trim().is_empty() => {
                 return Err(err(
                     "base.model must name a model (smollm2-135m or a path)".into()
@@ -207,7 +210,10 @@ impl GridConfig {
         }
         // Validate through the run configs it produces.
         for run in config.runs() {
-            config.run_config(&run).validate().map_err(err)?;
+            config
+                .run_config(&run)
+                .validate()
+                .map_err(|e| err(e.message))?;
         }
         if config.cont.eval_every == 0 {
             return Err(err("continue.eval_every must be at least 1".into()));

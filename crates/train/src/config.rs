@@ -496,7 +496,7 @@ impl RunConfig {
             }
             node.insert((*last).to_owned(), value);
         }
-        // An error blames the last --set whose key `names` the bad key.
+        // An error blames the last --set that set a key it is about.
         let blamed = |message: String, names: &dyn Fn(&str) -> bool| {
             let set = overrides
                 .iter()
@@ -514,10 +514,9 @@ impl RunConfig {
                 let message = format!("key '{key}': {}", e.into_inner().message());
                 blamed(message, &|k| k == key)
             })?;
-        config.validate().map_err(|message| {
-            let blame_of = message.clone();
-            blamed(message, &|k| blame_of.starts_with(k))
-        })?;
+        config
+            .validate()
+            .map_err(|e| blamed(e.message.clone(), &|k| e.involves(k)))?;
         Ok(config)
     }
 
@@ -585,6 +584,7 @@ impl RunConfig {
 }
 
 mod validate;
+pub use validate::InvalidKey;
 
 #[cfg(test)]
 mod tests;

@@ -99,3 +99,34 @@ fn default_blocks_skip_first_and_last_like_the_paper() {
     assert_eq!(q.blocks_for(4), vec![1, 2]);
     assert_eq!(q.blocks_for(8), vec![1, 2, 3, 4, 5, 6]);
 }
+
+#[test]
+fn a_setting_is_blamed_on_the_set_of_any_key_it_involves_never_by_prefix() {
+    let smoke = RunConfig::preset_text("smoke").unwrap();
+    // The message is about model.d_model, but model.heads is what the user set.
+    let e = RunConfig::parse("smoke", smoke, &["model.heads=5".into()]).unwrap_err();
+    assert_eq!(e.set.as_deref(), Some("model.heads=5"), "{e}");
+    assert!(e.message.contains("model.heads 5"), "{e}");
+    // A key that merely starts like another is not it (train.eps is not train.eps_x), and
+    // a set of an unrelated key is not blamed.
+    let e = RunConfig::parse(
+        "smoke",
+        smoke,
+        &["train.lr=2".into(), "train.seed=3".into()],
+    )
+    .unwrap_err();
+    assert_eq!(e.set.as_deref(), Some("train.lr=2"), "{e}");
+    let e = RunConfig::parse(
+        "smoke",
+        smoke,
+        &["train.seed=3".into(), "model.heads=5".into()],
+    )
+    .unwrap_err();
+    assert_eq!(e.set.as_deref(), Some("model.heads=5"), "{e}");
+    let bad = RunConfig::parse("smoke", smoke, &[]).unwrap();
+    let mut m = bad.clone();
+    m.train.eps = 0.0;
+    let e = m.validate().unwrap_err();
+    assert_eq!(e.keys, vec!["train.eps"]);
+    assert!(e.involves("train") && e.involves("train.eps") && !e.involves("train.ep"));
+}

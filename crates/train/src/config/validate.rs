@@ -2,16 +2,47 @@
 
 use super::*;
 
+/// A setting out of range or inconsistent with another: the keys involved (the first is the
+/// one the message is about) and the message, which names them. A `--set` of any of the
+/// keys (or of a table holding one) is blamed for it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct InvalidKey {
+    /// The dotted keys involved (`model.d_model`, `model.heads`).
+    pub keys: Vec<&'static str>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl InvalidKey {
+    fn new(keys: &[&'static str], message: impl Into<String>) -> Self {
+        InvalidKey {
+            keys: keys.to_vec(),
+            message: message.into(),
+        }
+    }
+
+    /// Whether a `--set` of `key` set one of the keys involved (the key itself, or a
+    /// table above it).
+    pub fn involves(&self, key: &str) -> bool {
+        self.keys.iter().any(|k| {
+            *k == key
+                || k.strip_prefix(key)
+                    .is_some_and(|rest| rest.starts_with('.'))
+        })
+    }
+}
+
 impl RunConfig {
-    /// Checks ranges and consistency; the message names the key.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks ranges and consistency; the error names the keys.
+    pub fn validate(&self) -> Result<(), InvalidKey> {
         self.check_model()?;
         self.check_ranges()?;
         self.check_rest()
     }
 
     /// The model's sizes: positive, consistent, representable.
-    fn check_model(&self) -> Result<(), String> {
+    fn check_model(&self) -> Result<(), InvalidKey> {
         let m = &self.model;
         let positive = [
             ("model.vocab", m.vocab),
@@ -27,61 +58,81 @@ impl RunConfig {
         ];
         for (key, v) in positive {
             if v == 0 {
-                return Err(format!("{key} must be at least 1"));
+                return Err(InvalidKey::new(&[key], format!("{key} must be at least 1")));
             }
         }
         // The block count sizes a list in the checks below: bounded first (far above anything
         // trainable here); every other size is left to the memory estimate.
         if m.layers > 1 << 12 {
-            return Err(format!(
-                "model.layers must be at most {}, got {}",
-                1 << 12,
-                m.layers
+            return Err(InvalidKey::new(
+                &["model.layers"],
+                format!("model.layers must be at most {}, got {}", 1 << 12, m.layers),
             ));
         }
         if m.context < 2 {
-            return Err("model.context must be at least 2".into());
+            return Err(InvalidKey::new(
+                &["model.context"],
+                "model.context must be at least 2",
+            ));
         }
         if !m.d_model.is_multiple_of(m.heads) {
-            return Err(format!(
-                "model.d_model {} must be a multiple of model.heads {}",
-                m.d_model, m.heads
+            return Err(InvalidKey::new(
+                &["model.d_model", "model.heads"],
+                format!(
+                    "model.d_model {} must be a multiple of model.heads {}",
+                    m.d_model, m.heads
+                ),
             ));
         }
         if !m.heads.is_multiple_of(m.kv_heads) {
-            return Err(format!(
-                "model.heads {} must be a multiple of model.kv_heads {}",
-                m.heads, m.kv_heads
+            return Err(InvalidKey::new(
+                &["model.heads", "model.kv_heads"],
+                format!(
+                    "model.heads {} must be a multiple of model.kv_heads {}",
+                    m.heads, m.kv_heads
+                ),
             ));
         }
         if !m.head_dim().is_multiple_of(2) {
-            return Err(format!(
-                "model.d_model / model.heads = {} must be even (RoPE)",
-                m.head_dim()
+            return Err(InvalidKey::new(
+                &["model.d_model", "model.heads"],
+                format!(
+                    "model.d_model / model.heads = {} must be even (RoPE)",
+                    m.head_dim()
+                ),
             ));
         }
         if m.max_positions.is_some_and(|p| m.context > p) {
-            return Err(format!(
-                "model.context {} is longer than model.max_positions {} (the longest context \
+            return Err(InvalidKey::new(
+                &["model.context", "model.max_positions"],
+                format!(
+                    "model.context {} is longer than model.max_positions {} (the longest context \
                  the model was made for)",
-                m.context,
-                m.max_positions.unwrap_or_default()
+                    m.context,
+                    m.max_positions.unwrap_or_default()
+                ),
             ));
         }
         if m.vocab > 1 << 24 {
-            return Err("model.vocab must be below 2^24".into());
+            return Err(InvalidKey::new(
+                &["model.vocab"],
+                "model.vocab must be below 2^24",
+            ));
         }
         Ok(())
     }
 
     /// Each numeric setting in the range where training means something; a value outside
     /// would otherwise train silently wrong or end in "non-finite values" without a name.
-    fn check_ranges(&self) -> Result<(), String> {
+    fn check_ranges(&self) -> Result<(), InvalidKey> {
         let (m, t) = (&self.model, &self.train);
         if t.steps == 0 {
-            return Err("train.steps must be at least 1".into());
+            return Err(InvalidKey::new(
+                &["train.steps"],
+                "train.steps must be at least 1",
+            ));
         }
-        let ranges: [(&str, f64, f64, f64, &str); 9] = [
+        let ranges: [(&'static str, f64, f64, f64, &str); 9] = [
             (
                 "model.norm_eps",
                 f64::from(m.norm_eps),
@@ -125,13 +176,15 @@ impl RunConfig {
                 } else {
                     format!("{}", v as f32)
                 };
-                return Err(format!("{key} must be in {shown}, got {shown_v}"));
+                return Err(InvalidKey::new(
+                    &[key],
+                    format!("{key} must be in {shown}, got {shown_v}"),
+                ));
             }
         }
         Ok(())
     }
 
-    /// Data, trace and QAT settings.
     /// Why QAT is on yet quantizes nothing (no block, module or role left), if it is: such
     /// a run traces no quantizer, so `train` says so loudly and a grid refuses it (its
     /// claims would be judged from no data).
@@ -166,35 +219,48 @@ impl RunConfig {
         None
     }
 
-    fn check_rest(&self) -> Result<(), String> {
+    /// Data, trace and QAT settings.
+    fn check_rest(&self) -> Result<(), InvalidKey> {
         let m = &self.model;
         if self.data.bytes == 0 {
-            return Err("data.bytes must be at least 1".into());
+            return Err(InvalidKey::new(
+                &["data.bytes"],
+                "data.bytes must be at least 1",
+            ));
         }
         if self.data.entities == 0 {
-            return Err("data.entities must be at least 1".into());
+            return Err(InvalidKey::new(
+                &["data.entities"],
+                "data.entities must be at least 1",
+            ));
         }
         if self.train.trace_every == 0 {
-            return Err("train.trace_every must be at least 1".into());
+            return Err(InvalidKey::new(
+                &["train.trace_every"],
+                "train.trace_every must be at least 1",
+            ));
         }
         for b in self.qat.blocks_for(m.layers) {
             if b as usize >= m.layers {
-                return Err(format!(
-                    "qat.blocks: block {b} does not exist (model.layers = {})",
-                    m.layers
+                return Err(InvalidKey::new(
+                    &["qat.blocks", "model.layers"],
+                    format!(
+                        "qat.blocks: block {b} does not exist (model.layers = {})",
+                        m.layers
+                    ),
                 ));
             }
         }
         if self.qat.clipped_ste && self.qat.scaling.overflow != hif8lab_format::Overflow::Saturate {
-            return Err(
+            return Err(InvalidKey::new(
+                &["qat.clipped_ste", "qat.scaling.overflow"],
                 "qat.clipped_ste = true needs qat.scaling.overflow = \"saturate\" (the mask zeroes \
-                 the gradient of values that saturation clipped)"
-                    .into(),
-            );
+                 the gradient of values that saturation clipped)",
+            ));
         }
         self.qat
             .scaling
             .validate()
-            .map_err(|e| format!("qat.scaling: {e}"))
+            .map_err(|e| InvalidKey::new(&["qat.scaling"], format!("qat.scaling: {e}")))
     }
 }
