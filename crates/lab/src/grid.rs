@@ -42,7 +42,7 @@ mod verdicts;
 
 pub use data::{DATA_FILE, GridData, GridDataRun};
 pub use results::{
-    GridResults, PAIRED_TEST, ResultRow, base_run, compare, count_prefix, drop_stat,
+    GridResults, PAIRED_TEST, ResultRow, base_run, compare, count_of_kind, drop_stat,
     forgetting_excess,
 };
 #[cfg(not(target_arch = "wasm32"))]

@@ -12,7 +12,7 @@ use serde::Serialize;
 pub use crate::claims::Claim;
 use crate::claims::{Part, Side};
 use crate::grid::{
-    GridConfig, GridResults, RunSummary, base_run, count_prefix as count, forgetting_contrast,
+    GridConfig, GridResults, RunSummary, base_run, count_of_kind as count, forgetting_contrast,
     forgetting_vs_base, grid_runs,
 };
 use crate::stats::Verdict3;

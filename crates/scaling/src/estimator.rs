@@ -221,7 +221,51 @@ pub const DEFAULT_EMA_ALPHA: f32 = 0.1;
 /// Default parameters of `holt` (alpha, beta, damping).
 pub const DEFAULT_HOLT: (f32, f32, f32) = (0.5, 0.1, 0.9);
 
+/// Which estimator a spec is, its parameters aside: `max_window(64)`, `max_window` and `max`
+/// are all [`EstimatorKind::MaxWindow`]. What a run's estimator names are matched by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EstimatorKind {
+    /// `most_recent`.
+    MostRecent,
+    /// `max_window(n)`.
+    MaxWindow,
+    /// `mean_window(n)`.
+    MeanWindow,
+    /// `ema(alpha)`.
+    Ema,
+    /// `holt(alpha,beta,damping)`.
+    Holt,
+    /// `current`.
+    Current,
+}
+
+impl EstimatorKind {
+    /// The kind of an estimator name (any spelling [`EstimatorSpec`] parses), if it is one.
+    pub fn of(name: &str) -> Option<EstimatorKind> {
+        name.parse::<EstimatorSpec>().ok().map(|s| s.kind())
+    }
+
+    /// The index of the first of `names` (a run's estimators, in order) of this kind.
+    pub fn position_in<S: AsRef<str>>(self, names: &[S]) -> Option<usize> {
+        names
+            .iter()
+            .position(|n| EstimatorKind::of(n.as_ref()) == Some(self))
+    }
+}
+
 impl EstimatorSpec {
+    /// Its kind, parameters aside.
+    pub fn kind(&self) -> EstimatorKind {
+        match self {
+            EstimatorSpec::MostRecent => EstimatorKind::MostRecent,
+            EstimatorSpec::MaxWindow(_) => EstimatorKind::MaxWindow,
+            EstimatorSpec::MeanWindow(_) => EstimatorKind::MeanWindow,
+            EstimatorSpec::Ema(_) => EstimatorKind::Ema,
+            EstimatorSpec::Holt(..) => EstimatorKind::Holt,
+            EstimatorSpec::Current => EstimatorKind::Current,
+        }
+    }
+
     /// The default shadow set of SPEC.md §3: most_recent, ema(0.1), mean_window, max_window,
     /// current (windows from the configured `window`).
     pub fn default_set() -> Vec<EstimatorSpec> {

@@ -26,6 +26,6 @@ pub mod trace;
 
 pub use call::{CallCounts, CallRecord, EstimatorCounts};
 pub use config::{ColdStart, ScalingConfig};
-pub use estimator::{Estimator, EstimatorSpec};
+pub use estimator::{Estimator, EstimatorKind, EstimatorSpec};
 pub use ids::{Module, QuantizerId, Role};
 pub use state::{Decision, QuantizerState, ScaleRule};

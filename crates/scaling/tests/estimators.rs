@@ -312,3 +312,32 @@ proptest! {
         prop_assert!(ema >= lo && ema <= hi, "ema {ema} outside [{lo}, {hi}]");
     }
 }
+
+#[test]
+fn estimator_names_are_matched_by_their_spec_not_their_spelling() {
+    use hif8lab_scaling::EstimatorKind;
+    let run = [
+        "most_recent",
+        "ema(0.1)",
+        "mean_window(64)",
+        "max_window(64)",
+        "current",
+    ];
+    for (name, at) in [
+        ("max_window", 3),
+        ("max", 3),
+        ("max_window(16)", 3),
+        ("mean", 2),
+        ("ema", 1),
+        ("cts", 4),
+        ("most-recent", 0),
+    ] {
+        let kind = EstimatorKind::of(name).unwrap();
+        assert_eq!(kind.position_in(&run), Some(at), "{name}");
+    }
+    // Spellings that merely start like one are not it.
+    for name in ["max_windowx", "most_recently", "", "ema(2)x"] {
+        assert_eq!(EstimatorKind::of(name), None, "{name}");
+    }
+    assert_eq!(EstimatorKind::Holt.position_in(&run), None);
+}

@@ -325,12 +325,10 @@ fn live_reading(app: &HifApp) -> String {
     }
     let ag = view.calls_above_roles(&[Role::A, Role::G]);
     let w = view.calls_above_roles(&[Role::W]);
-    let of = |counts: &[u64], prefix: &str| {
-        view.estimators
-            .iter()
-            .zip(counts)
-            .find(|(n, _)| n.starts_with(prefix))
-            .map(|(_, c)| *c)
+    let of = |counts: &[u64], name: &str| {
+        hif8lab_scaling::EstimatorKind::of(name)
+            .and_then(|kind| kind.position_in(&view.estimators))
+            .and_then(|k| counts.get(k).copied())
             .unwrap_or(0)
     };
     let ape = app

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::count_prefix;
+use super::count_of_kind;
 use super::results::{SQNR_ROLES, shadow};
 use super::{GridResults, ResultRow};
 use crate::stats::{Estimate, mean_sd};
@@ -197,7 +197,7 @@ impl GridResults {
                     .map(|n| {
                         r.seeds
                             .iter()
-                            .map(|x| count_prefix(&x.shadow_calls(), n))
+                            .map(|x| count_of_kind(&x.shadow_calls(), n))
                             .sum::<u64>()
                             .to_string()
                     })

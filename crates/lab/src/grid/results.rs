@@ -275,7 +275,7 @@ impl GridResults {
             let total = |pairs: &dyn Fn(&RunSummary) -> Vec<(String, u64)>, prefix: &str| {
                 r.seeds
                     .iter()
-                    .map(|x| count_prefix(&pairs(x), prefix))
+                    .map(|x| count_of_kind(&pairs(x), prefix))
                     .sum::<u64>()
             };
             let calls = |p: &str| total(&|x| x.shadow_calls(), p).to_string();
@@ -356,12 +356,13 @@ pub(super) const SQNR_ROLES: [hif8lab_scaling::Role; 3] = [
     hif8lab_scaling::Role::G,
 ];
 
-/// The sum of the per-estimator counts of estimators whose name starts with `prefix`
-/// (`max_window` matches `max_window(64)`).
-pub fn count_prefix(pairs: &[(String, u64)], prefix: &str) -> u64 {
+/// The sum of the per-estimator counts of the estimators of the kind `name` names
+/// (`max_window` counts `max_window(64)`; matched by the parsed spec, not by spelling).
+pub fn count_of_kind(pairs: &[(String, u64)], name: &str) -> u64 {
+    let kind = hif8lab_scaling::EstimatorKind::of(name);
     pairs
         .iter()
-        .filter(|(n, _)| n.starts_with(prefix))
+        .filter(|(n, _)| kind.is_some() && hif8lab_scaling::EstimatorKind::of(n) == kind)
         .map(|(_, v)| *v)
         .sum()
 }

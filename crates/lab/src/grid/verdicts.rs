@@ -300,7 +300,7 @@ fn ratio_per_seed(rows: &[ResultRow]) -> Vec<f64> {
         .map(|k| {
             let sum = |prefix: &str| -> u64 {
                 qat.iter()
-                    .map(|r| count_prefix(&r.seeds[k].shadow_calls(), prefix))
+                    .map(|r| count_of_kind(&r.seeds[k].shadow_calls(), prefix))
                     .sum()
             };
             sum("most_recent") as f64 / sum("max_window").max(1) as f64
@@ -321,13 +321,16 @@ fn ratio_draws_over_quantizers(rows: &[ResultRow]) -> Option<Vec<f64>> {
     let mut totals = std::collections::BTreeMap::<&str, (u64, u64)>::new();
     for r in rows.iter().filter(|r| !r.summary.shadow_calls().is_empty()) {
         let s = r.seeds.first().filter(|s| !s.per_quantizer.is_empty())?;
-        let columns = |prefix: &str| -> Vec<usize> {
+        let columns = |kind: hif8lab_scaling::EstimatorKind| -> Vec<usize> {
             (s.estimators.iter().enumerate())
-                .filter(|(_, e)| e.starts_with(prefix))
+                .filter(|(_, e)| hif8lab_scaling::EstimatorKind::of(e) == Some(kind))
                 .map(|(i, _)| i)
                 .collect()
         };
-        let (mr, mw) = (columns("most_recent"), columns("max_window"));
+        let (mr, mw) = (
+            columns(hif8lab_scaling::EstimatorKind::MostRecent),
+            columns(hif8lab_scaling::EstimatorKind::MaxWindow),
+        );
         for q in &s.per_quantizer {
             let sum =
                 |cols: &[usize]| -> u64 { cols.iter().filter_map(|c| q.calls_above.get(*c)).sum() };

@@ -44,12 +44,9 @@ fn run<'a>(data: &'a GridData, name: &str, order: usize) -> Option<&'a GridDataR
         .find(|r| r.run == name && r.order == order && r.base_seed == 0)
 }
 
-/// The index of the first estimator named `prefix…`.
-fn estimator(r: &GridDataRun, prefix: &str) -> Option<usize> {
-    r.summary
-        .estimators
-        .iter()
-        .position(|e| e.starts_with(prefix))
+/// The index of the run's first estimator of the kind `name` names.
+fn estimator(r: &GridDataRun, name: &str) -> Option<usize> {
+    hif8lab_scaling::EstimatorKind::of(name)?.position_in(&r.summary.estimators)
 }
 
 /// The quantizer with the largest amax, its amax and the median over the quantizers of

@@ -2,6 +2,7 @@
 //! step reports as they arrive.
 
 use super::*;
+use hif8lab_scaling::EstimatorKind;
 
 /// The whole run as `summary.json` describes it: one schema for every command that makes a
 /// run (`train`, `grid`, `lesson`), rebuilt from `metrics.jsonl`, `probes.jsonl` and
@@ -171,19 +172,18 @@ impl RunSummary {
         serde_json::from_str(&text).ok()
     }
 
-    /// The counts of the first estimator whose name starts with `prefix` (`max_window`
-    /// matches `max_window(64)`).
-    pub fn shadow(&self, prefix: &str) -> Option<&EstimatorCounts> {
-        let k = self.estimators.iter().position(|e| e.starts_with(prefix))?;
+    /// The counts of the run's first estimator of the kind `name` names (`max_window`
+    /// finds `max_window(64)`; matched by the parsed spec, not by spelling).
+    pub fn shadow(&self, name: &str) -> Option<&EstimatorCounts> {
+        let k = EstimatorKind::of(name)?.position_in(&self.estimators)?;
         self.counts.estimators.get(k)
     }
 
-    /// Calls above the estimate of the estimator named by `prefix` on quantizers of `roles`
-    /// (0 when there is no such estimator).
-    pub fn calls_above_roles(&self, prefix: &str, roles: &[hif8lab_scaling::Role]) -> u64 {
-        self.estimators
-            .iter()
-            .position(|e| e.starts_with(prefix))
+    /// Calls above the estimate of the estimator of the kind `name` names, on quantizers
+    /// of `roles` (0 when the run has no such estimator).
+    pub fn calls_above_roles(&self, name: &str, roles: &[hif8lab_scaling::Role]) -> u64 {
+        EstimatorKind::of(name)
+            .and_then(|kind| kind.position_in(&self.estimators))
             .and_then(|k| self.counts.calls_above_roles(roles).get(k).copied())
             .unwrap_or(0)
     }
