@@ -217,7 +217,7 @@ impl HifApp {
 
     /// Shows lesson `l` (its scenario's verdict and runs belong to the lesson shown before).
     pub fn select_lesson(&mut self, l: &'static hif8lab_lab::lesson::Lesson) {
-        if self.lessons.lesson.name != l.name {
+        if self.lessons.lesson.id != l.id {
             self.lessons.report = None;
             self.lessons.views.clear();
         }

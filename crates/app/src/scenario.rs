@@ -30,7 +30,7 @@ struct Current {
 /// A lesson scenario being trained in memory.
 pub struct ScenarioJob {
     /// The lesson.
-    pub lesson: String,
+    pub lesson: hif8lab_lab::lesson::LessonId,
     runs: Vec<(String, RunConfig)>,
     base: Arc<Checkpoint>,
     base_probes: ProbeScores,
@@ -46,13 +46,13 @@ impl ScenarioJob {
     /// The scenario of `lesson` from `base` (whose probe scores are `base_probes`), or `None`
     /// for an unknown lesson.
     pub fn new(
-        lesson: &str,
+        lesson: hif8lab_lab::lesson::LessonId,
         grid: &GridConfig,
         base: Arc<Checkpoint>,
         base_probes: ProbeScores,
     ) -> Option<Self> {
         Some(ScenarioJob {
-            lesson: lesson.to_owned(),
+            lesson,
             runs: hif8lab_lab::lesson::scenario(lesson, grid)?,
             base,
             base_probes,
@@ -103,7 +103,7 @@ impl ScenarioJob {
         let i = self.summaries.len();
         let Some((name, config)) = self.runs.get(i).cloned() else {
             return Ok(Some(hif8lab_lab::lesson::judge(
-                &self.lesson,
+                self.lesson,
                 self.base_probes.clone(),
                 &self.runs,
                 &self.summaries,

@@ -506,7 +506,10 @@ fn forgetting_lesson_continues_from_the_base_with_probes() {
     let view = app.runs.live.clone().unwrap();
     // Named after what it ran (not the form's preset), and read as this lesson's run.
     assert_eq!(view.name, "forgetting lesson lr=3e-3 QAT max_window(64)");
-    assert_eq!(app.lessons.live_run, Some("forgetting"));
+    assert_eq!(
+        app.lessons.live_run,
+        Some(hif8lab_lab::lesson::LessonId::Forgetting)
+    );
     // Before the first step (= the base), every 25 steps, after the last.
     let steps: Vec<u64> = view.probes.iter().map(|p| p.step).collect();
     assert_eq!(steps, [0, 25, 50, 75, 100]);
@@ -1228,7 +1231,7 @@ fn lessons_switch_cleanly_and_link_to_their_panels() {
     use hif8lab_app::state::RunView;
     let mut app = full_app();
     app.selection.tab = Tab::Lessons;
-    app.lessons.live_run = Some("forgetting");
+    app.lessons.live_run = Some(hif8lab_lab::lesson::LessonId::Forgetting);
     let mut h = Harness::builder()
         .with_size(egui::vec2(1280.0, 800.0))
         .build_ui_state(|ui, app: &mut HifApp| app.show(ui), app);

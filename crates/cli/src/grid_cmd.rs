@@ -429,15 +429,14 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
         LessonCommand::Base(args) => return lesson_base(&args),
         LessonCommand::Run(args) => args,
     };
-    if lesson::lesson(&args.name).is_none() {
-        eprintln!(
-            "error: no lesson '{}' (lessons: {})",
-            args.name,
-            lesson::names()
-        );
-        return Ok(crate::Outcome::BadInput);
-    }
-    if args.name == "outliers" {
+    let id: lesson::LessonId = match args.name.parse() {
+        Ok(id) => id,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(crate::Outcome::BadInput);
+        }
+    };
+    if id == lesson::LessonId::Outliers {
         return judge_outliers(&args);
     }
     if args.from.is_some() {

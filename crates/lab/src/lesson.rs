@@ -23,7 +23,9 @@ use hif8lab_train::trainer::ProbeScores;
 /// A lesson's text and set-up.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Lesson {
-    /// Name (`hif8lab lesson run NAME`, `?lesson=NAME`).
+    /// Which lesson it is.
+    pub id: LessonId,
+    /// Name (`hif8lab lesson run NAME`, `?lesson=NAME`): `id.name()`.
     pub name: &'static str,
     /// Title.
     pub title: &'static str,
@@ -35,9 +37,62 @@ pub struct Lesson {
     pub controls: &'static [&'static str],
 }
 
+/// Which lesson: what code branches on (a lesson's name is only its spelling on the command
+/// line and in a URL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LessonId {
+    /// 1. Amax saturation.
+    Saturation,
+    /// 2. Catastrophic forgetting.
+    Forgetting,
+    /// 3. Both fixes are needed.
+    Fixes,
+    /// 4. A real model's outliers (judged from committed data; nothing trains).
+    Outliers,
+    /// 5. Sandbox.
+    Sandbox,
+}
+
+impl LessonId {
+    /// Its name (`saturation`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            LessonId::Saturation => "saturation",
+            LessonId::Forgetting => "forgetting",
+            LessonId::Fixes => "fixes",
+            LessonId::Outliers => "outliers",
+            LessonId::Sandbox => "sandbox",
+        }
+    }
+
+    /// Its lesson ([`LESSONS`] is in the enum's order; a test holds it so).
+    pub fn lesson(self) -> &'static Lesson {
+        &LESSONS[self as usize]
+    }
+}
+
+impl std::fmt::Display for LessonId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for LessonId {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, String> {
+        LESSONS
+            .iter()
+            .find(|l| l.name == name)
+            .map(|l| l.id)
+            .ok_or_else(|| format!("no lesson '{name}' (lessons: {})", names()))
+    }
+}
+
 /// The lessons, in teaching order.
 pub const LESSONS: [Lesson; 5] = [
     Lesson {
+        id: LessonId::Saturation,
         name: "saturation",
         title: "1. Amax saturation",
         predict: "Continued training on bursty web text with HiF8 fake quantization. The scale of each step comes from the amax of earlier calls. Predict: if the estimate is the most recent amax alone, how often will a tensor exceed it? Will the loss show it?",
@@ -45,6 +100,7 @@ pub const LESSONS: [Lesson; 5] = [
         controls: &["estimator", "window", "target", "format"],
     },
     Lesson {
+        id: LessonId::Forgetting,
         name: "forgetting",
         title: "2. Catastrophic forgetting",
         predict: "The same pretrained model continues training at a low and at a high learning rate, with and without QAT. Predict: which run forgets the facts it knew? Will its loss look worse?",
@@ -52,6 +108,7 @@ pub const LESSONS: [Lesson; 5] = [
         controls: &["lr", "qat"],
     },
     Lesson {
+        id: LessonId::Fixes,
         name: "fixes",
         title: "3. Both fixes are needed",
         predict: "Four estimators × two learning rates, plus warmup. Predict: which single change keeps the model near its baseline — or does it take two?",
@@ -59,6 +116,7 @@ pub const LESSONS: [Lesson; 5] = [
         controls: &["estimator", "lr", "warmup"],
     },
     Lesson {
+        id: LessonId::Outliers,
         name: "outliers",
         title: "4. A real model's outliers",
         predict: "A real pretrained model (SmolLM2-135M-Instruct) continued with HiF8 QAT on its MLP projections: one quantizer's input carries an outlier channel ~1,700× larger than the median's. Predict: is most_recent exceeded there more often than max_window(64)? Does HiF8 overflow there? Does E4M3?",
@@ -66,6 +124,7 @@ pub const LESSONS: [Lesson; 5] = [
         controls: &["estimator", "format"],
     },
     Lesson {
+        id: LessonId::Sandbox,
         name: "sandbox",
         title: "5. Sandbox",
         predict: "Every knob, starting from the lessons' state. Predict before you press Start, then check.",
@@ -158,8 +217,9 @@ fn tail_mean(v: &[f64]) -> f64 {
     v[v.len() - n..].iter().sum::<f64>() / n as f64
 }
 
-/// The runs of a lesson's scenario (continued training from the base), by name.
-pub fn scenario(name: &str, grid: &GridConfig) -> Option<Vec<(String, RunConfig)>> {
+/// The runs of a lesson's scenario (continued training from the base); none for the
+/// outliers lesson, which trains nothing.
+pub fn scenario(id: LessonId, grid: &GridConfig) -> Option<Vec<(String, RunConfig)>> {
     let run = |n: &str| {
         grid_runs()
             .into_iter()
@@ -167,8 +227,8 @@ pub fn scenario(name: &str, grid: &GridConfig) -> Option<Vec<(String, RunConfig)
             .map(|r| (r.name.clone(), grid.run_config(&r)))
             .expect("a grid run")
     };
-    Some(match name {
-        "saturation" => {
+    Some(match id {
+        LessonId::Saturation => {
             let (_, mut e4m3) = run("most_recent-low");
             e4m3.qat.scaling.format = hif8lab_format::Format::E4M3;
             e4m3.qat.scaling.target = 448.0;
@@ -180,36 +240,36 @@ pub fn scenario(name: &str, grid: &GridConfig) -> Option<Vec<(String, RunConfig)
                 ("e4m3-saturate-most_recent-low".into(), e4m3),
             ]
         }
-        "forgetting" => vec![
+        LessonId::Forgetting => vec![
             run("baseline-low"),
             run("baseline-high"),
             run("max_window-low"),
             run("max_window-high"),
         ],
-        "fixes" => grid_runs()
+        LessonId::Fixes => grid_runs()
             .iter()
             .map(|r| (r.name.clone(), grid.run_config(r)))
             .collect(),
-        "sandbox" => vec![run("max_window-low-warmup")],
-        _ => return None,
+        LessonId::Sandbox => vec![run("max_window-low-warmup")],
+        LessonId::Outliers => return None,
     })
 }
 
 /// Judges a lesson's claims from its runs' summaries (`runs` as given by [`scenario`]).
 pub fn judge(
-    name: &str,
+    id: LessonId,
     base: ProbeScores,
     runs: &[(String, RunConfig)],
     s: &[RunSummary],
 ) -> LessonReport {
-    let (claims, summary) = match name {
-        "saturation" => saturation(runs, s),
-        "forgetting" => forgetting(base, runs, s),
-        "fixes" => fixes(base, s),
-        _ => sandbox(runs, s),
+    let (claims, summary) = match id {
+        LessonId::Saturation => saturation(runs, s),
+        LessonId::Forgetting => forgetting(base, runs, s),
+        LessonId::Fixes => fixes(base, s),
+        LessonId::Sandbox | LessonId::Outliers => sandbox(runs, s),
     };
     LessonReport {
-        lesson: name.into(),
+        lesson: id.name().into(),
         claims,
         summary,
     }
@@ -489,9 +549,37 @@ pub fn run_lesson<B: hif8lab_engine::Backend>(
     out: &std::path::Path,
     progress: &mut dyn crate::grid::GridProgress,
 ) -> Result<LessonReport, hif8lab_train::TrainError> {
-    let runs = scenario(name, grid).ok_or_else(|| {
-        hif8lab_train::TrainError::Data(format!("no lesson '{name}' (lessons: {})", names()))
+    let id: LessonId = name.parse().map_err(hif8lab_train::TrainError::Data)?;
+    let runs = scenario(id, grid).ok_or_else(|| {
+        hif8lab_train::TrainError::Data(format!(
+            "lesson '{name}' trains nothing: it is judged from a grid's data"
+        ))
     })?;
     let (base, summaries) = crate::grid::train_from_base(make, grid, out, &runs, progress)?;
-    Ok(judge(name, base, &runs, &summaries))
+    Ok(judge(id, base, &runs, &summaries))
+}
+
+#[cfg(test)]
+mod id_tests {
+    use super::*;
+
+    #[test]
+    fn every_lesson_is_found_by_its_id_and_its_name() {
+        for (i, l) in LESSONS.iter().enumerate() {
+            assert_eq!(l.id as usize, i, "LESSONS is in the enum's order");
+            assert_eq!(l.id.name(), l.name);
+            assert_eq!(l.name.parse::<LessonId>(), Ok(l.id));
+            assert!(std::ptr::eq(l.id.lesson(), l));
+        }
+        let e = "nope".parse::<LessonId>().unwrap_err();
+        assert!(
+            e.contains("no lesson 'nope'") && e.contains("saturation"),
+            "{e}"
+        );
+        // Only the outliers lesson has no scenario to train.
+        let grid = GridConfig::preset("grid-lesson").unwrap();
+        for l in &LESSONS {
+            assert_eq!(scenario(l.id, &grid).is_none(), l.id == LessonId::Outliers);
+        }
+    }
 }

@@ -60,8 +60,7 @@ impl HifApp {
         };
         self.lessons.report = None;
         self.lessons.views.clear();
-        if let Some(job) = scenario::ScenarioJob::new(self.lessons.lesson.name, &grid, base, probes)
-        {
+        if let Some(job) = scenario::ScenarioJob::new(self.lessons.lesson.id, &grid, base, probes) {
             self.jobs
                 .start(JobKind::Scenario, Work::Scenario(Box::new(job)));
         }

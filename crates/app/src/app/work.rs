@@ -3,6 +3,7 @@
 
 use crate::jobs::*;
 use crate::*;
+use hif8lab_lab::lesson::LessonId;
 
 impl HifApp {
     /// Puts the side panel in the state the current lesson starts from (a live run on the
@@ -11,12 +12,10 @@ impl HifApp {
         let mut s = Settings::from_preset("smoke");
         s.baseline = true;
         s.gpu = self.form.settings.gpu;
-        match self.lessons.lesson.name {
-            // Active most_recent; max_window(64) and the rest shadow it on the same calls.
-            "saturation" => s.set("qat.scaling.estimator", "most_recent"),
-            // From scratch a high rate has nothing to forget: the scenario runs headless.
-            "forgetting" | "fixes" => {}
-            _ => {}
+        // Active most_recent; max_window(64) and the rest shadow it on the same calls. (From
+        // scratch a high rate has nothing to forget: forgetting's scenario runs headless.)
+        if self.lessons.lesson.id == LessonId::Saturation {
+            s.set("qat.scaling.estimator", "most_recent");
         }
         self.form.settings = s;
     }
@@ -201,18 +200,18 @@ impl HifApp {
         if self.selection.tab != Tab::Lessons {
             return self.start(wake);
         }
-        if self.lessons.lesson.name == "outliers" {
+        if self.lessons.lesson.id == LessonId::Outliers {
             // Nothing trains: the committed real-model runs are judged.
             self.judge_real_outliers();
             return;
         }
-        match self.lessons.lesson.name {
-            "forgetting" => self.start_from_base(wake),
+        match self.lessons.lesson.id {
+            LessonId::Forgetting => self.start_from_base(wake),
             // The grid is the lesson: in the browser its scenario is what starts.
-            "fixes" if self.device.frame_loop => self.run_scenario_in_memory(),
+            LessonId::Fixes if self.device.frame_loop => self.run_scenario_in_memory(),
             _ => {
                 self.start(wake);
-                self.lessons.live_run = Some(self.lessons.lesson.name);
+                self.lessons.live_run = Some(self.lessons.lesson.id);
             }
         }
         // Natively a lesson also runs its judged scenario (headless runs, a few seconds).
@@ -280,7 +279,7 @@ impl HifApp {
         };
         let lr = config.train.lr;
         self.start_run(config, extras, wake);
-        self.lessons.live_run = Some("forgetting");
+        self.lessons.live_run = Some(LessonId::Forgetting);
         // Named after what it runs (the form's preset does not describe it).
         if let Some(v) = &mut self.runs.live {
             v.name = format!(

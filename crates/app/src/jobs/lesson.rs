@@ -76,7 +76,7 @@ pub(crate) fn lesson_views(
         let dir = out.join("runs");
         let views = hif8lab_lab::grid::GridConfig::preset("grid-lesson")
             .ok()
-            .and_then(|g| hif8lab_lab::lesson::scenario(&r.lesson, &g))
+            .and_then(|g| hif8lab_lab::lesson::scenario(r.lesson.parse().ok()?, &g))
             .unwrap_or_default()
             .iter()
             .filter_map(|(name, _)| RunView::load(&dir.join(name)).ok())

@@ -2,6 +2,7 @@
 //! its scenario's progress and verdict, and the scenario's runs as small multiples.
 
 use super::*;
+use hif8lab_lab::lesson::LessonId;
 use std::sync::Arc;
 
 use crate::state::RunView;
@@ -34,7 +35,7 @@ pub struct LessonsView {
     /// The runs of the last lesson scenario, as recorded (for its small multiples).
     pub views: Vec<RunView>,
     /// The lesson whose live run the current run is (its "What just happened" reads it).
-    pub live_run: Option<&'static str>,
+    pub live_run: Option<LessonId>,
 }
 
 impl Default for LessonsView {
@@ -63,7 +64,7 @@ pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
     ui.horizontal_wrapped(|ui| {
         for l in &hif8lab_lab::lesson::LESSONS {
             if ui
-                .selectable_label(app.lessons.lesson.name == l.name, l.title)
+                .selectable_label(app.lessons.lesson.id == l.id, l.title)
                 .clicked()
             {
                 app.select_lesson(l);
@@ -95,10 +96,10 @@ pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
         format!("Controls that matter: {}.", l.controls.join(", ")),
     );
     let running = app.jobs.any(&[JobKind::Run, JobKind::Base]);
-    if l.name == "forgetting" {
+    if l.id == LessonId::Forgetting {
         forgetting_controls(app, ui, running);
     }
-    if l.name == "outliers" {
+    if l.id == LessonId::Outliers {
         // Nothing trains here: the verdict comes from the committed real-model runs.
         if ui
             .button("Judge the committed SmolLM2-135M runs")
@@ -115,7 +116,7 @@ pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
         ui.label(RichText::new(p).strong());
     }
     ui.separator();
-    if l.name != "outliers" {
+    if l.id != LessonId::Outliers {
         ui.label(RichText::new("What just happened (this lesson's live run)").strong());
         crate::glossary::label(ui, live_reading(app));
     }
@@ -265,7 +266,7 @@ fn small_multiples(app: &HifApp, ui: &mut egui::Ui) {
 
 /// A reading of the live run for the lesson, from its numbers.
 fn live_reading(app: &HifApp) -> String {
-    let start = if app.lessons.lesson.name == "forgetting" {
+    let start = if app.lessons.lesson.id == LessonId::Forgetting {
         if app.lessons.base.is_some() {
             "“Continue training the base at this rate”"
         } else {
@@ -278,7 +279,7 @@ fn live_reading(app: &HifApp) -> String {
         .runs
         .live
         .as_ref()
-        .filter(|_| app.lessons.live_run == Some(app.lessons.lesson.name))
+        .filter(|_| app.lessons.live_run == Some(app.lessons.lesson.id))
     else {
         if app
             .lessons
@@ -295,7 +296,7 @@ fn live_reading(app: &HifApp) -> String {
     if view.loss.is_empty() {
         return format!("Starting {}: preparing the first step…", view.name);
     }
-    if app.lessons.lesson.name == "forgetting"
+    if app.lessons.lesson.id == LessonId::Forgetting
         && let (Some(base), Some(now)) = (&app.lessons.base_probes, view.probes.last())
     {
         let drop =
@@ -366,7 +367,7 @@ fn scenario_buttons(app: &mut HifApp, ui: &mut egui::Ui, running: bool) {
             app.setup_lesson();
             let ctx = ui.ctx().clone();
             app.start(move || ctx.request_repaint());
-            app.lessons.live_run = Some(l.name);
+            app.lessons.live_run = Some(l.id);
         }
         let busy = app.jobs.any(&[JobKind::Lesson, JobKind::Scenario]) || app.lessons.scenario_waiting;
         if ui
