@@ -500,7 +500,9 @@ fn print_lesson(
     Ok(match report.verdict() {
         hif8lab_lab::stats::Verdict3::Holds => crate::Outcome::Ok,
         hif8lab_lab::stats::Verdict3::Fails => crate::Outcome::ClaimsFail,
-        hif8lab_lab::stats::Verdict3::Inconclusive => crate::Outcome::Inconclusive,
+        hif8lab_lab::stats::Verdict3::Inconclusive | hif8lab_lab::stats::Verdict3::NotJudged => {
+            crate::Outcome::Inconclusive
+        }
     })
 }
 

@@ -362,8 +362,9 @@ impl Claim {
                 v => v,
             })
             .collect();
+        // A claim with no part has no data behind it: not judged, never a verdict.
         self.verdict = if verdicts.is_empty() {
-            Verdict3::Inconclusive
+            Verdict3::NotJudged
         } else {
             Verdict3::all(&verdicts)
         };

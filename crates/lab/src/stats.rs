@@ -27,24 +27,29 @@ pub enum Verdict3 {
     Fails,
     /// The interval straddles the threshold: the data cannot decide.
     Inconclusive,
+    /// No data behind the claim (the runs it needs are missing): no verdict at all.
+    #[serde(rename = "not judged")]
+    NotJudged,
 }
 
 impl Verdict3 {
-    /// `"holds"`, `"fails"`, `"inconclusive"`.
+    /// `"holds"`, `"fails"`, `"inconclusive"`, `"not judged"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict3::Holds => "holds",
             Verdict3::Fails => "fails",
             Verdict3::Inconclusive => "inconclusive",
+            Verdict3::NotJudged => "not judged",
         }
     }
 
-    /// The grid report's words: reproduced / not reproduced / inconclusive.
+    /// The grid report's words: reproduced / not reproduced / inconclusive / not judged.
     pub fn report_word(self) -> &'static str {
         match self {
             Verdict3::Holds => "reproduced",
             Verdict3::Fails => "not reproduced",
             Verdict3::Inconclusive => "inconclusive",
+            Verdict3::NotJudged => "not judged",
         }
     }
 

@@ -134,7 +134,7 @@ pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
             let colour = match c.verdict {
                 Verdict3::Holds => t.holds,
                 Verdict3::Fails => t.fails,
-                Verdict3::Inconclusive => t.inconclusive,
+                Verdict3::Inconclusive | Verdict3::NotJudged => t.inconclusive,
             };
             ui.label(RichText::new(format!("{}: {}", c.verdict.as_str(), c.claim)).color(colour));
             // The same words as the command line and the reports.

@@ -470,7 +470,7 @@ mod tests {
         // High LR loses 2 % (2.7 points): not reproduced.
         let g = grid(&|i| draw(i, 50) != 3, &|_| true);
         assert_eq!(verdict(&g, "a high learning rate"), Verdict3::Fails);
-        // Without the runs a verdict needs, it is inconclusive, never "not reproduced".
+        // Without the runs a verdict needs, it is not judged: never a verdict.
         let runs = grid_runs();
         let partial: Vec<Vec<RunSummary>> = runs
             .iter()
@@ -485,8 +485,21 @@ mod tests {
         let base = run("base", 0.0, "none", &|_| true).probes.unwrap();
         let g = GridResults::compute(&runs, &partial, base);
         for v in &g.verdicts {
-            assert_eq!(v.verdict, Verdict3::Inconclusive, "{}", v.claim);
+            assert_eq!(v.verdict, Verdict3::NotJudged, "{}", v.claim);
         }
+        let md = crate::grid::verdicts::claims_markdown(&g.verdicts);
+        assert!(
+            md.contains("| **not judged** |") && md.contains("5 claim(s) are **not judged**"),
+            "{md}"
+        );
+        // Elsewhere the sentence counts exactly the claims without data.
+        let full = grid(&|_| true, &|_| true);
+        let n = (full.verdicts.iter())
+            .filter(|v| v.verdict == Verdict3::NotJudged)
+            .count();
+        let md = crate::grid::verdicts::claims_markdown(&full.verdicts);
+        assert_eq!(md.contains("are **not judged**"), n > 0, "{md}");
+        assert!(n == 0 || md.contains(&format!(" {n} claim(s) are **not judged**")));
     }
 
     /// The grid of [`grid`] whose QAT runs' calls above most_recent's and max_window's

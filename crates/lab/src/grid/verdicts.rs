@@ -638,6 +638,21 @@ pub fn claims_markdown(claims: &[crate::claims::Claim]) -> String {
         claims.len(),
         claims.len().saturating_sub(1).max(1)
     );
+    let not_judged = claims
+        .iter()
+        .filter(|c| c.verdict == crate::stats::Verdict3::NotJudged)
+        .count();
+    if not_judged > 0 {
+        // Said above the table's rows only when it applies (a grid of every run has none).
+        let table_head = md.rfind("\n\n| claim |").unwrap_or(md.len());
+        md.insert_str(
+            table_head,
+            &format!(
+                " {not_judged} claim(s) are **not judged**: the runs they need are missing, so \
+                 there is no data behind them and no verdict."
+            ),
+        );
+    }
     for c in claims {
         let interval = if c.confidence.is_none() {
             "– (one run: no interval)".to_string()
