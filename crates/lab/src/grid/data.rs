@@ -293,37 +293,42 @@ fn same_items(reference: &ProbeScores, b: &ProbeScores) -> Result<(), String> {
     )?;
     match (&reference.marks, &b.marks) {
         (Some(r), Some(m)) => {
-            field(
-                "marks.knowledge_acc (characters)",
-                r.knowledge_acc.len(),
-                m.knowledge_acc.len(),
-            )?;
-            field(
-                "marks.knowledge_acc_norm (characters)",
-                r.knowledge_acc_norm.len(),
-                m.knowledge_acc_norm.len(),
-            )?;
-            field(
-                "marks.completion_acc (characters)",
-                r.completion_acc.len(),
-                m.completion_acc.len(),
-            )?;
-            field(
-                "marks.completion_acc_norm (characters)",
-                r.completion_acc_norm.len(),
-                m.completion_acc_norm.len(),
-            )?;
-            field("marks.heldout (windows)", r.heldout.len(), m.heldout.len())?;
-            field(
-                "marks.knowledge_margin (items)",
-                r.knowledge_margin.len(),
-                m.knowledge_margin.len(),
-            )?;
-            field(
-                "marks.completion_margin (items)",
-                r.completion_margin.len(),
-                m.completion_margin.len(),
-            )
+            let lengths = [
+                (
+                    "marks.knowledge_acc (characters)",
+                    r.knowledge_acc.len(),
+                    m.knowledge_acc.len(),
+                ),
+                (
+                    "marks.knowledge_acc_norm (characters)",
+                    r.knowledge_acc_norm.len(),
+                    m.knowledge_acc_norm.len(),
+                ),
+                (
+                    "marks.completion_acc (characters)",
+                    r.completion_acc.len(),
+                    m.completion_acc.len(),
+                ),
+                (
+                    "marks.completion_acc_norm (characters)",
+                    r.completion_acc_norm.len(),
+                    m.completion_acc_norm.len(),
+                ),
+                ("marks.heldout (windows)", r.heldout.len(), m.heldout.len()),
+                (
+                    "marks.knowledge_margin (items)",
+                    r.knowledge_margin.len(),
+                    m.knowledge_margin.len(),
+                ),
+                (
+                    "marks.completion_margin (items)",
+                    r.completion_margin.len(),
+                    m.completion_margin.len(),
+                ),
+            ];
+            lengths
+                .into_iter()
+                .try_for_each(|(name, want, got)| field(name, want, got))
         }
         (Some(_), None) => Err("field 'probes.marks' is missing (the base has them)".into()),
         (None, _) => Ok(()),
