@@ -1,5 +1,5 @@
 //! The JSONL trace: a header line, then one record per quantizer call (schema in
-//! ARCHITECTURE.md "Trace schema"). Writer and tolerant reader.
+//! docs/reference.md "Trace schema"). Writer and tolerant reader.
 //!
 //! Non-finite numbers are written as the strings `"nan"`, `"inf"`, `"-inf"` (JSON has no
 //! such numbers) and read back exactly; finite f32 values use the shortest digits that
