@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use hif8lab_format::{FakeQuant, Format, Overflow};
 
-use crate::Outcome;
+use crate::output::Outcome;
 
 #[derive(Subcommand, Debug)]
 pub enum CodecCommand {

@@ -16,7 +16,7 @@ use hif8lab_train::run::RunDir;
 use hif8lab_train::tokenizer::Tokenizer;
 use hif8lab_train::{RunConfig, model};
 
-use crate::Outcome;
+use crate::output::Outcome;
 
 /// A model to run: its sizes, weights, tokenizer, and (from a run) the run's config and the
 /// checkpoint with its quantizer state.
@@ -363,8 +363,11 @@ pub fn run_eval(args: EvalArgs) -> Result<Outcome> {
     let text = hif8lab_train::data::corpus_text(&args.text, text).map_err(anyhow::Error::msg)?;
     let ids = if text.len() > 4 << 20 {
         // A long text: tokenized in pieces (the same ids) with a progress bar in MB.
-        let bar =
-            crate::train_cmd::progress_bar((text.len() >> 20) as u64, "MB tokenized", args.json);
+        let bar = crate::commands::train_cmd::progress_bar(
+            (text.len() >> 20) as u64,
+            "MB tokenized",
+            args.json,
+        );
         let ids = src
             .tokenizer
             .encode_in_pieces(&text, !args.no_special_tokens, 1 << 20, &mut |done| {
@@ -483,7 +486,7 @@ fn eval_on<B: Backend>(
     let load_s = how.opened.elapsed().as_secs_f64();
     let clock = std::time::Instant::now();
     let targets = (ids.len() - 1) as u64;
-    let bar = crate::train_cmd::progress_bar(targets, "tokens", how.json);
+    let bar = crate::commands::train_cmd::progress_bar(targets, "tokens", how.json);
     let r = model.eval_with(ids, &mut |done| bar.set_position(done))?;
     bar.finish_and_clear();
     let seconds = clock.elapsed().as_secs_f64();
@@ -504,9 +507,9 @@ fn eval_on<B: Backend>(
         "load_s": load_s,
     });
     if how.json {
-        crate::print_json(&doc)?;
+        crate::output::print_json(&doc)?;
     } else {
-        crate::outln!(
+        crate::output::outln!(
             "{}: {} tokens, loss {:.4} nats/token, perplexity {:.3}, {:.4} bits/byte{} ({} '{}', \
              context {context}, {:.0} tokens/s)",
             src.path.display(),
@@ -609,7 +612,7 @@ fn sample_on<B: Backend>(
     }
     write(&mut out, &mut failed, "\n");
     if let Some(e) = failed {
-        return Err(crate::output_error(e));
+        return Err(crate::output::output_error(e));
     }
     Ok(())
 }

@@ -10,7 +10,7 @@ use hif8lab_lab::stats::{Arm, Groups, bootstrap};
 use hif8lab_train::corpus::{GENERAL_KNOWLEDGE, McItem, items_from_tsv, mc_scores};
 use hif8lab_train::infer::{Model, SCORE_BATCH, choice_sequence, sequence_losses};
 
-use crate::model_cmds::{on_backend, open_source, window};
+use crate::commands::model_cmds::{on_backend, open_source, window};
 
 /// Arguments of `hif8lab probe`.
 #[derive(Args, Debug)]
@@ -48,7 +48,7 @@ fn probe_items(set: &str) -> Result<Vec<McItem>> {
 }
 
 /// `hif8lab probe`.
-pub fn run_probe(args: ProbeArgs) -> Result<crate::Outcome> {
+pub fn run_probe(args: ProbeArgs) -> Result<crate::output::Outcome> {
     let items = probe_items(&args.set)?;
     let mut src = open_source(&args.model, None)?;
     let m = window(&src, None)?;
@@ -69,7 +69,7 @@ pub fn run_probe(args: ProbeArgs) -> Result<crate::Outcome> {
         &args.backend,
         |be| with_backend!(be, b => score(b, m, &weights, &seqs, args.json)),
     )
-    .map_err(crate::model_cmds::naming(&src.path))?;
+    .map_err(crate::commands::model_cmds::naming(&src.path))?;
     let seconds = clock.elapsed().as_secs_f64();
     // Log-likelihood of each choice: the sum over its tokens.
     let mut k = 0;
@@ -114,9 +114,9 @@ pub fn run_probe(args: ProbeArgs) -> Result<crate::Outcome> {
         "tokens_per_s": tokens as f64 / seconds.max(1e-9),
     });
     if args.json {
-        crate::print_json(&doc)?;
+        crate::output::print_json(&doc)?;
     } else {
-        crate::outln!(
+        crate::output::outln!(
             "{} on {} ({} items over {} clusters, chance {:.2}): acc {:.3} [95 %: {:.3}, {:.3}], acc_norm {:.3} [{:.3}, {:.3}] (cluster bootstrap); {:.0} tokens/s",
             args.model.display(),
             args.set,
@@ -132,7 +132,7 @@ pub fn run_probe(args: ProbeArgs) -> Result<crate::Outcome> {
             doc["tokens_per_s"].as_f64().unwrap_or(0.0)
         );
     }
-    Ok(crate::Outcome::Ok)
+    Ok(crate::output::Outcome::Ok)
 }
 
 /// Per sequence, the loss of each target.
@@ -144,7 +144,7 @@ fn score<B: Backend>(
     quiet: bool,
 ) -> Result<Vec<Vec<f32>>> {
     let mut model = Model::new(backend, m, weights, SCORE_BATCH)?;
-    let bar = crate::train_cmd::progress_bar(seqs.len() as u64, "choices", quiet);
+    let bar = crate::commands::train_cmd::progress_bar(seqs.len() as u64, "choices", quiet);
     let all: Vec<&[u32]> = seqs.iter().map(|(s, _)| s.as_slice()).collect();
     let out = sequence_losses(&mut model, &all, &mut |n| bar.inc(n as u64))?;
     bar.finish_and_clear();

@@ -319,13 +319,13 @@ fn dry_run_report(
     config: &RunConfig,
     start: &Start,
 ) -> Result<()> {
-    crate::outln!("{estimate}");
+    crate::output::outln!("{estimate}");
     let limit = |b: Option<u64>| {
         b.map_or("unknown".into(), |b| {
             format!("{:.2} GiB", b as f64 / f64::from(1u32 << 30))
         })
     };
-    crate::outln!(
+    crate::output::outln!(
         "backend: {} '{}' ({}); host memory available {}, device memory {}, largest buffer {}",
         info.kind,
         info.adapter,
@@ -344,7 +344,7 @@ fn dry_run_report(
                 .with_context(|| format!("--init-from {}", init.dir.display()))?;
         }
     }
-    crate::outln!("fits: yes");
+    crate::output::outln!("fits: yes");
     Ok(())
 }
 

@@ -147,7 +147,7 @@ pub fn bench_kernels(sizes: &[usize], elements: usize, numpy: bool, json: bool) 
         numpy: numpy_figures,
     };
     if json {
-        crate::outln!("{}", figures.json());
+        crate::output::outln!("{}", figures.json());
     } else {
         figures.print()?;
     }
@@ -287,7 +287,7 @@ impl Figures {
         let (copy_gbps, qdq_gbps, stats_gbps) = (self.copy_gbps, self.qdq_gbps, self.stats_gbps);
         let (emulated, n) = (self.emulated, self.elements);
         let bytes = n as f64 * 4.0;
-        crate::outln!(
+        crate::output::outln!(
             "bench kernels on '{}' ({}, {}){}",
             self.adapter,
             self.api,
@@ -298,18 +298,18 @@ impl Figures {
                 ""
             }
         );
-        crate::outln!("elementwise over {n} f32 ({:.0} MiB):", bytes / 1048576.0);
-        crate::outln!("  copy         {copy_gbps:8.2} GB/s   1.000");
-        crate::outln!(
+        crate::output::outln!("elementwise over {n} f32 ({:.0} MiB):", bytes / 1048576.0);
+        crate::output::outln!("  copy         {copy_gbps:8.2} GB/s   1.000");
+        crate::output::outln!(
             "  qdq          {qdq_gbps:8.2} GB/s   {:.3} of copy",
             qdq_gbps / copy_gbps
         );
-        crate::outln!(
+        crate::output::outln!(
             "  quant_stats  {stats_gbps:8.2} GB/s   {:.3} of copy (reads only; 5 estimators)",
             stats_gbps / copy_gbps
         );
-        crate::outln!("matmul GFLOP/s (GPU | CPU backend '{}'):", self.cpu_adapter);
-        crate::outln!(
+        crate::output::outln!("matmul GFLOP/s (GPU | CPU backend '{}'):", self.cpu_adapter);
+        crate::output::outln!(
             "  {:>5} {:>6} {:>6} {:>10} {:>10}",
             "size",
             "layout",
@@ -318,7 +318,7 @@ impl Figures {
             "cpu"
         );
         for (g, c) in self.gpu_mm.iter().zip(&self.cpu_mm) {
-            crate::outln!(
+            crate::output::outln!(
                 "  {:>5} {:>6} {:>6} {:>10.2} {:>10.2}",
                 g.m,
                 g.layout.name(),
@@ -329,7 +329,7 @@ impl Figures {
         }
         for (s, g) in &self.numpy {
             if let Some(c) = self.cpu_nn(*s) {
-                crate::outln!(
+                crate::output::outln!(
                     "  numpy (OpenBLAS) {s}³: {g:.2} GFLOP/s; CPU backend / numpy = {:.3}",
                     c / g
                 );

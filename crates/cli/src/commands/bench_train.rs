@@ -238,15 +238,15 @@ fn run<B: Backend + Profiled>(
     let gflops = |tokens_per_s: f64| 6.0 * params as f64 * tokens_per_s / 1e9;
     // The step's own GEMM shapes, timed alone on a fresh backend after the steps: the share
     // of a step they would take on their own.
-    let gemms = crate::bench_gemm::step_gemms(config);
-    let shape_s = crate::bench_gemm::gemm_seconds(&make()?, &gemms, &|b: &B| b.sync())?;
-    let gemm_s = crate::bench_gemm::step_seconds(&gemms, &shape_s);
+    let gemms = crate::commands::bench_gemm::step_gemms(config);
+    let shape_s = crate::commands::bench_gemm::gemm_seconds(&make()?, &gemms, &|b: &B| b.sync())?;
+    let gemm_s = crate::commands::bench_gemm::step_seconds(&gemms, &shape_s);
     // The most tokens/s a step could reach if everything besides its GEMMs were free.
     let gemm_bound = config.tokens_per_step() as f64 / gemm_s.max(1e-12);
-    let gemm_gflops = crate::bench_gemm::gemm_flops(&gemms) / gemm_s.max(1e-12) / 1e9;
+    let gemm_gflops = crate::commands::bench_gemm::gemm_flops(&gemms) / gemm_s.max(1e-12) / 1e9;
     let gemm_fraction = |ms_per_step: f64| gemm_s * 1e3 / ms_per_step;
     if json {
-        crate::outln!(
+        crate::output::outln!(
             "{{\"backend\":{:?},\"adapter\":{:?},\"device_type\":{:?},\"steps\":{steps},\"estimators\":{estimators},\"tokens_per_s_plain\":{:.1},\"tokens_per_s_qat\":{:.1},\"ms_per_step_plain\":{:.2},\"ms_per_step_qat\":{:.2},\"qat_overhead\":{overhead:.4},\"submits_per_step\":{:.2},\"blocking_syncs_per_step\":{:.2},\"dispatches_per_step\":{:.1},\"bind_groups_created_per_step\":{:.2},\"host_ms_per_step\":{:.3},\"host_ms_per_step_plain\":{:.3},\"peak_rss_mib\":{},\"params\":{params},\"model_gflops\":{:.3},\"model_gflops_plain\":{:.3},\"model_gflops_qat\":{:.3},\"gemm_ms_per_step_alone\":{:.4},\"gemm_gflops_alone\":{gemm_gflops:.3},\"gemm_fraction\":{:.4},\"gemm_fraction_qat\":{:.4},\"tokens_per_s_gemm_bound\":{gemm_bound:.1},\"threads\":{},\"profile_plain\":{},\"profile_qat\":{},\"gemm_shapes\":{}}}",
             info.kind,
             info.adapter,
@@ -281,44 +281,44 @@ fn run<B: Backend + Profiled>(
                 "null".into()
             },
             if profile {
-                crate::bench_gemm::shape_json(&gemms, &shape_s)
+                crate::commands::bench_gemm::shape_json(&gemms, &shape_s)
             } else {
                 "null".into()
             },
         );
     } else {
-        crate::outln!(
+        crate::output::outln!(
             "bench train on {} '{}' ({}), {steps} steps each after 2 warm-up steps, plain and QAT in alternating blocks",
             info.kind,
             info.adapter,
             info.device_type
         );
-        crate::outln!(
+        crate::output::outln!(
             "  plain: {:>10.1} tok/s {:>9.2} ms/step",
             p.tokens_per_s,
             p.ms_per_step
         );
-        crate::outln!(
+        crate::output::outln!(
             "  QAT  : {:>10.1} tok/s {:>9.2} ms/step ({estimators} estimators in every quantizer call)",
             q.tokens_per_s,
             q.ms_per_step
         );
-        crate::outln!("  QAT overhead (plain tok/s ÷ QAT tok/s): {overhead:.3}");
-        crate::outln!(
+        crate::output::outln!("  QAT overhead (plain tok/s ÷ QAT tok/s): {overhead:.3}");
+        crate::output::outln!(
             "  model FLOPs (6 per parameter per token, {params} parameters): {:.2} GFLOP/s plain, {:.2} QAT",
             gflops(p.tokens_per_s),
             gflops(q.tokens_per_s)
         );
-        crate::outln!(
+        crate::output::outln!(
             "  the step's own GEMMs alone: {:.2} ms/step ({gemm_gflops:.1} GFLOP/s); gemm_fraction (their share of a step) {:.3} plain, {:.3} QAT",
             gemm_s * 1e3,
             gemm_fraction(p.ms_per_step),
             gemm_fraction(q.ms_per_step)
         );
-        crate::outln!(
+        crate::output::outln!(
             "  at most {gemm_bound:.1} tok/s if everything besides the GEMMs were free (tokens per step ÷ their time alone)"
         );
-        crate::outln!(
+        crate::output::outln!(
             "  submits/step {:.2}, blocking syncs/step {:.2}, dispatches/step {:.1}, bind groups created/step {:.2}, host ms/step {:.3} (QAT run, steady state)",
             q.submits_per_step,
             q.syncs_per_step,
@@ -327,18 +327,18 @@ fn run<B: Backend + Profiled>(
             q.host_ms_per_step
         );
         if let Some(m) = peak {
-            crate::outln!("  peak resident memory: {m:.1} MiB");
+            crate::output::outln!("  peak resident memory: {m:.1} MiB");
         }
         if profile {
             if p.profile.is_empty() {
-                crate::outln!("  (--profile times ops on the CPU backend only)");
+                crate::output::outln!("  (--profile times ops on the CPU backend only)");
             } else {
                 for line in profile_table("plain", &p, steps)
                     .into_iter()
                     .chain(profile_table("QAT", &q, steps))
-                    .chain(crate::bench_gemm::shape_table(&gemms, &shape_s))
+                    .chain(crate::commands::bench_gemm::shape_table(&gemms, &shape_s))
                 {
-                    crate::outln!("{line}");
+                    crate::output::outln!("{line}");
                 }
             }
         }

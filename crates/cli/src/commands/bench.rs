@@ -10,7 +10,7 @@ use anyhow::Result;
 use clap::Subcommand;
 use hif8lab_format::{FakeQuant, Format, Overflow, Rounding};
 
-use crate::Outcome;
+use crate::output::Outcome;
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
@@ -64,7 +64,7 @@ pub enum BenchCommand {
     },
     /// Generation with the key/value cache: prompt and generated tokens per second, peak
     /// resident memory.
-    Sample(crate::bench_sample::BenchSampleArgs),
+    Sample(crate::commands::bench_sample::BenchSampleArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<Outcome> {
@@ -82,11 +82,18 @@ pub fn run(cmd: BenchCommand) -> Result<Outcome> {
             json,
             profile,
         } => {
-            crate::bench_train::bench_train(&preset, &sets, &backend, steps.max(1), json, profile)?;
+            crate::commands::bench_train::bench_train(
+                &preset,
+                &sets,
+                &backend,
+                steps.max(1),
+                json,
+                profile,
+            )?;
             Ok(Outcome::Ok)
         }
         BenchCommand::Sample(args) => {
-            crate::bench_sample::run(args)?;
+            crate::commands::bench_sample::run(args)?;
             Ok(Outcome::Ok)
         }
         BenchCommand::Kernels {
@@ -95,7 +102,7 @@ pub fn run(cmd: BenchCommand) -> Result<Outcome> {
             numpy,
             json,
         } => {
-            crate::bench_kernels::bench_kernels(&sizes, elements.max(1), numpy, json)?;
+            crate::commands::bench_kernels::bench_kernels(&sizes, elements.max(1), numpy, json)?;
             Ok(Outcome::Ok)
         }
     }
@@ -164,17 +171,19 @@ fn bench_codec(n: usize, reps: usize, json: bool) -> Result<Outcome> {
                 )
             })
             .collect();
-        crate::outln!(
+        crate::output::outln!(
             "{{\"cpu\":\"{}\",\"threads\":1,\"elements\":{n},\"copy_elements_per_s\":{copy_eps:.0},\"qdq\":[{}]}}",
             cpu.replace('"', "'"),
             list.join(",")
         );
     } else {
-        crate::outln!("bench codec: CPU '{cpu}', one thread, {n} f32 elements, best of {reps}");
-        crate::outln!("{:<16} {:>14} {:>10}", "mode", "Melem/s", "vs copy");
-        crate::outln!("{:<16} {:>14.1} {:>10}", "copy", copy_eps / 1e6, "1.000");
+        crate::output::outln!(
+            "bench codec: CPU '{cpu}', one thread, {n} f32 elements, best of {reps}"
+        );
+        crate::output::outln!("{:<16} {:>14} {:>10}", "mode", "Melem/s", "vs copy");
+        crate::output::outln!("{:<16} {:>14.1} {:>10}", "copy", copy_eps / 1e6, "1.000");
         for (name, eps, ratio) in rows {
-            crate::outln!("{:<16} {:>14.1} {:>10.3}", name, eps / 1e6, ratio);
+            crate::output::outln!("{:<16} {:>14.1} {:>10.3}", name, eps / 1e6, ratio);
         }
     }
     Ok(Outcome::Ok)

@@ -15,7 +15,7 @@ use hif8lab_scaling::synth::{Pattern, synth, to_csv};
 use hif8lab_scaling::te::te_recipe;
 use hif8lab_scaling::{EstimatorSpec, ScalingConfig};
 
-use crate::Outcome;
+use crate::output::Outcome;
 
 #[derive(Subcommand, Debug)]
 pub enum TraceCommand {
@@ -81,7 +81,7 @@ fn parse_cold_start(s: &str) -> Result<ColdStart, String> {
 pub enum ExportCommand {
     /// Write a run's weights as a Hugging Face Llama folder (config.json, model.safetensors,
     /// generation_config.json, tokenizer.json) that `transformers` loads without custom code.
-    Hf(crate::model_cmds::ExportHfArgs),
+    Hf(crate::commands::model_cmds::ExportHfArgs),
     /// Print the Transformer Engine DelayedScaling recipe and Megatron-LM flags for a config.
     TeRecipe {
         /// A TOML config: a run config with a [scaling] table, or the scaling table itself.
@@ -202,7 +202,7 @@ pub fn run_replay(args: ReplayArgs) -> Result<Outcome> {
     };
     let report = replay(&imported.series, &options);
     if args.json {
-        crate::outln!("{}", serde_json::to_string(&report)?);
+        crate::output::outln!("{}", serde_json::to_string(&report)?);
     } else {
         print_report(&report, &args, imported.kind)?;
     }
@@ -210,8 +210,8 @@ pub fn run_replay(args: ReplayArgs) -> Result<Outcome> {
 }
 
 fn print_table(title: &str, rows: &[(&String, &EstimatorReplay)], hif8: bool) -> Result<()> {
-    crate::outln!("{title}");
-    crate::outln!(
+    crate::output::outln!("{title}");
+    crate::output::outln!(
         "  {:<22} {:>8} {:>15} {:>11} {:>15} {:>11} {:>9}",
         "estimator",
         "calls",
@@ -222,7 +222,7 @@ fn print_table(title: &str, rows: &[(&String, &EstimatorReplay)], hif8: bool) ->
         "overflow"
     );
     for (name, r) in rows {
-        crate::outln!(
+        crate::output::outln!(
             "  {:<22} {:>8} {:>15} {:>11.3} {:>15.3} {:>11} {:>9}",
             name,
             r.calls,
@@ -240,7 +240,7 @@ fn print_table(title: &str, rows: &[(&String, &EstimatorReplay)], hif8: bool) ->
 
 fn print_report(report: &ReplayReport, args: &ReplayArgs, kind: &str) -> Result<()> {
     let hif8 = args.format == Format::HiF8;
-    crate::outln!(
+    crate::output::outln!(
         "replay of {} ({kind}, {} quantizer(s)); format {}, target {}, margin {}, window {}",
         args.trace.display(),
         report.quantizers.len(),
@@ -249,7 +249,7 @@ fn print_report(report: &ReplayReport, args: &ReplayArgs, kind: &str) -> Result<
         args.margin,
         args.window
     );
-    crate::outln!(
+    crate::output::outln!(
         "calls_above_est: amax > estimate; worst_ratio: max amax/est; median_headroom: est/amax{}\n",
         if hif8 {
             "; beyond_3bit: amax·scale ≥ 16 (left HiF8's 3-bit tier); overflow: amax·scale ≥ 40960"
@@ -289,13 +289,13 @@ fn print_report(report: &ReplayReport, args: &ReplayArgs, kind: &str) -> Result<
         .iter()
         .filter_map(|n| report.total.get_key_value(n))
         .collect();
-    crate::outln!();
+    crate::output::outln!();
     print_table("TOTAL", &rows, hif8)
 }
 
 pub fn run_export(cmd: ExportCommand) -> Result<Outcome> {
     match cmd {
-        ExportCommand::Hf(args) => crate::model_cmds::run_export_hf(args),
+        ExportCommand::Hf(args) => crate::commands::model_cmds::run_export_hf(args),
         ExportCommand::TeRecipe {
             config,
             estimator,
@@ -324,7 +324,7 @@ pub fn run_export(cmd: ExportCommand) -> Result<Outcome> {
                 c.format = f;
             }
             c.validate().map_err(anyhow::Error::msg)?;
-            crate::out!("{}", te_recipe(&c));
+            crate::output::out!("{}", te_recipe(&c));
             Ok(Outcome::Ok)
         }
     }

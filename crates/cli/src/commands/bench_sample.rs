@@ -10,7 +10,7 @@ use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::config::ModelConfig;
 use hif8lab_train::infer::Model;
 
-use crate::model_cmds::{check_memory, on_backend, open_source, window};
+use crate::commands::model_cmds::{check_memory, on_backend, open_source, window};
 
 /// The prompt text, repeated to the length asked for.
 const PROMPT: &str = "The history of science is the study of how people came to understand the \
@@ -113,9 +113,9 @@ fn measure<B: Backend>(
         "peak_rss_bytes": peak_rss(),
     });
     if json {
-        crate::print_json(&doc)?;
+        crate::output::print_json(&doc)?;
     } else {
-        crate::outln!(
+        crate::output::outln!(
             "{path} on {} '{}': prompt {} tokens at {:.1} tokens/s; generation {} tokens at {:.1} tokens/s; peak resident {:.2} GiB",
             info.kind,
             info.adapter,

@@ -288,7 +288,7 @@ fn recompute(dir: &std::path::Path) -> Result<()> {
     md.push_str(&plots_section(dir, None));
     hif8lab_train::run::write_atomic(&dir.join("results.csv"), results.csv().as_bytes())?;
     hif8lab_train::run::write_atomic(&dir.join("results.md"), md.as_bytes())?;
-    crate::outln!("{md}");
+    crate::output::outln!("{md}");
     eprintln!(
         "recomputed {}/results.md and results.csv from {}",
         dir.display(),
@@ -320,11 +320,11 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
         grid::run_grid(make, &config, &out, seeds, base_seeds, &args.runs, &mut p)?
     });
     let summaries: Vec<_> = results.rows.iter().map(|r| r.summary.clone()).collect();
-    let (_, skipped) = crate::plots::grid_plots(&out, &summaries)?;
+    let (_, skipped) = crate::commands::plots::grid_plots(&out, &summaries)?;
     let mut md = results.markdown();
     md.push_str(&plots_section(&out, skipped));
     hif8lab_train::run::write_atomic(&out.join("results.md"), md.as_bytes())?;
-    crate::outln!("{md}");
+    crate::output::outln!("{md}");
     eprintln!(
         "grid done in {:.0} s: {}/results.md and results.csv",
         p.start.elapsed().as_secs_f64(),
@@ -376,7 +376,7 @@ pub struct LessonArgs {
 }
 
 /// `hif8lab lesson base`.
-fn lesson_base(args: &LessonBaseArgs) -> Result<crate::Outcome> {
+fn lesson_base(args: &LessonBaseArgs) -> Result<crate::output::Outcome> {
     use hif8lab_lab::lesson::base;
     let grid = GridConfig::preset("grid-lesson")?;
     let start = Instant::now();
@@ -388,43 +388,43 @@ fn lesson_base(args: &LessonBaseArgs) -> Result<crate::Outcome> {
                 "error: {}: not pretrained with grid-lesson's current pretraining (run `hif8lab lesson base`)",
                 base::FILE
             );
-            return Ok(crate::Outcome::Differs);
+            return Ok(crate::output::Outcome::Differs);
         };
         let (a, b) = (shipped.fingerprint(), fresh.fingerprint());
-        crate::outln!("shipped {a}, pretrained now {b} ({seconds:.1} s)");
+        crate::output::outln!("shipped {a}, pretrained now {b} ({seconds:.1} s)");
         let now = fresh.to_checkpoint(&grid.pretrain_config()).to_bytes();
         return Ok(if now == base::shipped_bytes() {
-            crate::Outcome::Ok
+            crate::output::Outcome::Ok
         } else {
             eprintln!(
                 "error: {}: the shipped base differs from what pretraining gives now (weights or probe scores)",
                 base::FILE
             );
-            crate::Outcome::Differs
+            crate::output::Outcome::Differs
         });
     }
     let bytes = fresh.to_checkpoint(&grid.pretrain_config()).to_bytes();
     hif8lab_train::io::write_atomic(&args.out, &bytes)
         .with_context(|| format!("--out {}", args.out.display()))?;
-    crate::outln!(
+    crate::output::outln!(
         "{}: the lessons' base, {} steps in {seconds:.1} s, fingerprint {}, knowledge {:.3}",
         args.out.display(),
         grid.pretrain_phase().steps,
         fresh.fingerprint(),
         fresh.probes.knowledge_acc_norm
     );
-    Ok(crate::Outcome::Ok)
+    Ok(crate::output::Outcome::Ok)
 }
 
 /// `hif8lab lesson`.
-pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
+pub fn run_lesson(cmd: LessonCommand) -> Result<crate::output::Outcome> {
     use hif8lab_lab::lesson;
     let args = match cmd {
         LessonCommand::List => {
             for l in lesson::LESSONS {
-                crate::outln!("{:<11} {}\n            {}", l.name, l.title, l.predict);
+                crate::output::outln!("{:<11} {}\n            {}", l.name, l.title, l.predict);
             }
-            return Ok(crate::Outcome::Ok);
+            return Ok(crate::output::Outcome::Ok);
         }
         LessonCommand::Base(args) => return lesson_base(&args),
         LessonCommand::Run(args) => args,
@@ -433,7 +433,7 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::Outcome> {
         Ok(id) => id,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(crate::Outcome::BadInput);
+            return Ok(crate::output::Outcome::BadInput);
         }
     };
     if id == lesson::LessonId::Outliers {
@@ -466,48 +466,48 @@ fn print_lesson(
     report: &hif8lab_lab::lesson::LessonReport,
     seconds: f64,
     json: bool,
-) -> Result<crate::Outcome> {
+) -> Result<crate::output::Outcome> {
     if json {
         let mut v = serde_json::to_value(report)?;
         v["seconds"] = serde_json::json!(seconds);
         v["holds"] = serde_json::json!(report.holds());
         v["verdict"] = serde_json::json!(report.verdict());
-        crate::outln!("{v}");
+        crate::output::outln!("{v}");
     } else {
-        crate::outln!("lesson {} ({seconds:.0} s)", report.lesson);
+        crate::output::outln!("lesson {} ({seconds:.0} s)", report.lesson);
         let held = report.claims.iter().filter(|c| c.holds).count();
-        crate::outln!("  {held} of {} claims hold", report.claims.len());
+        crate::output::outln!("  {held} of {} claims hold", report.claims.len());
         for c in &report.claims {
             // The same words as the app and the reports.
-            crate::outln!(
+            crate::output::outln!(
                 "  [{}] {}\n        Measured: {}.",
                 c.verdict.as_str(),
                 c.claim,
                 c.measured_words()
             );
             for part in &c.parts {
-                crate::outln!("        Also: {part}.");
+                crate::output::outln!("        Also: {part}.");
             }
             match &c.evidence {
                 serde_json::Value::Null => {}
                 serde_json::Value::String(s) if s.is_empty() => {}
-                serde_json::Value::String(s) => crate::outln!("        {s}"),
-                v => crate::outln!("        {v}"),
+                serde_json::Value::String(s) => crate::output::outln!("        {s}"),
+                v => crate::output::outln!("        {v}"),
             }
         }
-        crate::outln!("  what happened: {}", report.summary);
+        crate::output::outln!("  what happened: {}", report.summary);
     }
     Ok(match report.verdict() {
-        hif8lab_lab::stats::Verdict3::Holds => crate::Outcome::Ok,
-        hif8lab_lab::stats::Verdict3::Fails => crate::Outcome::ClaimsFail,
+        hif8lab_lab::stats::Verdict3::Holds => crate::output::Outcome::Ok,
+        hif8lab_lab::stats::Verdict3::Fails => crate::output::Outcome::ClaimsFail,
         hif8lab_lab::stats::Verdict3::Inconclusive | hif8lab_lab::stats::Verdict3::NotJudged => {
-            crate::Outcome::Inconclusive
+            crate::output::Outcome::Inconclusive
         }
     })
 }
 
 /// `hif8lab lesson run outliers [--from DIR]`: judged from a grid's data, nothing trained.
-fn judge_outliers(args: &LessonArgs) -> Result<crate::Outcome> {
+fn judge_outliers(args: &LessonArgs) -> Result<crate::output::Outcome> {
     use hif8lab_lab::lesson::outliers;
     let start = Instant::now();
     let (source, data) = match &args.from {

@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use hif8lab_train::hf::{self, ExportDtype};
 
-use crate::Outcome;
+use crate::output::Outcome;
 
 /// What `import` reads.
 #[derive(Subcommand, Debug)]

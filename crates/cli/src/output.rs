@@ -1,0 +1,115 @@
+//! What every command shares at the edge: writing its result to standard output (a closed
+//! pipe ends quietly, a full disk is an error), how it ended ([`Outcome`]) and the one rule
+//! that turns an error into an exit code ([`exit_code_of`]). `main.rs` only parses and
+//! dispatches; nothing imports it.
+
+/// `println!` for a command's result: a failed write returns an error from the enclosing
+/// function ([`output_error`]: a closed pipe ends quietly, a full disk is an error) instead
+/// of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*).map_err($crate::output::output_error)?
+    }};
+}
+
+/// `print!` for a command's result (see [`outln!`]).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        write!(stdout, $($arg)*)
+            .and_then(|()| stdout.flush())
+            .map_err($crate::output::output_error)?
+    }};
+}
+
+/// Standard output was closed by its reader (`… | head`): the program ends quietly with the
+/// conventional status of a closed pipe (128 + SIGPIPE).
+#[derive(Debug)]
+pub struct ClosedPipe;
+
+impl std::fmt::Display for ClosedPipe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("standard output was closed")
+    }
+}
+
+impl std::error::Error for ClosedPipe {}
+
+/// The error of a failed write of a command's result: a closed pipe ends quietly
+/// ([`ClosedPipe`]), anything else (a full disk) is an error naming standard output.
+pub fn output_error(e: std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        anyhow::Error::new(ClosedPipe)
+    } else {
+        anyhow::anyhow!("writing the result to standard output: {e}")
+    }
+}
+
+/// Prints a JSON document (pretty, one trailing newline) on standard output; a failed write
+/// is an error ([`output_error`]).
+pub fn print_json(doc: &serde_json::Value) -> anyhow::Result<()> {
+    use std::io::Write;
+    let text = serde_json::to_string_pretty(doc)? + "\n";
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(output_error)
+}
+
+/// How a command ended, mapped to the process exit code.
+pub enum Outcome {
+    /// Everything succeeded.
+    Ok,
+    /// Some input was rejected (reported on stderr); exit code 2.
+    BadInput,
+    /// A lesson ran and some claim failed; exit code 1.
+    ClaimsFail,
+    /// A lesson ran, no claim failed, but some were inconclusive; exit code 3.
+    Inconclusive,
+    /// A check found a difference (reported on stderr); exit code 1.
+    Differs,
+}
+
+pub(crate) use {out, outln};
+
+/// The exit code of a command that ended in `err` (docs/usage.md, "Exit codes"): 1 when the
+/// work started and failed on the way — the disk filled, a write failed, the GPU failed,
+/// training diverged — and 2 for everything else, which is input the command refused before
+/// doing its work: arguments, configs, models, checkpoints, corpora, probe sets, traces and
+/// grid data that are wrong, missing or inconsistent, and runs too big for this machine.
+pub fn exit_code_of(err: &anyhow::Error) -> u8 {
+    use std::io::ErrorKind;
+    // Errors the train crate carries as text keep the system's code in the message.
+    const RUNTIME_OS_ERRORS: [&str; 4] =
+        ["os error 28", "os error 27", "os error 5)", "os error 122"];
+    let runtime = err.chain().any(|e| {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return !matches!(
+                io.kind(),
+                ErrorKind::NotFound
+                    | ErrorKind::PermissionDenied
+                    | ErrorKind::InvalidData
+                    | ErrorKind::InvalidInput
+                    | ErrorKind::AlreadyExists
+                    | ErrorKind::NotADirectory
+                    | ErrorKind::IsADirectory
+                    | ErrorKind::DirectoryNotEmpty
+                    | ErrorKind::WouldBlock
+                    | ErrorKind::UnexpectedEof
+            );
+        }
+        e.is::<hif8lab_engine::EngineError>()
+            || matches!(
+                e.downcast_ref::<hif8lab_train::TrainError>(),
+                Some(
+                    hif8lab_train::TrainError::Engine(_)
+                        | hif8lab_train::TrainError::NonFinite { .. }
+                )
+            )
+    }) || RUNTIME_OS_ERRORS
+        .iter()
+        .any(|code| format!("{err:#}").contains(code));
+    if runtime { 1 } else { 2 }
+}
