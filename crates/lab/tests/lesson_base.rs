@@ -96,3 +96,23 @@ fn a_damaged_base_file_is_refused_by_field() {
         );
     }
 }
+
+/// A grid whose QAT runs would quantize nothing (two blocks: the default placement keeps
+/// both in high precision) is refused before anything trains: its claims would otherwise be
+/// judged from no data.
+#[test]
+fn a_grid_that_quantizes_nothing_is_refused_before_training() {
+    let mut grid = GridConfig::preset("grid-micro").unwrap();
+    grid.model.layers = 2;
+    let out = std::env::temp_dir().join(format!("hif8lab-grid-nothing-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let e = hif8lab_lab::grid::run_grid(&|| Ok(CpuBackend::new()), &grid, &out, 1, 1, &[], &mut ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("most_recent-high") && e.contains("no block is quantized"),
+        "{e}"
+    );
+    assert!(!out.join("base").exists(), "nothing pretrained");
+    let _ = std::fs::remove_dir_all(&out);
+}
