@@ -108,8 +108,9 @@ pub fn exit_code_of(err: &anyhow::Error) -> u8 {
                         | hif8lab_train::TrainError::NonFinite { .. }
                 )
             )
-    }) || RUNTIME_OS_ERRORS
-        .iter()
-        .any(|code| format!("{err:#}").contains(code));
+    }) || {
+        let text = format!("{err:#}");
+        RUNTIME_OS_ERRORS.iter().any(|code| text.contains(code))
+    };
     if runtime { 1 } else { 2 }
 }

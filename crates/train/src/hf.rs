@@ -257,8 +257,7 @@ pub fn select_weights(
     m: &ModelConfig,
     tensors: Vec<(PathBuf, NamedTensor)>,
 ) -> Result<Checkpoint, HfError> {
-    // The layer count against the layers the tensors belong to, before a list is sized by
-    // it (2^31 layers in a config beside two layers of weights would build 2^31 entries).
+    // The layer count against the layers the tensors belong to ([`crate::model::blocks_are`]).
     let layers: std::collections::BTreeSet<usize> = tensors
         .iter()
         .filter_map(|(_, t)| {
@@ -266,7 +265,7 @@ pub fn select_weights(
             rest.split_once('.')?.0.parse().ok()
         })
         .collect();
-    if layers.len() != m.layers || layers.last().map_or(0, |l| l + 1) != m.layers {
+    if !crate::model::blocks_are(&layers, m.layers) {
         return Err(err(
             &dir.join("config.json"),
             format!(

@@ -34,12 +34,15 @@ pub fn write_atomic_with(
 /// Whether a temporary name `*.tmp-PID` was left by a process that has ended (this
 /// process's own are not; where the system cannot tell, none is).
 pub fn left_by_ended_process(name: &str) -> bool {
-    let Some(pid) = name
-        .rsplit_once(".tmp-")
-        .and_then(|(_, pid)| pid.parse::<u32>().ok())
-    else {
+    let Some(pid) = temporary_pid(name) else {
         return false;
     };
     let proc_fs = Path::new("/proc/self").exists();
     pid != std::process::id() && proc_fs && !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The process id a temporary name `*.tmp-PID` carries (the writer that made it).
+pub fn temporary_pid(name: &str) -> Option<u32> {
+    name.rsplit_once(".tmp-")
+        .and_then(|(_, pid)| pid.parse::<u32>().ok())
 }

@@ -85,6 +85,13 @@ pub fn param_specs(m: &ModelConfig) -> Vec<(String, Vec<usize>, bool)> {
     specs
 }
 
+/// Whether `present`, the block numbers a file's weights belong to, are exactly
+/// `0..layers`: what a layer count read from a file is checked against before any list is
+/// sized by it (a count of 2^31 beside two blocks of weights would build 2^31 entries).
+pub fn blocks_are(present: &std::collections::BTreeSet<usize>, layers: usize) -> bool {
+    present.len() == layers && present.last().map_or(0, |l| l + 1) == layers
+}
+
 /// The index in [`Params::list`] of block `l`'s tensor `k` (0 attn_norm, 1 wq, 2 wk, 3 wv,
 /// 4 wo, 5 mlp_norm, 6 gate, 7 up, 8 down); `block_slot(layers, 0)` is the final norm's, the
 /// next the untied head's. The embedding's is 0.

@@ -253,10 +253,7 @@ pub fn remove_stale_temporaries(dir: &Path) -> Vec<PathBuf> {
         };
         for entry in entries.filter_map(Result::ok) {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(pid) = name
-                .rsplit_once(".tmp-")
-                .and_then(|(_, pid)| pid.parse::<u32>().ok())
-            else {
+            let Some(pid) = crate::io::temporary_pid(&name) else {
                 continue;
             };
             let alive = pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists();

@@ -16,9 +16,18 @@ fn err(file: &Path, message: impl Into<String>) -> HfError {
 }
 
 /// Whether `path` is a model this project opens as a Hugging Face model: a folder with
-/// `config.json` or a GGUF file.
+/// `config.json`, a GGUF file, or anything named `.gguf` (read as one, so that a damaged
+/// magic or a folder of that name is said as a GGUF problem).
 pub fn is_model_path(path: &Path) -> bool {
-    (path.is_dir() && crate::hf::is_hf_dir(path)) || crate::gguf::is_gguf(path)
+    (path.is_dir() && crate::hf::is_hf_dir(path)) || is_gguf_path(path)
+}
+
+/// A GGUF file by its magic, or anything named `.gguf` that is not a Hugging Face folder.
+fn is_gguf_path(path: &Path) -> bool {
+    let named = path
+        .extension()
+        .is_some_and(|x| x.eq_ignore_ascii_case("gguf"));
+    crate::gguf::is_gguf(path) || (named && !(path.is_dir() && crate::hf::is_hf_dir(path)))
 }
 
 /// The folder where converted GGUF tokenizers are kept (`HIF8LAB_CACHE`, else
@@ -39,14 +48,10 @@ pub fn cache_dir() -> PathBuf {
 /// in memory; its tokenizer files written to [`cache_dir`] under a name from their contents).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn load_any(path: &Path) -> Result<HfModel, HfError> {
-    if path.is_dir() {
-        return crate::hf::load(path);
-    }
-    let named_gguf = path
-        .extension()
-        .is_some_and(|x| x.eq_ignore_ascii_case("gguf"));
-    // A file named .gguf is read as one, so a damaged magic is said as such.
-    if !crate::gguf::is_gguf(path) && !named_gguf {
+    if !is_gguf_path(path) {
+        if path.is_dir() {
+            return crate::hf::load(path);
+        }
         return Err(err(
             path,
             "not a Hugging Face folder (config.json) or a GGUF file",

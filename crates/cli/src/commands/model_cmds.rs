@@ -131,24 +131,6 @@ pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
             dtype: m.dtype,
         });
     }
-    let named_gguf = path
-        .extension()
-        .is_some_and(|x| x.eq_ignore_ascii_case("gguf"));
-    if named_gguf {
-        // Named .gguf but not one (a damaged magic, a folder): said as a GGUF problem, not
-        // as "not a valid safetensors file".
-        if path.is_dir() {
-            return Err(hf::HfError {
-                file: path.display().to_string(),
-                message: "is a folder, not a GGUF file".into(),
-            }
-            .into());
-        }
-        return Err(hif8lab_train::source::load_any(path).err().map_or_else(
-            || anyhow::anyhow!("{}: not a GGUF file", path.display()),
-            Into::into,
-        ));
-    }
     if path.is_file() {
         let weights = Checkpoint::load(path)?;
         let Some(text) = weights.metadata.get("config") else {

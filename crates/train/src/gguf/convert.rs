@@ -481,8 +481,8 @@ fn check_block_count(g: &GgufFile, m: &ModelConfig) -> Result<(), String> {
         .get("general.architecture")
         .and_then(MetaValue::as_str)
         .unwrap_or("llama");
-    let last = blocks.last().map(|l| l + 1).unwrap_or(0);
-    if blocks.len() != m.layers || last != m.layers {
+    if !crate::model::blocks_are(&blocks, m.layers) {
+        let last = blocks.last().copied().unwrap_or(0);
         return Err(format!(
             "metadata '{arch}.block_count' is {}, but the file's tensors belong to {} blocks{}",
             m.layers,
@@ -490,7 +490,7 @@ fn check_block_count(g: &GgufFile, m: &ModelConfig) -> Result<(), String> {
             if blocks.is_empty() {
                 String::new()
             } else {
-                format!(" (blk.{} … blk.{})", blocks.first().unwrap_or(&0), last - 1)
+                format!(" (blk.{} … blk.{last})", blocks.first().unwrap_or(&0))
             }
         ));
     }
