@@ -1,0 +1,54 @@
+"""HiF8, OCP E4M3 and E5M2 through hif8lab's Rust codec: the reference for everything else.
+
+Every function takes and returns NumPy arrays (any shape; f32 values, u8 codes)::
+
+    >>> import numpy as np, hif8lab.codec as codec
+    >>> codec.qdq(np.array([17.3, 50000.0], np.float32))
+    array([16., inf], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from . import _core
+
+FORMATS = ("hif8", "e4m3", "e5m2")
+
+
+def _f32(x: Any) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(x, dtype=np.float32))
+
+
+def qdq(x: Any, format: str = "hif8", scale: float = 1.0, saturate: bool = False) -> np.ndarray:
+    """``Q(x·scale)/scale`` elementwise, both products in f32 (the lab's fake quantization).
+
+    ``saturate=True`` clamps values beyond the format's range to its largest finite value;
+    otherwise they become ±Inf (HiF8, E5M2) or NaN (E4M3, which has no Inf).
+    """
+    a = _f32(x)
+    out = _core.qdq(a.tobytes(), format, float(np.float32(scale)), bool(saturate))
+    return np.frombuffer(out, dtype=np.float32).reshape(a.shape).copy()
+
+
+def encode(x: Any, format: str = "hif8", saturate: bool = False) -> np.ndarray:
+    """The 8-bit code of each value (no scaling), as uint8."""
+    a = _f32(x)
+    out = _core.encode(a.tobytes(), format, bool(saturate))
+    return np.frombuffer(out, dtype=np.uint8).reshape(a.shape).copy()
+
+
+def decode(codes: Any, format: str = "hif8") -> np.ndarray:
+    """The value of each 8-bit code, as f32."""
+    c = np.ascontiguousarray(np.asarray(codes, dtype=np.uint8))
+    out = _core.decode(c.tobytes(), format)
+    return np.frombuffer(out, dtype=np.float32).reshape(c.shape).copy()
+
+
+def facts(format: str = "hif8") -> dict:
+    """The format's landmarks: max_finite, min_normal, min_subnormal, overflow_threshold,
+    underflow_max, has_inf, natural_target."""
+    return json.loads(_core.facts(format))

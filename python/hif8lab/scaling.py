@@ -1,0 +1,173 @@
+"""hif8lab's delayed scaling from Python: the Rust estimators and the lab's trace format.
+
+``Quantizer`` is the Rust ``QuantizerState`` (history, scale rule, cold start, every
+estimator's decision per call): the reference the on-device estimators of
+``hif8lab.torch`` are checked against call by call. ``TraceWriter`` / ``read_trace`` write and
+read the one trace format ``hif8lab replay``, ``grid``-style reports and the app read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Iterable, NamedTuple, Sequence
+
+from . import _core
+
+#: The default shadow set (SPEC.md §3), windows resolved with ``window``.
+DEFAULT_ESTIMATORS = ("most_recent", "ema(0.1)", "mean_window", "max_window", "current")
+
+
+def estimator_name(name: str, window: int = 64) -> str:
+    """Canonical spelling of an estimator (``max`` → ``max_window(64)``); raises ValueError
+    for an unknown one."""
+    return _core.estimator_name(name, int(window))
+
+
+@dataclass(frozen=True)
+class ScalingConfig:
+    """The lab's ``[qat.scaling]`` table."""
+
+    estimator: str = "max_window"
+    window: int = 64
+    target: float = 15.0
+    margin: int = 0
+    cold_start: str = "jit"
+    shadow: Sequence[str] = DEFAULT_ESTIMATORS
+    format: str = "hif8"
+    overflow: str = "inf"
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "estimator": self.estimator,
+                "window": int(self.window),
+                "target": float(self.target),
+                "margin": int(self.margin),
+                "cold_start": self.cold_start,
+                "shadow": list(self.shadow),
+                "format": self.format,
+                "overflow": self.overflow,
+            }
+        )
+
+    def resolved(self) -> tuple[list[str], int, int]:
+        """(estimator names in order, index of the active one, history length)."""
+        return _core.resolve_config(self.to_json())
+
+
+class Decision(NamedTuple):
+    est: float
+    raw_est: float
+    scale: float
+    kept_previous: bool
+    cold: bool
+
+
+class Quantizer:
+    """One quantizer's delayed-scaling state, computed by the Rust reference."""
+
+    def __init__(self, config: ScalingConfig = ScalingConfig()):
+        self._q = _core.Quantizer(config.to_json())
+
+    def call(self, amax: float) -> list[Decision]:
+        """Every estimator's decision for a call whose amax is ``amax``; then records it."""
+        return [Decision(*d) for d in self._q.call(float(amax))]
+
+    def reset(self) -> None:
+        self._q.reset()
+
+    def history(self) -> list[float]:
+        return self._q.history()
+
+    def scales(self) -> list[float]:
+        return self._q.scales()
+
+    @property
+    def estimators(self) -> list[str]:
+        return self._q.estimators()
+
+    @property
+    def active_index(self) -> int:
+        return self._q.active_index
+
+
+def replay(series: dict, window: int = 64, target: float = 15.0, format: str = "hif8") -> dict:
+    """``hif8lab replay`` of ``{quantizer name: [amax, …]}``: per quantizer and estimator,
+    calls above the estimate, worst ratio, overflow, …"""
+    return json.loads(
+        _core.replay(json.dumps({k: [float(v) for v in vs] for k, vs in series.items()}),
+                     int(window), float(target), format)
+    )
+
+
+class Trace(NamedTuple):
+    header: dict
+    records: list
+    warnings: list
+
+
+def read_trace(path: str | os.PathLike) -> Trace:
+    """A trace file read by the Rust reader (non-finite numbers come back as floats)."""
+    header, records, warnings = _core.trace_read(os.fspath(path))
+    return Trace(json.loads(header), _decode_records(json.loads(records)), warnings)
+
+
+_NONFINITE = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+def _num(v):
+    return _NONFINITE.get(v, v) if isinstance(v, str) else v
+
+
+def _decode_records(records: list) -> list:
+    for r in records:
+        for k in ("amax", "est", "scale", "sqnr_db"):
+            if k in r:
+                r[k] = _num(r[k])
+        for s in r.get("shadow", {}).values():
+            s["est"] = _num(s["est"])
+    return records
+
+
+def _encode_num(v: float):
+    if v != v:
+        return "nan"
+    if v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def _encode_record(r: dict) -> dict:
+    r = dict(r)
+    for k in ("amax", "est", "scale", "sqnr_db"):
+        if k in r and r[k] is not None:
+            r[k] = _encode_num(float(r[k]))
+    if r.get("sqnr_db") is None:
+        r.pop("sqnr_db", None)
+    r["shadow"] = {
+        name: {"est": _encode_num(float(s["est"])), "above_est": int(s["above_est"]),
+               "overflow": int(s["overflow"])}
+        for name, s in r.get("shadow", {}).items()
+    }
+    return r
+
+
+class TraceWriter:
+    """Writes a trace through the Rust writer: the header first (the file replaced
+    atomically), then records appended in batches, each line whole."""
+
+    def __init__(self, path: str | os.PathLike, header: dict, resume: bool = False):
+        self.path = os.fspath(path)
+        if not resume:
+            h = dict(header)
+            h.setdefault("hif8lab_trace", _core.TRACE_VERSION)
+            _core.trace_start(self.path, json.dumps(h))
+
+    def write(self, records: Iterable[dict]) -> int:
+        """Appends records (dicts with the trace record's fields); returns how many."""
+        batch = [_encode_record(r) for r in records]
+        if not batch:
+            return 0
+        return _core.trace_append(self.path, json.dumps(batch))

@@ -1,0 +1,18 @@
+"""HiF8 W8A8(G8) fake quantization with per-tensor delayed scaling for PyTorch.
+
+    from hif8lab.torch import Recipe, quantize, fake_quant
+    session = quantize(model, Recipe(estimator="max_window", window=64, warmup_steps=500))
+    for step in range(steps):
+        session.start_step(step)
+        ...forward / backward / optimizer step...
+
+Bit for bit the Rust codec (``hif8lab.codec``) and estimators (``hif8lab.scaling``);
+training under torchrun: ``python -m hif8lab.torch.train --help``.
+"""
+
+from .bank import QuantBank
+from .nn import QatSession, QuantizerId, QuantLinear, Recipe, plan, quantize
+from .qdq import fake_quant, overflow_threshold, qdq
+
+__all__ = ["QuantBank", "QatSession", "QuantizerId", "QuantLinear", "Recipe", "plan", "quantize",
+           "fake_quant", "overflow_threshold", "qdq"]

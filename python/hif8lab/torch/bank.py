@@ -1,0 +1,256 @@
+"""Delayed-scaling state of every quantizer of a model, on the model's device.
+
+One ``QuantBank`` holds, for Q quantizers, the amax histories as a ``[Q, H]`` ring buffer,
+each estimator's last scale ``[Q, E]`` and the host-side call counts (known without reading
+the device). Estimates of every quantizer and estimator are computed at once at the start of
+each micro-batch (``begin_micro``), in f32 torch ops in exactly the order of the Rust
+estimators (``hif8lab_scaling::estimator``), so that they equal ``hif8lab.scaling.Quantizer``
+bit for bit; a quantizer called twice in one micro-batch gets its row recomputed. Per call
+(``decide`` then ``observe``) only a few tiny ops run and nothing is read back: statistics
+stay on the device until ``drain`` hands them to the trace writer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+import numpy as np
+import torch
+
+from .. import scaling as rs
+
+_EPS = np.float32(1e-12)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A resolved estimator: kind and parameters (f32 where the Rust code uses f32)."""
+
+    name: str
+    kind: str
+    n: int = 0
+    alpha: float = 0.0
+    beta: float = 0.0
+    damping: float = 0.0
+
+    @staticmethod
+    def parse(name: str) -> "Spec":
+        m = re.fullmatch(r"(\w+)(?:\((.*)\))?", name)
+        if not m:
+            raise ValueError(f"estimator '{name}'")
+        kind, args = m.group(1), m.group(2)
+        nums = [float(a) for a in args.split(",")] if args else []
+        if kind in ("max_window", "mean_window"):
+            return Spec(name, kind, n=int(nums[0]))
+        if kind == "ema":
+            return Spec(name, kind, alpha=nums[0])
+        if kind == "holt":
+            return Spec(name, kind, alpha=nums[0], beta=nums[1], damping=nums[2])
+        if kind in ("most_recent", "current"):
+            return Spec(name, kind)
+        raise ValueError(f"unknown estimator '{name}'")
+
+
+def _f(v: float, device) -> torch.Tensor:
+    return torch.tensor(np.float32(v), dtype=torch.float32, device=device)
+
+
+def _clamp_between(v, lo, hi):
+    """Rust's ``clamp_between``: below lo → lo, above hi → hi, else v (NaN passes)."""
+    return torch.where(v < lo, lo, torch.where(v > hi, hi, v))
+
+
+def estimate_rows(ordered: torch.Tensor, n: torch.Tensor, specs: Sequence[Spec]) -> torch.Tensor:
+    """Every estimator's raw estimate for each row of ``ordered`` ([R, H], the history
+    right-aligned: oldest valid entry at column H − n, newest last; ``n`` [R] ≥ 1 valid
+    entries) as [R, E]. Rows with n = 0 give garbage (the caller treats them as cold)."""
+    R, H = ordered.shape
+    dev = ordered.device
+    cols = torch.arange(H, device=dev)
+    first = (H - n).unsqueeze(1)  # [R, 1] first valid column
+    valid = cols.unsqueeze(0) >= first
+    out = []
+    for s in specs:
+        if s.kind == "most_recent":
+            out.append(ordered[:, -1])
+        elif s.kind == "current":
+            out.append(torch.full((R,), float("nan"), device=dev))
+        elif s.kind == "max_window":
+            w = max(1, min(s.n, H))
+            x = ordered[:, H - w:]
+            x = torch.where(valid[:, H - w:], x, torch.full_like(x, float("-inf")))
+            # NaN-propagating max, as the Rust fold with max_nan
+            m = x.amax(dim=1)
+            m = torch.where(torch.isnan(x).any(dim=1), torch.full_like(m, float("nan")), m)
+            out.append(m)
+        elif s.kind == "mean_window":
+            w = max(1, min(s.n, H))
+            s_sum = torch.zeros(R, dtype=torch.float32, device=dev)
+            lo = torch.full((R,), float("inf"), device=dev)
+            hi = torch.full((R,), float("-inf"), device=dev)
+            started = torch.zeros(R, dtype=torch.bool, device=dev)
+            for j in range(H - w, H):
+                v = valid[:, j]
+                a = ordered[:, j]
+                s_sum = torch.where(v, s_sum + a, s_sum)
+                # the Rust fold: seeded with the window's first value, then < / > updates
+                lo = torch.where(v & ~started, a, torch.where(v & (a < lo), a, lo))
+                hi = torch.where(v & ~started, a, torch.where(v & (a > hi), a, hi))
+                started = started | v
+            count = torch.clamp(n, max=w).to(torch.float32)
+            out.append(_clamp_between(s_sum / count, lo, hi))
+        elif s.kind == "ema":
+            alpha = _f(s.alpha, dev)
+            keep = _f(np.float32(1.0) - np.float32(s.alpha), dev)
+            e = ordered[:, 0]
+            for j in range(1, H):
+                a = ordered[:, j]
+                lo = torch.where(a < e, a, e)
+                hi = torch.where(a < e, e, a)
+                upd = _clamp_between(alpha * a + keep * e, lo, hi)
+                col = first.squeeze(1)
+                e = torch.where(j > col, upd, torch.where(j == col, a, e))
+            out.append(e)
+        elif s.kind == "holt":
+            a32, b32, p32 = np.float32(s.alpha), np.float32(s.beta), np.float32(s.damping)
+            alpha, phi = _f(a32, dev), _f(p32, dev)
+            one_minus_alpha = _f(np.float32(1.0) - a32, dev)
+            beta = _f(b32, dev)
+            one_minus_beta = _f(np.float32(1.0) - b32, dev)
+            level = ordered[:, 0]
+            trend = torch.zeros(R, dtype=torch.float32, device=dev)
+            col = first.squeeze(1)
+            for j in range(1, H):
+                a = ordered[:, j]
+                previous = level
+                forecast = level + phi * trend
+                lo = torch.where(a < forecast, a, forecast)
+                hi = torch.where(a < forecast, forecast, a)
+                new_level = _clamp_between(alpha * a + one_minus_alpha * forecast, lo, hi)
+                new_trend = beta * (new_level - previous) + one_minus_beta * phi * trend
+                level = torch.where(j > col, new_level, torch.where(j == col, a, level))
+                trend = torch.where(j > col, new_trend, torch.where(j == col, torch.zeros_like(trend), trend))
+            out.append(level + phi * trend)
+        else:
+            raise ValueError(s.kind)
+    return torch.stack(out, dim=1)
+
+
+class QuantBank:
+    """The delayed-scaling state of ``count`` quantizers under one scaling config."""
+
+    def __init__(self, config: rs.ScalingConfig, count: int, device: torch.device | str = "cpu"):
+        names, active, history_len = config.resolved()
+        self.config = config
+        self.names: List[str] = names
+        self.specs = [Spec.parse(n) for n in names]
+        self.active = active
+        self.H = max(1, history_len)
+        self.Q = count
+        self.device = torch.device(device)
+        self.cold_start = config.cold_start
+        margin_pow = np.float32(2.0) ** np.float32(max(-126, min(127, config.margin)))
+        self._target = _f(config.target, self.device)
+        self._pow2 = _f(margin_pow, self.device)
+        self._eps = _f(_EPS, self.device)
+        self._current = torch.tensor([s.kind == "current" for s in self.specs], device=self.device)
+        self.reset()
+
+    def to(self, device) -> "QuantBank":
+        device = torch.device(device)
+        if device != self.device:
+            self.device = device
+            for k in ("hist", "scales", "_target", "_pow2", "_eps", "_current", "_estimates"):
+                setattr(self, k, getattr(self, k).to(device))
+        return self
+
+    # --- state -------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forgets every history and scale (QAT switching on after warmup)."""
+        self.hist = torch.zeros(self.Q, self.H, dtype=torch.float32, device=self.device)
+        self.scales = torch.ones(self.Q, len(self.specs), dtype=torch.float32, device=self.device)
+        self.n = [0] * self.Q  # valid history entries (host)
+        self.pos = [0] * self.Q  # next ring slot (host)
+        self.calls = [0] * self.Q  # calls since creation (host)
+        self._fresh = [False] * self.Q
+        self._estimates = torch.zeros(self.Q, len(self.specs), dtype=torch.float32, device=self.device)
+
+    def ordered(self, rows: Optional[Sequence[int]] = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The histories oldest first, right-aligned ([R, H]) and their valid counts."""
+        rows = list(range(self.Q)) if rows is None else list(rows)
+        H = self.H
+        idx = np.empty((len(rows), H), dtype=np.int64)
+        base = np.arange(H)
+        for i, q in enumerate(rows):
+            idx[i] = (self.pos[q] + base) % H
+        idx_t = torch.from_numpy(idx).to(self.device, non_blocking=True)
+        hist = self.hist[torch.tensor(rows, device=self.device)] if len(rows) != self.Q else self.hist
+        n = torch.tensor([self.n[q] for q in rows], dtype=torch.int64).to(self.device, non_blocking=True)
+        return torch.gather(hist, 1, idx_t), n
+
+    def begin_micro(self) -> None:
+        """Computes every quantizer's estimates from its history (once per micro-batch)."""
+        if self.Q == 0:
+            return
+        ordered, n = self.ordered()
+        self._estimates = estimate_rows(ordered, n, self.specs)
+        self._fresh = [True] * self.Q
+
+    def state_dict(self) -> dict:
+        return {
+            "hist": self.hist.detach().cpu(),
+            "scales": self.scales.detach().cpu(),
+            "n": list(self.n),
+            "pos": list(self.pos),
+            "calls": list(self.calls),
+            "estimators": list(self.names),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if list(state["estimators"]) != self.names:
+            raise ValueError(
+                f"the saved scaling state has estimators {state['estimators']}, this recipe {self.names}"
+            )
+        if tuple(state["hist"].shape) != (self.Q, self.H):
+            raise ValueError(f"the saved scaling state has shape {tuple(state['hist'].shape)}, "
+                             f"this model {(self.Q, self.H)}")
+        self.hist = state["hist"].to(self.device)
+        self.scales = state["scales"].to(self.device)
+        self.n, self.pos, self.calls = list(state["n"]), list(state["pos"]), list(state["calls"])
+        self._fresh = [False] * self.Q
+
+    # --- one call ----------------------------------------------------------------------
+
+    def decide(self, q: int, amax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every estimator's (est [E], scale [E]) for quantizer q's call whose amax is the
+        0-d tensor ``amax`` (read only by just-in-time cold start and current scaling)."""
+        if self.n[q] == 0:
+            if self.cold_start == "jit":
+                raw = amax.expand(len(self.specs))
+            else:
+                raw = torch.full((len(self.specs),), float("nan"), device=self.device)
+            raw = torch.where(self._current, amax, raw)
+        else:
+            if not self._fresh[q]:
+                ordered, n = self.ordered([q])
+                self._estimates[q] = estimate_rows(ordered, n, self.specs)[0]
+            raw = torch.where(self._current, amax, self._estimates[q])
+        scale = self._target / (raw + self._eps) / self._pow2
+        usable = torch.isfinite(raw) & (raw > 0) & torch.isfinite(scale) & (scale > 0)
+        previous = self.scales[q]
+        implied = self._target / (previous * self._pow2)
+        est = torch.where(usable, raw, implied)
+        scale = torch.where(usable, scale, previous)
+        return est, scale
+
+    def observe(self, q: int, amax: torch.Tensor, scale: torch.Tensor) -> None:
+        """Records quantizer q's finished call: its amax into the history, its scales."""
+        self.scales[q] = scale
+        self.hist[q, self.pos[q]] = amax
+        self.pos[q] = (self.pos[q] + 1) % self.H
+        self.n[q] = min(self.n[q] + 1, self.H)
+        self.calls[q] += 1
+        self._fresh[q] = False

@@ -1,0 +1,124 @@
+"""Fake quantization in torch ops, bit for bit the Rust codec (``hif8lab.codec``).
+
+All rounding works on the integer bits of the f32 (as the Rust code and the WGSL kernels
+do), so the result is the same on every device: CPU, CUDA or any other torch backend with
+int32 bit operations. No per-element Python, no host synchronization.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Union
+
+import torch
+
+from .. import _core
+
+_SIGN = -(2**31)  # 0x8000_0000 as int32
+_ABS = 0x7FFF_FFFF
+_INF = 0x7F80_0000
+_QNAN = 0x7FC0_0000
+_FRACTION = 0x7F_FFFF
+_ONE = 0x80_0000
+
+# HiF8 (hif8lab_format::hif8)
+_HIF8_OVERFLOW = 0x4720_0000  # 40960
+_HIF8_MAX = 0x4700_0000  # 32768
+_HIF8_UNDERFLOW = 0x3400_0000  # 2^-23
+_HIF8_MIN_DENORMAL = 0x3480_0000  # 2^-22
+
+# OCP formats (hif8lab_format::ocp): mantissa bits, min normal exponent, has inf, max bits
+_OCP = {
+    "e4m3": (3, -6, False, 0x43E0_0000),
+    "e5m2": (2, -14, True, 0x4760_0000),
+}
+
+FORMATS = ("hif8", "e4m3", "e5m2")
+
+
+
+def overflow_threshold(format: str) -> float:
+    """|x·scale| at or above this overflows (from the Rust codec's facts)."""
+    return float(json.loads(_core.facts(check_format(format)))["overflow_threshold"])
+
+Scale = Union[float, torch.Tensor]
+
+
+def check_format(format: str) -> str:
+    f = format.lower()
+    if f not in FORMATS:
+        raise ValueError(f"unknown format '{format}' (expected hif8, e4m3 or e5m2)")
+    return f
+
+
+def _i32(v: int, like: torch.Tensor) -> torch.Tensor:
+    return torch.tensor(v, dtype=torch.int32, device=like.device)
+
+
+def qdq_unscaled(y: torch.Tensor, format: str = "hif8", saturate: bool = False) -> torch.Tensor:
+    """``Q(y)`` of an f32 tensor: the nearest value of the format (HiF8 ties away from zero,
+    OCP formats ties to even), beyond the range ±Inf / NaN (E4M3) or, saturating, ±max."""
+    if y.dtype != torch.float32:
+        raise TypeError(f"qdq works on float32 tensors, got {y.dtype}")
+    f = check_format(format)
+    bits = y.contiguous().view(torch.int32)
+    sign = bits & _SIGN
+    a = bits & _ABS
+    e = (a >> 23) - 127
+    if f == "hif8":
+        ae = e.abs()
+        shift = 19 + (ae > 3).to(torch.int32) + (ae > 7).to(torch.int32) + (ae > 15).to(torch.int32)
+        half = torch.bitwise_left_shift(torch.ones_like(a), shift)
+        rounded = (a + half) & -(half << 1)
+        r = sign | rounded
+        r = torch.where(e == -23, sign | _HIF8_MIN_DENORMAL, r)
+        r = torch.where(a < _HIF8_UNDERFLOW, torch.zeros_like(r), r)
+        ob = _HIF8_MAX if saturate else _INF
+        r = torch.where(a >= _HIF8_OVERFLOW, sign | ob, r)
+        r = torch.where(a > _INF, bits, r)
+        return r.view(torch.float32)
+    mb, min_normal_exp, has_inf, max_bits = _OCP[f]
+    extra = torch.clamp(min_normal_exp - e, min=0)
+    shift = (23 - mb) + extra
+    sh = torch.clamp(shift, max=23)
+    significand = (a & _FRACTION) | _ONE
+    lsb = torch.bitwise_right_shift(significand, sh) & 1
+    one = torch.ones_like(a)
+    unit = torch.bitwise_left_shift(one, sh)
+    rounded = (a + torch.bitwise_right_shift(unit, 1) - 1 + lsb) & -unit
+    min_sub_bits = (127 + min_normal_exp - mb) << 23
+    at_half = torch.where((a & _FRACTION) == 0, torch.zeros_like(a), torch.full_like(a, min_sub_bits))
+    rounded = torch.where(shift == 24, at_half, rounded)
+    rounded = torch.where(shift > 24, torch.zeros_like(a), rounded)
+    ob = max_bits if saturate else (_INF if has_inf else _QNAN)
+    r = torch.where(rounded > max_bits, sign | ob, sign | rounded)
+    r = torch.where(a == _INF, sign | ob, r)
+    r = torch.where(a > _INF, bits, r)
+    return r.view(torch.float32)
+
+
+def qdq(x: torch.Tensor, scale: Scale = 1.0, format: str = "hif8", saturate: bool = False) -> torch.Tensor:
+    """``Q(x·scale)/scale`` in f32 (both products rounded to f32, as the Rust codec does);
+    ``scale`` a number or a 0-d (or broadcastable) f32 tensor on x's device."""
+    x32 = x.float()
+    s = scale if isinstance(scale, torch.Tensor) else torch.tensor(float(scale), dtype=torch.float32,
+                                                                    device=x.device)
+    s = s.to(torch.float32)
+    return qdq_unscaled(x32 * s, format, saturate) / s
+
+
+class _FakeQuant(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale, format, saturate):  # noqa: D401
+        return qdq(x, scale, format, saturate).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None, None, None
+
+
+def fake_quant(x: torch.Tensor, scale: Scale, format: str = "hif8", saturate: bool = False) -> torch.Tensor:
+    """``qdq(x·scale)/scale`` with a straight-through gradient (identity, no mask), in x's
+    dtype (computed in f32)."""
+    check_format(format)
+    return _FakeQuant.apply(x, scale, format, bool(saturate))

@@ -1,0 +1,309 @@
+//! `hif8lab._core`: the Rust codec, estimators and trace format of hif8lab for Python.
+//!
+//! Arrays cross the boundary as little-endian bytes (`numpy.ndarray.tobytes()` of f32 or
+//! u8), so the module needs no NumPy headers and builds once for every Python ≥ 3.9 (abi3).
+//! Everything here is the reference the package's PyTorch code is held to bit for bit:
+//! `qdq`/`encode`/`decode` are `hif8lab_format`'s, `Quantizer` is
+//! `hif8lab_scaling::QuantizerState`, and traces are written and read by
+//! `hif8lab_scaling::trace` (no second trace format).
+
+use std::fs::OpenOptions;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use hif8lab_format::{FakeQuant, Format, Overflow};
+use hif8lab_scaling::import::AmaxSeries;
+use hif8lab_scaling::replay::{ReplayOptions, replay as replay_all};
+use hif8lab_scaling::trace::{TraceHeader, TraceRecord, TraceWriter, read_trace};
+use hif8lab_scaling::{EstimatorSpec, QuantizerState, ScalingConfig};
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+fn value_error(e: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+fn format_of(name: &str) -> PyResult<Format> {
+    name.parse::<Format>().map_err(value_error)
+}
+
+fn overflow_of(saturate: bool) -> Overflow {
+    if saturate {
+        Overflow::Saturate
+    } else {
+        Overflow::Inf
+    }
+}
+
+fn f32s(data: &[u8]) -> PyResult<Vec<f32>> {
+    if data.len() % 4 != 0 {
+        return Err(value_error(format!(
+            "expected f32 bytes (a multiple of 4), got {} bytes",
+            data.len()
+        )));
+    }
+    Ok(data
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+fn f32_bytes<'py>(py: Python<'py>, values: &[f32]) -> Bound<'py, PyBytes> {
+    let mut out = Vec::with_capacity(values.len() * 4);
+    for v in values {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    PyBytes::new(py, &out)
+}
+
+/// `qdq(x·scale)/scale` of every f32 in `data` (little-endian bytes), as f32 bytes.
+#[pyfunction]
+#[pyo3(signature = (data, format="hif8", scale=1.0, saturate=false))]
+fn qdq<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    format: &str,
+    scale: f32,
+    saturate: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let quant = FakeQuant::new(format_of(format)?).with_overflow(overflow_of(saturate));
+    let src = f32s(data)?;
+    let mut dst = vec![0.0f32; src.len()];
+    py.detach(|| quant.qdq_into(&src, &mut dst, scale));
+    Ok(f32_bytes(py, &dst))
+}
+
+/// The 8-bit code of every f32 in `data` (no scaling), as bytes.
+#[pyfunction]
+#[pyo3(signature = (data, format="hif8", saturate=false))]
+fn encode<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    format: &str,
+    saturate: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let f = format_of(format)?;
+    let overflow = overflow_of(saturate);
+    let codes: Vec<u8> = f32s(data)?.iter().map(|x| f.encode(*x, overflow)).collect();
+    Ok(PyBytes::new(py, &codes))
+}
+
+/// The value of every 8-bit code in `codes`, as f32 bytes.
+#[pyfunction]
+#[pyo3(signature = (codes, format="hif8"))]
+fn decode<'py>(py: Python<'py>, codes: &[u8], format: &str) -> PyResult<Bound<'py, PyBytes>> {
+    let f = format_of(format)?;
+    let values: Vec<f32> = codes.iter().map(|c| f.decode(*c)).collect();
+    Ok(f32_bytes(py, &values))
+}
+
+/// The format's landmarks: max_finite, min_normal, min_subnormal, overflow_threshold,
+/// underflow_max, has_inf, natural_target.
+#[pyfunction]
+#[pyo3(signature = (format="hif8"))]
+fn facts(format: &str) -> PyResult<String> {
+    let f = format_of(format)?.facts();
+    Ok(serde_json::json!({
+        "format": f.format.name(),
+        "max_finite": f.max_finite,
+        "min_normal": f.min_normal,
+        "min_subnormal": f.min_subnormal,
+        "overflow_threshold": f.overflow_threshold,
+        "underflow_max": f.underflow_max,
+        "has_inf": f.has_inf,
+        "natural_target": f.natural_target,
+    })
+    .to_string())
+}
+
+/// A scaling configuration from its JSON (the `[scaling]` table of a run config, as JSON),
+/// validated.
+fn config_of(json: &str) -> PyResult<ScalingConfig> {
+    let config: ScalingConfig = serde_json::from_str(json).map_err(value_error)?;
+    config.validate().map_err(value_error)?;
+    Ok(config)
+}
+
+/// The canonical name of an estimator spelling (`max` → `max_window(64)` with window 64).
+#[pyfunction]
+#[pyo3(signature = (name, window=64))]
+fn estimator_name(name: &str, window: usize) -> PyResult<String> {
+    let spec: EstimatorSpec = name.parse().map_err(value_error)?;
+    spec.validate().map_err(value_error)?;
+    Ok(spec.resolve(window).to_string())
+}
+
+/// The resolved estimator list, active index and history length of a scaling config (JSON).
+#[pyfunction]
+fn resolve_config(config_json: &str) -> PyResult<(Vec<String>, usize, usize)> {
+    let config = config_of(config_json)?;
+    Ok((
+        config.estimator_names(),
+        config.active_index(),
+        config.history_len(),
+    ))
+}
+
+/// One quantizer's delayed-scaling state (hif8lab_scaling::QuantizerState).
+#[pyclass(module = "hif8lab._core")]
+struct Quantizer {
+    state: QuantizerState,
+}
+
+#[pymethods]
+impl Quantizer {
+    /// A fresh state for a scaling config given as JSON (`{"estimator": "max_window",
+    /// "window": 64, "target": 15.0, "shadow": [...], ...}`).
+    #[new]
+    fn new(config_json: &str) -> PyResult<Self> {
+        Ok(Quantizer {
+            state: QuantizerState::new(&config_of(config_json)?),
+        })
+    }
+
+    /// One whole call with this call's amax: every estimator's
+    /// `(est, raw_est, scale, kept_previous, cold)`, active one at `active_index`.
+    fn call(&mut self, amax: f32) -> Vec<(f32, f32, f32, bool, bool)> {
+        self.state
+            .call(amax)
+            .iter()
+            .map(|d| (d.est, d.raw_est, d.scale, d.kept_previous, d.cold))
+            .collect()
+    }
+
+    /// Forgets the history and the scales (QAT switching on after warmup).
+    fn reset(&mut self) {
+        self.state.reset();
+    }
+
+    /// The stored amax history, oldest first.
+    fn history(&self) -> Vec<f32> {
+        self.state.history()
+    }
+
+    /// The scale each estimator used last.
+    fn scales(&self) -> Vec<f32> {
+        self.state.scales().to_vec()
+    }
+
+    /// Estimator names, in order.
+    fn estimators(&self) -> Vec<String> {
+        self.state
+            .estimators()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    /// Index of the active estimator.
+    #[getter]
+    fn active_index(&self) -> usize {
+        self.state.active_index()
+    }
+}
+
+/// `hif8lab replay` of amax sequences: `{quantizer: [amax…]}` as JSON in, the replay report
+/// (per quantizer and estimator: calls above, worst ratio, overflow, …) as JSON out.
+#[pyfunction]
+#[pyo3(signature = (series_json, window=64, target=15.0, format="hif8"))]
+fn replay(series_json: &str, window: usize, target: f32, format: &str) -> PyResult<String> {
+    let series: std::collections::BTreeMap<String, Vec<f32>> =
+        serde_json::from_str(series_json).map_err(value_error)?;
+    let options = ReplayOptions {
+        window,
+        target,
+        format: format_of(format)?,
+        ..ReplayOptions::default()
+    };
+    let series: Vec<AmaxSeries> = series
+        .into_iter()
+        .map(|(name, amax)| {
+            let mut s = AmaxSeries::new(name);
+            s.steps = (0..amax.len() as u64).collect();
+            s.amax = amax;
+            s
+        })
+        .collect();
+    let report = replay_all(&series, &options);
+    serde_json::to_string(&report).map_err(value_error)
+}
+
+/// Starts a trace file at `path` with a header given as JSON (the trace schema's header),
+/// replacing any file there. Written to a temporary name and renamed, so a reader never sees
+/// a file without its header.
+#[pyfunction]
+fn trace_start(path: PathBuf, header_json: &str) -> PyResult<()> {
+    let header: TraceHeader = serde_json::from_str(header_json)
+        .map_err(|e| value_error(format!("trace header: {e}")))?;
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let written = (|| {
+        let file = std::fs::File::create(&tmp)?;
+        let mut writer = TraceWriter::new(BufWriter::new(file), &header)?;
+        writer.flush()?;
+        writer
+            .into_inner()
+            .into_inner()
+            .map_err(|e| e.into_error())?
+            .sync_all()?;
+        std::fs::rename(&tmp, &path)
+    })();
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        PyOSError::new_err(format!("{}: {e}", path.display()))
+    })
+}
+
+/// Appends records (a JSON array of trace records) to the trace at `path`, each checked
+/// against the schema and written as one whole line; returns how many were written.
+#[pyfunction]
+fn trace_append(path: PathBuf, records_json: &str) -> PyResult<usize> {
+    let records: Vec<TraceRecord> = serde_json::from_str(records_json)
+        .map_err(|e| value_error(format!("trace records: {e}")))?;
+    let mut buffer = Vec::new();
+    {
+        let mut writer = TraceWriter::resume(&mut buffer);
+        for r in &records {
+            writer
+                .record(r)
+                .map_err(|e| value_error(format!("trace record: {e}")))?;
+        }
+    }
+    let mut file = OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
+    file.write_all(&buffer)
+        .and_then(|()| file.flush())
+        .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
+    Ok(records.len())
+}
+
+/// Reads a trace: `(header, records, warnings)` as JSON texts (records as one JSON array).
+#[pyfunction]
+fn trace_read(path: PathBuf) -> PyResult<(String, String, Vec<String>)> {
+    let trace = read_trace(&path).map_err(value_error)?;
+    Ok((
+        serde_json::to_string(&trace.header).map_err(value_error)?,
+        serde_json::to_string(&trace.records).map_err(value_error)?,
+        trace.warnings,
+    ))
+}
+
+/// The native core.
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(qdq, m)?)?;
+    m.add_function(wrap_pyfunction!(encode, m)?)?;
+    m.add_function(wrap_pyfunction!(decode, m)?)?;
+    m.add_function(wrap_pyfunction!(facts, m)?)?;
+    m.add_function(wrap_pyfunction!(estimator_name, m)?)?;
+    m.add_function(wrap_pyfunction!(resolve_config, m)?)?;
+    m.add_function(wrap_pyfunction!(replay, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_start, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_append, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_read, m)?)?;
+    m.add_class::<Quantizer>()?;
+    m.add("TRACE_VERSION", hif8lab_scaling::trace::TRACE_VERSION)?;
+    Ok(())
+}
