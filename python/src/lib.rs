@@ -117,6 +117,48 @@ fn facts(format: &str) -> PyResult<String> {
     .to_string())
 }
 
+/// The statistics of one call, by the Rust reference (`hif8lab_scaling::stats`): `x` as f32
+/// bytes, one (est, scale) pair per estimator, the active scale. Returns JSON with numel,
+/// amax, nonfinite, above_est [..], overflow [..], underflow, signal, noise, sqnr_db.
+#[pyfunction]
+#[pyo3(signature = (data, ests, scales, active_scale, format="hif8", saturate=false))]
+fn tensor_stats(
+    data: &[u8],
+    ests: Vec<f32>,
+    scales: Vec<f32>,
+    active_scale: f32,
+    format: &str,
+    saturate: bool,
+) -> PyResult<String> {
+    use hif8lab_scaling::stats::{Threshold, sqnr_db, tensor_stats as stats_of};
+    if ests.len() != scales.len() {
+        return Err(value_error("ests and scales differ in length"));
+    }
+    let quant = FakeQuant::new(format_of(format)?).with_overflow(overflow_of(saturate));
+    let x = f32s(data)?;
+    let thresholds: Vec<Threshold> = ests
+        .iter()
+        .zip(&scales)
+        .map(|(est, scale)| Threshold {
+            est: *est,
+            scale: *scale,
+        })
+        .collect();
+    let s = stats_of(&x, &thresholds, active_scale, &quant);
+    Ok(serde_json::json!({
+        "numel": s.numel,
+        "amax": s.amax,
+        "nonfinite": s.nonfinite,
+        "above_est": s.above_est,
+        "overflow": s.overflow,
+        "underflow": s.underflow,
+        "signal": s.signal,
+        "noise": s.noise,
+        "sqnr_db": sqnr_db(s.signal, s.noise),
+    })
+    .to_string())
+}
+
 /// A scaling configuration from its JSON (the `[scaling]` table of a run config, as JSON),
 /// validated.
 fn config_of(json: &str) -> PyResult<ScalingConfig> {
@@ -297,6 +339,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode, m)?)?;
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_function(wrap_pyfunction!(facts, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor_stats, m)?)?;
     m.add_function(wrap_pyfunction!(estimator_name, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_config, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;

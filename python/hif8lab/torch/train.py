@@ -1,0 +1,537 @@
+"""Continued pretraining with HiF8 QAT and delayed scaling, under torchrun (DDP or FSDP2).
+
+    # one machine, 8 GPUs, the paper's recipe:
+    torchrun --nproc_per_node 8 -m hif8lab.torch.train --model ./SmolLM2-135M --data corpus.jsonl \\
+        --out runs/max_window --estimator max_window --window 64 --warmup-steps 500 \\
+        --lr 1e-5 --steps 10000 --micro-batch 4 --global-batch 512 --context 2048 --parallel fsdp
+    # CPU, two processes (gloo): the same command with --nproc_per_node 2
+
+The run folder is the lab's: ``metrics.jsonl`` (one line per step), ``trace.jsonl`` (rank 0's
+quantizer calls in the lab's trace format; ``trace.rank<R>.jsonl`` for the other ranks),
+``run.json`` (the resolved arguments, world size and recipe), ``checkpoints/step_N/`` (model,
+optimizer and every rank's scaling state; ``--resume`` continues from the newest) and, with
+``--out-hf DIR``, a Hugging Face folder that ``hif8lab eval``, ``probe`` and the app open.
+``hif8lab-app --open OUT`` (or ``--watch OUT`` while it runs) draws it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from ..scaling import TraceWriter, estimator_name
+from .nn import Recipe, quantize
+
+
+class InputError(Exception):
+    """Bad input: names the file or argument; exit status 2."""
+
+
+# --- arguments -----------------------------------------------------------------------------
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m hif8lab.torch.train",
+        description=__doc__.split("\n\n")[0],
+        epilog="Launch with torchrun for several processes: "
+               "torchrun --nproc_per_node N -m hif8lab.torch.train ARGS (gloo on CPU, nccl on GPU). "
+               "Without torchrun it runs as one process.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model", required=True,
+                   help="a Hugging Face folder, a .gguf file (imported with `hif8lab import gguf`), "
+                        "or tiny:LAYERS,DIM,FF,HEADS,KV_HEADS,VOCAB for a fresh small Llama")
+    p.add_argument("--data", required=True, help="a text file, or JSONL with a 'text' field per line")
+    p.add_argument("--out", required=True, help="the run folder (one writer: rank 0)")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    p.add_argument("--out-hf", help="write the final model as a Hugging Face folder here")
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--lr", type=float, default=1e-5)
+    p.add_argument("--lr-warmup-frac", type=float, default=0.03, help="linear lr warmup, then cosine to 0")
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--grad-clip", type=float, default=1.0)
+    p.add_argument("--context", type=int, default=256)
+    p.add_argument("--micro-batch", type=int, default=2, help="sequences per process per micro-batch")
+    p.add_argument("--global-batch", type=int, default=0,
+                   help="sequences per optimizer step over all processes (default: micro-batch × processes); "
+                        "reached by gradient accumulation")
+    p.add_argument("--seed", type=int, default=0, help="data order (and a tiny model's initialization)")
+    p.add_argument("--parallel", choices=["none", "ddp", "fsdp"], default="ddp",
+                   help="with several processes: DDP or FSDP2 (fully_shard per decoder layer)")
+    p.add_argument("--dtype", choices=["auto", "f32", "bf16"], default="auto",
+                   help="autocast: bf16 on GPU, f32 on CPU by default")
+    p.add_argument("--no-qat", action="store_true", help="the high-precision baseline (no quantizers)")
+    p.add_argument("--estimator", default="max_window")
+    p.add_argument("--window", type=int, default=64)
+    p.add_argument("--target", type=float, default=15.0)
+    p.add_argument("--format", default="hif8", choices=["hif8", "e4m3", "e5m2"])
+    p.add_argument("--saturate", action="store_true", help="clamp overflow to ±max instead of Inf/NaN")
+    p.add_argument("--warmup-steps", type=int, default=0, help="high-precision steps before QAT switches on")
+    p.add_argument("--amax-reduce", choices=["none", "max"], default="none",
+                   help="none: each rank its own amax (the authors' code); max: all-reduced before the "
+                        "history update (Transformer Engine's reduce_amax)")
+    p.add_argument("--roles", default="A,W,G")
+    p.add_argument("--modules", default="gate_proj,up_proj,down_proj")
+    p.add_argument("--skip-first", type=int, default=3)
+    p.add_argument("--skip-last", type=int, default=2)
+    p.add_argument("--trace-every", type=int, default=1, help="trace the quantizer calls of every Nth step")
+    p.add_argument("--flush-every", type=int, default=10, help="read statistics back and write them every N steps")
+    p.add_argument("--checkpoint-every", type=int, default=50)
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (where it works)")
+    p.add_argument("--hif8lab", default=None, help="the hif8lab binary (for .gguf import); default: on PATH")
+    p.add_argument("--quiet", action="store_true")
+    return p
+
+
+# --- model and data ------------------------------------------------------------------------
+
+def tiny_llama(spec: str, seed: int) -> nn.Module:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    try:
+        layers, dim, ff, heads, kv, vocab = (int(v) for v in spec.split(","))
+    except ValueError:
+        raise InputError(f"--model tiny:{spec}: expected tiny:LAYERS,DIM,FF,HEADS,KV_HEADS,VOCAB") from None
+    config = LlamaConfig(vocab_size=vocab, hidden_size=dim, intermediate_size=ff, num_hidden_layers=layers,
+                         num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=4096,
+                         rms_norm_eps=1e-5, tie_word_embeddings=True, rope_theta=10000.0)
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(config)
+
+
+def import_gguf(path: Path, binary: Optional[str], rank: int) -> Path:
+    """A .gguf file as a Hugging Face folder (hif8lab import gguf), cached beside the run."""
+    cache = Path(os.environ.get("HIF8LAB_CACHE", Path.home() / ".cache" / "hif8lab")) / "torch-import"
+    st = path.stat()
+    out = cache / f"{path.stem}-{st.st_size}-{int(st.st_mtime)}"
+    if rank == 0 and not (out / "config.json").exists():
+        exe = binary or shutil.which("hif8lab")
+        if exe is None:
+            raise InputError(f"{path}: importing a .gguf needs the hif8lab binary (--hif8lab PATH or on PATH)")
+        cache.mkdir(parents=True, exist_ok=True)
+        r = subprocess.run([exe, "import", "gguf", str(path), "--out", str(out)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise InputError(f"{path}: hif8lab import gguf failed: {r.stderr.strip()}")
+    if dist.is_initialized():
+        dist.barrier()
+    return out
+
+
+def load_model(args, rank: int):
+    """(model, tokenizer or None, source folder or None)."""
+    if args.model.startswith("tiny:"):
+        return tiny_llama(args.model[5:], args.seed), None, None
+    path = Path(args.model)
+    if not path.exists():
+        raise InputError(f"--model {path}: no such file or folder")
+    if path.suffix == ".gguf":
+        path = import_gguf(path, args.hif8lab, rank)
+    if not (path / "config.json").exists():
+        raise InputError(f"--model {path}: not a Hugging Face folder (no config.json)")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(path) if any(
+        (path / f).exists() for f in ("tokenizer.json", "tokenizer.model")) else None
+    return model, tok, path
+
+
+def read_corpus(path: Path) -> List[str]:
+    if not path.is_file():
+        raise InputError(f"--data {path}: no such file")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: byte {e.start}: not UTF-8") from None
+    if path.suffix == ".jsonl":
+        docs = []
+        for i, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(f"{path}:{i}: not JSON ({e.msg})") from None
+            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+                raise InputError(f"{path}:{i}: field 'text': missing or not a string")
+            docs.append(obj["text"])
+        return docs
+    return [text]
+
+
+def tokenize(docs: List[str], tok, vocab: int) -> np.ndarray:
+    """One token stream (documents joined by EOS); bytes when the model has no tokenizer."""
+    ids: List[int] = []
+    if tok is None:
+        for d in docs:
+            ids.extend(b % vocab for b in d.encode("utf-8"))
+            ids.append(0)
+    else:
+        eos = tok.eos_token_id if tok.eos_token_id is not None else 0
+        for d in docs:
+            ids.extend(tok(d, add_special_tokens=False)["input_ids"])
+            ids.append(eos)
+    return np.asarray(ids, dtype=np.int64)
+
+
+class Windows:
+    """Training windows of context + 1 tokens, in a seeded order that every process agrees
+    on: step s, micro-batch m, process r, row i take window order[(s·G + (m·W + r)·b + i) mod n]
+    (G sequences a step, W processes, b rows a micro-batch), so a run's data depends only on
+    the seed and the global batch, not on how it is split."""
+
+    def __init__(self, stream: np.ndarray, context: int, seed: int, source: str):
+        n = (len(stream) - 1) // context
+        if n < 1:
+            raise InputError(f"{source}: {len(stream)} tokens, fewer than one window of {context + 1}")
+        self.stream, self.context, self.n = stream, context, n
+        self.order = np.random.default_rng(seed).permutation(n)
+
+    def batch(self, step: int, micro: int, rank: int, world: int, b: int, global_batch: int) -> torch.Tensor:
+        start = step * global_batch + (micro * world + rank) * b
+        idx = self.order[(start + np.arange(b)) % self.n]
+        c = self.context
+        rows = np.stack([self.stream[i * c:i * c + c + 1] for i in idx])
+        return torch.from_numpy(rows)
+
+
+def lr_at(step: int, steps: int, lr: float, warmup_frac: float) -> float:
+    """The lab's schedule (hif8lab_train::trainer::lr_at): linear warmup, cosine to 0."""
+    total = max(steps, 1)
+    warm = max(math.ceil(warmup_frac * total), 1)
+    if step < warm:
+        factor = (step + 1) / warm
+    else:
+        progress = min((step - warm) / max(total - warm, 1), 1.0)
+        factor = 0.5 * (1 + math.cos(math.pi * progress))
+    return lr * factor
+
+
+# --- files ---------------------------------------------------------------------------------
+
+def write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def append_lines(path: Path, lines: List[str]) -> None:
+    if lines:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+            f.flush()
+
+
+def keep_steps_below(path: Path, step: int) -> None:
+    """Drops the lines of a JSONL file (metrics, trace records) from ``step`` on, and a torn
+    last line (a resumed run continues after its checkpoint)."""
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").split("\n"):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if "step" not in obj or obj["step"] < step:
+            kept.append(line)
+    write_atomic(path, "".join(line + "\n" for line in kept).encode())
+
+
+def newest_checkpoint(out: Path) -> Optional[Path]:
+    done = sorted((p for p in (out / "checkpoints").glob("step_*") if (p / "done.json").exists()),
+                  key=lambda p: int(p.name.split("_")[1]))
+    return done[-1] if done else None
+
+
+# --- the run -------------------------------------------------------------------------------
+
+class Stop:
+    def __init__(self):
+        self.signal = 0
+        for s in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(s, self._handle)
+
+    def _handle(self, signum, _frame):
+        self.signal = signum
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return run(args)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def run(args) -> int:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    cuda = torch.cuda.is_available()
+    device = torch.device(f"cuda:{local}" if cuda else "cpu")
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if cuda else "gloo")
+    if cuda:
+        torch.cuda.set_device(device)
+    b = args.micro_batch
+    global_batch = args.global_batch or b * world
+    if global_batch % (b * world) != 0:
+        raise InputError(f"--global-batch {global_batch} is not a multiple of micro-batch × processes ({b} × {world})")
+    accum = global_batch // (b * world)
+    for name in ("steps", "context", "micro_batch", "window", "checkpoint_every", "flush_every", "trace_every"):
+        if getattr(args, name) < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be at least 1")
+    try:
+        estimator_name(args.estimator, args.window)
+    except ValueError as e:
+        raise InputError(f"--estimator: {e}") from None
+    out = Path(args.out)
+    if rank == 0:
+        if out.exists() and any(out.iterdir()) and not args.resume:
+            raise InputError(f"--out {out}: not empty (use --resume to continue the run there)")
+        (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    if dist.is_initialized():
+        dist.barrier()
+
+    model, tok, source = load_model(args, rank)
+    vocab = model.config.vocab_size
+    windows = Windows(tokenize(read_corpus(Path(args.data)), tok, vocab), args.context, args.seed, args.data)
+    model.to(device)
+    session = None
+    if not args.no_qat:
+        recipe = Recipe(estimator=args.estimator, window=args.window, target=args.target, format=args.format,
+                        saturate=args.saturate, warmup_steps=args.warmup_steps, amax_reduce=args.amax_reduce,
+                        roles=tuple(r.strip() for r in args.roles.split(",") if r.strip()),
+                        trace_every=args.trace_every)
+        session = quantize(model, recipe, modules=[m.strip() for m in args.modules.split(",") if m.strip()],
+                           skip_first=args.skip_first, skip_last=args.skip_last)
+    if world > 1 and args.parallel == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in model.model.layers:
+            fully_shard(layer)
+        fully_shard(model)
+        wrapped = model
+    elif world > 1 and args.parallel == "ddp":
+        wrapped = nn.parallel.DistributedDataParallel(model, device_ids=[local] if cuda else None)
+    else:
+        wrapped = model
+    if args.compile:
+        wrapped = torch.compile(wrapped)
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+
+    start = 0
+    if args.resume and rank == 0:
+        for p in (out / "checkpoints").glob("step_*"):
+            if not (p / "done.json").exists():
+                shutil.rmtree(p, ignore_errors=True)  # a checkpoint a killed process left half-written
+    if dist.is_initialized():
+        dist.barrier()
+    if args.resume:
+        ckpt = newest_checkpoint(out)
+        if ckpt is not None:
+            start = load_checkpoint(ckpt, model, opt, session, rank, world)
+    trace_path = out / ("trace.jsonl" if rank == 0 else f"trace.rank{rank}.jsonl")
+    if rank == 0:
+        keep_steps_below(out / "metrics.jsonl", start)
+        write_atomic(out / "run.json", json.dumps({
+            "args": vars(args), "world_size": world, "global_batch": global_batch, "grad_accum": accum,
+            "recipe": session.recipe.as_dict() if session else None,
+            "quantizers": [str(i) for i in session.ids] if session else [],
+            "torch": torch.__version__, "device": str(device),
+        }, indent=2).encode())
+    writer = None
+    if session is not None:
+        if args.resume and trace_path.exists():
+            keep_steps_below(trace_path, start)
+            writer = TraceWriter(trace_path, {}, resume=True)
+        else:
+            writer = TraceWriter(trace_path, session.header({"rank": rank, "world_size": world}))
+    autocast = torch.bfloat16 if (args.dtype == "bf16" or (args.dtype == "auto" and cuda)) else None
+    stop = Stop()
+    pending_metrics: List[dict] = []
+    log = (lambda *a: None) if args.quiet or rank != 0 else (lambda *a: print(*a, flush=True))
+    step = start
+    t_last = time.perf_counter()
+    while step < args.steps:
+        lr = lr_at(step, args.steps, args.lr, args.lr_warmup_frac)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        if session is not None:
+            session.start_step(step)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        for micro in range(accum):
+            rows = windows.batch(step, micro, rank, world, b, global_batch).to(device)
+            x, y = rows[:, :-1], rows[:, 1:]
+            sync = micro == accum - 1 or not isinstance(wrapped, nn.parallel.DistributedDataParallel)
+            ctx = wrapped.no_sync() if not sync else _null()
+            with ctx:
+                with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
+                    logits = wrapped(input_ids=x).logits
+                loss = nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+                (loss / accum).backward()
+            loss_sum += loss.detach().double()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        mean_loss = loss_sum / accum
+        if dist.is_initialized():
+            dist.all_reduce(mean_loss, op=dist.ReduceOp.SUM)
+            mean_loss /= world
+        step += 1
+        stopping = _any_stop(stop, device)
+        flush = step % args.flush_every == 0 or step == args.steps or stopping
+        now = time.perf_counter()
+        tokens = global_batch * args.context
+        metric = {"step": step - 1, "loss": float(mean_loss), "lr": lr, "grad_norm": float(grad_norm),
+                  "tokens_per_s": tokens / max(now - t_last, 1e-9),
+                  "qat_enabled": bool(session is not None and session.qat)}
+        t_last = now
+        pending_metrics.append(metric)
+        if rank == 0:
+            log(f"step {step - 1}: loss {metric['loss']:.4f} lr {lr:.3g} grad_norm {metric['grad_norm']:.3f}")
+        if flush:
+            records = session.drain() if session is not None else []
+            if writer is not None:
+                writer.write(records)
+            if rank == 0:
+                append_lines(out / "metrics.jsonl", [json.dumps(m) for m in with_counts(pending_metrics, records)])
+            pending_metrics = []
+        if step % args.checkpoint_every == 0 or step == args.steps or stopping:
+            save_checkpoint(out, step, model, opt, session, rank, world)
+            if stopping:
+                log(f"stopped by signal {stop.signal} at step {step}; --resume continues")
+                return 128 + (stop.signal or signal.SIGTERM)
+    if args.out_hf:
+        save_hf(args.out_hf, model, tok, source, rank)
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+    return 0
+
+
+def with_counts(metrics: List[dict], records: List[dict]) -> List[dict]:
+    """Each step's metrics with the active estimator's calls above the estimate and
+    elements overflowed (this process's traced calls of the step)."""
+    above: dict = {}
+    over: dict = {}
+    for r in records:
+        above[r["step"]] = above.get(r["step"], 0) + int(r["above_est"] > 0)
+        over[r["step"]] = over.get(r["step"], 0) + r["overflow"]
+    return [{**m, "calls_above_est": above.get(m["step"], 0), "overflow": over.get(m["step"], 0)} for m in metrics]
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def _any_stop(stop: Stop, device) -> bool:
+    """Whether any process was asked to stop (all agree, so all checkpoint together)."""
+    flag = torch.tensor([1.0 if stop.signal else 0.0], device=device)
+    if dist.is_initialized():
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    if flag.item() and not stop.signal:
+        stop.signal = signal.SIGTERM
+    return bool(flag.item())
+
+
+def _full_states(model, opt):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    return get_state_dict(model, opt, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def save_checkpoint(out: Path, step: int, model, opt, session, rank: int, world: int) -> None:
+    """checkpoints/step_N/: model.pt, optimizer.pt (full, from rank 0), scaling.rank<R>.pt;
+    done.json written last (a checkpoint without it is ignored and removed on resume)."""
+    model_sd, opt_sd = _full_states(model, opt)
+    d = out / "checkpoints" / f"step_{step}"
+    if rank == 0:
+        d.mkdir(parents=True, exist_ok=True)
+    if dist.is_initialized():
+        dist.barrier()
+    if rank == 0:
+        _save(d / "model.pt", model_sd)
+        _save(d / "optimizer.pt", opt_sd)
+    if session is not None:
+        _save(d / f"scaling.rank{rank}.pt", session.state_dict())
+    if dist.is_initialized():
+        dist.barrier()
+    if rank == 0:
+        write_atomic(d / "done.json", json.dumps({"step": step, "world_size": world}).encode())
+        for old in sorted((out / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))[:-2]:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _save(path: Path, obj) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(d: Path, model, opt, session, rank: int, world: int) -> int:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+    meta = json.loads((d / "done.json").read_text())
+    if meta["world_size"] != world:
+        raise InputError(f"{d}: written by {meta['world_size']} processes, resumed with {world} "
+                         "(the per-rank scaling state needs the same number)")
+    model_sd = torch.load(d / "model.pt", map_location="cpu", weights_only=True)
+    opt_sd = torch.load(d / "optimizer.pt", map_location="cpu", weights_only=False)
+    set_state_dict(model, opt, model_state_dict=model_sd, optim_state_dict=opt_sd,
+                   options=StateDictOptions(full_state_dict=True))
+    if session is not None:
+        session.load_state_dict(torch.load(d / f"scaling.rank{rank}.pt", map_location="cpu", weights_only=False))
+    return int(meta["step"])
+
+
+def save_hf(path: str, model, tok, source: Optional[Path], rank: int) -> None:
+    """The trained weights as a Hugging Face folder (the quantized linears are plain
+    nn.Linear weights under the same names)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    if rank != 0:
+        return
+    out = Path(path)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, state_dict=sd, safe_serialization=True)
+    if tok is not None:
+        tok.save_pretrained(tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
