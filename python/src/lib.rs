@@ -159,6 +159,12 @@ fn tensor_stats(
     .to_string())
 }
 
+/// `hif8lab_format::hash_u32(seed, index)` (the lab's data order and hybrid rounding).
+#[pyfunction]
+fn hash_u32(seed: u32, index: u32) -> u32 {
+    hif8lab_format::hash_u32(seed, index)
+}
+
 /// A scaling configuration from its JSON (the `[scaling]` table of a run config, as JSON),
 /// validated.
 fn config_of(json: &str) -> PyResult<ScalingConfig> {
@@ -340,6 +346,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_function(wrap_pyfunction!(facts, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(hash_u32, m)?)?;
     m.add_function(wrap_pyfunction!(estimator_name, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_config, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;

@@ -56,6 +56,8 @@ def parser() -> argparse.ArgumentParser:
                    help="a Hugging Face folder, a .gguf file (imported with `hif8lab import gguf`), "
                         "or tiny:LAYERS,DIM,FF,HEADS,KV_HEADS,VOCAB for a fresh small Llama")
     p.add_argument("--data", required=True, help="a text file, or JSONL with a 'text' field per line")
+    p.add_argument("--tokenizer", choices=["auto", "bytes"], default="auto",
+                   help="auto: the model folder's tokenizer (bytes when it has none); bytes: UTF-8 bytes")
     p.add_argument("--out", required=True, help="the run folder (one writer: rank 0)")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     p.add_argument("--out-hf", help="write the final model as a Hugging Face folder here")
@@ -144,7 +146,7 @@ def load_model(args, rank: int):
         raise InputError(f"--model {path}: not a Hugging Face folder (no config.json)")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     tok = AutoTokenizer.from_pretrained(path) if any(
         (path / f).exists() for f in ("tokenizer.json", "tokenizer.model")) else None
     return model, tok, path
@@ -174,13 +176,14 @@ def read_corpus(path: Path) -> List[str]:
     return [text]
 
 
-def tokenize(docs: List[str], tok, vocab: int) -> np.ndarray:
-    """One token stream (documents joined by EOS); bytes when the model has no tokenizer."""
+def tokenize(docs: List[str], tok, vocab: int, source: str) -> np.ndarray:
+    """One token stream: UTF-8 bytes (documents joined by a newline; the lab's ``bytes``
+    tokenizer) without a model tokenizer, else the tokenizer's ids, documents joined by EOS."""
     ids: List[int] = []
     if tok is None:
-        for d in docs:
-            ids.extend(b % vocab for b in d.encode("utf-8"))
-            ids.append(0)
+        if vocab < 256:
+            raise InputError(f"{source}: byte tokens need a vocabulary of at least 256, the model has {vocab}")
+        return np.frombuffer("\n".join(docs).encode("utf-8"), dtype=np.uint8).astype(np.int64)
     else:
         eos = tok.eos_token_id if tok.eos_token_id is not None else 0
         for d in docs:
@@ -189,24 +192,41 @@ def tokenize(docs: List[str], tok, vocab: int) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64)
 
 
+def hash_u32(seed: int, index: np.ndarray) -> np.ndarray:
+    """hif8lab_format::hash_u32 (a counter-based hash), vectorized over ``index``."""
+    def lowbias32(x):
+        x = x ^ (x >> np.uint32(16))
+        x = x * np.uint32(0x7FEB352D)
+        x = x ^ (x >> np.uint32(15))
+        x = x * np.uint32(0x846CA68B)
+        return x ^ (x >> np.uint32(16))
+
+    with np.errstate(over="ignore"):
+        s = np.uint32(seed & 0xFFFFFFFF)
+        i = np.asarray(index, dtype=np.uint64).astype(np.uint32)
+        return lowbias32(lowbias32(i ^ (s * np.uint32(0x9E3779B9))) + s)
+
+
 class Windows:
-    """Training windows of context + 1 tokens, in a seeded order that every process agrees
-    on: step s, micro-batch m, process r, row i take window order[(s·G + (m·W + r)·b + i) mod n]
-    (G sequences a step, W processes, b rows a micro-batch), so a run's data depends only on
-    the seed and the global batch, not on how it is split."""
+    """Training sequences of context + 1 tokens at seeded offsets, the lab's sampler
+    (hif8lab_train::data::Sampler): sequence g starts at hash_u32(seed, g) mod (tokens −
+    context − 1). Step s, micro-batch m, process r, row i draw sequence
+    g = s·G + (m·W + r)·b + i (G sequences a step, W processes, b rows a micro-batch), so the
+    data depend only on the seed and the global batch, not on how the batch is split, and a
+    one-process run draws the lab's sequence for the same text, tokenizer and seed."""
 
     def __init__(self, stream: np.ndarray, context: int, seed: int, source: str):
-        n = (len(stream) - 1) // context
-        if n < 1:
-            raise InputError(f"{source}: {len(stream)} tokens, fewer than one window of {context + 1}")
-        self.stream, self.context, self.n = stream, context, n
-        self.order = np.random.default_rng(seed).permutation(n)
+        if len(stream) < context + 2:
+            raise InputError(f"{source}: {len(stream)} tokens; a run needs at least context + 2 = {context + 2}")
+        self.stream, self.context = stream, context
+        self.span = len(stream) - context - 1
+        self.seed32 = (seed & 0xFFFFFFFF) ^ (seed >> 32)
 
     def batch(self, step: int, micro: int, rank: int, world: int, b: int, global_batch: int) -> torch.Tensor:
-        start = step * global_batch + (micro * world + rank) * b
-        idx = self.order[(start + np.arange(b)) % self.n]
+        g = step * global_batch + (micro * world + rank) * b + np.arange(b)
+        starts = hash_u32(self.seed32, g).astype(np.int64) % self.span
         c = self.context
-        rows = np.stack([self.stream[i * c:i * c + c + 1] for i in idx])
+        rows = np.stack([self.stream[i:i + c + 1] for i in starts])
         return torch.from_numpy(rows)
 
 
@@ -283,6 +303,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
 
 
 def run(args) -> int:
@@ -317,7 +340,10 @@ def run(args) -> int:
 
     model, tok, source = load_model(args, rank)
     vocab = model.config.vocab_size
-    windows = Windows(tokenize(read_corpus(Path(args.data)), tok, vocab), args.context, args.seed, args.data)
+    if args.tokenizer == "bytes":
+        tok = None
+    windows = Windows(tokenize(read_corpus(Path(args.data)), tok, vocab, args.data), args.context, args.seed,
+                      args.data)
     model.to(device)
     session = None
     if not args.no_qat:
@@ -413,6 +439,9 @@ def run(args) -> int:
                   "tokens_per_s": tokens / max(now - t_last, 1e-9),
                   "qat_enabled": bool(session is not None and session.qat)}
         t_last = now
+        if not math.isfinite(metric["loss"]):
+            raise RuntimeError(f"non-finite loss at step {step - 1} (overflowing quantizers: --saturate keeps "
+                               "values finite)")
         pending_metrics.append(metric)
         if rank == 0:
             log(f"step {step - 1}: loss {metric['loss']:.4f} lr {lr:.3g} grad_norm {metric['grad_norm']:.3f}")
