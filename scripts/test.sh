@@ -5,7 +5,9 @@
 # says so, then runs: rustfmt check, every workspace test with clippy's lints (-D warnings)
 # on in the same build, the crate dependency-direction check, the desktop app under Xvfb, the
 # browser demo's two builds (clippy's wasm32 lints on; the baseline validated without SIMD)
-# and the demo in headless Chromium (WebGPU on SwiftShader, and the CPU fallback). Exits
+# and the demo in headless Chromium (WebGPU on SwiftShader, and the CPU fallback), and the
+# Python package with its tests (scripts/test-python.sh: PyTorch in a cached virtual
+# environment). Exits
 # non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +33,7 @@ ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1 ' || apt_missing+=(libvulkan1)
 command -v chromedriver >/dev/null || apt_missing+=(chromium-driver)
 command -v node >/dev/null || apt_missing+=(nodejs)
 command -v python3 >/dev/null || apt_missing+=(python3)
+python3 -c 'import ensurepip, venv' 2>/dev/null || apt_missing+=(python3-venv)
 command -v npm >/dev/null || apt_missing+=(npm)
 command -v wasm-validate >/dev/null || apt_missing+=(wabt)
 if [ ${#apt_missing[@]} -gt 0 ]; then
@@ -71,6 +74,7 @@ mkdir -p -m 700 "$XDG_RUNTIME_DIR"
 # --- checks ----------------------------------------------------------------------
 say "cargo fmt --check"
 cargo fmt --all --check
+cargo fmt --manifest-path python/Cargo.toml --check
 
 # clippy's lints (-D warnings) run inside the builds below rather than in `cargo clippy`
 # passes of their own: scripts/clippy-driver.sh compiles the workspace's crates (never the
@@ -86,6 +90,9 @@ export HIF8LAB_REQUIRE_GPU=1
 
 say "dependency direction"
 scripts/check-deps.sh
+
+say "Python package: pip install ./python, its tests (torch vs the Rust codec and estimators, torchrun with 2 processes, the same run in torch and in the lab)"
+HIF8LAB_BIN="$target/debug/hif8lab" scripts/test-python.sh
 
 say "desktop app under Xvfb (smoke preset, autostart) and a non-blank screenshot"
 HIF8LAB_APP_BIN="$target/debug/hif8lab-app" scripts/app-screenshot.sh "$target/app-screenshot.png"

@@ -37,7 +37,7 @@ fn overflow_of(saturate: bool) -> Overflow {
 }
 
 fn f32s(data: &[u8]) -> PyResult<Vec<f32>> {
-    if data.len() % 4 != 0 {
+    if !data.len().is_multiple_of(4) {
         return Err(value_error(format!(
             "expected f32 bytes (a multiple of 4), got {} bytes",
             data.len()
@@ -282,8 +282,8 @@ fn replay(series_json: &str, window: usize, target: f32, format: &str) -> PyResu
 /// a file without its header.
 #[pyfunction]
 fn trace_start(path: PathBuf, header_json: &str) -> PyResult<()> {
-    let header: TraceHeader = serde_json::from_str(header_json)
-        .map_err(|e| value_error(format!("trace header: {e}")))?;
+    let header: TraceHeader =
+        serde_json::from_str(header_json).map_err(|e| value_error(format!("trace header: {e}")))?;
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
     let written = (|| {
         let file = std::fs::File::create(&tmp)?;

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from hif8lab import codec
-from hif8lab.torch import qdq as tq
+from hif8lab.torch import fakequant as tq
 
 FORMATS = ["hif8", "e4m3", "e5m2"]
 SCALES = [1.0, 15.0 / 3.7, 0.001953125, 1234.5, 3.0e-5]

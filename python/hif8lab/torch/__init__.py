@@ -12,7 +12,7 @@ training under torchrun: ``python -m hif8lab.torch.train --help``.
 
 from .bank import QuantBank
 from .nn import QatSession, QuantizerId, QuantLinear, Recipe, plan, quantize
-from .qdq import fake_quant, overflow_threshold, qdq
+from .fakequant import fake_quant, overflow_threshold, qdq
 
 __all__ = ["QuantBank", "QatSession", "QuantizerId", "QuantLinear", "Recipe", "plan", "quantize",
            "fake_quant", "overflow_threshold", "qdq"]

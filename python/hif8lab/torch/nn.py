@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from .. import scaling as rs
 from .bank import QuantBank
-from .qdq import check_format, overflow_threshold, qdq
+from .fakequant import check_format, overflow_threshold, qdq
 
 #: Hugging Face projection names → the lab's module names (the trace's ``module`` field).
 MODULE_NAMES = {

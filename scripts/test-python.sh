@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The Python package (python/, hif8lab on PyPI's conventions) and its judges: installs it the
+# README's way (`pip install ./python`) into a virtual environment with PyTorch, then runs
+# python/tests: the torch fake quantization against the Rust codec bit for bit, the on-device
+# estimators against the Rust ones call by call, the per-call statistics, traces replayed by
+# `hif8lab replay`, the authors' state-manager logic, torchrun with 2 processes (gloo: DDP,
+# FSDP2, both amax_reduce semantics, kill -9 / SIGTERM and resume) and the same run in torch
+# and in the lab's own trainer.
+#
+# The virtual environment: $HIF8LAB_TORCH_VENV, else <cache>/venv-torch (made here once: PyPI's
+# torch wheel with its CUDA libraries is several GB; it runs on the CPU). The lab's binary for
+# the judges that call it: $HIF8LAB_BIN, else <target>/debug/hif8lab (built when missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+
+cache=${HIF8LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hif8lab}
+venv=${HIF8LAB_TORCH_VENV:-$cache/venv-torch}
+target=$(target_dir)
+if ! "$venv/bin/python" -c "import torch, transformers, numpy, pytest" 2>/dev/null; then
+  echo "==> making the virtual environment $venv (PyTorch, transformers, pytest; once)"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --upgrade pip
+  "$venv/bin/pip" install --quiet torch transformers safetensors numpy pytest
+fi
+
+bin=${HIF8LAB_BIN:-$target/debug/hif8lab}
+if [ ! -x "$bin" ]; then
+  echo "==> building the hif8lab binary for the judges"
+  cargo build --quiet --locked -p hif8lab-cli
+fi
+
+echo "==> clippy on the package's Rust core (-D warnings)"
+CARGO_TARGET_DIR="$target/python" PYO3_PYTHON="$venv/bin/python" \
+  cargo clippy --quiet --locked --manifest-path python/Cargo.toml -- -D warnings
+
+echo "==> pip install ./python (maturin builds the Rust core)"
+# The Rust core builds in the shared target folder (its own subfolder) so a rerun is quick.
+CARGO_TARGET_DIR="$target/python" "$venv/bin/pip" install --quiet --force-reinstall --no-deps ./python
+
+echo "==> python/tests"
+# From the repository root, so that `import hif8lab` is the installed package, not the sources.
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} HIF8LAB_BIN="$bin" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+  python/tests "$@"
