@@ -104,3 +104,20 @@ def test_unknown_format_is_refused_by_name():
         tq.qdq(torch.ones(2), 1.0, "e3m4")
     with pytest.raises(ValueError, match="e3m4"):
         codec.qdq(np.ones(2, np.float32), "e3m4")
+
+
+def test_compiled_qdq_is_the_same_bits():
+    """torch.compile of the fake quantization (what QatSession runs by default) equals the
+    Rust codec too."""
+    fq = tq.compiled(tq.qdq, "qdq")
+    rng = np.random.default_rng(11)
+    values = rng.integers(0, 1 << 32, size=1_000_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    for fmt in FORMATS:
+        for saturate in (False, True):
+            for scale in (1.0, 15.0 / 3.7):
+                rust = codec.qdq(values, fmt, scale, saturate)
+                mine = fq(torch.from_numpy(values), torch.tensor(np.float32(scale)), fmt, saturate).numpy()
+                assert same_bits(rust, mine).all(), (fmt, saturate, scale)
+                b = boundaries(fmt)
+                mine = fq(torch.from_numpy(b), torch.tensor(np.float32(1.0)), fmt, saturate).numpy()
+                assert same_bits(codec.qdq(b, fmt, 1.0, saturate), mine).all(), (fmt, saturate)

@@ -32,6 +32,9 @@ pub struct HifApp {
     pub panels: charts::Panels,
     /// The files shipped with the app (the lessons' base, the real-model runs).
     pub shipped: shipped::Shipped,
+    /// The run folder followed live (`--watch`, "Follow"), if any.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub watch: Option<crate::watch::Watch>,
 }
 
 impl HifApp {
@@ -73,6 +76,8 @@ impl HifApp {
                 pretrain_base: options.pretrain_base,
                 ..Default::default()
             },
+            #[cfg(not(target_arch = "wasm32"))]
+            watch: None,
         };
         #[cfg(not(target_arch = "wasm32"))]
         app.adopt_shipped_base();
@@ -98,6 +103,10 @@ impl HifApp {
         if let Some(dir) = &options.open {
             app.form.open_path = dir.display().to_string();
             app.open_run();
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(dir) = &options.watch {
+            app.follow(dir.clone());
         }
         if let Some(tab) = options.tab {
             app.selection.tab = tab;
@@ -148,6 +157,47 @@ impl HifApp {
                 self.set_view(v);
             }
             Err(e) => self.messages.status = format!("Cannot open: {e}"),
+        }
+    }
+
+    /// Follows the run folder `dir` another process writes: read again whenever it grows.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn follow(&mut self, dir: std::path::PathBuf) {
+        self.form.open_path = dir.display().to_string();
+        self.messages.status = format!("Following {} (waiting for its first step)…", dir.display());
+        self.watch = Some(crate::watch::Watch::new(dir));
+    }
+
+    /// Reads the followed folder again when it grew (once a second at most).
+    #[cfg(not(target_arch = "wasm32"))]
+    fn poll_watch(&mut self, ctx: &egui::Context) {
+        let Some(w) = &mut self.watch else { return };
+        ctx.request_repaint_after(crate::watch::PERIOD);
+        if !w.due(std::time::Instant::now()) {
+            return;
+        }
+        let dir = w.dir.clone();
+        match RunView::load(&dir) {
+            Ok(v) => {
+                self.messages.status = format!(
+                    "Following {}: {} steps (read again as it grows).",
+                    v.name,
+                    v.loss.len()
+                );
+                if self
+                    .runs
+                    .live
+                    .as_ref()
+                    .is_some_and(|old| old.name == v.name)
+                {
+                    self.runs.live = Some(v);
+                    self.panels.clear();
+                } else {
+                    self.set_view(v);
+                }
+            }
+            // A file caught mid-write parses on the next look (torn last lines are skipped).
+            Err(e) => self.messages.status = format!("Following {}: {e}", dir.display()),
         }
     }
 
@@ -305,6 +355,8 @@ impl HifApp {
         let started = web_time::Instant::now();
         #[cfg(not(target_arch = "wasm32"))]
         self.open_dropped(ui.ctx());
+        #[cfg(not(target_arch = "wasm32"))]
+        self.poll_watch(ui.ctx());
         panels::run_bar(self, ui);
         panels::side_panel(self, ui);
         panels::central(self, ui);

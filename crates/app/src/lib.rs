@@ -26,6 +26,8 @@ pub mod shipped;
 pub mod state;
 pub mod theme;
 pub mod training;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod watch;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
 
@@ -53,6 +55,8 @@ pub struct Options {
     pub autostart: bool,
     /// A run folder to open.
     pub open: Option<PathBuf>,
+    /// A run folder to follow while another process writes it (`--watch`).
+    pub watch: Option<PathBuf>,
     /// A trace (JSONL, CSV or Transformer Engine log) to replay and view.
     pub trace: Option<PathBuf>,
     /// The panel to show first.

@@ -1,5 +1,6 @@
 //! `hif8lab-app`: the desktop dashboard. Flags: `--preset NAME`, `--autostart`,
-//! `--open RUN_DIR`, `--init-from HF_DIR`, `--trace FILE`, `--tab PANEL`, `--lesson NAME`, `--pretrain-base` (the lessons' base pretrained here, not the shipped one), `--backend cpu|gpu`, `--bench-frames N` (frame-time benchmark), `--png-after NAME.png` (save the shown panel
+//! `--open RUN_DIR`, `--watch RUN_DIR` (follow a run another process writes, e.g. a torchrun
+//! of `hif8lab.torch.train`), `--init-from HF_DIR`, `--trace FILE`, `--tab PANEL`, `--lesson NAME`, `--pretrain-base` (the lessons' base pretrained here, not the shipped one), `--backend cpu|gpu`, `--bench-frames N` (frame-time benchmark), `--png-after NAME.png` (save the shown panel
 //! into `exports/` once training finishes). Without a display it says so and names the headless command.
 
 use std::path::PathBuf;
@@ -19,6 +20,11 @@ fn parse_args() -> Result<Options, String> {
             "--open" => {
                 options.open = Some(PathBuf::from(
                     args.next().ok_or("--open needs a run folder")?,
+                ))
+            }
+            "--watch" => {
+                options.watch = Some(PathBuf::from(
+                    args.next().ok_or("--watch needs a run folder")?,
                 ))
             }
             "--trace" => {
@@ -64,7 +70,7 @@ fn parse_args() -> Result<Options, String> {
             }
             "--help" | "-h" => {
                 println!(
-                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--trace FILE] [--tab PANEL] [--lesson NAME] [--pretrain-base] [--init-from HF_DIR] [--backend auto|cpu|gpu] [--bench-frames N] [--png-after NAME.png]"
+                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--watch RUN_DIR] [--trace FILE] [--tab PANEL] [--lesson NAME] [--pretrain-base] [--init-from HF_DIR] [--backend auto|cpu|gpu] [--bench-frames N] [--png-after NAME.png]"
                 );
                 std::process::exit(0);
             }

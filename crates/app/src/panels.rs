@@ -383,6 +383,16 @@ fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
                 app.open_run();
             }
             if ui
+                .button("Follow")
+                .on_hover_text(
+                    "open the run folder and read it again as another process writes it \
+                     (a torchrun of hif8lab.torch.train, a train in a terminal)",
+                )
+                .clicked()
+            {
+                app.follow(std::path::PathBuf::from(app.form.open_path.trim()));
+            }
+            if ui
                 .button("Open HF model")
                 .on_hover_text(
                     "a Hugging Face Llama folder (config.json, *.safetensors, tokenizer.json) \

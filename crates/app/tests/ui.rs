@@ -1480,3 +1480,78 @@ fn amax_axis_keeps_numbers_at_every_height() {
         }
     }
 }
+
+#[test]
+fn a_torch_run_folder_opens() {
+    // Written by `hif8lab.torch.train` under torchrun (tests/fixtures/gen_torch_fixtures.sh):
+    // 6 steps, QAT from step 2, blocks 1-2's MLP projections, roles A/W/G.
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/torch/run");
+    let mut h = harness(Options {
+        open: Some(dir),
+        ..Default::default()
+    });
+    h.run_steps(2);
+    let view = h.state().runs.live.clone().expect("opened");
+    assert_eq!(view.loss.len(), 6);
+    assert_eq!(view.qat_from, Some(2));
+    assert_eq!(
+        view.calls.len(),
+        2 * 3 * 3,
+        "blocks 1-2 × gate/up/down × A/W/G"
+    );
+    // 4 QAT steps × 1 micro-batch of rank 0 (global batch 4 = 2 rows × 2 processes)
+    assert!(view.calls.values().all(|c| c.len() == 4));
+    assert_eq!(view.estimators.len(), 5);
+    h.get_by_label_contains("Opened");
+}
+
+#[test]
+fn watch_follows_a_run_folder_as_it_grows() {
+    let dir = std::env::temp_dir().join(format!("hif8lab-app-watch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut h = harness(Options {
+        watch: Some(dir.clone()),
+        ..Default::default()
+    });
+    h.run_steps(2);
+    h.get_by_label_contains("waiting for its first step");
+    assert!(h.state().runs.live.is_none());
+    // Another process writes the run: three steps, then three more.
+    let config = hif8lab_train::RunConfig::parse(
+        "smoke",
+        hif8lab_train::config::PRESETS[0].1,
+        &["train.steps=6".into(), "qat.warmup_steps=1".into()],
+    )
+    .unwrap();
+    let mut t =
+        hif8lab_train::Trainer::from_config(hif8lab_engine::cpu::CpuBackend::new(), config.clone())
+            .unwrap();
+    let mut w = hif8lab_train::run::RunWriter::create(
+        &dir,
+        &config,
+        t.estimator_names(),
+        t.active_estimator(),
+    )
+    .unwrap();
+    let mut written = 0;
+    for wanted in [3usize, 6] {
+        while written < wanted {
+            t.step().unwrap();
+            for r in t.finish().unwrap() {
+                w.write(&r, &t.trace_records(&r), 0.0).unwrap();
+                written += 1;
+            }
+        }
+        until(&mut h, |app| {
+            app.runs
+                .live
+                .as_ref()
+                .is_some_and(|v| v.loss.len() == wanted)
+        });
+    }
+    let view = h.state().runs.live.clone().unwrap();
+    assert!(view.calls.values().all(|c| c.len() == 5));
+    h.get_by_label_contains("Following");
+    let _ = std::fs::remove_dir_all(&dir);
+}

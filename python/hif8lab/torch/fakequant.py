@@ -122,3 +122,34 @@ def fake_quant(x: torch.Tensor, scale: Scale, format: str = "hif8", saturate: bo
     dtype (computed in f32)."""
     check_format(format)
     return _FakeQuant.apply(x, scale, format, bool(saturate))
+
+
+_COMPILED = {}
+
+
+def compiled(fn, name: str):
+    """``torch.compile(fn, dynamic=True)``, made once; ``fn`` itself where compiling is
+    unavailable or fails (the first call tells: a warning, then eager for good). Compiled
+    and eager results are the same bits (integer rounding; the f32 product and quotient are
+    single operations that no compiler may contract)."""
+    if name in _COMPILED:
+        return _COMPILED[name]
+    try:
+        c = torch.compile(fn, dynamic=True)
+    except Exception:  # noqa: BLE001 (no compiler backend here)
+        _COMPILED[name] = fn
+        return fn
+    state = {"fn": c}
+
+    def call(*args):
+        try:
+            return state["fn"](*args)
+        except Exception as e:  # noqa: BLE001
+            import warnings
+
+            warnings.warn(f"hif8lab.torch: torch.compile failed ({type(e).__name__}: {e}); running eager")
+            state["fn"] = fn
+            return fn(*args)
+
+    _COMPILED[name] = call
+    return call

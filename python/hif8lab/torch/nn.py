@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from .. import scaling as rs
 from .bank import QuantBank
-from .fakequant import check_format, overflow_threshold, qdq
+from .fakequant import check_format, compiled, overflow_threshold, qdq
 
 #: Hugging Face projection names → the lab's module names (the trace's ``module`` field).
 MODULE_NAMES = {
@@ -54,6 +54,7 @@ class Recipe:
     cold_start: str = "jit"
     stats: bool = True
     trace_every: int = 1
+    compile: bool = True
 
     def __post_init__(self):
         check_format(self.format)
@@ -92,10 +93,14 @@ class QuantizerId:
 
 def _amax_nonfinite(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     """max |x| over non-NaN elements (0 for an empty tensor) and the NaN/Inf count."""
-    ax = x.detach().float().abs()
-    if ax.numel() == 0:
+    if x.numel() == 0:
         z = torch.zeros((), dtype=torch.float32, device=x.device)
         return z, z.to(torch.float64)
+    return _amax_of(x)
+
+
+def _amax_of(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    ax = x.detach().float().abs()
     nan = torch.isnan(ax)
     amax = torch.where(nan, torch.zeros_like(ax), ax).amax()
     nonfinite = (~torch.isfinite(ax)).sum(dtype=torch.float64)
@@ -201,13 +206,16 @@ class QatSession:
         """Quantizer q's call on x: amax, the estimators' decisions, the fake-quantized x
         (f32) at the active scale, the statistics, and the history update."""
         r = self.recipe
-        amax, nonfinite = _amax_nonfinite(x)
+        if x.numel() == 0:
+            amax, nonfinite = _amax_nonfinite(x)
+        else:
+            amax, nonfinite = self._fn("amax", _amax_of)(x)
         if r.amax_reduce == "max" and torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.all_reduce(amax, op=torch.distributed.ReduceOp.MAX, group=self.group)
         est, scale = self.bank.decide(q, amax)
         s = scale[self.active]
         x32 = x.detach().float()
-        xq = qdq(x32, s, r.format, r.saturate)
+        xq = self._fn("qdq", qdq)(x32, s, r.format, r.saturate)
         if self.traced():
             self._record(q, x32, xq, amax, nonfinite, est, scale, s)
         self.bank.observe(q, amax, scale)
@@ -221,21 +229,28 @@ class QatSession:
             return qdq(x.float(), s, self.recipe.format, self.recipe.saturate).to(x.dtype)
 
     def _record(self, q, x32, xq, amax, nonfinite, est, scale, s) -> None:
-        ax = x32.abs()
-        flat = ax.reshape(-1, 1)
-        above = (flat > est.unsqueeze(0)).sum(dim=0, dtype=torch.float64)
-        over = ((flat * scale.unsqueeze(0)) >= self.threshold).sum(dim=0, dtype=torch.float64)
-        underflow = ((x32 != 0) & (xq == 0)).sum(dtype=torch.float64)
-        ok = torch.isfinite(x32) & torch.isfinite(xq)
-        x64 = torch.where(ok, x32, torch.zeros_like(x32)).double()
-        q64 = torch.where(ok, xq, torch.zeros_like(xq)).double()
-        signal = (x64 * x64).sum()
-        noise = ((x64 - q64) ** 2).sum()
-        row = torch.cat([
-            torch.stack([amax.double(), signal, noise]), est.double(), scale.double(), above, over,
-            torch.stack([underflow, nonfinite.double()]),
-        ])
+        stats = self._fn("stats", _call_stats)
+        row = torch.cat([torch.stack([amax.double()]), stats(x32, xq, est, scale, self.threshold),
+                         nonfinite.double().reshape(1)])
         self._pending.append((q, self.step, max(self.micro, 0), x32.numel(), row))
+
+    def _fn(self, name, fn):
+        return compiled(fn, name) if self.recipe.compile else fn
+
+
+def _call_stats(x32, xq, est, scale, threshold: float):
+    """[signal, noise, est…, scale…, above…, overflow…, underflow] of one call (f64)."""
+    flat = x32.abs().reshape(-1, 1)
+    above = (flat > est.unsqueeze(0)).sum(dim=0, dtype=torch.float64)
+    over = ((flat * scale.unsqueeze(0)) >= threshold).sum(dim=0, dtype=torch.float64)
+    underflow = ((x32 != 0) & (xq == 0)).sum(dtype=torch.float64)
+    ok = torch.isfinite(x32) & torch.isfinite(xq)
+    x64 = torch.where(ok, x32, torch.zeros_like(x32)).double()
+    q64 = torch.where(ok, xq, torch.zeros_like(xq)).double()
+    signal = (x64 * x64).sum()
+    noise = ((x64 - q64) ** 2).sum()
+    return torch.cat([torch.stack([signal, noise]), est.double(), scale.double(), above, over,
+                      underflow.reshape(1)])
 
 
 def _sqnr_db(signal: float, noise: float) -> Optional[float]:

@@ -1,0 +1,167 @@
+"""QAT overhead of hif8lab.torch: the same Llama trained unquantized and quantized in torch eager.
+
+    python -m hif8lab.torch.bench                       # SmolLM2-135M's shape, ctx 128, batch 2
+    python -m hif8lab.torch.bench --shape tiny --json   # a small shape, one JSON object
+
+Arms, alternated over ``--rounds`` so that a noisy machine hits all alike: ``eager`` (no
+quantizers), ``qat`` (the paper's placement and recipe, every statistic of the trace),
+``qat-amax`` (quantization and the estimators only, no statistics: ``Recipe(stats=False)``)
+and, with ``--compile``, each under ``torch.compile``. Prints per arm the median step time,
+tokens/s and the ratio to ``eager`` with its range over rounds, and per quantized linear the
+number of aten operations (≈ GPU kernels in eager mode) of one training call, forward and
+backward, against the plain linear's. Weights are random (no download): the shape is what
+costs time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from typing import Dict, List
+
+import torch
+import torch.nn as nn
+
+from .nn import Recipe, quantize
+
+SHAPES = {
+    # layers, d_model, d_ff, heads, kv heads, vocab (SmolLM2-135M: tied, rope 1e5)
+    "smollm2-135m": (30, 576, 1536, 9, 3, 49152),
+    "tiny": (6, 128, 384, 4, 2, 512),
+}
+
+
+def build(shape: str, seed: int = 0) -> nn.Module:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    layers, dim, ff, heads, kv, vocab = SHAPES[shape]
+    config = LlamaConfig(vocab_size=vocab, hidden_size=dim, intermediate_size=ff, num_hidden_layers=layers,
+                         num_attention_heads=heads, num_key_value_heads=kv, tie_word_embeddings=True,
+                         rope_theta=100000.0, max_position_embeddings=8192)
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(config)
+
+
+class Arm:
+    def __init__(self, name: str, shape: str, recipe: Recipe | None, compiled: bool, batch: int, context: int):
+        self.name = name
+        self.model = build(shape)
+        self.session = quantize(self.model, recipe) if recipe is not None else None
+        self.forward = torch.compile(self.model) if compiled else self.model
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-5, betas=(0.9, 0.95), weight_decay=0.1)
+        vocab = self.model.config.vocab_size
+        g = torch.Generator().manual_seed(1)
+        self.x = torch.randint(0, vocab, (batch, context + 1), generator=g)
+        self.step_no = 0
+        self.times: List[float] = []
+
+    def step(self) -> float:
+        if self.session is not None:
+            self.session.start_step(self.step_no)
+        t = time.perf_counter()
+        logits = self.forward(input_ids=self.x[:, :-1]).logits
+        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), self.x[:, 1:].reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        if self.session is not None and self.step_no % 10 == 9:
+            self.session.drain()
+        dt = time.perf_counter() - t
+        self.step_no += 1
+        return dt
+
+
+def aten_ops_per_linear(recipe: Recipe | None) -> int:
+    """aten operations of one training call (forward and backward) of one MLP projection
+    (576 → 1536, 256 rows), plain or quantized."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.n += 1
+            return func(*args, **(kwargs or {}))
+
+    holder = nn.Module()
+    holder.layers = nn.ModuleList([nn.Module()])
+    holder.layers[0].up_proj = nn.Linear(576, 1536, bias=False)
+    session = None
+    if recipe is not None:
+        session = quantize(holder, recipe, modules=("up_proj",), skip_first=0, skip_last=0)
+        session.start_step(0)
+        session.begin_micro()
+    x = torch.randn(256, 576, requires_grad=True)
+    lin = holder.layers[0].up_proj
+    lin(x).sum().backward()  # warm (first-call paths)
+    if session is not None:
+        session.start_step(1)
+        session.begin_micro()
+    with Count() as c:
+        y = lin(x)
+        y.sum().backward()
+    return c.n
+
+
+def main(argv: List[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m hif8lab.torch.bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--shape", choices=sorted(SHAPES), default="smollm2-135m")
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--context", type=int, default=128)
+    p.add_argument("--steps", type=int, default=4, help="measured steps per arm and round")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--compile", action="store_true", help="also each arm under torch.compile")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    recipe = Recipe(estimator="max_window", window=64)
+    specs = [("eager", None), ("qat", recipe), ("qat-amax", Recipe(estimator="max_window", window=64, stats=False))]
+    arms = [Arm(n, args.shape, r, False, args.batch, args.context) for n, r in specs]
+    if args.compile:
+        arms += [Arm(n + "+compile", args.shape, r, True, args.batch, args.context) for n, r in specs]
+    for a in arms:  # warm-up (allocations, first-call paths, compilation)
+        a.step()
+        a.step()
+    per_round: Dict[str, List[float]] = {a.name: [] for a in arms}
+    for r in range(args.rounds):
+        order = arms if r % 2 == 0 else list(reversed(arms))
+        for a in order:
+            per_round[a.name].append(statistics.median(a.step() for _ in range(args.steps)))
+    tokens = args.batch * args.context
+    quantizers = len(arms[1].session.ids) if arms[1].session else 0
+    base = per_round["eager"]
+    result = {
+        "shape": args.shape, "batch": args.batch, "context": args.context, "threads": torch.get_num_threads(),
+        "torch": torch.__version__, "device": "cpu", "quantizers": quantizers, "rounds": args.rounds,
+        "arms": {},
+        "aten_ops_per_linear": {"plain": aten_ops_per_linear(None), "qat": aten_ops_per_linear(recipe),
+                                "qat-amax": aten_ops_per_linear(specs[2][1])},
+    }
+    for name, times in per_round.items():
+        ratios = [t / b for t, b in zip(times, base)]
+        result["arms"][name] = {
+            "step_s": statistics.median(times), "tokens_per_s": tokens / statistics.median(times),
+            "ratio_to_eager": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
+        }
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{args.shape}, batch {args.batch} × context {args.context}, {result['threads']} threads, torch "
+          f"{torch.__version__}, CPU; {quantizers} quantizers; median of {args.steps} steps, {args.rounds} rounds")
+    for name, a in result["arms"].items():
+        lo, hi = a["ratio_range"]
+        print(f"  {name:16s} {a['step_s']:8.3f} s/step {a['tokens_per_s']:9.1f} tokens/s  "
+              f"×{a['ratio_to_eager']:.2f} of eager [{lo:.2f}, {hi:.2f}]")
+    ops = result["aten_ops_per_linear"]
+    print(f"  aten ops per MLP projection, forward + backward: plain {ops['plain']}, "
+          f"quantized {ops['qat']} (statistics on), {ops['qat-amax']} (statistics off)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
