@@ -10,8 +10,12 @@
 # The virtual environment: $HIF8LAB_TORCH_VENV, else <cache>/venv-torch (made here once: PyPI's
 # torch wheel with its CUDA libraries is several GB; it runs on the CPU). The lab's binary for
 # the judges that call it: $HIF8LAB_BIN, else <target>/debug/hif8lab (built when missing).
+#
+#   scripts/test-python.sh [--install-only] [PYTEST ARGS…]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+install_only=false
+if [ "${1:-}" = "--install-only" ]; then install_only=true; shift; fi
 . scripts/lib.sh
 
 cache=${HIF8LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hif8lab}
@@ -37,6 +41,8 @@ CARGO_TARGET_DIR="$target/python" PYO3_PYTHON="$venv/bin/python" \
 echo "==> pip install ./python (maturin builds the Rust core)"
 # The Rust core builds in the shared target folder (its own subfolder) so a rerun is quick.
 CARGO_TARGET_DIR="$target/python" "$venv/bin/pip" install --quiet --force-reinstall --no-deps ./python
+
+if $install_only; then exit 0; fi
 
 echo "==> python/tests"
 # From the repository root, so that `import hif8lab` is the installed package, not the sources.

@@ -171,6 +171,10 @@ def read_corpus(path: Path) -> List[str]:
                 raise InputError(f"{path}:{i}: not JSON ({e.msg})") from None
             if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
                 raise InputError(f"{path}:{i}: field 'text': missing or not a string")
+            try:
+                obj["text"].encode("utf-8")
+            except UnicodeEncodeError:
+                raise InputError(f"{path}:{i}: field 'text': not valid Unicode (a lone surrogate escape)") from None
             docs.append(obj["text"])
         return docs
     return [text]
