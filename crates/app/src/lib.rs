@@ -57,6 +57,8 @@ pub struct Options {
     pub open: Option<PathBuf>,
     /// A run folder to follow while another process writes it (`--watch`).
     pub watch: Option<PathBuf>,
+    /// A run folder to read as `--open` would, report and quit (`--check-open`).
+    pub check_open: Option<PathBuf>,
     /// A trace (JSONL, CSV or Transformer Engine log) to replay and view.
     pub trace: Option<PathBuf>,
     /// The panel to show first.

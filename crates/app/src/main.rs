@@ -1,5 +1,6 @@
 //! `hif8lab-app`: the desktop dashboard. Flags: `--preset NAME`, `--autostart`,
-//! `--open RUN_DIR`, `--watch RUN_DIR` (follow a run another process writes, e.g. a torchrun
+//! `--open RUN_DIR`, `--check-open RUN_DIR` (read it as --open would and print what it holds, no
+//! window), `--watch RUN_DIR` (follow a run another process writes, e.g. a torchrun
 //! of `hif8lab.torch.train`), `--init-from HF_DIR`, `--trace FILE`, `--tab PANEL`, `--lesson NAME`, `--pretrain-base` (the lessons' base pretrained here, not the shipped one), `--backend cpu|gpu`, `--bench-frames N` (frame-time benchmark), `--png-after NAME.png` (save the shown panel
 //! into `exports/` once training finishes). Without a display it says so and names the headless command.
 
@@ -20,6 +21,11 @@ fn parse_args() -> Result<Options, String> {
             "--open" => {
                 options.open = Some(PathBuf::from(
                     args.next().ok_or("--open needs a run folder")?,
+                ))
+            }
+            "--check-open" => {
+                options.check_open = Some(PathBuf::from(
+                    args.next().ok_or("--check-open needs a run folder")?,
                 ))
             }
             "--watch" => {
@@ -70,7 +76,7 @@ fn parse_args() -> Result<Options, String> {
             }
             "--help" | "-h" => {
                 println!(
-                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--watch RUN_DIR] [--trace FILE] [--tab PANEL] [--lesson NAME] [--pretrain-base] [--init-from HF_DIR] [--backend auto|cpu|gpu] [--bench-frames N] [--png-after NAME.png]"
+                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--watch RUN_DIR] [--check-open RUN_DIR] [--trace FILE] [--tab PANEL] [--lesson NAME] [--pretrain-base] [--init-from HF_DIR] [--backend auto|cpu|gpu] [--bench-frames N] [--png-after NAME.png]"
                 );
                 std::process::exit(0);
             }
@@ -89,6 +95,28 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(dir) = &options.check_open {
+        // What --open would show, said without a window (scripts check folders this way).
+        return match hif8lab_app::state::RunView::load(dir) {
+            Ok(v) => {
+                let calls: usize = v.calls.values().map(Vec::len).sum();
+                println!(
+                    "{}: {} steps, QAT from step {}, {} quantizers, {} calls, estimators {}",
+                    dir.display(),
+                    v.loss.len(),
+                    v.qat_from.map_or("-".into(), |s| s.to_string()),
+                    v.calls.len(),
+                    calls,
+                    v.estimators.join(", ")
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: cannot open {}: {e}", dir.display());
+                ExitCode::from(2)
+            }
+        };
+    }
     if cfg!(target_os = "linux")
         && std::env::var_os("DISPLAY").is_none()
         && std::env::var_os("WAYLAND_DISPLAY").is_none()

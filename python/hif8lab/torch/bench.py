@@ -62,7 +62,7 @@ class Arm:
         if self.session is not None:
             self.session.start_step(self.step_no)
         t = time.perf_counter()
-        logits = self.forward(input_ids=self.x[:, :-1]).logits
+        logits = self.forward(input_ids=self.x[:, :-1], use_cache=False).logits
         loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), self.x[:, 1:].reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)

@@ -152,7 +152,7 @@ class QatSession:
         device→host copy for all of them)."""
         if not self._pending:
             return []
-        rows = torch.stack([p[4] for p in self._pending]).cpu().numpy()
+        rows = torch.stack([p[4] for p in self._pending]).detach().cpu().numpy()
         E = len(self.estimators)
         out = []
         for (q, step, micro, numel, _), row in zip(self._pending, rows):

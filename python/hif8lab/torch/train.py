@@ -423,7 +423,7 @@ def run(args) -> int:
             ctx = wrapped.no_sync() if not sync else _null()
             with ctx:
                 with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
-                    logits = wrapped(input_ids=x).logits
+                    logits = wrapped(input_ids=x, use_cache=False).logits
                 loss = nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
                 (loss / accum).backward()
             loss_sum += loss.detach().double()
