@@ -41,16 +41,7 @@ impl HfStart {
     /// `config` with this model: its `[model]` (the form's context, at most the model's),
     /// its tokenizer, and where it started from.
     pub fn apply(&self, mut config: RunConfig) -> Result<RunConfig, String> {
-        let context = config
-            .model
-            .context
-            .min(self.model.max_positions.unwrap_or(self.model.context));
-        config.model = ModelConfig {
-            context,
-            ..self.model.clone()
-        };
-        config.data.tokenizer = self.tokenizer.clone();
-        config.train.init_from = Some(self.source.clone());
+        hif8lab_train::source::apply_model(&mut config, &self.model, &self.tokenizer, &self.source);
         config.validate().map_err(|e| e.message)?;
         Ok(config)
     }

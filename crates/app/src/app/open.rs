@@ -18,27 +18,17 @@ impl HifApp {
     /// Opens a Hugging Face folder or a GGUF file (natively).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open_hf_dir(&mut self, dir: &std::path::Path) {
-        let result = hif8lab_train::source::load_any(dir)
+        let result = hif8lab_train::source::ModelSource::open(dir)
             .map_err(|e| e.to_string())
-            .and_then(|m| {
-                let tokenizer = match &m.tokenizer {
-                    Some(p) => hif8lab_train::tokenizer::Tokenizer::read(p)?.0.setting(p),
-                    None if m.config.model.vocab == 256 => "bytes".into(),
-                    None => return Err(format!("{}: no tokenizer.json", dir.display())),
-                };
-                Ok(HfStart {
-                    name: dir
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_else(|| dir.display().to_string()),
-                    source: std::fs::canonicalize(dir)
-                        .unwrap_or_else(|_| dir.to_owned())
-                        .display()
-                        .to_string(),
-                    model: m.config.model,
-                    weights: Arc::new(m.weights),
-                    tokenizer,
-                })
+            .map(|s| HfStart {
+                name: dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| dir.display().to_string()),
+                source: s.init_from(),
+                tokenizer: s.tokenizer_setting(),
+                model: s.model.config.model,
+                weights: Arc::new(s.model.weights),
             });
         self.set_hf(result);
     }

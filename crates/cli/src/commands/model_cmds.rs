@@ -102,30 +102,19 @@ pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
         return from_run(path, path, run, weights);
     }
     if hif8lab_train::source::is_model_path(path) {
-        let m = hif8lab_train::source::load_any(path)?;
-        for n in &m.notes {
+        let s = hif8lab_train::source::ModelSource::open(path)?;
+        for n in &s.model.notes {
             eprintln!("note: {n}");
         }
-        let (tokenizer, tokenizer_json) = match &m.tokenizer {
-            Some(p) => {
-                let (t, text) = Tokenizer::read(p).map_err(anyhow::Error::msg)?;
-                (t, Some(text))
-            }
-            None if m.config.model.vocab == 256 => (Tokenizer::Bytes, None),
-            None => bail!(
-                "{}: no tokenizer.json (needed for a vocabulary of {})",
-                path.display(),
-                m.config.model.vocab
-            ),
-        };
+        let m = s.model;
         return Ok(Source {
             path: path.to_owned(),
             model: m.config.model.clone(),
             weights: m.weights,
-            tokenizer,
+            tokenizer: s.tokenizer,
             run: None,
             hf_config: Some(m.config.json),
-            tokenizer_json,
+            tokenizer_json: s.tokenizer_json,
             tokenizer_config: m.tokenizer_config,
             generation_config: m.generation_config,
             dtype: m.dtype,

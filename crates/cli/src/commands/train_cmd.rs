@@ -184,44 +184,13 @@ struct Init {
 }
 
 fn init_source(dir: &Path, name: &str, text: &str) -> Result<Init> {
-    let model = hif8lab_train::source::load_any(dir)?;
-    for n in &model.notes {
+    let source = hif8lab_train::source::ModelSource::open(dir)?;
+    for n in &source.model.notes {
         eprintln!("note: {n}");
     }
-    let m = &model.config.model;
-    let dir_abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
     let preset: RunConfig = RunConfig::parse(name, text, &[])?;
-    let context = preset
-        .model
-        .context
-        .min(m.max_positions.unwrap_or(m.context));
-    let mut sets = vec![
-        format!("model.vocab={}", m.vocab),
-        format!("model.d_model={}", m.d_model),
-        format!("model.layers={}", m.layers),
-        format!("model.heads={}", m.heads),
-        format!("model.kv_heads={}", m.kv_heads),
-        format!("model.d_ff={}", m.d_ff),
-        format!("model.context={context}"),
-        format!("model.norm_eps={:e}", m.norm_eps),
-        format!("model.rope_theta={:?}", m.rope_theta),
-        format!("model.tie_embeddings={}", m.tie_embeddings),
-        format!(
-            "model.max_positions={}",
-            m.max_positions.unwrap_or(m.context)
-        ),
-        format!(
-            "train.init_from={}",
-            toml_string(&dir_abs.display().to_string())
-        ),
-    ];
-    if let Some(r) = m.rope_scaling {
-        sets.push(format!(
-            "model.rope_scaling={{factor={:?}, low_freq_factor={:?}, high_freq_factor={:?}, \
-             original_max_positions={}}}",
-            r.factor, r.low_freq_factor, r.high_freq_factor, r.original_max_positions
-        ));
-    }
+    let sets = source.sets(preset.model.context)?;
+    let model = &source.model;
     let mut keep = vec![(
         "hf/config.json",
         serde_json::to_vec_pretty(&model.config.json).unwrap_or_default(),
@@ -240,43 +209,15 @@ fn init_source(dir: &Path, name: &str, text: &str) -> Result<Init> {
             serde_json::to_vec_pretty(g).unwrap_or_default(),
         ));
     }
-    match &model.tokenizer {
-        Some(p) => {
-            let (t, text) =
-                hif8lab_train::tokenizer::Tokenizer::read(p).map_err(anyhow::Error::msg)?;
-            let setting = t.setting(p);
-            if setting != hif8lab_train::tokenizer::BYTES {
-                sets.push(format!("data.tokenizer={}", toml_string(&setting)));
-            }
-            if t.vocab_size() > m.vocab {
-                bail!(
-                    "{}: the tokenizer has {} tokens, config.json's vocab_size is {}",
-                    p.display(),
-                    t.vocab_size(),
-                    m.vocab
-                );
-            }
-            keep.push(("hf/tokenizer.json", text.into_bytes()));
-        }
-        None if m.vocab == 256 => {}
-        None => bail!(
-            "{}: no tokenizer.json (the model's vocabulary is {}; only the byte tokenizer, 256, \
-             needs none)",
-            dir.display(),
-            m.vocab
-        ),
+    if let Some(text) = &source.tokenizer_json {
+        keep.push(("hf/tokenizer.json", text.clone().into_bytes()));
     }
     Ok(Init {
-        weights: model.weights,
+        weights: source.model.weights,
         sets,
         keep,
         dir: dir.to_owned(),
     })
-}
-
-/// A TOML basic string of `s`.
-fn toml_string(s: &str) -> String {
-    toml::Value::String(s.to_owned()).to_string()
 }
 
 /// What every backend's training loop needs.

@@ -128,8 +128,9 @@ pub fn load(grid: &GridConfig) -> Result<RealBase, TrainError> {
         .as_ref()
         .ok_or_else(|| TrainError::Data("the grid has no [base] model".into()))?;
     let source = resolve(base)?;
-    let model = hif8lab_train::source::load_any(&source)
+    let opened = hif8lab_train::source::ModelSource::open(&source)
         .map_err(|e| TrainError::Data(format!("base.model: {e}")))?;
+    let model = &opened.model;
     let differences = shape_differences(&grid.model, &model.config.model);
     if !differences.is_empty() {
         return Err(TrainError::Data(format!(
@@ -138,19 +139,18 @@ pub fn load(grid: &GridConfig) -> Result<RealBase, TrainError> {
             differences.join("; ")
         )));
     }
-    let path = model.tokenizer.ok_or_else(|| {
-        TrainError::Data(format!(
+    if model.tokenizer.is_none() {
+        return Err(TrainError::Data(format!(
             "base.model {}: the model has no tokenizer",
             source.display()
-        ))
-    })?;
-    let (tokenizer, _) = Tokenizer::read(&path).map_err(TrainError::Data)?;
+        )));
+    }
     let mut grid = grid.clone();
-    grid.data.tokenizer = tokenizer.setting(&path);
+    grid.data.tokenizer = opened.tokenizer_setting();
     Ok(RealBase {
         grid,
-        weights: model.weights,
-        tokenizer,
+        weights: opened.model.weights,
+        tokenizer: opened.tokenizer,
         source,
     })
 }
