@@ -301,7 +301,7 @@ fn fuzz_probe_records() {
             for name in hif8lab_train::trainer::PROBE_SCORES {
                 let g = p.groups(name);
                 if let Some(v) = p.item_values(name)
-                    && name != "heldout_loss"
+                    && name != hif8lab_train::eval::ProbeScore::HeldoutLoss
                 {
                     assert_eq!(v.len(), g.items());
                 }
@@ -316,7 +316,7 @@ fn fuzz_probe_records() {
             };
             let e = hif8lab_lab::grid::compare(
                 &[std::slice::from_ref(&run), std::slice::from_ref(&run)],
-                "knowledge_acc_norm",
+                hif8lab_train::eval::ProbeScore::KnowledgeAccNorm,
                 &|m| m[1] - m[0],
             );
             assert!(e.value == 0.0 || e.value.is_nan(), "{e:?}");

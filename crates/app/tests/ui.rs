@@ -530,7 +530,7 @@ fn forgetting_lesson_continues_from_the_base_with_probes() {
     // Each evaluation carries its 95 % interval: stated beside the score and drawn as a
     // band around the curve.
     let last = view.probes.last().unwrap();
-    let [lo, hi] = last.interval("knowledge_acc_norm");
+    let [lo, hi] = last.interval(hif8lab_train::eval::ProbeScore::KnowledgeAccNorm);
     assert!(lo <= last.knowledge_acc_norm && last.knowledge_acc_norm <= hi && lo < hi);
     h.get_by_label_contains(&format!(
         "[95 %: {:.1}–{:.1}, {} items]",

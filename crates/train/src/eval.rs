@@ -4,4 +4,4 @@
 
 pub mod scores;
 
-pub use scores::{PROBE_SCORES, ProbeIntervals, ProbeMarks, ProbeScores};
+pub use scores::{PROBE_SCORES, ProbeIntervals, ProbeMarks, ProbeScore, ProbeScores};

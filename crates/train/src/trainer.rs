@@ -18,7 +18,7 @@ use crate::tokenizer::Tokenizer;
 mod probes;
 mod state;
 
-pub use crate::eval::{PROBE_SCORES, ProbeIntervals, ProbeMarks, ProbeScores};
+pub use crate::eval::{PROBE_SCORES, ProbeIntervals, ProbeMarks, ProbeScore, ProbeScores};
 pub use probes::{PendingEval, PendingWeights};
 pub use state::bank_snapshot;
 

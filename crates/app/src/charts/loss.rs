@@ -109,7 +109,7 @@ fn probes_caption(
         .map(|p| format!(", matched baseline {:.1} %", pct(p)))
         .unwrap_or_default();
     let first = view.probes.first().map(pct).unwrap_or(f64::NAN);
-    let [lo, hi] = last.interval("knowledge_acc_norm");
+    let [lo, hi] = last.interval(hif8lab_train::eval::ProbeScore::KnowledgeAccNorm);
     let ci = if lo.is_finite() {
         format!(
             " [95 %: {:.1}–{:.1}, {} items]",
@@ -206,7 +206,12 @@ fn probes_plot(cx: &PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) -> egui::Re
 pub fn interval_band(v: &[hif8lab_train::ProbeScores]) -> Option<Vec<[f64; 2]>> {
     let edges: Vec<(f64, [f64; 2])> = v
         .iter()
-        .map(|p| (p.step as f64, p.interval("knowledge_acc_norm")))
+        .map(|p| {
+            (
+                p.step as f64,
+                p.interval(hif8lab_train::eval::ProbeScore::KnowledgeAccNorm),
+            )
+        })
         .filter(|(_, i)| i[0].is_finite() && i[1].is_finite())
         .collect();
     if edges.len() < 2 {

@@ -1,6 +1,7 @@
 //! The grid's `results.md`: the run table, the shadow comparison, quantization error,
 //! the per-quantizer section and the verdicts. (Native only.)
 
+use hif8lab_train::eval::ProbeScore;
 use std::fmt::Write as _;
 
 use super::count_of_kind;
@@ -27,20 +28,20 @@ impl GridResults {
     fn intro(&self, md: &mut String) {
         let bases = self.bases.len().max(1);
         for (j, b) in self.bases.iter().enumerate() {
-            let ci = |name: &str, d: usize| {
+            let ci = |name: ProbeScore, d: usize| {
                 let [lo, hi] = b.interval(name);
                 format!("{:.d$} [{lo:.d$}, {hi:.d$}]", b.score(name))
             };
             if let Some(model) = &self.base_model {
-                let clusters = b.groups("knowledge_acc_norm").len();
+                let clusters = b.groups(ProbeScore::KnowledgeAccNorm).len();
                 let _ = writeln!(
                     md,
                     "Base model: {model}, a real pretrained model (not trained here): knowledge acc_norm {} on {} general-knowledge items over {clusters} clusters, completion acc_norm {} on {} regularity items, held-out loss {} on the held-out web text (95 % intervals in brackets; chance is 0.25). Every run continues from its weights.\n",
-                    ci("knowledge_acc_norm", 3),
+                    ci(ProbeScore::KnowledgeAccNorm, 3),
                     b.knowledge_items,
-                    ci("completion_acc_norm", 3),
+                    ci(ProbeScore::CompletionAccNorm, 3),
                     b.completion_items,
-                    ci("heldout_loss", 4),
+                    ci(ProbeScore::HeldoutLoss, 4),
                 );
                 continue;
             }
@@ -52,9 +53,9 @@ impl GridResults {
                 } else {
                     String::new()
                 },
-                ci("knowledge_acc_norm", 3),
-                ci("completion_acc_norm", 3),
-                ci("heldout_loss", 4),
+                ci(ProbeScore::KnowledgeAccNorm, 3),
+                ci(ProbeScore::CompletionAccNorm, 3),
+                ci(ProbeScore::HeldoutLoss, 4),
                 b.knowledge_items,
                 b.knowledge_items / hif8lab_train::corpus::KNOWLEDGE_PER_ENTITY,
                 b.completion_items,
@@ -151,11 +152,11 @@ impl GridResults {
                 loss,
                 fmt_pm(r.ape_all, r.ape_all_sd),
                 fmt_pm(r.ape_last, r.ape_last_sd),
-                fmt_est(r.score("knowledge_acc_norm"), 3),
+                fmt_est(r.score(ProbeScore::KnowledgeAccNorm), 3),
                 fmt_drop(&r.knowledge),
-                fmt_est(r.score("completion_acc_norm"), 3),
+                fmt_est(r.score(ProbeScore::CompletionAccNorm), 3),
                 fmt_drop(&r.completion),
-                fmt_est(r.score("heldout_loss"), 4),
+                fmt_est(r.score(ProbeScore::HeldoutLoss), 4),
                 if s.estimator == "none" {
                     "–".into()
                 } else {

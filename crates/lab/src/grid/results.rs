@@ -9,7 +9,7 @@
 use super::report::sqnr_of;
 use super::*;
 use crate::stats::{Arm, Estimate, bootstrap, mean_sd};
-use hif8lab_train::trainer::PROBE_SCORES;
+use hif8lab_train::trainer::{PROBE_SCORES, ProbeScore};
 
 /// One row of the results: a run of the grid, over its seeds.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,7 +38,7 @@ pub struct ResultRow {
     /// The same for completion acc_norm.
     pub completion: Estimate,
     /// Every probe score ([`PROBE_SCORES`]): mean over seeds with its 95 % interval.
-    pub scores: Vec<(String, Estimate)>,
+    pub scores: Vec<(ProbeScore, Estimate)>,
 }
 
 impl ResultRow {
@@ -47,9 +47,12 @@ impl ResultRow {
         self.knowledge.value
     }
 
-    /// A probe score by name ([`PROBE_SCORES`]).
-    pub fn score(&self, name: &str) -> Option<&Estimate> {
-        self.scores.iter().find(|(n, _)| n == name).map(|(_, e)| e)
+    /// A probe score ([`PROBE_SCORES`]).
+    pub fn score(&self, score: ProbeScore) -> Option<&Estimate> {
+        self.scores
+            .iter()
+            .find(|(n, _)| *n == score)
+            .map(|(_, e)| e)
     }
 }
 
@@ -84,7 +87,7 @@ pub const PAIRED_TEST: &str = "paired cluster bootstrap over probe items (knowle
 
 /// One arm per run: the final probe marks of a score, per seed (`None` where a record
 /// predates marks).
-fn arm(runs: &[RunSummary], score: &str) -> Option<Arm> {
+fn arm(runs: &[RunSummary], score: ProbeScore) -> Option<Arm> {
     let seeds: Option<Vec<Vec<f64>>> = runs
         .iter()
         .map(|s| s.probes.as_ref().and_then(|p| p.item_values(score)))
@@ -94,7 +97,11 @@ fn arm(runs: &[RunSummary], score: &str) -> Option<Arm> {
 
 /// A statistic of the final probe scores of several runs (each over its seeds), bootstrapped
 /// jointly; falls back to the point value with no interval when marks are missing.
-pub fn compare(runs: &[&[RunSummary]], score: &str, stat: &dyn Fn(&[f64]) -> f64) -> Estimate {
+pub fn compare(
+    runs: &[&[RunSummary]],
+    score: ProbeScore,
+    stat: &dyn Fn(&[f64]) -> f64,
+) -> Estimate {
     let arms: Option<Vec<Arm>> = runs.iter().map(|r| arm(r, score)).collect();
     let first = runs
         .first()
@@ -125,7 +132,7 @@ pub fn compare(runs: &[&[RunSummary]], score: &str, stat: &dyn Fn(&[f64]) -> f64
 
 /// The relative drop (%) of `runs`' score against `reference`'s with its 95 % interval (the
 /// exact paired one when few items differ) and its two-sided p-value against no drop.
-fn drop_estimate(reference: &[RunSummary], runs: &[RunSummary], score: &str) -> Estimate {
+fn drop_estimate(reference: &[RunSummary], runs: &[RunSummary], score: ProbeScore) -> Estimate {
     use crate::claims::Side;
     let design = super::verdicts::Design {
         orders: runs.len(),
@@ -217,7 +224,7 @@ impl GridResults {
                 let (ape_last, ape_last_sd) =
                     mean_sd(&apes.iter().map(|a| a.1).collect::<Vec<_>>());
                 let reference: &[RunSummary] = matched.map_or(&base_seeds, |b| b.as_slice());
-                let drop = |score: &str| drop_estimate(reference, s, score);
+                let drop = |score: ProbeScore| drop_estimate(reference, s, score);
                 ResultRow {
                     name: run.name.clone(),
                     key: run.key(),
@@ -228,11 +235,11 @@ impl GridResults {
                     ape_all_sd,
                     ape_last,
                     ape_last_sd,
-                    knowledge: drop("knowledge_acc_norm"),
-                    completion: drop("completion_acc_norm"),
+                    knowledge: drop(ProbeScore::KnowledgeAccNorm),
+                    completion: drop(ProbeScore::CompletionAccNorm),
                     scores: PROBE_SCORES
                         .iter()
-                        .map(|n| (n.to_string(), compare(&[s], n, &|m| m[0])))
+                        .map(|n| (*n, compare(&[s], *n, &|m| m[0])))
                         .collect(),
                 }
             })
@@ -309,7 +316,11 @@ impl GridResults {
                 format!("{:.3}", r.ape_last_sd),
             ];
             for (name, e) in &r.scores {
-                let d = if name == "heldout_loss" { 4 } else { 3 };
+                let d = if *name == ProbeScore::HeldoutLoss {
+                    4
+                } else {
+                    3
+                };
                 rec.extend([
                     format!("{:.d$}", e.value),
                     format!("{:.d$}", e.interval[0]),

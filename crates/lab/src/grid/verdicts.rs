@@ -5,6 +5,7 @@ use super::*;
 use crate::claims::{Claim, Part, Side, Spread};
 use crate::stats::exact::sign_flip;
 use crate::stats::{Arm, bootstrap_draws, cluster_totals, mean_sd};
+use hif8lab_train::eval::ProbeScore;
 
 /// Bootstrap resamples behind a claim (the smallest p-value they can show is 1/10,001,
 /// below the smallest α Holm uses over five claims, 0.01).
@@ -67,7 +68,7 @@ impl Design {
 }
 
 /// One arm per run: the final per-item values of a score, per seed.
-pub fn arm_of(runs: &[RunSummary], score: &str) -> Option<Arm> {
+pub fn arm_of(runs: &[RunSummary], score: ProbeScore) -> Option<Arm> {
     let seeds: Option<Vec<Vec<f64>>> = runs
         .iter()
         .map(|s| s.probes.as_ref().and_then(|p| p.item_values(score)))
@@ -76,7 +77,7 @@ pub fn arm_of(runs: &[RunSummary], score: &str) -> Option<Arm> {
 }
 
 /// The resampling clusters of a score, from the first run that has marks.
-fn groups_of(runs: &[&[RunSummary]], score: &str) -> Option<crate::stats::Groups> {
+fn groups_of(runs: &[&[RunSummary]], score: ProbeScore) -> Option<crate::stats::Groups> {
     runs.iter()
         .flat_map(|r| r.iter())
         .find_map(|s| s.probes.as_ref().filter(|p| p.marks.is_some()))
@@ -102,7 +103,7 @@ pub fn discordance(first: &Arm, second: &Arm) -> (usize, usize, usize) {
 /// draws over clusters and seeds; `None` when a run lacks per-item marks.
 fn statistic_and_draws(
     runs: &[&[RunSummary]],
-    score: &str,
+    score: ProbeScore,
     stat: &dyn Fn(&[f64]) -> f64,
     resamples: usize,
 ) -> Option<(f64, Vec<f64>)> {
@@ -120,7 +121,7 @@ fn statistic_and_draws(
 fn probe_part(
     design: Design,
     runs: &[&[RunSummary]],
-    score: &str,
+    score: ProbeScore,
     stat: &dyn Fn(&[f64]) -> f64,
     measured: String,
     unit: &str,
@@ -147,13 +148,16 @@ pub fn drop_part(
     design: Design,
     reference: &[RunSummary],
     other: &[RunSummary],
-    score: &str,
+    score: ProbeScore,
     measured: String,
     side: Side,
     threshold: f64,
 ) -> Option<Part> {
     let runs = [reference, other];
-    let continuous = score == "heldout_loss" || score.ends_with("_margin");
+    let continuous = matches!(
+        score,
+        ProbeScore::HeldoutLoss | ProbeScore::KnowledgeMargin | ProbeScore::CompletionMargin
+    );
     if !continuous {
         let (a, b) = (arm_of(reference, score)?, arm_of(other, score)?);
         let (nb, nc, n) = discordance(&a, &b);
@@ -189,8 +193,8 @@ pub fn drop_part(
 fn paired_evidence(first: &[RunSummary], second: &[RunSummary], what: &str) -> String {
     let mut out = Vec::new();
     if let (Some(a), Some(b)) = (
-        arm_of(first, "knowledge_acc_norm"),
-        arm_of(second, "knowledge_acc_norm"),
+        arm_of(first, ProbeScore::KnowledgeAccNorm),
+        arm_of(second, ProbeScore::KnowledgeAccNorm),
     ) {
         let (nb, nc, n) = discordance(&a, &b);
         let p = crate::stats::mcnemar(nb, nc);
@@ -200,11 +204,11 @@ fn paired_evidence(first: &[RunSummary], second: &[RunSummary], what: &str) -> S
     }
     for (score, unit, label) in [
         (
-            "knowledge_margin",
+            ProbeScore::KnowledgeMargin,
             "",
             "mean log-likelihood margin of the right choice (per byte)",
         ),
-        ("heldout_loss", " nats", "held-out loss"),
+        (ProbeScore::HeldoutLoss, " nats", "held-out loss"),
     ] {
         let (Some(a), Some(b)) = (arm_of(first, score), arm_of(second, score)) else {
             continue;
@@ -258,7 +262,7 @@ pub fn forgetting_contrast(
     probe_part(
         design,
         &[base, hi_runs, lo_runs],
-        "knowledge_acc_norm",
+        ProbeScore::KnowledgeAccNorm,
         &|m| chance_corrected(m[0], m[1]) - chance_corrected(m[0], m[2]),
         format!(
             "forgetting of {hi} minus {lo}, in points of the base's above-chance knowledge ((base − after) / (base − 0.25))"
@@ -280,7 +284,7 @@ pub fn forgetting_vs_base(
     probe_part(
         design,
         &[base, runs],
-        "knowledge_acc_norm",
+        ProbeScore::KnowledgeAccNorm,
         &|m| chance_corrected(m[0], m[1]),
         format!("forgetting of {name} vs the base model, in points of its above-chance knowledge"),
         " points",
@@ -483,7 +487,7 @@ fn claim_saturates(rows: &[ResultRow], design: Design) -> Claim {
 /// Claim 2: Saturation costs knowledge: most_recent vs max_window at the low rate.
 fn claim_costs_knowledge(rows: &[ResultRow], design: Design) -> Claim {
     let seeds_of = |n: &str| seeds_of(rows, n);
-    let k = "knowledge_acc_norm";
+    let k = ProbeScore::KnowledgeAccNorm;
     let claim = "saturation costs knowledge: at the low rate most_recent loses ≥ 2 % of max_window(64)'s knowledge (paired, same data orders)";
     let (mr, mw, bl) = (
         seeds_of("most_recent-low"),
@@ -576,11 +580,11 @@ fn claim_loss_hides(rows: &[ResultRow], design: Design) -> Claim {
 fn claim_near_lossless(rows: &[ResultRow], design: Design) -> Claim {
     let row = |n: &str| rows.iter().find(|r| r.name == n);
     let seeds_of = |n: &str| seeds_of(rows, n);
-    let k = "knowledge_acc_norm";
+    let k = ProbeScore::KnowledgeAccNorm;
     let bl = seeds_of("baseline-low");
     let claim = "max_window(64) + warmup + the low rate is near-lossless: knowledge and completion within ±2 % of the matched baseline, APE below 1 %";
     let fix = seeds_of("max_window-low-warmup");
-    let drop = |score: &str, what: &str| {
+    let drop = |score: ProbeScore, what: &str| {
         drop_part(
             design,
             bl,
@@ -595,7 +599,7 @@ fn claim_near_lossless(rows: &[ResultRow], design: Design) -> Claim {
     let apes = ape_per_seed(rows, &fix_row);
     match (
         drop(k, "knowledge"),
-        drop("completion_acc_norm", "completion"),
+        drop(ProbeScore::CompletionAccNorm, "completion"),
     ) {
         (Some(a), Some(b)) if !apes.is_empty() && !apes[0].is_nan() => Claim::new(
             claim,

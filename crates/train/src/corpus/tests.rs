@@ -99,8 +99,16 @@ fn probe_scores_carry_marks_and_intervals() {
         r#"{"step":1,"knowledge_acc":0.5,"knowledge_acc_norm":0.5,"completion_acc":0.5,"completion_acc_norm":0.5,"heldout_loss":2.0}"#,
     )
     .unwrap();
-    assert!(old.item_values("knowledge_acc").is_none());
-    assert!(old.interval("knowledge_acc")[0].is_nan());
+    use crate::eval::ProbeScore;
+    assert!(old.item_values(ProbeScore::KnowledgeAcc).is_none());
+    assert!(old.interval(ProbeScore::KnowledgeAcc)[0].is_nan());
+    // The margins are never another score's value: NaN where not recorded.
+    assert!(old.score(ProbeScore::KnowledgeMargin).is_nan());
+    assert!(old.score(ProbeScore::CompletionMargin).is_nan());
+    for score in ProbeScore::ALL {
+        assert_eq!(ProbeScore::of(score.name()), Some(score));
+    }
+    assert_eq!(ProbeScore::of("heldout"), None);
 }
 
 #[test]

@@ -76,45 +76,109 @@ pub struct ProbeMarks {
     pub completion_margin: Vec<f32>,
 }
 
-/// The probe scores that carry an interval, by their field name.
-pub const PROBE_SCORES: [&str; 5] = [
-    "knowledge_acc",
-    "knowledge_acc_norm",
-    "completion_acc",
-    "completion_acc_norm",
-    "heldout_loss",
-];
+/// A probe score: what a probe evaluation measures, by its field name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ProbeScore {
+    /// Knowledge items answered right (argmax of summed log-probability).
+    KnowledgeAcc,
+    /// Knowledge items answered right, length-normalised.
+    KnowledgeAccNorm,
+    /// Completion items answered right.
+    CompletionAcc,
+    /// Completion items answered right, length-normalised.
+    CompletionAccNorm,
+    /// Loss on the held-out text (per window).
+    HeldoutLoss,
+    /// Log-likelihood margin of the right knowledge answer over the best wrong one.
+    KnowledgeMargin,
+    /// The same margin on completion items.
+    CompletionMargin,
+}
 
-impl ProbeScores {
-    /// A score by field name ([`PROBE_SCORES`]).
-    pub fn score(&self, name: &str) -> f64 {
-        match name {
-            "knowledge_acc" => self.knowledge_acc,
-            "knowledge_acc_norm" => self.knowledge_acc_norm,
-            "completion_acc" => self.completion_acc,
-            "completion_acc_norm" => self.completion_acc_norm,
-            _ => self.heldout_loss,
+impl ProbeScore {
+    /// Every score, in report order.
+    pub const ALL: [ProbeScore; 7] = [
+        ProbeScore::KnowledgeAcc,
+        ProbeScore::KnowledgeAccNorm,
+        ProbeScore::CompletionAcc,
+        ProbeScore::CompletionAccNorm,
+        ProbeScore::HeldoutLoss,
+        ProbeScore::KnowledgeMargin,
+        ProbeScore::CompletionMargin,
+    ];
+
+    /// Its field name (`knowledge_acc_norm`, …), as records and reports write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeScore::KnowledgeAcc => "knowledge_acc",
+            ProbeScore::KnowledgeAccNorm => "knowledge_acc_norm",
+            ProbeScore::CompletionAcc => "completion_acc",
+            ProbeScore::CompletionAccNorm => "completion_acc_norm",
+            ProbeScore::HeldoutLoss => "heldout_loss",
+            ProbeScore::KnowledgeMargin => "knowledge_margin",
+            ProbeScore::CompletionMargin => "completion_margin",
         }
     }
 
-    /// The 95 % interval of a score (NaNs where the record predates intervals).
-    pub fn interval(&self, name: &str) -> [f64; 2] {
+    /// The score of a field name, if it names one.
+    pub fn of(name: &str) -> Option<ProbeScore> {
+        ProbeScore::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+impl std::fmt::Display for ProbeScore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The probe scores that carry an interval (recorded with every probe evaluation).
+pub const PROBE_SCORES: [ProbeScore; 5] = [
+    ProbeScore::KnowledgeAcc,
+    ProbeScore::KnowledgeAccNorm,
+    ProbeScore::CompletionAcc,
+    ProbeScore::CompletionAccNorm,
+    ProbeScore::HeldoutLoss,
+];
+
+impl ProbeScores {
+    /// A score: the recorded value of the five of [`PROBE_SCORES`]; for the margins, the
+    /// mean of the per-item margins (NaN where the record predates them; never another
+    /// score's value).
+    pub fn score(&self, score: ProbeScore) -> f64 {
+        match score {
+            ProbeScore::KnowledgeAcc => self.knowledge_acc,
+            ProbeScore::KnowledgeAccNorm => self.knowledge_acc_norm,
+            ProbeScore::CompletionAcc => self.completion_acc,
+            ProbeScore::CompletionAccNorm => self.completion_acc_norm,
+            ProbeScore::HeldoutLoss => self.heldout_loss,
+            ProbeScore::KnowledgeMargin | ProbeScore::CompletionMargin => self
+                .item_values(score)
+                .filter(|v| !v.is_empty())
+                .map_or(f64::NAN, |v| v.iter().sum::<f64>() / v.len() as f64),
+        }
+    }
+
+    /// The 95 % interval of a score (NaNs where the record predates intervals, and for the
+    /// margins, which are not recorded with one).
+    pub fn interval(&self, score: ProbeScore) -> [f64; 2] {
         let Some(i) = &self.intervals else {
             return [f64::NAN; 2];
         };
-        match name {
-            "knowledge_acc" => i.knowledge_acc,
-            "knowledge_acc_norm" => i.knowledge_acc_norm,
-            "completion_acc" => i.completion_acc,
-            "completion_acc_norm" => i.completion_acc_norm,
-            _ => i.heldout_loss,
+        match score {
+            ProbeScore::KnowledgeAcc => i.knowledge_acc,
+            ProbeScore::KnowledgeAccNorm => i.knowledge_acc_norm,
+            ProbeScore::CompletionAcc => i.completion_acc,
+            ProbeScore::CompletionAccNorm => i.completion_acc_norm,
+            ProbeScore::HeldoutLoss => i.heldout_loss,
+            ProbeScore::KnowledgeMargin | ProbeScore::CompletionMargin => [f64::NAN; 2],
         }
     }
 
     /// Per-item values of a score (1/0 per item; per-window loss for `heldout_loss`; the
     /// log-likelihood margin for `knowledge_margin` and `completion_margin`), or `None` where
     /// the record predates them.
-    pub fn item_values(&self, name: &str) -> Option<Vec<f64>> {
+    pub fn item_values(&self, score: ProbeScore) -> Option<Vec<f64>> {
         let m = self.marks.as_ref()?;
         let bits = |text: &str, n: usize| {
             crate::resample::unpack_marks(text, n)
@@ -122,37 +186,39 @@ impl ProbeScores {
         };
         let margins =
             |v: &[f32]| (!v.is_empty()).then(|| v.iter().map(|x| f64::from(*x)).collect());
-        match name {
-            "knowledge_acc" => bits(&m.knowledge_acc, self.knowledge_items),
-            "knowledge_acc_norm" => bits(&m.knowledge_acc_norm, self.knowledge_items),
-            "completion_acc" => bits(&m.completion_acc, self.completion_items),
-            "completion_acc_norm" => bits(&m.completion_acc_norm, self.completion_items),
-            "knowledge_margin" => margins(&m.knowledge_margin),
-            "completion_margin" => margins(&m.completion_margin),
-            _ => Some(m.heldout.clone()),
+        match score {
+            ProbeScore::KnowledgeAcc => bits(&m.knowledge_acc, self.knowledge_items),
+            ProbeScore::KnowledgeAccNorm => bits(&m.knowledge_acc_norm, self.knowledge_items),
+            ProbeScore::CompletionAcc => bits(&m.completion_acc, self.completion_items),
+            ProbeScore::CompletionAccNorm => bits(&m.completion_acc_norm, self.completion_items),
+            ProbeScore::KnowledgeMargin => margins(&m.knowledge_margin),
+            ProbeScore::CompletionMargin => margins(&m.completion_margin),
+            ProbeScore::HeldoutLoss => Some(m.heldout.clone()),
         }
     }
 
     /// The resampling clusters of a score's items (as many as [`Self::item_values`] gives):
     /// knowledge items by entity, completion items by family, held-out windows in blocks of
     /// [`crate::resample::HELDOUT_BLOCK`] consecutive windows (pieces of one text).
-    pub fn groups(&self, name: &str) -> crate::resample::Groups {
+    pub fn groups(&self, score: ProbeScore) -> crate::resample::Groups {
         use crate::resample::Groups;
-        let n = self.item_values(name).map_or(0, |v| v.len());
+        let n = self.item_values(score).map_or(0, |v| v.len());
         let stored = |ids: Option<&Vec<u32>>| {
             ids.filter(|g| g.len() == n && n > 0)
                 .map(|g| Groups::from_ids(g))
         };
         let marks = self.marks.as_ref();
-        match name {
-            "knowledge_acc" | "knowledge_acc_norm" | "knowledge_margin" => {
-                stored(marks.map(|m| &m.knowledge_group))
-                    .unwrap_or_else(|| Groups::consecutive(n, crate::kb::KNOWLEDGE_PER_ENTITY))
-            }
-            "completion_acc" | "completion_acc_norm" | "completion_margin" => {
+        match score {
+            ProbeScore::KnowledgeAcc
+            | ProbeScore::KnowledgeAccNorm
+            | ProbeScore::KnowledgeMargin => stored(marks.map(|m| &m.knowledge_group))
+                .unwrap_or_else(|| Groups::consecutive(n, crate::kb::KNOWLEDGE_PER_ENTITY)),
+            ProbeScore::CompletionAcc
+            | ProbeScore::CompletionAccNorm
+            | ProbeScore::CompletionMargin => {
                 stored(marks.map(|m| &m.completion_group)).unwrap_or_else(|| Groups::singletons(n))
             }
-            _ => Groups::consecutive(n, crate::resample::HELDOUT_BLOCK),
+            ProbeScore::HeldoutLoss => Groups::consecutive(n, crate::resample::HELDOUT_BLOCK),
         }
     }
 }
