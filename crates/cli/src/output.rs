@@ -81,36 +81,73 @@ pub(crate) use {out, outln};
 /// grid data that are wrong, missing or inconsistent, and runs too big for this machine.
 pub fn exit_code_of(err: &anyhow::Error) -> u8 {
     use std::io::ErrorKind;
-    // Errors the train crate carries as text keep the system's code in the message.
+    // A system error that means the work failed on the way (a full disk, a failed write),
+    // not a refused input (a missing file, a folder in a file's place).
+    let failed_on_the_way = |kind: ErrorKind| {
+        !matches!(
+            kind,
+            ErrorKind::NotFound
+                | ErrorKind::PermissionDenied
+                | ErrorKind::InvalidData
+                | ErrorKind::InvalidInput
+                | ErrorKind::AlreadyExists
+                | ErrorKind::NotADirectory
+                | ErrorKind::IsADirectory
+                | ErrorKind::DirectoryNotEmpty
+                | ErrorKind::WouldBlock
+                | ErrorKind::UnexpectedEof
+        )
+    };
+    // Errors other crates carry as text keep the system's code in the message.
     const RUNTIME_OS_ERRORS: [&str; 4] =
         ["os error 28", "os error 27", "os error 5)", "os error 122"];
     let runtime = err.chain().any(|e| {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            return !matches!(
-                io.kind(),
-                ErrorKind::NotFound
-                    | ErrorKind::PermissionDenied
-                    | ErrorKind::InvalidData
-                    | ErrorKind::InvalidInput
-                    | ErrorKind::AlreadyExists
-                    | ErrorKind::NotADirectory
-                    | ErrorKind::IsADirectory
-                    | ErrorKind::DirectoryNotEmpty
-                    | ErrorKind::WouldBlock
-                    | ErrorKind::UnexpectedEof
-            );
+            return failed_on_the_way(io.kind());
         }
         e.is::<hif8lab_engine::EngineError>()
-            || matches!(
-                e.downcast_ref::<hif8lab_train::TrainError>(),
+            || match e.downcast_ref::<hif8lab_train::TrainError>() {
                 Some(
                     hif8lab_train::TrainError::Engine(_)
-                        | hif8lab_train::TrainError::NonFinite { .. }
-                )
-            )
+                    | hif8lab_train::TrainError::NonFinite { .. },
+                ) => true,
+                Some(hif8lab_train::TrainError::Io { kind, .. }) => failed_on_the_way(*kind),
+                _ => false,
+            }
     }) || {
         let text = format!("{err:#}");
         RUNTIME_OS_ERRORS.iter().any(|code| text.contains(code))
     };
     if runtime { 1 } else { 2 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exit_code_of;
+    use hif8lab_train::TrainError;
+    use std::io::ErrorKind;
+
+    /// A run folder's write error is classified by the system error's kind, not its text:
+    /// a full disk failed on the way (1), a missing folder refused the input (2); the message
+    /// reads as it always did.
+    #[test]
+    fn train_io_errors_are_classified_by_kind() {
+        let full = TrainError::io("writing summary.json in runs/x")(std::io::Error::new(
+            ErrorKind::StorageFull,
+            "the disk is full",
+        ));
+        assert_eq!(
+            full.to_string(),
+            "data: writing summary.json in runs/x: the disk is full"
+        );
+        assert_eq!(exit_code_of(&anyhow::Error::new(full)), 1);
+        let missing = TrainError::io("")(std::io::Error::new(ErrorKind::NotFound, "no folder"));
+        assert_eq!(missing.to_string(), "data: no folder");
+        assert_eq!(
+            exit_code_of(&anyhow::Error::new(missing).context("grid")),
+            2
+        );
+        let data = TrainError::Data("corpus has 3 tokens".into());
+        assert_eq!(exit_code_of(&anyhow::Error::new(data)), 2);
+    }
 }

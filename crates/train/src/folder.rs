@@ -27,8 +27,7 @@ pub struct RunFolder {
 }
 
 fn io(dir: &Path, what: &str) -> impl Fn(std::io::Error) -> TrainError {
-    let at = format!("{what} in {}", dir.display());
-    move |e| TrainError::Data(format!("{at}: {e}"))
+    TrainError::io(format!("{what} in {}", dir.display()))
 }
 
 impl RunFolder {

@@ -56,6 +56,19 @@ pub enum TrainError {
     /// The data could not be prepared.
     #[error("data: {0}")]
     Data(String),
+    /// A file or folder could not be read or written on the way (the run folder, a grid's
+    /// files): where, and the system's error, whose kind tells a failure on the way (a full
+    /// disk) from a refusal (a missing folder). The error is shown in the message, not
+    /// chained (it would print twice).
+    #[error("data: {}{message}", at_prefix(at))]
+    Io {
+        /// What was being done, and where (empty when the error says it).
+        at: String,
+        /// The system error's kind.
+        kind: std::io::ErrorKind,
+        /// The system error's text.
+        message: String,
+    },
     /// A checkpoint does not fit this run.
     #[error("checkpoint: {0}")]
     Checkpoint(String),
@@ -70,6 +83,26 @@ pub enum TrainError {
         /// The first offending op or quantizer.
         what: String,
     },
+}
+
+fn at_prefix(at: &str) -> String {
+    if at.is_empty() {
+        String::new()
+    } else {
+        format!("{at}: ")
+    }
+}
+
+impl TrainError {
+    /// [`TrainError::Io`] at `at`.
+    pub fn io(at: impl Into<String>) -> impl Fn(std::io::Error) -> TrainError {
+        let at = at.into();
+        move |error| TrainError::Io {
+            at: at.clone(),
+            kind: error.kind(),
+            message: error.to_string(),
+        }
+    }
 }
 
 struct PendingStep {

@@ -74,9 +74,9 @@ impl GridData {
     /// The gzipped JSON lines ([`DATA_FILE`]).
     pub fn to_gzip_jsonl(&self) -> Result<Vec<u8>, TrainError> {
         use std::io::Write;
-        let io_err = |e: std::io::Error| TrainError::Data(e.to_string());
+        let io_err = TrainError::io("");
         let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-        z.write_all(self.to_jsonl().as_bytes()).map_err(io_err)?;
+        z.write_all(self.to_jsonl().as_bytes()).map_err(&io_err)?;
         z.finish().map_err(io_err)
     }
 

@@ -211,8 +211,8 @@ pub fn base_scores<B: Backend>(
         probes,
         0,
     )?;
-    let io = |e: std::io::Error| TrainError::Data(format!("{}: {e}", path.display()));
-    std::fs::create_dir_all(&dir).map_err(io)?;
+    let io = TrainError::io(path.display().to_string());
+    std::fs::create_dir_all(&dir).map_err(&io)?;
     let kept = Kept {
         model,
         probes: scores,

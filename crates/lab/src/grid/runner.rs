@@ -34,8 +34,8 @@ fn reusable(dir: &Path, config: &RunConfig) -> Result<Option<RunSummary>, TrainE
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-fn io_err(e: std::io::Error) -> TrainError {
-    TrainError::Data(e.to_string())
+fn io_err(error: std::io::Error) -> TrainError {
+    TrainError::io("")(error)
 }
 
 /// How a grid's runs are probed: by the trainer on its schedule (a base the grid
