@@ -59,4 +59,4 @@ echo "   peak resident of torchrun's process tree leader: $(( $(cat "$work/torch
 echo "==> the torch run folder opens in the app"
 "$app" --check-open "$trun"
 echo "==> the Hugging Face folder out, scored by hif8lab probe"
-"$bin" --threads 2 probe "$work/torch-hf" | tail -5
+"$bin" --threads 2 probe "$work/torch-hf" --backend cpu | tail -5

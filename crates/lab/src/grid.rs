@@ -38,6 +38,7 @@ mod report;
 mod results;
 #[cfg(not(target_arch = "wasm32"))]
 mod runner;
+mod saturation;
 mod verdicts;
 
 pub use data::{DATA_FILE, GridData, GridDataRun};

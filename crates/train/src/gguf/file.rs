@@ -452,3 +452,15 @@ impl TensorInfo {
         }
     }
 }
+
+/// A metadata value in words, for messages.
+pub fn meta_text(v: &MetaValue) -> String {
+    match v {
+        MetaValue::Uint(n) => n.to_string(),
+        MetaValue::Int(n) => n.to_string(),
+        MetaValue::Float(f) => format!("{f}"),
+        MetaValue::Bool(b) => b.to_string(),
+        MetaValue::Str(s) => s.clone(),
+        MetaValue::Array(a) => format!("an array of {}", a.len()),
+    }
+}

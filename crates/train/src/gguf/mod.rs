@@ -9,6 +9,7 @@
 pub mod convert;
 pub mod dequant;
 pub mod file;
+pub mod tokenizer;
 pub mod write;
 
 pub use convert::Converted;
