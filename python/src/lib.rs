@@ -136,14 +136,7 @@ fn tensor_stats(
     }
     let quant = FakeQuant::new(format_of(format)?).with_overflow(overflow_of(saturate));
     let x = f32s(data)?;
-    let thresholds: Vec<Threshold> = ests
-        .iter()
-        .zip(&scales)
-        .map(|(est, scale)| Threshold {
-            est: *est,
-            scale: *scale,
-        })
-        .collect();
+    let thresholds = Threshold::pairs(&ests, &scales);
     let s = stats_of(&x, &thresholds, active_scale, &quant);
     Ok(serde_json::json!({
         "numel": s.numel,

@@ -263,26 +263,38 @@ fn invalid_input_shows_an_error_and_disables_start() {
     assert!(!h.get_by_label("Start").accesskit_node().is_disabled());
 }
 
-#[test]
-fn a_saved_run_opens_with_its_curves() {
-    let dir = std::env::temp_dir().join(format!("hif8lab-app-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+/// A 6-step smoke run (QAT from step 1) on the CPU and the writer of its run folder `dir`,
+/// for tests that write a run as the trainer would.
+fn smoke_run_writer(
+    dir: &std::path::Path,
+) -> (
+    hif8lab_train::Trainer<hif8lab_engine::cpu::CpuBackend>,
+    hif8lab_train::run::RunWriter,
+) {
     let config = hif8lab_train::RunConfig::parse(
         "smoke",
         hif8lab_train::config::PRESETS[0].1,
         &["train.steps=6".into(), "qat.warmup_steps=1".into()],
     )
     .unwrap();
-    let mut t =
+    let t =
         hif8lab_train::Trainer::from_config(hif8lab_engine::cpu::CpuBackend::new(), config.clone())
             .unwrap();
-    let mut w = hif8lab_train::run::RunWriter::create(
-        &dir,
+    let w = hif8lab_train::run::RunWriter::create(
+        dir,
         &config,
         t.estimator_names(),
         t.active_estimator(),
     )
     .unwrap();
+    (t, w)
+}
+
+#[test]
+fn a_saved_run_opens_with_its_curves() {
+    let dir = std::env::temp_dir().join(format!("hif8lab-app-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (mut t, mut w) = smoke_run_writer(&dir);
     while !t.finished() {
         t.step().unwrap();
     }
@@ -1518,22 +1530,7 @@ fn watch_follows_a_run_folder_as_it_grows() {
     h.get_by_label_contains("waiting for its first step");
     assert!(h.state().runs.live.is_none());
     // Another process writes the run: three steps, then three more.
-    let config = hif8lab_train::RunConfig::parse(
-        "smoke",
-        hif8lab_train::config::PRESETS[0].1,
-        &["train.steps=6".into(), "qat.warmup_steps=1".into()],
-    )
-    .unwrap();
-    let mut t =
-        hif8lab_train::Trainer::from_config(hif8lab_engine::cpu::CpuBackend::new(), config.clone())
-            .unwrap();
-    let mut w = hif8lab_train::run::RunWriter::create(
-        &dir,
-        &config,
-        t.estimator_names(),
-        t.active_estimator(),
-    )
-    .unwrap();
+    let (mut t, mut w) = smoke_run_writer(&dir);
     let mut written = 0;
     for wanted in [3usize, 6] {
         while written < wanted {

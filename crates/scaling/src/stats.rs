@@ -39,6 +39,20 @@ pub struct Threshold {
     pub scale: f32,
 }
 
+impl Threshold {
+    /// One threshold per estimator from the estimates and the scales, in order (the shorter
+    /// list wins).
+    pub fn pairs(ests: &[f32], scales: &[f32]) -> Vec<Threshold> {
+        ests.iter()
+            .zip(scales)
+            .map(|(est, scale)| Threshold {
+                est: *est,
+                scale: *scale,
+            })
+            .collect()
+    }
+}
+
 /// Statistics of one tensor for one call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorStats {

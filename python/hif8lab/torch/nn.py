@@ -91,12 +91,13 @@ class QuantizerId:
         return f"block{self.block}.{self.module}.{self.role}"
 
 
-def _amax_nonfinite(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """max |x| over non-NaN elements (0 for an empty tensor) and the NaN/Inf count."""
+def _amax_nonfinite(x: torch.Tensor, amax_of=None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """max |x| over non-NaN elements (0 for an empty tensor) and the NaN/Inf count;
+    ``amax_of`` computes them for a non-empty tensor (``_amax_of``, or its compiled form)."""
     if x.numel() == 0:
         z = torch.zeros((), dtype=torch.float32, device=x.device)
         return z, z.to(torch.float64)
-    return _amax_of(x)
+    return (amax_of or _amax_of)(x)
 
 
 def _amax_of(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -206,10 +207,7 @@ class QatSession:
         """Quantizer q's call on x: amax, the estimators' decisions, the fake-quantized x
         (f32) at the active scale, the statistics, and the history update."""
         r = self.recipe
-        if x.numel() == 0:
-            amax, nonfinite = _amax_nonfinite(x)
-        else:
-            amax, nonfinite = self._fn("amax", _amax_of)(x)
+        amax, nonfinite = _amax_nonfinite(x, self._fn("amax", _amax_of))
         if r.amax_reduce == "max" and torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.all_reduce(amax, op=torch.distributed.ReduceOp.MAX, group=self.group)
         est, scale = self.bank.decide(q, amax)

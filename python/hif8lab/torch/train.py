@@ -17,6 +17,7 @@ optimizer and every rank's scaling state; ``--resume`` continues from the newest
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -420,7 +421,7 @@ def run(args) -> int:
             rows = windows.batch(step, micro, rank, world, b, global_batch).to(device)
             x, y = rows[:, :-1], rows[:, 1:]
             sync = micro == accum - 1 or not isinstance(wrapped, nn.parallel.DistributedDataParallel)
-            ctx = wrapped.no_sync() if not sync else _null()
+            ctx = wrapped.no_sync() if not sync else contextlib.nullcontext()
             with ctx:
                 with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
                     logits = wrapped(input_ids=x, use_cache=False).logits
@@ -478,14 +479,6 @@ def with_counts(metrics: List[dict], records: List[dict]) -> List[dict]:
         above[r["step"]] = above.get(r["step"], 0) + int(r["above_est"] > 0)
         over[r["step"]] = over.get(r["step"], 0) + r["overflow"]
     return [{**m, "calls_above_est": above.get(m["step"], 0), "overflow": over.get(m["step"], 0)} for m in metrics]
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 def _any_stop(stop: Stop, device) -> bool:

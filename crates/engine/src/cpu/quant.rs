@@ -112,14 +112,7 @@ impl QuantOps for CpuBackend {
         bank.config.check_index(quantizer)?;
         let mut inner = bank.lock();
         let scales = inner.states[quantizer].scales().to_vec();
-        let thresholds: Vec<Threshold> = inner.est[quantizer]
-            .iter()
-            .zip(&scales)
-            .map(|(est, scale)| Threshold {
-                est: *est,
-                scale: *scale,
-            })
-            .collect();
+        let thresholds = Threshold::pairs(&inner.est[quantizer], &scales);
         // The statistics and the fake quantization in one codec pass; the copy waits for the
         // fused matmul that follows (the trainer's order: amax, scale update, statistics,
         // matmul), which takes it while `x` is untouched.
