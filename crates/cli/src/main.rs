@@ -63,9 +63,19 @@ enum Command {
     /// A model's knowledge on a multiple-choice probe set (the shipped general-knowledge set:
     /// 609 items over 209 clusters), scored like lm-eval-harness, with intervals.
     Probe(probe_cmd::ProbeArgs),
-    /// Bring a model in: `import gguf FILE.gguf --out DIR` writes a Hugging Face folder.
+    /// Bring a model in (`import gguf FILE.gguf --out DIR` writes a Hugging Face folder), or
+    /// a training log as CSV (`import log FILE --out steps.csv`).
     #[command(subcommand)]
     Import(import_cmd::ImportCommand),
+    /// Compare lm-evaluation-harness results (BASE QUANT [MORE…]): paired per task on the
+    /// same documents where the per-sample logs exist (McNemar, exact and cluster intervals,
+    /// TOST against --margin), unpaired binomial intervals otherwise; Holm across tasks.
+    CompareEvals(evals_cmd::CompareEvalsArgs),
+    /// Compare two training logs step by step (APE and the signed difference, block
+    /// bootstrap, warmup apart).
+    CompareLogs(evals_cmd::CompareLogsArgs),
+    /// Rebuild the report on the paper's own numbers from its extract.
+    JudgePaper(evals_cmd::JudgePaperArgs),
 }
 
 /// Runs one command.
@@ -80,6 +90,9 @@ fn run(command: Command) -> anyhow::Result<Outcome> {
         Command::Sample(args) => model_cmds::run_sample(args),
         Command::Probe(args) => probe_cmd::run_probe(args),
         Command::Import(cmd) => import_cmd::run(cmd),
+        Command::CompareEvals(args) => evals_cmd::run_compare_evals(args),
+        Command::CompareLogs(args) => evals_cmd::run_compare_logs(args),
+        Command::JudgePaper(args) => evals_cmd::run_judge_paper(args),
         Command::Train(args) => train_cmd::run_train(args).map(|()| Outcome::Ok),
         Command::Pretrain(args) => grid_cmd::run_pretrain(args).map(|()| Outcome::Ok),
         Command::Grid(args) => grid_cmd::run_grid(args).map(|()| Outcome::Ok),

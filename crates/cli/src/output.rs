@@ -105,6 +105,9 @@ pub fn exit_code_of(err: &anyhow::Error) -> u8 {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
             return failed_on_the_way(io.kind());
         }
+        if let Some(eval) = e.downcast_ref::<hif8lab_lab::evals::EvalError>() {
+            return !eval.refused;
+        }
         e.is::<hif8lab_engine::EngineError>()
             || match e.downcast_ref::<hif8lab_train::TrainError>() {
                 Some(

@@ -60,6 +60,28 @@ pub enum Spread {
         /// Units per unit of difference.
         scale: f64,
     },
+    /// A difference of two proportions on independent samples (two runs' accuracies
+    /// without per-document logs), `k_first` of `n_first` and `k_second` of `n_second`
+    /// right, as the statistic `scale · (p_first − p_second)`: Newcombe's hybrid score
+    /// interval (method 10, Wilson intervals at the same level).
+    Unpaired {
+        /// Right in the first run.
+        k_first: usize,
+        /// Items of the first run.
+        n_first: usize,
+        /// Right in the second run.
+        k_second: usize,
+        /// Items of the second run.
+        n_second: usize,
+        /// Units per unit of difference.
+        scale: f64,
+    },
+    /// An approximately normal statistic with this standard error (an average over
+    /// independent tasks of statistics with their own intervals).
+    Normal {
+        /// Standard error, in the statistic's units.
+        se: f64,
+    },
     /// An exact quantity of one run: no interval.
     None,
 }
@@ -121,6 +143,21 @@ impl Part {
                 let [lo, hi] = paired_exact(*b, *c, *n, alpha);
                 let (x, y) = (scale * lo, scale * hi);
                 [x.min(y), x.max(y)]
+            }
+            Spread::Unpaired {
+                k_first,
+                n_first,
+                k_second,
+                n_second,
+                scale,
+            } => {
+                let [lo, hi] = newcombe(*k_first, *n_first, *k_second, *n_second, alpha);
+                let (x, y) = (scale * lo, scale * hi);
+                [x.min(y), x.max(y)]
+            }
+            Spread::Normal { se } => {
+                let half = normal_quantile(1.0 - alpha / 2.0) * se;
+                [self.value - half, self.value + half]
             }
             Spread::None => [self.value, self.value],
         }
@@ -238,6 +275,35 @@ impl Part {
         let d = (z + normal_quantile(0.8)) * se;
         d.is_finite().then_some(d)
     }
+}
+
+/// Wilson score interval at confidence 1 − `alpha` of `k` successes in `n` trials.
+pub fn wilson_at(k: usize, n: usize, alpha: f64) -> [f64; 2] {
+    if n == 0 {
+        return [0.0, 1.0];
+    }
+    let (z, n, p) = (
+        normal_quantile(1.0 - alpha / 2.0),
+        n as f64,
+        k as f64 / n as f64,
+    );
+    let z2 = z * z;
+    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
+    let half = z / (1.0 + z2 / n) * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    [(centre - half).max(0.0), (centre + half).min(1.0)]
+}
+
+/// Newcombe's (1998) hybrid score interval (method 10) at confidence 1 − `alpha` of the
+/// difference p₁ − p₂ of two independent proportions.
+pub fn newcombe(k1: usize, n1: usize, k2: usize, n2: usize, alpha: f64) -> [f64; 2] {
+    let p = |k: usize, n: usize| if n == 0 { 0.5 } else { k as f64 / n as f64 };
+    let (p1, p2) = (p(k1, n1), p(k2, n2));
+    let ([l1, u1], [l2, u2]) = (wilson_at(k1, n1, alpha), wilson_at(k2, n2, alpha));
+    let d = p1 - p2;
+    [
+        d - ((p1 - l1).powi(2) + (u2 - p2).powi(2)).sqrt(),
+        d + ((u1 - p1).powi(2) + (p2 - l2).powi(2)).sqrt(),
+    ]
 }
 
 /// The `q`-quantile of sorted values (linear interpolation).

@@ -5,6 +5,8 @@
 //! - [`grid`]: the paper's experiment grid (pretrain a base, continue under each estimator,
 //!   learning rate and warmup, score probes) and its report;
 //! - [`lesson`]: the teaching scenarios with their claims, judged from runs;
+//! - [`evals`]: evaluations made by other tools (lm-eval-harness folders, training logs,
+//!   benchmark summaries) judged with the same claims, and the paper's own numbers;
 //! - [`claims`]: a claim, its statistic, interval and threshold, fixed before the data — the
 //!   one type behind grid verdicts and lessons;
 //! - [`stats`]: intervals, paired and exact tests, power (with `hif8lab_train::resample`'s
@@ -13,6 +15,7 @@
 //! Nothing here steps a trainer itself: runs go through `hif8lab_train::driver`.
 
 pub mod claims;
+pub mod evals;
 pub mod grid;
 pub mod lesson;
 pub mod stats;

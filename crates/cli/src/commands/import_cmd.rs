@@ -15,6 +15,8 @@ pub enum ImportCommand {
     /// A GGUF Llama file → a Hugging Face folder (config.json, model.safetensors,
     /// tokenizer.json, tokenizer_config.json, generation_config.json).
     Gguf(GgufArgs),
+    /// A training log (`step=N | loss=X | …` lines, JSONL or CSV) → a CSV of its steps.
+    Log(crate::commands::evals_cmd::LogArgs),
 }
 
 /// Arguments of `import gguf`.
@@ -35,7 +37,10 @@ pub struct GgufArgs {
 }
 
 pub fn run(cmd: ImportCommand) -> Result<Outcome> {
-    let ImportCommand::Gguf(args) = cmd;
+    let args = match cmd {
+        ImportCommand::Gguf(args) => args,
+        ImportCommand::Log(args) => return crate::commands::evals_cmd::run_import_log(args),
+    };
     let c = hif8lab_train::gguf::read(&args.file)?;
     let weights = c.weight_list();
     let in_file = |message: String| hf::HfError {

@@ -7,6 +7,7 @@ pub mod bench_kernels;
 pub mod bench_sample;
 pub mod bench_train;
 pub mod codec;
+pub mod evals_cmd;
 pub mod grid_cmd;
 pub mod import_cmd;
 pub mod model_cmds;

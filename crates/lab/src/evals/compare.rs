@@ -1,0 +1,736 @@
+//! `compare-evals`: what two or more lm-eval runs' tables support.
+//!
+//! Every run after the first is compared with the first (the base), task by task, on one
+//! 0/1 metric per task (`acc_norm` where the task has it, else `acc`, else `exact_match`;
+//! `--metric` chooses). The statistic is the **relative drop**, (base − other) / base × 100,
+//! the quantity "near-lossless" claims speak of.
+//!
+//! - **Paired** (both runs logged their documents): the same documents are required (the
+//!   same ids and document hashes, the same few-shot count and task version; otherwise the
+//!   comparison is refused, naming them). The discordant documents give the exact McNemar
+//!   test and the exact paired interval; where the task's documents fall into clusters (a
+//!   probe set's entities, HellaSwag's activity labels, MMLU's subjects) and enough of them
+//!   differ, a cluster bootstrap decides instead (items of one cluster rise and fall
+//!   together). Where lm-eval logged the choices' log-likelihoods, the paired shift of the
+//!   right answer's margin (right − best wrong, nats) is shown with its interval: a
+//!   continuous measure that sees damage before the 0/1 marks do.
+//! - **Unpaired** (accuracies and item counts only): Newcombe's interval for independent
+//!   samples, with the narrowest interval a paired test of the same counts could give (all
+//!   discordant documents one way), i.e. how much the logs could help at most.
+//!
+//! The claim per task is equivalence: |relative drop| < margin (TOST, 90 % interval at
+//! α = 0.05). Across tasks the "average relative drop" (the mean of the tasks' drops, as
+//! benchmark challenges define it) is judged below the margin, with its interval (tasks
+//! independent). All claims of a report are judged together with Holm's adjustment.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::EvalError;
+use super::lm_eval::{EvalRun, Sample, TaskResult};
+use crate::claims::{Claim, Part, Side, Spread, judge_family};
+use crate::stats::exact::paired_exact;
+use crate::stats::{Arm, Groups, RESAMPLES, bootstrap_draws, mcnemar, percentile};
+
+/// Discordant documents below which the exact paired interval decides even where the task
+/// has clusters (the bootstrap of very few discordant documents is degenerate).
+pub const FEW_DISCORDANT: usize = 25;
+
+/// Seed of the bootstraps (per task a distinct one, derived from it).
+const SEED: u64 = 0x6c6d_6576_616c;
+
+/// What to compare and how.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompareOptions {
+    /// The equivalence margin on the relative drop, in percent (the paper's: 1).
+    pub margin: f64,
+    /// The metric per task (`task` → `acc`), or for every task (`*`).
+    pub metrics: BTreeMap<String, String>,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        CompareOptions {
+            margin: 1.0,
+            metrics: BTreeMap::new(),
+        }
+    }
+}
+
+/// The paired figures of one task.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Paired {
+    /// Documents in both runs.
+    pub n: usize,
+    /// Right only in the base.
+    pub only_base: usize,
+    /// Right only in the other run.
+    pub only_other: usize,
+    /// Exact two-sided McNemar p-value (no adjustment).
+    pub mcnemar_p: f64,
+    /// Exact paired 95 % interval of the relative drop (items independent).
+    pub exact_interval: [f64; 2],
+    /// Clusters, where the task has them.
+    pub clusters: Option<usize>,
+    /// Cluster-bootstrap 95 % interval of the relative drop.
+    pub cluster_interval: Option<[f64; 2]>,
+    /// Which interval decides: `exact` or `cluster bootstrap`.
+    pub decided_by: String,
+    /// Mean paired shift of the right answer's log-likelihood margin (other − base, nats).
+    pub margin_shift: Option<f64>,
+    /// Its 95 % interval (bootstrap over clusters, or documents).
+    pub margin_shift_interval: Option<[f64; 2]>,
+}
+
+/// The unpaired figures of one task.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Unpaired {
+    /// Right answers of the base, from its accuracy and count.
+    pub k_base: usize,
+    /// Items of the base.
+    pub n_base: usize,
+    /// Right answers of the other run.
+    pub k_other: usize,
+    /// Items of the other run.
+    pub n_other: usize,
+    /// Newcombe 95 % interval of the relative drop.
+    pub interval: [f64; 2],
+    /// The narrowest 95 % interval a paired test of these counts could give.
+    pub best_paired_interval: [f64; 2],
+}
+
+/// One task of one comparison.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TaskComparison {
+    /// The task (or group).
+    pub task: String,
+    /// The metric compared.
+    pub metric: String,
+    /// Documents (the base's count).
+    pub n: usize,
+    /// Few-shot examples.
+    pub n_shot: Option<u64>,
+    /// The base's score (a fraction).
+    pub base: f64,
+    /// The other run's score.
+    pub other: f64,
+    /// Relative drop, %.
+    pub drop: f64,
+    /// Paired figures, where both runs logged the documents.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paired: Option<Paired>,
+    /// Unpaired figures, where they did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unpaired: Option<Unpaired>,
+    /// The equivalence claim, judged.
+    pub claim: Claim,
+}
+
+/// The base against one other run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Comparison {
+    /// The base's model.
+    pub base: String,
+    /// The other run's model.
+    pub other: String,
+    /// Per task, sorted by name.
+    pub tasks: Vec<TaskComparison>,
+    /// The mean of the tasks' relative drops.
+    pub average_drop: f64,
+    /// "Average relative drop below the margin", judged.
+    pub average: Claim,
+    /// Tasks of one run the other lacks (not compared).
+    pub missing: Vec<String>,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EvalReport {
+    /// The margin (%).
+    pub margin: f64,
+    /// One per run after the first.
+    pub comparisons: Vec<Comparison>,
+}
+
+/// The tasks to compare: groups (their subtasks pooled) and the tasks outside any group.
+fn top_level(run: &EvalRun) -> Vec<String> {
+    let inside: BTreeSet<&String> = run.groups.values().flatten().collect();
+    run.tasks
+        .keys()
+        .filter(|t| !inside.contains(t))
+        .cloned()
+        .collect()
+}
+
+/// The metric key (`acc_norm,none`) to compare for `task`.
+fn metric_key(task: &TaskResult, options: &CompareOptions) -> Option<String> {
+    let wanted = options
+        .metrics
+        .get(&task.name)
+        .or_else(|| options.metrics.get("*"));
+    let keys: Vec<&String> = task.metrics.keys().collect();
+    let by_name = |name: &str| {
+        keys.iter()
+            .find(|k| k.split(',').next() == Some(name))
+            .map(|k| k.to_string())
+    };
+    match wanted {
+        Some(m) if m.contains(',') => keys.iter().find(|k| **k == m).map(|k| k.to_string()),
+        Some(m) => by_name(m),
+        None => by_name("acc_norm")
+            .or_else(|| by_name("acc"))
+            .or_else(|| by_name("exact_match")),
+    }
+}
+
+/// The documents of `task` (pooled over a group's subtasks, the subtask as cluster) for the
+/// metric `key`, keyed by (subtask, doc id): (value, doc hash, cluster, margin).
+type Docs = BTreeMap<(String, u64), (f64, Option<String>, Option<String>, Option<f64>)>;
+
+fn docs_of(run: &EvalRun, task: &str, key: &str) -> Option<Docs> {
+    let (metric, filter) = key.split_once(',').unwrap_or((key, "none"));
+    let members: Vec<&String> = match run.groups.get(task) {
+        Some(subs) => subs.iter().collect(),
+        None => vec![],
+    };
+    let sources: Vec<(&str, bool)> = if members.is_empty() {
+        vec![(task, false)]
+    } else {
+        members.iter().map(|s| (s.as_str(), true)).collect()
+    };
+    let mut out = Docs::new();
+    for (name, grouped) in sources {
+        let samples = run.tasks.get(name)?.samples.as_ref()?;
+        for s in samples.docs.iter().filter(|s| s.filter == filter) {
+            let v = *s.metrics.get(metric)?;
+            let cluster = if grouped {
+                Some(name.to_string())
+            } else {
+                s.cluster.clone()
+            };
+            out.insert(
+                (name.to_string(), s.doc_id),
+                (v, s.doc_hash.clone(), cluster, loglik_margin(s)),
+            );
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// The right answer's log-likelihood minus the best wrong one's.
+fn loglik_margin(s: &Sample) -> Option<f64> {
+    let (ll, t) = (s.loglik.as_ref()?, s.target?);
+    let best_wrong = ll
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != t)
+        .map(|(_, v)| *v)
+        .fold(f64::NEG_INFINITY, f64::max);
+    Some(ll[t] - best_wrong)
+}
+
+/// A group's (or task's) count and few-shot setting and version.
+fn task_facts(run: &EvalRun, task: &str) -> (Option<u64>, Option<u64>, Option<String>) {
+    let t = run.tasks.get(task);
+    let mut n = t.and_then(|t| t.n);
+    if let Some(subs) = run.groups.get(task) {
+        let counts: Option<u64> = subs
+            .iter()
+            .map(|s| run.tasks.get(s).and_then(|t| t.n))
+            .sum();
+        n = n.or(counts);
+    }
+    let shot = t.and_then(|t| t.n_shot).or_else(|| {
+        run.groups
+            .get(task)
+            .and_then(|s| s.first())
+            .and_then(|s| run.tasks.get(s))
+            .and_then(|t| t.n_shot)
+    });
+    (n, shot, t.and_then(|t| t.version.clone()))
+}
+
+fn drop_of(base: f64, other: f64) -> f64 {
+    if base == 0.0 {
+        0.0
+    } else {
+        (base - other) / base * 100.0
+    }
+}
+
+/// Compares `runs[1..]` with `runs[0]`.
+pub fn compare(runs: &[EvalRun], options: &CompareOptions) -> Result<EvalReport, EvalError> {
+    let base = &runs[0];
+    let mut comparisons = Vec::new();
+    let mut seed = SEED;
+    for other in &runs[1..] {
+        let base_tasks = top_level(base);
+        let other_tasks: BTreeSet<String> = top_level(other).into_iter().collect();
+        let mut missing: Vec<String> = base_tasks
+            .iter()
+            .filter(|t| !other_tasks.contains(*t))
+            .cloned()
+            .collect();
+        missing.extend(
+            other_tasks
+                .iter()
+                .filter(|t| !base_tasks.contains(t))
+                .cloned(),
+        );
+        let mut tasks = Vec::new();
+        for task in base_tasks.iter().filter(|t| other_tasks.contains(*t)) {
+            seed = seed.wrapping_add(0x9e37_79b9);
+            if let Some(t) = compare_task(base, other, task, options, seed)? {
+                tasks.push(t);
+            }
+        }
+        let drops: Vec<f64> = tasks.iter().map(|t| t.drop).collect();
+        let average_drop = drops.iter().sum::<f64>() / drops.len().max(1) as f64;
+        // Tasks are independent samples: the mean's variance is the sum of the tasks'
+        // (each from its decisive 95 % interval) over T².
+        let se = tasks
+            .iter()
+            .map(|t| {
+                let [lo, hi] = t.interval95();
+                ((hi - lo) / (2.0 * 1.959_964)).powi(2)
+            })
+            .sum::<f64>()
+            .sqrt()
+            / tasks.len().max(1) as f64;
+        let parts = if tasks.is_empty() {
+            vec![]
+        } else {
+            vec![Part {
+                measured: format!(
+                    "average relative drop of {} vs {} over {} task(s)",
+                    other.model,
+                    base.model,
+                    tasks.len()
+                ),
+                unit: "%".into(),
+                value: average_drop,
+                spread: Spread::Normal { se },
+                side: Side::Below,
+                threshold: options.margin,
+                test: "normal interval of a mean of independent tasks' drops (each task's variance from its own interval)".into(),
+                variation: "the documents of each task".into(),
+            }]
+        };
+        let average = Claim::new(
+            &format!(
+                "the average relative drop of {} vs {} is below {} %",
+                other.model,
+                base.model,
+                trim(options.margin)
+            ),
+            parts,
+            serde_json::json!({ "tasks": drops }),
+        );
+        comparisons.push(Comparison {
+            base: base.model.clone(),
+            other: other.model.clone(),
+            tasks,
+            average_drop,
+            average,
+            missing,
+        });
+    }
+    // One family: every claim of the report.
+    let mut all: Vec<Claim> = Vec::new();
+    for c in &comparisons {
+        all.extend(c.tasks.iter().map(|t| t.claim.clone()));
+        all.push(c.average.clone());
+    }
+    judge_family(&mut all);
+    let mut it = all.into_iter();
+    for c in &mut comparisons {
+        for t in &mut c.tasks {
+            t.claim = it.next().unwrap_or_else(|| t.claim.clone());
+        }
+        c.average = it.next().unwrap_or_else(|| c.average.clone());
+    }
+    Ok(EvalReport {
+        margin: options.margin,
+        comparisons,
+    })
+}
+
+/// A number without trailing zeros (`1`, `0.5`).
+pub(super) fn trim(x: f64) -> String {
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// One task: paired where both runs logged its documents, unpaired otherwise; `None` when
+/// the task has no 0/1 metric both runs report.
+fn compare_task(
+    base: &EvalRun,
+    other: &EvalRun,
+    task: &str,
+    options: &CompareOptions,
+    seed: u64,
+) -> Result<Option<TaskComparison>, EvalError> {
+    let (bt, ot) = (base.tasks.get(task), other.tasks.get(task));
+    let key_task = bt.or(ot).or_else(|| {
+        base.groups
+            .get(task)
+            .and_then(|s| s.first())
+            .and_then(|s| base.tasks.get(s))
+    });
+    let Some(key) = key_task.and_then(|t| metric_key(t, options)) else {
+        return Ok(None);
+    };
+    let (bn, bshot, bver) = task_facts(base, task);
+    let (on, oshot, over) = task_facts(other, task);
+    let file = bt.map_or(base.path.clone(), |t| t.file.clone());
+    if bshot != oshot {
+        return Err(EvalError::new(
+            &file,
+            &format!("n-shot.{task}"),
+            format!(
+                "{task}: the runs used different few-shot counts ({} vs {} in {}): their scores are not comparable",
+                opt(bshot),
+                opt(oshot),
+                other.path.display()
+            ),
+        ));
+    }
+    if bver != over {
+        return Err(EvalError::new(
+            &file,
+            &format!("versions.{task}"),
+            format!(
+                "{task}: different task versions ({} vs {} in {}): their documents or scoring may differ",
+                bver.as_deref().unwrap_or("none"),
+                over.as_deref().unwrap_or("none"),
+                other.path.display()
+            ),
+        ));
+    }
+    let metric = key.split(',').next().unwrap_or(&key).to_string();
+    let score = |run: &EvalRun| {
+        run.tasks
+            .get(task)
+            .and_then(|t| t.metrics.get(&key))
+            .copied()
+    };
+    let (bd, od) = (docs_of(base, task, &key), docs_of(other, task, &key));
+    let (Some(bs), Some(os)) = (
+        score(base).or_else(|| bd.as_ref().map(mean_of)),
+        score(other).or_else(|| od.as_ref().map(mean_of)),
+    ) else {
+        return Ok(None);
+    };
+    if let (Some(bd), Some(od)) = (&bd, &od) {
+        return paired(task, &metric, bshot, bd, od, other, options, seed, &file).map(Some);
+    }
+    let (Some(nb), Some(no)) = (bn, on) else {
+        return Err(EvalError::new(
+            &file,
+            &format!("n-samples.{task}"),
+            "no document count: an accuracy without its count carries no uncertainty",
+        ));
+    };
+    Ok(Some(unpaired(
+        task, &metric, bshot, bs, nb, os, no, other, options,
+    )))
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or("none".into(), |v| v.to_string())
+}
+
+fn mean_of(d: &Docs) -> f64 {
+    d.values().map(|v| v.0).sum::<f64>() / d.len().max(1) as f64
+}
+
+#[allow(clippy::too_many_arguments)]
+fn paired(
+    task: &str,
+    metric: &str,
+    n_shot: Option<u64>,
+    bd: &Docs,
+    od: &Docs,
+    other: &EvalRun,
+    options: &CompareOptions,
+    seed: u64,
+    file: &std::path::Path,
+) -> Result<TaskComparison, EvalError> {
+    // The same documents, or no paired comparison at all.
+    let only: Vec<String> = bd
+        .keys()
+        .filter(|k| !od.contains_key(*k))
+        .chain(od.keys().filter(|k| !bd.contains_key(*k)))
+        .take(5)
+        .map(|(t, id)| format!("{t}#{id}"))
+        .collect();
+    if !only.is_empty() {
+        return Err(EvalError::new(
+            file,
+            &format!("samples of {task}"),
+            format!(
+                "the runs scored different documents (e.g. {} in one run only; compare {}): a paired comparison needs the same ones",
+                only.join(", "),
+                other.path.display()
+            ),
+        ));
+    }
+    let changed: Vec<String> = bd
+        .iter()
+        .filter(|(k, v)| matches!((&v.1, &od[*k].1), (Some(a), Some(b)) if a != b))
+        .take(5)
+        .map(|((t, id), _)| format!("{t}#{id}"))
+        .collect();
+    if !changed.is_empty() {
+        return Err(EvalError::new(
+            file,
+            &format!("samples of {task}: doc_hash"),
+            format!(
+                "the same document ids hold different documents ({}; compare {})",
+                changed.join(", "),
+                other.path.display()
+            ),
+        ));
+    }
+    let values = |d: &Docs| d.values().map(|v| v.0).collect::<Vec<f64>>();
+    let (bv, ov) = (values(bd), values(od));
+    if let Some(x) = bv.iter().chain(&ov).find(|x| **x != 0.0 && **x != 1.0) {
+        return Err(EvalError::new(
+            file,
+            &format!("samples of {task}: {metric}"),
+            format!(
+                "a per-document value of {x}: a paired comparison of proportions needs 0/1 values (choose a 0/1 metric with --metric)"
+            ),
+        ));
+    }
+    let n = bv.len();
+    let only_base = bv.iter().zip(&ov).filter(|(a, b)| **a > **b).count();
+    let only_other = bv.iter().zip(&ov).filter(|(a, b)| **a < **b).count();
+    let (bs, os) = (
+        bv.iter().sum::<f64>() / n as f64,
+        ov.iter().sum::<f64>() / n as f64,
+    );
+    let drop = drop_of(bs, os);
+    let scale = if bs > 0.0 { -100.0 / bs } else { 0.0 };
+    let exact = {
+        let [lo, hi] = paired_exact(only_base, only_other, n, 0.05);
+        let (x, y) = (scale * lo, scale * hi);
+        [x.min(y), x.max(y)]
+    };
+    // Clusters: ids per document, where the task names them.
+    let names: Vec<Option<&String>> = bd.values().map(|v| v.2.as_ref()).collect();
+    let groups = if names.iter().all(Option::is_some) {
+        let mut ids = BTreeMap::new();
+        let id: Vec<u32> = names
+            .iter()
+            .map(|c| {
+                let next = ids.len() as u32;
+                *ids.entry(c.cloned().unwrap_or_default()).or_insert(next)
+            })
+            .collect();
+        (ids.len() > 1 && ids.len() < n).then(|| Groups::from_ids(&id))
+    } else {
+        None
+    };
+    let arms = [Arm { seeds: vec![bv] }, Arm { seeds: vec![ov] }];
+    let stat = |m: &[f64]| drop_of(m[0], m[1]);
+    let cluster_draws = groups.as_ref().map(|g| {
+        let (_, mut d) = bootstrap_draws(g, &arms, &stat, RESAMPLES, seed);
+        d.sort_by(f64::total_cmp);
+        d
+    });
+    let cluster_interval = cluster_draws
+        .as_ref()
+        .map(|d| [percentile(d, 0.025), percentile(d, 0.975)]);
+    let use_clusters = cluster_draws.is_some() && only_base + only_other >= FEW_DISCORDANT;
+    // The log-likelihood margin's paired shift.
+    let margins: Option<(Vec<f64>, Vec<f64>)> = bd
+        .iter()
+        .map(|(k, v)| Some((v.3?, od[k].3?)))
+        .collect::<Option<Vec<(f64, f64)>>>()
+        .map(|v| v.into_iter().unzip());
+    let (margin_shift, margin_shift_interval) = match margins {
+        Some((mb, mo)) => {
+            let g = groups.clone().unwrap_or_else(|| Groups::singletons(n));
+            let arms = [Arm { seeds: vec![mb] }, Arm { seeds: vec![mo] }];
+            let (v, mut d) = bootstrap_draws(&g, &arms, &|m| m[1] - m[0], RESAMPLES, seed ^ 0x5bd1);
+            d.sort_by(f64::total_cmp);
+            (
+                Some(v),
+                Some([percentile(&d, 0.025), percentile(&d, 0.975)]),
+            )
+        }
+        None => (None, None),
+    };
+    let (spread, test, variation) = if use_clusters {
+        (
+            Spread::draws(cluster_draws.unwrap_or_default()),
+            "paired cluster bootstrap of the relative drop (clusters resampled)",
+            "documents, resampled by cluster",
+        )
+    } else {
+        (
+            Spread::PairedExact {
+                b: only_base,
+                c: only_other,
+                n,
+                scale,
+            },
+            "exact paired interval of the relative drop (discordant documents, items independent)",
+            "documents",
+        )
+    };
+    let claim = equivalence_claim(task, metric, other, drop, spread, test, variation, options);
+    Ok(TaskComparison {
+        task: task.to_string(),
+        metric: metric.to_string(),
+        n,
+        n_shot,
+        base: bs,
+        other: os,
+        drop,
+        paired: Some(Paired {
+            n,
+            only_base,
+            only_other,
+            mcnemar_p: mcnemar(only_base, only_other),
+            exact_interval: exact,
+            clusters: groups.as_ref().map(Groups::len),
+            cluster_interval,
+            decided_by: if use_clusters {
+                "cluster bootstrap".into()
+            } else {
+                "exact".into()
+            },
+            margin_shift,
+            margin_shift_interval,
+        }),
+        unpaired: None,
+        claim,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn equivalence_claim(
+    task: &str,
+    metric: &str,
+    other: &EvalRun,
+    drop: f64,
+    spread: Spread,
+    test: &str,
+    variation: &str,
+    options: &CompareOptions,
+) -> Claim {
+    Claim::new(
+        &format!(
+            "{task} ({metric}): {} is within ±{} % (relative) of the base",
+            other.model,
+            trim(options.margin)
+        ),
+        vec![Part {
+            measured: format!("relative {metric} drop on {task}"),
+            unit: "%".into(),
+            value: drop,
+            spread,
+            side: Side::Within,
+            threshold: options.margin,
+            test: format!("{test}; equivalence by two one-sided tests"),
+            variation: variation.into(),
+        }],
+        serde_json::Value::Null,
+    )
+}
+
+/// Right answers behind an accuracy reported with its count.
+pub fn count_of(score: f64, n: u64) -> usize {
+    (score * n as f64).round().max(0.0) as usize
+}
+
+#[allow(clippy::too_many_arguments)]
+fn unpaired(
+    task: &str,
+    metric: &str,
+    n_shot: Option<u64>,
+    bs: f64,
+    nb: u64,
+    os: f64,
+    no: u64,
+    other: &EvalRun,
+    options: &CompareOptions,
+) -> TaskComparison {
+    let (kb, ko) = (count_of(bs, nb), count_of(os, no));
+    let (nb, no) = (nb as usize, no as usize);
+    let (spread, interval, best) = unpaired_intervals(kb, nb, ko, no, bs);
+    let claim = equivalence_claim(
+        task,
+        metric,
+        other,
+        drop_of(bs, os),
+        spread,
+        "Newcombe's interval for independent samples (no per-document logs: unpaired)",
+        "documents (unpaired)",
+        options,
+    );
+    TaskComparison {
+        task: task.to_string(),
+        metric: metric.to_string(),
+        n: nb,
+        n_shot,
+        base: bs,
+        other: os,
+        drop: drop_of(bs, os),
+        paired: None,
+        unpaired: Some(Unpaired {
+            k_base: kb,
+            n_base: nb,
+            k_other: ko,
+            n_other: no,
+            interval,
+            best_paired_interval: best,
+        }),
+        claim,
+    }
+}
+
+/// The unpaired spread of a relative drop from counts, its 95 % interval, and the narrowest
+/// 95 % interval a paired test of the same counts could give (every discordant document one
+/// way: |k_base − k_other| of them).
+pub fn unpaired_intervals(
+    kb: usize,
+    nb: usize,
+    ko: usize,
+    no: usize,
+    base_score: f64,
+) -> (Spread, [f64; 2], [f64; 2]) {
+    let scale = if base_score > 0.0 {
+        100.0 / base_score
+    } else {
+        0.0
+    };
+    let spread = Spread::Unpaired {
+        k_first: kb,
+        n_first: nb,
+        k_second: ko,
+        n_second: no,
+        scale,
+    };
+    let part = Part {
+        measured: String::new(),
+        unit: String::new(),
+        value: 0.0,
+        spread: spread.clone(),
+        side: Side::Below,
+        threshold: 0.0,
+        test: String::new(),
+        variation: String::new(),
+    };
+    let interval = part.interval(0.95);
+    let (b, c) = (kb.saturating_sub(ko), ko.saturating_sub(kb));
+    let [lo, hi] = paired_exact(b, c, nb, 0.05);
+    let best = [
+        (-scale * hi).min(-scale * lo),
+        (-scale * hi).max(-scale * lo),
+    ];
+    (spread, interval, best)
+}

@@ -1,0 +1,336 @@
+//! lm-evaluation-harness output folders, read as that tool writes them: `results_<time>.json`
+//! (per task and metric, `n-samples`, `versions`, `n-shot`, `group_subtasks`) and, where the
+//! run had `--log_samples`, `samples_<task>_<time>.jsonl` (one line per document: `doc_id`,
+//! `doc_hash`, the per-document metrics, the choices' log-likelihoods).
+//!
+//! A folder may hold several results files (one `lm_eval` call per task, as many people run
+//! it): they are merged, the newest file winning where two report the same task. The folder
+//! named may be the `--output_path` itself, whose results lie one level down in a folder named
+//! after the model, or that folder, or one results file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::EvalError;
+
+/// One task's results in one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskResult {
+    /// The task's name as lm-eval reports it.
+    pub name: String,
+    /// Metric values by lm-eval's key (`acc,none`, `exact_match,flexible-extract`); the
+    /// standard errors (`*_stderr,*`) are left out.
+    pub metrics: BTreeMap<String, f64>,
+    /// Documents scored (`n-samples.effective`), where reported.
+    pub n: Option<u64>,
+    /// Documents in the task (`n-samples.original`), where reported.
+    pub n_original: Option<u64>,
+    /// The task's version (as JSON text: lm-eval writes numbers or strings).
+    pub version: Option<String>,
+    /// Few-shot examples (`n-shot`).
+    pub n_shot: Option<u64>,
+    /// The results file it came from.
+    pub file: PathBuf,
+    /// The per-document log, where the run wrote one.
+    pub samples: Option<Samples>,
+}
+
+/// A task's per-document log (`--log_samples`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Samples {
+    /// The file read.
+    pub file: PathBuf,
+    /// One per document, ordered by `doc_id`.
+    pub docs: Vec<Sample>,
+}
+
+/// One document's record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// lm-eval's document index.
+    pub doc_id: u64,
+    /// The filter the record's metrics went through (`none`, `strict-match`, …): a task
+    /// with several filters logs each document once per filter.
+    pub filter: String,
+    /// Hash of the document (same document in two runs: same hash).
+    pub doc_hash: Option<String>,
+    /// Hash of the prompt (few-shot context included).
+    pub prompt_hash: Option<String>,
+    /// Per-document metrics (`acc`, `acc_norm`, `exact_match`, …: numbers only).
+    pub metrics: BTreeMap<String, f64>,
+    /// The document's cluster where the task has one (HellaSwag's `activity_label`, MMLU's
+    /// `subject`, a probe set's `cluster`).
+    pub cluster: Option<String>,
+    /// Multiple choice: the log-likelihood of each choice, where logged.
+    pub loglik: Option<Vec<f64>>,
+    /// Multiple choice: the index of the right choice, where it can be read.
+    pub target: Option<usize>,
+}
+
+/// One lm-eval run (one model), all its tasks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalRun {
+    /// What the user named.
+    pub path: PathBuf,
+    /// The model as lm-eval recorded it (`model_name`, else `config.model_args`), else the
+    /// folder's name.
+    pub model: String,
+    /// Tasks by name.
+    pub tasks: BTreeMap<String, TaskResult>,
+    /// Groups and their subtasks (`group_subtasks`: MMLU's subjects).
+    pub groups: BTreeMap<String, Vec<String>>,
+}
+
+/// Document fields that name a cluster, in order of preference.
+const CLUSTER_FIELDS: [&str; 4] = ["cluster", "activity_label", "subject", "category"];
+
+impl EvalRun {
+    /// Reads an lm-eval output folder (or one results file) with its per-document logs.
+    pub fn open(path: &Path) -> Result<Self, EvalError> {
+        let files = results_files(path)?;
+        let mut run = EvalRun {
+            path: path.to_path_buf(),
+            model: path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            tasks: BTreeMap::new(),
+            groups: BTreeMap::new(),
+        };
+        // Oldest first: a newer file's task replaces an older one's.
+        for file in &files {
+            run.merge_results(file)?;
+        }
+        Ok(run)
+    }
+
+    fn merge_results(&mut self, file: &Path) -> Result<(), EvalError> {
+        let bytes = std::fs::read(file).map_err(|e| EvalError::io(file, &e))?;
+        let doc: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| EvalError::new(file, "", format!("not JSON ({e})")))?;
+        let results = doc
+            .get("results")
+            .and_then(Value::as_object)
+            .ok_or_else(|| EvalError::new(file, "results", "missing or not an object"))?;
+        if let Some(m) = doc.get("model_name").and_then(Value::as_str) {
+            self.model = m.to_string();
+        }
+        if let Some(groups) = doc.get("group_subtasks").and_then(Value::as_object) {
+            for (g, subs) in groups {
+                let list: Vec<String> = subs
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|s| s.as_str().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if !list.is_empty() {
+                    self.groups.insert(g.clone(), list);
+                }
+            }
+        }
+        let stamp = stamp_of(file, "results_");
+        for (task, values) in results {
+            let field = format!("results.{task}");
+            let obj = values
+                .as_object()
+                .ok_or_else(|| EvalError::new(file, &field, "not an object"))?;
+            let mut metrics = BTreeMap::new();
+            for (k, v) in obj {
+                if k.contains("_stderr") || k == "alias" || k == "name" || k == "sample_len" {
+                    continue;
+                }
+                if let Some(x) = number(v) {
+                    metrics.insert(k.clone(), x);
+                }
+            }
+            let n_samples = doc.get("n-samples").and_then(|n| n.get(task));
+            let count = |key: &str| -> Result<Option<u64>, EvalError> {
+                match n_samples.and_then(|n| n.get(key)) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+                        EvalError::new(
+                            file,
+                            &format!("n-samples.{task}.{key}"),
+                            "not a whole number",
+                        )
+                    }),
+                }
+            };
+            let samples = match &stamp {
+                Some(s) => read_samples(file, task, s)?,
+                None => None,
+            };
+            self.tasks.insert(
+                task.clone(),
+                TaskResult {
+                    name: task.clone(),
+                    metrics,
+                    n: count("effective")?,
+                    n_original: count("original")?,
+                    version: doc
+                        .get("versions")
+                        .and_then(|v| v.get(task))
+                        .filter(|v| !v.is_null())
+                        .map(|v| match v {
+                            Value::String(s) => s.clone(),
+                            // 1 and 1.0 are the same version.
+                            other => number(other).map_or(other.to_string(), |x| format!("{x}")),
+                        }),
+                    n_shot: doc
+                        .get("n-shot")
+                        .and_then(|v| v.get(task))
+                        .and_then(Value::as_u64),
+                    file: file.to_path_buf(),
+                    samples,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// The task called `name`, where the run has it.
+    pub fn task(&self, name: &str) -> Option<&TaskResult> {
+        self.tasks.get(name)
+    }
+}
+
+/// A JSON number, or a string holding one (lm-eval logs log-likelihoods as strings).
+fn number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok().filter(|x| x.is_finite()),
+        Value::Bool(b) => Some(f64::from(u8::from(*b))),
+        _ => None,
+    }
+}
+
+/// The results files under `path`, oldest first.
+fn results_files(path: &Path) -> Result<Vec<PathBuf>, EvalError> {
+    if path.is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    if !path.is_dir() {
+        return Err(EvalError::new(path, "", "no such file or folder"));
+    }
+    let mut found = Vec::new();
+    let mut dirs = vec![(path.to_path_buf(), 0)];
+    while let Some((dir, depth)) = dirs.pop() {
+        let entries = std::fs::read_dir(&dir).map_err(|e| EvalError::io(&dir, &e))?;
+        for entry in entries.flatten() {
+            let p = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if p.is_dir() && depth < 2 {
+                dirs.push((p, depth + 1));
+            } else if name.starts_with("results") && name.ends_with(".json") {
+                found.push(p);
+            }
+        }
+    }
+    if found.is_empty() {
+        return Err(EvalError::new(
+            path,
+            "",
+            "no lm-eval results (results_*.json) here or one or two folders down",
+        ));
+    }
+    // lm-eval's names carry an ISO time: sorting the names sorts by time.
+    found.sort_by_key(|p| p.file_name().map(|n| n.to_os_string()));
+    Ok(found)
+}
+
+/// The time stamp of `results_<stamp>.json` / `samples_<task>_<stamp>.jsonl`.
+fn stamp_of(file: &Path, prefix: &str) -> Option<String> {
+    let name = file.file_name()?.to_string_lossy().into_owned();
+    let rest = name.strip_prefix(prefix)?;
+    Some(rest.strip_suffix(".json").unwrap_or(rest).to_string())
+}
+
+/// The per-document log of `task` written with the results file `results` (same time
+/// stamp), where there is one.
+fn read_samples(results: &Path, task: &str, stamp: &str) -> Result<Option<Samples>, EvalError> {
+    let dir = results.parent().unwrap_or(Path::new("."));
+    let file = dir.join(format!("samples_{task}_{stamp}.jsonl"));
+    if !file.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read(&file).map_err(|e| EvalError::io(&file, &e))?;
+    let text = String::from_utf8(text)
+        .map_err(|e| EvalError::new(&file, "", format!("not UTF-8 ({e})")))?;
+    let mut docs = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = |field: &str| format!("line {}{}", i + 1, field);
+        let v: Value = serde_json::from_str(line)
+            .map_err(|e| EvalError::new(&file, &at(""), format!("not JSON ({e})")))?;
+        let doc_id = v.get("doc_id").and_then(Value::as_u64).ok_or_else(|| {
+            EvalError::new(&file, &at(": doc_id"), "missing or not a whole number")
+        })?;
+        let filter = v
+            .get("filter")
+            .and_then(Value::as_str)
+            .unwrap_or("none")
+            .to_string();
+        if !seen.insert((filter.clone(), doc_id)) {
+            return Err(EvalError::new(
+                &file,
+                &at(": doc_id"),
+                format!("{doc_id} appears twice for filter {filter}"),
+            ));
+        }
+        let mut metrics = BTreeMap::new();
+        if let Some(names) = v.get("metrics").and_then(Value::as_array) {
+            for name in names.iter().filter_map(Value::as_str) {
+                if let Some(x) = v.get(name).and_then(number) {
+                    metrics.insert(name.to_string(), x);
+                }
+            }
+        }
+        let doc = v.get("doc");
+        let cluster = CLUSTER_FIELDS.iter().find_map(|f| {
+            doc.and_then(|d| d.get(*f)).and_then(|c| match c {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            })
+        });
+        // Multiple choice: filtered_resps is [[loglik, is_greedy], …] per choice.
+        let loglik = v
+            .get("filtered_resps")
+            .and_then(Value::as_array)
+            .and_then(|choices| {
+                choices
+                    .iter()
+                    .map(|c| c.as_array().and_then(|p| p.first()).and_then(number))
+                    .collect::<Option<Vec<f64>>>()
+            })
+            .filter(|l| l.len() >= 2);
+        let target = v
+            .get("target")
+            .and_then(number)
+            .filter(|t| *t >= 0.0 && t.fract() == 0.0)
+            .map(|t| t as usize)
+            .filter(|t| loglik.as_ref().is_some_and(|l| *t < l.len()));
+        docs.push(Sample {
+            doc_id,
+            filter,
+            doc_hash: v.get("doc_hash").and_then(Value::as_str).map(String::from),
+            prompt_hash: v
+                .get("prompt_hash")
+                .and_then(Value::as_str)
+                .map(String::from),
+            metrics,
+            cluster,
+            loglik,
+            target,
+        });
+    }
+    docs.sort_by(|a, b| (a.doc_id, &a.filter).cmp(&(b.doc_id, &b.filter)));
+    Ok(Some(Samples { file, docs }))
+}
