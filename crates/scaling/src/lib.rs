@@ -20,6 +20,7 @@ pub mod replay;
 pub mod rule;
 pub mod state;
 pub mod stats;
+pub mod sweep;
 pub mod synth;
 pub mod te;
 pub mod trace;

@@ -14,4 +14,5 @@ pub mod model_cmds;
 pub mod plots;
 pub mod probe_cmd;
 pub mod scaling_cmds;
+pub mod sweep_cmd;
 pub mod train_cmd;

@@ -242,3 +242,18 @@ fn amax_plots(out: &Path, dir: &Path, run: &RunSummary) -> Result<Vec<PathBuf>> 
     }
     Ok(files)
 }
+
+/// The trade-off chart of `replay --sweep`: per estimator, one point per setting (calls
+/// above the estimate in %, mean SQNR loss in dB), joined in the sweep's order.
+pub fn trade_off_chart(path: &Path, series: &[Series]) -> Result<()> {
+    if !font_ready() {
+        anyhow::bail!("no font for the plot's labels (install fonts-dejavu-core)");
+    }
+    line_chart(
+        path,
+        "Delayed scaling: exceedances against the cost of headroom",
+        "calls above the estimate (%)",
+        "mean SQNR loss vs the best scale (dB, modelled)",
+        series,
+    )
+}

@@ -44,20 +44,20 @@ fn parse_pattern(s: &str) -> Result<Pattern, String> {
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
     /// A hif8lab trace (JSONL), a CSV `step,layer,role,amax`, or a Transformer Engine log.
-    trace: PathBuf,
+    pub(crate) trace: PathBuf,
     /// History length, and the window of max_window / mean_window.
     #[arg(long, default_value_t = 64)]
-    window: usize,
+    pub(crate) window: usize,
     /// Estimators to compare, comma-separated (default: most_recent, ema(0.1),
     /// mean_window(N), max_window(N), current).
     #[arg(long)]
-    estimators: Option<String>,
+    pub(crate) estimators: Option<String>,
     /// Scaling target (15 = top of HiF8's 3-bit tier).
     #[arg(long, default_value_t = 15.0)]
-    target: f32,
+    pub(crate) target: f32,
     /// Margin (power-of-two headroom).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
-    margin: i32,
+    pub(crate) margin: i32,
     /// Number format for the tier and overflow counts.
     #[arg(long, default_value = "hif8")]
     format: Format,
@@ -66,7 +66,16 @@ pub struct ReplayArgs {
     cold_start: ColdStart,
     /// Print one JSON object instead of tables.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
+    /// Sweep one setting: `window=1,4,16,64,256,1024` (each window-dependent estimator of
+    /// --estimators, default max_window and mean_window), `estimators=most_recent,max_window(16),…`,
+    /// `target=…` or `margin=…`; prints the trade-off table (calls above the estimate,
+    /// overflowing calls, modelled overflow and SQNR loss, headroom).
+    #[arg(long)]
+    pub(crate) sweep: Option<String>,
+    /// With --sweep: draw the trade-off (calls above the estimate vs SQNR loss) as a PNG.
+    #[arg(long, requires = "sweep")]
+    pub(crate) plot: Option<PathBuf>,
 }
 
 fn parse_cold_start(s: &str) -> Result<ColdStart, String> {
@@ -178,6 +187,7 @@ pub fn run_replay(args: ReplayArgs) -> Result<Outcome> {
         );
     }
     let estimators = match &args.estimators {
+        None if args.sweep.is_some() => Vec::new(),
         None => EstimatorSpec::default_set(),
         Some(list) => split_top_level(list)
             .iter()
@@ -185,10 +195,28 @@ pub fn run_replay(args: ReplayArgs) -> Result<Outcome> {
             .collect::<Result<Vec<_>>>()
             .context("--estimators")?,
     };
-    if estimators.is_empty() {
+    if estimators.is_empty() && args.sweep.is_none() {
         bail!("--estimators: no estimator given");
     }
-    let imported = import_file(&args.trace)?;
+    let settings = match &args.sweep {
+        Some(text) => Some(crate::commands::sweep_cmd::settings(
+            text,
+            &args,
+            &estimators,
+        )?),
+        None => None,
+    };
+    let imported = if args.trace.extension().is_some_and(|e| e == "gz") {
+        // A gzipped trace (as the repository keeps its real-model one): read whole.
+        let packed = fs::read(&args.trace).with_context(|| args.trace.display().to_string())?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&packed[..]), &mut bytes)
+            .map_err(|e| anyhow::anyhow!("{}: not gzip ({e})", args.trace.display()))?;
+        let inner = args.trace.with_extension("");
+        hif8lab_scaling::import::import_bytes(&inner, &bytes)?
+    } else {
+        import_file(&args.trace)?
+    };
     for w in &imported.warnings {
         eprintln!("warning: {}: {w}", args.trace.display());
     }
@@ -200,6 +228,9 @@ pub fn run_replay(args: ReplayArgs) -> Result<Outcome> {
         format: args.format,
         cold_start: args.cold_start,
     };
+    if let Some(settings) = settings {
+        return crate::commands::sweep_cmd::run(&args, &imported, &options, &settings);
+    }
     let report = replay(&imported.series, &options);
     if args.json {
         crate::output::outln!("{}", serde_json::to_string(&report)?);

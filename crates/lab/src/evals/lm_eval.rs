@@ -1,7 +1,8 @@
 //! lm-evaluation-harness output folders, read as that tool writes them: `results_<time>.json`
 //! (per task and metric, `n-samples`, `versions`, `n-shot`, `group_subtasks`) and, where the
 //! run had `--log_samples`, `samples_<task>_<time>.jsonl` (one line per document: `doc_id`,
-//! `doc_hash`, the per-document metrics, the choices' log-likelihoods).
+//! `doc_hash`, the per-document metrics, the choices' log-likelihoods; also read gzipped as
+//! `samples_<task>_<time>.jsonl.gz`).
 //!
 //! A folder may hold several results files (one `lm_eval` call per task, as many people run
 //! it): they are merged, the newest file winning where two report the same task. The folder
@@ -114,8 +115,12 @@ impl EvalRun {
             .get("results")
             .and_then(Value::as_object)
             .ok_or_else(|| EvalError::new(file, "results", "missing or not an object"))?;
+        // lm-eval records the model as given (often a path): its last component names it.
         if let Some(m) = doc.get("model_name").and_then(Value::as_str) {
-            self.model = m.to_string();
+            let name = m.trim_end_matches('/').rsplit('/').next().unwrap_or(m);
+            if !name.is_empty() {
+                self.model = name.to_string();
+            }
         }
         if let Some(groups) = doc.get("group_subtasks").and_then(Value::as_object) {
             for (g, subs) in groups {
@@ -253,11 +258,20 @@ fn stamp_of(file: &Path, prefix: &str) -> Option<String> {
 /// stamp), where there is one.
 fn read_samples(results: &Path, task: &str, stamp: &str) -> Result<Option<Samples>, EvalError> {
     let dir = results.parent().unwrap_or(Path::new("."));
-    let file = dir.join(format!("samples_{task}_{stamp}.jsonl"));
-    if !file.is_file() {
+    let plain = dir.join(format!("samples_{task}_{stamp}.jsonl"));
+    let gz = dir.join(format!("samples_{task}_{stamp}.jsonl.gz"));
+    let (file, text) = if plain.is_file() {
+        let bytes = std::fs::read(&plain).map_err(|e| EvalError::io(&plain, &e))?;
+        (plain, bytes)
+    } else if gz.is_file() {
+        let packed = std::fs::read(&gz).map_err(|e| EvalError::io(&gz, &e))?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&packed[..]), &mut bytes)
+            .map_err(|e| EvalError::new(&gz, "", format!("not gzip ({e})")))?;
+        (gz, bytes)
+    } else {
         return Ok(None);
-    }
-    let text = std::fs::read(&file).map_err(|e| EvalError::io(&file, &e))?;
+    };
     let text = String::from_utf8(text)
         .map_err(|e| EvalError::new(&file, "", format!("not UTF-8 ({e})")))?;
     let mut docs = Vec::new();
