@@ -141,6 +141,8 @@ pub struct SaturationPanel {
 #[derive(Default)]
 pub struct EstimatorsPanel {
     cache: Option<EstimatorTables>,
+    /// The window sweep and the view revision it was computed at (only while shown).
+    sweep: Option<(u64, Vec<hif8lab_scaling::sweep::SweepRow>)>,
 }
 
 /// The Histogram panel: one call's log2|x·scale| against the format's tiers.

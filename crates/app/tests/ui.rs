@@ -1516,6 +1516,15 @@ fn a_torch_run_folder_opens() {
     assert!(view.calls.values().all(|c| c.len() == 4));
     assert_eq!(view.estimators.len(), 5);
     h.get_by_label_contains("Opened");
+    // Which window? The sweep over this run's amax, opened on demand.
+    h.get_by_label("Estimators").click();
+    h.run_steps(2);
+    h.get_by_label("Which window? Exceedances against the cost of headroom")
+        .click();
+    h.run_steps(2);
+    h.get_by_label("max_window(1)");
+    h.get_by_label("mean_window(1024)");
+    h.get_by_label_contains("Calls above the estimate are exact");
 }
 
 #[test]

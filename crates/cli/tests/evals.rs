@@ -1,6 +1,8 @@
 //! End-to-end tests of `compare-evals`, `compare-logs`, `import log`, `judge-paper` and
 //! `replay --sweep`: outputs, files written, exit codes and refusals.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
 use std::path::PathBuf;
 
 mod common;

@@ -3,6 +3,8 @@
 //! the paired counts against an independent count from the samples, refusals of runs that
 //! cannot be paired, the unpaired path, Holm across tasks, and the reader fuzzed.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,8 @@
 //! The report on the paper's own numbers is rebuilt from its committed extract byte for byte,
 //! and its verdicts follow from the extract (not from text written by hand).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
+
 use std::path::PathBuf;
 
 use hif8lab_lab::evals::paper::paper_report;

@@ -65,6 +65,21 @@ struct Reference {
 }
 
 impl Reference {
+    /// The reference of `format`, built once per process (about 8 M quantizations).
+    fn of(format: Format) -> &'static Reference {
+        static TABLES: [std::sync::OnceLock<Reference>; 3] = [
+            std::sync::OnceLock::new(),
+            std::sync::OnceLock::new(),
+            std::sync::OnceLock::new(),
+        ];
+        let i = match format {
+            Format::HiF8 => 0,
+            Format::E4M3 => 1,
+            Format::E5M2 => 2,
+        };
+        TABLES[i].get_or_init(|| Reference::new(format))
+    }
+
     fn new(format: Format) -> Self {
         // Standard normal values (Box–Muller on the format crate's counter hash), largest
         // magnitude 1.
@@ -113,6 +128,27 @@ impl Reference {
     }
 }
 
+/// The windows a sweep shows by default: 1 (most_recent's memory) to 1024.
+pub const DEFAULT_WINDOWS: [usize; 6] = [1, 4, 16, 64, 256, 1024];
+
+/// max_window and mean_window at each of `windows` (target and margin as given).
+pub fn window_settings(windows: &[usize], target: f32, margin: i32) -> Vec<SweepSetting> {
+    [
+        EstimatorSpec::MaxWindow(None),
+        EstimatorSpec::MeanWindow(None),
+    ]
+    .iter()
+    .flat_map(|e| {
+        windows.iter().map(move |w| SweepSetting {
+            estimator: *e,
+            window: *w,
+            target,
+            margin,
+        })
+    })
+    .collect()
+}
+
 /// One setting to sweep.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SweepSetting {
@@ -132,7 +168,7 @@ pub fn sweep(
     base: &ReplayOptions,
     settings: &[SweepSetting],
 ) -> Vec<SweepRow> {
-    let reference = Reference::new(base.format);
+    let reference = Reference::of(base.format);
     let threshold = base.format.facts().overflow_threshold;
     settings
         .iter()

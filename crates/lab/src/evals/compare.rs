@@ -356,6 +356,20 @@ pub fn compare(runs: &[EvalRun], options: &CompareOptions) -> Result<EvalReport,
     })
 }
 
+impl TaskComparison {
+    /// The 95 % interval the task's verdict rests on.
+    pub fn interval95(&self) -> [f64; 2] {
+        match (&self.paired, &self.unpaired) {
+            (Some(p), _) if p.decided_by != "exact" => {
+                p.cluster_interval.unwrap_or(p.exact_interval)
+            }
+            (Some(p), _) => p.exact_interval,
+            (None, Some(u)) => u.interval,
+            (None, None) => [self.drop, self.drop],
+        }
+    }
+}
+
 /// A number without trailing zeros (`1`, `0.5`).
 pub(super) fn trim(x: f64) -> String {
     let s = format!("{x:.3}");

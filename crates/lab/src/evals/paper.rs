@@ -445,6 +445,24 @@ fn write_losses(out: &mut String, l: &LossComparison, ape_all: f64) {
             p.lag1
         );
     }
+    let phase = |name: &str| l.phases.iter().find(|p| p.phase == name);
+    if let (Some(w), Some(a)) = (phase("warmup"), phase("after warmup")) {
+        let _ = writeln!(
+            out,
+            "\nWhat the intervals cover: the steps of this one pair of runs, not how a second pair would differ. The warmup is a placebo — the two runs differ in no setting there — and it too shows a signed difference ({:+.4} %, [{:+.4}, {:+.4}]) that the block bootstrap cannot attribute to chance: two trajectories drift apart by nondeterminism alone (lag-1 autocorrelation {:.2}). One pair of runs therefore cannot separate quantization from that drift; what it shows is a post-warmup difference {:.0}× the placebo's in size{}, higher at {:.1} % of steps. Repeated pairs (seeds) would give the interval across runs.",
+            w.signed,
+            w.signed_interval[0],
+            w.signed_interval[1],
+            w.lag1,
+            a.signed.abs() / w.signed.abs().max(1e-12),
+            if (a.signed > 0.0) != (w.signed > 0.0) {
+                " and of the opposite sign"
+            } else {
+                ""
+            },
+            a.higher * 100.0
+        );
+    }
     let _ = writeln!(
         out,
         "\nThe post-warmup intervals at other block lengths (the choice of block does not decide):\n"

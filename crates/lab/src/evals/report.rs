@@ -5,6 +5,20 @@ use std::fmt::Write as _;
 use super::compare::{EvalReport, TaskComparison, trim};
 use crate::claims::{Claim, number};
 
+/// A number with four significant digits (at least two decimals below 100) and its unit:
+/// enough to tell an interval's ends apart where the claims' two-digit form would not.
+fn sig(x: f64, unit: &str) -> String {
+    if !x.is_finite() {
+        return number(x, unit);
+    }
+    let digits = if x == 0.0 {
+        2
+    } else {
+        (3 - x.abs().log10().floor() as i32).clamp(2, 6) as usize
+    };
+    format!("{x:.digits$}{unit}")
+}
+
 /// A percentage with two decimals, signed where asked.
 fn pct(x: f64) -> String {
     format!("{:.2}", x * 100.0)
@@ -30,15 +44,15 @@ pub fn claim_line(c: &Claim) -> String {
         c.verdict.as_str(),
         c.claim,
         c.measured,
-        number(c.statistic, &c.unit)
+        sig(c.statistic, &c.unit)
     );
     if let Some(conf) = c.confidence {
         let _ = write!(
             s,
             ", {:.1} % interval {} to {}",
             conf * 100.0,
-            number(c.interval[0], &c.unit),
-            number(c.interval[1], &c.unit)
+            sig(c.interval[0], &c.unit),
+            sig(c.interval[1], &c.unit)
         );
     }
     let _ = write!(s, "; threshold {}", c.threshold);
@@ -155,20 +169,6 @@ impl EvalReport {
             }
         }
         out
-    }
-}
-
-impl TaskComparison {
-    /// The 95 % interval the task's verdict rests on.
-    pub fn interval95(&self) -> [f64; 2] {
-        match (&self.paired, &self.unpaired) {
-            (Some(p), _) if p.decided_by != "exact" => {
-                p.cluster_interval.unwrap_or(p.exact_interval)
-            }
-            (Some(p), _) => p.exact_interval,
-            (None, Some(u)) => u.interval,
-            (None, None) => [self.drop, self.drop],
-        }
     }
 }
 

@@ -128,7 +128,7 @@ pub fn parse_summary(path: &Path, text: &str) -> Result<Summary, EvalError> {
             .split_whitespace()
             .filter(|t| *t != "x")
             .collect();
-        if tokens.len() % 2 == 0 {
+        if tokens.len().is_multiple_of(2) {
             return Err(EvalError::new(
                 path,
                 &at,
