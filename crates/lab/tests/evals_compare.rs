@@ -316,3 +316,101 @@ fn damaged_folders_never_panic_and_name_the_file() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A folder with a group of two subtasks (MMLU's layout) and a task logged under two filters
+/// (GSM8K's), per-document logs included.
+fn grouped(dir: &Path, right: &[bool]) {
+    std::fs::create_dir_all(dir).unwrap();
+    let stamp = "2026-01-01T00-00-00";
+    let mut results = serde_json::Map::new();
+    let mut n = serde_json::Map::new();
+    for (task, lo) in [("mmlu_a", 0usize), ("mmlu_b", 40)] {
+        let k = right[lo..lo + 40].iter().filter(|r| **r).count();
+        results.insert(
+            task.into(),
+            serde_json::json!({ "acc,none": k as f64 / 40.0 }),
+        );
+        n.insert(
+            task.into(),
+            serde_json::json!({ "original": 40, "effective": 40 }),
+        );
+        let mut lines = String::new();
+        for i in 0..40 {
+            let v = f64::from(u8::from(right[lo + i]));
+            lines.push_str(&format!(
+                "{}\n",
+                serde_json::json!({ "doc_id": i, "doc_hash": format!("{task}{i}"), "filter": "none", "metrics": ["acc"], "acc": v })
+            ));
+        }
+        std::fs::write(dir.join(format!("samples_{task}_{stamp}.jsonl")), lines).unwrap();
+    }
+    let k = right.iter().filter(|r| **r).count() as f64 / 80.0;
+    results.insert("mmlu".into(), serde_json::json!({ "acc,none": k }));
+    // GSM8K-like: two filters, each document once per filter.
+    let mut lines = String::new();
+    for i in 0..30 {
+        for (filter, v) in [
+            ("strict-match", 0.0),
+            ("flexible-extract", f64::from(u8::from(right[i]))),
+        ] {
+            lines.push_str(&format!(
+                "{}\n",
+                serde_json::json!({ "doc_id": i, "filter": filter, "metrics": ["exact_match"], "exact_match": v })
+            ));
+        }
+    }
+    std::fs::write(dir.join(format!("samples_gsm_{stamp}.jsonl")), lines).unwrap();
+    results.insert(
+        "gsm".into(),
+        serde_json::json!({ "exact_match,strict-match": 0.0, "exact_match,flexible-extract": 0.5 }),
+    );
+    n.insert(
+        "gsm".into(),
+        serde_json::json!({ "original": 30, "effective": 30 }),
+    );
+    let doc = serde_json::json!({
+        "results": results,
+        "n-samples": n,
+        "group_subtasks": { "mmlu": ["mmlu_a", "mmlu_b"] },
+        "n-shot": { "mmlu_a": 5, "mmlu_b": 5, "gsm": 5 },
+    });
+    std::fs::write(dir.join(format!("results_{stamp}.json")), doc.to_string()).unwrap();
+}
+
+#[test]
+fn groups_pool_their_subtasks_and_filters_are_kept_apart() {
+    let root = std::env::temp_dir().join(format!("hif8lab-evals-group-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let base: Vec<bool> = (0..80).map(|i| i % 2 == 0).collect();
+    let mut other = base.clone();
+    for i in [0, 2, 4, 42] {
+        other[i] = false; // four right answers lost, three in mmlu_a
+    }
+    other[1] = true; // one gained
+    grouped(&root.join("b"), &base);
+    grouped(&root.join("o"), &other);
+    let options = CompareOptions {
+        metrics: [(
+            "gsm".to_string(),
+            "exact_match,flexible-extract".to_string(),
+        )]
+        .into(),
+        ..Default::default()
+    };
+    let report = compare(&[open(&root.join("b")), open(&root.join("o"))], &options).unwrap();
+    let c = &report.comparisons[0];
+    let names: Vec<&str> = c.tasks.iter().map(|t| t.task.as_str()).collect();
+    assert_eq!(names, ["gsm", "mmlu"], "subtasks are not compared apart");
+    let mmlu = &c.tasks[1];
+    let p = mmlu.paired.as_ref().unwrap();
+    assert_eq!((p.n, p.only_base, p.only_other), (80, 4, 1));
+    assert_eq!(p.clusters, Some(2), "the subtasks are the clusters");
+    assert_eq!(mmlu.n_shot, Some(5));
+    let gsm = &c.tasks[0];
+    let p = gsm.paired.as_ref().unwrap();
+    // flexible-extract's values, not strict-match's zeros.
+    assert_eq!(p.n, 30);
+    assert_eq!((p.only_base, p.only_other), (3, 1));
+    assert_eq!(gsm.metric, "exact_match");
+    let _ = std::fs::remove_dir_all(&root);
+}
