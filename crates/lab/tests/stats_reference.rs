@@ -160,12 +160,22 @@ fn sign_flip_test_agrees_with_its_exact_enumeration() {
             -1.0, 0.2, 0.3, -0.4, 0.1, 0.0, 0.6, -0.2, 0.3, 0.1, -0.5, 0.2,
         ],
     ] {
+        // Up to 16 clusters the test enumerates: exactly the reference.
         let (g, l) = sign_flip(&totals, 9);
         let (eg, el) = enumerate(&totals);
-        assert!((g - eg).abs() < 0.012, "{totals:?}: P(≥) {g} vs exact {eg}");
-        assert!((l - el).abs() < 0.012, "{totals:?}: P(≤) {l} vs exact {el}");
+        assert_eq!((g, l), (eg, el), "{totals:?}");
     }
-    // Four clusters all one way: the exact one-sided p is 1/16, not "significant".
-    let (g, _) = sign_flip(&[1.0; 4], 3);
-    assert!((g - 1.0 / 16.0).abs() < 0.01, "{g}");
+    // Four clusters all one way: the exact one-sided p is 1/16, not "significant"; eight:
+    // 1/256, the smallest there is (a two-sided p of 0.0078, never 0.007).
+    assert_eq!(sign_flip(&[1.0; 4], 3).0, 1.0 / 16.0);
+    assert_eq!(sign_flip(&[1.0; 8], 3).0, 1.0 / 256.0);
+    // Beyond 16 clusters: random patterns, never below 1 / (B + 1). Twenty ±1 totals with
+    // one negative: exactly 21 of 2^20 patterns reach the observed sum (p = 2.0e-5), so the
+    // random test shows its floor.
+    let mut totals = vec![1.0; 20];
+    totals[0] = -1.0;
+    let (g, l) = sign_flip(&totals, 1);
+    let floor = 1.0 / 20_001.0;
+    assert!(g >= floor && g < 5.0 * floor, "{g}");
+    assert!(l > 0.99, "{l}");
 }

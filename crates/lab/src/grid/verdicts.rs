@@ -226,13 +226,17 @@ fn paired_evidence(first: &[RunSummary], second: &[RunSummary], what: &str) -> S
         );
         draws.sort_by(f64::total_cmp);
         let q = |p: f64| crate::stats::percentile(&draws, p);
-        let (ge, le) = sign_flip(&cluster_totals(&groups, &a, &b), CLAIM_SEED);
+        let totals = cluster_totals(&groups, &a, &b);
+        // Each test its own resamples: the seed follows from what it compares.
+        let seed = crate::stats::exact::seed_for(CLAIM_SEED, &format!("{what} {label}"));
+        let (ge, le) = sign_flip(&totals, seed);
         let p = (2.0 * ge.min(le)).min(1.0);
         out.push(format!(
-            "{label}, second minus first {value:+.4}{unit} [95 %: {:+.4}, {:+.4}] (cluster sign-flip test, two-sided, {} flips: {})",
+            "{label}, second minus first {value:+.4}{unit} [95 %: {:+.4}, {:+.4}] (cluster sign-flip test, two-sided, {} clusters, {}: {})",
             q(0.025),
             q(0.975),
-            crate::stats::exact::SIGN_FLIPS,
+            totals.len(),
+            crate::stats::exact::sign_flip_method(totals.len()),
             crate::claims::p_words(p)
         ));
     }

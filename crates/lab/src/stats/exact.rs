@@ -294,18 +294,47 @@ pub fn paired_exact(b: usize, c: usize, n: usize, alpha: f64) -> [f64; 2] {
     [bound(2.0 * pl - 1.0, true), bound(2.0 * ph - 1.0, false)]
 }
 
-/// Resamples of the sign-flip permutation test.
+/// Resamples of the sign-flip permutation test where its patterns are too many to enumerate.
 pub const SIGN_FLIPS: usize = 20_000;
+
+/// Clusters up to which the sign-flip test enumerates every pattern (2^16 = 65,536).
+pub const SIGN_FLIP_EXACT_MAX: usize = 16;
+
+/// How [`sign_flip`] computes its p-value for `clusters` totals, in words.
+pub fn sign_flip_method(clusters: usize) -> String {
+    if clusters <= SIGN_FLIP_EXACT_MAX {
+        format!("exact: all {} sign patterns", 1u64 << clusters)
+    } else {
+        format!("{SIGN_FLIPS} random sign patterns")
+    }
+}
 
 /// Cluster sign-flip permutation test of paired differences: `totals` holds, per cluster,
 /// the sum of (second − first − `shift`) over its items and seeds. Under the null (mean
 /// difference = `shift`, clusters exchangeable in sign) each total's sign is a fair coin.
-/// Returns the one-sided p-values (P(S* ≥ S), P(S* ≤ S)), each at least 1 / (B + 1).
+/// Returns the one-sided p-values (P(S* ≥ S), P(S* ≤ S)). With at most
+/// [`SIGN_FLIP_EXACT_MAX`] clusters every pattern is enumerated (the p-values are exact: with
+/// k clusters the smallest is 2^−k); beyond, [`SIGN_FLIPS`] random patterns drawn from `seed`
+/// (each at least 1 / (B + 1)). Callers give each test its own seed.
 pub fn sign_flip(totals: &[f64], seed: u64) -> (f64, f64) {
     let s: f64 = totals.iter().sum();
-    let mut rng = Rng::new(seed);
-    let (mut ge, mut le) = (0usize, 0usize);
     let eps = 1e-12 * totals.iter().map(|t| t.abs()).sum::<f64>().max(1e-300);
+    let (mut ge, mut le) = (0usize, 0usize);
+    if totals.len() <= SIGN_FLIP_EXACT_MAX {
+        let patterns = 1usize << totals.len();
+        for mask in 0..patterns {
+            let v: f64 = totals
+                .iter()
+                .enumerate()
+                .map(|(i, t)| if mask >> i & 1 == 0 { *t } else { -t })
+                .sum();
+            ge += usize::from(v >= s - eps);
+            le += usize::from(v <= s + eps);
+        }
+        let all = patterns as f64;
+        return (ge as f64 / all, le as f64 / all);
+    }
+    let mut rng = Rng::new(seed);
     for _ in 0..SIGN_FLIPS {
         let mut v = 0.0;
         for t in totals {
@@ -320,6 +349,14 @@ pub fn sign_flip(totals: &[f64], seed: u64) -> (f64, f64) {
     }
     let b = (SIGN_FLIPS + 1) as f64;
     ((ge + 1) as f64 / b, (le + 1) as f64 / b)
+}
+
+/// A seed for one test, derived from a base seed and the test's name: every test of a report
+/// draws its own resamples (FNV-1a of the name).
+pub fn seed_for(base: u64, name: &str) -> u64 {
+    name.bytes().fold(base ^ 0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// Holm's step-down adjustment of p-values (family-wise error over the family), in the
