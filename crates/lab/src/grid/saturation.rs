@@ -79,3 +79,68 @@ pub(super) fn ratio_draws_over_quantizers(
         .collect();
     Some(draws)
 }
+
+/// Calls above each estimate that exchangeable amax would give (no outliers, no trend: every
+/// order of a quantizer's amax values equally likely, ties aside): a call after a history of
+/// h values exceeds their maximum with probability 1 / (h + 1) and the last value with
+/// probability ½. Over `n` calls from an empty history (the first call sets its own scale)
+/// and a window of `w`: (most_recent, max_window(w)) expected counts.
+pub fn exchangeable_counts(n: u64, w: u64) -> (f64, f64) {
+    let most_recent = n.saturating_sub(1) as f64 / 2.0;
+    let max_window = (1..n).map(|h| 1.0 / (h.min(w) + 1) as f64).sum();
+    (most_recent, max_window)
+}
+
+/// Claim 1's ratio under exchangeable amax for the grid's QAT runs (first replicate): the
+/// expected counts summed over the runs' quantizers, their calls per quantizer
+/// (`counts.calls / quantizers`) and max_window's window. None when a run lacks the counts.
+pub(super) fn null_ratio(rows: &[ResultRow]) -> Option<f64> {
+    let (mut mr, mut mw) = (0.0, 0.0);
+    for r in rows.iter().filter(|r| !r.summary.shadow_calls().is_empty()) {
+        let s = r.seeds.first()?;
+        let window = s.estimators.iter().find_map(|e| {
+            e.strip_prefix("max_window(")?
+                .strip_suffix(')')?
+                .parse::<u64>()
+                .ok()
+        })?;
+        if s.quantizers == 0 {
+            return None;
+        }
+        let n = s.counts.calls / s.quantizers as u64;
+        let (a, b) = exchangeable_counts(n, window);
+        mr += a * s.quantizers as f64;
+        mw += b * s.quantizers as f64;
+    }
+    (mw > 0.0).then(|| mr / mw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exchangeable_counts;
+
+    #[test]
+    fn the_exchangeable_ratio_grows_with_the_calls() {
+        // 30 calls within a window of 64: 14.5 / (H_30 − 1) = 4.84.
+        let r = |n| {
+            let (a, b) = exchangeable_counts(n, 64);
+            a / b
+        };
+        assert!((r(30) - 4.84).abs() < 0.01, "{}", r(30));
+        assert!((r(160) - 15.2).abs() < 0.1, "{}", r(160));
+        assert!((r(240) - 18.5).abs() < 0.1, "{}", r(240));
+        // A simulation of iid amax agrees.
+        let mut rng = hif8lab_train::rng::Rng::new(4);
+        let (mut mr, mut mw) = (0u64, 0u64);
+        for _ in 0..400 {
+            let xs: Vec<u64> = (0..160).map(|_| rng.below(1 << 30) as u64).collect();
+            for t in 1..xs.len() {
+                mr += u64::from(xs[t] > xs[t - 1]);
+                let lo = t.saturating_sub(64);
+                mw += u64::from(xs[t] > *xs[lo..t].iter().max().unwrap_or(&0));
+            }
+        }
+        let sim = mr as f64 / mw as f64;
+        assert!((sim - r(160)).abs() < 0.6, "{sim} vs {}", r(160));
+    }
+}
