@@ -29,6 +29,8 @@ use {
 };
 
 mod data;
+pub mod dose;
+pub mod plan;
 #[cfg(not(target_arch = "wasm32"))]
 mod quantizers;
 #[cfg(not(target_arch = "wasm32"))]
@@ -67,7 +69,7 @@ pub fn seed_name(name: &str, k: usize) -> String {
 pub const GRID_CORPUS_SEED: u64 = 7;
 
 /// Grid presets compiled into the binary.
-pub const GRID_PRESETS: [(&str, &str); 5] = [
+pub const GRID_PRESETS: [(&str, &str); 6] = [
     (
         "grid-small",
         include_str!("../../../assets/presets/grid-small.toml"),
@@ -87,6 +89,10 @@ pub const GRID_PRESETS: [(&str, &str); 5] = [
     (
         "real-smollm2-quick",
         include_str!("../../../assets/presets/real-smollm2-quick.toml"),
+    ),
+    (
+        "real-smollm2-dose",
+        include_str!("../../../assets/presets/real-smollm2-dose.toml"),
     ),
 ];
 
@@ -133,6 +139,23 @@ pub struct ContinuePhase {
     pub e4m3: bool,
 }
 
+/// A positive control: max_window(64) at the low rate with its estimate made 2^−`margin`
+/// times too small and overflow clipped, for a few steps and data orders — a damage the
+/// probes must see, or they cannot answer whether saturation costs knowledge.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlPhase {
+    /// Steps (probed once, at the end).
+    pub steps: u64,
+    /// Data orders it runs in (the first ones of the grid's).
+    pub orders: usize,
+    /// The scaling margin (negative: the scale 2^−margin times too large).
+    pub margin: i32,
+}
+
+/// The positive control's run name.
+pub const CONTROL_RUN: &str = "control-low";
+
 /// A grid configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -156,6 +179,9 @@ pub struct GridConfig {
     /// Scaling settings shared by every QAT run (the estimator is set per run).
     #[serde(default)]
     pub scaling: ScalingConfig,
+    /// A positive control run ([`ControlPhase`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<ControlPhase>,
 }
 
 impl GridConfig {
@@ -248,6 +274,9 @@ impl GridConfig {
         if self.cont.e4m3 {
             runs.extend(e4m3_runs());
         }
+        if self.control.is_some() {
+            runs.push(control_run());
+        }
         runs
     }
 
@@ -281,13 +310,19 @@ impl GridConfig {
                 } else {
                     0
                 },
-                scaling: match run.format {
-                    Format::HiF8 => ScalingConfig {
+                scaling: match (run.format, &self.control) {
+                    (Format::HiF8, Some(c)) if run.control => ScalingConfig {
+                        estimator: est,
+                        margin: c.margin,
+                        overflow: Overflow::Saturate,
+                        ..self.scaling.clone()
+                    },
+                    (Format::HiF8, _) => ScalingConfig {
                         estimator: est,
                         ..self.scaling.clone()
                     },
                     // E4M3 at its natural target, clipping what lands above its max.
-                    f => ScalingConfig {
+                    (f, _) => ScalingConfig {
                         estimator: est,
                         format: f,
                         target: f.facts().natural_target,
@@ -298,9 +333,13 @@ impl GridConfig {
                 ..QatConfig::default()
             },
         };
+        let steps = match &self.control {
+            Some(c) if run.control => c.steps,
+            _ => self.cont.steps,
+        };
         RunConfig {
             model: self.model.clone(),
-            train: self.train(self.cont.steps, self.cont.batch, lr),
+            train: self.train(steps, self.cont.batch, lr),
             qat,
             data: DataConfig {
                 corpus: "web".into(),
@@ -332,6 +371,8 @@ pub struct GridRun {
     pub paper: &'static str,
     /// The number format of its quantizers.
     pub format: Format,
+    /// The positive control ([`ControlPhase`]).
+    pub control: bool,
 }
 
 /// A grid cell's identity: what makes one run of the grid another run (its name is only a
@@ -347,6 +388,8 @@ pub struct CellKey {
     pub warmup: bool,
     /// The quantizers' number format (HiF8 for the baselines, which quantize nothing).
     pub format: Format,
+    /// The positive control (its estimate deliberately too small).
+    pub control: bool,
 }
 
 impl GridRun {
@@ -357,6 +400,7 @@ impl GridRun {
             high_lr: self.high_lr,
             warmup: self.warmup,
             format: self.format,
+            control: self.control,
         }
     }
 
@@ -375,6 +419,7 @@ impl CellKey {
             high_lr: self.high_lr,
             warmup: false,
             format: Format::HiF8,
+            control: false,
         }
     }
 }
@@ -394,6 +439,7 @@ pub fn grid_runs() -> Vec<GridRun> {
             warmup,
             paper,
             format: Format::HiF8,
+            control: false,
         }
     };
     vec![
@@ -475,6 +521,7 @@ pub fn e4m3_runs() -> Vec<GridRun> {
                     "E4M3 max-window(64), low rate (clipping where HiF8 absorbs)"
                 },
                 format: Format::E4M3,
+                control: false,
             }
         })
         .collect()
@@ -484,7 +531,22 @@ pub fn e4m3_runs() -> Vec<GridRun> {
 pub fn all_runs() -> Vec<GridRun> {
     let mut runs = grid_runs();
     runs.extend(e4m3_runs());
+    runs.push(control_run());
     runs
+}
+
+/// The positive control ([`ControlPhase`]): max_window(64) at the low rate, no warmup, its
+/// estimate too small by the control's margin, overflow clipped.
+pub fn control_run() -> GridRun {
+    GridRun {
+        name: CONTROL_RUN.into(),
+        estimator: Some(EstimatorSpec::MaxWindow(Some(64))),
+        high_lr: false,
+        warmup: false,
+        paper: "positive control: max-window(64) with its estimate made too small (clipping on purpose)",
+        format: Format::HiF8,
+        control: true,
+    }
 }
 
 /// Progress of the grid, for the caller to show.

@@ -348,10 +348,10 @@ fn grouped(dir: &Path, right: &[bool]) {
     results.insert("mmlu".into(), serde_json::json!({ "acc,none": k }));
     // GSM8K-like: two filters, each document once per filter.
     let mut lines = String::new();
-    for i in 0..30 {
+    for (i, r) in right.iter().enumerate().take(30) {
         for (filter, v) in [
             ("strict-match", 0.0),
-            ("flexible-extract", f64::from(u8::from(right[i]))),
+            ("flexible-extract", f64::from(u8::from(*r))),
         ] {
             lines.push_str(&format!(
                 "{}\n",

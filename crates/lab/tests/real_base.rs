@@ -236,3 +236,43 @@ fn real_base_configs_are_checked_by_field() {
     }
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// The dose study's machinery end to end on the fixture: arms probed at several doses (the
+/// earlier states scored from their checkpoints, which are then not written), the positive
+/// control in its first order only, the study's section in the report, and `--recompute`
+/// giving the report back.
+#[test]
+fn a_dose_study_probes_every_dose_and_runs_its_control() {
+    let root = std::env::temp_dir().join(format!("hif8lab-dose-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let model = root.join("model");
+    outlier_model(&model);
+    let text = grid_text(&model, "\n[control]\nsteps = 8\norders = 1\nmargin = -12\n")
+        .replace("eval_every = 24", "eval_every = 8")
+        .replace("e4m3 = true", "e4m3 = false");
+    let config = GridConfig::parse(&text, "fixture dose").unwrap();
+    let out = root.join("grid");
+    let make = || Ok::<_, TrainError>(CpuBackend::new());
+    let only = ["most_recent-low", "max_window-low", "control-low"].map(String::from);
+    let results = grid::run_grid(&make, &config, &out, 2, 1, &only, &mut ()).unwrap();
+    // The arms: probes after 8, 16 and 24 steps; no intermediate checkpoint left behind.
+    let row = |name: &str| results.rows.iter().find(|r| r.name == name).unwrap();
+    for s in &row("max_window-low").seeds {
+        let steps: Vec<u64> = s.earlier_probes.iter().chain(&s.probes).map(|p| p.step).collect();
+        assert_eq!(steps, vec![8, 16, 24]);
+    }
+    assert!(!out.join("runs/max_window-low/checkpoints/step_8.safetensors").exists());
+    // The control is not a cell of the paper's claims, and ran in order 0 only.
+    assert!(results.rows.iter().all(|r| r.name != "control-low"));
+    assert!(out.join("runs/control-low").is_dir());
+    assert!(!out.join("runs/control-low-seed1").exists());
+    let dose = results.dose.as_ref().expect("a dose study");
+    assert_eq!((dose.orders, dose.doses.clone()), (2, vec![8, 16, 24]));
+    assert_eq!(dose.control.len(), 1);
+    assert_eq!(dose.claims.len(), 3);
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(md.contains("## The dose study (pre-registered)"), "{md}");
+    let again = grid::recompute(&out).unwrap();
+    assert_eq!(again.markdown(), results.markdown());
+    let _ = std::fs::remove_dir_all(&root);
+}

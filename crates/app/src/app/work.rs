@@ -266,6 +266,7 @@ impl HifApp {
             warmup: true,
             paper: "",
             format: hif8lab_format::Format::HiF8,
+            control: false,
         };
         let mut config = grid.run_config(&run);
         config.train.lr = self.lessons.lr;

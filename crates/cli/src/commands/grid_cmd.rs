@@ -73,6 +73,10 @@ pub struct GridArgs {
     /// inconclusive.
     #[arg(long, value_delimiter = ',')]
     runs: Vec<String>,
+    /// `grid` only: print what would run and what each claim can reach with this design
+    /// (best-case intervals), then stop: nothing is trained.
+    #[arg(long, conflicts_with = "recompute")]
+    plan: bool,
 }
 
 /// The grid folder's lock (one writer) and the progress printer of its runs.
@@ -304,6 +308,13 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
     }
     let config = grid_config(args.preset(), args.source.config.as_ref())?;
     let known: Vec<String> = config.runs().into_iter().map(|r| r.name).collect();
+    if args.plan {
+        crate::output::out!(
+            "{}",
+            grid::plan::plan(&config, args.seeds as usize, &args.runs)
+        );
+        return Ok(());
+    }
     if let Some(bad) = args.runs.iter().find(|n| !known.contains(n)) {
         return Err(hif8lab_train::config::ConfigError {
             set: None,

@@ -71,6 +71,8 @@ pub struct GridResults {
     pub verdicts: Vec<crate::claims::Claim>,
     /// The real pretrained model the runs continued from (none: a base pretrained here).
     pub base_model: Option<String>,
+    /// The pre-registered dose study, where the data hold one ([`super::dose`]).
+    pub dose: Option<super::dose::DoseStudy>,
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -256,6 +258,7 @@ impl GridResults {
             rows,
             verdicts,
             base_model: None,
+            dose: None,
         }
     }
 

@@ -74,9 +74,16 @@ fn train_run<B: Backend>(
             checkpoint_at_end,
             ..Schedule::default()
         },
-        // The final weights come back and are scored by the caller's scorer.
+        // The final weights come back and are scored by the caller's scorer; with
+        // `eval_every` below the run's length, so are the states at each earlier multiple
+        // (a dose study), taken from the checkpoints, which are then not written.
         Probing::Final(_) => Schedule {
             checkpoint_at_end,
+            checkpoint_every: if eval_every < config.train.steps {
+                eval_every
+            } else {
+                0
+            },
             keep_weights: true,
             ..Schedule::default()
         },
@@ -85,27 +92,35 @@ fn train_run<B: Backend>(
     let start = base.map_or(Start::Fresh, Start::Base);
     let opened = open_run(backend, config, start, dir, schedule)?;
     let (mut driver, mut folder) = (opened.driver, opened.folder);
-    let result = driver.run(
-        &mut hif8lab_train::driver::Tap {
-            inner: &mut folder,
-            see: |e: &Event, folder: &mut RunFolder| {
-                match e {
-                    Event::Report(r) => progress.step(r.step, steps, r.loss),
-                    Event::Probes(p) => progress.probes(p),
-                    Event::Weights(w) => {
-                        if let Probing::Final(score) = probes {
-                            let p = score(w, steps)?;
-                            progress.probes(&p);
-                            folder.event(Event::Probes(Box::new(p)))?;
-                        }
+    let tap = hif8lab_train::driver::Tap {
+        inner: &mut folder,
+        see: |e: &Event, folder: &mut RunFolder| {
+            match e {
+                Event::Report(r) => progress.step(r.step, steps, r.loss),
+                Event::Probes(p) => progress.probes(p),
+                Event::Weights(w) => {
+                    if let Probing::Final(score) = probes {
+                        let p = score(w, steps)?;
+                        progress.probes(&p);
+                        folder.event(Event::Probes(Box::new(p)))?;
                     }
-                    _ => {}
                 }
-                Ok(())
-            },
+                _ => {}
+            }
+            Ok(())
         },
-        &|| false,
-    );
+    };
+    let result = match probes {
+        Probing::Final(score) => driver.run(
+            &mut EarlierDoses {
+                inner: tap,
+                score: *score,
+                steps,
+            },
+            &|| false,
+        ),
+        Probing::Trainer(_) => driver.run(&mut { tap }, &|| false),
+    };
     let (status, error) = match &result {
         Ok(_) => (RunStatus::Finished, None),
         Err(e) => (RunStatus::Failed, Some(e.to_string())),
@@ -113,6 +128,37 @@ fn train_run<B: Backend>(
     let summary = folder.finish(status, error)?;
     result?;
     Ok((summary, folder.last_checkpoint().map(Path::to_owned)))
+}
+
+/// A sink that scores the state at each checkpoint before the run's last step with a
+/// final-weights scorer (a dose study's earlier doses) instead of writing the checkpoint,
+/// and passes everything else on.
+#[cfg(not(target_arch = "wasm32"))]
+struct EarlierDoses<'a, S: hif8lab_train::driver::Sink> {
+    inner: S,
+    score: &'a dyn Fn(&Checkpoint, u64) -> Result<hif8lab_train::trainer::ProbeScores, TrainError>,
+    steps: u64,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl<S: hif8lab_train::driver::Sink> hif8lab_train::driver::Sink for EarlierDoses<'_, S> {
+    fn event(&mut self, event: Event) -> Result<(), TrainError> {
+        self.inner.event(event)
+    }
+
+    fn checkpoint(
+        &mut self,
+        step: u64,
+        source: &dyn hif8lab_train::checkpoint::CheckpointSource,
+    ) -> Result<(), TrainError> {
+        if step >= self.steps {
+            return self.inner.checkpoint(step, source);
+        }
+        let state = hif8lab_train::checkpoint::materialize(source)
+            .map_err(|e| TrainError::Checkpoint(e.to_string()))?;
+        let p = (self.score)(&state, step)?;
+        self.inner.event(Event::Probes(Box::new(p)))
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -294,8 +340,14 @@ pub fn run_grid<B: Backend>(
     };
     for j in 0..base_seeds {
         let mut configs: Vec<(String, RunConfig)> = Vec::new();
+        let mut placed: Vec<(usize, usize)> = Vec::new();
         for k in 0..seeds {
-            for r in &runs {
+            for (i, r) in runs.iter().enumerate() {
+                // The positive control runs in its first data orders only.
+                if r.control && grid.control.as_ref().is_some_and(|c| k >= c.orders) {
+                    continue;
+                }
+                placed.push((k, i));
                 let mut c = grid.run_config(r);
                 c.train.seed += k as u64;
                 if let Some(real) = &real {
@@ -319,15 +371,13 @@ pub fn run_grid<B: Backend>(
         let (base_probes, flat) =
             train_from_base_seed(make, grid, out, j, &configs, real.as_ref(), progress)?;
         data.bases.push(base_probes);
-        for k in 0..seeds {
-            for (i, r) in runs.iter().enumerate() {
-                data.runs.push(GridDataRun {
-                    run: r.name.clone(),
-                    order: k,
-                    base_seed: j,
-                    summary: flat[k * runs.len() + i].clone(),
-                });
-            }
+        for ((k, i), summary) in placed.iter().zip(flat) {
+            data.runs.push(GridDataRun {
+                run: runs[*i].name.clone(),
+                order: *k,
+                base_seed: j,
+                summary,
+            });
         }
     }
     // The report is computed from the data as written, so that `--recompute` gives it back
@@ -375,9 +425,10 @@ pub fn results_of(source: &str, data: GridData) -> Result<GridResults, TrainErro
             d.run, d.order, d.base_seed
         )));
     }
+    // The positive control is the dose study's, not a cell of the paper's claims.
     let runs: Vec<GridRun> = all
         .into_iter()
-        .filter(|r| data.runs.iter().any(|d| d.run == r.name))
+        .filter(|r| !r.control && data.runs.iter().any(|d| d.run == r.name))
         .collect();
     let mut summaries = Vec::new();
     for r in &runs {
@@ -402,5 +453,6 @@ pub fn results_of(source: &str, data: GridData) -> Result<GridResults, TrainErro
     }
     let mut results = GridResults::compute_with_bases(&runs, &summaries, data.bases);
     results.base_model = data.base_model;
+    results.dose = super::dose::analyse(&data.runs);
     Ok(results)
 }

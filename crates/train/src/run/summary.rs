@@ -47,6 +47,9 @@ pub struct RunSummary {
     pub overflow: u64,
     /// The last probe scores, when probes ran.
     pub probes: Option<ProbeScores>,
+    /// The probe scores before the last, in order (a run probed at several doses).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_probes: Vec<ProbeScores>,
     /// Every estimator of the shadow comparison, in order.
     pub estimators: Vec<String>,
     /// Every estimator's counts over the whole run (same order), per role too.
@@ -89,13 +92,16 @@ impl RunSummary {
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect();
-        let probes = fs::read_to_string(dir.join(RunDir::PROBES))
+        let mut all: Vec<ProbeScores> = fs::read_to_string(dir.join(RunDir::PROBES))
             .unwrap_or_default()
             .lines()
-            .rev()
-            .find_map(|l| serde_json::from_str::<ProbeScores>(l).ok());
+            .filter_map(|l| serde_json::from_str::<ProbeScores>(l).ok())
+            .collect();
+        let probes = all.pop();
         let name = RunDir::new(dir).name();
-        Self::from_lines(&name, facts, &lines, probes, segments, status, error)
+        let mut summary = Self::from_lines(&name, facts, &lines, probes, segments, status, error);
+        summary.earlier_probes = all;
+        summary
     }
 
     /// The summary of a run's metrics lines (as `metrics.jsonl` holds them), its last probe
@@ -143,6 +149,7 @@ impl RunSummary {
             calls_above_est: lines.iter().map(|l| l.calls_above_est).sum(),
             overflow: lines.iter().map(|l| l.overflow).sum(),
             probes,
+            earlier_probes: Vec::new(),
             estimators: facts.estimators.to_vec(),
             counts,
             sqnr: {
