@@ -529,6 +529,44 @@ impl Claim {
     }
 }
 
+/// The verdicts of a set of claims counted by outcome, every outcome that occurs named:
+/// "2 hold, 1 inconclusive, 1 fails (of 4 claims)". `words` gives the outcome words
+/// ([`Verdict3::as_str`] for lessons, [`Verdict3::report_word`] for the grid's report).
+pub fn headline(claims: &[Claim], words: fn(Verdict3) -> &'static str) -> String {
+    let order = [
+        Verdict3::Holds,
+        Verdict3::Inconclusive,
+        Verdict3::Fails,
+        Verdict3::NotJudged,
+    ];
+    let parts: Vec<String> = order
+        .iter()
+        .filter_map(|v| {
+            let n = claims.iter().filter(|c| c.verdict == *v).count();
+            (n > 0).then(|| {
+                let word = words(*v);
+                // "holds"/"fails" are singular verbs: "2 hold", "1 fails".
+                let word = match word {
+                    "holds" if n > 1 => "hold",
+                    "fails" if n > 1 => "fail",
+                    w => w,
+                };
+                format!("{n} {word}")
+            })
+        })
+        .collect();
+    format!(
+        "{} (of {} claim{})",
+        if parts.is_empty() {
+            "none judged".to_string()
+        } else {
+            parts.join(", ")
+        },
+        claims.len(),
+        if claims.len() == 1 { "" } else { "s" }
+    )
+}
+
 /// Judges the claims of one report together: Holm's step-down over their p-values sets
 /// each claim's α (see the module docs); claims without a p-value (exact quantities of one
 /// run) keep α = 0.05.
@@ -642,6 +680,38 @@ fn part_sentence(p: &Part, alpha: f64, v: Verdict3) -> String {
     }
     s.push_str(&format!(" vs {}: {}", threshold_words(p), v.as_str()));
     s
+}
+
+#[cfg(test)]
+mod headline_tests {
+    use super::*;
+
+    #[test]
+    fn the_headline_counts_every_outcome() {
+        let c = |v: Verdict3| {
+            let mut c = Claim::new("x", vec![], serde_json::Value::Null);
+            c.verdict = v;
+            c
+        };
+        use Verdict3::*;
+        let claims = [c(Holds), c(Holds), c(Inconclusive), c(Fails)];
+        assert_eq!(
+            headline(&claims, Verdict3::as_str),
+            "2 hold, 1 inconclusive, 1 fails (of 4 claims)"
+        );
+        assert_eq!(
+            headline(&claims, Verdict3::report_word),
+            "2 reproduced, 1 inconclusive, 1 not reproduced (of 4 claims)"
+        );
+        assert_eq!(
+            headline(&[c(Holds)], Verdict3::as_str),
+            "1 holds (of 1 claim)"
+        );
+        assert_eq!(
+            headline(&[c(Fails), c(Fails)], Verdict3::as_str),
+            "2 fail (of 2 claims)"
+        );
+    }
 }
 
 #[cfg(test)]

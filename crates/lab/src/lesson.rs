@@ -495,19 +495,14 @@ fn fixes(base: ProbeScores, s: &[RunSummary]) -> (Vec<Claim>, String) {
     let fix = row("max_window-low-warmup");
     let summary = match fix {
         Some(r) => format!(
-            "{} runs. max_window(64) + warmup + low LR: APE {:.3} %, knowledge drop {:.2} % [95 %: {:.2} to {:.2}] vs its baseline, {fix_calls} activation/gradient calls above the estimate (most_recent at the low LR: {mr_low}); max_window at the high LR forgot {:.1} points of the base model's above-chance knowledge. {} of {} claims hold, {} inconclusive.",
+            "{} runs. max_window(64) + warmup + low LR: APE {:.3} %, knowledge drop {:.2} % [95 %: {:.2} to {:.2}] vs its baseline, {fix_calls} activation/gradient calls above the estimate (most_recent at the low LR: {mr_low}); max_window at the high LR forgot {:.1} points of the base model's above-chance knowledge. Claims: {}.",
             results.rows.len(),
             r.ape_all,
             r.knowledge.value,
             r.knowledge.interval[0],
             r.knowledge.interval[1],
             forgot,
-            claims.iter().filter(|c| c.holds).count(),
-            claims.len(),
-            claims
-                .iter()
-                .filter(|c| c.verdict == Verdict3::Inconclusive)
-                .count(),
+            crate::claims::headline(&claims, Verdict3::as_str),
         ),
         None => "The grid did not run.".into(),
     };

@@ -258,10 +258,18 @@ fn a_dose_study_probes_every_dose_and_runs_its_control() {
     // The arms: probes after 8, 16 and 24 steps; no intermediate checkpoint left behind.
     let row = |name: &str| results.rows.iter().find(|r| r.name == name).unwrap();
     for s in &row("max_window-low").seeds {
-        let steps: Vec<u64> = s.earlier_probes.iter().chain(&s.probes).map(|p| p.step).collect();
+        let steps: Vec<u64> = s
+            .earlier_probes
+            .iter()
+            .chain(&s.probes)
+            .map(|p| p.step)
+            .collect();
         assert_eq!(steps, vec![8, 16, 24]);
     }
-    assert!(!out.join("runs/max_window-low/checkpoints/step_8.safetensors").exists());
+    assert!(
+        !out.join("runs/max_window-low/checkpoints/step_8.safetensors")
+            .exists()
+    );
     // The control is not a cell of the paper's claims, and ran in order 0 only.
     assert!(results.rows.iter().all(|r| r.name != "control-low"));
     assert!(out.join("runs/control-low").is_dir());

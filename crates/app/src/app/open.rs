@@ -303,9 +303,8 @@ impl HifApp {
         match data.and_then(|d| outliers::judge(outliers::COMMITTED_FILE, &d)) {
             Ok(r) => {
                 self.messages.status = format!(
-                    "Judged the committed real-model runs: {} of {} claims hold.",
-                    r.claims.iter().filter(|c| c.holds).count(),
-                    r.claims.len()
+                    "Judged the committed real-model runs: {}.",
+                    hif8lab_lab::claims::headline(&r.claims, hif8lab_lab::stats::Verdict3::as_str)
                 );
                 self.lessons.views.clear();
                 self.lessons.report = Some(r);

@@ -126,8 +126,11 @@ pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
         ui.label(
             RichText::new("The lesson's scenario (its runs, judged from their numbers)").strong(),
         );
-        let held = r.claims.iter().filter(|c| c.holds).count();
-        ui.label(RichText::new(format!("{held} of {} claims hold", r.claims.len())).strong());
+        // Every outcome counted, as a heading: an inconclusive claim is not hidden in "2 of 3".
+        ui.heading(hif8lab_lab::claims::headline(
+            &r.claims,
+            hif8lab_lab::stats::Verdict3::as_str,
+        ));
         for c in &r.claims {
             use hif8lab_lab::stats::Verdict3;
             let t = TextColours::of(ui.visuals());

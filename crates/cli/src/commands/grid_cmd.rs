@@ -486,8 +486,10 @@ fn print_lesson(
         crate::output::outln!("{v}");
     } else {
         crate::output::outln!("lesson {} ({seconds:.0} s)", report.lesson);
-        let held = report.claims.iter().filter(|c| c.holds).count();
-        crate::output::outln!("  {held} of {} claims hold", report.claims.len());
+        crate::output::outln!(
+            "  {}",
+            hif8lab_lab::claims::headline(&report.claims, hif8lab_lab::stats::Verdict3::as_str)
+        );
         for c in &report.claims {
             // The same words as the app and the reports.
             crate::output::outln!(

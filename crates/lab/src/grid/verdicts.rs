@@ -584,11 +584,10 @@ pub fn claims_markdown(claims: &[crate::claims::Claim]) -> String {
     use crate::claims::number;
     use std::fmt::Write as _;
     let mut md = String::new();
-    let held = claims.iter().filter(|c| c.holds).count();
     let _ = writeln!(
         md,
-        "\n## Verdicts: {held} of {} claims reproduced\n\nEach claim, its threshold and the reason for the threshold were fixed before the data (docs/results/claims.md). A claim is **reproduced** when the interval of its statistic lies on the claim's side of the threshold, **not reproduced** when it lies wholly on the other side (the same threshold decides both), and **inconclusive** otherwise. Claims are judged together with Holm's step-down adjustment at a family-wise 5 %: the claim with the smallest p-value is judged on its 1 − 0.05/{} interval, the next on 1 − 0.05/{}, …; equivalence claims (\"within\") use two one-sided tests, i.e. the interval at 1 − 2α. p-values are against the threshold and Holm-adjusted. \"Detectable\" is the smallest distance from the threshold the claim's statistic would detect with 80 % power.\n\n| claim | verdict | statistic | interval | threshold | p (Holm) | detectable | test |\n|---|---|---|---|---|---|---|---|",
-        claims.len(),
+        "\n## Verdicts: {}\n\nEach claim, its threshold and the reason for the threshold were fixed before the data (docs/results/claims.md). A claim is **reproduced** when the interval of its statistic lies on the claim's side of the threshold, **not reproduced** when it lies wholly on the other side (the same threshold decides both), and **inconclusive** otherwise. Claims are judged together with Holm's step-down adjustment at a family-wise 5 %: the claim with the smallest p-value is judged on its 1 − 0.05/{} interval, the next on 1 − 0.05/{}, …; equivalence claims (\"within\") use two one-sided tests, i.e. the interval at 1 − 2α. p-values are against the threshold and Holm-adjusted. \"Detectable\" is the smallest distance from the threshold the claim's statistic would detect with 80 % power.\n\n| claim | verdict | statistic | interval | threshold | p (Holm) | detectable | test |\n|---|---|---|---|---|---|---|---|",
+        crate::claims::headline(claims, crate::stats::Verdict3::report_word),
         claims.len(),
         claims.len().saturating_sub(1).max(1)
     );
