@@ -66,8 +66,8 @@ fn t_interval(values: &[f64], confidence: f64) -> [f64; 2] {
     crate::stats::exact::t_interval(values, 1.0 - confidence)
 }
 
-/// The study from a grid's data, or None when the data hold no dose study (no arm probed at
-/// several doses).
+/// The study from a grid's data, or None when the data hold no dose study (no positive
+/// control, or no arm probed at several doses).
 pub fn analyse(data: &[GridDataRun]) -> Option<DoseStudy> {
     let arm = |name: &str| -> Vec<&GridDataRun> {
         let mut v: Vec<&GridDataRun> = data
@@ -77,8 +77,12 @@ pub fn analyse(data: &[GridDataRun]) -> Option<DoseStudy> {
         v.sort_by_key(|d| d.order);
         v
     };
+    // A dose study is a grid with the positive control and arms probed at several doses.
     let (mr, mw) = (arm(SATURATING), arm(MAX_WINDOW));
-    if mw.iter().all(|d| d.summary.earlier_probes.is_empty()) {
+    if !data.iter().any(|d| d.run == super::CONTROL_RUN)
+        || mw.is_empty()
+        || mw.iter().all(|d| d.summary.earlier_probes.is_empty())
+    {
         return None;
     }
     let orders = mr.len().min(mw.len());
