@@ -1526,8 +1526,7 @@ fn a_torch_run_folder_opens() {
     // Which window? The sweep over this run's amax, opened on demand.
     h.get_by_label("Estimators").click();
     h.run_steps(2);
-    h.get_by_label("Which window? Exceedances against the cost of headroom")
-        .click();
+    h.get_by_label("Which window?").click();
     h.run_steps(2);
     h.get_by_label("max_window(1)");
     h.get_by_label("mean_window(1024)");

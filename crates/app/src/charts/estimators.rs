@@ -176,7 +176,7 @@ pub(super) fn estimators(
 /// 1024 (the `replay --sweep window=…` table), computed while the section is open.
 fn window_sweep(est: &mut EstimatorsPanel, ui: &mut egui::Ui, view: &RunView) {
     use hif8lab_scaling::sweep::{DEFAULT_WINDOWS, sweep, window_settings};
-    egui::CollapsingHeader::new("Which window? Exceedances against the cost of headroom")
+    egui::CollapsingHeader::new("Which window?")
         .id_salt("window-sweep")
         .show(ui, |ui| {
             if est.sweep.as_ref().is_none_or(|(r, _)| *r != view.revision) {
@@ -207,7 +207,7 @@ fn window_sweep(est: &mut EstimatorsPanel, ui: &mut egui::Ui, view: &RunView) {
             crate::glossary::label(
                 ui,
                 format!(
-                    "Each estimator replayed on this run's amax with windows 1 to 1024. Calls above the estimate are exact; the SQNR loss (against the best scale) is modelled on a normal tensor with each call's amax — the run keeps no tensors.{}",
+                    "Exceedances against the cost of headroom: each estimator replayed on this run's amax with windows 1 to 1024. Calls above the estimate are exact; the SQNR loss (against the best scale) is modelled on a normal tensor with each call's amax — the run keeps no tensors.{}",
                     if merged > 0 {
                         format!(" {merged} calls were merged for display and count once here.")
                     } else {
@@ -218,6 +218,8 @@ fn window_sweep(est: &mut EstimatorsPanel, ui: &mut egui::Ui, view: &RunView) {
             let Some((_, rows)) = &est.sweep else {
                 return;
             };
+            // Scrolls sideways on a phone rather than widening the panel.
+            egui::ScrollArea::horizontal().id_salt("window-sweep-scroll").show(ui, |ui| {
             egui::Grid::new("window-sweep-table").striped(true).show(ui, |ui| {
                 for h in ["estimator", "calls above", "overflowing", "SQNR loss dB", "worst dB", "headroom"] {
                     ui.strong(h);
@@ -236,6 +238,7 @@ fn window_sweep(est: &mut EstimatorsPanel, ui: &mut egui::Ui, view: &RunView) {
                     ui.label(format!("{:.2}", r.median_headroom));
                     ui.end_row();
                 }
+            });
             });
         });
 }
