@@ -99,8 +99,19 @@ fn paired_counts_match_an_independent_count() {
         .as_f64()
         .unwrap();
     assert!((t.base - acc_norm).abs() < 1e-12);
-    // Clusters are the probe set's entities: 209 of them.
+    // Clusters are the probe set's entities: 209 of them, read from the documents' field.
     assert_eq!(p.clusters, Some(209));
+    assert_eq!(p.clusters_by.as_deref(), Some("cluster"));
+    // acc beside acc_norm, on the same documents, counted the same way.
+    let also = p.also.as_ref().expect("acc was logged too");
+    assert_eq!(also.metric, "acc");
+    let acc = |rows: &[Value], id: u64| {
+        rows.iter().find(|r| r["doc_id"] == id).unwrap()["acc"]
+            .as_f64()
+            .unwrap()
+    };
+    let only = (0..609u64).filter(|id| acc(&b, *id) > acc(&q, *id)).count();
+    assert_eq!(also.only_base, only);
     // The log-likelihood margins were logged: a paired shift with an interval around it.
     let (m, [lo, hi]) = (p.margin_shift.unwrap(), p.margin_shift_interval.unwrap());
     assert!(lo <= m && m <= hi && lo < hi);
@@ -405,6 +416,7 @@ fn groups_pool_their_subtasks_and_filters_are_kept_apart() {
     let p = mmlu.paired.as_ref().unwrap();
     assert_eq!((p.n, p.only_base, p.only_other), (80, 4, 1));
     assert_eq!(p.clusters, Some(2), "the subtasks are the clusters");
+    assert_eq!(p.clusters_by.as_deref(), Some("subtask"));
     assert_eq!(mmlu.n_shot, Some(5));
     let gsm = &c.tasks[0];
     let p = gsm.paired.as_ref().unwrap();

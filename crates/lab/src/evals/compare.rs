@@ -73,6 +73,9 @@ pub struct Paired {
     pub exact_interval: [f64; 2],
     /// Clusters, where the task has them.
     pub clusters: Option<usize>,
+    /// What the clusters are: the document field read (`cluster`, `activity_label`,
+    /// `subject`, `category`) or `subtask` (a group's subtasks).
+    pub clusters_by: Option<String>,
     /// Cluster-bootstrap 95 % interval of the relative drop.
     pub cluster_interval: Option<[f64; 2]>,
     /// Which interval decides: `exact` or `cluster bootstrap`.
@@ -81,6 +84,31 @@ pub struct Paired {
     pub margin_shift: Option<f64>,
     /// Its 95 % interval (bootstrap over clusters, or documents).
     pub margin_shift_interval: Option<[f64; 2]>,
+    /// The task's other 0/1 metric (acc beside acc_norm, or the reverse), described the
+    /// same way on the same documents (not a claim).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub also: Option<OtherMetric>,
+}
+
+/// A second 0/1 metric of a paired task, descriptive.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OtherMetric {
+    /// The metric.
+    pub metric: String,
+    /// The base's score.
+    pub base: f64,
+    /// The other run's.
+    pub other: f64,
+    /// Relative drop, %.
+    pub drop: f64,
+    /// Right only in the base.
+    pub only_base: usize,
+    /// Right only in the other run.
+    pub only_other: usize,
+    /// Exact McNemar p-value.
+    pub mcnemar_p: f64,
+    /// Exact paired 95 % interval of the relative drop.
+    pub exact_interval: [f64; 2],
 }
 
 /// The unpaired figures of one task.
@@ -185,8 +213,18 @@ fn metric_key(task: &TaskResult, options: &CompareOptions) -> Option<String> {
 }
 
 /// The documents of `task` (pooled over a group's subtasks, the subtask as cluster) for the
-/// metric `key`, keyed by (subtask, doc id): (value, doc hash, cluster, margin).
-type Docs = BTreeMap<(String, u64), (f64, Option<String>, Option<String>, Option<f64>)>;
+/// metric `key`, keyed by (subtask, doc id): (value, doc hash, cluster, margin, what the
+/// cluster is).
+type Docs = BTreeMap<
+    (String, u64),
+    (
+        f64,
+        Option<String>,
+        Option<String>,
+        Option<f64>,
+        Option<&'static str>,
+    ),
+>;
 
 fn docs_of(run: &EvalRun, task: &str, key: &str) -> Option<Docs> {
     let (metric, filter) = key.split_once(',').unwrap_or((key, "none"));
@@ -204,14 +242,14 @@ fn docs_of(run: &EvalRun, task: &str, key: &str) -> Option<Docs> {
         let samples = run.tasks.get(name)?.samples.as_ref()?;
         for s in samples.docs.iter().filter(|s| s.filter == filter) {
             let v = *s.metrics.get(metric)?;
-            let cluster = if grouped {
-                Some(name.to_string())
+            let (cluster, by) = if grouped {
+                (Some(name.to_string()), Some("subtask"))
             } else {
-                s.cluster.clone()
+                (s.cluster.clone(), s.cluster_field)
             };
             out.insert(
                 (name.to_string(), s.doc_id),
-                (v, s.doc_hash.clone(), cluster, loglik_margin(s)),
+                (v, s.doc_hash.clone(), cluster, loglik_margin(s), by),
             );
         }
     }
@@ -437,7 +475,23 @@ fn compare_task(
         return Ok(None);
     };
     if let (Some(bd), Some(od)) = (&bd, &od) {
-        return paired(task, &metric, bshot, bd, od, other, options, seed, &file).map(Some);
+        let mut t = paired(task, &metric, bshot, bd, od, other, options, seed, &file)?;
+        // The other of acc / acc_norm on the same documents, described beside it.
+        let filter = key.split_once(',').map_or("none", |(_, f)| f);
+        let second = if metric == "acc_norm" {
+            "acc"
+        } else {
+            "acc_norm"
+        };
+        let key2 = format!("{second},{filter}");
+        if let (Some(p), Some(b2), Some(o2)) = (
+            t.paired.as_mut(),
+            docs_of(base, task, &key2),
+            docs_of(other, task, &key2),
+        ) {
+            p.also = other_metric(second, &b2, &o2);
+        }
+        return Ok(Some(t));
     }
     let (Some(nb), Some(no)) = (bn, on) else {
         return Err(EvalError::new(
@@ -457,6 +511,38 @@ fn opt(v: Option<u64>) -> String {
 
 fn mean_of(d: &Docs) -> f64 {
     d.values().map(|v| v.0).sum::<f64>() / d.len().max(1) as f64
+}
+
+/// A second metric on the same documents (None when the documents differ or a value is
+/// not 0/1).
+fn other_metric(metric: &str, bd: &Docs, od: &Docs) -> Option<OtherMetric> {
+    if bd.len() != od.len() || bd.keys().any(|k| !od.contains_key(k)) {
+        return None;
+    }
+    let pairs: Vec<(f64, f64)> = bd.iter().map(|(k, v)| (v.0, od[k].0)).collect();
+    if pairs
+        .iter()
+        .any(|(a, b)| ![0.0, 1.0].contains(a) || ![0.0, 1.0].contains(b))
+    {
+        return None;
+    }
+    let n = pairs.len();
+    let only_base = pairs.iter().filter(|(a, b)| a > b).count();
+    let only_other = pairs.iter().filter(|(a, b)| a < b).count();
+    let base = pairs.iter().map(|p| p.0).sum::<f64>() / n as f64;
+    let other = pairs.iter().map(|p| p.1).sum::<f64>() / n as f64;
+    let scale = if base > 0.0 { -100.0 / base } else { 0.0 };
+    let [lo, hi] = paired_exact(only_base, only_other, n, 0.05);
+    Some(OtherMetric {
+        metric: metric.to_string(),
+        base,
+        other,
+        drop: drop_of(base, other),
+        only_base,
+        only_other,
+        mcnemar_p: mcnemar(only_base, only_other),
+        exact_interval: [(scale * lo).min(scale * hi), (scale * lo).max(scale * hi)],
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -611,6 +697,10 @@ fn paired(
             mcnemar_p: mcnemar(only_base, only_other),
             exact_interval: exact,
             clusters: groups.as_ref().map(Groups::len),
+            clusters_by: groups
+                .as_ref()
+                .and_then(|_| bd.values().find_map(|v| v.4))
+                .map(String::from),
             cluster_interval,
             decided_by: if use_clusters {
                 "cluster bootstrap".into()
@@ -619,6 +709,7 @@ fn paired(
             },
             margin_shift,
             margin_shift_interval,
+            also: None,
         }),
         unpaired: None,
         claim,

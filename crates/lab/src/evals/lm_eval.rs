@@ -64,6 +64,8 @@ pub struct Sample {
     /// The document's cluster where the task has one (HellaSwag's `activity_label`, MMLU's
     /// `subject`, a probe set's `cluster`).
     pub cluster: Option<String>,
+    /// The document field the cluster was read from.
+    pub cluster_field: Option<&'static str>,
     /// Multiple choice: the log-likelihood of each choice, where logged.
     pub loglik: Option<Vec<f64>>,
     /// Multiple choice: the index of the right choice, where it can be read.
@@ -307,13 +309,16 @@ fn read_samples(results: &Path, task: &str, stamp: &str) -> Result<Option<Sample
             }
         }
         let doc = v.get("doc");
-        let cluster = CLUSTER_FIELDS.iter().find_map(|f| {
-            doc.and_then(|d| d.get(*f)).and_then(|c| match c {
-                Value::String(s) => Some(s.clone()),
-                Value::Number(n) => Some(n.to_string()),
-                _ => None,
+        let (cluster_field, cluster) = CLUSTER_FIELDS
+            .iter()
+            .find_map(|f| {
+                doc.and_then(|d| d.get(*f)).and_then(|c| match c {
+                    Value::String(s) => Some((*f, s.clone())),
+                    Value::Number(n) => Some((*f, n.to_string())),
+                    _ => None,
+                })
             })
-        });
+            .unzip();
         // Multiple choice: filtered_resps is [[loglik, is_greedy], …] per choice.
         let loglik = v
             .get("filtered_resps")
@@ -341,6 +346,7 @@ fn read_samples(results: &Path, task: &str, stamp: &str) -> Result<Option<Sample
                 .map(String::from),
             metrics,
             cluster,
+            cluster_field,
             loglik,
             target,
         });

@@ -85,6 +85,23 @@ impl EvalReport {
             for t in &c.tasks {
                 let _ = writeln!(out, "{}", row(t));
             }
+            for t in &c.tasks {
+                if let Some(a) = t.paired.as_ref().and_then(|p| p.also.as_ref()) {
+                    let _ = writeln!(
+                        out,
+                        "\n{} also on {}: {} → {} ({:+.2} % relative, exact 95 % interval {}), {} / {} discordant, McNemar p {} (descriptive).",
+                        t.task,
+                        a.metric,
+                        pct(a.base),
+                        pct(a.other),
+                        a.drop,
+                        interval(a.exact_interval),
+                        a.only_base,
+                        a.only_other,
+                        p_text(a.mcnemar_p)
+                    );
+                }
+            }
             if !c.missing.is_empty() {
                 let _ = writeln!(
                     out,
@@ -179,8 +196,10 @@ fn row(t: &TaskComparison) -> String {
                 "{} / {} discordant{}",
                 p.only_base,
                 p.only_other,
-                p.clusters
-                    .map_or(String::new(), |c| format!(", {c} clusters"))
+                p.clusters.map_or(String::new(), |c| format!(
+                    ", {c} clusters ({})",
+                    p.clusters_by.as_deref().unwrap_or("?")
+                ))
             ),
             p_text(p.mcnemar_p),
             match (p.margin_shift, p.margin_shift_interval) {
