@@ -75,9 +75,7 @@ fn parse_args() -> Result<Options, String> {
                 })?);
             }
             "--help" | "-h" => {
-                println!(
-                    "hif8lab-app [--preset NAME] [--autostart] [--open RUN_DIR] [--watch RUN_DIR] [--check-open RUN_DIR] [--trace FILE] [--tab PANEL] [--lesson NAME] [--pretrain-base] [--init-from HF_DIR] [--backend auto|cpu|gpu] [--bench-frames N] [--png-after NAME.png]"
-                );
+                print!("{HELP}");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument '{other}' (try --help)")),
@@ -85,6 +83,33 @@ fn parse_args() -> Result<Options, String> {
     }
     Ok(options)
 }
+
+/// `hif8lab-app --help`: every flag with what it does.
+const HELP: &str = "\
+hif8lab-app: train with HiF8 fake quantization and watch delayed scaling live.
+
+Usage: hif8lab-app [OPTIONS]
+
+Options:
+  --preset NAME         start from a preset (smoke, small, medium, …)
+  --autostart           start training at once
+  --open DIR            open a run folder (hif8lab train, hif8lab.torch.train) or a grid folder
+  --watch DIR           follow a run folder another process writes (torchrun, hif8lab train)
+  --check-open DIR      open DIR headless, print what was read, exit (0 ok, 2 unreadable)
+  --trace FILE          replay an amax trace (JSONL, CSV or Transformer Engine log)
+  --tab PANEL           show a panel first: loss, amax, saturation, estimators, histogram,
+                        runs or lessons
+  --lesson NAME         open a lesson (see the Lessons tab for their names)
+  --pretrain-base       pretrain the lessons' base model instead of using the shipped one
+  --init-from MODEL     continue training a model: a Hugging Face folder or a GGUF file
+  --backend auto|cpu|gpu
+                        where to compute (auto: the GPU when an adapter opens)
+  --bench-frames N      draw N frames, print the frame times, exit
+  --png-after NAME.png  save a screenshot after the first frames, exit
+  -h, --help            this text
+
+Without a display it says so and exits; the browser build is the same app (README).
+";
 
 fn main() -> ExitCode {
     hif8lab_engine::cpu::tune_allocator();

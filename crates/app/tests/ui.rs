@@ -1567,3 +1567,34 @@ fn watch_follows_a_run_folder_as_it_grows() {
     h.get_by_label_contains("Following");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `hif8lab-app --help` names every flag the parser accepts, each with what it does.
+#[test]
+fn help_names_every_flag() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hif8lab-app"))
+        .arg("--help")
+        .output()
+        .expect("run hif8lab-app --help");
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    let main = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/main.rs"),
+    )
+    .unwrap();
+    // Every `"--flag" =>` arm of the parser appears in the help, followed by words.
+    let flags: Vec<&str> = main
+        .split('"')
+        .filter(|s| s.starts_with("--") && s.len() > 2 && !s.contains(' '))
+        .collect();
+    assert!(flags.len() >= 13, "{flags:?}");
+    for f in flags {
+        let line = help
+            .lines()
+            .find(|l| l.trim_start().starts_with(f) || l.contains(&format!(", {f}")))
+            .unwrap_or_else(|| panic!("--help lacks {f}:\n{help}"));
+        assert!(
+            line.len() > f.len() + 10 || help.contains(&format!("{f} ")),
+            "{line}"
+        );
+    }
+}
