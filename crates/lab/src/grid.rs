@@ -30,8 +30,9 @@ use {
 
 mod data;
 pub mod dose;
-pub mod plan;
 #[cfg(not(target_arch = "wasm32"))]
+mod placebo;
+pub mod plan;
 mod quantizers;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod real;

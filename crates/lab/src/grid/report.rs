@@ -20,6 +20,7 @@ impl GridResults {
         self.shadow_and_sqnr(&mut md);
         md.push_str(&super::quantizers::markdown(&self.rows));
         md.push_str(&super::verdicts::claims_markdown(&self.verdicts));
+        md.push_str(&super::placebo::markdown(&self.rows, self.bases.len()));
         if let Some(d) = &self.dose {
             md.push_str(&d.markdown());
         }

@@ -193,7 +193,7 @@ pub fn drop_part(
 
 /// Exact McNemar on the pooled discordant items and the cluster sign-flip test of the mean
 /// log-likelihood margin: the continuous statistic beside the 0/1 marks, in words.
-fn paired_evidence(first: &[RunSummary], second: &[RunSummary], what: &str) -> String {
+pub(super) fn paired_evidence(first: &[RunSummary], second: &[RunSummary], what: &str) -> String {
     let mut out = Vec::new();
     if let (Some(a), Some(b)) = (
         arm_of(first, ProbeScore::KnowledgeAccNorm),
