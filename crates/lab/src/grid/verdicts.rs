@@ -332,6 +332,35 @@ fn seeds_part(
     if n < 2 {
         return Part::exact(measured, unit, value, side, threshold);
     }
+    // Several pretrainings: replicates of one pretraining are not independent (for the
+    // saturation ratio the pretraining explains most of the variance). The unit is then the
+    // pretraining: its replicates' mean (replicate r belongs to pretraining r % B), a t
+    // interval across those means — a random pretraining effect, balanced design.
+    let b = design.bases;
+    if b > 1 && n % b == 0 && n > b {
+        let means: Vec<f64> = (0..b)
+            .map(|j| {
+                let of: Vec<f64> = values.iter().skip(j).step_by(b).copied().collect();
+                mean_sd(&of).0
+            })
+            .collect();
+        return Part {
+            measured: measured.into(),
+            unit: unit.into(),
+            value,
+            spread: Spread::Seeds(means),
+            side,
+            threshold,
+            test: format!(
+                "t interval across the {b} pretrainings' means (each over its {} data orders): the pretraining as a random effect",
+                n / b
+            ),
+            variation: format!(
+                "covers the {b} pretrainings and, within each, {} data order(s) (the value within a run is exact)",
+                n / b
+            ),
+        };
+    }
     Part {
         measured: measured.into(),
         unit: unit.into(),
