@@ -395,6 +395,18 @@ pub fn verdicts(rows: &[ResultRow], base: &[RunSummary], design: Design) -> Vec<
         claim_near_lossless(rows, design),
     ];
     crate::claims::judge_family(&mut out);
+    // "The loss hides it" speaks of a damage: without one found (neither saturation costing
+    // knowledge nor forgetting reproduced) there is nothing to hide, and the claim is not
+    // judged — never "reproduced" by default.
+    if out[1].verdict != crate::stats::Verdict3::Holds
+        && out[2].verdict != crate::stats::Verdict3::Holds
+    {
+        out[3] = missing(
+            &out[3].claim,
+            "no damage was found (claims 2 and 3 not reproduced): there is nothing for the loss to hide",
+        );
+        crate::claims::judge_family(&mut out);
+    }
     out
 }
 
