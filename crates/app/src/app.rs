@@ -144,6 +144,14 @@ impl HifApp {
     pub fn open_run(&mut self) {
         let dir = std::path::PathBuf::from(self.form.open_path.trim());
         #[cfg(not(target_arch = "wasm32"))]
+        if !dir.join("runs").is_dir() && dir.join(hif8lab_lab::grid::DATA_FILE).is_file() {
+            self.messages.status = match self.open_results(&dir) {
+                Ok(words) => words,
+                Err(e) => format!("Cannot open: {e}"),
+            };
+            return;
+        }
+        #[cfg(not(target_arch = "wasm32"))]
         if dir.join("runs").is_dir() && !hif8lab_train::run::RunDir::new(&dir).has_metrics() {
             self.messages.status = match self.open_grid(&dir) {
                 Ok(words) => words,

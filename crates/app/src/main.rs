@@ -121,6 +121,40 @@ fn main() -> ExitCode {
         }
     };
     if let Some(dir) = &options.check_open {
+        // A committed results folder: its runs from the grid's data file.
+        let data = dir.join(hif8lab_lab::grid::DATA_FILE);
+        if !dir.join("runs").is_dir() && data.is_file() {
+            return match hif8lab_lab::grid::GridData::read(&data) {
+                Ok(d) => {
+                    let first: Vec<String> = d
+                        .runs
+                        .iter()
+                        .filter(|r| r.order == 0 && r.base_seed == 0)
+                        .map(|r| {
+                            let v = hif8lab_app::state::RunView::from_summary(&r.run, &r.summary);
+                            format!(
+                                "{} ({} steps, {} probes)",
+                                v.name,
+                                v.loss.len(),
+                                v.probes.len()
+                            )
+                        })
+                        .collect();
+                    println!(
+                        "{}: results folder, {} runs in {} data order(s); first order: {}",
+                        dir.display(),
+                        d.runs.len(),
+                        d.runs.iter().map(|r| r.order).max().map_or(0, |m| m + 1),
+                        first.join(", ")
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: cannot open {}: {e}", dir.display());
+                    ExitCode::from(2)
+                }
+            };
+        }
         // What --open would show, said without a window (scripts check folders this way).
         return match hif8lab_app::state::RunView::load(dir) {
             Ok(v) => {

@@ -363,6 +363,27 @@ impl RunView {
         view
     }
 
+    /// A run of a committed results folder (`runs.jsonl.gz`): its loss curve, its probes and
+    /// its per-estimator counts from the summary; no per-call trace (the folder keeps none).
+    pub fn from_summary(name: &str, s: &hif8lab_train::run::RunSummary) -> Self {
+        let active = s
+            .estimators
+            .iter()
+            .position(|e| *e == s.estimator)
+            .unwrap_or(0);
+        let mut view = RunView::new(name, s.estimators.clone(), active, 15.0);
+        view.loss = s
+            .losses
+            .iter()
+            .enumerate()
+            .map(|(i, l)| [i as f64, *l])
+            .collect();
+        view.probes = s.earlier_probes.iter().chain(&s.probes).cloned().collect();
+        view.counts = s.counts.clone();
+        view.revision += 1;
+        view
+    }
+
     fn push_record(&mut self, r: &TraceRecord, estimators: &[String]) {
         self.push_call(&CallRecord::from_trace(r, estimators));
     }

@@ -1598,3 +1598,24 @@ fn help_names_every_flag() {
         );
     }
 }
+
+/// A committed results folder (`docs/results/real-smollm2`: results.md beside runs.jsonl.gz,
+/// no run folders) opens: every run of the first data order with its loss curve and probes,
+/// in Runs, and the status says what such a folder lacks (per-call traces).
+#[test]
+fn a_committed_results_folder_opens() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results/real-smollm2");
+    let mut h = harness(Options {
+        open: Some(dir),
+        ..Default::default()
+    });
+    h.run_steps(2);
+    let app = h.state();
+    let live = app.runs.live.clone().expect("a run shown");
+    assert_eq!(live.loss.len(), 160);
+    assert_eq!(live.probes.len(), 1);
+    assert_eq!(app.runs.earlier.len() + 1, 10, "8 cells and 2 E4M3 twins");
+    assert_eq!(app.selection.tab, hif8lab_app::Tab::Runs);
+    h.get_by_label_contains("Per-call amax traces are not kept in a results folder");
+}

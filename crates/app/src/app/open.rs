@@ -160,6 +160,37 @@ impl HifApp {
 
 #[cfg(not(target_arch = "wasm32"))]
 impl HifApp {
+    /// Opens a committed results folder (`results.md` beside `runs.jsonl.gz`, as
+    /// `docs/results/*` are): every run of the first data order with its loss curve, probes
+    /// and counts, overlaid in Runs. Such a folder keeps no per-call trace, and says so.
+    pub fn open_results(&mut self, dir: &Path) -> Result<String, String> {
+        let path = dir.join(hif8lab_lab::grid::DATA_FILE);
+        let data = hif8lab_lab::grid::GridData::read(&path).map_err(|e| e.to_string())?;
+        let mut views: Vec<RunView> = data
+            .runs
+            .iter()
+            .filter(|d| d.order == 0 && d.base_seed == 0)
+            .map(|d| RunView::from_summary(&d.run, &d.summary))
+            .collect();
+        if views.is_empty() {
+            return Err(format!("{}: no runs", path.display()));
+        }
+        let total = views.len();
+        let shown = views.remove(first_shown(&views));
+        for v in views.into_iter().take(crate::MAX_RUNS) {
+            self.keep_run(v);
+        }
+        let words = format!(
+            "Opened {}: {total} runs (first data order; in Runs, overlaid), {} shown: loss curves, probes and counts from {}. Per-call amax traces are not kept in a results folder: Amax and Saturation need a run folder (open one under the grid's runs/).",
+            dir.display(),
+            shown.name,
+            hif8lab_lab::grid::DATA_FILE
+        );
+        self.selection.tab = Tab::Runs;
+        self.set_view(shown);
+        Ok(words)
+    }
+
     /// Opens the runs of a grid's or a lesson's folder (`<dir>/runs/NAME`, the first data
     /// order: names without `-seedK`); returns what was opened, in words.
     pub fn open_grid(&mut self, dir: &Path) -> Result<String, String> {

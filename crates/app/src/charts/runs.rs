@@ -139,7 +139,16 @@ fn runs_table(ui: &mut egui::Ui, app: &mut crate::Runs, wide: bool) -> Option<us
             }
             for (i, v) in app.earlier.iter().enumerate() {
                 let (n, last, above) = summary(v);
-                ui.checkbox(&mut app.overlay[i], "");
+                let on = app.overlay[i];
+                // No visible text (the name is in the next column), an accessible one.
+                ui.checkbox(&mut app.overlay[i], "").widget_info(|| {
+                    egui::WidgetInfo::selected(
+                        egui::Role::CheckBox,
+                        true,
+                        on,
+                        format!("overlay {}", v.name),
+                    )
+                });
                 short_name(ui, &v.name);
                 ui.label(n.to_string());
                 ui.label(last);
