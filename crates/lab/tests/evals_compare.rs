@@ -426,3 +426,16 @@ fn groups_pool_their_subtasks_and_filters_are_kept_apart() {
     assert_eq!(gsm.metric, "exact_match");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn a_folder_of_several_models_is_refused() {
+    let root = std::env::temp_dir().join(format!("hif8lab-evals-two-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    many_tasks(&root.join("model-a"), &[("a", 0.5)]);
+    many_tasks(&root.join("model-b"), &[("a", 0.4)]);
+    let e = EvalRun::open(&root).unwrap_err();
+    assert!(e.to_string().contains("more than one folder"), "{e}");
+    // Naming one of them works.
+    assert!(EvalRun::open(&root.join("model-a")).is_ok());
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -244,6 +244,20 @@ fn results_files(path: &Path) -> Result<Vec<PathBuf>, EvalError> {
             "no lm-eval results (results_*.json) here or one or two folders down",
         ));
     }
+    // One run is one folder: lm-eval writes each model's results into a folder of its own.
+    let folders: std::collections::BTreeSet<&Path> =
+        found.iter().filter_map(|p| p.parent()).collect();
+    if folders.len() > 1 {
+        let names: Vec<String> = folders.iter().map(|f| f.display().to_string()).collect();
+        return Err(EvalError::new(
+            path,
+            "",
+            format!(
+                "results in more than one folder ({}): one model's results each; name the folder of one",
+                names.join(", ")
+            ),
+        ));
+    }
     // lm-eval's names carry an ISO time: sorting the names sorts by time.
     found.sort_by_key(|p| p.file_name().map(|n| n.to_os_string()));
     Ok(found)
