@@ -33,6 +33,7 @@ pub mod dose;
 #[cfg(not(target_arch = "wasm32"))]
 mod placebo;
 pub mod plan;
+#[cfg(not(target_arch = "wasm32"))]
 mod quantizers;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod real;

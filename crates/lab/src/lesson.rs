@@ -7,6 +7,27 @@
 pub mod base;
 pub mod outliers;
 
+/// A lesson's data that cannot be read or judged (a shipped base, the committed real-model
+/// runs): the file it came from and what is wrong, said as one sentence that names the file.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct LessonDataError {
+    /// The file (or what stands for it).
+    pub source_name: String,
+    /// The whole message, the file named in it.
+    pub message: String,
+}
+
+impl LessonDataError {
+    /// An error of `source_name` with the full `message`.
+    pub fn new(source_name: &str, message: impl Into<String>) -> Self {
+        LessonDataError {
+            source_name: source_name.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
 use serde::Serialize;
 
 pub use crate::claims::Claim;

@@ -76,7 +76,9 @@ fn a_damaged_base_file_is_refused_by_field() {
     // Without its probe scores.
     let mut ck = good.to_checkpoint(&config);
     ck.metadata.remove("hif8lab.lesson_base.probes");
-    let e = base::parse("x.safetensors", &ck.to_bytes()).unwrap_err();
+    let e = base::parse("x.safetensors", &ck.to_bytes())
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("x.safetensors") && e.contains("hif8lab.lesson_base.probes"),
         "{e}"
@@ -85,7 +87,9 @@ fn a_damaged_base_file_is_refused_by_field() {
     let mut ck = good.to_checkpoint(&config);
     ck.metadata
         .insert("hif8lab.lesson_base.config".into(), "{\"model\":1}".into());
-    let e = base::parse("y.safetensors", &ck.to_bytes()).unwrap_err();
+    let e = base::parse("y.safetensors", &ck.to_bytes())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("hif8lab.lesson_base.config"), "{e}");
     // Cut anywhere: an error, never a panic.
     let bytes = base::shipped_bytes();

@@ -169,7 +169,9 @@ fn a_real_base_shows_its_outlier_and_the_estimator_ordering() {
     // Without the E4M3 twins the lesson says what it needs.
     let mut partial = data.clone();
     partial.runs.retain(|r| !r.run.ends_with("-e4m3"));
-    let e = hif8lab_lab::lesson::outliers::judge("x/runs.jsonl.gz", &partial).unwrap_err();
+    let e = hif8lab_lab::lesson::outliers::judge("x/runs.jsonl.gz", &partial)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("x/runs.jsonl.gz") && e.contains("most_recent-low-e4m3"),
         "{e}"

@@ -329,7 +329,10 @@ impl HifApp {
                 self.messages.status = "Loading the committed real-model runs…".into();
                 return;
             }
-            None => Err(format!("{REAL_RUNS_URL} could not be fetched")),
+            None => Err(hif8lab_lab::lesson::LessonDataError::new(
+                REAL_RUNS_URL,
+                format!("{REAL_RUNS_URL} could not be fetched"),
+            )),
         };
         match data.and_then(|d| outliers::judge(outliers::COMMITTED_FILE, &d)) {
             Ok(r) => {

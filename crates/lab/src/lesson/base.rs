@@ -117,18 +117,19 @@ pub fn shipped_machine() -> Option<String> {
 
 /// Reads a lesson base file (`path` names it in errors): the base and the pretraining
 /// configuration it states.
-pub fn parse(path: &str, bytes: &[u8]) -> Result<(LessonBase, RunConfig), String> {
-    let mut ck = Checkpoint::from_bytes(path, bytes).map_err(|e| e.to_string())?;
+pub fn parse(path: &str, bytes: &[u8]) -> Result<(LessonBase, RunConfig), super::LessonDataError> {
+    let err = |m: String| super::LessonDataError::new(path, m);
+    let mut ck = Checkpoint::from_bytes(path, bytes).map_err(|e| err(e.to_string()))?;
     let field = |key: &str| {
         ck.metadata
             .get(key)
             .cloned()
-            .ok_or_else(|| format!("{path}: metadata field '{key}' missing"))
+            .ok_or_else(|| err(format!("{path}: metadata field '{key}' missing")))
     };
     let config: RunConfig = serde_json::from_str(&field(CONFIG_KEY)?)
-        .map_err(|e| format!("{path}: metadata field '{CONFIG_KEY}': {e}"))?;
+        .map_err(|e| err(format!("{path}: metadata field '{CONFIG_KEY}': {e}")))?;
     let probes: ProbeScores = serde_json::from_str(&field(PROBES_KEY)?)
-        .map_err(|e| format!("{path}: metadata field '{PROBES_KEY}': {e}"))?;
+        .map_err(|e| err(format!("{path}: metadata field '{PROBES_KEY}': {e}")))?;
     ck.metadata.clear();
     Ok((
         LessonBase {

@@ -24,13 +24,14 @@ static COMMITTED: &[u8] = include_bytes!("../../../../docs/results/real-smollm2/
 
 /// The committed real-model grid's data.
 #[cfg(not(target_arch = "wasm32"))]
-pub fn committed() -> Result<GridData, String> {
+pub fn committed() -> Result<GridData, super::LessonDataError> {
     committed_from(COMMITTED)
 }
 
 /// The committed real-model grid's data, from the file's `bytes`.
-pub fn committed_from(bytes: &[u8]) -> Result<GridData, String> {
-    GridData::from_gzip(COMMITTED_FILE, bytes).map_err(|e| e.to_string())
+pub fn committed_from(bytes: &[u8]) -> Result<GridData, super::LessonDataError> {
+    GridData::from_gzip(COMMITTED_FILE, bytes)
+        .map_err(|e| super::LessonDataError::new(COMMITTED_FILE, e.to_string()))
 }
 
 /// The runs the lesson reads, by their grid names.
@@ -96,17 +97,20 @@ fn figures(source: &str, r: &GridDataRun, q: &str, prefix: &str) -> Result<Figur
 /// Judges the lesson's claims from `data` (`source` names it in errors): it needs the
 /// grid's most_recent-low, max_window-low and most_recent-low-e4m3 runs with their
 /// per-quantizer figures (a grid with `continue.e4m3 = true`).
-pub fn judge(source: &str, data: &GridData) -> Result<LessonReport, String> {
+pub fn judge(source: &str, data: &GridData) -> Result<LessonReport, super::LessonDataError> {
+    let err = |m: String| super::LessonDataError::new(source, m);
     let need = |name: &str| {
         run(data, name, 0).ok_or_else(|| {
-            format!("{source}: no run {name} (the lesson needs a grid with continue.e4m3 = true, like real-smollm2)")
+            err(format!("{source}: no run {name} (the lesson needs a grid with continue.e4m3 = true, like real-smollm2)"))
         })
     };
     let (mr, mw, e4) = (need(MR)?, need(MW)?, need(E4)?);
     // Each run's outlier once: the quantizer, its largest amax ÷ the median quantizer's.
     let [o_mr, o_mw] = [mr, mw].map(|r| outlier(&r.summary.per_quantizer));
     let (top, median) = o_mr.ok_or_else(|| {
-        format!("{source}: run {MR} has no per-quantizer figures (written by `hif8lab grid`)")
+        err(format!(
+            "{source}: run {MR} has no per-quantizer figures (written by `hif8lab grid`)"
+        ))
     })?;
     let q = top.quantizer.clone();
     let ratio = |o: Option<(&QuantizerSummary, f64)>| {
@@ -121,13 +125,14 @@ pub fn judge(source: &str, data: &GridData) -> Result<LessonReport, String> {
         .iter()
         .filter(|t| t.as_deref() == Some(q.as_str()))
         .count();
-    let f_mr = figures(source, mr, &q, "most_recent")?;
-    let f_mw = figures(source, mw, &q, "max_window")?;
-    let f_mw_in_mr = figures(source, mr, &q, "max_window")?;
-    let f_e4 = figures(source, e4, &q, "most_recent")?;
+    let f_mr = figures(source, mr, &q, "most_recent").map_err(err)?;
+    let f_mw = figures(source, mw, &q, "max_window").map_err(err)?;
+    let f_mw_in_mr = figures(source, mr, &q, "max_window").map_err(err)?;
+    let f_e4 = figures(source, e4, &q, "most_recent").map_err(err)?;
     let f_mw_e4 = run(data, "max_window-low-e4m3", 0)
         .map(|r| figures(source, r, &q, "max_window"))
-        .transpose()?;
+        .transpose()
+        .map_err(err)?;
     // The second data order, as a replication (evidence only).
     let second = |name: &str, prefix: &str| {
         run(data, name, 1)
