@@ -610,9 +610,7 @@ pub fn number(v: f64, unit: &str) -> String {
     }
     // Counts are whole numbers: "78 calls", never "78.0 calls".
     let count = matches!(unit.trim(), "calls" | "elements" | "items" | "steps");
-    let digits = if count && v.fract() == 0.0 {
-        0
-    } else if v.abs() >= 100.0 {
+    let digits = if (count && v.fract() == 0.0) || v.abs() >= 100.0 {
         0
     } else if v.abs() >= 10.0 {
         1

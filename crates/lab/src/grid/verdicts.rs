@@ -337,7 +337,7 @@ fn seeds_part(
     // pretraining: its replicates' mean (replicate r belongs to pretraining r % B), a t
     // interval across those means — a random pretraining effect, balanced design.
     let b = design.bases;
-    if b > 1 && n % b == 0 && n > b {
+    if b > 1 && n.is_multiple_of(b) && n > b {
         let means: Vec<f64> = (0..b)
             .map(|j| {
                 let of: Vec<f64> = values.iter().skip(j).step_by(b).copied().collect();
