@@ -162,7 +162,7 @@ pub struct CompareLogsArgs {
 
 /// `compare-logs`.
 pub fn run_compare_logs(args: CompareLogsArgs) -> Result<Outcome> {
-    use hif8lab_lab::claims::{Claim, Part, Side, Spread, judge_family};
+    use hif8lab_lab::claims::{Claim, Side, judge_family};
     let base = read_log(&args.base, args.pattern)?;
     let quant = read_log(&args.quant, args.pattern)?;
     let c = compare_losses(&base, &quant, args.warmup_steps, &args.quant)?;
@@ -171,16 +171,7 @@ pub fn run_compare_logs(args: CompareLogsArgs) -> Result<Outcome> {
         .iter()
         .find(|p| p.phase == "after warmup")
         .or_else(|| c.phases.last());
-    let part = |what: &str, v: f64, d: &[f64], side: Side, t: f64| Part {
-        measured: what.into(),
-        unit: "%".into(),
-        value: v,
-        spread: Spread::draws(d.to_vec()),
-        side,
-        threshold: t,
-        test: "circular block bootstrap over steps".into(),
-        variation: "steps of one pair of runs".into(),
-    };
+    let part = hif8lab_lab::evals::loss_compare::draw_part;
     let mut claims: Vec<Claim> = post
         .map(|p| {
             vec![

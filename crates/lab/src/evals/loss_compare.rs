@@ -172,6 +172,27 @@ pub fn compare_losses(
     })
 }
 
+/// A claim's part on a phase's statistic (%), its spread the block bootstrap's `draws`:
+/// what `compare-logs` and the paper's report judge.
+pub fn draw_part(
+    what: &str,
+    value: f64,
+    draws: &[f64],
+    side: crate::claims::Side,
+    threshold: f64,
+) -> crate::claims::Part {
+    crate::claims::Part {
+        measured: what.into(),
+        unit: "%".into(),
+        value,
+        spread: crate::claims::Spread::draws(draws.to_vec()),
+        side,
+        threshold,
+        test: format!("circular block bootstrap over steps (blocks of {BLOCK})"),
+        variation: "steps of one pair of runs".into(),
+    }
+}
+
 fn mean(v: impl Iterator<Item = f64>) -> f64 {
     let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
     s / n.max(1) as f64

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::EvalError;
 use super::compare::{count_of, unpaired_intervals};
-use super::loss_compare::{BLOCK, LossComparison, compare_losses};
+use super::loss_compare::{BLOCK, LossComparison, compare_losses, draw_part};
 use super::report::claim_line;
 use super::summary::{Summary, parse_summary};
 use super::train_log::{LogPattern, parse_log};
@@ -364,19 +364,6 @@ fn drop_part(t: &TaskRow, side: Side, threshold: f64) -> Part {
         threshold,
         test: "Newcombe's interval for independent samples (no per-document logs published)".into(),
         variation: "benchmark documents (unpaired)".into(),
-    }
-}
-
-fn draw_part(what: &str, value: f64, draws: &[f64], side: Side, threshold: f64) -> Part {
-    Part {
-        measured: what.into(),
-        unit: "%".into(),
-        value,
-        spread: Spread::draws(draws.to_vec()),
-        side,
-        threshold,
-        test: format!("circular block bootstrap over steps (blocks of {BLOCK})"),
-        variation: "steps of one pair of runs".into(),
     }
 }
 
