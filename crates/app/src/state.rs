@@ -311,11 +311,16 @@ impl RunView {
     /// present).
     pub fn load(dir: &Path) -> Result<Self, String> {
         let run = RunDir::new(dir);
-        let mut view = Self::from_run(&run.name(), &run.metrics()?, &run.trace()?);
+        let text = |e: hif8lab_train::run::RunDirError| e.to_string();
+        let mut view = Self::from_run(
+            &run.name(),
+            &run.metrics().map_err(text)?,
+            &run.trace().map_err(text)?,
+        );
         if run.has_config() {
-            view.set_config(&run.config()?);
+            view.set_config(&run.config().map_err(text)?);
         }
-        view.probes = run.probes()?;
+        view.probes = run.probes().map_err(text)?;
         Ok(view)
     }
 

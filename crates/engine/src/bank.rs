@@ -44,7 +44,9 @@ impl BankConfig {
 
     /// Checks the bank fits the engine's layout.
     pub fn validate(&self) -> Result<(), EngineError> {
-        self.scaling.validate().map_err(EngineError::Config)?;
+        self.scaling
+            .validate()
+            .map_err(|e| EngineError::Config(e.message))?;
         if self.quantizers == 0 {
             return Err(EngineError::Config(
                 "a bank needs at least one quantizer".into(),

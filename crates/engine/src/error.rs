@@ -33,4 +33,23 @@ pub enum EngineError {
     /// The result is not there yet (asynchronous readback still pending).
     #[error("result not ready yet")]
     NotReady,
+    /// A device allows less than a kernel needs (a device created elsewhere: eframe's, a
+    /// browser's).
+    #[error("the device allows {limit} = {have}, the engine needs {need}")]
+    Limit {
+        /// The `wgpu::Limits` field.
+        limit: &'static str,
+        /// The device's value.
+        have: u32,
+        /// The engine's need.
+        need: u32,
+    },
+    /// The CPU thread pool cannot be built as asked (`--threads N`).
+    #[error("--threads {threads}: {message}")]
+    Threads {
+        /// The asked count.
+        threads: usize,
+        /// Why not.
+        message: String,
+    },
 }

@@ -147,35 +147,66 @@ impl ScalingConfig {
     }
 
     /// Checks value ranges; each message names the field (`window`, `target`, …).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), RangeError> {
         if self.window == 0 {
-            return Err("window (amax_history_len) must be at least 1".into());
+            return Err(RangeError::new(
+                "window",
+                "window (amax_history_len) must be at least 1",
+            ));
         }
         if self.window > WINDOW_MAX {
-            return Err(format!(
-                "window must be at most {WINDOW_MAX}, got {}",
-                self.window
+            return Err(RangeError::new(
+                "window",
+                format!("window must be at most {WINDOW_MAX}, got {}", self.window),
             ));
         }
         if !(self.target.is_finite() && self.target > 0.0) {
-            return Err(format!(
-                "target must be a finite number > 0, got {}",
-                self.target
+            return Err(RangeError::new(
+                "target",
+                format!("target must be a finite number > 0, got {}", self.target),
             ));
         }
         if !MARGIN_RANGE.contains(&self.margin) {
-            return Err(format!(
-                "margin must be in {}..={}, got {}",
-                MARGIN_RANGE.start(),
-                MARGIN_RANGE.end(),
-                self.margin
+            return Err(RangeError::new(
+                "margin",
+                format!(
+                    "margin must be in {}..={}, got {}",
+                    MARGIN_RANGE.start(),
+                    MARGIN_RANGE.end(),
+                    self.margin
+                ),
             ));
         }
         for spec in std::iter::once(&self.estimator).chain(&self.shadow) {
-            spec.validate()
-                .map_err(|e| format!("estimator '{spec}': {e}"))?;
+            spec.validate().map_err(|e| {
+                RangeError::new(
+                    format!("estimator '{spec}'"),
+                    format!("estimator '{spec}': {e}"),
+                )
+            })?;
         }
         Ok(())
+    }
+}
+
+/// A scaling setting out of its range: the field (`window`, `target`, `margin`, `ema alpha`,
+/// `estimator 'ema(2)'` …) and a message that names it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct RangeError {
+    /// The field.
+    pub field: String,
+    /// What is wrong, naming the field.
+    pub message: String,
+}
+
+impl RangeError {
+    /// The error of `field`.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        RangeError {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 

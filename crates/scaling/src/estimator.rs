@@ -313,7 +313,8 @@ impl EstimatorSpec {
     }
 
     /// Checks parameter ranges; the message names the bad parameter.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::config::RangeError> {
+        use crate::config::RangeError;
         let unit = |name: &str, v: f32, open_zero: bool| {
             let ok = if open_zero {
                 v > 0.0 && v <= 1.0
@@ -323,16 +324,19 @@ impl EstimatorSpec {
             if ok {
                 Ok(())
             } else {
-                Err(format!(
-                    "{name} must be in {} 1], got {v}",
-                    if open_zero { "(0," } else { "[0," }
+                Err(RangeError::new(
+                    name,
+                    format!(
+                        "{name} must be in {} 1], got {v}",
+                        if open_zero { "(0," } else { "[0," }
+                    ),
                 ))
             }
         };
         match *self {
-            EstimatorSpec::MaxWindow(Some(0)) | EstimatorSpec::MeanWindow(Some(0)) => {
-                Err("window length must be at least 1".into())
-            }
+            EstimatorSpec::MaxWindow(Some(0)) | EstimatorSpec::MeanWindow(Some(0)) => Err(
+                RangeError::new("window", "window length must be at least 1"),
+            ),
             EstimatorSpec::Ema(alpha) => unit("ema alpha", alpha, true),
             EstimatorSpec::Holt(alpha, beta, damping) => {
                 unit("holt alpha", alpha, true)?;
@@ -439,7 +443,7 @@ impl FromStr for EstimatorSpec {
             }
             (_, _) => return Err(err("unknown estimator".into())),
         };
-        spec.validate().map_err(err)?;
+        spec.validate().map_err(|e| err(e.message))?;
         Ok(spec)
     }
 }

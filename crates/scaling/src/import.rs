@@ -252,11 +252,16 @@ fn looks_like_csv_header(line: &str) -> bool {
     })
 }
 
+/// A CSV line the `csv` crate cannot split (an unterminated quote, …).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct CsvLineError(pub String);
+
 /// Splits one CSV line into fields (RFC 4180 quoting, by the `csv` crate); an unterminated
 /// quote is an error.
-pub fn split_csv_line(line: &str) -> Result<Vec<String>, String> {
+pub fn split_csv_line(line: &str) -> Result<Vec<String>, CsvLineError> {
     if line.matches('"').count() % 2 == 1 {
-        return Err("unterminated quote".into());
+        return Err(CsvLineError("unterminated quote".into()));
     }
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
@@ -264,7 +269,7 @@ pub fn split_csv_line(line: &str) -> Result<Vec<String>, String> {
         .from_reader(line.as_bytes());
     match reader.records().next() {
         Some(Ok(record)) => Ok(record.iter().map(str::to_owned).collect()),
-        Some(Err(e)) => Err(e.to_string()),
+        Some(Err(e)) => Err(CsvLineError(e.to_string())),
         None => Ok(vec![String::new()]),
     }
 }

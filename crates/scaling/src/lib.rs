@@ -26,7 +26,7 @@ pub mod te;
 pub mod trace;
 
 pub use call::{CallCounts, CallRecord, EstimatorCounts};
-pub use config::{ColdStart, ScalingConfig};
+pub use config::{ColdStart, RangeError, ScalingConfig};
 pub use estimator::{Estimator, EstimatorKind, EstimatorSpec};
 pub use ids::{Module, QuantizerId, Role};
 pub use state::{Decision, QuantizerState, ScaleRule};

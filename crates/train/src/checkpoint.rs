@@ -48,6 +48,34 @@ pub struct CheckpointError {
     pub message: String,
 }
 
+/// A tensor a model needs that a checkpoint lacks, holds in another shape, or stores in a
+/// type this project does not read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TensorError {
+    /// No tensor of this name.
+    #[error("tensor '{name}' missing")]
+    Missing {
+        /// The tensor.
+        name: String,
+    },
+    /// Another shape than the model's.
+    #[error("tensor '{name}' has shape {found:?}, this model needs {needed:?} (different config?)")]
+    Shape {
+        /// The tensor.
+        name: String,
+        /// Its shape in the checkpoint.
+        found: Vec<usize>,
+        /// The model's.
+        needed: Vec<usize>,
+    },
+    /// A dtype other than F32, BF16 or F16.
+    #[error("dtype {dtype} is not supported (F32, BF16 or F16)")]
+    Dtype {
+        /// The dtype as safetensors names it.
+        dtype: String,
+    },
+}
+
 impl Checkpoint {
     /// The tensor called `name`.
     pub fn get(&self, name: &str) -> Option<&NamedTensor> {
@@ -57,15 +85,16 @@ impl Checkpoint {
     /// The data of tensor `name`, which this model needs with `shape`: the one check that
     /// loading base weights and restoring a run share (a missing tensor or another shape is
     /// named).
-    pub fn tensor_of_shape(&self, name: &str, shape: &[usize]) -> Result<&[f32], String> {
-        let t = self
-            .get(name)
-            .ok_or_else(|| format!("tensor '{name}' missing"))?;
+    pub fn tensor_of_shape(&self, name: &str, shape: &[usize]) -> Result<&[f32], TensorError> {
+        let t = self.get(name).ok_or_else(|| TensorError::Missing {
+            name: name.to_owned(),
+        })?;
         if t.shape != shape {
-            return Err(format!(
-                "tensor '{name}' has shape {:?}, this model needs {shape:?} (different config?)",
-                t.shape
-            ));
+            return Err(TensorError::Shape {
+                name: name.to_owned(),
+                found: t.shape.clone(),
+                needed: shape.to_vec(),
+            });
         }
         Ok(&t.data)
     }
@@ -212,7 +241,7 @@ fn bytemuck_f32(v: &[f32]) -> &[u8] {
 }
 
 /// Tensor bytes of `dtype` as f32 values (F32, BF16 and F16; other types are refused).
-pub fn to_f32(dtype: safetensors::Dtype, bytes: &[u8]) -> Result<Vec<f32>, String> {
+pub fn to_f32(dtype: safetensors::Dtype, bytes: &[u8]) -> Result<Vec<f32>, TensorError> {
     use safetensors::Dtype;
     Ok(match dtype {
         Dtype::F32 => bytes
@@ -228,9 +257,9 @@ pub fn to_f32(dtype: safetensors::Dtype, bytes: &[u8]) -> Result<Vec<f32>, Strin
             .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
             .collect(),
         other => {
-            return Err(format!(
-                "dtype {other:?} is not supported (F32, BF16 or F16)"
-            ));
+            return Err(TensorError::Dtype {
+                dtype: format!("{other:?}"),
+            });
         }
     })
 }

@@ -14,7 +14,7 @@
 use crate::rng::Rng;
 
 mod probe_file;
-pub use probe_file::{GENERAL_KNOWLEDGE, items_from_tsv};
+pub use probe_file::{GENERAL_KNOWLEDGE, ProbeFileError, items_from_tsv};
 
 const SYLLABLES: [&str; 20] = [
     "zor", "bia", "quel", "tam", "ven", "ost", "rel", "ka", "lum", "dri", "sa", "mon", "pel", "ux",

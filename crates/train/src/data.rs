@@ -56,35 +56,92 @@ pub fn synthetic_corpus(seed: u64, bytes: usize) -> String {
     text
 }
 
+/// Why a run's training data cannot be prepared: the file, the setting or the sizes that
+/// refuse it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DataError {
+    /// A corpus file or folder cannot be read, or is not UTF-8 text.
+    #[error("{path}: {message}")]
+    Corpus {
+        /// The file or folder.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The tokenizer cannot be read or cannot encode the text.
+    #[error(transparent)]
+    Tokenizer(#[from] crate::tokenizer::TokenizerError),
+    /// The tokenizer gives an id outside the model's vocabulary.
+    #[error(
+        "data.tokenizer '{tokenizer}' gives token id {token}, outside model.vocab {vocab} (a \
+         tokenizer of another model?)"
+    )]
+    OutsideVocab {
+        /// The `data.tokenizer` setting.
+        tokenizer: String,
+        /// The largest id given.
+        token: u32,
+        /// `model.vocab`.
+        vocab: usize,
+    },
+    /// The text is shorter than one training window.
+    #[error(
+        "{source_name} gives {tokens} tokens; a run needs at least model.context + 2 = {needed} \
+         (a longer text, a larger data.bytes, or a smaller model.context)"
+    )]
+    TooShort {
+        /// The setting that gives the text (`data.corpus '…'` and its size).
+        source_name: String,
+        /// Its tokens.
+        tokens: usize,
+        /// `model.context + 2`.
+        needed: usize,
+    },
+    /// A sampler's stream is shorter than a window of the asked context.
+    #[error("corpus has {tokens} tokens, needs at least context + 2 = {needed}")]
+    FewTokens {
+        /// The stream's tokens.
+        tokens: usize,
+        /// `context + 2`.
+        needed: usize,
+    },
+}
+
+fn corpus_error(path: &Path, message: impl std::fmt::Display) -> DataError {
+    DataError::Corpus {
+        path: path.display().to_string(),
+        message: message.to_string(),
+    }
+}
+
 /// The text of a corpus file's bytes (UTF-8; the error names the file and the first bad
 /// byte's offset).
-pub fn corpus_text(path: &Path, bytes: Vec<u8>) -> Result<String, String> {
+pub fn corpus_text(path: &Path, bytes: Vec<u8>) -> Result<String, DataError> {
     String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "{}: not UTF-8 text (byte {})",
-            path.display(),
-            e.utf8_error().valid_up_to()
+        corpus_error(
+            path,
+            format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
         )
     })
 }
 
 /// Reads a UTF-8 text file, or every `.txt`/`.md` file of a folder (sorted by name).
-pub fn read_corpus(path: &Path) -> Result<String, String> {
+pub fn read_corpus(path: &Path) -> Result<String, DataError> {
     let read = |p: &Path| {
         std::fs::read(p)
-            .map_err(|e| format!("{}: {e}", p.display()))
+            .map_err(|e| corpus_error(p, e))
             .and_then(|b| corpus_text(p, b))
     };
     if path.is_dir() {
         let mut files: Vec<_> = std::fs::read_dir(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?
+            .map_err(|e| corpus_error(path, e))?
             .filter_map(Result::ok)
             .map(|e| e.path())
             .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("txt" | "md")))
             .collect();
         files.sort();
         if files.is_empty() {
-            return Err(format!("{}: no .txt or .md files", path.display()));
+            return Err(corpus_error(path, "no .txt or .md files"));
         }
         let mut text = String::new();
         for f in files {
@@ -99,7 +156,7 @@ pub fn read_corpus(path: &Path) -> Result<String, String> {
 
 /// The training text a run's `data` section names: `synthetic`, `kb` (the knowledge base's
 /// pretraining corpus), `web` (the bursty continued-training corpus) or a file path.
-pub fn training_text(d: &crate::config::DataConfig, seed: u64) -> Result<String, String> {
+pub fn training_text(d: &crate::config::DataConfig, seed: u64) -> Result<String, DataError> {
     Ok(match d.corpus.as_str() {
         "synthetic" => synthetic_corpus(seed, d.bytes),
         "kb" => crate::corpus::pretrain_corpus(
@@ -123,12 +180,12 @@ pub struct Sampler {
 
 impl Sampler {
     /// A sampler over `tokens`.
-    pub fn new(tokens: Vec<u32>, seed: u64) -> Result<Self, String> {
-        Ok(Sampler {
+    pub fn new(tokens: Vec<u32>, seed: u64) -> Self {
+        Sampler {
             tokens,
             seed,
             position: 0,
-        })
+        }
     }
 
     /// The next `batch` sequences: (inputs, targets), each `batch·context` tokens as f32.
@@ -136,13 +193,12 @@ impl Sampler {
         &mut self,
         batch: usize,
         context: usize,
-    ) -> Result<(Vec<f32>, Vec<f32>), String> {
+    ) -> Result<(Vec<f32>, Vec<f32>), DataError> {
         if self.tokens.len() < context + 2 {
-            return Err(format!(
-                "corpus has {} tokens, needs at least context + 2 = {}",
-                self.tokens.len(),
-                context + 2
-            ));
+            return Err(DataError::FewTokens {
+                tokens: self.tokens.len(),
+                needed: context + 2,
+            });
         }
         let span = self.tokens.len() - context - 1;
         let mut inputs = Vec::with_capacity(batch * context);
@@ -173,7 +229,7 @@ pub struct RunData {
 impl RunData {
     /// The data `config` names: its corpus (generated, or a file) in its tokenizer, checked
     /// against the model's vocabulary and context.
-    pub fn for_config(config: &crate::RunConfig) -> Result<Self, String> {
+    pub fn for_config(config: &crate::RunConfig) -> Result<Self, DataError> {
         let text = training_text(
             &config.data,
             config.data.corpus_seed.unwrap_or(config.train.seed),
@@ -185,11 +241,11 @@ impl RunData {
             .max()
             .filter(|t| **t as usize >= config.model.vocab)
         {
-            return Err(format!(
-                "data.tokenizer '{}' gives token id {max}, outside model.vocab {} (a tokenizer \
-                 of another model?)",
-                config.data.tokenizer, config.model.vocab
-            ));
+            return Err(DataError::OutsideVocab {
+                tokenizer: config.data.tokenizer.clone(),
+                token: *max,
+                vocab: config.model.vocab,
+            });
         }
         if ids.len() < config.model.context + 2 {
             let corpus = &config.data.corpus;
@@ -201,14 +257,13 @@ impl RunData {
                     config.data.bytes
                 )
             };
-            return Err(format!(
-                "{source} gives {} tokens; a run needs at least model.context + 2 = {} (a longer \
-                 text, a larger data.bytes, or a smaller model.context)",
-                ids.len(),
-                config.model.context + 2
-            ));
+            return Err(DataError::TooShort {
+                source_name: source,
+                tokens: ids.len(),
+                needed: config.model.context + 2,
+            });
         }
-        let sampler = Sampler::new(ids, config.train.seed)?;
+        let sampler = Sampler::new(ids, config.train.seed);
         Ok(RunData { tokenizer, sampler })
     }
 }
@@ -222,17 +277,12 @@ mod tests {
         let a = synthetic_corpus(3, 5000);
         assert_eq!(a, synthetic_corpus(3, 5000));
         assert_ne!(a, synthetic_corpus(4, 5000));
-        let mut s1 = Sampler::new(tokenize(&a), 9).unwrap();
-        let mut s2 = Sampler::new(tokenize(&a), 9).unwrap();
+        let mut s1 = Sampler::new(tokenize(&a), 9);
+        let mut s2 = Sampler::new(tokenize(&a), 9);
         let (x1, y1) = s1.next_batch(2, 16).unwrap();
         assert_eq!((x1.clone(), y1.clone()), s2.next_batch(2, 16).unwrap());
         assert_eq!(&x1[1..16], &y1[..15], "targets are inputs shifted by one");
         assert_eq!(s1.position, 2);
-        assert!(
-            Sampler::new(vec![1, 2], 0)
-                .unwrap()
-                .next_batch(1, 16)
-                .is_err()
-        );
+        assert!(Sampler::new(vec![1, 2], 0).next_batch(1, 16).is_err());
     }
 }

@@ -28,7 +28,7 @@ mod summary;
 pub use summary::*;
 
 mod dir;
-pub use dir::RunDir;
+pub use dir::{RunDir, RunDirError};
 
 /// One line of `metrics.jsonl`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -138,11 +138,10 @@ impl ModelSource {
         let (tokenizer, tokenizer_json) = match &model.tokenizer {
             Some(p) => {
                 // Its errors name the file already.
-                let (t, text) =
-                    crate::tokenizer::Tokenizer::read(p).map_err(|message| HfError {
-                        file: p.display().to_string(),
-                        message,
-                    })?;
+                let (t, text) = crate::tokenizer::Tokenizer::read(p).map_err(|e| HfError {
+                    file: p.display().to_string(),
+                    message: e.to_string(),
+                })?;
                 (t, Some(text))
             }
             None if vocab == 256 => (crate::tokenizer::Tokenizer::Bytes, None),

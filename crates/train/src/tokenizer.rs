@@ -12,6 +12,26 @@ use std::path::Path;
 /// The `data.tokenizer` value of the byte tokenizer.
 pub const BYTES: &str = "bytes";
 
+/// A tokenizer that cannot be read or cannot encode a text: what (a file, `data.tokenizer`,
+/// `tokenizer`) and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{source_name}: {message}")]
+pub struct TokenizerError {
+    /// The file, the setting or `tokenizer` (encoding).
+    pub source_name: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl TokenizerError {
+    fn new(source_name: impl Into<String>, message: impl Into<String>) -> Self {
+        TokenizerError {
+            source_name: source_name.into(),
+            message: message.into(),
+        }
+    }
+}
+
 /// A tokenizer.
 #[derive(Clone)]
 pub enum Tokenizer {
@@ -34,19 +54,20 @@ impl std::fmt::Debug for Tokenizer {
 
 impl Tokenizer {
     /// The tokenizer a run's `data.tokenizer` names: `bytes`, or a `tokenizer.json` path.
-    pub fn for_setting(setting: &str) -> Result<Self, String> {
+    pub fn for_setting(setting: &str) -> Result<Self, TokenizerError> {
         if setting == BYTES {
             return Ok(Tokenizer::Bytes);
         }
         Self::read(Path::new(setting))
             .map(|(t, _)| t)
-            .map_err(|e| format!("data.tokenizer: {e}"))
+            .map_err(|e| TokenizerError::new("data.tokenizer", e.to_string()))
     }
 
     /// Reads a `tokenizer.json` file: the tokenizer and the file's text (errors name the
     /// file).
-    pub fn read(path: &Path) -> Result<(Self, String), String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn read(path: &Path) -> Result<(Self, String), TokenizerError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| TokenizerError::new(path.display().to_string(), e.to_string()))?;
         let t = Self::from_json(&path.display().to_string(), &text)?;
         Ok((t, text))
     }
@@ -66,9 +87,9 @@ impl Tokenizer {
     }
 
     /// A tokenizer from `tokenizer.json` text; `source` names it in errors.
-    pub fn from_json(source: &str, text: &str) -> Result<Self, String> {
+    pub fn from_json(source: &str, text: &str) -> Result<Self, TokenizerError> {
         if let Err(e) = serde_json::from_str::<serde_json::Value>(text) {
-            return Err(format!("{source}: not JSON: {e}"));
+            return Err(TokenizerError::new(source, format!("not JSON: {e}")));
         }
         if is_byte_tokenizer(text) {
             return Ok(Tokenizer::Bytes);
@@ -81,31 +102,38 @@ impl Tokenizer {
                 std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(text.as_bytes()));
             match parsed {
                 Ok(Ok(t)) => Ok(Tokenizer::Hf(Box::new(t))),
-                Ok(Err(e)) => Err(format!(
-                    "{source}: not a tokenizer.json the tokenizers crate reads: {e}"
+                Ok(Err(e)) => Err(TokenizerError::new(
+                    source,
+                    format!("not a tokenizer.json the tokenizers crate reads: {e}"),
                 )),
-                Err(_) => Err(format!(
-                    "{source}: not a tokenizer.json the tokenizers crate reads (it failed on this file)"
+                Err(_) => Err(TokenizerError::new(
+                    source,
+                    "not a tokenizer.json the tokenizers crate reads (it failed on this file)",
                 )),
             }
         }
         #[cfg(target_arch = "wasm32")]
         {
-            Err(format!(
-                "{source}: the browser build reads only the byte tokenizer; this model's \
-                 tokenizer needs the desktop app or the command line"
+            Err(TokenizerError::new(
+                source,
+                "the browser build reads only the byte tokenizer; this model's tokenizer needs \
+                 the desktop app or the command line",
             ))
         }
     }
 
     /// The token ids of `text` (no special tokens added).
-    pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
         self.encode_with(text, false)
     }
 
     /// The token ids of `text`, with the tokenizer's special tokens (its post-processor: BOS
     /// where it adds one) when `add_special_tokens`, as `tokenizer(text)` does by default.
-    pub fn encode_with(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, String> {
+    pub fn encode_with(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+    ) -> Result<Vec<u32>, TokenizerError> {
         let _ = add_special_tokens; // (the byte tokenizer has no special tokens)
         match self {
             Tokenizer::Bytes => Ok(text.bytes().map(u32::from).collect()),
@@ -116,8 +144,8 @@ impl Tokenizer {
                 }));
                 match encoded {
                     Ok(Ok(e)) => Ok(e.get_ids().to_vec()),
-                    Ok(Err(e)) => Err(format!("tokenizer: {e}")),
-                    Err(_) => Err("tokenizer: failed on this text".into()),
+                    Ok(Err(e)) => Err(TokenizerError::new("tokenizer", e.to_string())),
+                    Err(_) => Err(TokenizerError::new("tokenizer", "failed on this text")),
                 }
             }
         }
@@ -136,7 +164,7 @@ impl Tokenizer {
         add_special_tokens: bool,
         piece: usize,
         progress: &mut dyn FnMut(usize),
-    ) -> Result<Vec<u32>, String> {
+    ) -> Result<Vec<u32>, TokenizerError> {
         let whole = |progress: &mut dyn FnMut(usize)| {
             let ids = self.encode_with(text, add_special_tokens)?;
             progress(text.len());

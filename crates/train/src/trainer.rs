@@ -56,6 +56,9 @@ pub enum TrainError {
     /// The data could not be prepared.
     #[error("data: {0}")]
     Data(String),
+    /// The run's training data (its corpus, tokenizer or sizes) refuses the run.
+    #[error("data: {0}")]
+    Input(#[from] crate::data::DataError),
     /// A file or folder could not be read or written on the way (the run folder, a grid's
     /// files): where, and the system's error, whose kind tells a failure on the way (a full
     /// disk) from a refusal (a missing folder). The error is shown in the message, not
@@ -72,6 +75,9 @@ pub enum TrainError {
     /// A checkpoint does not fit this run.
     #[error("checkpoint: {0}")]
     Checkpoint(String),
+    /// A checkpoint lacks a tensor this run needs, or holds it in another shape.
+    #[error("checkpoint: {0}")]
+    Tensor(#[from] crate::checkpoint::TensorError),
     /// The run cannot fit in the backend's memory (checked before allocating).
     #[error("{0}")]
     DoesNotFit(String),
@@ -185,7 +191,7 @@ impl<B: Backend> Trainer<B> {
     /// before its corpus is read.
     pub fn from_config(backend: B, config: RunConfig) -> Result<Self, TrainError> {
         Self::check_fits(&backend, &config)?;
-        let data = RunData::for_config(&config).map_err(TrainError::Data)?;
+        let data = RunData::for_config(&config)?;
         Self::build(backend, config, data)
     }
 
@@ -329,8 +335,7 @@ impl<B: Backend> Trainer<B> {
         for micro in 0..accum {
             let (x, y) = self
                 .sampler
-                .next_batch(t.batch, self.config.model.context)
-                .map_err(TrainError::Data)?;
+                .next_batch(t.batch, self.config.model.context)?;
             // Uploads first: a queue write submits what is recorded, so recording the
             // zeroing after it keeps the whole step in one submission.
             self.ws.load(b, &x, &y)?;

@@ -296,7 +296,7 @@ fn convert_edited(
     let g = GgufFile::parse(&bytes).unwrap();
     let edited = gguf::write::rewrite(&g, &bytes, edit);
     let parsed = GgufFile::parse(&edited).map_err(|e| e.0)?;
-    gguf::convert::convert(&parsed, &edited)
+    gguf::convert::convert(&parsed, &edited).map_err(|e| e.0)
 }
 
 fn set_meta(meta: &mut [(String, gguf::file::MetaValue)], key: &str, value: gguf::file::MetaValue) {

@@ -240,8 +240,7 @@ fn fd_setup(
         .collect();
     let ws = Workspace::new(b, m, 2).unwrap();
     let text = hif8lab_train::data::synthetic_corpus(1, 4000);
-    let mut sampler =
-        hif8lab_train::data::Sampler::new(hif8lab_train::data::tokenize(&text), 3).unwrap();
+    let mut sampler = hif8lab_train::data::Sampler::new(hif8lab_train::data::tokenize(&text), 3);
     let (x, y) = sampler.next_batch(2, m.context).unwrap();
     ws.load(b, &x, &y).unwrap();
     (values, ws)

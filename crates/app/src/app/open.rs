@@ -69,7 +69,9 @@ impl HifApp {
                     match hif8lab_train::tokenizer::Tokenizer::from_json(
                         name,
                         &String::from_utf8_lossy(bytes),
-                    )? {
+                    )
+                    .map_err(|e| e.to_string())?
+                    {
                         hif8lab_train::tokenizer::Tokenizer::Bytes => "bytes".to_owned(),
                         #[allow(unreachable_patterns)]
                         _ => {

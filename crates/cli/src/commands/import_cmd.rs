@@ -50,7 +50,7 @@ pub fn run(cmd: ImportCommand) -> Result<Outcome> {
     if args.dtype == ExportDtype::F16 {
         for note in hf::F16Range::of(&weights)
             .check(args.allow_overflow)
-            .map_err(in_file)?
+            .map_err(|e| in_file(e.to_string()))?
         {
             eprintln!("{note}");
         }

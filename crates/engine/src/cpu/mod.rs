@@ -345,8 +345,11 @@ pub fn threads() -> usize {
 /// on it: parallel loops split work into fixed pieces (rows, heads) each computed exactly as
 /// the sequential loop would, and GEMM's blocking does not depend on the thread count.
 #[cfg(not(target_arch = "wasm32"))]
-pub fn set_threads(n: usize) -> Result<(), String> {
-    build_pool(Some(n)).map_err(|e| format!("--threads {n}: {e}"))
+pub fn set_threads(n: usize) -> Result<(), crate::EngineError> {
+    build_pool(Some(n)).map_err(|e| crate::EngineError::Threads {
+        threads: n,
+        message: e.to_string(),
+    })
 }
 
 /// Stack of each pool thread: the main thread's usual 8 MiB, since [`on_pool`] runs whole

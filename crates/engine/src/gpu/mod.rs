@@ -282,7 +282,7 @@ impl GpuBackend {
 
     /// Whether a device with `limits` can run every kernel, or what it lacks. Devices created
     /// elsewhere (eframe's, a browser's WebGL fallback) may have less than the engine needs.
-    pub fn check_limits(limits: &wgpu::Limits) -> Result<(), String> {
+    pub fn check_limits(limits: &wgpu::Limits) -> Result<(), EngineError> {
         let needs = [
             (
                 "max_storage_buffers_per_shader_stage",
@@ -306,9 +306,11 @@ impl GpuBackend {
             ),
         ];
         match needs.iter().find(|(_, have, need)| have < need) {
-            Some((name, have, need)) => Err(format!(
-                "the device allows {name} = {have}, the engine needs {need}"
-            )),
+            Some((name, have, need)) => Err(EngineError::Limit {
+                limit: name,
+                have: *have,
+                need: *need,
+            }),
             None => Ok(()),
         }
     }

@@ -11,12 +11,36 @@ pub const GENERAL_KNOWLEDGE: &str = include_str!("../../../../assets/probes/gene
 /// The most choices (answer and distractors) an item of a probe file may have.
 pub const MAX_CHOICES: usize = 26;
 
+/// A probe file that cannot be read: the file, and the line (1-based) and field (`-` for the
+/// line as a whole) that refuse it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProbeFileError {
+    /// A line is not an item.
+    #[error("{source_name}:{line}: {field}: {message}")]
+    Line {
+        /// The file.
+        source_name: String,
+        /// The line, from 1.
+        line: usize,
+        /// `field N`, or `-` for the line.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The file holds no item.
+    #[error("{source_name}: no items")]
+    NoItems {
+        /// The file.
+        source_name: String,
+    },
+}
+
 /// Multiple-choice items from a probe file: one item per line, tab-separated `cluster`,
 /// `context`, `answer` and three or more distractors (`#` lines and blank lines skipped). Each
 /// choice is the continuation `" " + choice`; the choices are put in a fixed pseudo-random
 /// order per item (so that ties never favour the answer's position). Items of one cluster
 /// share an id ([`McItem::group`]). Errors name `source`, the line and the field.
-pub fn items_from_tsv(source: &str, text: &str) -> Result<Vec<McItem>, String> {
+pub fn items_from_tsv(source: &str, text: &str) -> Result<Vec<McItem>, ProbeFileError> {
     let mut clusters: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
     let mut items = Vec::new();
     let mut rng = Rng::new(0x7E57_9B0B);
@@ -27,7 +51,12 @@ pub fn items_from_tsv(source: &str, text: &str) -> Result<Vec<McItem>, String> {
         if line.trim().is_empty() || line.starts_with('#') {
             continue;
         }
-        let at = |field: &str, what: String| format!("{source}:{}: {field}: {what}", i + 1);
+        let at = |field: &str, message: String| ProbeFileError::Line {
+            source_name: source.to_owned(),
+            line: i + 1,
+            field: field.to_owned(),
+            message,
+        };
         let fields: Vec<&str> = line.split('\t').collect();
         if fields.len() < 6 {
             return Err(at(
@@ -80,7 +109,9 @@ pub fn items_from_tsv(source: &str, text: &str) -> Result<Vec<McItem>, String> {
         });
     }
     if items.is_empty() {
-        return Err(format!("{source}: no items"));
+        return Err(ProbeFileError::NoItems {
+            source_name: source.to_owned(),
+        });
     }
     Ok(items)
 }
@@ -127,7 +158,7 @@ mod tests {
             ),
             ("# only a comment\n", "p.tsv: no items"),
         ] {
-            let e = items_from_tsv("p.tsv", text).unwrap_err();
+            let e = items_from_tsv("p.tsv", text).unwrap_err().to_string();
             assert!(e.starts_with(words), "{e}");
         }
     }
@@ -144,7 +175,9 @@ mod tests {
             format!("c\tctx\tans\t{}\n", distractors.join("\t"))
         };
         assert!(items_from_tsv("p.tsv", &many(MAX_CHOICES - 1)).is_ok());
-        let e = items_from_tsv("p.tsv", &many(MAX_CHOICES)).unwrap_err();
+        let e = items_from_tsv("p.tsv", &many(MAX_CHOICES))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("27 choices") && e.contains("at most 26"), "{e}");
     }
 }

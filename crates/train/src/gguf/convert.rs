@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::dequant::dequantize;
-use super::file::{GgufFile, MetaValue, TensorInfo, meta_text};
-use super::tokenizer::tokenizer;
+use super::file::{GgufError, GgufFile, MetaValue, TensorInfo, meta_text};
+use super::tokenizer::tokenizer_text;
 use crate::checkpoint::{Checkpoint, NamedTensor};
 use crate::config::ModelConfig;
 
@@ -180,7 +180,11 @@ impl Meta<'_> {
 }
 
 /// The model's hyperparameters and `config.json` from the file's metadata.
-pub fn config(g: &GgufFile) -> Result<(ModelConfig, Value), String> {
+pub fn config(g: &GgufFile) -> Result<(ModelConfig, Value), GgufError> {
+    config_text(g).map_err(GgufError)
+}
+
+fn config_text(g: &GgufFile) -> Result<(ModelConfig, Value), String> {
     let arch = g
         .get("general.architecture")
         .ok_or("metadata 'general.architecture' is missing")?;
@@ -403,7 +407,11 @@ pub fn tensor_f32(bytes: &[u8], t: &TensorInfo) -> Vec<f32> {
 }
 
 /// The model's weights out of the file (`bytes` is the whole file), checked against `m`.
-pub fn weights(g: &GgufFile, bytes: &[u8], m: &ModelConfig) -> Result<Checkpoint, String> {
+pub fn weights(g: &GgufFile, bytes: &[u8], m: &ModelConfig) -> Result<Checkpoint, GgufError> {
+    weights_text(g, bytes, m).map_err(GgufError)
+}
+
+fn weights_text(g: &GgufFile, bytes: &[u8], m: &ModelConfig) -> Result<Checkpoint, String> {
     check_block_count(g, m)?;
     let specs = crate::model::param_specs(m);
     let mut by_name: BTreeMap<String, &TensorInfo> = BTreeMap::new();
@@ -476,9 +484,13 @@ pub fn weights(g: &GgufFile, bytes: &[u8], m: &ModelConfig) -> Result<Checkpoint
 }
 
 /// Converts a parsed file (`bytes`: the whole file).
-pub fn convert(g: &GgufFile, bytes: &[u8]) -> Result<Converted, String> {
-    let (model, config_json) = config(g)?;
-    let (tokenizer_json, tokenizer_config) = tokenizer(g)?;
+pub fn convert(g: &GgufFile, bytes: &[u8]) -> Result<Converted, GgufError> {
+    convert_text(g, bytes).map_err(GgufError)
+}
+
+fn convert_text(g: &GgufFile, bytes: &[u8]) -> Result<Converted, String> {
+    let (model, config_json) = config_text(g)?;
+    let (tokenizer_json, tokenizer_config) = tokenizer_text(g)?;
     let n_tokens = tokenizer_json["model"]["vocab"]
         .as_object()
         .map_or(0, serde_json::Map::len);
@@ -488,7 +500,7 @@ pub fn convert(g: &GgufFile, bytes: &[u8]) -> Result<Converted, String> {
             model.vocab
         ));
     }
-    let weights = weights(g, bytes, &model)?;
+    let weights = weights_text(g, bytes, &model)?;
     let mut generation_config = json!({"_from_model_config": true});
     for k in ["bos_token_id", "eos_token_id", "pad_token_id"] {
         if !config_json[k].is_null() {

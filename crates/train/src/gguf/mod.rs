@@ -40,5 +40,5 @@ pub fn read(path: &Path) -> Result<Converted, crate::hf::HfError> {
     }
     let bytes = crate::checkpoint::map_file(path).map_err(|x| e(x.message))?;
     let parsed = GgufFile::parse(&bytes).map_err(|x| e(x.0))?;
-    convert::convert(&parsed, &bytes).map_err(e)
+    convert::convert(&parsed, &bytes).map_err(|x| e(x.0))
 }

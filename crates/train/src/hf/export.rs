@@ -134,7 +134,7 @@ impl F16Range {
 
     /// Refuses overflow unless `allow_overflow` (the message names the first tensor and the
     /// flag); returns the notes to print (flushed weights, allowed overflow).
-    pub fn check(&self, allow_overflow: bool) -> Result<Vec<String>, String> {
+    pub fn check(&self, allow_overflow: bool) -> Result<Vec<String>, F16OverflowError> {
         let mut notes = Vec::new();
         if self.flushed > 0 {
             notes.push(format!(
@@ -143,12 +143,10 @@ impl F16Range {
             ));
         }
         if self.overflow > 0 && !allow_overflow {
-            return Err(format!(
-                "--dtype f16: {} weights lie beyond f16's range (±65504; first in '{}') and \
-                 would become ±inf: write bf16 or f32, or pass --allow-overflow",
-                self.overflow,
-                self.first_overflow.as_deref().unwrap_or_default()
-            ));
+            return Err(F16OverflowError {
+                weights: self.overflow,
+                first: self.first_overflow.clone().unwrap_or_default(),
+            });
         }
         if self.overflow > 0 {
             notes.push(format!(
@@ -160,11 +158,32 @@ impl F16Range {
     }
 }
 
+/// Weights that `--dtype f16` would turn into ±inf, refused without `--allow-overflow`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "--dtype f16: {weights} weights lie beyond f16's range (±65504; first in '{first}') and \
+     would become ±inf: write bf16 or f32, or pass --allow-overflow"
+)]
+pub struct F16OverflowError {
+    /// How many weights.
+    pub weights: u64,
+    /// The first tensor that holds one.
+    pub first: String,
+}
+
+/// Tensors that safetensors refuses to write (a shape that does not match the data).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct SerializeError {
+    /// The safetensors error, naming the tensor where one is at fault.
+    pub message: String,
+}
+
 /// The `model.safetensors` bytes of `weights` (model tensors only, in `dtype`).
 pub fn model_safetensors(
     weights: &[(String, Vec<usize>, Vec<f32>)],
     dtype: ExportDtype,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, SerializeError> {
     let bytes: Vec<Vec<u8>> = weights
         .iter()
         .map(|(_, _, d)| match dtype {
@@ -190,7 +209,9 @@ pub fn model_safetensors(
         .map(|((name, shape, _), b)| {
             safetensors::tensor::TensorView::new(st_dtype, shape.clone(), b)
                 .map(|v| (name.as_str(), v))
-                .map_err(|e| format!("tensor '{name}': {e}"))
+                .map_err(|e| SerializeError {
+                    message: format!("tensor '{name}': {e}"),
+                })
         })
         .collect::<Result<Vec<_>, _>>()?;
     let meta = [("format".to_owned(), "pt".to_owned())]
@@ -198,7 +219,9 @@ pub fn model_safetensors(
         .collect();
     safetensors::serialize(views, Some(meta))
         .map(crate::checkpoint::canonical)
-        .map_err(|e| e.to_string())
+        .map_err(|e| SerializeError {
+            message: e.to_string(),
+        })
 }
 
 /// `generation_config.json` (sampling defaults; the ids of the config, when it has them).
@@ -330,7 +353,7 @@ pub fn write_folder(
             (
                 "model.safetensors",
                 model_safetensors(weights, parts.dtype)
-                    .map_err(|e| err(&tmp.join("model.safetensors"), e))?,
+                    .map_err(|e| err(&tmp.join("model.safetensors"), e.message))?,
             ),
         ];
         let mut names = Vec::new();

@@ -112,9 +112,7 @@ impl<B: Backend> Model<B> {
     ) -> Result<Self, TrainError> {
         let mut list = Vec::new();
         for (name, shape, _) in model::param_specs(&m) {
-            let data = weights
-                .tensor_of_shape(&name, &shape)
-                .map_err(TrainError::Checkpoint)?;
+            let data = weights.tensor_of_shape(&name, &shape)?;
             list.push(backend.upload(data)?);
         }
         let params = Params::from_list(list, m.layers);

@@ -26,7 +26,7 @@ pub fn choice_sequence(
     choice: &str,
     special: bool,
     max: usize,
-) -> Result<(Vec<u32>, usize), String> {
+) -> Result<(Vec<u32>, usize), crate::tokenizer::TokenizerError> {
     let ctx = tokenizer.encode_with(context, special)?;
     let whole = tokenizer.encode_with(&format!("{context}{choice}"), special)?;
     let cont = match whole.strip_prefix(ctx.as_slice()) {
@@ -75,7 +75,9 @@ pub fn score_probe_set<B: Backend>(
     step: u64,
 ) -> Result<ProbeScores, TrainError> {
     let ctx = model.config().context;
-    let data = |e: String| TrainError::Data(format!("tokenizing the probes: {e}"));
+    let data = |e: crate::tokenizer::TokenizerError| {
+        TrainError::Data(format!("tokenizing the probes: {e}"))
+    };
     let mc = |items: &[McItem]| -> Result<Vec<(Vec<u32>, usize)>, TrainError> {
         let mut seqs = Vec::new();
         for it in items {

@@ -10,6 +10,32 @@ use super::{MetricsLine, RunSummary, Segment};
 use crate::RunConfig;
 use crate::trainer::ProbeScores;
 
+/// A run folder's file that cannot be read: every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum RunDirError {
+    /// The file cannot be read, or is not UTF-8 text.
+    #[error("{file}: {message}")]
+    Read {
+        /// The file.
+        file: String,
+        /// The system's (or the decoder's) error.
+        message: String,
+    },
+    /// `config.toml` is not a configuration this version reads.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// A JSON-lines file (metrics, trace, probes) is malformed.
+    #[error(transparent)]
+    Lines(#[from] hif8lab_scaling::trace::InputError),
+}
+
+fn read_error(path: &Path, message: impl std::fmt::Display) -> RunDirError {
+    RunDirError::Read {
+        file: path.display().to_string(),
+        message: message.to_string(),
+    }
+}
+
 /// A run folder, for reading.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunDir {
@@ -64,36 +90,36 @@ impl RunDir {
     }
 
     /// The bytes of one of its files; the error names the file.
-    fn bytes(&self, name: &str) -> Result<Vec<u8>, String> {
+    fn bytes(&self, name: &str) -> Result<Vec<u8>, RunDirError> {
         let p = self.file(name);
-        std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))
+        std::fs::read(&p).map_err(|e| read_error(&p, e))
     }
 
     /// `config.toml`, parsed (with `overrides` applied) and checked.
-    pub fn config_with(&self, overrides: &[String]) -> Result<RunConfig, String> {
+    pub fn config_with(&self, overrides: &[String]) -> Result<RunConfig, RunDirError> {
         let p = self.file(Self::CONFIG);
         let bytes = self.bytes(Self::CONFIG)?;
-        let text = std::str::from_utf8(&bytes).map_err(|e| format!("{}: {e}", p.display()))?;
-        RunConfig::parse(&p.display().to_string(), text, overrides).map_err(|e| e.to_string())
+        let text = std::str::from_utf8(&bytes).map_err(|e| read_error(&p, e))?;
+        Ok(RunConfig::parse(&p.display().to_string(), text, overrides)?)
     }
 
     /// `config.toml`, parsed and checked.
-    pub fn config(&self) -> Result<RunConfig, String> {
+    pub fn config(&self) -> Result<RunConfig, RunDirError> {
         self.config_with(&[])
     }
 
     /// `metrics.jsonl` (a torn last line, left by a kill, is dropped).
-    pub fn metrics(&self) -> Result<Vec<MetricsLine>, String> {
+    pub fn metrics(&self) -> Result<Vec<MetricsLine>, RunDirError> {
         self.jsonl(Self::METRICS)
     }
 
     /// `trace.jsonl`.
-    pub fn trace(&self) -> Result<Trace, String> {
-        hif8lab_scaling::trace::read_trace(&self.file(Self::TRACE)).map_err(|e| e.to_string())
+    pub fn trace(&self) -> Result<Trace, RunDirError> {
+        Ok(hif8lab_scaling::trace::read_trace(&self.file(Self::TRACE))?)
     }
 
     /// `probes.jsonl` (none when the run was not probed).
-    pub fn probes(&self) -> Result<Vec<ProbeScores>, String> {
+    pub fn probes(&self) -> Result<Vec<ProbeScores>, RunDirError> {
         if !self.file(Self::PROBES).exists() {
             return Ok(Vec::new());
         }
@@ -101,12 +127,13 @@ impl RunDir {
     }
 
     /// One of its JSON-lines files, streamed (a torn last line is dropped).
-    fn jsonl<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Vec<T>, String> {
+    fn jsonl<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Vec<T>, RunDirError> {
         let p = self.file(name);
-        let file = std::fs::File::open(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        hif8lab_scaling::trace::read_jsonl(&p, std::io::BufReader::new(file))
-            .map(|(items, _)| items)
-            .map_err(|e| e.to_string())
+        let file = std::fs::File::open(&p).map_err(|e| read_error(&p, e))?;
+        Ok(
+            hif8lab_scaling::trace::read_jsonl(&p, std::io::BufReader::new(file))
+                .map(|(items, _)| items)?,
+        )
     }
 
     /// `segments.json` (none in a folder written before segments were recorded).

@@ -9,9 +9,7 @@ impl<B: Backend> Trainer<B> {
     pub fn load_weights(&mut self, ck: &Checkpoint) -> Result<(), TrainError> {
         let specs = model::param_specs(&self.config.model);
         for ((name, shape, _), t) in specs.iter().zip(self.params.list()) {
-            let data = ck
-                .tensor_of_shape(name, shape)
-                .map_err(TrainError::Checkpoint)?;
+            let data = ck.tensor_of_shape(name, shape)?;
             self.backend.write(t, data)?;
         }
         Ok(())

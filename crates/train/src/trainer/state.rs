@@ -106,7 +106,11 @@ impl<B: Backend> Trainer<B> {
         ] {
             for ((name, shape, _), t) in specs.iter().zip(list) {
                 let full = format!("{prefix}{name}");
-                writes.push((t, ck.tensor_of_shape(&full, shape).map_err(bad)?));
+                writes.push((
+                    t,
+                    ck.tensor_of_shape(&full, shape)
+                        .map_err(|e| bad(e.to_string()))?,
+                ));
             }
         }
         if let Some(stored) = ck.metadata.get("config_fingerprint") {
@@ -130,7 +134,10 @@ impl<B: Backend> Trainer<B> {
             }
         }
         let bank_snapshot = if self.bank.is_some() {
-            Some(bank_snapshot(ck, self.plan.ids.len(), self.active).map_err(bad)?)
+            Some(
+                bank_snapshot(ck, self.plan.ids.len(), self.active)
+                    .map_err(|e| bad(e.to_string()))?,
+            )
         } else {
             None
         };
@@ -155,7 +162,7 @@ pub fn bank_snapshot(
     ck: &Checkpoint,
     quantizers: usize,
     active: usize,
-) -> Result<BankSnapshot, String> {
+) -> Result<BankSnapshot, crate::checkpoint::TensorError> {
     let mut snap = BankSnapshot {
         active,
         quantizers: Vec::new(),
@@ -165,7 +172,9 @@ pub fn bank_snapshot(
         let get = |what: &str| {
             ck.get(&format!("quantizers.{i}.{what}"))
                 .map(|t| t.data.clone())
-                .ok_or_else(|| format!("tensor 'quantizers.{i}.{what}' missing"))
+                .ok_or_else(|| crate::checkpoint::TensorError::Missing {
+                    name: format!("quantizers.{i}.{what}"),
+                })
         };
         snap.quantizers.push(hif8lab_engine::QuantizerSnapshot {
             history: get("history")?,
