@@ -1,6 +1,6 @@
 // Headless-Chromium tests of the browser demo (web/dist, built by scripts/build-web.sh).
 //
-//   node web/tests/browser.mjs [--mode webgpu|cpu|lesson|hf|layout|all] [--shots DIR]
+//   node web/tests/browser.mjs [--mode webgpu|cpu|lesson|hf|layout|responsive|all] [--shots DIR]
 //
 // webgpu: Chromium with the SwiftShader WebGPU flags; the smoke preset must train on
 //         WebGPU (eframe's own device) to >= 5 reported steps, with loss and quantizer data.
@@ -16,6 +16,9 @@
 //         on the CPU backend: the app's own overflow report (window.__hif8lab.overflow: every
 //         region laid out beyond its space) must be empty; a screenshot of each goes to
 //         <shots>/layout/.
+// responsive: while a run trains (the small preset on the CPU fallback, in a Web Worker; the
+//         smoke preset on WebGPU) the page keeps drawing (>= 10 frames/s, measured figures
+//         printed), and Pause and Stop take effect within 1 s (run with cpu, webgpu and all).
 // All: no console errors, a screenshot that is not blank, and the time from page load to the
 // first reported step and the steps/s printed (measured in this headless Chromium).
 import { chromium } from "playwright-core";
@@ -341,6 +344,107 @@ async function lessonsMidRun(port) {
   console.log(`browser lessons mid-run: ok — ${out.join("; ")}`);
 }
 
+// While a run trains: the page's animation frames and the app's own frames per second over
+// `ms`, and the longest wait between two animation frames (what a step on the page's own
+// thread would stretch to its length).
+async function frameRate(page, ms) {
+  const f0 = await page.evaluate(() => window.__hif8lab.frame);
+  const r = await page.evaluate((ms) => new Promise((resolve) => {
+    const t0 = performance.now();
+    let n = 0, last = t0, gap = 0;
+    const tick = (t) => {
+      n++;
+      gap = Math.max(gap, t - last);
+      last = t;
+      if (t - t0 < ms) requestAnimationFrame(tick);
+      else resolve({ fps: n / ((t - t0) / 1000), gap, s: (t - t0) / 1000 });
+    };
+    requestAnimationFrame(tick);
+  }), ms);
+  const f1 = await page.evaluate(() => window.__hif8lab.frame);
+  return { raf: r.fps, app: (f1 - f0) / r.s, gap: r.gap };
+}
+
+// A run must never hold the page: frames keep coming while it trains, and Pause and Stop take
+// effect at once (the run bar's buttons, pressed through the page's handle). Measured on the
+// `small` preset on the CPU fallback (a step of seconds, trained in a Web Worker) and the
+// smoke preset on WebGPU.
+async function responsive(port, name, flags, query) {
+  const userDir = fs.mkdtempSync(path.join(os.tmpdir(), "hif8lab-chromium-"));
+  const browser = await chromium.launchPersistentContext(userDir, {
+    executablePath: chromiumPath,
+    args: [...base, ...flags],
+    ignoreDefaultArgs: ["--headless"],
+    headless: false,
+    viewport: { width: 1280, height: 800 },
+  });
+  const errors = [];
+  try {
+    const page = browser.pages()[0] || (await browser.newPage());
+    page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+    page.on("pageerror", (e) => errors.push(String(e)));
+    await page.goto(`http://127.0.0.1:${port}/${query}`);
+    const snap = () => page.evaluate(() => window.__hif8lab || null);
+    const fail = async (why) => {
+      throw new Error(`[${name}] ${why}; __hif8lab = ${JSON.stringify(await snap())}; console errors: ${JSON.stringify(errors)}`);
+    };
+    const wait = async (f, arg, timeout, why) => {
+      try {
+        await page.waitForFunction(f, arg, { timeout, polling: 10 });
+      } catch (e) {
+        await fail(why);
+      }
+    };
+    await wait(() => window.__hif8lab && (window.__hif8lab.error || window.__hif8lab.steps >= 2), null, 300000, "no 2 steps within 300 s");
+    const t2 = await page.evaluate(() => [performance.now(), window.__hif8lab.steps]);
+    const during = await frameRate(page, 3000);
+    const after = await page.evaluate(() => [performance.now(), window.__hif8lab.steps]);
+    const stepS = (after[0] - t2[0]) / 1000 / Math.max(after[1] - t2[1], 1);
+    const s = await snap();
+    if (s.error) await fail(`training error: ${s.error}`);
+    // On the CPU fallback the steps run in a worker: no wait between two frames comes near a
+    // step's length. (On WebGPU a frame is presented behind the compute the queue holds; on
+    // SwiftShader, a CPU, that is seconds: figures printed, not judged.)
+    if (s.backend === "cpu" && !s.in_worker) await fail("the CPU run does not train in a Web Worker");
+    if (s.backend === "cpu" && !(during.gap < 500 * stepS)) await fail(`a wait of ${during.gap.toFixed(0)} ms between two frames while a step takes ${stepS.toFixed(2)} s (${during.raf.toFixed(1)} animation frames/s, ${during.app.toFixed(1)} app frames/s)`);
+    // Pause: said at the next frame; at most the step in flight is reported after it. (A
+    // press is seen at a frame: on SwiftShader's WebGPU frames are seconds apart, so there
+    // the limit is a minute and the figure is what is reported.)
+    const limit = s.backend === "cpu" ? 1000 : 60000;
+    const p0 = await page.evaluate(() => { window.__hif8lab_handle.pause_training(true); return [performance.now(), window.__hif8lab.steps]; });
+    await wait(() => window.__hif8lab.paused === true, null, limit, `Pause did not take effect within ${limit} ms`);
+    const pauseMs = (await page.evaluate(() => performance.now())) - p0[0];
+    // (Reports arrive at frames: wait a few of the longest waits seen, too.)
+    const settle = Math.max(2500, 2500 * stepS, 3 * during.gap);
+    await page.waitForTimeout(settle);
+    const pausedSteps = (await snap()).steps;
+    // The steps already under way (at most MAX_IN_FLIGHT = 3: enqueued ahead of their
+    // reports) finish and are reported; none starts after, and none while it stays paused.
+    const inFlight = 3;
+    if (pausedSteps > p0[1] + inFlight) await fail(`${pausedSteps - p0[1]} steps reported after Pause`);
+    const paused = await frameRate(page, Math.max(1000, 2000 * stepS, 2 * during.gap));
+    const stillPaused = (await snap()).steps;
+    if (stillPaused !== pausedSteps) await fail(`${stillPaused - pausedSteps} steps while paused`);
+    // Resume, then Stop: nothing more is reported and the run bar goes.
+    await page.evaluate(() => window.__hif8lab_handle.pause_training(false));
+    await wait((n) => window.__hif8lab.steps > n, pausedSteps, 120000, "no step after Resume within 120 s");
+    const q0 = await page.evaluate(() => { window.__hif8lab_handle.stop_training(); return [performance.now(), window.__hif8lab.steps]; });
+    await wait(() => window.__hif8lab.running === false, null, limit, `Stop did not take effect within ${limit} ms`);
+    const stopMs = (await page.evaluate(() => performance.now())) - q0[0];
+    await page.waitForTimeout(settle);
+    const stopped = (await snap()).steps;
+    if (stopped > q0[1] + inFlight) await fail(`${stopped - q0[1]} steps reported after Stop`);
+    if (errors.length) await fail("console errors");
+    console.log(
+      `browser ${name}: ok — backend ${s.backend}; ${stepS.toFixed(2)} s per step; while training ${during.raf.toFixed(1)} animation frames/s, ` +
+      `${during.app.toFixed(1)} app frames/s (longest wait ${during.gap.toFixed(0)} ms); paused ${paused.app.toFixed(1)} app frames/s; ` +
+      `Pause shown after ${pauseMs.toFixed(0)} ms (${pausedSteps - p0[1]} step in flight reported), Stop after ${stopMs.toFixed(0)} ms (${stopped - q0[1]} after)`);
+  } finally {
+    await browser.close();
+    fs.rmSync(userDir, { recursive: true, force: true });
+  }
+}
+
 const server = await serve();
 const port = server.address().port;
 let failed = 0;
@@ -399,6 +503,17 @@ if (mode === "layout" || mode === "all") {
   } catch (e) {
     failed++;
     console.error(`browser lessons mid-run: FAILED — ${e.message}`);
+  }
+}
+const responsiveCases = [];
+if (mode === "cpu" || mode === "all" || mode === "responsive") responsiveCases.push(["responsive-cpu-small", ["--disable-features=WebGPU"], "?preset=small&autostart=1&backend=cpu"]);
+if (mode === "webgpu" || mode === "all" || mode === "responsive") responsiveCases.push(["responsive-webgpu-smoke", webgpuFlags, "?preset=smoke&autostart=1"]);
+for (const [name, flags, query] of responsiveCases) {
+  try {
+    await responsive(port, name, flags, query);
+  } catch (e) {
+    failed++;
+    console.error(`browser ${name}: FAILED — ${e.message}`);
   }
 }
 for (const [name, flags, backend, query, until, prepare] of cases) {

@@ -287,6 +287,32 @@ impl HifApp {
         self.frames.central_rect.width() > 0.0 && self.frames.central_rect.right() < layout::NARROW
     }
 
+    /// Pauses or resumes the live run and its baseline (the run bar's button).
+    pub fn pause_live(&mut self, pause: bool) {
+        use jobs::JobKind;
+        for kind in [JobKind::Run, JobKind::Baseline] {
+            if let Some(t) = self.jobs.training(kind) {
+                t.set_paused(pause);
+            }
+        }
+        let step = self.runs.live.as_ref().map_or(0, |v| v.loss.len());
+        self.messages.status = if pause {
+            format!("Paused after step {step}: press Resume to continue.")
+        } else {
+            format!("Resumed after step {step}: training.")
+        };
+    }
+
+    /// Stops the live run and its baseline (the run bar's Stop).
+    pub fn stop_live(&mut self) {
+        use jobs::JobKind;
+        for kind in [JobKind::Run, JobKind::Baseline] {
+            if let Some(t) = self.jobs.training(kind) {
+                t.stop();
+            }
+        }
+    }
+
     /// Whether the live run is paused.
     pub fn paused(&self) -> bool {
         self.jobs
@@ -304,6 +330,7 @@ impl HifApp {
             "adapter": self.device.adapter,
             "running": self.jobs.running(JobKind::Run) && !self.paused(),
             "paused": self.paused(),
+            "in_worker": self.jobs.training(JobKind::Run).is_some_and(|t| t.in_worker()),
             "steps": view.map(|v| v.loss.len()).unwrap_or(0),
             "loss": view.and_then(|v| v.loss.last()).map(|p| p[1]),
             "quantizers": view.map(|v| v.calls.len()).unwrap_or(0),

@@ -270,30 +270,18 @@ pub fn run_bar(app: &mut HifApp, ui: &mut egui::Ui) {
                 let Some(t) = app.jobs.training(JobKind::Run) else {
                     return;
                 };
-                let baseline = app.jobs.training(JobKind::Baseline);
-                let label = if t.paused() { "Resume" } else { "Pause" };
-                let pause = ui.button(label);
-                if pause.clicked() {
-                    let pause = !t.paused();
-                    for t in [Some(t), baseline].into_iter().flatten() {
-                        t.set_paused(pause);
-                    }
-                    let step = app.runs.live.as_ref().map_or(0, |v| v.loss.len());
-                    app.messages.status = if pause {
-                        format!("Paused after step {step}: press Resume to continue.")
-                    } else {
-                        format!("Resumed after step {step}: training.")
-                    };
+                let (paused, elapsed_s) = (t.paused(), t.elapsed_s());
+                let label = if paused { "Resume" } else { "Pause" };
+                if ui.button(label).clicked() {
+                    app.pause_live(!paused);
                 }
                 if ui.button("Stop").clicked() {
-                    for t in [Some(t), baseline].into_iter().flatten() {
-                        t.stop();
-                    }
+                    app.stop_live();
                 }
                 // Before the first step (GPU kernels compiling, the first step): how long
                 // it has been, so the wait never looks stuck.
                 if app.runs.live.as_ref().is_none_or(|v| v.loss.is_empty()) {
-                    ui.label(format!("{:.0} s since Start", t.elapsed_s()));
+                    ui.label(format!("{elapsed_s:.0} s since Start"));
                     ui.ctx()
                         .request_repaint_after(std::time::Duration::from_millis(500));
                 }

@@ -50,9 +50,9 @@ pub enum Msg {
     Finished,
 }
 
-const RUN: u8 = 0;
-const PAUSE: u8 = 1;
-const STOP: u8 = 2;
+pub(crate) const RUN: u8 = 0;
+pub(crate) const PAUSE: u8 = 1;
+pub(crate) const STOP: u8 = 2;
 
 /// Steps enqueued ahead of their reports: enough to keep a GPU busy, few enough that a
 /// Stop or a slow readback never leaves much unreported.
@@ -111,7 +111,7 @@ impl<B: Backend> Drive for Driver<B> {
 }
 
 /// No histogram requested.
-const NO_HISTOGRAM: usize = usize::MAX;
+pub(crate) const NO_HISTOGRAM: usize = usize::MAX;
 
 /// Advances one training run in slices of bounded time, through the run driver.
 pub struct Stepper {
@@ -243,7 +243,12 @@ impl Stepper {
     /// Works for about `budget` (at least one step when one can be enqueued) and returns what
     /// happened. Returns early when it can only wait for readbacks: in the browser they arrive
     /// between frames. `control` is RUN, PAUSE or STOP.
-    fn advance(&mut self, control: u8, histogram: usize, budget: Duration) -> (Vec<Msg>, bool) {
+    pub(crate) fn advance(
+        &mut self,
+        control: u8,
+        histogram: usize,
+        budget: Duration,
+    ) -> (Vec<Msg>, bool) {
         if self.preparing.is_some() {
             return self.prepare(control, budget);
         }
@@ -301,6 +306,10 @@ enum Source {
     #[cfg(not(target_arch = "wasm32"))]
     Thread(std::sync::mpsc::Receiver<Msg>),
     Local(Box<Stepper>),
+    /// The browser's CPU training, in a Web Worker (controls are posted to it as they
+    /// change).
+    #[cfg(target_arch = "wasm32")]
+    Worker(crate::worker::WorkerRun),
 }
 
 /// A training run the UI drains each frame.
@@ -381,8 +390,26 @@ impl Training {
     }
 
     /// Starts training driven by [`Training::drain`] from the caller's frame loop (what the
-    /// browser does; natively it serves the tests of that path).
+    /// browser does; natively it serves the tests of that path). In the browser a CPU run
+    /// goes to a Web Worker instead ([`crate::worker`]), so that no step holds the page;
+    /// only where none can start is it stepped from the frame loop.
     pub fn start_local(config: RunConfig, device: Device, extras: RunExtras) -> Self {
+        #[cfg(target_arch = "wasm32")]
+        if matches!(device, Device::Cpu) {
+            match crate::worker::WorkerRun::start(config.clone(), &extras) {
+                Ok(run) => {
+                    return Training {
+                        source: Source::Worker(run),
+                        control: Arc::new(AtomicU8::new(RUN)),
+                        histogram: Arc::new(AtomicUsize::new(NO_HISTOGRAM)),
+                        started: web_time::Instant::now(),
+                    };
+                }
+                Err(why) => web_sys::console::warn_1(
+                    &format!("training in the page's frame loop (no worker: {why})").into(),
+                ),
+            }
+        }
         Training {
             source: Source::Local(Box::new(Stepper::new(config, device, extras))),
             control: Arc::new(AtomicU8::new(RUN)),
@@ -404,7 +431,21 @@ impl Training {
                 let histogram = self.histogram.load(Ordering::Relaxed);
                 s.advance(control, histogram, budget).0
             }
+            #[cfg(target_arch = "wasm32")]
+            Source::Worker(run) => {
+                let _ = (budget, control);
+                run.drain()
+            }
         }
+    }
+
+    /// Whether it trains in a Web Worker (the browser's CPU runs).
+    pub fn in_worker(&self) -> bool {
+        #[cfg(target_arch = "wasm32")]
+        if matches!(self.source, Source::Worker(_)) {
+            return true;
+        }
+        false
     }
 
     /// Whether the caller's frame loop drives it.
@@ -414,15 +455,24 @@ impl Training {
 
     /// Pauses or resumes.
     pub fn set_paused(&self, paused: bool) {
-        self.control
-            .store(if paused { PAUSE } else { RUN }, Ordering::Relaxed);
+        let control = if paused { PAUSE } else { RUN };
+        self.control.store(control, Ordering::Relaxed);
+        #[cfg(target_arch = "wasm32")]
+        if let Source::Worker(run) = &self.source {
+            run.control(control);
+        }
     }
 
     /// Chooses the quantizer (bank index, as in `Msg::Started::quantizers`) whose input is
     /// binned into each step's log2|x·scale| histogram; `None` stops binning.
     pub fn set_histogram(&self, quantizer: Option<usize>) {
-        self.histogram
-            .store(quantizer.unwrap_or(NO_HISTOGRAM), Ordering::Relaxed);
+        let q = quantizer.unwrap_or(NO_HISTOGRAM);
+        if self.histogram.swap(q, Ordering::Relaxed) != q {
+            #[cfg(target_arch = "wasm32")]
+            if let Source::Worker(run) = &self.source {
+                run.histogram(q);
+            }
+        }
     }
 
     /// Whether paused.
@@ -433,6 +483,10 @@ impl Training {
     /// Asks training to stop after the current step (reports still in flight are dropped).
     pub fn stop(&self) {
         self.control.store(STOP, Ordering::Relaxed);
+        #[cfg(target_arch = "wasm32")]
+        if let Source::Worker(run) = &self.source {
+            run.control(STOP);
+        }
     }
 }
 

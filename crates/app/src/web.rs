@@ -21,6 +21,10 @@ thread_local! {
     static DROPPED: RefCell<Vec<(String, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
     /// A Start asked for by a script, waiting for the next frame.
     static START: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// A Pause (true) or Resume (false) asked for by a script, waiting for the next frame.
+    static PAUSE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+    /// A Stop asked for by a script, waiting for the next frame.
+    static STOP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// A page (`loss` … `lessons`, or `settings`) a script asked to show.
     static SHOW: RefCell<Option<String>> = const { RefCell::new(None) };
     /// A theme (`dark` / `light`) a script asked for.
@@ -68,7 +72,7 @@ fn fetch_shipped() {
     }
 }
 
-fn wake() {
+pub(crate) fn wake() {
     CTX.with(|c| {
         if let Some(ctx) = c.borrow().as_ref() {
             ctx.request_repaint();
@@ -141,6 +145,18 @@ impl WebHandle {
     /// Presses Start at the next frame (for scripts: the same as the button).
     pub fn start_training(&self) {
         START.with(|s| s.set(true));
+        wake();
+    }
+
+    /// Presses Pause (`true`) or Resume (`false`) at the next frame (the run bar's button).
+    pub fn pause_training(&self, pause: bool) {
+        PAUSE.with(|s| s.set(Some(pause)));
+        wake();
+    }
+
+    /// Presses Stop at the next frame (the run bar's button).
+    pub fn stop_training(&self) {
+        STOP.with(|s| s.set(true));
         wake();
     }
 }
@@ -277,6 +293,12 @@ pub fn publish(app: &mut HifApp) {
     }
     if START.with(|s| s.replace(false)) {
         app.start(|| {});
+    }
+    if let Some(pause) = PAUSE.with(|s| s.take()) {
+        app.pause_live(pause);
+    }
+    if STOP.with(|s| s.replace(false)) {
+        app.stop_live();
     }
     if let Some(name) = SHOW.with(|s| s.borrow_mut().take()) {
         app.form.page = name == "settings";

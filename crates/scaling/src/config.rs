@@ -5,6 +5,7 @@ use hif8lab_format::{Format, Overflow};
 use serde::{Deserialize, Serialize};
 
 use crate::estimator::EstimatorSpec;
+use crate::range::RangeError;
 use crate::rule::ScaleRule;
 
 /// What the first call after a (re)start does when the history is empty.
@@ -186,27 +187,6 @@ impl ScalingConfig {
             })?;
         }
         Ok(())
-    }
-}
-
-/// A scaling setting out of its range: the field (`window`, `target`, `margin`, `ema alpha`,
-/// `estimator 'ema(2)'` …) and a message that names it.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{message}")]
-pub struct RangeError {
-    /// The field.
-    pub field: String,
-    /// What is wrong, naming the field.
-    pub message: String,
-}
-
-impl RangeError {
-    /// The error of `field`.
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        RangeError {
-            field: field.into(),
-            message: message.into(),
-        }
     }
 }
 

@@ -313,8 +313,8 @@ impl EstimatorSpec {
     }
 
     /// Checks parameter ranges; the message names the bad parameter.
-    pub fn validate(&self) -> Result<(), crate::config::RangeError> {
-        use crate::config::RangeError;
+    pub fn validate(&self) -> Result<(), crate::range::RangeError> {
+        use crate::range::RangeError;
         let unit = |name: &str, v: f32, open_zero: bool| {
             let ok = if open_zero {
                 v > 0.0 && v <= 1.0

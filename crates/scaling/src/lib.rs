@@ -16,6 +16,7 @@ pub mod config;
 pub mod estimator;
 pub mod ids;
 pub mod import;
+pub mod range;
 pub mod replay;
 pub mod rule;
 pub mod state;
@@ -26,7 +27,8 @@ pub mod te;
 pub mod trace;
 
 pub use call::{CallCounts, CallRecord, EstimatorCounts};
-pub use config::{ColdStart, RangeError, ScalingConfig};
+pub use config::{ColdStart, ScalingConfig};
 pub use estimator::{Estimator, EstimatorKind, EstimatorSpec};
 pub use ids::{Module, QuantizerId, Role};
+pub use range::RangeError;
 pub use state::{Decision, QuantizerState, ScaleRule};
