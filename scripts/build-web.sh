@@ -113,10 +113,12 @@ fi
 
 cp web/index.html "$tmp/"
 # The files the page fetches beside it (natively compiled in; kept out of the wasm module):
-# the lessons' pretrained base and the committed real-model grid's data.
+# the lessons' pretrained base, the committed real-model grid's data and the real model's
+# outlier trace.
 mkdir -p "$tmp/lessons"
 cp assets/lessons/base.safetensors "$tmp/lessons/base.safetensors"
 cp docs/results/real-smollm2/runs.jsonl.gz "$tmp/lessons/real-smollm2.jsonl.gz"
+cp docs/results/real-smollm2-dose/outliers/most_recent-low.trace.jsonl.gz "$tmp/lessons/real-smollm2-outliers.trace.jsonl.gz"
 # Replace the site in one step, so a server never sees half of it.
 rm -rf "$dist.old"
 [ -d "$dist" ] && mv "$dist" "$dist.old"

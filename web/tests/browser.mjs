@@ -162,12 +162,27 @@ async function run(name, flags, expectBackend, port, query, until, prepare) {
         if (statuses.some((t) => /Pretraining/.test(t))) await fail(`pretrained although a base is shipped: ${JSON.stringify(statuses)}`);
         base = `started from the shipped base (${s.base_fingerprint}), no pretraining; `;
       }
+      // The real-model lesson's links open its outlier quantizer's committed trace.
+      let opened = "";
+      if (s.lesson === "outliers") {
+        await page.evaluate(() => window.__hif8lab_handle.lesson_link("Amax"));
+        try {
+          await page.waitForFunction(() => window.__hif8lab.tab === "amax" && /SmolLM2-135M outliers/.test(window.__hif8lab.view || "") && window.__hif8lab.quantizer === "block11.down.A", null, { timeout: 30000, polling: 100 });
+        } catch (e) {
+          await fail("Open Amax » did not open the outlier quantizer");
+        }
+        const amax = path.join(shots, `web-${name}-amax.png`);
+        await page.screenshot({ path: amax, timeout: 120000 });
+        checkNotBlank(amax);
+        opened = `Open Amax » showed ${(await snap()).quantizer} of the committed outlier trace (${amax}); `;
+        await page.evaluate(() => window.__hif8lab_handle.show_tab("lessons"));
+      }
       const shot = path.join(shots, `web-${name}.png`);
       await page.screenshot({ path: shot, timeout: 120000 });
       const look = checkNotBlank(shot);
       if (errors.length) await fail("console errors");
       console.log(
-        `browser ${name}: ok — point reached ${(t1 / 1000).toFixed(1)} s after page load (${((t1 - t0) / 1000).toFixed(1)} s of training); ${base}` +
+        `browser ${name}: ok — ${opened}point reached ${(t1 / 1000).toFixed(1)} s after page load (${((t1 - t0) / 1000).toFixed(1)} s of training); ${base}` +
         (s.verdict
           ? `verdict of ${s.verdict.lesson}: ${s.verdict.claims_holding} of ${s.verdict.claims} claims hold (${s.verdict.verdict}) over ${s.verdict.runs} runs; `
           : `backend ${s.backend}; base knowledge ${(100 * s.base_knowledge).toFixed(1)} %, after ${s.steps} steps ${(100 * s.knowledge).toFixed(1)} % ` +

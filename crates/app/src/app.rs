@@ -331,6 +331,8 @@ impl HifApp {
             "running": self.jobs.running(JobKind::Run) && !self.paused(),
             "paused": self.paused(),
             "in_worker": self.jobs.training(JobKind::Run).is_some_and(|t| t.in_worker()),
+            "view": view.map(|v| v.name.clone()),
+            "quantizer": self.selection.quantizer.as_ref().map(|q| q.to_string()),
             "steps": view.map(|v| v.loss.len()).unwrap_or(0),
             "loss": view.and_then(|v| v.loss.last()).map(|p| p[1]),
             "quantizers": view.map(|v| v.calls.len()).unwrap_or(0),

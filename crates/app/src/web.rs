@@ -25,6 +25,8 @@ thread_local! {
     static PAUSE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
     /// A Stop asked for by a script, waiting for the next frame.
     static STOP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// A lesson's "Open … »" link a script pressed (the panel's name), for the next frame.
+    static LINK: RefCell<Option<String>> = const { RefCell::new(None) };
     /// A page (`loss` … `lessons`, or `settings`) a script asked to show.
     static SHOW: RefCell<Option<String>> = const { RefCell::new(None) };
     /// A theme (`dark` / `light`) a script asked for.
@@ -63,7 +65,11 @@ async fn fetch_bytes(url: &str) -> Result<Vec<u8>, String> {
 /// Fetches the shipped files (the lessons' base, the real-model runs); each is handed to
 /// the app at the frame after it arrives.
 fn fetch_shipped() {
-    for url in [crate::shipped::BASE_URL, crate::shipped::REAL_RUNS_URL] {
+    for url in [
+        crate::shipped::BASE_URL,
+        crate::shipped::REAL_RUNS_URL,
+        crate::shipped::OUTLIER_TRACE_URL,
+    ] {
         wasm_bindgen_futures::spawn_local(async move {
             let result = fetch_bytes(url).await;
             FETCHED.with(|f| f.borrow_mut().push((url, result)));
@@ -151,6 +157,13 @@ impl WebHandle {
     /// Presses Pause (`true`) or Resume (`false`) at the next frame (the run bar's button).
     pub fn pause_training(&self, pause: bool) {
         PAUSE.with(|s| s.set(Some(pause)));
+        wake();
+    }
+
+    /// Presses the open lesson's "Open NAME »" link at the next frame (`Amax`,
+    /// `Saturation`, …): on the real-model lesson it opens the outlier quantizers' trace.
+    pub fn lesson_link(&self, name: String) {
+        LINK.with(|s| *s.borrow_mut() = Some(name));
         wake();
     }
 
@@ -274,6 +287,7 @@ fn create(cc: &eframe::CreationContext<'_>, options: &Options) -> HifApp {
     }
     app.shipped.base_pending = true;
     app.shipped.runs_pending = true;
+    app.shipped.outlier_pending = true;
     fetch_shipped();
     if options.autostart {
         app.autostart(|| {});
@@ -299,6 +313,11 @@ pub fn publish(app: &mut HifApp) {
     }
     if STOP.with(|s| s.replace(false)) {
         app.stop_live();
+    }
+    if let Some(name) = LINK.with(|s| s.borrow_mut().take())
+        && let Some(tab) = Tab::parse(&name)
+    {
+        app.lesson_link(tab);
     }
     if let Some(name) = SHOW.with(|s| s.borrow_mut().take()) {
         app.form.page = name == "settings";

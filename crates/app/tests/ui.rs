@@ -1214,6 +1214,52 @@ fn the_real_model_lesson_judges_committed_runs() {
     assert!(!h.state().jobs.running(JobKind::Run), "nothing trains");
 }
 
+/// Lesson 4's links open the real model's outlier quantizers (their committed per-call
+/// trace), the ~1,700× one chosen: its amax history against every estimator on Amax, its
+/// calls above the estimates on Saturation — never the empty panels of a run not made.
+#[test]
+fn the_real_model_lesson_opens_the_outlier_on_its_panels() {
+    use hif8lab_app::state::SeriesKey;
+    let mut h = harness(Options {
+        lesson: Some("outliers".into()),
+        ..Default::default()
+    });
+    h.run_steps(2);
+    for (link, tab) in [
+        ("Open Amax »", Tab::Amax),
+        ("Open Saturation »", Tab::Saturation),
+    ] {
+        h.state_mut().selection.tab = Tab::Lessons;
+        h.run_steps(2);
+        h.get_by_label(link).click();
+        h.run_steps(3);
+        let app = h.state();
+        assert_eq!(app.selection.tab, tab, "{link}");
+        let key = SeriesKey::parse("block11.down.A");
+        assert_eq!(app.selection.quantizer.as_ref(), Some(&key), "{link}");
+        let view = app.runs.live.as_ref().expect("a view opened");
+        assert!(view.name.contains("SmolLM2-135M outliers"), "{}", view.name);
+        assert_eq!(view.calls.len(), 3, "three outlier quantizers");
+        let calls = &view.calls[&key];
+        let n: u32 = calls.iter().map(|c| c.calls).sum();
+        assert_eq!(n, 480, "every call of the 480 steps");
+        // The outlier: amax in the thousands, exceeding most_recent's estimate far more
+        // often than max_window(64)'s.
+        let top = calls.iter().map(|c| c.amax).fold(0.0f32, f32::max);
+        assert!(top > 1000.0, "{top}");
+        let names = &view.estimators;
+        let k = |n: &str| names.iter().position(|e| e == n).unwrap();
+        let above = |i: usize| calls.iter().map(|c| c.calls_above[i]).sum::<u32>();
+        assert!(
+            above(k("most_recent")) > 2 * above(k("max_window(64)")),
+            "{} vs {}",
+            above(k("most_recent")),
+            above(k("max_window(64)"))
+        );
+    }
+    h.get_by_label_contains("block11.down.A chosen");
+}
+
 /// The overflow check itself: a row wider than its window is reported, naming the region.
 #[test]
 fn overflow_is_reported() {

@@ -303,6 +303,16 @@ impl HifApp {
                     self.run_scenario_in_memory();
                 }
             }
+            (OUTLIER_TRACE_URL, result) => {
+                self.shipped.outlier_pending = false;
+                match result {
+                    Ok(b) => self.shipped.outlier_trace = Some(b),
+                    Err(e) => self.messages.status = format!("No outlier trace ({e})."),
+                }
+                if let Some(tab) = self.shipped.outlier_waiting.take() {
+                    self.open_outlier(tab);
+                }
+            }
             (REAL_RUNS_URL, result) => {
                 self.shipped.runs_pending = false;
                 match result {
@@ -314,6 +324,61 @@ impl HifApp {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// A lesson's "Open … »" link: the panel, or on the real-model lesson (where nothing
+    /// trains) the panel opened on the real model's outliers.
+    pub fn lesson_link(&mut self, tab: crate::Tab) {
+        if self.lessons.lesson.id == hif8lab_lab::lesson::LessonId::Outliers {
+            self.open_outlier(tab);
+        } else {
+            self.selection.tab = tab;
+        }
+    }
+
+    /// Lesson 4's "Open Amax »" and "Open Saturation »": the real model's outlier quantizers
+    /// from their committed per-call trace ([`crate::shipped::OUTLIER_TRACE_FILE`]), the
+    /// ~1,700× one chosen, on `tab`.
+    pub fn open_outlier(&mut self, tab: crate::Tab) {
+        #[cfg(not(target_arch = "wasm32"))]
+        let packed: &[u8] = crate::shipped::outlier_trace();
+        #[cfg(target_arch = "wasm32")]
+        let packed: &[u8] = match &self.shipped.outlier_trace {
+            Some(b) => b,
+            None if self.shipped.outlier_pending => {
+                self.shipped.outlier_waiting = Some(tab);
+                self.messages.status = "Loading the real model's outlier trace…".into();
+                return;
+            }
+            None => {
+                self.messages.status = format!(
+                    "Cannot open the outlier trace: {OUTLIER_TRACE_URL} could not be fetched"
+                );
+                return;
+            }
+        };
+        let mut bytes = Vec::new();
+        let opened =
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(packed), &mut bytes)
+                .map_err(|e| format!("{OUTLIER_TRACE_FILE}: not gzip ({e})"))
+                .and_then(|_| {
+                    let inner = std::path::Path::new(OUTLIER_TRACE_FILE).with_extension("");
+                    RunView::from_trace_bytes(&inner, &bytes)
+                });
+        match opened {
+            Ok(mut v) => {
+                v.name = "SmolLM2-135M outliers (most_recent-low, dose study, order 0)".into();
+                let key = crate::state::SeriesKey::parse(OUTLIER_QUANTIZER);
+                self.messages.status = format!(
+                    "Opened the real model's outlier quantizers ({} calls each); {OUTLIER_QUANTIZER} chosen.",
+                    v.calls.get(&key).map_or(0, Vec::len)
+                );
+                self.selection.quantizer = Some(key);
+                self.set_view(v);
+                self.selection.tab = tab;
+            }
+            Err(e) => self.messages.status = format!("Cannot open the outlier trace: {e}"),
         }
     }
 

@@ -87,7 +87,7 @@ pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
                     .on_hover_text(format!("show the {name} panel of the current run"))
                     .clicked()
             {
-                app.selection.tab = tab;
+                app.lesson_link(tab);
             }
         }
     });

@@ -19,6 +19,19 @@ use crate::output::Outcome;
 
 #[derive(Subcommand, Debug)]
 pub enum TraceCommand {
+    /// Keep the calls of some quantizers of a hif8lab trace (JSONL, gzipped when the name ends
+    /// in .gz): the header and, in file order, every record of the quantizers named. For a
+    /// trace small enough to keep beside results, or to read in the app.
+    Select {
+        /// The trace (`trace.jsonl` of a run folder, or a `.jsonl.gz`).
+        trace: PathBuf,
+        /// Quantizers to keep, comma-separated (`block11.down.A,block9.down.A`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        quantizers: Vec<hif8lab_scaling::QuantizerId>,
+        /// Output file (written atomically; gzipped when it ends in .gz).
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Write a synthetic amax trace as CSV (step,layer,role,amax).
     Synth {
         /// Shape of the amax sequence.
@@ -122,6 +135,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 pub fn run_trace(cmd: TraceCommand) -> Result<Outcome> {
     match cmd {
+        TraceCommand::Select {
+            trace,
+            quantizers,
+            out,
+        } => select(&trace, &quantizers, &out),
         TraceCommand::Synth {
             pattern,
             calls,
@@ -139,6 +157,73 @@ pub fn run_trace(cmd: TraceCommand) -> Result<Outcome> {
             Ok(Outcome::Ok)
         }
     }
+}
+
+/// `trace select`: streams `trace`, keeps the records of `quantizers`, writes them with the
+/// header to `out`. A quantizer the trace never calls is refused by name (nothing written).
+fn select(
+    trace: &Path,
+    quantizers: &[hif8lab_scaling::QuantizerId],
+    out: &Path,
+) -> Result<Outcome> {
+    use hif8lab_scaling::trace::{TraceWriter, stream_trace};
+    let name = trace.display().to_string();
+    let file = fs::File::open(trace).with_context(|| name.clone())?;
+    let gz = |p: &Path| p.extension().is_some_and(|e| e == "gz");
+    let reader: Box<dyn std::io::BufRead> = if gz(trace) {
+        Box::new(std::io::BufReader::new(flate2::read::GzDecoder::new(file)))
+    } else {
+        Box::new(std::io::BufReader::new(file))
+    };
+    let inner = if gz(trace) {
+        trace.with_extension("")
+    } else {
+        trace.to_owned()
+    };
+    let mut kept = Vec::new();
+    let mut calls = vec![0usize; quantizers.len()];
+    let (header, warnings) = stream_trace(&inner, reader, |r| {
+        if let Some(i) = quantizers.iter().position(|q| *q == r.quantizer()) {
+            calls[i] += 1;
+            kept.push(r);
+        }
+    })?;
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    if let Some(i) = calls.iter().position(|n| *n == 0) {
+        bail!(
+            "{name}: quantizer {} has no call in this trace (--quantizers)",
+            quantizers[i]
+        );
+    }
+    let mut lines = Vec::new();
+    let mut w = TraceWriter::new(&mut lines, &header)?;
+    for r in &kept {
+        w.record(r)?;
+    }
+    drop(w);
+    let bytes = if gz(out) {
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(&lines)?;
+        z.finish()?
+    } else {
+        lines
+    };
+    write_atomic(out, &bytes)?;
+    let counts: Vec<String> = quantizers
+        .iter()
+        .zip(&calls)
+        .map(|(q, n)| format!("{q}: {n}"))
+        .collect();
+    eprintln!(
+        "{}: {} calls kept ({}), {} bytes",
+        out.display(),
+        kept.len(),
+        counts.join(", "),
+        bytes.len()
+    );
+    Ok(Outcome::Ok)
 }
 
 /// Splits a comma-separated list at top-level commas (commas inside parentheses stay).
