@@ -395,14 +395,22 @@ impl RunView {
 
     /// A view of an amax trace from outside (hif8lab JSONL, CSV `step,layer,role,amax`, or a
     /// Transformer Engine log): every default estimator replayed over each series with the
-    /// product's own delayed-scaling semantics. Counts are per call (1 when amax > est).
+    /// product's own delayed-scaling semantics. Counts are per call (1 when amax > est). A
+    /// name ending in `.gz` is read gzipped (as the committed outlier trace is kept).
     pub fn from_trace_file(path: &Path) -> Result<Self, String> {
         let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
         Self::from_trace_bytes(path, &bytes)
     }
 
-    /// [`RunView::from_trace_file`] on contents already read; `path` names them.
+    /// [`RunView::from_trace_file`] on contents already read; `path` names them (and says
+    /// whether they are gzipped).
     pub fn from_trace_bytes(path: &Path, bytes: &[u8]) -> Result<Self, String> {
+        if path.extension().is_some_and(|e| e == "gz") {
+            let mut plain = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(bytes), &mut plain)
+                .map_err(|e| format!("{}: not gzip ({e})", path.display()))?;
+            return Self::from_trace_bytes(&path.with_extension(""), &plain);
+        }
         use hif8lab_scaling::{QuantizerState, ScalingConfig};
         let imported =
             hif8lab_scaling::import::import_bytes(path, bytes).map_err(|e| e.to_string())?;

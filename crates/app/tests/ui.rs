@@ -1517,7 +1517,8 @@ fn every_text_is_readable_in_both_themes() {
 /// The Amax plot's log2 axis keeps labelled marks at every height: for ranges from half a
 /// binade to 40 and plot heights from 40 to 800 points, some mark lies in the range with its
 /// step at least 20 points apart (egui_plot's threshold for painting a tick label), and the
-/// marks are never so dense that none of them is labelled.
+/// marks are never so dense that none of them is labelled. Its labels are round values
+/// (two significant digits at most: 1.5, 2, 3, 250), not exponents.
 #[test]
 fn amax_axis_keeps_numbers_at_every_height() {
     use hif8lab_app::charts::log2_marks;
@@ -1541,9 +1542,29 @@ fn amax_axis_keeps_numbers_at_every_height() {
                     lo + width
                 );
                 assert!(marks.len() <= 1 + (height / 8.0) as usize * 2, "{marks:?}");
+                // The labels are the values themselves, round ones (1.5, 2, 3, 250 …),
+                // never fractional exponents, wherever such a value lies in the range.
+                if width >= 0.5 {
+                    for m in &labelled {
+                        let x = 2f64.powf(m.value);
+                        let text = hif8lab_app::charts::value_label(m.value);
+                        if (1e-3..1e5).contains(&x) {
+                            let back: f64 = text.parse().unwrap_or_else(|_| panic!("{text}"));
+                            assert!((back / x - 1.0).abs() < 1e-9, "{text} for {x}");
+                            let digits = text.trim_start_matches("0.").replace('.', "");
+                            let significant = digits.trim_start_matches('0').trim_end_matches('0');
+                            assert!(significant.len() <= 2, "{text}");
+                        }
+                    }
+                }
             }
         }
     }
+    assert_eq!(hif8lab_app::charts::value_label(11.0), "2048");
+    assert_eq!(hif8lab_app::charts::value_label(-2.0), "0.25");
+    assert_eq!(hif8lab_app::charts::value_label(1.5f64.log2()), "1.5");
+    assert_eq!(hif8lab_app::charts::value_label(3000f64.log2()), "3000");
+    assert_eq!(hif8lab_app::charts::value_label(-20.0), "2^-20");
 }
 
 #[test]

@@ -358,21 +358,16 @@ impl HifApp {
                 return;
             }
         };
-        let mut bytes = Vec::new();
-        let opened =
-            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(packed), &mut bytes)
-                .map_err(|e| format!("{OUTLIER_TRACE_FILE}: not gzip ({e})"))
-                .and_then(|_| {
-                    let inner = std::path::Path::new(OUTLIER_TRACE_FILE).with_extension("");
-                    RunView::from_trace_bytes(&inner, &bytes)
-                });
+        let opened = RunView::from_trace_bytes(std::path::Path::new(OUTLIER_TRACE_FILE), packed);
         match opened {
             Ok(mut v) => {
                 v.name = "SmolLM2-135M outliers (most_recent-low, dose study, order 0)".into();
                 let key = crate::state::SeriesKey::parse(OUTLIER_QUANTIZER);
                 self.messages.status = format!(
                     "Opened the real model's outlier quantizers ({} calls each); {OUTLIER_QUANTIZER} chosen.",
-                    v.calls.get(&key).map_or(0, Vec::len)
+                    v.calls
+                        .get(&key)
+                        .map_or(0, |c| c.iter().map(|c| c.calls).sum::<u32>())
                 );
                 self.selection.quantizer = Some(key);
                 self.set_view(v);

@@ -12,10 +12,102 @@ pub(crate) fn pow2_label(v: f64) -> String {
     }
 }
 
+/// An axis label for a log2 value as the value itself, in at most three significant
+/// digits (`0.25`, `1.5`, `3000`); `2^k` where that would be unreadable (below 0.001 or from
+/// 100,000).
+pub fn value_label(v: f64) -> String {
+    let x = 2f64.powf(v);
+    if !(1e-3..1e5).contains(&x) {
+        return pow2_label(v);
+    }
+    let digits = (2 - x.log10().floor() as i32).max(0) as usize;
+    let text = format!("{x:.digits$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        text
+    }
+}
+
+/// Mantissas of the axis values, roundest first (1, 5, 2, 3 …): a value is marked when no
+/// rounder one already marked lies within a label's height of it.
+const MANTISSAS: [(f64, u8); 17] = [
+    (1.0, 0),
+    (5.0, 1),
+    (2.0, 2),
+    (3.0, 3),
+    (2.5, 4),
+    (4.0, 4),
+    (1.5, 5),
+    (6.0, 5),
+    (8.0, 5),
+    (1.2, 6),
+    (1.4, 6),
+    (1.6, 6),
+    (1.8, 6),
+    (3.5, 6),
+    (4.5, 6),
+    (7.0, 6),
+    (9.0, 6),
+];
+
+/// Grid marks of a log2 axis at readable values (1, 1.5, 2, 3, 5, 10 … times a power of ten,
+/// the roundest that fit), each at least a label's height (20 points) from the next, so that
+/// every height of plot gets labelled marks and no label is a fractional exponent. Where no
+/// such value lies in the range (under a fifth of a binade), the marks of
+/// [`log2_binade_marks`].
+pub fn log2_marks(input: egui_plot::GridInput) -> Vec<egui_plot::GridMark> {
+    let (lo, hi) = input.bounds;
+    if !(input.base_step_size > 0.0 && lo.is_finite() && hi.is_finite() && hi > lo) {
+        return Vec::new();
+    }
+    // egui_plot's base step is its minimal grid spacing (8 points); labels need 20.
+    let gap = input.base_step_size * 2.5;
+    let mut candidates: Vec<(u8, f64)> = Vec::new();
+    let (d0, d1) = (
+        (lo * std::f64::consts::LOG10_2).floor() as i32 - 1,
+        (hi * std::f64::consts::LOG10_2).ceil() as i32 + 1,
+    );
+    for d in d0..=d1.min(d0 + 400) {
+        for (m, rank) in MANTISSAS {
+            let v = (m * 10f64.powi(d)).log2();
+            if v >= lo && v <= hi {
+                candidates.push((rank, v));
+            }
+        }
+    }
+    candidates.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let mut kept: Vec<f64> = Vec::new();
+    for (_, v) in candidates {
+        if kept.len() < 4096 && kept.iter().all(|k| (k - v).abs() >= gap) {
+            kept.push(v);
+        }
+    }
+    if kept.is_empty() {
+        return log2_binade_marks(input);
+    }
+    kept.sort_by(f64::total_cmp);
+    (0..kept.len())
+        .map(|i| {
+            let before = i.checked_sub(1).map(|j| kept[i] - kept[j]);
+            let after = kept.get(i + 1).map(|n| n - kept[i]);
+            let step = match (before, after) {
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) | (None, Some(a)) => a,
+                (None, None) => (hi - lo).max(gap),
+            };
+            egui_plot::GridMark {
+                value: kept[i],
+                step_size: step,
+            }
+        })
+        .collect()
+}
+
 /// Grid marks of a log2 axis: steps that are powers of two (in log2 units: ×2, ×4, ×16 … of
 /// the value), the finest at least egui's minimal step, so that a short plot still gets
 /// labelled marks (a power of ten in log2 units leaves a short plot with none).
-pub fn log2_marks(input: egui_plot::GridInput) -> Vec<egui_plot::GridMark> {
+pub fn log2_binade_marks(input: egui_plot::GridInput) -> Vec<egui_plot::GridMark> {
     let (lo, hi) = input.bounds;
     if !(input.base_step_size > 0.0 && lo.is_finite() && hi.is_finite() && hi > lo) {
         return Vec::new();
@@ -161,7 +253,7 @@ pub(crate) fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         .link_axis(egui::Id::unique("amax-x"), [true, false])
         .x_axis_label("quantizer call")
         .y_axis_label("amax")
-        .y_axis_formatter(|m, _| pow2_label(m.value))
+        .y_axis_formatter(|m, _| value_label(m.value))
         .y_grid_spacer(log2_marks)
         .show(ui, |p| {
             amax_lines(p, view, calls, &buckets_shown, &near, &on, label_colour)
