@@ -169,3 +169,97 @@ fn te_recipe_export() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("run.toml") && err.contains("windw"), "{err}");
 }
+
+/// `trace select` keeps the calls of the quantizers named, in file order with the header,
+/// gzipped or not, readable by `replay`; a quantizer the trace never calls is refused by name
+/// and nothing is written.
+#[test]
+fn trace_select_keeps_the_quantizers_named() {
+    let trace = format!(
+        "{}/../../tests/fixtures/real-trace.jsonl.gz",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let all: Vec<serde_json::Value> = {
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut flate2::read::GzDecoder::new(std::fs::File::open(&trace).unwrap()),
+            &mut text,
+        )
+        .unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let is = |r: &serde_json::Value, block: u64, role: &str| {
+        r["block"] == block && r["module"] == "gate" && r["role"] == role
+    };
+    let want = all[1..]
+        .iter()
+        .filter(|r| is(r, 3, "A") || is(r, 3, "W"))
+        .count();
+    assert!(want > 0 && want < all.len() - 1);
+    for name in ["kept.jsonl", "kept.jsonl.gz"] {
+        let out_path = temp_path(name);
+        let out = hif8lab(&[
+            "trace",
+            "select",
+            &trace,
+            "--quantizers",
+            "block3.gate.A,block3.gate.W",
+            "--out",
+            out_path.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let bytes = std::fs::read(&out_path).unwrap();
+        let text = if name.ends_with(".gz") {
+            let mut t = String::new();
+            std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut t)
+                .unwrap();
+            t
+        } else {
+            String::from_utf8(bytes).unwrap()
+        };
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines[0], all[0], "the header as it was");
+        let kept: Vec<&serde_json::Value> = all[1..]
+            .iter()
+            .filter(|r| is(r, 3, "A") || is(r, 3, "W"))
+            .collect();
+        assert_eq!(lines.len() - 1, want);
+        for (a, b) in lines[1..].iter().zip(kept) {
+            assert_eq!(a["step"], b["step"]);
+            assert_eq!(a["amax"], b["amax"]);
+            assert_eq!(a["role"], b["role"]);
+        }
+        let replay = hif8lab(&["replay", out_path.to_str().unwrap(), "--json"]);
+        assert!(
+            replay.status.success(),
+            "{}",
+            String::from_utf8_lossy(&replay.stderr)
+        );
+    }
+    let missing = temp_path("missing.jsonl");
+    let out = hif8lab(&[
+        "trace",
+        "select",
+        &trace,
+        "--quantizers",
+        "block3.gate.A,block29.down.G",
+        "--out",
+        missing.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("block29.down.G") && err.contains("--quantizers"),
+        "{err}"
+    );
+    assert!(!missing.exists());
+}
