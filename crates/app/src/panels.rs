@@ -563,12 +563,12 @@ fn welcome(app: &mut HifApp, ui: &mut egui::Ui) {
     ui.horizontal_wrapped(|ui| {
         if ui
             .button("The lessons »")
-            .on_hover_text("three short experiments, each with a prediction to make and a verdict")
+            .on_hover_text("five short lessons, each with a prediction to make and a verdict")
             .clicked()
         {
             app.selection.tab = Tab::Lessons;
         }
-        ui.label("three guided experiments (about a minute each), or");
+        ui.label("five guided lessons (a minute or two each), or");
     });
     ui.horizontal_wrapped(|ui| {
         let ok = app.check_form().1.is_ok();

@@ -132,8 +132,8 @@ pub const LESSONS: [Lesson; 5] = [
         id: LessonId::Fixes,
         name: "fixes",
         title: "3. Both fixes are needed",
-        predict: "Four estimators × two learning rates, plus warmup. Predict: which single change keeps the model near its baseline — or does it take two?",
-        look: "The small multiples: calls above the estimate, APE and knowledge drop per run. Which runs stay near their baseline on all three?",
+        predict: "Eight runs: most_recent and max_window(64), each at the high and the low learning rate, the low rate also with a high-precision warmup, and the two BF16 baselines. Predict: which single change keeps the model near its baseline — or does it take two?",
+        look: "The verdict's numbers per run: calls above the estimate, the loss's APE against its baseline and the knowledge drop. Which runs stay near their baseline on all three? Runs: each run's loss against the others.",
         controls: &["estimator", "lr", "warmup"],
     },
     Lesson {
@@ -141,7 +141,7 @@ pub const LESSONS: [Lesson; 5] = [
         name: "outliers",
         title: "4. A real model's outliers",
         predict: "A real pretrained model (SmolLM2-135M-Instruct) continued with HiF8 QAT on its MLP projections: one quantizer's input carries an outlier channel ~1,700× larger than the median's. Predict: is most_recent exceeded there more often than max_window(64)? Does HiF8 overflow there? Does E4M3?",
-        look: "The verdict, judged from the committed runs of `hif8lab grid --preset real-smollm2` (nothing trains here). Natively, open that grid's folder (Open, or --open DIR) to see the outlier's amax against each estimator on Amax, outlined on Saturation.",
+        look: "The verdict, judged from the committed runs of `hif8lab grid --preset real-smollm2` (nothing trains here). Then the outlier itself: Amax shows block11.down.A's amax on each of its 480 calls (a committed trace of the real model) against every estimator's estimate; Saturation shows which calls exceed each estimate.",
         controls: &["estimator", "format"],
     },
     Lesson {
@@ -459,7 +459,7 @@ fn forgetting(
     ];
     crate::claims::judge_family(&mut claims);
     let summary = format!(
-        "Against the base model, the high LR forgot {:.1} points of its above-chance knowledge and the low LR {:.1} without QAT ({:.1} and {:.1} with QAT; 0 = none, 100 = down to chance), while the final training loss was {lh:.3} (high) vs {ll:.3} (low).",
+        "Against the base model, the high LR forgot {:.1} points of its above-chance knowledge and the low LR {:.1} without QAT ({:.1} and {:.1} with QAT; 0 = none, 100 = down to chance, above 100 = below chance), while the final training loss was {lh:.3} (high) vs {ll:.3} (low).",
         forgot("baseline-high"),
         forgot("baseline-low"),
         forgot("max_window-high"),

@@ -529,7 +529,7 @@ fn claim_forgetting(rows: &[ResultRow], base: &[RunSummary], design: Design) -> 
                 claim,
                 vec![a, b],
                 serde_json::Value::String(format!(
-                    "Chance-corrected forgetting vs the base model (0 = none, 100 = down to chance): baseline-high {:.1}, baseline-low {:.1}, max_window-high {:.1}, max_window-low {:.1}.",
+                    "Chance-corrected forgetting vs the base model (0 = none, 100 = down to chance, above 100 = below chance): baseline-high {:.1}, baseline-low {:.1}, max_window-high {:.1}, max_window-low {:.1}.",
                     f("baseline-high"),
                     f("baseline-low"),
                     f("max_window-high"),
