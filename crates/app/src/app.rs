@@ -404,8 +404,9 @@ impl HifApp {
         }
         use crate::jobs::JobKind;
         let live = [JobKind::Run, JobKind::Baseline];
+        // (A run shown, or a lesson's verdict: what there is to save.)
         if !self.jobs.any(&live)
-            && self.runs.live.is_some()
+            && (self.runs.live.is_some() || self.lessons.report.is_some())
             && self.png.request.is_none()
             && let Some(name) = self.png.after.take()
         {

@@ -472,6 +472,17 @@ fn saturation_lesson_live_and_judged() {
         h.query_all_by_label("details (the claim's data)").count(),
         report.claims.len()
     );
+    assert_eq!(
+        h.query_all_by_label("how it was tested").count(),
+        report.claims.len()
+    );
+    // The data unfold as a table of names and values, not as JSON.
+    h.query_all_by_label("details (the claim's data)")
+        .next()
+        .unwrap()
+        .click();
+    h.run_steps(2);
+    assert_eq!(h.query_all_by_label_contains("{\"").count(), 0, "no raw JSON");
 }
 
 /// The forgetting lesson live: the base is pretrained once in the app (asked to, instead of

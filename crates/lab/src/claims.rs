@@ -500,6 +500,43 @@ impl Claim {
         s
     }
 
+    /// The claim at a glance: the deciding statistic in its unit, its interval, the
+    /// threshold (what [`Claim::method_words`] leaves out: how it was tested).
+    pub fn glance(&self) -> String {
+        let mut s = format!("{} {}", self.measured, number(self.statistic, &self.unit));
+        if let Some(confidence) = self.confidence {
+            s.push_str(&format!(
+                " [{} interval {} to {}]",
+                percent(confidence),
+                number(self.interval[0], &self.unit),
+                number(self.interval[1], &self.unit),
+            ));
+        } else {
+            s.push_str(" (one run, exact)");
+        }
+        s.push_str(&format!("; threshold {}", self.threshold));
+        s
+    }
+
+    /// How the claim was tested: the test, what varies, the p-value and the smallest
+    /// distance from the threshold the design detects.
+    pub fn method_words(&self) -> String {
+        let mut s = format!("test: {}", self.test);
+        if self.confidence.is_some() {
+            s.push_str(&format!("; over {}", self.variation));
+        }
+        if let Some(p) = self.p_value {
+            s.push_str(&format!("; {}", self.p_text(p)));
+        }
+        if let Some(d) = self.detectable {
+            s.push_str(&format!(
+                "; smallest detectable distance from the threshold {}",
+                number(d, &self.unit)
+            ));
+        }
+        s
+    }
+
     /// The deciding statistic with its interval, threshold, test and power, in words.
     pub fn measured_words(&self) -> String {
         let mut s = format!("{} {}", self.measured, number(self.statistic, &self.unit));

@@ -139,21 +139,91 @@ pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
                 Verdict3::Fails => t.fails,
                 Verdict3::Inconclusive | Verdict3::NotJudged => t.inconclusive,
             };
+            // At a glance: the verdict, the claim, its statistic against the threshold; how it
+            // was tested and the claim's data folded (the same words as the command line).
             ui.label(RichText::new(format!("{}: {}", c.verdict.as_str(), c.claim)).color(colour));
-            // The same words as the command line and the reports.
-            ui.label(format!("Measured: {}.", c.measured_words()));
-            for part in &c.parts {
-                ui.label(format!("Also: {part}."));
-            }
-            // The claim's raw numbers stay available, folded.
+            ui.label(format!("Measured: {}.", c.glance()));
+            egui::CollapsingHeader::new("how it was tested")
+                .id_salt(("method", &c.claim))
+                .show(ui, |ui| {
+                    ui.label(format!("{}.", c.method_words()));
+                    for part in &c.parts {
+                        ui.label(format!("Also: {part}."));
+                    }
+                });
             egui::CollapsingHeader::new("details (the claim's data)")
                 .id_salt(("claim", &c.claim))
-                .show(ui, |ui| {
-                    ui.label(RichText::new(c.evidence.to_string()).small().monospace());
-                });
+                .show(ui, |ui| evidence_table(ui, &c.claim, &c.evidence));
         }
         ui.label(&r.summary);
         small_multiples(app, ui);
+    }
+}
+
+/// A claim's data as a table of names and values (nested values by their dotted names,
+/// numbers as written: a count whole, a measure to four decimals).
+fn evidence_table(ui: &mut egui::Ui, salt: &str, evidence: &serde_json::Value) {
+    let mut rows = Vec::new();
+    flatten_evidence("", evidence, &mut rows);
+    if rows.is_empty() {
+        ui.label("(no data beyond the statistic above)");
+        return;
+    }
+    egui::Grid::new(("evidence", salt))
+        .striped(true)
+        .show(ui, |ui| {
+            for (name, value) in rows {
+                ui.label(RichText::new(name.replace('_', " ")).small());
+                ui.label(RichText::new(value).small().monospace());
+                ui.end_row();
+            }
+        });
+}
+
+fn flatten_evidence(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    let name = |k: &str| {
+        if prefix.is_empty() {
+            k.to_owned()
+        } else {
+            format!("{prefix}.{k}")
+        }
+    };
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                flatten_evidence(&name(k), x, out);
+            }
+        }
+        serde_json::Value::Null => {}
+        serde_json::Value::Number(n) => out.push((
+            prefix.to_owned(),
+            match (n.as_i64(), n.as_f64()) {
+                (Some(i), _) => i.to_string(),
+                (None, Some(f)) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{f:.0}"),
+                (None, Some(f)) => format!("{:.4}", f)
+                    .trim_end_matches('0')
+                    .trim_end_matches('.')
+                    .to_owned(),
+                _ => n.to_string(),
+            },
+        )),
+        serde_json::Value::String(s) => out.push((prefix.to_owned(), s.clone())),
+        serde_json::Value::Array(a) if a.iter().all(|x| !x.is_object() && !x.is_array()) => {
+            let items: Vec<String> = a
+                .iter()
+                .map(|x| match x {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect();
+            out.push((prefix.to_owned(), items.join(", ")));
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                flatten_evidence(&name(&i.to_string()), x, out);
+            }
+        }
+        other => out.push((prefix.to_owned(), other.to_string())),
     }
 }
 
