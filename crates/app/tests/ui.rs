@@ -482,7 +482,11 @@ fn saturation_lesson_live_and_judged() {
         .unwrap()
         .click();
     h.run_steps(2);
-    assert_eq!(h.query_all_by_label_contains("{\"").count(), 0, "no raw JSON");
+    assert_eq!(
+        h.query_all_by_label_contains("{\"").count(),
+        0,
+        "no raw JSON"
+    );
 }
 
 /// The forgetting lesson live: the base is pretrained once in the app (asked to, instead of

@@ -80,43 +80,19 @@ pub(crate) use {out, outln};
 /// doing its work: arguments, configs, models, checkpoints, corpora, probe sets, traces and
 /// grid data that are wrong, missing or inconsistent, and runs too big for this machine.
 pub fn exit_code_of(err: &anyhow::Error) -> u8 {
-    use std::io::ErrorKind;
-    // A system error that means the work failed on the way (a full disk, a failed write),
-    // not a refused input (a missing file, a folder in a file's place).
-    let failed_on_the_way = |kind: ErrorKind| {
-        !matches!(
-            kind,
-            ErrorKind::NotFound
-                | ErrorKind::PermissionDenied
-                | ErrorKind::InvalidData
-                | ErrorKind::InvalidInput
-                | ErrorKind::AlreadyExists
-                | ErrorKind::NotADirectory
-                | ErrorKind::IsADirectory
-                | ErrorKind::DirectoryNotEmpty
-                | ErrorKind::WouldBlock
-                | ErrorKind::UnexpectedEof
-        )
-    };
     // Errors other crates carry as text keep the system's code in the message.
     const RUNTIME_OS_ERRORS: [&str; 4] =
         ["os error 28", "os error 27", "os error 5)", "os error 122"];
     let runtime = err.chain().any(|e| {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            return failed_on_the_way(io.kind());
+            return hif8lab_train::trainer::io_failed_on_the_way(io.kind());
         }
         if let Some(eval) = e.downcast_ref::<hif8lab_lab::evals::EvalError>() {
             return !eval.refused;
         }
         e.is::<hif8lab_engine::EngineError>()
-            || match e.downcast_ref::<hif8lab_train::TrainError>() {
-                Some(
-                    hif8lab_train::TrainError::Engine(_)
-                    | hif8lab_train::TrainError::NonFinite { .. },
-                ) => true,
-                Some(hif8lab_train::TrainError::Io { kind, .. }) => failed_on_the_way(*kind),
-                _ => false,
-            }
+            || e.downcast_ref::<hif8lab_train::TrainError>()
+                .is_some_and(hif8lab_train::TrainError::failed_on_the_way)
     }) || {
         let text = format!("{err:#}");
         RUNTIME_OS_ERRORS.iter().any(|code| text.contains(code))

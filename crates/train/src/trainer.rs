@@ -91,6 +91,42 @@ pub enum TrainError {
     },
 }
 
+impl TrainError {
+    /// Whether the work failed on the way (the engine, a divergence, a full disk or a
+    /// failed write: exit code 1) rather than refusing its input (a bad file, setting or
+    /// size: exit code 2).
+    pub fn failed_on_the_way(&self) -> bool {
+        match self {
+            TrainError::Engine(_) | TrainError::NonFinite { .. } => true,
+            TrainError::Io { kind, .. } => io_failed_on_the_way(*kind),
+            TrainError::Data(_)
+            | TrainError::Input(_)
+            | TrainError::Checkpoint(_)
+            | TrainError::Tensor(_)
+            | TrainError::DoesNotFit(_) => false,
+        }
+    }
+}
+
+/// Whether a system error of `kind` means the work failed on the way (a full disk, a failed
+/// write), not a refused input (a missing file, a folder in a file's place).
+pub fn io_failed_on_the_way(kind: std::io::ErrorKind) -> bool {
+    use std::io::ErrorKind;
+    !matches!(
+        kind,
+        ErrorKind::NotFound
+            | ErrorKind::PermissionDenied
+            | ErrorKind::InvalidData
+            | ErrorKind::InvalidInput
+            | ErrorKind::AlreadyExists
+            | ErrorKind::NotADirectory
+            | ErrorKind::IsADirectory
+            | ErrorKind::DirectoryNotEmpty
+            | ErrorKind::WouldBlock
+            | ErrorKind::UnexpectedEof
+    )
+}
+
 fn at_prefix(at: &str) -> String {
     if at.is_empty() {
         String::new()
