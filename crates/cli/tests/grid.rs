@@ -298,6 +298,7 @@ fn the_committed_report_follows_from_its_committed_data() {
         ("grid-small", "5 data order(s) × 3 pretraining(s)"),
         ("real-smollm2", "a real pretrained model"),
         ("real-smollm2-quick", "a real pretrained model"),
+        ("real-smollm2-dose", "The dose study (pre-registered)"),
     ] {
         let committed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../docs/results")

@@ -43,6 +43,9 @@ pub struct DoseStudy {
     /// Per control order: c = mean margin(max_window) − mean margin(control) at the control's
     /// dose.
     pub control: Vec<f64>,
+    /// Per control order: held-out loss, control − max_window at the control's dose (nats):
+    /// whether the deliberate damage shows where the probe's margin does not.
+    pub control_heldout: Vec<f64>,
     /// Placebo: max_window in orders {0, 1} minus orders {2, 3} (pairs 0–2, 1–3) at the
     /// last dose, and its 95 % t interval (df 1).
     pub placebo: Option<(f64, [f64; 2])>,
@@ -127,6 +130,20 @@ pub fn analyse(data: &[GridDataRun]) -> Option<DoseStudy> {
             Some(at(w, step) - margin(c.summary.probes.as_ref()?))
         })
         .collect();
+    let heldout_at = |d: &GridDataRun, step: u64| {
+        doses_of(&d.summary)
+            .into_iter()
+            .find(|p| p.step == step)
+            .map_or(f64::NAN, |p| p.heldout_loss)
+    };
+    let control_heldout: Vec<f64> = ctrl
+        .iter()
+        .filter_map(|c| {
+            let p = c.summary.probes.as_ref()?;
+            let w = mw.iter().find(|d| d.order == c.order)?;
+            Some(p.heldout_loss - heldout_at(w, p.step))
+        })
+        .collect();
     let last = doses.last().copied().unwrap_or(0);
     let placebo = (mw.len() >= 4).then(|| {
         let pairs = [
@@ -194,6 +211,7 @@ pub fn analyse(data: &[GridDataRun]) -> Option<DoseStudy> {
         heldout,
         slope,
         control,
+        control_heldout,
         placebo,
         adding_rule,
         claims,
@@ -291,19 +309,37 @@ impl DoseStudy {
                 let _ = writeln!(md, "\nPlacebo: needs 4 orders of max_window.");
             }
         }
-        let _ = writeln!(
-            md,
-            "\nPositive control (max_window − control at its dose, per order): {}.",
-            if self.control.is_empty() {
-                "not run".to_string()
-            } else {
-                self.control
-                    .iter()
-                    .map(|v| format!("{v:+.4}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            }
-        );
+        let list = |v: &[f64]| {
+            v.iter()
+                .map(|x| format!("{x:+.4}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if self.control.is_empty() {
+            let _ = writeln!(md, "\nPositive control: not run.");
+        } else {
+            let _ = writeln!(
+                md,
+                "\nPositive control (c = max_window − control, mean knowledge margin at the control's dose, per order): {}; held-out loss, control − max_window: {} nats.",
+                list(&self.control),
+                list(&self.control_heldout)
+            );
+            let damaged = self.control_heldout.iter().all(|h| *h > 0.0);
+            let other_way = self.control.iter().all(|c| *c < 0.0);
+            let reading = match (other_way, damaged) {
+                (true, true) => {
+                    "the control moved the endpoint the other way: the deliberately damaged runs learned less from the new text (their held-out loss is higher) and kept more of the right answers' margin than max_window did. Damage that slows learning slowed the forgetting that continued training causes in every arm, so this margin cannot tell a quantization damage from less learning"
+                }
+                (true, false) => {
+                    "the control moved the endpoint the other way (the control kept more margin than max_window)"
+                }
+                (false, _) if self.control.iter().all(|c| *c >= DELTA2) => {
+                    "the control lost at least δ₂ of margin in every order: the probe sees deliberate damage"
+                }
+                (false, _) => "the control did not lose δ₂ of margin in every order",
+            };
+            let _ = writeln!(md, "\nReading: {reading}.");
+        }
         let _ = writeln!(
             md,
             "\n### Claims of the pre-registration (Holm over the three)\n"
@@ -313,12 +349,21 @@ impl DoseStudy {
             .get(2)
             .is_some_and(|c| c.verdict != crate::stats::Verdict3::Holds);
         for (i, c) in self.claims.iter().enumerate() {
-            let caveat = if i < 2 && control_fails {
-                " — unanswerable by this probe: the positive control did not move the endpoint"
+            // The sentence without its leading verdict (said in bold before it).
+            let sentence = c.sentence();
+            let body = sentence
+                .strip_prefix(&format!("{}: ", c.verdict.as_str()))
+                .unwrap_or(&sentence);
+            if i < 2 && control_fails {
+                // The pre-registration's rule 3: the interval is shown, the verdict withheld.
+                let _ = writeln!(
+                    md,
+                    "- **unanswerable by this probe** (the positive control did not lose δ₂ of margin in every order; the interval alone would read \"{}\"): {body}",
+                    c.verdict.as_str(),
+                );
             } else {
-                ""
-            };
-            let _ = writeln!(md, "- **{}**{caveat}: {}", c.verdict.as_str(), c.sentence());
+                let _ = writeln!(md, "- **{}**: {body}", c.verdict.as_str());
+            }
         }
         md
     }

@@ -93,7 +93,21 @@ impl GridResults {
                 .map_or(f32::NAN, |r| r.summary.lr)
         };
         let paper_rates = (lr(true) - 1e-4).abs() < 1e-9 && (lr(false) - 1e-5).abs() < 1e-10;
-        if self.base_model.is_some() && paper_rates {
+        if lr(true).is_nan() || lr(false).is_nan() {
+            // No baselines to name the two rates by (a study of a few arms).
+            let mut rates: Vec<String> = Vec::new();
+            for r in &self.rows {
+                let text = format!("{:e}", r.summary.lr);
+                if !rates.contains(&text) {
+                    rates.push(text);
+                }
+            }
+            let _ = writeln!(
+                md,
+                "Learning rate, by value: {} (no baseline run here names a high and a low rate).\n",
+                rates.join(", ")
+            );
+        } else if self.base_model.is_some() && paper_rates {
             let _ = writeln!(
                 md,
                 "Learning rates, by value: the high rate is 1e-4 and the low rate 1e-5, the paper's own rates (a real pretrained model needs no stand-in).\n"

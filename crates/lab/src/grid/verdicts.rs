@@ -497,11 +497,17 @@ fn claim_costs_knowledge(rows: &[ResultRow], design: Design) -> Claim {
         Some(part) => Claim::new(
             claim,
             vec![part],
-            serde_json::Value::String(format!(
-                "{}. Against baseline-low: {}.",
-                paired_evidence(mw, mr, "max_window-low (first) vs most_recent-low (second)"),
-                paired_evidence(bl, mr, "baseline-low (first) vs most_recent-low (second)")
-            )),
+            serde_json::Value::String({
+                let against =
+                    paired_evidence(mw, mr, "max_window-low (first) vs most_recent-low (second)");
+                let baseline =
+                    paired_evidence(bl, mr, "baseline-low (first) vs most_recent-low (second)");
+                if baseline.is_empty() {
+                    format!("{against}.")
+                } else {
+                    format!("{against}. Against baseline-low: {baseline}.")
+                }
+            }),
         ),
         None => missing(
             claim,
@@ -681,6 +687,21 @@ pub fn claims_markdown(claims: &[crate::claims::Claim]) -> String {
             serde_json::Value::String(_) | serde_json::Value::Null => String::new(),
             v => format!(" {v}"),
         };
+        if c.verdict == crate::stats::Verdict3::NotJudged {
+            // No statistic to state: only why.
+            let why = evidence.trim();
+            if why.starts_with("not judged") {
+                let _ = writeln!(md, "- **{}** — {why}", c.claim);
+            } else {
+                let _ = writeln!(
+                    md,
+                    "- **{}** — {}.{evidence}",
+                    c.claim,
+                    c.verdict.report_word()
+                );
+            }
+            continue;
+        }
         let _ = writeln!(
             md,
             "- **{}** — {}. {}.{evidence}",
