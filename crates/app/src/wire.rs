@@ -8,14 +8,14 @@ use std::sync::Arc;
 use hif8lab_scaling::stats::Log2Histogram;
 use hif8lab_scaling::{CallRecord, Module, QuantizerId, Role};
 use hif8lab_train::checkpoint::Checkpoint;
-use hif8lab_train::corpus::ProbeSet;
+use hif8lab_train::corpus::{McItem, ProbeSet};
 use hif8lab_train::{ProbeScores, RunConfig, StepReport};
 
 use crate::training::{Msg, RunExtras};
 
 /// A run as the worker starts it: the config and what [`RunExtras`] holds besides the base
 /// weights (sent apart, as safetensors).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Setup {
     /// The run's configuration.
     pub config: RunConfig,
@@ -40,6 +40,83 @@ impl Setup {
             keep_weights: extras.keep_weights,
         };
         (setup, extras.base.as_ref().map(|b| b.to_bytes()))
+    }
+
+    /// The setup as one buffer: the config (JSON), the schedule, the probe items.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer(Vec::new());
+        // (JSON, as the settings hold a config; NaN cannot occur in a checked one.)
+        w.text(&serde_json::to_string(&self.config).unwrap_or_default());
+        w.u64(self.eval_every);
+        w.u8(u8::from(self.eval_at_start));
+        w.u8(u8::from(self.keep_weights));
+        match &self.probes {
+            Some(p) => {
+                w.u8(1);
+                for items in [&p.knowledge, &p.completion] {
+                    w.u32(items.len() as u32);
+                    for it in items {
+                        w.text(&it.context);
+                        w.u32(it.choices.len() as u32);
+                        it.choices.iter().for_each(|c| w.text(c));
+                        w.u64(it.answer as u64);
+                        w.u32(it.group);
+                    }
+                }
+                w.text(&p.heldout);
+            }
+            None => w.u8(0),
+        }
+        w.0
+    }
+
+    /// The setup of a buffer [`Setup::encode`] wrote.
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let mut r = Reader { bytes, at: 0 };
+        let json = r.text()?;
+        let config: RunConfig = serde_json::from_str(&json).map_err(|e| format!("config: {e}"))?;
+        let eval_every = r.u64()?;
+        let eval_at_start = r.u8()? != 0;
+        let keep_weights = r.u8()? != 0;
+        let probes = match r.u8()? {
+            0 => None,
+            _ => {
+                let mut lists = Vec::new();
+                for _ in 0..2 {
+                    let n = r.len(1)?;
+                    let mut items = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        let context = r.text()?;
+                        let k = r.len(4)?;
+                        let choices = (0..k).map(|_| r.text()).collect::<Result<_, _>>()?;
+                        items.push(McItem {
+                            context,
+                            choices,
+                            answer: r.u64()? as usize,
+                            group: r.u32()?,
+                        });
+                    }
+                    lists.push(items);
+                }
+                let completion = lists.pop().unwrap_or_default();
+                let knowledge = lists.pop().unwrap_or_default();
+                Some(ProbeSet {
+                    knowledge,
+                    completion,
+                    heldout: r.text()?,
+                })
+            }
+        };
+        if r.at != bytes.len() {
+            return Err(format!("{} bytes left after the setup", bytes.len() - r.at));
+        }
+        Ok(Setup {
+            config,
+            probes,
+            eval_every,
+            eval_at_start,
+            keep_weights,
+        })
     }
 
     /// The config and extras again (`base`: the safetensors bytes [`Setup::of`] gave).
@@ -193,6 +270,10 @@ impl Writer {
         self.u32(v.len() as u32);
         v.iter().for_each(|x| self.u64(*x));
     }
+    fn text(&mut self, t: &str) {
+        self.u32(t.len() as u32);
+        self.0.extend(t.as_bytes());
+    }
     fn id(&mut self, id: &QuantizerId) {
         self.u32(id.block);
         let index = |found: Option<usize>| found.unwrap_or(0) as u8;
@@ -286,6 +367,12 @@ impl Reader<'_> {
     fn u64s(&mut self) -> Result<Vec<u64>, String> {
         let n = self.len(8)?;
         (0..n).map(|_| self.u64()).collect()
+    }
+    fn text(&mut self) -> Result<String, String> {
+        let n = self.len(1)?;
+        let bytes = &self.bytes[self.at..self.at + n];
+        self.at += n;
+        String::from_utf8(bytes.to_vec()).map_err(|e| e.to_string())
     }
     fn id(&mut self) -> Result<QuantizerId, String> {
         let block = self.u32()?;
@@ -477,11 +564,17 @@ mod tests {
             keep_weights: true,
         };
         let (setup, bytes) = Setup::of(config.clone(), &extras);
-        let json = serde_json::to_string(&setup).unwrap();
-        let back: Setup = serde_json::from_str(&json).unwrap();
+        let back = Setup::decode(&setup.encode()).unwrap();
+        assert_eq!(back, setup);
         let (config2, extras2) = back.into_run(bytes.as_deref()).unwrap();
         assert_eq!(config2, config);
         assert_eq!(extras2.base.unwrap().tensors, base.tensors);
         assert_eq!((extras2.eval_every, extras2.eval_at_start), (25, true));
+        // With a probe set, every item as it was.
+        let mut with = setup.clone();
+        with.probes = Some(hif8lab_train::corpus::ProbeSet::for_data(&config.data));
+        let encoded = with.encode();
+        assert_eq!(Setup::decode(&encoded).unwrap(), with);
+        assert!(Setup::decode(&encoded[..encoded.len() - 1]).is_err());
     }
 }

@@ -91,11 +91,11 @@ impl WorkerRun {
         worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
 
         let (setup, base) = Setup::of(config, extras);
-        let json = serde_json::to_string(&setup).map_err(|e| e.to_string())?;
         let m = js_sys::Object::new();
         let _ = Reflect::set(&m, &"kind".into(), &"start".into());
-        let _ = Reflect::set(&m, &"setup".into(), &json.into());
-        let transfer = Array::new();
+        let setup = Uint8Array::from(setup.encode().as_slice());
+        let transfer = Array::of1(&setup.buffer());
+        let _ = Reflect::set(&m, &"setup".into(), &setup);
         if let Some(bytes) = base {
             let array = Uint8Array::from(bytes.as_slice());
             transfer.push(&array.buffer());
@@ -248,9 +248,9 @@ fn on_message(data: &JsValue) {
                 .ok()
                 .map(|a| a.to_vec());
             let run = field("setup")
-                .as_string()
-                .ok_or_else(|| "no setup".to_owned())
-                .and_then(|json| serde_json::from_str::<Setup>(&json).map_err(|e| e.to_string()))
+                .dyn_into::<Uint8Array>()
+                .map_err(|_| "no setup".to_owned())
+                .and_then(|a| Setup::decode(&a.to_vec()))
                 .and_then(|setup| setup.into_run(base.as_deref()));
             match run {
                 Ok((config, extras)) => {

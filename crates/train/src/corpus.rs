@@ -211,7 +211,7 @@ pub fn web_corpus(seed: u64, bytes: usize) -> String {
 }
 
 /// A multiple-choice item: the context, the choices (continuations), the right one.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct McItem {
     /// Text before the choice.
     pub context: String,
@@ -225,7 +225,7 @@ pub struct McItem {
 }
 
 /// All probes of the protocol.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ProbeSet {
     /// Knowledge recall: "The color of X is" → the right colour among four.
     pub knowledge: Vec<McItem>,
