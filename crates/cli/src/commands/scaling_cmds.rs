@@ -197,12 +197,11 @@ fn select(
             quantizers[i]
         );
     }
-    let mut lines = Vec::new();
-    let mut w = TraceWriter::new(&mut lines, &header)?;
+    let mut w = TraceWriter::new(Vec::new(), &header)?;
     for r in &kept {
         w.record(r)?;
     }
-    drop(w);
+    let lines = w.into_inner();
     let bytes = if gz(out) {
         let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
         z.write_all(&lines)?;
