@@ -30,9 +30,6 @@ pub mod training;
 pub mod watch;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
-pub mod wire;
-#[cfg(target_arch = "wasm32")]
-pub mod worker;
 
 use std::path::PathBuf;
 

@@ -17,6 +17,10 @@ use hif8lab_train::driver::{Control, Driver, Event, Progress, Schedule, Sink};
 use hif8lab_train::open::open_in_memory;
 use hif8lab_train::{ProbeScores, RunConfig, StepReport, TrainError};
 
+pub mod wire;
+#[cfg(target_arch = "wasm32")]
+pub mod worker;
+
 /// What training tells the UI.
 #[derive(Debug)]
 pub enum Msg {
@@ -309,7 +313,7 @@ enum Source {
     /// The browser's CPU training, in a Web Worker (controls are posted to it as they
     /// change).
     #[cfg(target_arch = "wasm32")]
-    Worker(crate::worker::WorkerRun),
+    Worker(worker::WorkerRun),
 }
 
 /// A training run the UI drains each frame.
@@ -391,12 +395,12 @@ impl Training {
 
     /// Starts training driven by [`Training::drain`] from the caller's frame loop (what the
     /// browser does; natively it serves the tests of that path). In the browser a CPU run
-    /// goes to a Web Worker instead ([`crate::worker`]), so that no step holds the page;
+    /// goes to a Web Worker instead ([`worker`]), so that no step holds the page;
     /// only where none can start is it stepped from the frame loop.
     pub fn start_local(config: RunConfig, device: Device, extras: RunExtras) -> Self {
         #[cfg(target_arch = "wasm32")]
         if matches!(device, Device::Cpu) {
-            match crate::worker::WorkerRun::start(config.clone(), &extras) {
+            match worker::WorkerRun::start(config.clone(), &extras) {
                 Ok(run) => {
                     return Training {
                         source: Source::Worker(run),

@@ -78,7 +78,7 @@ fn fetch_shipped() {
     }
 }
 
-pub(crate) fn wake() {
+fn wake() {
     CTX.with(|c| {
         if let Some(ctx) = c.borrow().as_ref() {
             ctx.request_repaint();
@@ -249,6 +249,7 @@ pub fn options_from_query(query: &str) -> Options {
 
 fn create(cc: &eframe::CreationContext<'_>, options: &Options) -> HifApp {
     CTX.with(|c| *c.borrow_mut() = Some(cc.egui_ctx.clone()));
+    crate::training::worker::set_wake(wake);
     let mut app = HifApp::new(options);
     match &cc.wgpu_render_state {
         Some(rs) => {

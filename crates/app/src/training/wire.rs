@@ -11,7 +11,7 @@ use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::corpus::{McItem, ProbeSet};
 use hif8lab_train::{ProbeScores, RunConfig, StepReport};
 
-use crate::training::{Msg, RunExtras};
+use super::{Msg, RunExtras};
 
 /// A run as the worker starts it: the config and what [`RunExtras`] holds besides the base
 /// weights (sent apart, as safetensors).

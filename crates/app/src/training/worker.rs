@@ -1,6 +1,6 @@
 //! The browser's CPU training in a Web Worker, so that a step (seconds long on the `small`
 //! preset) never holds the page: the worker loads this same module, runs a [`Stepper`] on
-//! the CPU backend and posts each [`Msg`] back ([`crate::wire`]); the page drains them each
+//! the CPU backend and posts each [`Msg`] back ([`super::wire`]); the page drains them each
 //! frame. Pause and the histogram's quantizer are posted to it; Stop ends it at once
 //! (`terminate`), as a closed tab would.
 //!
@@ -18,9 +18,28 @@ use js_sys::{Array, Reflect, Uint8Array};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
+use super::wire::{self, Setup};
 use crate::training::{Device, Msg, NO_HISTOGRAM, RUN, RunExtras, STOP, Stepper};
-use crate::wire::{self, Setup};
 use hif8lab_train::RunConfig;
+
+thread_local! {
+    /// How the page asks for a frame when a message arrives (set by the web entry point:
+    /// an idle page draws no frames on its own).
+    static WAKE: RefCell<Option<Box<dyn Fn()>>> = const { RefCell::new(None) };
+}
+
+/// Sets what [`WorkerRun`] calls when a message arrives.
+pub fn set_wake(f: impl Fn() + 'static) {
+    WAKE.with(|w| *w.borrow_mut() = Some(Box::new(f)));
+}
+
+fn wake() {
+    WAKE.with(|w| {
+        if let Some(f) = w.borrow().as_ref() {
+            f();
+        }
+    });
+}
 
 /// A run in a worker, seen from the page.
 pub struct WorkerRun {
@@ -77,7 +96,7 @@ impl WorkerRun {
                 let msg = wire::decode(&bytes)
                     .unwrap_or_else(|why| Msg::Error(format!("training worker: {why}")));
                 to.borrow_mut().push_back(msg);
-                crate::web::wake();
+                wake();
             });
         worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
         let to = inbox.clone();
@@ -86,7 +105,7 @@ impl WorkerRun {
                 let mut q = to.borrow_mut();
                 q.push_back(Msg::Error(format!("training worker: {}", e.message())));
                 q.push_back(Msg::Finished);
-                crate::web::wake();
+                wake();
             });
         worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
 
@@ -133,7 +152,7 @@ impl WorkerRun {
             self.ended.set(true);
             self.worker.terminate();
             self.inbox.borrow_mut().push_back(Msg::Finished);
-            crate::web::wake();
+            wake();
         } else {
             post(&self.worker, "control", f64::from(control));
         }
