@@ -503,16 +503,10 @@ impl Claim {
     /// The claim at a glance: the deciding statistic in its unit, its interval, the
     /// threshold (what [`Claim::method_words`] leaves out: how it was tested).
     pub fn glance(&self) -> String {
-        let mut s = format!("{} {}", self.measured, number(self.statistic, &self.unit));
-        if let Some(confidence) = self.confidence {
-            s.push_str(&format!(
-                " [{} interval {} to {}]",
-                percent(confidence),
-                number(self.interval[0], &self.unit),
-                number(self.interval[1], &self.unit),
-            ));
-        } else {
-            s.push_str(" (one run, exact)");
+        let mut s = self.statistic_words();
+        match self.interval_words() {
+            Some(interval) => s.push_str(&format!(" [{interval}]")),
+            None => s.push_str(" (one run, exact)"),
         }
         s.push_str(&format!("; threshold {}", self.threshold));
         s
@@ -525,33 +519,43 @@ impl Claim {
         if self.confidence.is_some() {
             s.push_str(&format!("; over {}", self.variation));
         }
-        if let Some(p) = self.p_value {
-            s.push_str(&format!("; {}", self.p_text(p)));
-        }
-        if let Some(d) = self.detectable {
-            s.push_str(&format!(
-                "; smallest detectable distance from the threshold {}",
-                number(d, &self.unit)
-            ));
-        }
+        s.push_str(&self.power_words());
         s
     }
 
     /// The deciding statistic with its interval, threshold, test and power, in words.
     pub fn measured_words(&self) -> String {
-        let mut s = format!("{} {}", self.measured, number(self.statistic, &self.unit));
-        if let Some(confidence) = self.confidence {
-            s.push_str(&format!(
-                ", {} interval {} to {} ({})",
+        let mut s = self.statistic_words();
+        match self.interval_words() {
+            Some(interval) => s.push_str(&format!(", {interval} ({})", self.variation)),
+            None => s.push_str(" (one run, exact: no interval)"),
+        }
+        s.push_str(&format!("; threshold: {}", self.threshold));
+        s.push_str(&self.power_words());
+        s.push_str(&format!("; test: {}", self.test));
+        s
+    }
+
+    /// What is measured and its value in its unit.
+    fn statistic_words(&self) -> String {
+        format!("{} {}", self.measured, number(self.statistic, &self.unit))
+    }
+
+    /// "95 % interval lo to hi", when the claim has an interval.
+    fn interval_words(&self) -> Option<String> {
+        self.confidence.map(|confidence| {
+            format!(
+                "{} interval {} to {}",
                 percent(confidence),
                 number(self.interval[0], &self.unit),
                 number(self.interval[1], &self.unit),
-                self.variation
-            ));
-        } else {
-            s.push_str(" (one run, exact: no interval)");
-        }
-        s.push_str(&format!("; threshold: {}", self.threshold));
+            )
+        })
+    }
+
+    /// "; p = …; smallest detectable distance …", each where the claim has it.
+    fn power_words(&self) -> String {
+        let mut s = String::new();
         if let Some(p) = self.p_value {
             s.push_str(&format!("; {}", self.p_text(p)));
         }
@@ -561,7 +565,6 @@ impl Claim {
                 number(d, &self.unit)
             ));
         }
-        s.push_str(&format!("; test: {}", self.test));
         s
     }
 }
@@ -633,93 +636,9 @@ pub fn judge_family(claims: &mut [Claim]) {
     }
 }
 
-/// A number with its unit.
-pub fn number(v: f64, unit: &str) -> String {
-    if v.is_nan() {
-        return "–".into();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 {
-            "∞".into()
-        } else {
-            "−∞".into()
-        };
-    }
-    // Counts are whole numbers: "78 calls", never "78.0 calls".
-    let count = matches!(unit.trim(), "calls" | "elements" | "items" | "steps");
-    let digits = if (count && v.fract() == 0.0) || v.abs() >= 100.0 {
-        0
-    } else if v.abs() >= 10.0 {
-        1
-    } else if v.abs() >= 0.1 || v == 0.0 {
-        2
-    } else {
-        4
-    };
-    format!("{v:.digits$}{unit}")
-}
-
-fn percent(confidence: f64) -> String {
-    let p = confidence * 100.0;
-    if (p - p.round()).abs() < 1e-9 {
-        format!("{p:.0} %")
-    } else {
-        format!("{p:.2} %")
-    }
-}
-
-/// A p-value in words (`p < 1/B` at the resolution of the draws).
-pub fn p_words(p: f64) -> String {
-    if p.is_nan() {
-        "p –".into()
-    } else if p < 1e-4 {
-        "p < 0.0001".into()
-    } else if p < 0.001 {
-        format!("p = {p:.4}")
-    } else {
-        format!("p = {p:.3}")
-    }
-}
-
-fn threshold_words(p: &Part) -> String {
-    let t = number(p.threshold, &p.unit);
-    if matches!(p.spread, Spread::None) {
-        let side = match p.side {
-            Side::AtLeast => "≥",
-            Side::Below => "<",
-            Side::Within => "within ±",
-        };
-        return format!("{side} {t} (the value of this run)").replace("± ", "±");
-    }
-    match p.side {
-        Side::AtLeast => {
-            format!("≥ {t} (two-sided interval; the same threshold decides both outcomes)")
-        }
-        Side::Below => {
-            format!("< {t} (two-sided interval; the same threshold decides both outcomes)")
-        }
-        Side::Within => format!(
-            "within ±{t} (equivalence, two one-sided tests: holds when the interval lies inside, fails when it lies outside)"
-        ),
-    }
-}
-
-fn part_sentence(p: &Part, alpha: f64, v: Verdict3) -> String {
-    let mut s = format!("{} {}", p.measured, number(p.value, &p.unit));
-    if matches!(p.spread, Spread::None) {
-        s.push_str(" (one run, exact)");
-    } else {
-        let ([lo, hi], conf) = p.judged_interval(alpha);
-        s.push_str(&format!(
-            ", {} interval {} to {}",
-            percent(conf),
-            number(lo, &p.unit),
-            number(hi, &p.unit)
-        ));
-    }
-    s.push_str(&format!(" vs {}: {}", threshold_words(p), v.as_str()));
-    s
-}
+mod words;
+pub use words::{number, p_words};
+use words::{part_sentence, percent, threshold_words};
 
 #[cfg(test)]
 mod tests;

@@ -60,6 +60,11 @@ fn margin(p: &hif8lab_train::ProbeScores) -> f64 {
     p.score(ProbeScore::KnowledgeMargin)
 }
 
+/// A run's probe at a dose.
+fn probe_at(d: &GridDataRun, step: u64) -> Option<&hif8lab_train::ProbeScores> {
+    doses_of(&d.summary).into_iter().find(|p| p.step == step)
+}
+
 /// Every probe of a run, in order of step.
 fn doses_of(s: &RunSummary) -> Vec<&hif8lab_train::ProbeScores> {
     s.earlier_probes.iter().chain(s.probes.iter()).collect()
@@ -90,12 +95,7 @@ pub fn analyse(data: &[GridDataRun]) -> Option<DoseStudy> {
     }
     let orders = mr.len().min(mw.len());
     let doses: Vec<u64> = doses_of(&mw[0].summary).iter().map(|p| p.step).collect();
-    let at = |d: &GridDataRun, step: u64| {
-        doses_of(&d.summary)
-            .into_iter()
-            .find(|p| p.step == step)
-            .map_or(f64::NAN, margin)
-    };
+    let at = |d: &GridDataRun, step: u64| probe_at(d, step).map_or(f64::NAN, margin);
     let contrast: Vec<Vec<f64>> = doses
         .iter()
         .map(|s| (0..orders).map(|o| at(mw[o], *s) - at(mr[o], *s)).collect())
@@ -130,18 +130,12 @@ pub fn analyse(data: &[GridDataRun]) -> Option<DoseStudy> {
             Some(at(w, step) - margin(c.summary.probes.as_ref()?))
         })
         .collect();
-    let heldout_at = |d: &GridDataRun, step: u64| {
-        doses_of(&d.summary)
-            .into_iter()
-            .find(|p| p.step == step)
-            .map_or(f64::NAN, |p| p.heldout_loss)
-    };
     let control_heldout: Vec<f64> = ctrl
         .iter()
         .filter_map(|c| {
             let p = c.summary.probes.as_ref()?;
             let w = mw.iter().find(|d| d.order == c.order)?;
-            Some(p.heldout_loss - heldout_at(w, p.step))
+            Some(p.heldout_loss - probe_at(w, p.step).map_or(f64::NAN, |q| q.heldout_loss))
         })
         .collect();
     let last = doses.last().copied().unwrap_or(0);
