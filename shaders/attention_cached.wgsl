@@ -31,8 +31,8 @@ struct CachedAttentionParams {
 @group(0) @binding(4) var<storage, read_write> scores: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
+// The reductions' lanes (common/reduce.wgsl's `red` has this many).
 const WG: u32 = 64u;
-var<workgroup> red: array<f32, 64>;
 
 @compute @workgroup_size(64)
 fn main(
@@ -66,16 +66,7 @@ fn main(
         scores[s_base + j] = s;
         m = max(m, s);
     }
-    red[lid] = m;
-    workgroupBarrier();
-    for (var step = WG / 2u; step > 0u; step = step / 2u) {
-        if lid < step {
-            red[lid] = max(red[lid], red[lid + step]);
-        }
-        workgroupBarrier();
-    }
-    let mx = red[0];
-    workgroupBarrier();
+    let mx = workgroup_max(lid, m);
 
     var sum = 0.0;
     for (var j = lid; j < len; j += WG) {
@@ -83,15 +74,7 @@ fn main(
         scores[s_base + j] = e;
         sum += e;
     }
-    red[lid] = sum;
-    workgroupBarrier();
-    for (var step = WG / 2u; step > 0u; step = step / 2u) {
-        if lid < step {
-            red[lid] = red[lid] + red[lid + step];
-        }
-        workgroupBarrier();
-    }
-    let inv = 1.0 / red[0];
+    let inv = 1.0 / workgroup_sum(lid, sum);
     storageBarrier();
 
     for (var d = lid; d < hd; d += WG) {

@@ -27,8 +27,8 @@ struct CeParams {
 @group(0) @binding(3) var<storage, read_write> losses: array<f32>;
 @group(0) @binding(4) var<storage, read_write> dlogits: array<f32>;
 
+// The reductions' lanes (common/reduce.wgsl's `red` has this many).
 const WG: u32 = 64u;
-var<workgroup> red: array<f32, 64>;
 
 @compute @workgroup_size(64)
 fn main(
@@ -45,29 +45,12 @@ fn main(
     for (var v = lid; v < params.vocab; v += WG) {
         m = max(m, logits[base + v]);
     }
-    red[lid] = m;
-    workgroupBarrier();
-    for (var step = WG / 2u; step > 0u; step = step / 2u) {
-        if lid < step {
-            red[lid] = max(red[lid], red[lid + step]);
-        }
-        workgroupBarrier();
-    }
-    let mx = red[0];
-    workgroupBarrier();
+    let mx = workgroup_max(lid, m);
     var sum = 0.0;
     for (var v = lid; v < params.vocab; v += WG) {
         sum = sum + exp(logits[base + v] - mx);
     }
-    red[lid] = sum;
-    workgroupBarrier();
-    for (var step = WG / 2u; step > 0u; step = step / 2u) {
-        if lid < step {
-            red[lid] = red[lid] + red[lid + step];
-        }
-        workgroupBarrier();
-    }
-    let lse = mx + log(red[0]);
+    let lse = mx + log(workgroup_sum(lid, sum));
     let t = min(u32(targets[n]), params.vocab - 1u);
     if lid == 0u {
         losses[n] = lse - logits[base + t];

@@ -121,60 +121,7 @@ fn main() -> ExitCode {
         }
     };
     if let Some(dir) = &options.check_open {
-        // A committed results folder: its runs from the grid's data file.
-        let data = dir.join(hif8lab_lab::grid::DATA_FILE);
-        if !dir.join("runs").is_dir() && data.is_file() {
-            return match hif8lab_lab::grid::GridData::read(&data) {
-                Ok(d) => {
-                    let first: Vec<String> = d
-                        .runs
-                        .iter()
-                        .filter(|r| r.order == 0 && r.base_seed == 0)
-                        .map(|r| {
-                            let v = hif8lab_app::state::RunView::from_summary(&r.run, &r.summary);
-                            format!(
-                                "{} ({} steps, {} probes)",
-                                v.name,
-                                v.loss.len(),
-                                v.probes.len()
-                            )
-                        })
-                        .collect();
-                    println!(
-                        "{}: results folder, {} runs in {} data order(s); first order: {}",
-                        dir.display(),
-                        d.runs.len(),
-                        d.runs.iter().map(|r| r.order).max().map_or(0, |m| m + 1),
-                        first.join(", ")
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("error: cannot open {}: {e}", dir.display());
-                    ExitCode::from(2)
-                }
-            };
-        }
-        // What --open would show, said without a window (scripts check folders this way).
-        return match hif8lab_app::state::RunView::load(dir) {
-            Ok(v) => {
-                let calls: usize = v.calls.values().map(Vec::len).sum();
-                println!(
-                    "{}: {} steps, QAT from step {}, {} quantizers, {} calls, estimators {}",
-                    dir.display(),
-                    v.loss.len(),
-                    v.qat_from.map_or("-".into(), |s| s.to_string()),
-                    v.calls.len(),
-                    calls,
-                    v.estimators.join(", ")
-                );
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: cannot open {}: {e}", dir.display());
-                ExitCode::from(2)
-            }
-        };
+        return check_open(dir);
     }
     if cfg!(target_os = "linux")
         && std::env::var_os("DISPLAY").is_none()
@@ -187,6 +134,69 @@ fn main() -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
+    run_window(options)
+}
+
+/// `--check-open DIR`: what `--open` would read, printed without a window (0: read, 2: not).
+fn check_open(dir: &std::path::Path) -> ExitCode {
+    // A committed results folder: its runs from the grid's data file.
+    let data = dir.join(hif8lab_lab::grid::DATA_FILE);
+    if !dir.join("runs").is_dir() && data.is_file() {
+        return match hif8lab_lab::grid::GridData::read(&data) {
+            Ok(d) => {
+                let first: Vec<String> = d
+                    .runs
+                    .iter()
+                    .filter(|r| r.order == 0 && r.base_seed == 0)
+                    .map(|r| {
+                        let v = hif8lab_app::state::RunView::from_summary(&r.run, &r.summary);
+                        format!(
+                            "{} ({} steps, {} probes)",
+                            v.name,
+                            v.loss.len(),
+                            v.probes.len()
+                        )
+                    })
+                    .collect();
+                println!(
+                    "{}: results folder, {} runs in {} data order(s); first order: {}",
+                    dir.display(),
+                    d.runs.len(),
+                    d.runs.iter().map(|r| r.order).max().map_or(0, |m| m + 1),
+                    first.join(", ")
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: cannot open {}: {e}", dir.display());
+                ExitCode::from(2)
+            }
+        };
+    }
+    // What --open would show, said without a window (scripts check folders this way).
+    match hif8lab_app::state::RunView::load(dir) {
+        Ok(v) => {
+            let calls: usize = v.calls.values().map(Vec::len).sum();
+            println!(
+                "{}: {} steps, QAT from step {}, {} quantizers, {} calls, estimators {}",
+                dir.display(),
+                v.loss.len(),
+                v.qat_from.map_or("-".into(), |s| s.to_string()),
+                v.calls.len(),
+                calls,
+                v.estimators.join(", ")
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: cannot open {}: {e}", dir.display());
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The window, with `options` applied once eframe gives the app its device.
+fn run_window(options: Options) -> ExitCode {
     let mut native = eframe::NativeOptions {
         viewport: eframe::egui::ViewportBuilder::default()
             .with_inner_size([1280.0, 800.0])

@@ -286,12 +286,7 @@ pub fn run_bar(app: &mut HifApp, ui: &mut egui::Ui) {
                         .request_repaint_after(std::time::Duration::from_millis(500));
                 }
                 if let Some(view) = &app.runs.live {
-                    let steps = view
-                        .config
-                        .as_ref()
-                        .and_then(|c| crate::settings::lookup(c, "train.steps"))
-                        .map(crate::settings::text_of)
-                        .and_then(|s| s.parse::<usize>().ok());
+                    let steps = view.config.as_ref().map(|c| c.train.steps as usize);
                     if let Some(n) = steps.filter(|n| *n > 0) {
                         let done = view.loss.len().min(n);
                         ui.add(
@@ -325,17 +320,13 @@ fn running_box(app: &HifApp, ui: &mut egui::Ui) {
         let state = if app.paused() { "Paused" } else { "Running" };
         ui.label(RichText::new(format!("{state}: {}", view.name)).strong());
         if let Some(c) = &view.config {
-            let get = |k: &str| {
-                crate::settings::lookup(c, k)
-                    .map(crate::settings::text_of)
-                    .unwrap_or_else(|| "?".into())
-            };
-            let qat = if get("qat.enabled") == "true" {
+            let s = &c.qat.scaling;
+            let qat = if c.qat.enabled {
                 format!(
                     "QAT {} with {}, target {}",
-                    get("qat.scaling.format"),
-                    get("qat.scaling.estimator"),
-                    get("qat.scaling.target")
+                    s.format.name(),
+                    s.estimator,
+                    s.target
                 )
             } else {
                 "no quantization".into()
@@ -344,10 +335,10 @@ fn running_box(app: &HifApp, ui: &mut egui::Ui) {
                 ui,
                 format!(
                     "{} steps at lr {}; model d_model {} × {} layers; {qat}; on {}.",
-                    get("train.steps"),
-                    get("train.lr"),
-                    get("model.d_model"),
-                    get("model.layers"),
+                    c.train.steps,
+                    c.train.lr,
+                    c.model.d_model,
+                    c.model.layers,
                     app.device.backend.name()
                 ),
             );

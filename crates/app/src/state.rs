@@ -40,8 +40,8 @@ pub struct RunView {
     pub histogram: Option<HistView>,
     /// Knowledge and completion probe scores, when evaluated.
     pub probes: Vec<hif8lab_train::ProbeScores>,
-    /// The run's config as JSON (for the config diff of the Runs panel), when known.
-    pub config: Option<serde_json::Value>,
+    /// The run's config, when known (a replayed trace has none).
+    pub config: Option<RunConfig>,
     /// Bumped by every change, so panels can cache what they derive from the calls.
     pub revision: u64,
     /// Every call counted as it arrived (the same accumulator as the run folder's summary).
@@ -180,7 +180,7 @@ impl RunView {
     pub fn set_config(&mut self, config: &RunConfig) {
         self.format = config.qat.scaling.format;
         self.target = config.qat.scaling.target;
-        self.config = serde_json::to_value(config).ok();
+        self.config = Some(config.clone());
         self.changed();
     }
 

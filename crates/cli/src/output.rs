@@ -126,7 +126,10 @@ mod tests {
             exit_code_of(&anyhow::Error::new(missing).context("grid")),
             2
         );
-        let data = TrainError::Data("corpus has 3 tokens".into());
+        let data = TrainError::File {
+            file: "corpus.txt".into(),
+            message: "3 tokens".into(),
+        };
         assert_eq!(exit_code_of(&anyhow::Error::new(data)), 2);
     }
 }

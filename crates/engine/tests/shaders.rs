@@ -113,7 +113,7 @@ fn check_kernel(k: &Kernel) -> naga::Module {
         "{}: header comment",
         k.name
     );
-    if k.common {
+    if k.common.contains(&kernel::Snippet::Quant) {
         let quant = hif8lab_engine::gpu::QUANT_PARAMS;
         assert!(
             layout_mismatches(&m, &quant).is_empty(),
@@ -184,7 +184,7 @@ fn swapped_params_members_are_caught() {
 fn a_broken_shader_is_rejected() {
     // The validation above can fail: a type error must be caught.
     let broken = qdq::WGSL.replace("out[i] = fake_quant", "out[i] = 1u + fake_quant");
-    let src = kernel::source(&broken, true);
+    let src = kernel::source(&broken, &[kernel::Snippet::Quant]);
     let parsed = naga::front::wgsl::parse_str(&src);
     assert!(parsed.is_err(), "type error must not parse");
 }
@@ -211,7 +211,10 @@ fn const_f32_bitcasts(src: &str) -> Vec<String> {
 #[test]
 fn shader_sources_avoid_const_nan_inf() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shaders");
-    let mut files = vec![dir.join("common/quant.wgsl")];
+    let mut files = vec![
+        dir.join("common/quant.wgsl"),
+        dir.join("common/reduce.wgsl"),
+    ];
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "wgsl") {

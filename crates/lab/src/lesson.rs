@@ -565,9 +565,13 @@ pub fn run_lesson<B: hif8lab_engine::Backend>(
     out: &std::path::Path,
     progress: &mut dyn crate::grid::GridProgress,
 ) -> Result<LessonReport, hif8lab_train::TrainError> {
-    let id: LessonId = name.parse().map_err(hif8lab_train::TrainError::Data)?;
+    let refused = |message: String| hif8lab_train::TrainError::Setting {
+        setting: String::new(),
+        message,
+    };
+    let id: LessonId = name.parse().map_err(refused)?;
     let runs = scenario(id, grid).ok_or_else(|| {
-        hif8lab_train::TrainError::Data(format!(
+        refused(format!(
             "lesson '{name}' trains nothing: it is judged from a grid's data"
         ))
     })?;

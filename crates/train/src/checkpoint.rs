@@ -272,9 +272,13 @@ pub fn map_file(path: &Path) -> Result<memmap2::Mmap, CheckpointError> {
         message: e.to_string(),
     };
     let file = std::fs::File::open(path).map_err(err)?;
-    // SAFETY: the map is read-only and lives only while one file is parsed; a file changed
-    // by another process meanwhile gives wrong values (caught by the checksum), never
-    // undefined behaviour in safe code that reads plain bytes.
+    // SAFETY: mapping is unsafe because the file may change while it is mapped, and the
+    // slices read from the map assume it does not. This project never changes a mapped
+    // file: checkpoints are written to a temporary file and renamed into place (never
+    // rewritten in place), a run folder has one writer, and the map lives only while one
+    // file is parsed. Another process truncating or rewriting the file meanwhile is not
+    // guarded against: a truncation raises SIGBUS, and a rewrite can give torn values
+    // (which the CRC-32 check usually catches, but cannot promise to).
     #[allow(unsafe_code)]
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(err)?;
     Ok(map)

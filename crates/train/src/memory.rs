@@ -49,9 +49,21 @@ fn mb(bytes: u128) -> String {
     }
 }
 
-impl MemoryEstimate {
-    /// The estimate for `config`.
-    pub fn for_config(config: &RunConfig) -> Self {
+/// The counts an estimate is made of: parameters, activations and tensor sizes, in f32s.
+struct Counts {
+    parameters: u128,
+    activations: u128,
+    /// [vocab, d_model], [batch·context, vocab], [batch, heads, context, context],
+    /// [batch·context, d_ff], [d_ff, d_model].
+    table: u128,
+    logits: u128,
+    probs: u128,
+    mlp_acts: u128,
+    mlp_weight: u128,
+}
+
+impl Counts {
+    fn of(config: &RunConfig) -> Self {
         let m = &config.model;
         let u = |v: usize| v as u128;
         let (v, c, f, layers) = (u(m.vocab), u(m.d_model), u(m.d_ff), u(m.layers));
@@ -59,8 +71,6 @@ impl MemoryEstimate {
         let (qd, kvd) = (u(m.heads) * hd, u(m.kv_heads) * hd);
         let per_block = 2 * c + qd * c + 2 * kvd * c + c * qd + 3 * f * c;
         let tables = if m.tie_embeddings { 1 } else { 2 };
-        let parameters = tables * v * c + layers * per_block + c;
-
         let batch = u(config.train.batch);
         let t = u(m.context);
         let n = batch * t;
@@ -73,84 +83,81 @@ impl MemoryEstimate {
         // dscores [probs]; dg, du, ds [n, f]; rope table [t, hd].
         let shared =
             4 * n + 5 * n * c + 2 * n * v + 4 * n * qd + 4 * n * kvd + probs + 3 * n * f + t * hd;
-        let activations = layers * block_acts + shared;
+        Counts {
+            parameters: tables * v * c + layers * per_block + c,
+            activations: layers * block_acts + shared,
+            table: v * c,
+            logits: n * v,
+            probs,
+            mlp_acts: n * f,
+            mlp_weight: f * c,
+        }
+    }
 
-        let quantizers = u(crate::model::QuantPlan::new(m, &config.qat).ids.len());
-        let estimators = u(config.qat.scaling.estimators().len());
-        // History ring, per-estimator est/scale and statistics (8 words each), ring metadata.
-        let bank = quantizers * (u(config.qat.scaling.window) + estimators * 10 + 16);
+    /// The largest single tensor: name and bytes.
+    fn largest(&self) -> (&'static str, u128) {
+        [
+            ("embedding / LM head [vocab, d_model]", self.table),
+            ("logits [batch·context, vocab]", self.logits),
+            (
+                "attention probabilities [batch, heads, context, context]",
+                self.probs,
+            ),
+            ("MLP activations [batch·context, d_ff]", self.mlp_acts),
+            ("MLP weight [d_ff, d_model]", self.mlp_weight),
+        ]
+        .into_iter()
+        .max_by_key(|(_, e)| *e)
+        .map_or(("none", 0), |(name, e)| (name, e * 4))
+    }
+}
+
+impl MemoryEstimate {
+    /// The estimate for `config`.
+    pub fn for_config(config: &RunConfig) -> Self {
+        let counts = Counts::of(config);
+        let parameters = counts.parameters;
+        let quantizers = crate::model::QuantPlan::new(&config.model, &config.qat)
+            .ids
+            .len();
+        // Every buffer the engine's bank allocates, from the engine's own layout.
+        let bank = hif8lab_engine::gpu::bank_bytes(&hif8lab_engine::BankConfig::new(
+            quantizers,
+            config.qat.scaling.clone(),
+        ));
         let corpus_bytes = match config.data.corpus.as_str() {
-            "synthetic" | "kb" | "web" => u(config.data.bytes),
+            "synthetic" | "kb" | "web" => config.data.bytes as u128,
             path => path_bytes(std::path::Path::new(path)),
         };
         let f32s = |count: u128| count * 4;
-        let parts = vec![
-            MemoryPart {
-                name: "weights",
-                bytes: f32s(parameters),
-                on_device: true,
-            },
-            MemoryPart {
-                name: "gradients",
-                bytes: f32s(parameters),
-                on_device: true,
-            },
-            MemoryPart {
-                name: "AdamW moments",
-                bytes: f32s(2 * parameters),
-                on_device: true,
-            },
-            MemoryPart {
-                name: "activations",
-                bytes: f32s(activations),
-                on_device: true,
-            },
-            MemoryPart {
-                name: "quantizer bank",
-                bytes: f32s(bank),
-                on_device: true,
-            },
-            MemoryPart {
-                // The text and its token ids (u32 per byte).
-                name: "corpus",
-                bytes: corpus_bytes * 5,
-                on_device: false,
-            },
-            MemoryPart {
-                // Initial values, made on the host before upload (zeros are the backend's).
-                name: "initialization (host, transient)",
-                bytes: f32s(parameters),
-                on_device: false,
-            },
+        let part = |name, bytes, on_device| MemoryPart {
+            name,
+            bytes,
+            on_device,
+        };
+        let mut parts = vec![
+            part("weights", f32s(parameters), true),
+            part("gradients", f32s(parameters), true),
+            part("AdamW moments", f32s(2 * parameters), true),
+            part("activations", f32s(counts.activations), true),
+            part("quantizer bank", bank, true),
+            // The text and its token ids (u32 per byte).
+            part("corpus", corpus_bytes * 5, false),
+            // Initial values, made on the host before upload (zeros are the backend's).
+            part("initialization (host, transient)", f32s(parameters), false),
         ];
-        let mut parts = parts;
         if config.train.init_from.is_some() {
-            parts.push(MemoryPart {
-                // The model's weights as read (f32), held until they are loaded.
-                name: "init-from weights (host, transient)",
-                bytes: f32s(parameters),
-                on_device: false,
-            });
+            // The model's weights as read (f32), held until they are loaded.
+            parts.push(part(
+                "init-from weights (host, transient)",
+                f32s(parameters),
+                false,
+            ));
         }
-        let candidates = [
-            ("embedding / LM head [vocab, d_model]", v * c),
-            ("logits [batch·context, vocab]", n * v),
-            (
-                "attention probabilities [batch, heads, context, context]",
-                probs,
-            ),
-            ("MLP activations [batch·context, d_ff]", n * f),
-            ("MLP weight [d_ff, d_model]", f * c),
-        ];
-        let largest = candidates
-            .iter()
-            .max_by_key(|(_, e)| *e)
-            .map(|(name, e)| (*name, f32s(*e)))
-            .unwrap_or(("none", 0));
         MemoryEstimate {
             parameters,
             parts,
-            largest_tensor: largest,
+            largest_tensor: counts.largest(),
         }
     }
 

@@ -53,9 +53,39 @@ pub enum TrainError {
     /// The engine failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
-    /// The data could not be prepared.
+    /// A file the work was given (a grid's data, a run folder's record) says something the
+    /// work cannot take: which file, and what.
+    #[error("data: {file}: {message}")]
+    File {
+        /// The file (or folder), as the user named it.
+        file: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A setting (an option, a config key, a grid's run) the work cannot take: which
+    /// (empty when the message names it), and why.
+    #[error("data: {}{message}", at_prefix(setting))]
+    Setting {
+        /// The option or key, with its value where that is what is wrong.
+        setting: String,
+        /// What is wrong, and what would be right.
+        message: String,
+    },
+    /// A run folder already holds a finished run of another configuration.
+    #[error(
+        "data: {dir} holds a finished run of another configuration ({}): it is not reused; \
+         remove it or choose another --out",
+        differences.join("; ")
+    )]
+    RunFolderTaken {
+        /// The folder.
+        dir: String,
+        /// The settings that differ, `key: recorded vs wanted`.
+        differences: Vec<String>,
+    },
+    /// Inference refused its input or could not compute.
     #[error("data: {0}")]
-    Data(String),
+    Infer(#[from] InferError),
     /// The run's training data (its corpus, tokenizer or sizes) refuses the run.
     #[error("data: {0}")]
     Input(#[from] crate::data::DataError),
@@ -91,6 +121,34 @@ pub enum TrainError {
     },
 }
 
+/// Why inference refused its input or could not compute.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InferError {
+    /// The forward pass produced NaN or Inf: where.
+    #[error("the model's forward pass overflows: {0}")]
+    Overflow(String),
+    /// A token id the model's vocabulary does not hold.
+    #[error("token id {id} is outside the model's vocabulary of {vocab}")]
+    TokenOutOfVocab {
+        /// The id.
+        id: u32,
+        /// The vocabulary's size.
+        vocab: u32,
+    },
+    /// Scored sequences of several lengths, or of a length the context cannot hold.
+    #[error("scored sequences need one length of 2 to {max} tokens (the context + 1)")]
+    SequenceLengths {
+        /// The longest a sequence may be.
+        max: usize,
+    },
+    /// No activations were allocated for a call's shape (a bug, not an input's fault).
+    #[error("inference: activations missing for this call shape")]
+    MissingActivations,
+    /// A probe's text could not be tokenized.
+    #[error("tokenizing the probes: {0}")]
+    Tokenize(#[from] crate::tokenizer::TokenizerError),
+}
+
 impl TrainError {
     /// Whether the work failed on the way (the engine, a divergence, a full disk or a
     /// failed write: exit code 1) rather than refusing its input (a bad file, setting or
@@ -99,7 +157,10 @@ impl TrainError {
         match self {
             TrainError::Engine(_) | TrainError::NonFinite { .. } => true,
             TrainError::Io { kind, .. } => io_failed_on_the_way(*kind),
-            TrainError::Data(_)
+            TrainError::File { .. }
+            | TrainError::Setting { .. }
+            | TrainError::RunFolderTaken { .. }
+            | TrainError::Infer(_)
             | TrainError::Input(_)
             | TrainError::Checkpoint(_)
             | TrainError::Tensor(_)

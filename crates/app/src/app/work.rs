@@ -500,7 +500,7 @@ impl HifApp {
                         .live
                         .as_ref()
                         .and_then(|v| v.config.as_ref())
-                        .and_then(|c| c["train"]["steps"].as_u64())
+                        .map(|c| c.train.steps)
                         .unwrap_or(0) as usize;
                     // A run stopped early ends as "finished" too: say which it was.
                     self.messages.status = if done < target {

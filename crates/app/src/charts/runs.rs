@@ -188,14 +188,19 @@ fn runs_table(ui: &mut egui::Ui, app: &mut crate::Runs, wide: bool) -> Option<us
 }
 
 /// Each overlaid run's config against the current one's, key by key.
-fn config_diffs(ui: &mut egui::Ui, app: &crate::Runs, current: &serde_json::Value, wide: bool) {
-    let current = crate::settings::flatten(current);
+fn config_diffs(
+    ui: &mut egui::Ui,
+    app: &crate::Runs,
+    current: &hif8lab_train::RunConfig,
+    wide: bool,
+) {
+    let current = current.flat();
     for (v, on) in app.earlier.iter().zip(&app.overlay) {
         if !*on {
             continue;
         }
         let Some(other) = &v.config else { continue };
-        let d = crate::settings::diff(&current, &crate::settings::flatten(other));
+        let d = crate::settings::diff(&current, &other.flat());
         ui.add(
             egui::Label::new(RichText::new(format!("Config diff: current vs {}", v.name)).strong())
                 .wrap(),

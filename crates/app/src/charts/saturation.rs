@@ -332,23 +332,8 @@ fn blocks_caption(ui: &mut egui::Ui, view: &RunView) {
     let Some(c) = &view.config else {
         return;
     };
-    let Some(layers) = crate::settings::lookup(c, "model.layers").and_then(|v| v.as_u64()) else {
-        return;
-    };
-    let layers = layers as usize;
-    let set = crate::settings::lookup(c, "qat.blocks")
-        .and_then(|v| v.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|b| b.as_u64())
-                .map(|b| b as u32)
-                .collect::<Vec<_>>()
-        });
-    let qat = hif8lab_train::config::QatConfig {
-        blocks: set.clone(),
-        ..Default::default()
-    };
-    let blocks = qat.blocks_for(layers);
+    let layers = c.model.layers;
+    let blocks = c.qat.blocks_for(layers);
     let list = match (blocks.first(), blocks.last()) {
         (Some(a), Some(b)) if blocks.len() as u32 == b - a + 1 && blocks.len() > 2 => {
             format!("blocks {a}–{b}")
@@ -362,7 +347,7 @@ fn blocks_caption(ui: &mut egui::Ui, view: &RunView) {
                 .join(", ")
         ),
     };
-    let why = if set.is_some() {
+    let why = if c.qat.blocks.is_some() {
         "as the config sets them".to_owned()
     } else {
         let (first, last) = hif8lab_train::config::QatConfig::high_precision_ends(layers);

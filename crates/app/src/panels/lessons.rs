@@ -379,8 +379,7 @@ fn live_reading(app: &HifApp) -> String {
         let lr = view
             .config
             .as_ref()
-            .and_then(|c| crate::settings::lookup(c, "train.lr"))
-            .map(crate::settings::text_of)
+            .map(|c| c.train.lr.to_string())
             .unwrap_or_default();
         return format!(
             "{} steps at lr {lr}: knowledge accuracy {:.1} % to {:.1} % (a drop of {drop:.1} % relative to the base) while the training loss went from {first:.3} to {last:.3}. {}",
@@ -423,9 +422,7 @@ fn live_reading(app: &HifApp) -> String {
 fn view_lr(view: &RunView) -> f64 {
     view.config
         .as_ref()
-        .and_then(|c| crate::settings::lookup(c, "train.lr"))
-        .and_then(serde_json::Value::as_f64)
-        .unwrap_or(f64::NAN)
+        .map_or(f64::NAN, |c| f64::from(c.train.lr))
 }
 
 /// A lesson's two buttons: a live run set up for it, and its judged scenario.

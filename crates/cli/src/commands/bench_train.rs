@@ -217,35 +217,57 @@ fn profile_json(f: &Figures, steps: u64) -> String {
     format!("[{}]", ops.join(","))
 }
 
-fn run<B: Backend + Profiled>(
-    make: impl Fn() -> Result<B>,
-    config: &RunConfig,
+/// What one benchmark measured, and the figures derived from it.
+struct Bench {
+    info: hif8lab_engine::BackendInfo,
     steps: u64,
-    json: bool,
+    estimators: usize,
     profile: bool,
-) -> Result<()> {
-    let info = make()?.info();
-    let [p, q] = measure(&make, config, steps, profile)?;
-    let overhead = p.tokens_per_s / q.tokens_per_s;
-    let estimators = config.qat.scaling.estimators().len();
-    let peak = peak_rss_mib();
-    // Model FLOPs: 6 per parameter per token (forward 2, backward 4), the usual measure of
-    // training throughput (a tied head counted once).
-    let params: usize = hif8lab_train::model::param_specs(&config.model)
-        .iter()
-        .map(|(_, shape, _)| shape.iter().product::<usize>())
-        .sum();
-    let gflops = |tokens_per_s: f64| 6.0 * params as f64 * tokens_per_s / 1e9;
-    // The step's own GEMM shapes, timed alone on a fresh backend after the steps: the share
-    // of a step they would take on their own.
-    let gemms = crate::commands::bench_gemm::step_gemms(config);
-    let shape_s = crate::commands::bench_gemm::gemm_seconds(&make()?, &gemms, &|b: &B| b.sync())?;
-    let gemm_s = crate::commands::bench_gemm::step_seconds(&gemms, &shape_s);
-    // The most tokens/s a step could reach if everything besides its GEMMs were free.
-    let gemm_bound = config.tokens_per_step() as f64 / gemm_s.max(1e-12);
-    let gemm_gflops = crate::commands::bench_gemm::gemm_flops(&gemms) / gemm_s.max(1e-12) / 1e9;
-    let gemm_fraction = |ms_per_step: f64| gemm_s * 1e3 / ms_per_step;
-    if json {
+    /// Plain and QAT.
+    p: Figures,
+    q: Figures,
+    overhead: f64,
+    peak: Option<f64>,
+    params: usize,
+    gemms: Vec<crate::commands::bench_gemm::StepGemm>,
+    shape_s: Vec<f64>,
+    gemm_s: f64,
+    gemm_bound: f64,
+    gemm_gflops: f64,
+}
+
+impl Bench {
+    /// Model FLOPs: 6 per parameter per token (forward 2, backward 4), the usual measure of
+    /// training throughput (a tied head counted once).
+    fn gflops(&self, tokens_per_s: f64) -> f64 {
+        6.0 * self.params as f64 * tokens_per_s / 1e9
+    }
+
+    /// The share of a step the step's GEMMs would take on their own.
+    fn gemm_fraction(&self, ms_per_step: f64) -> f64 {
+        self.gemm_s * 1e3 / ms_per_step
+    }
+
+    fn print_json(&self) -> Result<()> {
+        let Bench {
+            info,
+            steps,
+            estimators,
+            profile,
+            p,
+            q,
+            overhead,
+            peak,
+            params,
+            gemms,
+            shape_s,
+            gemm_s,
+            gemm_bound,
+            gemm_gflops,
+        } = self;
+        let (steps, profile, gemm_s) = (*steps, *profile, *gemm_s);
+        let gflops = |t| self.gflops(t);
+        let gemm_fraction = |ms| self.gemm_fraction(ms);
         crate::output::outln!(
             "{{\"backend\":{:?},\"adapter\":{:?},\"device_type\":{:?},\"steps\":{steps},\"estimators\":{estimators},\"tokens_per_s_plain\":{:.1},\"tokens_per_s_qat\":{:.1},\"ms_per_step_plain\":{:.2},\"ms_per_step_qat\":{:.2},\"qat_overhead\":{overhead:.4},\"submits_per_step\":{:.2},\"blocking_syncs_per_step\":{:.2},\"dispatches_per_step\":{:.1},\"bind_groups_created_per_step\":{:.2},\"host_ms_per_step\":{:.3},\"host_ms_per_step_plain\":{:.3},\"peak_rss_mib\":{},\"params\":{params},\"model_gflops\":{:.3},\"model_gflops_plain\":{:.3},\"model_gflops_qat\":{:.3},\"gemm_ms_per_step_alone\":{:.4},\"gemm_gflops_alone\":{gemm_gflops:.3},\"gemm_fraction\":{:.4},\"gemm_fraction_qat\":{:.4},\"tokens_per_s_gemm_bound\":{gemm_bound:.1},\"threads\":{},\"profile_plain\":{},\"profile_qat\":{},\"gemm_shapes\":{}}}",
             info.kind,
@@ -271,22 +293,44 @@ fn run<B: Backend + Profiled>(
             gemm_fraction(q.ms_per_step),
             hif8lab_engine::cpu::threads(),
             if profile {
-                profile_json(&p, steps)
+                profile_json(p, steps)
             } else {
                 "null".into()
             },
             if profile {
-                profile_json(&q, steps)
+                profile_json(q, steps)
             } else {
                 "null".into()
             },
             if profile {
-                crate::commands::bench_gemm::shape_json(&gemms, &shape_s)
+                crate::commands::bench_gemm::shape_json(gemms, shape_s)
             } else {
                 "null".into()
             },
         );
-    } else {
+        Ok(())
+    }
+
+    fn print_text(&self) -> Result<()> {
+        let Bench {
+            info,
+            steps,
+            estimators,
+            profile,
+            p,
+            q,
+            overhead,
+            peak,
+            params,
+            gemms,
+            shape_s,
+            gemm_s,
+            gemm_bound,
+            gemm_gflops,
+        } = self;
+        let (steps, gemm_s) = (*steps, *gemm_s);
+        let gflops = |t| self.gflops(t);
+        let gemm_fraction = |ms| self.gemm_fraction(ms);
         crate::output::outln!(
             "bench train on {} '{}' ({}), {steps} steps each after 2 warm-up steps, plain and QAT in alternating blocks",
             info.kind,
@@ -329,21 +373,68 @@ fn run<B: Backend + Profiled>(
         if let Some(m) = peak {
             crate::output::outln!("  peak resident memory: {m:.1} MiB");
         }
-        if profile {
+        if *profile {
             if p.profile.is_empty() {
                 crate::output::outln!("  (--profile times ops on the CPU backend only)");
             } else {
-                for line in profile_table("plain", &p, steps)
+                for line in profile_table("plain", p, steps)
                     .into_iter()
-                    .chain(profile_table("QAT", &q, steps))
-                    .chain(crate::commands::bench_gemm::shape_table(&gemms, &shape_s))
+                    .chain(profile_table("QAT", q, steps))
+                    .chain(crate::commands::bench_gemm::shape_table(gemms, shape_s))
                 {
                     crate::output::outln!("{line}");
                 }
             }
         }
+        Ok(())
     }
-    Ok(())
+}
+
+fn run<B: Backend + Profiled>(
+    make: impl Fn() -> Result<B>,
+    config: &RunConfig,
+    steps: u64,
+    json: bool,
+    profile: bool,
+) -> Result<()> {
+    let info = make()?.info();
+    let [p, q] = measure(&make, config, steps, profile)?;
+    let overhead = p.tokens_per_s / q.tokens_per_s;
+    let estimators = config.qat.scaling.estimators().len();
+    let peak = peak_rss_mib();
+    let params: usize = hif8lab_train::model::param_specs(&config.model)
+        .iter()
+        .map(|(_, shape, _)| shape.iter().product::<usize>())
+        .sum();
+    // The step's own GEMM shapes, timed alone on a fresh backend after the steps: the share
+    // of a step they would take on their own.
+    let gemms = crate::commands::bench_gemm::step_gemms(config);
+    let shape_s = crate::commands::bench_gemm::gemm_seconds(&make()?, &gemms, &|b: &B| b.sync())?;
+    let gemm_s = crate::commands::bench_gemm::step_seconds(&gemms, &shape_s);
+    // The most tokens/s a step could reach if everything besides its GEMMs were free.
+    let gemm_bound = config.tokens_per_step() as f64 / gemm_s.max(1e-12);
+    let gemm_gflops = crate::commands::bench_gemm::gemm_flops(&gemms) / gemm_s.max(1e-12) / 1e9;
+    let bench = Bench {
+        info,
+        steps,
+        estimators,
+        profile,
+        p,
+        q,
+        overhead,
+        peak,
+        params,
+        gemms,
+        shape_s,
+        gemm_s,
+        gemm_bound,
+        gemm_gflops,
+    };
+    if json {
+        bench.print_json()
+    } else {
+        bench.print_text()
+    }
 }
 
 /// Runs the benchmark for a preset on a backend.

@@ -42,7 +42,7 @@ pub struct AdamParams {
 pub const KERNEL: Kernel = Kernel {
     name: "adamw",
     wgsl: WGSL,
-    common: false,
+    common: &[],
     entries: &["main"],
     bindings: &[(1, "param"), (2, "grad"), (3, "m"), (4, "v"), (5, "norms")],
     params: params_layout!(AdamParams {

@@ -28,7 +28,7 @@ pub struct AmaxParams {
 pub const KERNEL: Kernel = Kernel {
     name: "amax",
     wgsl: WGSL,
-    common: false,
+    common: &[],
     entries: &["main"],
     bindings: &[(1, "x"), (2, "amax_bits")],
     params: params_layout!(AmaxParams { n, slot }),

@@ -34,7 +34,7 @@ pub struct AttentionParams {
 pub const KERNEL: Kernel = Kernel {
     name: "attention",
     wgsl: WGSL,
-    common: false,
+    common: &[],
     entries: &["main", "backward_q", "backward_kv"],
     bindings: &[
         (1, "q"),

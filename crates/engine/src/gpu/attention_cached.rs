@@ -3,7 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::kernel::Kernel;
+use super::kernel::{Kernel, Snippet};
 use super::{GpuBackend, GpuTensor};
 use crate::params_layout;
 use crate::{CachedAttentionShape, EngineError, at_least_each};
@@ -38,7 +38,7 @@ pub struct CachedAttentionParams {
 pub const KERNEL: Kernel = Kernel {
     name: "attention_cached",
     wgsl: WGSL,
-    common: false,
+    common: &[Snippet::Reduce],
     entries: &["main"],
     bindings: &[(1, "q"), (2, "k"), (3, "v"), (4, "scores"), (5, "out")],
     params: params_layout!(CachedAttentionParams {

@@ -2,7 +2,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::kernel::Kernel;
+use super::kernel::{Kernel, Snippet};
 use super::{GpuBackend, GpuTensor};
 use crate::params_layout;
 use crate::{EngineError, same_len};
@@ -28,7 +28,7 @@ pub struct CeParams {
 pub const KERNEL: Kernel = Kernel {
     name: "cross_entropy",
     wgsl: WGSL,
-    common: false,
+    common: &[Snippet::Reduce],
     entries: &["main"],
     bindings: &[(1, "logits"), (2, "targets"), (3, "losses"), (4, "dlogits")],
     params: params_layout!(CeParams {

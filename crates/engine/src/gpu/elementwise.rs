@@ -27,7 +27,7 @@ pub struct ElementwiseParams {
 pub const KERNEL: Kernel = Kernel {
     name: "elementwise",
     wgsl: WGSL,
-    common: false,
+    common: &[],
     entries: &["add_inplace", "scale_inplace", "copy"],
     bindings: &[(1, "src"), (2, "dst")],
     params: params_layout!(ElementwiseParams { n, factor }),

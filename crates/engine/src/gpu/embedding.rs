@@ -28,7 +28,7 @@ pub struct EmbeddingParams {
 pub const KERNEL: Kernel = Kernel {
     name: "embedding",
     wgsl: WGSL,
-    common: false,
+    common: &[],
     entries: &["main", "backward"],
     bindings: &[(1, "tokens"), (2, "src"), (3, "dst")],
     params: params_layout!(EmbeddingParams {
@@ -47,24 +47,7 @@ pub(crate) fn launch(
 ) -> Result<(), EngineError> {
     let vocab = rows_of("embedding table", table.len, channels)?;
     at_least("embedding out", out.len, tokens.len * channels)?;
-    let params = EmbeddingParams {
-        tokens: tokens.len as u32,
-        channels: channels as u32,
-        vocab: vocab as u32,
-        _pad: 0,
-    };
-    let groups = grid_stride_groups(tokens.len * channels, 256, ELEMENTWISE_GROUPS);
-    gpu.dispatch(
-        &KERNEL,
-        "main",
-        &params,
-        &[
-            ("tokens", tokens.bind()),
-            ("src", table.bind()),
-            ("dst", out.bind()),
-        ],
-        (groups, 1, 1),
-    );
+    dispatch(gpu, "main", tokens, (vocab, channels), table, out);
     Ok(())
 }
 
@@ -77,6 +60,20 @@ pub(crate) fn launch_backward(
 ) -> Result<(), EngineError> {
     let vocab = rows_of("embedding dtable", dtable.len, channels)?;
     at_least("embedding dout", dout.len, tokens.len * channels)?;
+    dispatch(gpu, "backward", tokens, (vocab, channels), dout, dtable);
+    Ok(())
+}
+
+/// One launch of `entry` (the gather `main` or the scatter-add `backward`) over a table of
+/// `vocab × channels`: `src` read, `dst` written, one lane per (token, channel).
+fn dispatch(
+    gpu: &GpuBackend,
+    entry: &'static str,
+    tokens: &GpuTensor,
+    (vocab, channels): (usize, usize),
+    src: &GpuTensor,
+    dst: &GpuTensor,
+) {
     let params = EmbeddingParams {
         tokens: tokens.len as u32,
         channels: channels as u32,
@@ -86,14 +83,13 @@ pub(crate) fn launch_backward(
     let groups = grid_stride_groups(tokens.len * channels, 256, ELEMENTWISE_GROUPS);
     gpu.dispatch(
         &KERNEL,
-        "backward",
+        entry,
         &params,
         &[
             ("tokens", tokens.bind()),
-            ("src", dout.bind()),
-            ("dst", dtable.bind()),
+            ("src", src.bind()),
+            ("dst", dst.bind()),
         ],
         (groups, 1, 1),
     );
-    Ok(())
 }

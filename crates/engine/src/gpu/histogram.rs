@@ -37,7 +37,7 @@ pub struct HistParams {
 pub const KERNEL: Kernel = Kernel {
     name: "histogram",
     wgsl: WGSL,
-    common: false,
+    common: &[],
     entries: &["main"],
     bindings: &[(1, "x"), (2, "scales"), (3, "hist")],
     params: params_layout!(HistParams {

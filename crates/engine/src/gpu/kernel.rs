@@ -1,7 +1,7 @@
 //! The kernel registry and the one way a kernel is dispatched.
 //!
 //! Each `gpu/X.rs` declares its kernel once as a [`Kernel`] (name, WGSL, whether it needs the
-//! common format snippets, entry points, storage bindings by name, and the layout of its
+//! common snippets, entry points, storage bindings by name, and the layout of its
 //! params struct) next to its launcher. [`super::KERNELS`] lists them; pipelines are built by
 //! iterating that list, and `tests/shaders.rs` checks every declaration against naga's view of
 //! the WGSL (bindings by name and number, every params member's offset).
@@ -12,8 +12,25 @@
 
 use std::collections::HashMap;
 
-/// `shaders/common/quant.wgsl`: format functions shared by several kernels.
-pub(crate) const COMMON_QUANT: &str = include_str!("../../../../shaders/common/quant.wgsl");
+/// A `shaders/common/` snippet a kernel's WGSL is assembled with (functions and the
+/// workgroup scratch they use; no bindings, no entry points).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Snippet {
+    /// `common/quant.wgsl`: the formats' codecs and fake quantization.
+    Quant,
+    /// `common/reduce.wgsl`: maximum and sum across a workgroup's lanes.
+    Reduce,
+}
+
+impl Snippet {
+    /// The snippet's WGSL.
+    pub fn wgsl(self) -> &'static str {
+        match self {
+            Snippet::Quant => include_str!("../../../../shaders/common/quant.wgsl"),
+            Snippet::Reduce => include_str!("../../../../shaders/common/reduce.wgsl"),
+        }
+    }
+}
 
 /// The layout of a kernel's uniform params struct as Rust sees it.
 #[derive(Clone, Copy, Debug)]
@@ -47,8 +64,8 @@ pub struct Kernel {
     pub name: &'static str,
     /// The kernel's own WGSL.
     pub wgsl: &'static str,
-    /// Whether `shaders/common/quant.wgsl` is prepended.
-    pub common: bool,
+    /// The `shaders/common/` snippets prepended to it.
+    pub common: &'static [Snippet],
     /// Entry points, one pipeline each.
     pub entries: &'static [&'static str],
     /// Storage bindings of group 0 (binding 0 is always the params uniform).
@@ -73,12 +90,14 @@ impl Kernel {
 }
 
 /// A kernel's full WGSL: the common snippets it needs, then its own file.
-pub fn source(kernel: &str, needs_common: bool) -> String {
-    if needs_common {
-        format!("{COMMON_QUANT}\n{kernel}")
-    } else {
-        kernel.to_owned()
+pub fn source(kernel: &str, snippets: &[Snippet]) -> String {
+    let mut out = String::new();
+    for s in snippets {
+        out.push_str(s.wgsl());
+        out.push('\n');
     }
+    out.push_str(kernel);
+    out
 }
 
 /// Every pipeline of every registered kernel, by kernel name and entry point.

@@ -3,7 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::kernel::{Bind, Kernel};
+use super::kernel::{Bind, Kernel, Snippet};
 use super::{GpuBackend, GpuBank, GpuTensor};
 use crate::params_layout;
 use crate::{EngineError, MatmulSpec, check_matmul};
@@ -55,7 +55,7 @@ pub struct MatmulParams {
 pub const KERNEL: Kernel = Kernel {
     name: "matmul",
     wgsl: WGSL,
-    common: true,
+    common: &[Snippet::Quant],
     entries: &["main"],
     bindings: &[(1, "a"), (2, "b"), (3, "c"), (4, "scales")],
     params: params_layout!(MatmulParams {

@@ -29,6 +29,7 @@ pub mod kernel;
 pub mod matmul;
 pub mod qdq;
 pub(crate) mod quant;
+pub use quant::bank_bytes;
 pub mod quant_stats;
 pub mod rmsnorm;
 pub mod rope;

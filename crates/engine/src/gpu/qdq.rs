@@ -2,7 +2,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::kernel::{Bind, ELEMENTWISE_GROUPS, Kernel, grid_stride_groups};
+use super::kernel::{Bind, ELEMENTWISE_GROUPS, Kernel, Snippet, grid_stride_groups};
 use super::{GpuBackend, GpuBank, GpuTensor};
 use crate::params_layout;
 use crate::{EngineError, same_len};
@@ -32,7 +32,7 @@ pub struct QdqParams {
 pub const KERNEL: Kernel = Kernel {
     name: "qdq",
     wgsl: WGSL,
-    common: true,
+    common: &[Snippet::Quant],
     entries: &["main"],
     bindings: &[(1, "x"), (2, "out"), (3, "scales")],
     params: params_layout!(QdqParams {

@@ -7,12 +7,59 @@ use super::*;
 use crate::bank::{BankConfig, BankSnapshot};
 use crate::{EngineError, Readback, StepReadback, same_len};
 
+/// The words (u32 or f32) of each buffer a bank of `config` holds: the one account of its
+/// layout, used to allocate it and to estimate a run's memory before it is.
+struct BankWords {
+    history: usize,
+    meta: usize,
+    amax: usize,
+    /// Per (quantizer, estimator): the estimates, and the scales as many again.
+    est: usize,
+    stats: usize,
+    hist: usize,
+    partials: usize,
+}
+
+impl BankWords {
+    fn of(config: &BankConfig) -> Self {
+        let (q, k) = (config.quantizers, config.estimators());
+        // Every buffer holds at least 4 words (a zero-sized binding is invalid).
+        let w = |n: usize| n.max(4);
+        BankWords {
+            history: w(q * config.scaling.history_len()),
+            meta: w(q * 2),
+            amax: w(q),
+            est: q * k,
+            stats: w(q * quant_stats::slot_words(k)),
+            hist: w(histogram::WORDS),
+            partials: w(2 * super::kernel::REDUCTION_GROUPS),
+        }
+    }
+
+    fn bytes(&self, estimators: usize) -> u128 {
+        let words = self.history
+            + self.meta
+            + self.amax
+            + 2 * self.est
+            + self.stats
+            + self.hist
+            + self.partials;
+        (words * 4 + estimators * size_of::<scale_update::EstimatorDesc>()) as u128
+    }
+}
+
+/// Bytes a quantizer bank of `config` takes on the device: every buffer
+/// [`new_bank`] allocates.
+pub fn bank_bytes(config: &BankConfig) -> u128 {
+    BankWords::of(config).bytes(config.estimators())
+}
+
 pub(crate) fn new_bank(gpu: &GpuBackend, config: &BankConfig) -> Result<GpuBank, EngineError> {
     config.validate()?;
     let specs = config.scaling.estimators();
     let k = specs.len();
-    let q = config.quantizers;
     let cap = config.scaling.history_len();
+    let words = BankWords::of(config);
     let descs: Vec<scale_update::EstimatorDesc> = specs
         .iter()
         .map(|s| scale_update::EstimatorDesc::from_spec(s, config.scaling.window))
@@ -37,32 +84,35 @@ pub(crate) fn new_bank(gpu: &GpuBackend, config: &BankConfig) -> Result<GpuBank,
                     | wgpu::BufferUsages::COPY_DST,
             }))
     };
-    let zero_words = |n: usize| vec![0u32; n.max(4)];
+    let zero_words = |n: usize| vec![0u32; n];
     let bank = GpuBank {
         quant: config.quant().into(),
         k,
         cap,
         active: config.scaling.active_index(),
         estimators: init("bank estimators", bytemuck::cast_slice(&descs))?,
-        history: init("bank history", bytemuck::cast_slice(&zero_words(q * cap)))?,
-        meta: init("bank meta", bytemuck::cast_slice(&zero_words(q * 2)))?,
-        amax_bits: init("bank amax", bytemuck::cast_slice(&zero_words(q)))?,
+        history: init(
+            "bank history",
+            bytemuck::cast_slice(&zero_words(words.history)),
+        )?,
+        meta: init("bank meta", bytemuck::cast_slice(&zero_words(words.meta)))?,
+        amax_bits: init("bank amax", bytemuck::cast_slice(&zero_words(words.amax)))?,
         est: init(
             "bank est",
-            bytemuck::cast_slice(&vec![rule.implied_est(1.0); q * k]),
+            bytemuck::cast_slice(&vec![rule.implied_est(1.0); words.est]),
         )?,
-        scales: init("bank scales", bytemuck::cast_slice(&vec![1.0f32; q * k]))?,
-        stats: init(
-            "bank stats",
-            bytemuck::cast_slice(&zero_words(q * quant_stats::slot_words(k))),
+        scales: init(
+            "bank scales",
+            bytemuck::cast_slice(&vec![1.0f32; words.est]),
         )?,
+        stats: init("bank stats", bytemuck::cast_slice(&zero_words(words.stats)))?,
         hist: init(
             "bank histogram",
-            bytemuck::cast_slice(&zero_words(histogram::WORDS)),
+            bytemuck::cast_slice(&zero_words(words.hist)),
         )?,
         partials: init(
             "bank quant_stats partials",
-            bytemuck::cast_slice(&zero_words(2 * super::kernel::REDUCTION_GROUPS)),
+            bytemuck::cast_slice(&zero_words(words.partials)),
         )?,
         config: config.clone(),
     };

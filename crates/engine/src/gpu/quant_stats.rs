@@ -4,7 +4,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::kernel::{Bind, Kernel};
+use super::kernel::{Bind, Kernel, Snippet};
 use super::{GpuBackend, GpuBank, GpuTensor};
 use crate::EngineError;
 use crate::params_layout;
@@ -49,7 +49,7 @@ pub struct StatsParams {
 pub const KERNEL: Kernel = Kernel {
     name: "quant_stats",
     wgsl: WGSL,
-    common: true,
+    common: &[Snippet::Quant],
     entries: &["main", "finish"],
     bindings: &[
         (1, "x"),

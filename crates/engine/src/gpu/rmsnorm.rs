@@ -28,7 +28,7 @@ pub struct NormParams {
 pub const KERNEL: Kernel = Kernel {
     name: "rmsnorm",
     wgsl: WGSL,
-    common: false,
+    common: &[],
     entries: &["main", "backward_x", "backward_w"],
     bindings: &[(1, "x"), (2, "w"), (3, "rstd"), (4, "dy"), (5, "out")],
     params: params_layout!(NormParams {

@@ -32,7 +32,7 @@ pub struct RopeParams {
 pub const KERNEL: Kernel = Kernel {
     name: "rope",
     wgsl: WGSL,
-    common: false,
+    common: &[],
     entries: &["main"],
     bindings: &[(1, "x"), (2, "table"), (3, "out")],
     params: params_layout!(RopeParams {

@@ -3,7 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::kernel::{Bind, Kernel};
+use super::kernel::{Bind, Kernel, Snippet};
 use super::{GpuBackend, GpuBank};
 use crate::EngineError;
 use crate::params_layout;
@@ -91,7 +91,7 @@ impl EstimatorDesc {
 pub const KERNEL: Kernel = Kernel {
     name: "scale_update",
     wgsl: WGSL,
-    common: true,
+    common: &[Snippet::Quant],
     entries: &["main"],
     bindings: &[
         (1, "estimators"),

@@ -26,7 +26,7 @@ pub struct SteParams {
 pub const KERNEL: Kernel = Kernel {
     name: "ste_mask",
     wgsl: WGSL,
-    common: false,
+    common: &[],
     entries: &["main"],
     bindings: &[(1, "x"), (2, "grad"), (3, "est")],
     params: params_layout!(SteParams { n, est_index }),

@@ -30,7 +30,7 @@ pub struct SumSquaresParams {
 pub const KERNEL: Kernel = Kernel {
     name: "sum_squares",
     wgsl: WGSL,
-    common: false,
+    common: &[],
     entries: &["main", "finish"],
     bindings: &[(1, "x"), (2, "out"), (3, "partials")],
     params: params_layout!(SumSquaresParams { n, slot, groups }),

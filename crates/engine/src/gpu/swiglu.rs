@@ -24,7 +24,7 @@ pub struct SwigluParams {
 pub const KERNEL: Kernel = Kernel {
     name: "swiglu",
     wgsl: WGSL,
-    common: false,
+    common: &[],
     entries: &["main", "backward"],
     bindings: &[(1, "g"), (2, "u"), (3, "dy"), (4, "out"), (5, "du")],
     params: params_layout!(SwigluParams { n }),

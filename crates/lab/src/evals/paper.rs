@@ -121,19 +121,8 @@ pub fn paper_report(extract: &Path) -> Result<String, EvalError> {
         .iter()
         .find(|p| p.phase == "all steps")
         .map_or(f64::NAN, |p| p.ape);
-    let mut summaries = Vec::new();
     let dir = extract.join("summaries");
-    let mut names: Vec<_> = std::fs::read_dir(&dir)
-        .map_err(|e| EvalError::io(&dir, &e))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-        .collect();
-    names.sort();
-    for p in &names {
-        let text = std::fs::read_to_string(p).map_err(|e| EvalError::io(p, &e))?;
-        summaries.push(parse_summary(p, &text)?);
-    }
+    let summaries = read_summaries(&dir)?;
     let last = summaries
         .iter()
         .rev()
@@ -160,7 +149,52 @@ pub fn paper_report(extract: &Path) -> Result<String, EvalError> {
             Some((m.to_string(), cross_tables(a, "max_quant", b, m)))
         })
         .collect();
-    // The claims, one family.
+    let mut claims = paper_claims(&losses, ape_all, &final_pair, &sat);
+    judge_family(&mut claims);
+    let mut out = String::new();
+    let _ = writeln!(out, "# The paper's own numbers, judged\n");
+    let _ = writeln!(out, "{}", source.trim_end());
+    let _ = writeln!(
+        out,
+        "\nRebuilt from the extract by `hif8lab judge-paper docs/results/paper/extract --out docs/results/paper/results.md` (a test checks it byte for byte). Claims and thresholds: `docs/results/claims.md` (P1–P6), fixed before these intervals were computed. All claims are judged together with Holm's adjustment; each line shows the interval at the claim's own level.\n"
+    );
+    let _ = writeln!(out, "## Verdicts\n");
+    for c in &claims {
+        let _ = writeln!(out, "- {}", claim_line(c));
+    }
+    write_losses(&mut out, &losses, ape_all);
+    write_final(&mut out, last, &final_pair);
+    write_saturation(&mut out, &sat);
+    write_all_tables(&mut out, &summaries);
+    write_spread(&mut out, &summaries, &final_pair);
+    Ok(out)
+}
+
+/// Every `*.txt` summary in `dir`, in name order.
+fn read_summaries(dir: &Path) -> Result<Vec<Summary>, EvalError> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| EvalError::io(dir, &e))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .collect();
+    names.sort();
+    names
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).map_err(|e| EvalError::io(p, &e))?;
+            parse_summary(p, &text)
+        })
+        .collect()
+}
+
+/// The claims P1–P6 (one family, judged together by the caller).
+fn paper_claims(
+    losses: &LossComparison,
+    ape_all: f64,
+    final_pair: &[TaskRow],
+    sat: &[(String, Vec<TaskRow>)],
+) -> Vec<Claim> {
     let post = losses.phases.iter().find(|p| p.phase == "after warmup");
     let mut claims = vec![
         Claim::new(
@@ -204,19 +238,19 @@ pub fn paper_report(extract: &Path) -> Result<String, EvalError> {
         ),
         average_claim(
             "P4: near-lossless on the benchmarks by the challenge's rule: average relative drop of max_quant_lr1e5 vs bf16_lr1e5 below 1 %",
-            &final_pair,
+            final_pair,
             Side::Below,
             MARGIN,
         ),
     ];
-    for t in &final_pair {
+    for t in final_pair {
         claims.push(Claim::new(
             &format!("P5: {} within ±1 % (relative) of bf16_lr1e5", t.label),
             vec![drop_part(t, Side::Within, MARGIN)],
             serde_json::Value::Null,
         ));
     }
-    for (m, rows) in &sat {
+    for (m, rows) in sat {
         claims.push(average_claim(
             &format!(
                 "P6: saturation costs knowledge: average relative drop of {m} vs max_quant above 0"
@@ -226,24 +260,7 @@ pub fn paper_report(extract: &Path) -> Result<String, EvalError> {
             0.0,
         ));
     }
-    judge_family(&mut claims);
-    let mut out = String::new();
-    let _ = writeln!(out, "# The paper's own numbers, judged\n");
-    let _ = writeln!(out, "{}", source.trim_end());
-    let _ = writeln!(
-        out,
-        "\nRebuilt from the extract by `hif8lab judge-paper docs/results/paper/extract --out docs/results/paper/results.md` (a test checks it byte for byte). Claims and thresholds: `docs/results/claims.md` (P1–P6), fixed before these intervals were computed. All claims are judged together with Holm's adjustment; each line shows the interval at the claim's own level.\n"
-    );
-    let _ = writeln!(out, "## Verdicts\n");
-    for c in &claims {
-        let _ = writeln!(out, "- {}", claim_line(c));
-    }
-    write_losses(&mut out, &losses, ape_all);
-    write_final(&mut out, last, &final_pair);
-    write_saturation(&mut out, &sat);
-    write_all_tables(&mut out, &summaries);
-    write_spread(&mut out, &summaries, &final_pair);
-    Ok(out)
+    claims
 }
 
 /// One task of a comparison of two columns.

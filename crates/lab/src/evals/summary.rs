@@ -93,16 +93,7 @@ pub fn parse_summary(path: &Path, text: &str) -> Result<Summary, EvalError> {
             )
         })?
         .to_string();
-    let mut printed_average = Vec::new();
-    for (i, l) in lines.iter().enumerate() {
-        if let Some((m, rest)) = l.split_once(": avg drop =") {
-            let v = rest.split_whitespace().next().unwrap_or("");
-            let at = format!("line {}", i + 1);
-            let v =
-                pct(path, &at, v)?.ok_or_else(|| EvalError::new(path, &at, "an average of N/A"))?;
-            printed_average.push((m.trim().to_string(), v));
-        }
-    }
+    let printed_average = printed_averages(path, &lines)?;
     let mut rows = Vec::new();
     let mut columns = None;
     for (i, l) in lines.iter().enumerate().skip(hi + 1) {
@@ -112,74 +103,22 @@ pub fn parse_summary(path: &Path, text: &str) -> Result<Summary, EvalError> {
             }
             continue;
         }
-        let at = format!("line {}", i + 1);
-        let open = l
-            .find('(')
-            .ok_or_else(|| EvalError::new(path, &at, "no \"(N-shot)\""))?;
-        let close = l[open..]
-            .find(')')
-            .map(|c| open + c)
-            .ok_or_else(|| EvalError::new(path, &at, "no \")\""))?;
-        let task = l[..open].trim().to_string();
-        let shots = l[open + 1..close]
-            .strip_suffix("-shot")
-            .and_then(|s| s.parse().ok());
-        let tokens: Vec<&str> = l[close + 1..]
-            .split_whitespace()
-            .filter(|t| *t != "x")
-            .collect();
-        if tokens.len().is_multiple_of(2) {
+        let row = parse_row(path, &format!("line {}", i + 1), l)?;
+        let m = row.scores.len();
+        if *columns.get_or_insert(m) != m {
             return Err(EvalError::new(
                 path,
-                &at,
-                format!("{} values: expected M scores and M − 1 drops", tokens.len()),
+                &format!("line {}", i + 1),
+                "a different number of columns",
             ));
         }
-        let m = tokens.len().div_ceil(2);
-        if *columns.get_or_insert(m) != m {
-            return Err(EvalError::new(path, &at, "a different number of columns"));
-        }
-        let scores = tokens[..m]
-            .iter()
-            .map(|t| pct(path, &at, t))
-            .collect::<Result<_, _>>()?;
-        let printed_drops = tokens[m..]
-            .iter()
-            .map(|t| pct(path, &at, t))
-            .collect::<Result<_, _>>()?;
-        rows.push(SummaryRow {
-            task,
-            shots,
-            scores,
-            printed_drops,
-        });
+        rows.push(row);
     }
     let m = columns.ok_or_else(|| EvalError::new(path, "rows", "no benchmark rows"))?;
     // Split the header's names by the names known from where they stand alone.
     let mut known: Vec<String> = printed_average.iter().map(|(n, _)| n.clone()).collect();
     known.push(baseline.clone());
-    known.sort_by_key(|n| std::cmp::Reverse(n.len()));
-    let squeezed: String = header["Task".len()..]
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .collect();
-    let mut rest = squeezed.as_str();
-    let mut models = Vec::new();
-    while models.len() < m {
-        let Some(n) = known.iter().find(|n| rest.starts_with(n.as_str())) else {
-            return Err(EvalError::new(
-                path,
-                &format!("line {}", hi + 1),
-                format!(
-                    "cannot split the model names at {:?} (known: {})",
-                    &rest.chars().take(24).collect::<String>(),
-                    known.join(", ")
-                ),
-            ));
-        };
-        models.push(n.clone());
-        rest = &rest[n.len()..];
-    }
+    let models = split_models(path, &format!("line {}", hi + 1), header, known, m)?;
     if !models.contains(&baseline) {
         return Err(EvalError::new(
             path,
@@ -195,6 +134,97 @@ pub fn parse_summary(path: &Path, text: &str) -> Result<Summary, EvalError> {
         rows,
         printed_average,
     })
+}
+
+/// The `NAME: avg drop = X%` lines: (name, value).
+fn printed_averages(path: &Path, lines: &[&str]) -> Result<Vec<(String, f64)>, EvalError> {
+    let mut printed_average = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if let Some((m, rest)) = l.split_once(": avg drop =") {
+            let v = rest.split_whitespace().next().unwrap_or("");
+            let at = format!("line {}", i + 1);
+            let v =
+                pct(path, &at, v)?.ok_or_else(|| EvalError::new(path, &at, "an average of N/A"))?;
+            printed_average.push((m.trim().to_string(), v));
+        }
+    }
+    Ok(printed_average)
+}
+
+/// One benchmark row `TASK (N-shot) S1 … SM D2 … DM` (`at` names its line).
+fn parse_row(path: &Path, at: &str, l: &str) -> Result<SummaryRow, EvalError> {
+    let at = at.to_owned();
+    let open = l
+        .find('(')
+        .ok_or_else(|| EvalError::new(path, &at, "no \"(N-shot)\""))?;
+    let close = l[open..]
+        .find(')')
+        .map(|c| open + c)
+        .ok_or_else(|| EvalError::new(path, &at, "no \")\""))?;
+    let task = l[..open].trim().to_string();
+    let shots = l[open + 1..close]
+        .strip_suffix("-shot")
+        .and_then(|s| s.parse().ok());
+    let tokens: Vec<&str> = l[close + 1..]
+        .split_whitespace()
+        .filter(|t| *t != "x")
+        .collect();
+    if tokens.len().is_multiple_of(2) {
+        return Err(EvalError::new(
+            path,
+            &at,
+            format!("{} values: expected M scores and M − 1 drops", tokens.len()),
+        ));
+    }
+    let m = tokens.len().div_ceil(2);
+    let scores = tokens[..m]
+        .iter()
+        .map(|t| pct(path, &at, t))
+        .collect::<Result<_, _>>()?;
+    let printed_drops = tokens[m..]
+        .iter()
+        .map(|t| pct(path, &at, t))
+        .collect::<Result<_, _>>()?;
+    Ok(SummaryRow {
+        task,
+        shots,
+        scores,
+        printed_drops,
+    })
+}
+
+/// The header's model names, squeezed together by the header's spacing, split by the names
+/// `known` from where they stand alone; `m` of them.
+fn split_models(
+    path: &Path,
+    at: &str,
+    header: &str,
+    mut known: Vec<String>,
+    m: usize,
+) -> Result<Vec<String>, EvalError> {
+    known.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    let squeezed: String = header["Task".len()..]
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    let mut rest = squeezed.as_str();
+    let mut models = Vec::new();
+    while models.len() < m {
+        let Some(n) = known.iter().find(|n| rest.starts_with(n.as_str())) else {
+            return Err(EvalError::new(
+                path,
+                at,
+                format!(
+                    "cannot split the model names at {:?} (known: {})",
+                    &rest.chars().take(24).collect::<String>(),
+                    known.join(", ")
+                ),
+            ));
+        };
+        models.push(n.clone());
+        rest = &rest[n.len()..];
+    }
+    Ok(models)
 }
 
 #[cfg(test)]

@@ -82,7 +82,10 @@ impl GridData {
 
     /// Parses the JSON lines; `source` names them in errors (with the line).
     pub fn from_jsonl(source: &str, text: &str) -> Result<Self, TrainError> {
-        let bad = |m: String| TrainError::Data(format!("{source}: {m}"));
+        let bad = |message: String| TrainError::File {
+            file: source.to_owned(),
+            message,
+        };
         let mut data = GridData::default();
         let mut bases: Vec<(usize, ProbeScores)> = Vec::new();
         for (i, l) in text
@@ -245,17 +248,21 @@ impl GridData {
         (&mut z)
             .take(1 << 31)
             .read_to_string(&mut text)
-            .map_err(|e| {
-                TrainError::Data(format!("{source}: not gzipped UTF-8 JSON lines: {e}"))
+            .map_err(|e| TrainError::File {
+                file: source.to_owned(),
+                message: format!("not gzipped UTF-8 JSON lines: {e}"),
             })?;
         // A second member (`cat a.gz b.gz`) or junk after the first would never be read:
         // refused rather than a report over part of the file.
         let rest = z.into_inner().len();
         if rest > 0 {
-            return Err(TrainError::Data(format!(
-                "{source}: {rest} bytes follow the gzip stream (a second gzip member or \
-                 trailing data); the file must be one gzip stream"
-            )));
+            return Err(TrainError::File {
+                file: source.to_owned(),
+                message: format!(
+                    "{rest} bytes follow the gzip stream (a second gzip member or trailing \
+                     data); the file must be one gzip stream"
+                ),
+            });
         }
         Self::from_jsonl(source, &text)
     }
@@ -264,7 +271,7 @@ impl GridData {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn read(path: &std::path::Path) -> Result<Self, TrainError> {
         let source = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| TrainError::Data(format!("{source}: {e}")))?;
+        let bytes = std::fs::read(path).map_err(TrainError::io(&source))?;
         Self::from_gzip(&source, &bytes)
     }
 }

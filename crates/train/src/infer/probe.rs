@@ -75,9 +75,7 @@ pub fn score_probe_set<B: Backend>(
     step: u64,
 ) -> Result<ProbeScores, TrainError> {
     let ctx = model.config().context;
-    let data = |e: crate::tokenizer::TokenizerError| {
-        TrainError::Data(format!("tokenizing the probes: {e}"))
-    };
+    let data = |e: crate::tokenizer::TokenizerError| TrainError::from(super::InferError::from(e));
     let mc = |items: &[McItem]| -> Result<Vec<(Vec<u32>, usize)>, TrainError> {
         let mut seqs = Vec::new();
         for it in items {

@@ -75,36 +75,9 @@ pub(crate) fn resume_backend(
 pub(crate) fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result<()> {
     let run = RunDir::new(dir);
     let path = run.file(RunDir::CONFIG);
-    if !path.is_file() {
-        bail!("--resume: reading {}: no such file", path.display());
-    }
-    if !run.has_metrics() {
-        bail!(
-            "--resume: {} holds no metrics.jsonl: not a run folder of `hif8lab train`",
-            dir.display()
-        );
-    }
-    // A run still being written is not resumed (checked first, so the answer names its
-    // writer rather than what the folder lacks yet; the writer's own lock holds it after).
-    if dir.join(hif8lab_train::lock::LOCK_FILE).exists() {
-        drop(hif8lab_train::lock::FolderLock::acquire(dir).context("--resume")?);
-    }
-    let recorded = run.config().map_err(anyhow::Error::msg)?;
-    let mut sets = args.sets.clone();
-    if let Some(s) = args.steps {
-        sets.push(format!("train.steps={s}"));
-    }
-    let config = run.config_with(&sets).map_err(anyhow::Error::msg)?;
+    check_folder(&run, dir)?;
+    let (recorded, config) = wanted_config(args, &run, dir)?;
     let changes = recorded.differences(&config);
-    let forbidden = recorded.continuation_differences(&config);
-    if !forbidden.is_empty() {
-        bail!(
-            "--resume {}: these settings cannot change when a run continues (its checkpoints \
-             were made with them): {}; start a new run with --out instead",
-            dir.display(),
-            forbidden.join("; ")
-        );
-    }
     let mut segments = run
         .segments()
         .with_context(|| format!("--resume: reading {}", run.file(RunDir::SEGMENTS).display()))?;
@@ -132,24 +105,7 @@ pub(crate) fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result
         );
     }
     if target == at {
-        let recorded_finished = run
-            .summary()
-            .is_some_and(|s| s.status == RunStatus::Finished && s.steps == at);
-        if !recorded_finished && !args.dry_run {
-            // Killed after its final checkpoint, before its summary: complete the record.
-            hif8lab_train::folder::complete_finished(dir, &config, &segments)?;
-        }
-        eprintln!(
-            "{} already finished: {at} of {target} steps done{}; nothing else changed. Give \
-             --steps N with N > {at} to extend it.",
-            dir.display(),
-            if recorded_finished {
-                ""
-            } else {
-                " (its summary, missing after a kill, was written now)"
-            }
-        );
-        return Ok(());
+        return already_finished(args, &run, &config, &segments);
     }
     let (backend, adapter) = resume_backend(args, &run, &segments);
     if args.dry_run {
@@ -191,6 +147,76 @@ pub(crate) fn resume(args: &TrainArgs, dir: &Path, stop: &AtomicUsize) -> Result
         segments,
     };
     dispatch(&backend, adapter.as_deref(), job, start)
+}
+
+/// Refuses a folder that is not a run of `hif8lab train`, or one still being written.
+fn check_folder(run: &RunDir, dir: &Path) -> Result<()> {
+    let path = run.file(RunDir::CONFIG);
+    if !path.is_file() {
+        bail!("--resume: reading {}: no such file", path.display());
+    }
+    if !run.has_metrics() {
+        bail!(
+            "--resume: {} holds no metrics.jsonl: not a run folder of `hif8lab train`",
+            dir.display()
+        );
+    }
+    // A run still being written is not resumed (checked first, so the answer names its
+    // writer rather than what the folder lacks yet; the writer's own lock holds it after).
+    if dir.join(hif8lab_train::lock::LOCK_FILE).exists() {
+        drop(hif8lab_train::lock::FolderLock::acquire(dir).context("--resume")?);
+    }
+    Ok(())
+}
+
+/// The run's recorded config, and the config with this resume's changes (refused when it
+/// changes what a continuing run cannot).
+fn wanted_config(args: &TrainArgs, run: &RunDir, dir: &Path) -> Result<(RunConfig, RunConfig)> {
+    let recorded = run.config().map_err(anyhow::Error::msg)?;
+    let mut sets = args.sets.clone();
+    if let Some(s) = args.steps {
+        sets.push(format!("train.steps={s}"));
+    }
+    let config = run.config_with(&sets).map_err(anyhow::Error::msg)?;
+    let forbidden = recorded.continuation_differences(&config);
+    if !forbidden.is_empty() {
+        bail!(
+            "--resume {}: these settings cannot change when a run continues (its checkpoints \
+             were made with them): {}; start a new run with --out instead",
+            dir.display(),
+            forbidden.join("; ")
+        );
+    }
+    Ok((recorded, config))
+}
+
+/// A run already at its target: its record completed if a kill cut it short, nothing else.
+fn already_finished(
+    args: &TrainArgs,
+    run: &RunDir,
+    config: &RunConfig,
+    segments: &[Segment],
+) -> Result<()> {
+    let dir = run.path();
+    let (at, target) = (config.train.steps, config.train.steps);
+    let recorded_finished = run
+        .summary()
+        .is_some_and(|s| s.status == RunStatus::Finished && s.steps == at);
+    if !recorded_finished && !args.dry_run {
+        // Killed after its final checkpoint, before its summary: complete the record.
+        hif8lab_train::folder::complete_finished(dir, config, segments)?;
+    }
+    eprintln!(
+        "{} already finished: {at} of {target} steps done{}; nothing else changed. Give \
+         --steps N with N > {at} to extend it.",
+        dir.display(),
+        if recorded_finished {
+            ""
+        } else {
+            " (its summary, missing after a kill, was written now)"
+        }
+    );
+    Ok(())
 }
 
 /// The backend of a run folder written before `segments.json` existed (its summary).
