@@ -324,7 +324,7 @@ fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, St
         base.final_probes().knowledge_acc_norm,
         mr.final_probes().knowledge_acc_norm,
     );
-    let claims = vec![
+    let mut claims = vec![
         Claim::new(
             "on activations and gradients, most_recent's estimate is exceeded on at least 4× as many calls as max_window(64)'s (and on at least 10)",
             vec![
@@ -361,6 +361,18 @@ fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, St
             )],
             serde_json::json!({"ape_percent": mr_ape, "steps": n, "knowledge_drop_percent": kd}),
         ),
+    ];
+    claims.extend(what_formats_do(mr_elems, mr_over, e4_calls, e4_over));
+    let summary = format!(
+        "On activations and gradients, most_recent was exceeded on {mr_calls} calls, max_window(64) on {mw_calls} (weights, drifting up slowly, exceeded both: {mr_w} and {mw_w} calls); the loss stayed within {mr_ape:.3} % (APE) of the baseline and knowledge accuracy moved {kd:.1} %. HiF8 target 15 let {mr_elems} elements above the estimate through with fewer mantissa bits ({mr_over} overflowed); E4M3 at target 448 clipped {e4_over}."
+    );
+    (claims, summary)
+}
+
+/// What each format does with the excursions: HiF8 (target 15) keeps them with fewer
+/// mantissa bits, E4M3 (target 448, saturating) clips them.
+fn what_formats_do(mr_elems: u64, mr_over: u64, e4_calls: u64, e4_over: u64) -> [Claim; 2] {
+    [
         Claim::new(
             "HiF8 with target 15 keeps what exceeds the estimate (fewer mantissa bits, no overflow)",
             vec![
@@ -401,11 +413,7 @@ fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, St
             ],
             serde_json::json!({"calls_above_est": e4_calls, "overflow_clipped": e4_over}),
         ),
-    ];
-    let summary = format!(
-        "On activations and gradients, most_recent was exceeded on {mr_calls} calls, max_window(64) on {mw_calls} (weights, drifting up slowly, exceeded both: {mr_w} and {mw_w} calls); the loss stayed within {mr_ape:.3} % (APE) of the baseline and knowledge accuracy moved {kd:.1} %. HiF8 target 15 let {mr_elems} elements above the estimate through with fewer mantissa bits ({mr_over} overflowed); E4M3 at target 448 clipped {e4_over}."
-    );
-    (claims, summary)
+    ]
 }
 
 fn forgetting(

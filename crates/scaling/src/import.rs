@@ -335,6 +335,30 @@ fn csv_row(
     Ok((step, format!("{layer}.{role}"), amax))
 }
 
+/// The header's step, layer, role and amax columns (any case, any order).
+fn header_columns(
+    fields: &[&str],
+    malformed: &dyn Fn(&str, String) -> InputError,
+) -> Result<[usize; 4], InputError> {
+    let column = |name: &str| {
+        fields
+            .iter()
+            .position(|h| h.eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                malformed(
+                    name,
+                    format!("header lacks column '{name}' (expected step,layer,role,amax)"),
+                )
+            })
+    };
+    Ok([
+        column("step")?,
+        column("layer")?,
+        column("role")?,
+        column("amax")?,
+    ])
+}
+
 /// [`parse_csv`] streamed from a reader: one row in memory at a time.
 fn csv_from_reader(path: &Path, reader: impl Read) -> Result<Imported, InputError> {
     let malformed = |line: usize, field: &str, message: String| InputError::Malformed {
@@ -382,24 +406,9 @@ fn csv_from_reader(path: &Path, reader: impl Read) -> Result<Imported, InputErro
         let fields =
             csv_fields(&record).map_err(|()| malformed(line_no, "-", "not UTF-8 text".into()))?;
         let Some([c_step, c_layer, c_role, c_amax]) = columns else {
-            let column = |name: &str| {
-                fields
-                    .iter()
-                    .position(|h| h.eq_ignore_ascii_case(name))
-                    .ok_or_else(|| {
-                        malformed(
-                            line_no,
-                            name,
-                            format!("header lacks column '{name}' (expected step,layer,role,amax)"),
-                        )
-                    })
-            };
-            columns = Some([
-                column("step")?,
-                column("layer")?,
-                column("role")?,
-                column("amax")?,
-            ]);
+            columns = Some(header_columns(&fields, &|field, message| {
+                malformed(line_no, field, message)
+            })?);
             continue;
         };
         let row = csv_row(

@@ -274,6 +274,50 @@ impl<B: Backend> Driver<B> {
         Ok(())
     }
 
+    /// Stops: the steps in flight delivered and a checkpoint taken when the schedule keeps
+    /// one at the end ([`Progress::Waiting`] while the device is not done and `block` is
+    /// false).
+    fn stop(&mut self, block: bool, sink: &mut dyn Sink) -> Result<Progress, TrainError> {
+        if self.schedule.checkpoint_at_end && !self.trainer.finished() {
+            if !self.drain(block, sink)? {
+                return Ok(Progress::Waiting);
+            }
+            self.checkpoint(sink)?;
+        }
+        self.done = Some(Progress::Stopped);
+        Ok(Progress::Stopped)
+    }
+
+    /// The end of a run whose steps are all enqueued: the last steps delivered, the weights
+    /// sent when kept, the final checkpoint. `None`: the weights' read-back was just begun,
+    /// go round again.
+    fn finish(&mut self, block: bool, sink: &mut dyn Sink) -> Result<Option<Progress>, TrainError> {
+        if !self.drain(block, sink)? {
+            return Ok(Some(Progress::Waiting));
+        }
+        if self.schedule.keep_weights && !self.weights_sent {
+            match self.pending_weights.take() {
+                None => {
+                    self.pending_weights = Some(self.trainer.begin_weights());
+                    return Ok(None);
+                }
+                Some(w) if !w.is_ready() && !block => {
+                    self.pending_weights = Some(w);
+                    return Ok(Some(Progress::Waiting));
+                }
+                Some(w) => {
+                    sink.event(Event::Weights(Arc::new(w.finish(block)?)))?;
+                    self.weights_sent = true;
+                }
+            }
+        }
+        if self.schedule.checkpoint_at_end {
+            self.checkpoint(sink)?;
+        }
+        self.done = Some(Progress::Finished);
+        Ok(Some(Progress::Finished))
+    }
+
     /// Works for about `budget` (at least one step when one can be enqueued). With `block`
     /// false it returns [`Progress::Waiting`] instead of waiting for the device.
     pub fn advance(
@@ -289,14 +333,7 @@ impl<B: Backend> Driver<B> {
         let start = Instant::now();
         loop {
             if control == Control::Stop {
-                if self.schedule.checkpoint_at_end && !self.trainer.finished() {
-                    if !self.drain(block, sink)? {
-                        return Ok(Progress::Waiting);
-                    }
-                    self.checkpoint(sink)?;
-                }
-                self.done = Some(Progress::Stopped);
-                return Ok(Progress::Stopped);
+                return self.stop(block, sink);
             }
             let reports = self.trainer.poll()?;
             self.deliver(reports, sink)?;
@@ -334,30 +371,10 @@ impl<B: Backend> Driver<B> {
                 self.last_checkpoint = Some(steps);
             }
             if self.trainer.finished() {
-                if !self.drain(block, sink)? {
-                    return Ok(Progress::Waiting);
+                match self.finish(block, sink)? {
+                    Some(progress) => return Ok(progress),
+                    None => continue,
                 }
-                if self.schedule.keep_weights && !self.weights_sent {
-                    match self.pending_weights.take() {
-                        None => {
-                            self.pending_weights = Some(self.trainer.begin_weights());
-                            continue;
-                        }
-                        Some(w) if !w.is_ready() && !block => {
-                            self.pending_weights = Some(w);
-                            return Ok(Progress::Waiting);
-                        }
-                        Some(w) => {
-                            sink.event(Event::Weights(Arc::new(w.finish(block)?)))?;
-                            self.weights_sent = true;
-                        }
-                    }
-                }
-                if self.schedule.checkpoint_at_end {
-                    self.checkpoint(sink)?;
-                }
-                self.done = Some(Progress::Finished);
-                return Ok(Progress::Finished);
             }
             let max = self.schedule.max_in_flight;
             if control == Control::Pause {

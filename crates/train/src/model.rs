@@ -497,6 +497,17 @@ type BlockRefs<'a, T> = (&'a Block<T>, &'a Block<T>, &'a BlockActs<T>);
 fn block_backward<B: Backend>(
     cx: &Ctx<'_, B>,
     l: usize,
+    refs: BlockRefs<'_, B::Tensor>,
+    ws: &Workspace<B::Tensor>,
+) -> Result<(), EngineError> {
+    mlp_backward(cx, l, refs, ws)?;
+    attention_backward(cx, l, refs, ws)
+}
+
+/// The MLP's backward: `ws.dres` holds d(out) and gets d(x2) added.
+fn mlp_backward<B: Backend>(
+    cx: &Ctx<'_, B>,
+    l: usize,
     (w, gw, a): BlockRefs<'_, B::Tensor>,
     ws: &Workspace<B::Tensor>,
 ) -> Result<(), EngineError> {
@@ -527,7 +538,18 @@ fn block_backward<B: Backend>(
     b.rmsnorm_backward(&a.x2, &w.mlp_norm, &a.rstd2, &ws.dh, &ws.dtmp, &gw.mlp_norm)?;
     cx.finished(&gw.mlp_norm, block_slot(l, 5))?;
     b.add_inplace(&ws.dres, &ws.dtmp)?;
-    // Attention.
+    Ok(())
+}
+
+/// The attention's backward: `ws.dres` holds d(x2) and becomes d(x).
+fn attention_backward<B: Backend>(
+    cx: &Ctx<'_, B>,
+    l: usize,
+    (w, gw, a): BlockRefs<'_, B::Tensor>,
+    ws: &Workspace<B::Tensor>,
+) -> Result<(), EngineError> {
+    let (b, m) = (cx.b, cx.m);
+    let c = m.d_model;
     let hd = m.head_dim();
     let (qd, kvd) = (m.heads * hd, m.kv_heads * hd);
     cx.linear_backward(

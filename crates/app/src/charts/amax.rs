@@ -178,23 +178,7 @@ pub(crate) fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         .inner;
     let calls = &view.calls[&selected];
     let buckets_shown = buckets(calls.len(), MAX_POINTS);
-    let decimated = if buckets_shown.len() < calls.len() {
-        format!(
-            " (drawn as {} buckets: amax max, estimates min)",
-            buckets_shown.len()
-        )
-    } else {
-        String::new()
-    };
-    crate::glossary::label(
-        ui,
-        format!(
-            "{} calls{decimated}. log2 axis; horizontal lines: the {} landmarks of the scaled domain placed at the last active estimate (the estimate maps to target {}).",
-            calls.len(),
-            view.format,
-            view.target
-        ),
-    );
+    caption(ui, view, calls.len(), buckets_shown.len());
     let active = view.active;
     let data = |f: fn(f64, f64) -> f64, init: f64| {
         calls
@@ -227,19 +211,7 @@ pub(crate) fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
                 .collect()
         })
         .unwrap_or_default();
-    let mut items: Vec<(String, Color32)> = vec![("amax".into(), AMAX)];
-    items.extend(
-        view.estimators
-            .iter()
-            .enumerate()
-            .map(|(k, n)| (format!("est: {n}"), series(k))),
-    );
-    // The format's lines, one entry: dashed, in one colour, each named on the plot (their
-    // tier colours would clash with the estimators').
-    if !near.is_empty() {
-        items.push((LANDMARKS.into(), LANDMARK));
-    }
-    items.push(("QAT on (history reset)".into(), QAT_ON));
+    let items = legend_items(view, !near.is_empty());
     let shown = legend(ui, "amax", &items);
     let on = |name: &str| shown.on(name);
     let label_colour = ui.visuals().text_color();
@@ -269,6 +241,41 @@ pub(crate) fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         &format!("amax-{selected}"),
         rect,
     );
+}
+
+/// What the panel draws, in words: the calls, how they are drawn and where the landmarks sit.
+fn caption(ui: &mut egui::Ui, view: &RunView, calls: usize, buckets: usize) {
+    let decimated = if buckets < calls {
+        format!(" (drawn as {} buckets: amax max, estimates min)", buckets)
+    } else {
+        String::new()
+    };
+    crate::glossary::label(
+        ui,
+        format!(
+            "{} calls{decimated}. log2 axis; horizontal lines: the {} landmarks of the scaled domain placed at the last active estimate (the estimate maps to target {}).",
+            calls, view.format, view.target
+        ),
+    );
+}
+
+/// The legend's entries: amax, each estimator, the format's landmarks when any is drawn,
+/// and the start of quantization.
+fn legend_items(view: &RunView, landmarks: bool) -> Vec<(String, Color32)> {
+    let mut items: Vec<(String, Color32)> = vec![("amax".into(), AMAX)];
+    items.extend(
+        view.estimators
+            .iter()
+            .enumerate()
+            .map(|(k, n)| (format!("est: {n}"), series(k))),
+    );
+    // The format's lines, one entry: dashed, in one colour, each named on the plot (their
+    // tier colours would clash with the estimators').
+    if landmarks {
+        items.push((LANDMARKS.into(), LANDMARK));
+    }
+    items.push(("QAT on (history reset)".into(), QAT_ON));
+    items
 }
 
 /// The SQNR of the same calls under the amax plot, sharing its x axis; returns its rect.

@@ -49,53 +49,8 @@ pub(super) fn histogram(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView
     {
         ui.label(format!("Switching to {s}: the next step bins it."));
     }
-    let total = h.hist.total();
-    let mut by_tier: Vec<(&'static str, Color32, u64, Vec<Bar>)> = Vec::new();
-    for (i, c) in h.hist.bins.iter().enumerate() {
-        if *c == 0 {
-            continue;
-        }
-        let lo = Log2Histogram::lower_log2(i);
-        let (tier, colour) = tier_of(view.format, (lo + 0.125).exp2() as f32);
-        let bar = Bar::new(lo + 0.125, *c as f64).width(0.25);
-        match by_tier.iter_mut().find(|t| t.0 == tier) {
-            Some(t) => {
-                t.2 += c;
-                t.3.push(bar);
-            }
-            None => by_tier.push((tier, colour, *c, vec![bar])),
-        }
-    }
-    let share = |n: u64| 100.0 * n as f64 / total.max(1) as f64;
-    let mut parts: Vec<String> = by_tier
-        .iter()
-        .map(|(t, _, n, _)| format!("{t} {:.2} %", share(*n)))
-        .collect();
-    if h.hist.zeros > 0 {
-        parts.push(format!("exact zeros {:.2} %", share(h.hist.zeros)));
-    }
-    crate::glossary::label(
-        ui,
-        format!(
-            "{} at step {}: {total} elements, log2|x·scale| in quarter binades, coloured by {} tier: {}.",
-            h.id,
-            h.step,
-            view.format,
-            parts.join(", ")
-        ),
-    );
-    let binned = HIST_BINS / HIST_PER_BINADE;
-    ui.label(
-        RichText::new(format!(
-            "Binned: 2^{} … 2^{} ({binned} binades); below {}, above {}, non-finite {}.",
-            hif8lab_scaling::stats::HIST_LO,
-            hif8lab_scaling::stats::HIST_HI,
-            h.hist.below,
-            h.hist.above,
-            h.hist.nonfinite
-        ))
-        .small(),
-    );
+    let by_tier = bars_by_tier(view.format, h);
+    caption(ui, view, h, &by_tier);
     let target = f64::from(view.target).log2();
     let target_name = format!("target {} (the estimate lands here)", view.target);
     // One entry per tier (its bars and the lines where it begins share its colour), then the
@@ -143,6 +98,66 @@ pub(super) fn histogram(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView
         &view.name,
         &format!("histogram-{}", h.id),
         r.response.rect,
+    );
+}
+
+/// A tier's bars: its name, colour, element count and bars.
+type TierBars = (&'static str, Color32, u64, Vec<Bar>);
+
+/// The histogram's bars grouped by the tier of `format` each bin falls in.
+fn bars_by_tier(format: Format, h: &HistView) -> Vec<TierBars> {
+    let mut by_tier: Vec<TierBars> = Vec::new();
+    for (i, c) in h.hist.bins.iter().enumerate() {
+        if *c == 0 {
+            continue;
+        }
+        let lo = Log2Histogram::lower_log2(i);
+        let (tier, colour) = tier_of(format, (lo + 0.125).exp2() as f32);
+        let bar = Bar::new(lo + 0.125, *c as f64).width(0.25);
+        match by_tier.iter_mut().find(|t| t.0 == tier) {
+            Some(t) => {
+                t.2 += c;
+                t.3.push(bar);
+            }
+            None => by_tier.push((tier, colour, *c, vec![bar])),
+        }
+    }
+    by_tier
+}
+
+/// What the histogram shows, in words: each tier's share, the binned range and what fell
+/// outside it.
+fn caption(ui: &mut egui::Ui, view: &RunView, h: &HistView, by_tier: &[TierBars]) {
+    let total = h.hist.total();
+    let share = |n: u64| 100.0 * n as f64 / total.max(1) as f64;
+    let mut parts: Vec<String> = by_tier
+        .iter()
+        .map(|(t, _, n, _)| format!("{t} {:.2} %", share(*n)))
+        .collect();
+    if h.hist.zeros > 0 {
+        parts.push(format!("exact zeros {:.2} %", share(h.hist.zeros)));
+    }
+    crate::glossary::label(
+        ui,
+        format!(
+            "{} at step {}: {total} elements, log2|x·scale| in quarter binades, coloured by {} tier: {}.",
+            h.id,
+            h.step,
+            view.format,
+            parts.join(", ")
+        ),
+    );
+    let binned = HIST_BINS / HIST_PER_BINADE;
+    ui.label(
+        RichText::new(format!(
+            "Binned: 2^{} … 2^{} ({binned} binades); below {}, above {}, non-finite {}.",
+            hif8lab_scaling::stats::HIST_LO,
+            hif8lab_scaling::stats::HIST_HI,
+            h.hist.below,
+            h.hist.above,
+            h.hist.nonfinite
+        ))
+        .small(),
     );
 }
 

@@ -52,21 +52,7 @@ pub(super) fn saturation(
     ui: &mut egui::Ui,
     view: &RunView,
 ) {
-    let want = ui
-        .horizontal_wrapped(|ui| {
-            ui.label("count:");
-            ui.radio_value(
-                &mut cx.selection.heat,
-                HeatValue::AboveEst,
-                "above estimate",
-            );
-            ui.radio_value(&mut cx.selection.heat, HeatValue::Overflow, "overflow");
-            ui.radio_value(&mut cx.selection.heat, HeatValue::Underflow, "underflow");
-            ui.radio_value(&mut cx.selection.heat, HeatValue::Sqnr, "SQNR")
-                .on_hover_text("Quantization error of each call, 10·log10(Σx² / Σ(x − qdq(x))²) in dB at the scale it used; each cell shows its worst call. HiF8 rounds values above the estimate to fewer mantissa bits, so saturation shows here as lost dB.");
-            png_button(ui)
-        })
-        .inner;
+    let want = count_choice(cx, ui);
     let groups = view.rows_by_role();
     let steps = view.last_step() as usize + 1;
     let columns = steps.min(((ui.available_width() - NAMES_W).max(50.0)) as usize);
@@ -150,6 +136,25 @@ pub(super) fn saturation(
         "saturation",
         egui::Rect::from_min_max(top, bottom),
     );
+}
+
+/// The count the maps show, chosen; whether a PNG was asked for.
+fn count_choice(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui) -> bool {
+    ui
+        .horizontal_wrapped(|ui| {
+            ui.label("count:");
+            ui.radio_value(
+                &mut cx.selection.heat,
+                HeatValue::AboveEst,
+                "above estimate",
+            );
+            ui.radio_value(&mut cx.selection.heat, HeatValue::Overflow, "overflow");
+            ui.radio_value(&mut cx.selection.heat, HeatValue::Underflow, "underflow");
+            ui.radio_value(&mut cx.selection.heat, HeatValue::Sqnr, "SQNR")
+                .on_hover_text("Quantization error of each call, 10·log10(Σx² / Σ(x − qdq(x))²) in dB at the scale it used; each cell shows its worst call. HiF8 rounds values above the estimate to fewer mantissa bits, so saturation shows here as lost dB.");
+            png_button(ui)
+        })
+        .inner
 }
 
 /// A role's caption: its total count, or its SQNR median and worst call.

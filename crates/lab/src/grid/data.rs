@@ -141,25 +141,7 @@ impl GridData {
         for r in &self.runs {
             let at = format!("run {} (data order {})", r.run, r.order);
             let s = &r.summary;
-            if s.status != RunStatus::Finished || s.error.is_some() {
-                return Err(format!(
-                    "{at}: field 'summary.status' is {:?}{}: only finished runs make a report",
-                    s.status,
-                    s.error
-                        .as_deref()
-                        .map(|e| format!(" ({e})"))
-                        .unwrap_or_default()
-                ));
-            }
-            if s.steps != s.target_steps || s.losses.len() as u64 != s.steps {
-                return Err(format!(
-                    "{at}: field 'summary.steps' is {} of {} target steps with {} losses: the \
-                     run is not complete",
-                    s.steps,
-                    s.target_steps,
-                    s.losses.len()
-                ));
-            }
+            check_complete(&at, s)?;
             let probes = s.probes.as_ref().ok_or_else(|| {
                 format!("{at}: field 'summary.probes' is missing (the base has probe scores)")
             })?;
@@ -167,72 +149,9 @@ impl GridData {
             if s.estimator == "none" {
                 continue;
             }
-            if s.quantizers == 0 {
-                return Err(format!(
-                    "{at}: field 'summary.quantizers' is 0: a QAT run ({}) that quantized \
-                     nothing gives no data for a claim",
-                    s.estimator
-                ));
-            }
-            let k = s.estimators.len();
-            let role_lengths_ok = s.counts.calls_above_by_role.values().all(|v| v.len() == k);
-            if k == 0 || s.counts.estimators.len() != k || !role_lengths_ok {
-                return Err(format!(
-                    "{at}: field 'summary.counts' holds {} estimators' counts for the {k} of \
-                     'summary.estimators' ({}): a missing count is not a zero",
-                    s.counts.estimators.len(),
-                    s.estimators.join(", ")
-                ));
-            }
-            if let Some(q) = s
-                .per_quantizer
-                .iter()
-                .find(|q| q.calls_above.len() != k || q.overflow.len() != k)
-            {
-                return Err(format!(
-                    "{at}: field 'summary.per_quantizer' of {} counts {} and {} estimators for \
-                     the {k} of 'summary.estimators'",
-                    q.quantizer,
-                    q.calls_above.len(),
-                    q.overflow.len()
-                ));
-            }
-            if !s.estimators.contains(&s.estimator) {
-                return Err(format!(
-                    "{at}: field 'summary.estimator' is '{}', not one of 'summary.estimators' ({})",
-                    s.estimator,
-                    s.estimators.join(", ")
-                ));
-            }
+            check_counts(&at, s)?;
             match estimators {
-                Some(first) if first.summary.estimators != s.estimators => {
-                    return Err(format!(
-                        "{at}: field 'summary.estimators' is [{}], run {} (data order {}) has \
-                         [{}]: every QAT run of a grid shadows the same estimators",
-                        s.estimators.join(", "),
-                        first.run,
-                        first.order,
-                        first.summary.estimators.join(", ")
-                    ));
-                }
-                Some(first)
-                    if !first
-                        .summary
-                        .counts
-                        .calls_above_by_role
-                        .keys()
-                        .eq(s.counts.calls_above_by_role.keys()) =>
-                {
-                    return Err(format!(
-                        "{at}: field 'summary.counts.calls_above_by_role' counts the roles [{}], \
-                         run {} (data order {}) the roles [{}]",
-                        roles(s),
-                        first.run,
-                        first.order,
-                        roles(&first.summary)
-                    ));
-                }
-                Some(_) => {}
+                Some(first) => same_shadows(&at, first, s)?,
                 None => estimators = Some(r),
             }
         }
@@ -274,6 +193,104 @@ impl GridData {
         let bytes = std::fs::read(path).map_err(TrainError::io(&source))?;
         Self::from_gzip(&source, &bytes)
     }
+}
+
+/// A finished, complete run (`at` names it in errors).
+fn check_complete(at: &str, s: &RunSummary) -> Result<(), String> {
+    if s.status != RunStatus::Finished || s.error.is_some() {
+        return Err(format!(
+            "{at}: field 'summary.status' is {:?}{}: only finished runs make a report",
+            s.status,
+            s.error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        ));
+    }
+    if s.steps != s.target_steps || s.losses.len() as u64 != s.steps {
+        return Err(format!(
+            "{at}: field 'summary.steps' is {} of {} target steps with {} losses: the \
+             run is not complete",
+            s.steps,
+            s.target_steps,
+            s.losses.len()
+        ));
+    }
+    Ok(())
+}
+
+/// A QAT run's counts: something quantized, one count per estimator everywhere, its
+/// estimator among those counted.
+fn check_counts(at: &str, s: &RunSummary) -> Result<(), String> {
+    if s.quantizers == 0 {
+        return Err(format!(
+            "{at}: field 'summary.quantizers' is 0: a QAT run ({}) that quantized \
+             nothing gives no data for a claim",
+            s.estimator
+        ));
+    }
+    let k = s.estimators.len();
+    let role_lengths_ok = s.counts.calls_above_by_role.values().all(|v| v.len() == k);
+    if k == 0 || s.counts.estimators.len() != k || !role_lengths_ok {
+        return Err(format!(
+            "{at}: field 'summary.counts' holds {} estimators' counts for the {k} of \
+             'summary.estimators' ({}): a missing count is not a zero",
+            s.counts.estimators.len(),
+            s.estimators.join(", ")
+        ));
+    }
+    if let Some(q) = s
+        .per_quantizer
+        .iter()
+        .find(|q| q.calls_above.len() != k || q.overflow.len() != k)
+    {
+        return Err(format!(
+            "{at}: field 'summary.per_quantizer' of {} counts {} and {} estimators for \
+             the {k} of 'summary.estimators'",
+            q.quantizer,
+            q.calls_above.len(),
+            q.overflow.len()
+        ));
+    }
+    if !s.estimators.contains(&s.estimator) {
+        return Err(format!(
+            "{at}: field 'summary.estimator' is '{}', not one of 'summary.estimators' ({})",
+            s.estimator,
+            s.estimators.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// A QAT run shadows the same estimators, counted over the same roles, as the grid's `first`.
+fn same_shadows(at: &str, first: &GridDataRun, s: &RunSummary) -> Result<(), String> {
+    if first.summary.estimators != s.estimators {
+        return Err(format!(
+            "{at}: field 'summary.estimators' is [{}], run {} (data order {}) has \
+             [{}]: every QAT run of a grid shadows the same estimators",
+            s.estimators.join(", "),
+            first.run,
+            first.order,
+            first.summary.estimators.join(", ")
+        ));
+    }
+    if !first
+        .summary
+        .counts
+        .calls_above_by_role
+        .keys()
+        .eq(s.counts.calls_above_by_role.keys())
+    {
+        return Err(format!(
+            "{at}: field 'summary.counts.calls_above_by_role' counts the roles [{}], \
+             run {} (data order {}) the roles [{}]",
+            roles(s),
+            first.run,
+            first.order,
+            roles(&first.summary)
+        ));
+    }
+    Ok(())
 }
 
 /// `b` scored on the items `reference` was: the same counts, marks and held-out windows.

@@ -119,7 +119,6 @@ pub fn judge(source: &str, data: &GridData) -> Result<LessonReport, super::Lesso
         })
     };
     let ratios = [ratio(o_mr), ratio(o_mw)];
-    let stand_out = ratios[0].min(ratios[1]);
     let tops = [o_mr, o_mw].map(|o| o.map(|(t, _)| t.quantizer.clone()));
     let same_top = tops
         .iter()
@@ -143,54 +142,10 @@ pub fn judge(source: &str, data: &GridData) -> Result<LessonReport, super::Lesso
         .base_model
         .clone()
         .unwrap_or_else(|| "a base pretrained here".into());
+    let second_order = serde_json::json!({"most_recent": second(MR, "most_recent"), "max_window": second(MW, "max_window")});
     let mut claims = vec![
-        Claim::new(
-            &format!(
-                "one quantizer's input stands out: {q}'s largest amax is at least 100× the median quantizer's, in the most_recent and the max_window(64) run alike"
-            ),
-            vec![
-                Part::exact(
-                    "largest amax ÷ the median quantizer's largest amax (the smaller of the two runs)",
-                    "×",
-                    stand_out,
-                    Side::AtLeast,
-                    100.0,
-                ),
-                Part::exact(
-                    &format!("runs whose largest amax is {q}'s"),
-                    " runs",
-                    same_top as f64,
-                    Side::AtLeast,
-                    2.0,
-                ),
-            ],
-            serde_json::json!({"quantizer": q, "amax_max": top.amax_max, "median_of_maxima": median,
-                "ratio": {"most_recent": ratios[0], "max_window": ratios[1]}, "tops": tops}),
-        ),
-        Claim::new(
-            &format!(
-                "on {q}, most_recent's estimate is exceeded on at least 4× as many calls as max_window(64)'s (and on at least 10)"
-            ),
-            vec![
-                Part::exact(
-                    &format!("calls above the estimate on {q}, most_recent ÷ max_window(64)"),
-                    "×",
-                    f_mr.calls_above as f64 / f_mw.calls_above.max(1) as f64,
-                    Side::AtLeast,
-                    4.0,
-                ),
-                Part::exact(
-                    &format!("most_recent's calls above its estimate on {q}"),
-                    " calls",
-                    f_mr.calls_above as f64,
-                    Side::AtLeast,
-                    10.0,
-                ),
-            ],
-            serde_json::json!({"most_recent_calls_above_est": f_mr.calls_above, "max_window_calls_above_est": f_mw.calls_above,
-                "same_calls_shadow": {"max_window_in_most_recent_run": f_mw_in_mr.calls_above},
-                "second_data_order": {"most_recent": second(MR, "most_recent"), "max_window": second(MW, "max_window")}}),
-        ),
+        stands_out_claim(&q, (top, median), ratios, (same_top, &tops)),
+        exceeded_claim(&q, [&f_mr, &f_mw, &f_mw_in_mr], second_order),
     ];
     let summary = format!(
         "In {model}, continued with HiF8 QAT, {q}'s input reached amax {:.0}, {:.0}× the median quantizer's largest ({median:.1}). There most_recent was exceeded on {} calls, max_window(64) on {} (on the same calls of the most_recent run: {}); HiF8 let none overflow ({} and {} elements); E4M3 at target 448 clipped {} elements under most_recent{}.",
@@ -214,6 +169,72 @@ pub fn judge(source: &str, data: &GridData) -> Result<LessonReport, super::Lesso
         claims,
         summary,
     })
+}
+
+/// Claim 1: one quantizer's input stands out in both runs.
+fn stands_out_claim(
+    q: &str,
+    (top, median): (&QuantizerSummary, f64),
+    ratios: [f64; 2],
+    (same_top, tops): (usize, &[Option<String>; 2]),
+) -> Claim {
+    let stand_out = ratios[0].min(ratios[1]);
+    Claim::new(
+        &format!(
+            "one quantizer's input stands out: {q}'s largest amax is at least 100× the median quantizer's, in the most_recent and the max_window(64) run alike"
+        ),
+        vec![
+            Part::exact(
+                "largest amax ÷ the median quantizer's largest amax (the smaller of the two runs)",
+                "×",
+                stand_out,
+                Side::AtLeast,
+                100.0,
+            ),
+            Part::exact(
+                &format!("runs whose largest amax is {q}'s"),
+                " runs",
+                same_top as f64,
+                Side::AtLeast,
+                2.0,
+            ),
+        ],
+        serde_json::json!({"quantizer": q, "amax_max": top.amax_max, "median_of_maxima": median,
+            "ratio": {"most_recent": ratios[0], "max_window": ratios[1]}, "tops": tops}),
+    )
+}
+
+/// Claim 2: on the outlier, most_recent's estimate is exceeded far more often than
+/// max_window(64)'s; `second_order` is the replication's evidence.
+fn exceeded_claim(
+    q: &str,
+    [f_mr, f_mw, f_mw_in_mr]: [&Figures; 3],
+    second_order: serde_json::Value,
+) -> Claim {
+    Claim::new(
+        &format!(
+            "on {q}, most_recent's estimate is exceeded on at least 4× as many calls as max_window(64)'s (and on at least 10)"
+        ),
+        vec![
+            Part::exact(
+                &format!("calls above the estimate on {q}, most_recent ÷ max_window(64)"),
+                "×",
+                f_mr.calls_above as f64 / f_mw.calls_above.max(1) as f64,
+                Side::AtLeast,
+                4.0,
+            ),
+            Part::exact(
+                &format!("most_recent's calls above its estimate on {q}"),
+                " calls",
+                f_mr.calls_above as f64,
+                Side::AtLeast,
+                10.0,
+            ),
+        ],
+        serde_json::json!({"most_recent_calls_above_est": f_mr.calls_above, "max_window_calls_above_est": f_mw.calls_above,
+            "same_calls_shadow": {"max_window_in_most_recent_run": f_mw_in_mr.calls_above},
+            "second_data_order": second_order}),
+    )
 }
 
 /// What each format does with the outlier's excursions: HiF8 (target 15) lets none overflow,

@@ -194,27 +194,30 @@ impl TeLines {
     }
 }
 
-/// [`parse_te_log`] streamed from a reader.
-pub(super) fn te_log_from_reader(
-    path: &Path,
-    reader: impl BufRead,
-) -> Result<Imported, InputError> {
-    let TeLines {
-        order,
-        mut entries,
-        mut warnings,
-        mut skipped,
-    } = TeLines::read(path, reader)?;
-    let mut b = SeriesBuilder::default();
-    let mut unpaired = 0usize;
-    let (mut both_kinds, mut repeated, mut backwards) = (0usize, 0usize, 0usize);
-    for name in &order {
-        let mut list = entries.remove(name).unwrap_or_default();
+/// What merging a tensor's lines dropped or could not pair, counted over the whole log.
+#[derive(Default)]
+struct Tally {
+    /// Tensors logged with both `_amax` and `_cur_amax` lines.
+    both_kinds: usize,
+    /// Lines repeating an iteration already logged for their tensor.
+    repeated: usize,
+    /// Times the iterations go backwards within a tensor's lines.
+    backwards: usize,
+    /// Lines without amax statistics, or adding nothing to a direct amax.
+    skipped: usize,
+    /// Max or min values without their partner.
+    unpaired: usize,
+}
+
+impl Tally {
+    /// One tensor's lines, each iteration once: `_cur_amax` over `_amax` when a tensor has
+    /// both, a direct amax over a max/min pair, the first of a repeated iteration.
+    fn merge(&mut self, list: &mut Vec<Entry>) {
         // A tensor logged with both `_amax` and `_cur_amax` lines: one call per iteration,
         // from `_cur_amax` (the tensor's own amax at that iteration).
         let has = |cur: bool| list.iter().any(|e| e.amax.is_some() && e.cur == cur);
         if has(true) && has(false) {
-            both_kinds += 1;
+            self.both_kinds += 1;
             list.retain(|e| e.amax.is_none() || e.cur);
         }
         // A max/min pair beside a direct amax of the same iteration adds nothing; an
@@ -226,16 +229,21 @@ pub(super) fn te_log_from_reader(
             .collect();
         list.retain(|e| {
             let merged = e.amax.is_none() && direct_steps.contains(&e.step);
-            skipped += usize::from(merged);
+            self.skipped += usize::from(merged);
             !merged
         });
         let mut seen = std::collections::BTreeSet::new();
         list.retain(|e| {
             let first = seen.insert(e.step);
-            repeated += usize::from(!first);
+            self.repeated += usize::from(!first);
             first
         });
-        backwards += list.windows(2).filter(|w| w[1].step < w[0].step).count();
+        self.backwards += list.windows(2).filter(|w| w[1].step < w[0].step).count();
+    }
+
+    /// One tensor's merged lines into `b`, as calls (a max/min pair gives amax = max(|max|,
+    /// |min|)).
+    fn push(&mut self, b: &mut SeriesBuilder, name: &str, list: Vec<Entry>) {
         let direct: std::collections::BTreeSet<u64> = list
             .iter()
             .filter(|e| e.amax.is_some())
@@ -254,45 +262,80 @@ pub(super) fn te_log_from_reader(
                 }
                 // A lone max or min beside a direct amax of the same iteration adds nothing.
                 _ if direct.contains(&e.step) => {
-                    skipped += 1;
+                    self.skipped += 1;
                     continue;
                 }
                 _ => {
-                    unpaired += 1;
+                    self.unpaired += 1;
                     continue;
                 }
             };
             if rounded_zero {
-                b.push_rounded_zero(name.clone());
+                b.push_rounded_zero(name.to_owned());
             } else {
-                b.push(name.clone(), e.step, amax);
+                b.push(name.to_owned(), e.step, amax);
             }
         }
     }
-    if both_kinds > 0 {
-        warnings.push(format!(
-            "{both_kinds} tensor(s) logged with both _amax and _cur_amax lines: each iteration \
-             counted once, from _cur_amax"
-        ));
+
+    /// The warnings of what merging did (before the series are built).
+    fn warn(&self, warnings: &mut Vec<String>) {
+        let Tally {
+            both_kinds,
+            repeated,
+            backwards,
+            unpaired,
+            ..
+        } = *self;
+        if both_kinds > 0 {
+            warnings.push(format!(
+                "{both_kinds} tensor(s) logged with both _amax and _cur_amax lines: each iteration \
+                 counted once, from _cur_amax"
+            ));
+        }
+        if repeated > 0 {
+            warnings.push(format!(
+                "{repeated} line(s) repeat an iteration already logged for their tensor: ignored \
+                 (each tensor and iteration counts once)"
+            ));
+        }
+        if backwards > 0 {
+            warnings.push(format!(
+                "iterations go backwards {backwards} time(s) within a tensor's lines (logs of two \
+                 runs appended?): replayed in file order"
+            ));
+        }
+        if unpaired > 0 {
+            warnings.push(format!(
+                "{unpaired} max or min value(s) without their partner of the same tensor and \
+                 iteration left out (amax needs both: LogTensorStats stats [max, min])"
+            ));
+        }
     }
-    if repeated > 0 {
-        warnings.push(format!(
-            "{repeated} line(s) repeat an iteration already logged for their tensor: ignored \
-             (each tensor and iteration counts once)"
-        ));
+}
+
+/// [`parse_te_log`] streamed from a reader.
+pub(super) fn te_log_from_reader(
+    path: &Path,
+    reader: impl BufRead,
+) -> Result<Imported, InputError> {
+    let TeLines {
+        order,
+        mut entries,
+        mut warnings,
+        skipped,
+    } = TeLines::read(path, reader)?;
+    let mut b = SeriesBuilder::default();
+    let mut tally = Tally {
+        skipped,
+        ..Tally::default()
+    };
+    for name in &order {
+        let mut list = entries.remove(name).unwrap_or_default();
+        tally.merge(&mut list);
+        tally.push(&mut b, name, list);
     }
-    if backwards > 0 {
-        warnings.push(format!(
-            "iterations go backwards {backwards} time(s) within a tensor's lines (logs of two \
-             runs appended?): replayed in file order"
-        ));
-    }
-    if unpaired > 0 {
-        warnings.push(format!(
-            "{unpaired} max or min value(s) without their partner of the same tensor and \
-             iteration left out (amax needs both: LogTensorStats stats [max, min])"
-        ));
-    }
+    tally.warn(&mut warnings);
     let series = b.finish(&mut warnings);
     if series.is_empty() {
         return Err(InputError::Empty {
@@ -303,8 +346,11 @@ pub(super) fn te_log_from_reader(
                 .into(),
         });
     }
-    if skipped > 0 {
-        warnings.push(format!("{skipped} line(s) without amax statistics skipped"));
+    if tally.skipped > 0 {
+        warnings.push(format!(
+            "{} line(s) without amax statistics skipped",
+            tally.skipped
+        ));
     }
     Ok(Imported {
         series,

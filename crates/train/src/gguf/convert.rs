@@ -185,107 +185,21 @@ pub fn config(g: &GgufFile) -> Result<(ModelConfig, Value), GgufError> {
 }
 
 fn config_text(g: &GgufFile) -> Result<(ModelConfig, Value), String> {
-    let arch = g
-        .get("general.architecture")
-        .ok_or("metadata 'general.architecture' is missing")?;
-    let arch = arch.as_str().ok_or_else(|| {
-        format!(
-            "metadata 'general.architecture' is {}, not a string",
-            arch.kind()
-        )
-    })?;
-    if arch != "llama" && arch != "mistral" {
-        return Err(format!(
-            "metadata 'general.architecture' is '{arch}': only llama (and mistral without a \
-             sliding window) is supported"
-        ));
-    }
+    let arch = architecture(g)?;
     check_keys(g, arch)?;
     let meta = Meta { g, arch };
-    let key = |k: &str| meta.key(k);
-    let int = |k: &str| meta.int(k);
-    let need = |k: &str| meta.need(k);
-    let float = |k: &str| meta.float(k);
-    if let Some(w) = g
-        .get(&key("attention.sliding_window"))
-        .filter(|w| w.as_u64() != Some(0))
-    {
-        return Err(format!(
-            "metadata '{}' is {}: sliding-window attention is not supported",
-            key("attention.sliding_window"),
-            meta_text(w)
-        ));
-    }
-    let hidden = need("embedding_length")?;
-    let heads = need("attention.head_count")?;
-    let kv_heads = int("attention.head_count_kv")?.unwrap_or(heads);
-    if !hidden.is_multiple_of(heads) || !heads.is_multiple_of(kv_heads) {
-        return Err(format!(
-            "metadata '{}' {hidden}, '{}' {heads} and '{}' {kv_heads} do not divide evenly",
-            key("embedding_length"),
-            key("attention.head_count"),
-            key("attention.head_count_kv")
-        ));
-    }
-    let head_dim = hidden / heads;
-    for k in [
-        "rope.dimension_count",
-        "attention.key_length",
-        "attention.value_length",
-    ] {
-        if let Some(n) = int(k)?.filter(|n| *n != head_dim) {
-            return Err(format!(
-                "metadata '{}' is {n}: only {head_dim} (embedding_length / head_count) is supported",
-                key(k)
-            ));
-        }
-    }
-    let tokens = g
-        .get("tokenizer.ggml.tokens")
-        .and_then(MetaValue::as_array)
-        .map(<[MetaValue]>::len);
-    let vocab = match (int("vocab_size")?, tokens) {
-        (Some(v), _) => v,
-        (None, Some(n)) if n > 0 => n,
-        _ => {
-            return Err(format!(
-                "metadata '{}' is missing (and there are no tokenizer tokens)",
-                key("vocab_size")
-            ));
-        }
-    };
-    let eps = float("attention.layer_norm_rms_epsilon")?.ok_or_else(|| {
-        format!(
-            "metadata '{}' is missing",
-            key("attention.layer_norm_rms_epsilon")
-        )
-    })?;
-    // Stored as f32 (as transformers and llama.cpp hold it) and an epsilon: below 1 and not
-    // so small that f32 makes it 0 (1e39 would become inf, written `null`; 1e-60, 0.0).
-    if !(eps < 1.0 && eps as f32 > 0.0) {
-        return Err(format!(
-            "metadata '{}' is {eps:e}: an RMSNorm epsilon must be in (0, 1) and representable \
-             in f32 (at least {:e})",
-            key("attention.layer_norm_rms_epsilon"),
-            f32::from_bits(1)
-        ));
-    }
-    let theta = float("rope.freq_base")?.unwrap_or(10000.0);
-    if theta <= 1.0 {
-        return Err(format!(
-            "metadata '{}' is {theta}: a rope base must be above 1",
-            key("rope.freq_base")
-        ));
-    }
-    let context = need("context_length")?;
+    let (hidden, heads, kv_heads) = meta.attention()?;
+    let vocab = meta.vocab()?;
+    let (eps, theta) = meta.norm_and_rope()?;
+    let context = meta.need("context_length")?;
     let tie = g.tensor("output.weight").is_none();
     let model = ModelConfig {
         vocab,
         d_model: hidden,
-        layers: need("block_count")?,
+        layers: meta.need("block_count")?,
         heads,
         kv_heads,
-        d_ff: need("feed_forward_length")?,
+        d_ff: meta.need("feed_forward_length")?,
         context,
         norm_eps: eps as f32,
         rope_theta: theta,
@@ -302,6 +216,118 @@ fn config_text(g: &GgufFile) -> Result<(ModelConfig, Value), String> {
     cfg["eos_token_id"] = json!(id("eos_token_id"));
     cfg["pad_token_id"] = json!(id("padding_token_id"));
     Ok((model, cfg))
+}
+
+/// `general.architecture`, when it is one this converter reads.
+fn architecture(g: &GgufFile) -> Result<&str, String> {
+    let arch = g
+        .get("general.architecture")
+        .ok_or("metadata 'general.architecture' is missing")?;
+    let arch = arch.as_str().ok_or_else(|| {
+        format!(
+            "metadata 'general.architecture' is {}, not a string",
+            arch.kind()
+        )
+    })?;
+    if arch != "llama" && arch != "mistral" {
+        return Err(format!(
+            "metadata 'general.architecture' is '{arch}': only llama (and mistral without a \
+             sliding window) is supported"
+        ));
+    }
+    Ok(arch)
+}
+
+impl Meta<'_> {
+    /// (hidden size, heads, key/value heads), checked against the shapes this model has: no
+    /// sliding window, heads that divide evenly, one head size for rope, keys and values.
+    fn attention(&self) -> Result<(usize, usize, usize), String> {
+        let key = |k: &str| self.key(k);
+        if let Some(w) = self
+            .g
+            .get(&key("attention.sliding_window"))
+            .filter(|w| w.as_u64() != Some(0))
+        {
+            return Err(format!(
+                "metadata '{}' is {}: sliding-window attention is not supported",
+                key("attention.sliding_window"),
+                meta_text(w)
+            ));
+        }
+        let hidden = self.need("embedding_length")?;
+        let heads = self.need("attention.head_count")?;
+        let kv_heads = self.int("attention.head_count_kv")?.unwrap_or(heads);
+        if !hidden.is_multiple_of(heads) || !heads.is_multiple_of(kv_heads) {
+            return Err(format!(
+                "metadata '{}' {hidden}, '{}' {heads} and '{}' {kv_heads} do not divide evenly",
+                key("embedding_length"),
+                key("attention.head_count"),
+                key("attention.head_count_kv")
+            ));
+        }
+        let head_dim = hidden / heads;
+        for k in [
+            "rope.dimension_count",
+            "attention.key_length",
+            "attention.value_length",
+        ] {
+            if let Some(n) = self.int(k)?.filter(|n| *n != head_dim) {
+                return Err(format!(
+                    "metadata '{}' is {n}: only {head_dim} (embedding_length / head_count) is supported",
+                    key(k)
+                ));
+            }
+        }
+        Ok((hidden, heads, kv_heads))
+    }
+
+    /// The vocabulary size: `vocab_size`, else the tokenizer's token count.
+    fn vocab(&self) -> Result<usize, String> {
+        let tokens = self
+            .g
+            .get("tokenizer.ggml.tokens")
+            .and_then(MetaValue::as_array)
+            .map(<[MetaValue]>::len);
+        match (self.int("vocab_size")?, tokens) {
+            (Some(v), _) => Ok(v),
+            (None, Some(n)) if n > 0 => Ok(n),
+            _ => Err(format!(
+                "metadata '{}' is missing (and there are no tokenizer tokens)",
+                self.key("vocab_size")
+            )),
+        }
+    }
+
+    /// The RMSNorm epsilon and the rope base, each checked.
+    fn norm_and_rope(&self) -> Result<(f64, f64), String> {
+        let key = |k: &str| self.key(k);
+        let eps = self
+            .float("attention.layer_norm_rms_epsilon")?
+            .ok_or_else(|| {
+                format!(
+                    "metadata '{}' is missing",
+                    key("attention.layer_norm_rms_epsilon")
+                )
+            })?;
+        // Stored as f32 (as transformers and llama.cpp hold it) and an epsilon: below 1 and
+        // not so small that f32 makes it 0 (1e39 would become inf, written `null`; 1e-60, 0.0).
+        if !(eps < 1.0 && eps as f32 > 0.0) {
+            return Err(format!(
+                "metadata '{}' is {eps:e}: an RMSNorm epsilon must be in (0, 1) and \
+                 representable in f32 (at least {:e})",
+                key("attention.layer_norm_rms_epsilon"),
+                f32::from_bits(1)
+            ));
+        }
+        let theta = self.float("rope.freq_base")?.unwrap_or(10000.0);
+        if theta <= 1.0 {
+            return Err(format!(
+                "metadata '{}' is {theta}: a rope base must be above 1",
+                key("rope.freq_base")
+            ));
+        }
+        Ok((eps, theta))
+    }
 }
 
 /// The Hugging Face name of a GGUF tensor name, if it is a Llama tensor.

@@ -266,6 +266,56 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// `general.alignment` (32 when absent): a power of two up to [`MAX_ALIGNMENT`].
+fn alignment(metadata: &BTreeMap<String, MetaValue>) -> Result<usize, GgufError> {
+    let alignment = match metadata.get("general.alignment") {
+        None => 32,
+        Some(v) => v
+            .as_u64()
+            .filter(|a| a.is_power_of_two() && *a <= MAX_ALIGNMENT)
+            .ok_or_else(|| {
+                GgufError(format!(
+                    "metadata 'general.alignment' is {}: a power of two from 1 to {MAX_ALIGNMENT} \
+                     (1 MiB) is needed",
+                    match v {
+                        MetaValue::Uint(n) => n.to_string(),
+                        MetaValue::Int(n) => n.to_string(),
+                        other => other.kind().to_owned(),
+                    }
+                ))
+            })?,
+    } as usize;
+    Ok(alignment)
+}
+
+/// Tensors with names and bytes of their own: a damaged or crafted file shares them.
+fn distinct_tensors(tensors: &[TensorInfo]) -> Result<(), GgufError> {
+    let mut names: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(GgufError(format!("tensor '{}' is given twice", w[0])));
+    }
+    // Two tensors sharing bytes: a damaged or crafted file (llama.cpp refuses it too).
+    let mut by_start: Vec<&TensorInfo> = tensors.iter().collect();
+    by_start.sort_by_key(|t| t.start);
+    if let Some(w) = by_start
+        .windows(2)
+        .find(|w| w[0].start + w[0].bytes > w[1].start)
+    {
+        return Err(GgufError(format!(
+            "tensor '{}' (bytes {}..{}) overlaps tensor '{}' (bytes {}..{}): each tensor \
+             needs bytes of its own",
+            w[1].name,
+            w[1].start,
+            w[1].start + w[1].bytes,
+            w[0].name,
+            w[0].start,
+            w[0].start + w[0].bytes
+        )));
+    }
+    Ok(())
+}
+
 impl GgufFile {
     /// Parses the header, metadata and tensor descriptions of `bytes` (the whole file: tensor
     /// extents are checked against its length).
@@ -303,23 +353,7 @@ impl GgufFile {
                 return Err(GgufError(format!("metadata '{key}' is given twice")));
             }
         }
-        let alignment = match metadata.get("general.alignment") {
-            None => 32,
-            Some(v) => v
-                .as_u64()
-                .filter(|a| a.is_power_of_two() && *a <= MAX_ALIGNMENT)
-                .ok_or_else(|| {
-                    GgufError(format!(
-                        "metadata 'general.alignment' is {}: a power of two from 1 to {MAX_ALIGNMENT} \
-                         (1 MiB) is needed",
-                        match v {
-                            MetaValue::Uint(n) => n.to_string(),
-                            MetaValue::Int(n) => n.to_string(),
-                            other => other.kind().to_owned(),
-                        }
-                    ))
-                })?,
-        } as usize;
+        let alignment = alignment(&metadata)?;
         let mut raw = Vec::new();
         for i in 0..n_tensors {
             let name = c.string(&|| format!("tensor {i}: name"))?;
@@ -350,29 +384,7 @@ impl GgufFile {
                 bytes.len(),
             )?);
         }
-        let mut names: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
-        names.sort_unstable();
-        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-            return Err(GgufError(format!("tensor '{}' is given twice", w[0])));
-        }
-        // Two tensors sharing bytes: a damaged or crafted file (llama.cpp refuses it too).
-        let mut by_start: Vec<&TensorInfo> = tensors.iter().collect();
-        by_start.sort_by_key(|t| t.start);
-        if let Some(w) = by_start
-            .windows(2)
-            .find(|w| w[0].start + w[0].bytes > w[1].start)
-        {
-            return Err(GgufError(format!(
-                "tensor '{}' (bytes {}..{}) overlaps tensor '{}' (bytes {}..{}): each tensor \
-                 needs bytes of its own",
-                w[1].name,
-                w[1].start,
-                w[1].start + w[1].bytes,
-                w[0].name,
-                w[0].start,
-                w[0].start + w[0].bytes
-            )));
-        }
+        distinct_tensors(&tensors)?;
         Ok(GgufFile {
             version,
             metadata,

@@ -158,22 +158,7 @@ pub fn tokenizer(g: &GgufFile) -> Result<(Value, Value), super::GgufError> {
 }
 
 pub(super) fn tokenizer_text(g: &GgufFile) -> Result<(Value, Value), String> {
-    let kind = g
-        .get("tokenizer.ggml.model")
-        .ok_or("metadata 'tokenizer.ggml.model' is missing (the file has no tokenizer)")?;
-    let kind = kind.as_str().unwrap_or("");
-    if kind != "gpt2" {
-        return Err(format!(
-            "metadata 'tokenizer.ggml.model' is '{kind}': only byte-level BPE ('gpt2') tokenizers are supported"
-        ));
-    }
-    let tokens = strings(g, "tokenizer.ggml.tokens")?
-        .ok_or("metadata 'tokenizer.ggml.tokens' is missing")?;
-    if tokens.is_empty() {
-        return Err(
-            "metadata 'tokenizer.ggml.tokens' is an empty list: a tokenizer needs tokens".into(),
-        );
-    }
+    let tokens = bpe_tokens(g)?;
     let merges = strings(g, "tokenizer.ggml.merges")?.unwrap_or_default();
     let types = token_types(g)?;
     let chars = crate::tokenizer::byte_to_char();
@@ -191,50 +176,14 @@ pub(super) fn tokenizer_text(g: &GgufFile) -> Result<(Value, Value), String> {
     }
     let merges = merge_pairs(&merges, &vocab)?;
     let added = added_tokens(&tokens, &types, &alphabet, &vocab);
-    let id = |k: &str| -> Result<Option<usize>, String> {
-        match g.get(&format!("tokenizer.ggml.{k}")) {
-            None => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .filter(|i| (*i as usize) < tokens.len())
-                .map(|i| Some(i as usize))
-                .ok_or_else(|| {
-                    format!(
-                        "metadata 'tokenizer.ggml.{k}' is {}, not a token id below {}",
-                        meta_text(v),
-                        tokens.len()
-                    )
-                }),
-        }
-    };
-    let flag = |k: &str| -> Result<bool, String> {
-        match g.get(&format!("tokenizer.ggml.{k}")) {
-            None => Ok(false),
-            Some(v) => v.as_bool().ok_or_else(|| {
-                format!(
-                    "metadata 'tokenizer.ggml.{k}' is {}, not a boolean",
-                    v.kind()
-                )
-            }),
-        }
-    };
+    let id = |k: &str| token_id(g, k, tokens.len());
     let (bos, eos) = (id("bos_token_id")?, id("eos_token_id")?);
     let (unk, pad) = (id("unknown_token_id")?, id("padding_token_id")?);
-    let add_bos = flag("add_bos_token")? && bos.is_some();
-    let add_eos = flag("add_eos_token")? && eos.is_some();
+    let add_bos = flag(g, "add_bos_token")? && bos.is_some();
+    let add_eos = flag(g, "add_eos_token")? && eos.is_some();
     let post_processor = post_processor(&tokens, (bos, add_bos), (eos, add_eos));
     let byte_level = json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true});
-    let pre = g
-        .get("tokenizer.ggml.pre")
-        .and_then(MetaValue::as_str)
-        .unwrap_or("");
-    let pre_tokenizer = match split_regex(pre) {
-        None => byte_level,
-        Some(re) => json!({"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": re}, "behavior": "Isolated", "invert": false},
-            {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}
-        ]}),
-    };
+    let pre_tokenizer = pre_tokenizer(g, byte_level);
     let tokenizer = json!({
         "version": "1.0",
         "truncation": null,
@@ -268,4 +217,71 @@ pub(super) fn tokenizer_text(g: &GgufFile) -> Result<(Value, Value), String> {
         config["chat_template"] = json!(t);
     }
     Ok((tokenizer, config))
+}
+
+/// The tokens of a byte-level BPE tokenizer (the only kind read), refused when absent.
+fn bpe_tokens(g: &GgufFile) -> Result<Vec<&str>, String> {
+    let kind = g
+        .get("tokenizer.ggml.model")
+        .ok_or("metadata 'tokenizer.ggml.model' is missing (the file has no tokenizer)")?;
+    let kind = kind.as_str().unwrap_or("");
+    if kind != "gpt2" {
+        return Err(format!(
+            "metadata 'tokenizer.ggml.model' is '{kind}': only byte-level BPE ('gpt2') tokenizers are supported"
+        ));
+    }
+    let tokens = strings(g, "tokenizer.ggml.tokens")?
+        .ok_or("metadata 'tokenizer.ggml.tokens' is missing")?;
+    if tokens.is_empty() {
+        return Err(
+            "metadata 'tokenizer.ggml.tokens' is an empty list: a tokenizer needs tokens".into(),
+        );
+    }
+    Ok(tokens)
+}
+
+/// `tokenizer.ggml.<k>`: a token id below `n`, if given.
+fn token_id(g: &GgufFile, k: &str, n: usize) -> Result<Option<usize>, String> {
+    match g.get(&format!("tokenizer.ggml.{k}")) {
+        None => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .filter(|i| (*i as usize) < n)
+            .map(|i| Some(i as usize))
+            .ok_or_else(|| {
+                format!(
+                    "metadata 'tokenizer.ggml.{k}' is {}, not a token id below {n}",
+                    meta_text(v),
+                )
+            }),
+    }
+}
+
+/// `tokenizer.ggml.<k>`: a boolean (false when absent).
+fn flag(g: &GgufFile, k: &str) -> Result<bool, String> {
+    match g.get(&format!("tokenizer.ggml.{k}")) {
+        None => Ok(false),
+        Some(v) => v.as_bool().ok_or_else(|| {
+            format!(
+                "metadata 'tokenizer.ggml.{k}' is {}, not a boolean",
+                v.kind()
+            )
+        }),
+    }
+}
+
+/// The pre-tokenizer: the split regex `tokenizer.ggml.pre` names, then bytes; `byte_level`
+/// alone when it names none this knows.
+fn pre_tokenizer(g: &GgufFile, byte_level: Value) -> Value {
+    let pre = g
+        .get("tokenizer.ggml.pre")
+        .and_then(MetaValue::as_str)
+        .unwrap_or("");
+    match split_regex(pre) {
+        None => byte_level,
+        Some(re) => json!({"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": re}, "behavior": "Isolated", "invert": false},
+            {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}
+        ]}),
+    }
 }

@@ -79,42 +79,13 @@ pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
         return Err(err(file, "not a JSON object"));
     };
     check_architecture(file, obj)?;
-    let int = |key: &str| -> Result<usize, HfError> {
-        match obj.get(key) {
-            None => Err(err(file, format!("field '{key}' is missing"))),
-            Some(v) => v
-                .as_u64()
-                .filter(|n| *n > 0)
-                .map(|n| n as usize)
-                .ok_or_else(|| {
-                    err(
-                        file,
-                        format!("field '{key}' must be a positive integer, got {v}"),
-                    )
-                }),
-        }
-    };
-    let (hidden, heads) = (int("hidden_size")?, int("num_attention_heads")?);
+    let f = Fields { file, obj };
+    let (hidden, heads) = (f.int("hidden_size")?, f.int("num_attention_heads")?);
     let kv_heads = match obj.get("num_key_value_heads") {
         None | Some(Value::Null) => heads,
-        Some(_) => int("num_key_value_heads")?,
+        Some(_) => f.int("num_key_value_heads")?,
     };
-    let rope = obj.get("rope_parameters").filter(|v| !v.is_null());
-    let rope_theta = rope
-        .and_then(|r| r.get("rope_theta"))
-        .or_else(|| obj.get("rope_theta"))
-        .map(|v| {
-            v.as_f64()
-                .filter(|t| t.is_finite() && *t > 1.0)
-                .ok_or_else(|| {
-                    err(
-                        file,
-                        format!("field 'rope_theta' must be a number above 1, got {v}"),
-                    )
-                })
-        })
-        .transpose()?
-        .unwrap_or(10000.0);
+    let rope_theta = f.rope_theta()?;
     let rope_scaling = rope_scaling(file, obj)?;
     let refuse = |key: &str, ok: &dyn Fn(&Value) -> bool, why: &str| -> Result<(), HfError> {
         match obj.get(key) {
@@ -123,6 +94,113 @@ pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
         }
     };
     refuse_unsupported(&refuse)?;
+    check_heads(file, hidden, heads, kv_heads)?;
+    refuse(
+        "head_dim",
+        &|v| v.is_null() || v.as_u64() == Some((hidden / heads) as u64),
+        &format!(
+            "only head_dim = hidden_size / num_attention_heads = {} is supported",
+            hidden / heads
+        ),
+    )?;
+    let eps = f.eps()?;
+    let max_positions = f.int("max_position_embeddings")?;
+    let tie = f.tie()?;
+    let model = ModelConfig {
+        vocab: f.int("vocab_size")?,
+        d_model: hidden,
+        layers: f.int("num_hidden_layers")?,
+        heads,
+        kv_heads,
+        d_ff: f.int("intermediate_size")?,
+        context: max_positions,
+        norm_eps: eps as f32,
+        rope_theta,
+        tie_embeddings: tie,
+        max_positions: Some(max_positions),
+        rope_scaling,
+    };
+    Ok(HfConfig { model, json })
+}
+
+/// The fields of a `config.json` object, each read with its check (`file` names it in
+/// errors).
+struct Fields<'a> {
+    file: &'a Path,
+    obj: &'a serde_json::Map<String, Value>,
+}
+
+impl Fields<'_> {
+    /// A positive integer field.
+    fn int(&self, key: &str) -> Result<usize, HfError> {
+        match self.obj.get(key) {
+            None => Err(err(self.file, format!("field '{key}' is missing"))),
+            Some(v) => v
+                .as_u64()
+                .filter(|n| *n > 0)
+                .map(|n| n as usize)
+                .ok_or_else(|| {
+                    err(
+                        self.file,
+                        format!("field '{key}' must be a positive integer, got {v}"),
+                    )
+                }),
+        }
+    }
+
+    /// The rope base (`rope_parameters.rope_theta` or `rope_theta`; 10000 when absent).
+    fn rope_theta(&self) -> Result<f64, HfError> {
+        let rope = self.obj.get("rope_parameters").filter(|v| !v.is_null());
+        Ok(rope
+            .and_then(|r| r.get("rope_theta"))
+            .or_else(|| self.obj.get("rope_theta"))
+            .map(|v| {
+                v.as_f64()
+                    .filter(|t| t.is_finite() && *t > 1.0)
+                    .ok_or_else(|| {
+                        err(
+                            self.file,
+                            format!("field 'rope_theta' must be a number above 1, got {v}"),
+                        )
+                    })
+            })
+            .transpose()?
+            .unwrap_or(10000.0))
+    }
+
+    /// The RMSNorm epsilon, in (0, 1).
+    fn eps(&self) -> Result<f64, HfError> {
+        match self.obj.get("rms_norm_eps") {
+            None => Err(err(self.file, "field 'rms_norm_eps' is missing")),
+            Some(v) => v
+                .as_f64()
+                .filter(|e| e.is_finite() && *e > 0.0 && *e < 1.0)
+                .ok_or_else(|| {
+                    err(
+                        self.file,
+                        format!("field 'rms_norm_eps' must be a number in (0, 1), got {v}"),
+                    )
+                }),
+        }
+    }
+
+    /// Whether the head shares the embedding's weights (false when absent, LlamaConfig's
+    /// default).
+    fn tie(&self) -> Result<bool, HfError> {
+        match self.obj.get("tie_word_embeddings") {
+            None => Ok(false),
+            Some(v) => v.as_bool().ok_or_else(|| {
+                err(
+                    self.file,
+                    format!("field 'tie_word_embeddings' must be true or false, got {v}"),
+                )
+            }),
+        }
+    }
+}
+
+/// Heads that divide the hidden size, and key/value heads that divide the heads.
+fn check_heads(file: &Path, hidden: usize, heads: usize, kv_heads: usize) -> Result<(), HfError> {
     if !heads.is_multiple_of(kv_heads) {
         return Err(err(
             file,
@@ -140,51 +218,7 @@ pub fn parse_config(file: &Path, text: &str) -> Result<HfConfig, HfError> {
             ),
         ));
     }
-    refuse(
-        "head_dim",
-        &|v| v.is_null() || v.as_u64() == Some((hidden / heads) as u64),
-        &format!(
-            "only head_dim = hidden_size / num_attention_heads = {} is supported",
-            hidden / heads
-        ),
-    )?;
-    let eps = match obj.get("rms_norm_eps") {
-        None => return Err(err(file, "field 'rms_norm_eps' is missing")),
-        Some(v) => v
-            .as_f64()
-            .filter(|e| e.is_finite() && *e > 0.0 && *e < 1.0)
-            .ok_or_else(|| {
-                err(
-                    file,
-                    format!("field 'rms_norm_eps' must be a number in (0, 1), got {v}"),
-                )
-            })?,
-    };
-    let max_positions = int("max_position_embeddings")?;
-    let tie = match obj.get("tie_word_embeddings") {
-        None => false, // LlamaConfig's default
-        Some(v) => v.as_bool().ok_or_else(|| {
-            err(
-                file,
-                format!("field 'tie_word_embeddings' must be true or false, got {v}"),
-            )
-        })?,
-    };
-    let model = ModelConfig {
-        vocab: int("vocab_size")?,
-        d_model: hidden,
-        layers: int("num_hidden_layers")?,
-        heads,
-        kv_heads,
-        d_ff: int("intermediate_size")?,
-        context: max_positions,
-        norm_eps: eps as f32,
-        rope_theta,
-        tie_embeddings: tie,
-        max_positions: Some(max_positions),
-        rope_scaling,
-    };
-    Ok(HfConfig { model, json })
+    Ok(())
 }
 
 /// The rope scaling of a config: none (`default`, absent) or Llama-3's, from either spelling

@@ -271,40 +271,8 @@ pub fn write_folder(
     parts: &ExportParts<'_>,
     weights: &[(String, Vec<usize>, Vec<f32>)],
 ) -> Result<Vec<String>, HfError> {
-    // A symbolic link: written through to an empty folder it names; a dangling one refused.
-    let resolved;
-    let out = match std::fs::symlink_metadata(out) {
-        Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(out) {
-            Ok(target) => {
-                resolved = target;
-                resolved.as_path()
-            }
-            Err(_) => {
-                let target = std::fs::read_link(out).unwrap_or_default();
-                return Err(err(
-                    out,
-                    format!(
-                        "is a symbolic link to {}, which does not exist: create that folder or \
-                         choose another --out",
-                        target.display()
-                    ),
-                ));
-            }
-        },
-        _ => out,
-    };
-    if out.exists() && !out.is_dir() {
-        return Err(err(
-            out,
-            "exists and is not a folder (choose another --out)",
-        ));
-    }
-    if out.exists() && std::fs::read_dir(out).map_or(true, |mut d| d.next().is_some()) {
-        return Err(err(
-            out,
-            "exists and is not an empty folder (choose another --out)",
-        ));
-    }
+    let resolved = writable_target(out)?;
+    let out = resolved.as_deref().unwrap_or(out);
     let parent = out
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -327,49 +295,97 @@ pub fn write_folder(
     }
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(|e| err(&tmp, e.to_string()))?;
-    let result = (|| {
-        let config = config_json(parts.model, parts.base_config, parts.dtype);
-        let tokenizer = parts
-            .tokenizer_json
-            .clone()
-            .unwrap_or_else(|| crate::tokenizer::byte_tokenizer_json().to_string());
-        let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default() + "\n";
-        let files: Vec<(&str, Vec<u8>)> = vec![
-            ("config.json", pretty(&config).into_bytes()),
-            (
-                "generation_config.json",
-                pretty(
-                    parts
-                        .generation_config
-                        .unwrap_or(&generation_config(&config)),
-                )
-                .into_bytes(),
-            ),
-            ("tokenizer.json", tokenizer.into_bytes()),
-            (
-                "tokenizer_config.json",
-                pretty(parts.tokenizer_config.unwrap_or(&tokenizer_config())).into_bytes(),
-            ),
-            (
-                "model.safetensors",
-                model_safetensors(weights, parts.dtype)
-                    .map_err(|e| err(&tmp.join("model.safetensors"), e.message))?,
-            ),
-        ];
-        let mut names = Vec::new();
-        for (file, bytes) in files {
-            let path = tmp.join(file);
-            std::fs::write(&path, bytes).map_err(|e| err(&path, e.to_string()))?;
-            names.push(file.to_owned());
-        }
+    let result = write_files(&tmp, parts, weights).and_then(|names| {
         if out.exists() {
             std::fs::remove_dir(out).map_err(|e| err(out, e.to_string()))?;
         }
         std::fs::rename(&tmp, out).map_err(|e| err(out, e.to_string()))?;
         Ok(names)
-    })();
+    });
     if result.is_err() {
         let _ = std::fs::remove_dir_all(&tmp);
     }
     result
+}
+
+/// Where an export to `out` goes: `out` itself (`None`), or the folder a symbolic link
+/// names; refused when it is a file, a folder with something in it, or a dangling link.
+#[cfg(not(target_arch = "wasm32"))]
+fn writable_target(out: &Path) -> Result<Option<std::path::PathBuf>, HfError> {
+    // A symbolic link: written through to an empty folder it names; a dangling one refused.
+    let resolved = match std::fs::symlink_metadata(out) {
+        Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(out) {
+            Ok(target) => Some(target),
+            Err(_) => {
+                let target = std::fs::read_link(out).unwrap_or_default();
+                return Err(err(
+                    out,
+                    format!(
+                        "is a symbolic link to {}, which does not exist: create that folder or \
+                         choose another --out",
+                        target.display()
+                    ),
+                ));
+            }
+        },
+        _ => None,
+    };
+    let target = resolved.as_deref().unwrap_or(out);
+    if target.exists() && !target.is_dir() {
+        return Err(err(
+            target,
+            "exists and is not a folder (choose another --out)",
+        ));
+    }
+    if target.exists() && std::fs::read_dir(target).map_or(true, |mut d| d.next().is_some()) {
+        return Err(err(
+            target,
+            "exists and is not an empty folder (choose another --out)",
+        ));
+    }
+    Ok(resolved)
+}
+
+/// The folder's files written into `tmp`; their names.
+#[cfg(not(target_arch = "wasm32"))]
+fn write_files(
+    tmp: &Path,
+    parts: &ExportParts<'_>,
+    weights: &[(String, Vec<usize>, Vec<f32>)],
+) -> Result<Vec<String>, HfError> {
+    let config = config_json(parts.model, parts.base_config, parts.dtype);
+    let tokenizer = parts
+        .tokenizer_json
+        .clone()
+        .unwrap_or_else(|| crate::tokenizer::byte_tokenizer_json().to_string());
+    let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default() + "\n";
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("config.json", pretty(&config).into_bytes()),
+        (
+            "generation_config.json",
+            pretty(
+                parts
+                    .generation_config
+                    .unwrap_or(&generation_config(&config)),
+            )
+            .into_bytes(),
+        ),
+        ("tokenizer.json", tokenizer.into_bytes()),
+        (
+            "tokenizer_config.json",
+            pretty(parts.tokenizer_config.unwrap_or(&tokenizer_config())).into_bytes(),
+        ),
+        (
+            "model.safetensors",
+            model_safetensors(weights, parts.dtype)
+                .map_err(|e| err(&tmp.join("model.safetensors"), e.message))?,
+        ),
+    ];
+    let mut names = Vec::new();
+    for (file, bytes) in files {
+        let path = tmp.join(file);
+        std::fs::write(&path, bytes).map_err(|e| err(&path, e.to_string()))?;
+        names.push(file.to_owned());
+    }
+    Ok(names)
 }

@@ -249,8 +249,7 @@ impl<B: Backend> Pass<'_, B> {
         all_logits: bool,
     ) -> Result<(), EngineError> {
         let (b, m, p) = (self.b, self.m, self.params);
-        let (c, f, hd) = (m.d_model, m.d_ff, m.head_dim());
-        let (qd, kvd) = (m.heads * hd, m.kv_heads * hd);
+        let (c, hd) = (m.d_model, m.head_dim());
         let (n, rows) = (a.n, a.batch * a.n);
         let past = cache.as_ref().map_or(0, |k| k.len);
         if let Some(k) = &cache
@@ -268,61 +267,9 @@ impl<B: Backend> Pass<'_, B> {
             b.copy_range(self.rope_table, past * hd, &a.rope_now, 0, n * hd)?;
             &a.rope_now
         };
-        let rope = |heads| RopeShape {
-            rows,
-            heads,
-            head_dim: hd,
-            seq: n,
-        };
         b.embedding(&a.tokens, &p.wte, &a.x, c)?;
-        for (l, w) in p.blocks.iter().enumerate() {
-            b.rmsnorm(&a.x, &w.attn_norm, &a.h, &a.rstd, m.norm_eps)?;
-            self.fql().forward(
-                &a.h,
-                &w.wq,
-                &a.q_pre,
-                (rows, c, qd),
-                self.quant(l, Module::Q),
-            )?;
-            self.fql().forward(
-                &a.h,
-                &w.wk,
-                &a.k_pre,
-                (rows, c, kvd),
-                self.quant(l, Module::K),
-            )?;
-            self.fql()
-                .forward(&a.h, &w.wv, &a.v, (rows, c, kvd), self.quant(l, Module::V))?;
-            b.rope(&a.q_pre, table, &a.q, rope(m.heads), false)?;
-            b.rope(&a.k_pre, table, &a.k, rope(m.kv_heads), false)?;
-            self.attend(a, l, cache.as_deref_mut(), past)?;
-            self.fql().forward(
-                &a.att,
-                &w.wo,
-                &a.x2,
-                (rows, qd, c),
-                self.quant(l, Module::O),
-            )?;
-            b.add_inplace(&a.x2, &a.x)?;
-            b.rmsnorm(&a.x2, &w.mlp_norm, &a.h, &a.rstd, m.norm_eps)?;
-            self.fql().forward(
-                &a.h,
-                &w.w_gate,
-                &a.g,
-                (rows, c, f),
-                self.quant(l, Module::Gate),
-            )?;
-            self.fql()
-                .forward(&a.h, &w.w_up, &a.u, (rows, c, f), self.quant(l, Module::Up))?;
-            b.swiglu(&a.g, &a.u, &a.s)?;
-            self.fql().forward(
-                &a.s,
-                &w.w_down,
-                &a.x,
-                (rows, f, c),
-                self.quant(l, Module::Down),
-            )?;
-            b.add_inplace(&a.x, &a.x2)?;
+        for l in 0..p.blocks.len() {
+            self.block(a, l, table, cache.as_deref_mut(), past)?;
             if let Some(watch) = self.watch {
                 b.flush();
                 if b.read(&a.x).wait()?.iter().any(|v| !v.is_finite()) {
@@ -347,6 +294,76 @@ impl<B: Backend> Pass<'_, B> {
             self.fql()
                 .forward(&a.h_last, p.head(), &a.logits, (1, c, m.vocab), none)?;
         }
+        Ok(())
+    }
+
+    /// Block `l` of the forward pass over `a`'s rows (`table`: the rope rows of positions
+    /// `past..`; the cache, when given, gets this block's keys and values).
+    fn block(
+        &self,
+        a: &Acts<B::Tensor>,
+        l: usize,
+        table: &B::Tensor,
+        cache: Option<&mut KvCache<B::Tensor>>,
+        past: usize,
+    ) -> Result<(), EngineError> {
+        let (b, m, w) = (self.b, self.m, &self.params.blocks[l]);
+        let (c, f, hd) = (m.d_model, m.d_ff, m.head_dim());
+        let (qd, kvd) = (m.heads * hd, m.kv_heads * hd);
+        let (n, rows) = (a.n, a.batch * a.n);
+        let rope = |heads| RopeShape {
+            rows,
+            heads,
+            head_dim: hd,
+            seq: n,
+        };
+        b.rmsnorm(&a.x, &w.attn_norm, &a.h, &a.rstd, m.norm_eps)?;
+        self.fql().forward(
+            &a.h,
+            &w.wq,
+            &a.q_pre,
+            (rows, c, qd),
+            self.quant(l, Module::Q),
+        )?;
+        self.fql().forward(
+            &a.h,
+            &w.wk,
+            &a.k_pre,
+            (rows, c, kvd),
+            self.quant(l, Module::K),
+        )?;
+        self.fql()
+            .forward(&a.h, &w.wv, &a.v, (rows, c, kvd), self.quant(l, Module::V))?;
+        b.rope(&a.q_pre, table, &a.q, rope(m.heads), false)?;
+        b.rope(&a.k_pre, table, &a.k, rope(m.kv_heads), false)?;
+        self.attend(a, l, cache, past)?;
+        self.fql().forward(
+            &a.att,
+            &w.wo,
+            &a.x2,
+            (rows, qd, c),
+            self.quant(l, Module::O),
+        )?;
+        b.add_inplace(&a.x2, &a.x)?;
+        b.rmsnorm(&a.x2, &w.mlp_norm, &a.h, &a.rstd, m.norm_eps)?;
+        self.fql().forward(
+            &a.h,
+            &w.w_gate,
+            &a.g,
+            (rows, c, f),
+            self.quant(l, Module::Gate),
+        )?;
+        self.fql()
+            .forward(&a.h, &w.w_up, &a.u, (rows, c, f), self.quant(l, Module::Up))?;
+        b.swiglu(&a.g, &a.u, &a.s)?;
+        self.fql().forward(
+            &a.s,
+            &w.w_down,
+            &a.x,
+            (rows, f, c),
+            self.quant(l, Module::Down),
+        )?;
+        b.add_inplace(&a.x, &a.x2)?;
         Ok(())
     }
 }

@@ -159,15 +159,7 @@ pub(super) fn paired(
     same_documents(task, bd, od, other, file)?;
     let values = |d: &Docs| d.values().map(|v| v.0).collect::<Vec<f64>>();
     let (bv, ov) = (values(bd), values(od));
-    if let Some(x) = bv.iter().chain(&ov).find(|x| **x != 0.0 && **x != 1.0) {
-        return Err(EvalError::new(
-            file,
-            &format!("samples of {task}: {metric}"),
-            format!(
-                "a per-document value of {x}: a paired comparison of proportions needs 0/1 values (choose a 0/1 metric with --metric)"
-            ),
-        ));
-    }
+    zero_one(file, &format!("samples of {task}: {metric}"), &bv, &ov)?;
     let n = bv.len();
     let only_base = bv.iter().zip(&ov).filter(|(a, b)| **a > **b).count();
     let only_other = bv.iter().zip(&ov).filter(|(a, b)| **a < **b).count();
@@ -246,6 +238,20 @@ pub(super) fn paired(
         unpaired: None,
         claim,
     })
+}
+
+/// Per-document values of 0 or 1 only (a paired comparison of proportions); `at` names them.
+fn zero_one(file: &std::path::Path, at: &str, a: &[f64], b: &[f64]) -> Result<(), EvalError> {
+    match a.iter().chain(b).find(|x| **x != 0.0 && **x != 1.0) {
+        Some(x) => Err(EvalError::new(
+            file,
+            at,
+            format!(
+                "a per-document value of {x}: a paired comparison of proportions needs 0/1 values (choose a 0/1 metric with --metric)"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
