@@ -16,8 +16,8 @@ use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_scaling::import::{import_bytes, parse_csv, parse_te_log};
 use hif8lab_scaling::trace::parse_trace;
 use hif8lab_tests::{Mutator, fixtures_dir, fuzz};
-use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::config::{PRESETS, RunConfig};
+use hif8lab_train::models::checkpoint::Checkpoint;
 use hif8lab_train::{Trainer, data};
 
 /// Inputs per parser.
@@ -580,7 +580,7 @@ fn fuzz_hf_config_and_tokenizer_json() {
     let start = Instant::now();
     let counts = fuzz("config.json", INPUTS, &mut m, &[config, sharded], |bytes| {
         let text = String::from_utf8_lossy(bytes);
-        match hif8lab_train::hf::parse_config(Path::new("fuzz/config.json"), &text) {
+        match hif8lab_train::models::hf::parse_config(Path::new("fuzz/config.json"), &text) {
             Ok(c) => {
                 // An accepted config describes a model whose run config validates, or the
                 // run refuses it with a message.
@@ -611,8 +611,9 @@ fn fuzz_hf_config_and_tokenizer_json() {
     let start = Instant::now();
     let counts = fuzz("tokenizer.json", INPUTS, &mut m, &[byte, bpe], |bytes| {
         let text = String::from_utf8_lossy(bytes);
-        let t = hif8lab_train::tokenizer::Tokenizer::from_json("fuzz/tokenizer.json", &text)
-            .map_err(|e| named(e, "fuzz/tokenizer.json"))?;
+        let t =
+            hif8lab_train::models::tokenizer::Tokenizer::from_json("fuzz/tokenizer.json", &text)
+                .map_err(|e| named(e, "fuzz/tokenizer.json"))?;
         let ids = t
             .encode("The river Quelt, naïve café 東京.")
             .map_err(|e| e.to_string())?;
@@ -644,13 +645,13 @@ fn fuzz_gguf_files() {
     let start = Instant::now();
     let mut converted = 0;
     let counts = fuzz("gguf", INPUTS, &mut m, &[seed], |bytes| {
-        let g =
-            hif8lab_train::gguf::GgufFile::parse(bytes).map_err(|e| format!("fuzz.gguf: {e}"))?;
-        let c = hif8lab_train::gguf::convert::convert(&g, bytes)
+        let g = hif8lab_train::models::gguf::GgufFile::parse(bytes)
+            .map_err(|e| format!("fuzz.gguf: {e}"))?;
+        let c = hif8lab_train::models::gguf::convert::convert(&g, bytes)
             .map_err(|e| format!("fuzz.gguf: {e}"))?;
         converted += 1;
         // An accepted file describes a model whose weights have the config's shapes.
-        hif8lab_train::hf::select_weights(
+        hif8lab_train::models::hf::select_weights(
             Path::new("fuzz.gguf"),
             &c.model,
             c.weights
@@ -726,7 +727,7 @@ fn trace_seed() -> Vec<u8> {
 /// count of 2^31 used to build 2^31 layers).
 #[test]
 fn fuzz_gguf_metadata_values() {
-    use hif8lab_train::gguf::{self, GgufFile, file::MetaValue};
+    use hif8lab_train::models::gguf::{self, GgufFile, file::MetaValue};
     let bytes = fixture("gguf/tiny-llama-bos.gguf");
     let g = GgufFile::parse(&bytes).unwrap();
     let keys: Vec<String> = g.metadata.keys().cloned().collect();
@@ -780,8 +781,12 @@ fn fuzz_gguf_metadata_values() {
                     .into_iter()
                     .map(|t| ("fuzz.gguf".into(), t))
                     .collect();
-                hif8lab_train::hf::select_weights(Path::new("fuzz.gguf"), &c.model, weights)
-                    .unwrap();
+                hif8lab_train::models::hf::select_weights(
+                    Path::new("fuzz.gguf"),
+                    &c.model,
+                    weights,
+                )
+                .unwrap();
                 let mut run =
                     RunConfig::parse("smoke", RunConfig::preset_text("smoke").unwrap(), &[])
                         .unwrap();

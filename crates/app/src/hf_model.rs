@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use hif8lab_train::RunConfig;
-use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::config::ModelConfig;
+use hif8lab_train::models::checkpoint::Checkpoint;
 
 /// A Hugging Face model to continue training from.
 #[derive(Clone)]
@@ -41,7 +41,12 @@ impl HfStart {
     /// `config` with this model: its `[model]` (the form's context, at most the model's),
     /// its tokenizer, and where it started from.
     pub fn apply(&self, mut config: RunConfig) -> Result<RunConfig, String> {
-        hif8lab_train::source::apply_model(&mut config, &self.model, &self.tokenizer, &self.source);
+        hif8lab_train::models::source::apply_model(
+            &mut config,
+            &self.model,
+            &self.tokenizer,
+            &self.source,
+        );
         config.validate().map_err(|e| e.message)?;
         Ok(config)
     }

@@ -11,9 +11,9 @@ use std::time::Duration;
 use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
-use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::corpus::ProbeSet;
 use hif8lab_train::driver::{Control, Driver, Event, Progress, Schedule, Sink};
+use hif8lab_train::models::checkpoint::Checkpoint;
 use hif8lab_train::open::open_in_memory;
 use hif8lab_train::{ProbeScores, RunConfig, StepReport, TrainError};
 
@@ -450,11 +450,6 @@ impl Training {
             return true;
         }
         false
-    }
-
-    /// Whether the caller's frame loop drives it.
-    pub fn is_local(&self) -> bool {
-        matches!(self.source, Source::Local(_))
     }
 
     /// Pauses or resumes.

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::{hif8lab, ok};
-use hif8lab_train::checkpoint::Checkpoint;
+use hif8lab_train::models::checkpoint::Checkpoint;
 use serde_json::Value;
 
 fn fixture(name: &str) -> PathBuf {
@@ -274,7 +274,9 @@ fn byte_level_runs_export_the_byte_tokenizer_and_sharded_models_train() {
         "bf16",
     ]));
     let tokenizer = std::fs::read_to_string(out.join("tokenizer.json")).unwrap();
-    assert!(hif8lab_train::tokenizer::is_byte_tokenizer(&tokenizer));
+    assert!(hif8lab_train::models::tokenizer::is_byte_tokenizer(
+        &tokenizer
+    ));
     let theirs = json(&fixture("byte-tokenizer/tokenizer.json"));
     assert_eq!(serde_json::from_str::<Value>(&tokenizer).unwrap(), theirs);
     let config = json(&out.join("config.json"));
@@ -307,7 +309,7 @@ fn byte_level_runs_export_the_byte_tokenizer_and_sharded_models_train() {
         ),
         (&f16, |v: f32| half::f16::from_f32(v).to_f32()),
     ] {
-        let m = hif8lab_train::hf::load(dir).unwrap();
+        let m = hif8lab_train::models::hf::load(dir).unwrap();
         for t in &m.weights.tensors {
             let want: Vec<u32> = ck
                 .get(&t.name)

@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{arg, tmp};
-use hif8lab_train::gguf::{self, GgufFile, file::MetaValue};
+use hif8lab_train::models::gguf::{self, GgufFile, file::MetaValue};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -302,7 +302,7 @@ fn the_gguf_tokenizer_cache_is_checked_not_trusted_and_never_required() {
     assert_eq!(cached.len(), 1, "{cached:?}");
     let good = std::fs::read(&cached[0]).unwrap();
     // A stale copy (another valid tokenizer) and a damaged one: written again, same result.
-    let stale = hif8lab_train::tokenizer::byte_tokenizer_json().to_string();
+    let stale = hif8lab_train::models::tokenizer::byte_tokenizer_json().to_string();
     for wrong in [stale.as_bytes(), b"{".as_slice()] {
         std::fs::write(&cached[0], wrong).unwrap();
         let again = eval(&cache);

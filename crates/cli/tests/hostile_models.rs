@@ -33,15 +33,18 @@ fn copy_of(name: &str, tag: &str) -> PathBuf {
 /// Rewrites the folder's single f32 model.safetensors with `edit` applied to one tensor.
 fn edit_weight(dir: &Path, name: &str, edit: impl Fn(&mut Vec<f32>)) {
     let path = dir.join("model.safetensors");
-    let ck = hif8lab_train::checkpoint::Checkpoint::load(&path).unwrap();
+    let ck = hif8lab_train::models::checkpoint::Checkpoint::load(&path).unwrap();
     let mut tensors = ck.tensors.clone();
     edit(&mut tensors.iter_mut().find(|t| t.name == name).unwrap().data);
     let weights: Vec<(String, Vec<usize>, Vec<f32>)> = tensors
         .into_iter()
         .map(|t| (t.name, t.shape, t.data))
         .collect();
-    let bytes = hif8lab_train::hf::model_safetensors(&weights, hif8lab_train::hf::ExportDtype::F32)
-        .unwrap();
+    let bytes = hif8lab_train::models::hf::model_safetensors(
+        &weights,
+        hif8lab_train::models::hf::ExportDtype::F32,
+    )
+    .unwrap();
     std::fs::write(&path, bytes).unwrap();
 }
 

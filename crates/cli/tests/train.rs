@@ -242,7 +242,7 @@ fn resume_continues_the_run_folder_and_ctrl_c_checkpoints() {
         .unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
-    assert!(hif8lab_train::checkpoint::latest(&dir2).is_some());
+    assert!(hif8lab_train::models::checkpoint::latest(&dir2).is_some());
     let summary = std::fs::read_to_string(dir2.join("summary.json")).unwrap();
     assert!(summary.contains("\"interrupted\""), "{summary}");
 }

@@ -27,11 +27,6 @@ pub enum BackendChoice {
 impl BackendChoice {
     /// The GPU's default adapter.
     pub const GPU: BackendChoice = BackendChoice::Gpu { adapter: None };
-
-    /// Whether this asks for a GPU (`gpu` or `gpu:NAME`).
-    pub fn is_gpu(&self) -> bool {
-        matches!(self, BackendChoice::Gpu { .. })
-    }
 }
 
 impl fmt::Display for BackendChoice {

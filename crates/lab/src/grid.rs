@@ -19,9 +19,9 @@ use hif8lab_train::trainer::ProbeScores;
 #[cfg(not(target_arch = "wasm32"))]
 use {
     hif8lab_engine::Backend,
-    hif8lab_train::checkpoint::{self, Checkpoint},
     hif8lab_train::driver::{Event, Schedule, Sink},
     hif8lab_train::folder::RunFolder,
+    hif8lab_train::models::checkpoint::{self, Checkpoint},
     hif8lab_train::run::{RunStatus, write_atomic},
     hif8lab_train::trainer::TrainError,
     std::path::{Path, PathBuf},

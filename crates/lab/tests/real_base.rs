@@ -14,7 +14,7 @@ use std::path::Path;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_lab::grid::{self, GridConfig};
 use hif8lab_train::config::RunConfig;
-use hif8lab_train::hf::{ExportDtype, ExportParts, write_folder};
+use hif8lab_train::models::hf::{ExportDtype, ExportParts, write_folder};
 use hif8lab_train::{TrainError, Trainer};
 
 const OUTLIER_BLOCK: usize = 3;

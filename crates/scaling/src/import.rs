@@ -16,7 +16,7 @@ use std::path::Path;
 
 use std::io::{BufReader, Cursor, Read};
 
-use crate::trace::{InputError, Trace, TraceRecord, lines_with_tail, stream_trace};
+use crate::trace::{InputError, TraceRecord, lines_with_tail, stream_trace};
 
 mod te_log;
 pub use te_log::parse_te_log;
@@ -148,20 +148,10 @@ impl SeriesBuilder {
     }
 }
 
-/// Series of a parsed JSONL trace, one per (block, module, role); impossible amax values
-/// are counted and explained in `warnings`.
-pub fn series_from_trace(trace: &Trace, warnings: &mut Vec<String>) -> Vec<AmaxSeries> {
-    let mut b = SeriesBuilder::default();
-    for r in &trace.records {
-        b.push_record(r);
-    }
-    b.finish(warnings)
-}
-
 /// Reads any supported file, choosing the reader from its content: a first non-blank line
 /// starting with `{` is a JSONL trace, a first line naming the CSV columns is CSV, anything
 /// else is read as a Transformer Engine log. The file is streamed: memory holds the series,
-/// not the file (a 90 MB CSV took 700 MB when it was read whole).
+/// not the file.
 pub fn import_file(path: &Path) -> Result<Imported, InputError> {
     let file = std::fs::File::open(path).map_err(|error| InputError::Io {
         path: path.to_owned(),

@@ -286,12 +286,15 @@ pub struct DataConfig {
     pub tokenizer: String,
 }
 
+/// The `data.tokenizer` value of the byte tokenizer (UTF-8 bytes, vocabulary 256).
+pub const BYTE_TOKENIZER: &str = "bytes";
+
 fn default_tokenizer() -> String {
-    crate::tokenizer::BYTES.into()
+    BYTE_TOKENIZER.into()
 }
 
 fn is_byte_tokenizer(s: &str) -> bool {
-    s == crate::tokenizer::BYTES
+    s == BYTE_TOKENIZER
 }
 
 fn default_corpus() -> String {

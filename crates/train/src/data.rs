@@ -70,7 +70,7 @@ pub enum DataError {
     },
     /// The tokenizer cannot be read or cannot encode the text.
     #[error(transparent)]
-    Tokenizer(#[from] crate::tokenizer::TokenizerError),
+    Tokenizer(#[from] crate::models::tokenizer::TokenizerError),
     /// The tokenizer gives an id outside the model's vocabulary.
     #[error(
         "data.tokenizer '{tokenizer}' gives token id {token}, outside model.vocab {vocab} (a \
@@ -221,7 +221,7 @@ impl Sampler {
 /// A run's training data: its tokenizer and the seeded sampler over the tokenized text.
 pub struct RunData {
     /// The tokenizer of `data.tokenizer`.
-    pub tokenizer: crate::tokenizer::Tokenizer,
+    pub tokenizer: crate::models::tokenizer::Tokenizer,
     /// Windows of the tokenized training text, in the run's seeded order.
     pub sampler: Sampler,
 }
@@ -234,7 +234,7 @@ impl RunData {
             &config.data,
             config.data.corpus_seed.unwrap_or(config.train.seed),
         )?;
-        let tokenizer = crate::tokenizer::Tokenizer::for_setting(&config.data.tokenizer)?;
+        let tokenizer = crate::models::tokenizer::Tokenizer::for_setting(&config.data.tokenizer)?;
         let ids = tokenizer.encode(&text)?;
         if let Some(max) = ids
             .iter()

@@ -18,8 +18,8 @@ use web_time::Instant;
 
 use hif8lab_engine::Backend;
 
-use crate::checkpoint::Checkpoint;
 use crate::corpus::ProbeSet;
+use crate::models::checkpoint::Checkpoint;
 use crate::trainer::{PendingEval, PendingWeights, ProbeScores, StepReport, TrainError, Trainer};
 
 /// When the driver scores probes, checkpoints and reads weights back.
@@ -81,9 +81,9 @@ pub trait Sink {
     fn checkpoint(
         &mut self,
         step: u64,
-        source: &dyn crate::checkpoint::CheckpointSource,
+        source: &dyn crate::models::checkpoint::CheckpointSource,
     ) -> Result<(), TrainError> {
-        let checkpoint = crate::checkpoint::materialize(source)
+        let checkpoint = crate::models::checkpoint::materialize(source)
             .map_err(|e| TrainError::Checkpoint(e.to_string()))?;
         self.event(Event::Checkpoint {
             step,
@@ -117,7 +117,7 @@ impl<S: Sink, F: FnMut(&Event, &mut S) -> Result<(), TrainError>> Sink for Tap<'
     fn checkpoint(
         &mut self,
         step: u64,
-        source: &dyn crate::checkpoint::CheckpointSource,
+        source: &dyn crate::models::checkpoint::CheckpointSource,
     ) -> Result<(), TrainError> {
         self.inner.checkpoint(step, source)
     }
@@ -209,11 +209,6 @@ impl<B: Backend> Driver<B> {
     /// The trainer, to change what it measures (histogram choice).
     pub fn trainer_mut(&mut self) -> &mut Trainer<B> {
         &mut self.trainer
-    }
-
-    /// Gives the trainer back.
-    pub fn into_trainer(self) -> Trainer<B> {
-        self.trainer
     }
 
     /// Host time spent enqueuing steps (recording and submitting them), so far.

@@ -226,7 +226,7 @@ impl Sink for RunFolder {
     fn checkpoint(
         &mut self,
         step: u64,
-        source: &dyn crate::checkpoint::CheckpointSource,
+        source: &dyn crate::models::checkpoint::CheckpointSource,
     ) -> Result<(), TrainError> {
         let dir = self.dir().to_owned();
         self.writer.flush().map_err(io(&dir, "flushing"))?;
@@ -236,7 +236,7 @@ impl Sink for RunFolder {
         // Only the newest `train.keep_checkpoints` stay (a removal that fails is
         // harmless: the file is a valid older checkpoint).
         let keep = self.config.train.keep_checkpoints.max(1);
-        for (_, old) in crate::checkpoint::list(&dir).into_iter().skip(keep) {
+        for (_, old) in crate::models::checkpoint::list(&dir).into_iter().skip(keep) {
             let _ = std::fs::remove_file(old);
         }
         // A checkpoint also records how far this segment got, so a killed segment

@@ -29,15 +29,12 @@
 //! The experiments built on the trainer (grid, lessons, claims and their statistics) live in
 //! `hif8lab-lab`, the UI in `hif8lab-app`, the command line in `hif8lab-cli`; none is here.
 
-pub mod checkpoint;
 pub mod config;
 pub mod corpus;
 pub mod data;
 pub mod driver;
 pub mod eval;
 pub mod folder;
-pub mod gguf;
-pub mod hf;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod infer;
 pub mod io;
@@ -45,12 +42,11 @@ pub mod kb;
 pub mod lock;
 pub mod memory;
 pub mod model;
+pub mod models;
 pub mod open;
 pub mod resample;
 pub mod rng;
 pub mod run;
-pub mod source;
-pub mod tokenizer;
 pub mod trainer;
 
 pub use config::RunConfig;

@@ -8,9 +8,9 @@ use std::path::Path;
 use hif8lab_engine::Backend;
 
 use crate::RunConfig;
-use crate::checkpoint::Checkpoint;
 use crate::driver::{Driver, Schedule};
 use crate::folder::RunFolder;
+use crate::models::checkpoint::Checkpoint;
 use crate::run::Segment;
 use crate::trainer::{TrainError, Trainer};
 

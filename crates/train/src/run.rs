@@ -298,7 +298,7 @@ impl RunWriter {
                 ),
             ));
         }
-        if let Some((_, old)) = crate::checkpoint::list(dir).first() {
+        if let Some((_, old)) = crate::models::checkpoint::list(dir).first() {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
                 format!(
@@ -403,13 +403,13 @@ impl RunWriter {
     /// its path.
     pub fn save_checkpoint_in(
         dir: &Path,
-        ck: &dyn crate::checkpoint::CheckpointSource,
+        ck: &dyn crate::models::checkpoint::CheckpointSource,
         step: u64,
     ) -> io::Result<PathBuf> {
         let path = dir
             .join("checkpoints")
             .join(format!("step_{step}.safetensors"));
-        crate::checkpoint::save_source(&path, ck)?;
+        crate::models::checkpoint::save_source(&path, ck)?;
         Ok(path)
     }
 

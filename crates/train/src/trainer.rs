@@ -9,11 +9,11 @@ use hif8lab_engine::{AdamHyper, Backend, BankConfig, BankSnapshot, EngineError, 
 use hif8lab_scaling::trace::TraceRecord;
 use hif8lab_scaling::{CallRecord, QuantizerId};
 
-use crate::checkpoint::Checkpoint;
 use crate::config::RunConfig;
 use crate::data::{RunData, Sampler};
 use crate::model::{self, Ctx, Params, QuantPlan, Workspace};
-use crate::tokenizer::Tokenizer;
+use crate::models::checkpoint::Checkpoint;
+use crate::models::tokenizer::Tokenizer;
 
 mod probes;
 mod state;
@@ -21,9 +21,6 @@ mod state;
 pub use crate::eval::{PROBE_SCORES, ProbeIntervals, ProbeMarks, ProbeScore, ProbeScores};
 pub use probes::{PendingEval, PendingWeights};
 pub use state::bank_snapshot;
-
-/// One quantizer call as read back (the scaling crate's call record).
-pub type CallReport = CallRecord;
 
 /// What one optimizer step measured.
 #[derive(Clone, Debug, PartialEq)]
@@ -107,7 +104,7 @@ pub enum TrainError {
     Checkpoint(String),
     /// A checkpoint lacks a tensor this run needs, or holds it in another shape.
     #[error("checkpoint: {0}")]
-    Tensor(#[from] crate::checkpoint::TensorError),
+    Tensor(#[from] crate::models::checkpoint::TensorError),
     /// The run cannot fit in the backend's memory (checked before allocating).
     #[error("{0}")]
     DoesNotFit(String),
@@ -146,7 +143,7 @@ pub enum InferError {
     MissingActivations,
     /// A probe's text could not be tokenized.
     #[error("tokenizing the probes: {0}")]
-    Tokenize(#[from] crate::tokenizer::TokenizerError),
+    Tokenize(#[from] crate::models::tokenizer::TokenizerError),
 }
 
 impl TrainError {
@@ -599,18 +596,6 @@ impl<B: Backend> Trainer<B> {
             .iter()
             .map(|c| c.to_trace(&self.estimator_names, self.active))
             .collect()
-    }
-
-    /// Current parameter values in `param_specs` order (blocks on readback).
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn read_params(&self) -> Result<Vec<Vec<f32>>, TrainError> {
-        let reads: Vec<_> = self
-            .params
-            .list()
-            .into_iter()
-            .map(|t| self.backend.read(t))
-            .collect();
-        reads.into_iter().map(|r| take_value(r, true)).collect()
     }
 }
 

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use common::gpu;
 use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
-use hif8lab_train::gguf::{self, GgufFile, dequant};
-use hif8lab_train::hf::{self, ExportDtype};
 use hif8lab_train::infer::Model;
-use hif8lab_train::tokenizer::Tokenizer;
+use hif8lab_train::models::gguf::{self, GgufFile, dequant};
+use hif8lab_train::models::hf::{self, ExportDtype};
+use hif8lab_train::models::tokenizer::Tokenizer;
 use serde_json::Value;
 
 const MODELS: [&str; 2] = ["tiny-llama", "tiny-llama-bos"];
@@ -161,7 +161,8 @@ fn the_tokenizer_encodes_as_transformers_gguf_conversion() {
 
 fn logits_error<B: Backend>(b: B, name: &str) -> f64 {
     let r = reference(name);
-    let m = hif8lab_train::source::load_any(&fixtures().join(format!("{name}.gguf"))).unwrap();
+    let m =
+        hif8lab_train::models::source::load_any(&fixtures().join(format!("{name}.gguf"))).unwrap();
     let ids: Vec<u32> = serde_json::from_value(r["input_ids"].clone()).unwrap();
     let want: Vec<f64> = serde_json::from_value(r["logits"].clone()).unwrap();
     let mut model = Model::new(b, m.config.model.clone(), &m.weights, 1).unwrap();
@@ -216,7 +217,7 @@ fn an_imported_folder_reads_back_the_same_model() {
 fn cached_generation_equals_recomputing_every_window() {
     // Greedy tokens from the key/value cache equal the argmax of a full forward pass over
     // the whole sequence at each step (CPU and GPU).
-    let m = hif8lab_train::source::load_any(&fixtures().join("tiny-llama.gguf")).unwrap();
+    let m = hif8lab_train::models::source::load_any(&fixtures().join("tiny-llama.gguf")).unwrap();
     let mut cfg = m.config.model.clone();
     cfg.context = 24;
     let prompt = [87u32, 260, 272, 274, 275];

@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 
 use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
-use hif8lab_train::hf::{self, ExportDtype};
 use hif8lab_train::infer::Model;
-use hif8lab_train::tokenizer::{self, Tokenizer};
+use hif8lab_train::models::hf::{self, ExportDtype};
+use hif8lab_train::models::tokenizer::{self, Tokenizer};
 use serde_json::Value;
 
 const MODELS: [&str; 4] = [
@@ -307,14 +307,15 @@ fn bad_folders_are_refused_naming_file_and_field() {
     refused(&d, "safetensors", &["'model.norm.weight'", "I32"]);
     // A bias the model cannot hold.
     let d = broken(tied, "extra", |d| {
-        let ck = hif8lab_train::checkpoint::Checkpoint::load(&d.join("model.safetensors")).unwrap();
+        let ck = hif8lab_train::models::checkpoint::Checkpoint::load(&d.join("model.safetensors"))
+            .unwrap();
         let mut tensors = ck.tensors.clone();
-        tensors.push(hif8lab_train::checkpoint::NamedTensor {
+        tensors.push(hif8lab_train::models::checkpoint::NamedTensor {
             name: "model.layers.0.self_attn.q_proj.bias".into(),
             shape: vec![64],
             data: vec![0.0; 64],
         });
-        let ck = hif8lab_train::checkpoint::Checkpoint {
+        let ck = hif8lab_train::models::checkpoint::Checkpoint {
             tensors,
             metadata: Default::default(),
         };
@@ -373,7 +374,8 @@ fn mistral_and_llama3_rope_configs_read_as_transformers_reads_them() {
 #[test]
 fn ambiguous_folders_are_read_as_transformers_reads_them() {
     let d = broken(MODELS[0], "tiedhead", |d| {
-        let ck = hif8lab_train::checkpoint::Checkpoint::load(&d.join("model.safetensors")).unwrap();
+        let ck = hif8lab_train::models::checkpoint::Checkpoint::load(&d.join("model.safetensors"))
+            .unwrap();
         let embed = ck.get("model.embed_tokens.weight").unwrap();
         let head: Vec<f32> = embed.data.iter().map(|v| -v).collect();
         let mut views = Vec::new();

@@ -6,8 +6,8 @@
 use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
-use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::config::{PRESETS, RunConfig};
+use hif8lab_train::models::checkpoint::Checkpoint;
 use hif8lab_train::{TrainError, Trainer};
 
 fn tiny(extra: &[&str]) -> RunConfig {
@@ -47,8 +47,11 @@ fn resume_is_bit_identical<B: Backend>(make: impl Fn() -> B) {
     // Streamed tensor by tensor from the trainer, as a run folder writes it: the bytes of
     // the whole state read back at once.
     let mut streamed = Vec::new();
-    hif8lab_train::checkpoint::write_source(&first.checkpoint_source().unwrap(), &mut streamed)
-        .unwrap();
+    hif8lab_train::models::checkpoint::write_source(
+        &first.checkpoint_source().unwrap(),
+        &mut streamed,
+    )
+    .unwrap();
     assert!(streamed == first.checkpoint().unwrap().to_bytes());
     // Through bytes, as on disk.
     let ck = Checkpoint::from_bytes("mem", &streamed).unwrap();

@@ -8,8 +8,9 @@ use crate::hf_model::*;
 use crate::open_grid::*;
 use crate::shipped::*;
 use crate::*;
-use hif8lab_train::checkpoint::Checkpoint;
-use hif8lab_train::{RunConfig, hf};
+use hif8lab_train::RunConfig;
+use hif8lab_train::models::checkpoint::Checkpoint;
+use hif8lab_train::models::hf;
 #[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 use std::sync::Arc;
@@ -18,7 +19,7 @@ impl HifApp {
     /// Opens a Hugging Face folder or a GGUF file (natively).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open_hf_dir(&mut self, dir: &std::path::Path) {
-        let result = hif8lab_train::source::ModelSource::open(dir)
+        let result = hif8lab_train::models::source::ModelSource::open(dir)
             .map_err(|e| e.to_string())
             .map(|s| HfStart {
                 name: dir
@@ -66,13 +67,13 @@ impl HifApp {
             .map_err(|e| e.to_string())?;
             let tokenizer = match files.iter().find(|(n, _)| base(n) == "tokenizer.json") {
                 Some((name, bytes)) => {
-                    match hif8lab_train::tokenizer::Tokenizer::from_json(
+                    match hif8lab_train::models::tokenizer::Tokenizer::from_json(
                         name,
                         &String::from_utf8_lossy(bytes),
                     )
                     .map_err(|e| e.to_string())?
                     {
-                        hif8lab_train::tokenizer::Tokenizer::Bytes => "bytes".to_owned(),
+                        hif8lab_train::models::tokenizer::Tokenizer::Bytes => "bytes".to_owned(),
                         #[allow(unreachable_patterns)]
                         _ => {
                             return Err(format!(
@@ -107,19 +108,19 @@ impl HifApp {
                 .iter()
                 .map(|f| f.path().to_path_buf())
                 // A GGUF file is a model, opened like a Hugging Face folder.
-                .filter(|p| p.is_dir() || hif8lab_train::gguf::is_gguf(p))
+                .filter(|p| p.is_dir() || hif8lab_train::models::gguf::is_gguf(p))
                 .collect();
             let files = i
                 .raw
                 .dropped_files
                 .iter()
-                .filter(|f| !hif8lab_train::gguf::is_gguf(f.path()))
+                .filter(|f| !hif8lab_train::models::gguf::is_gguf(f.path()))
                 .filter_map(|f| Some((f.path().display().to_string(), f.bytes().ok()?)))
                 .collect();
             (dirs, files)
         });
         for dir in dirs {
-            if hif8lab_train::source::is_model_path(&dir) {
+            if hif8lab_train::models::source::is_model_path(&dir) {
                 self.open_hf_dir(&dir);
             } else {
                 self.form.open_path = dir.display().to_string();

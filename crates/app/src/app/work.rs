@@ -309,9 +309,7 @@ impl HifApp {
     /// pretraining or a scenario gets 12 ms beside them, 14 ms alone — what a 60 Hz frame
     /// can spare and still draw. Where drawing a frame takes longer than that (a software
     /// renderer, a slow machine), the jobs get as long as the last frame took to draw, up to
-    /// 250 ms, so training keeps about half of the time instead of a sliver of it (with
-    /// 250 ms frames, 12 ms of training was 5 % of the time; the CPU fallback's speed did
-    /// not show in a live run).
+    /// 250 ms, so training keeps about half of the time instead of a sliver of it.
     fn budget(&self, kind: JobKind) -> std::time::Duration {
         let live = [JobKind::Run, JobKind::Baseline]
             .iter()

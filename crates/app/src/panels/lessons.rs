@@ -13,7 +13,7 @@ pub struct LessonsView {
     /// The lesson shown.
     pub lesson: &'static hif8lab_lab::lesson::Lesson,
     /// The pretrained base model of the lessons (continued training starts from it).
-    pub base: Option<Arc<hif8lab_train::checkpoint::Checkpoint>>,
+    pub base: Option<Arc<hif8lab_train::models::checkpoint::Checkpoint>>,
     /// The base model's probe scores.
     pub base_probes: Option<hif8lab_train::ProbeScores>,
     /// Where [`LessonsView::base`] came from: `"shipped"`, `"pretrained"` here, or `""`

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use hif8lab_scaling::stats::Log2Histogram;
 use hif8lab_scaling::{CallRecord, Module, QuantizerId, Role};
-use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::corpus::{McItem, ProbeSet};
+use hif8lab_train::models::checkpoint::Checkpoint;
 use hif8lab_train::{ProbeScores, RunConfig, StepReport};
 
 use super::{Msg, RunExtras};
@@ -549,7 +549,7 @@ mod tests {
         let config =
             RunConfig::parse("smoke", RunConfig::preset_text("smoke").unwrap(), &[]).unwrap();
         let base = Checkpoint {
-            tensors: vec![hif8lab_train::checkpoint::NamedTensor {
+            tensors: vec![hif8lab_train::models::checkpoint::NamedTensor {
                 name: "w".into(),
                 shape: vec![2],
                 data: vec![1.0, -2.5],

@@ -6,9 +6,9 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use hif8lab_engine::{Backend, BackendChoice, with_backend};
-use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::config::ModelConfig;
 use hif8lab_train::infer::Model;
+use hif8lab_train::models::checkpoint::Checkpoint;
 
 use crate::commands::model_cmds::{check_memory, on_backend, open_source, window};
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use hif8lab_train::hf::{self, ExportDtype};
+use hif8lab_train::models::hf::{self, ExportDtype};
 
 use crate::output::Outcome;
 
@@ -41,7 +41,7 @@ pub fn run(cmd: ImportCommand) -> Result<Outcome> {
         ImportCommand::Gguf(args) => args,
         ImportCommand::Log(args) => return crate::commands::evals_cmd::run_import_log(args),
     };
-    let c = hif8lab_train::gguf::read(&args.file)?;
+    let c = hif8lab_train::models::gguf::read(&args.file)?;
     let weights = c.weight_list();
     let in_file = |message: String| hf::HfError {
         file: args.file.display().to_string(),
@@ -57,7 +57,7 @@ pub fn run(cmd: ImportCommand) -> Result<Outcome> {
     }
     let tokenizer_json = serde_json::to_string(&c.tokenizer_json)?;
     // The tokenizer as the folder's readers will build it, before anything is written.
-    hif8lab_train::tokenizer::Tokenizer::from_json("tokenizer.json", &tokenizer_json)
+    hif8lab_train::models::tokenizer::Tokenizer::from_json("tokenizer.json", &tokenizer_json)
         .map_err(|e| in_file(format!("the converted tokenizer does not load: {e}")))?;
     let parts = c.export_parts(args.dtype, &tokenizer_json);
     let existed = args.out.is_dir();

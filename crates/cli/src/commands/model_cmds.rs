@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use hif8lab_engine::{AnyBackend, Backend, BackendChoice, with_backend};
-use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::config::ModelConfig;
-use hif8lab_train::hf::{self, ExportDtype, ExportParts};
 use hif8lab_train::infer::Model;
+use hif8lab_train::models::checkpoint::Checkpoint;
+use hif8lab_train::models::hf::{self, ExportDtype, ExportParts};
+use hif8lab_train::models::tokenizer::Tokenizer;
 use hif8lab_train::run::RunDir;
-use hif8lab_train::tokenizer::Tokenizer;
 use hif8lab_train::{RunConfig, model};
 
 use crate::output::Outcome;
@@ -68,7 +68,7 @@ pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
                     .join("checkpoints")
                     .join(format!("step_{n}.safetensors"));
                 if !p.is_file() {
-                    let have: Vec<String> = hif8lab_train::checkpoint::list(path)
+                    let have: Vec<String> = hif8lab_train::models::checkpoint::list(path)
                         .iter()
                         .map(|(s, _)| s.to_string())
                         .collect();
@@ -85,8 +85,10 @@ pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
                 p
             }
             None => {
-                let (found, skipped) =
-                    hif8lab_train::checkpoint::newest_valid(path, &run.continuation_fingerprint());
+                let (found, skipped) = hif8lab_train::models::checkpoint::newest_valid(
+                    path,
+                    &run.continuation_fingerprint(),
+                );
                 for s in skipped {
                     eprintln!("skipping {s}");
                 }
@@ -101,8 +103,8 @@ pub fn open_source(path: &Path, step: Option<u64>) -> Result<Source> {
         let weights = Checkpoint::load(&ck_path)?;
         return from_run(path, path, run, weights);
     }
-    if hif8lab_train::source::is_model_path(path) {
-        let s = hif8lab_train::source::ModelSource::open(path)?;
+    if hif8lab_train::models::source::is_model_path(path) {
+        let s = hif8lab_train::models::source::ModelSource::open(path)?;
         for n in &s.model.notes {
             eprintln!("note: {n}");
         }
@@ -154,7 +156,7 @@ fn from_run(path: &Path, dir: &Path, run: RunConfig, weights: Checkpoint) -> Res
     let kept = dir.join("hf").join("tokenizer.json");
     let tokenizer_file = if kept.is_file() {
         Some(kept)
-    } else if run.data.tokenizer != hif8lab_train::tokenizer::BYTES {
+    } else if run.data.tokenizer != hif8lab_train::config::BYTE_TOKENIZER {
         Some(PathBuf::from(&run.data.tokenizer))
     } else {
         None

@@ -139,7 +139,7 @@ pub fn run_probe(args: ProbeArgs) -> Result<crate::output::Outcome> {
 fn score<B: Backend>(
     backend: B,
     m: hif8lab_train::config::ModelConfig,
-    weights: &hif8lab_train::checkpoint::Checkpoint,
+    weights: &hif8lab_train::models::checkpoint::Checkpoint,
     seqs: &[(Vec<u32>, usize)],
     quiet: bool,
 ) -> Result<Vec<Vec<f32>>> {

@@ -15,10 +15,10 @@ use clap::Args;
 use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_engine::{AnyBackend, Backend, BackendChoice, with_backend};
 use hif8lab_train::RunConfig;
-use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::driver::{Driver, Event, Progress, Schedule, Tap};
 use hif8lab_train::folder::RunFolder;
 use hif8lab_train::memory::MemoryEstimate;
+use hif8lab_train::models::checkpoint::Checkpoint;
 use hif8lab_train::open::{OpenRun, Start as Opening, open_run};
 use hif8lab_train::run::{self, RunDir, RunStatus, Segment};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -184,7 +184,7 @@ struct Init {
 }
 
 fn init_source(dir: &Path, name: &str, text: &str) -> Result<Init> {
-    let source = hif8lab_train::source::ModelSource::open(dir)?;
+    let source = hif8lab_train::models::source::ModelSource::open(dir)?;
     for n in &source.model.notes {
         eprintln!("note: {n}");
     }

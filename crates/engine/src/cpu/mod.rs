@@ -316,11 +316,10 @@ impl Device for CpuBackend {
 
 /// Sets the process's allocator up for a training run's tensors (natively with glibc; a no-op
 /// elsewhere): requests up to 64 MiB come from the heap, which grows 64 MiB beyond each
-/// request. With glibc's defaults every 4–32 MiB temporary was mapped and unmapped afresh
-/// (page faults, and a TLB shootdown to the other core at each unmap) until its dynamic
-/// threshold had caught up, well into the first step: SmolLM2-135M's first training step
-/// took 4.1 s, 1.7–1.9 s with these settings (later steps ~1.0 s either way; peak resident
-/// memory +50 MB). Call it once at startup, before the first allocations that matter.
+/// request. With glibc's defaults every 4–32 MiB temporary is mapped and unmapped afresh
+/// (page faults, and a TLB shootdown to the other cores at each unmap) until its dynamic
+/// threshold has caught up, well into the first step (figures in docs/cpu-performance.md).
+/// Call it once at startup, before the first allocations that matter.
 pub fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes glibc's malloc parameters (both values are in range);

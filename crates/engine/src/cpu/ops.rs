@@ -373,10 +373,8 @@ pub(crate) fn adamw(
     };
     let n = param.len();
     let bc = h.bias_corrections();
-    // Seven streams (four read, three written back) outran the hardware's prefetch: with a
-    // hint on each (512 elements ahead), the step's AdamW went from 95–100 ms to 83–87 at
-    // SmolLM2-135M's shape (a plain loop over the same bytes: 80–86), 5.5–6.2 → 4.5–4.7 at
-    // the `small` preset's and 0.25–0.28 → 0.22–0.23 at `smoke`'s.
+    // Seven streams (four read, three written back) outrun the hardware's prefetch: each
+    // gets a hint 512 elements ahead (figures in docs/cpu-performance.md).
     super::par::pieces3_mut(param, &mut m[..n], &mut v[..n], |at, param, m, v| {
         let grad = &grad[at..at + param.len()];
         let block = super::par::STREAM_BLOCK;

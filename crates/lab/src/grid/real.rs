@@ -12,14 +12,14 @@ use std::path::{Path, PathBuf};
 use hif8lab_engine::Backend;
 
 use super::{BaseModel, GRID_CORPUS_SEED, GridConfig};
-use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::config::ModelConfig;
 use hif8lab_train::corpus::{
     COMPLETION_ITEMS, GENERAL_KNOWLEDGE, KnowledgeBase, ProbeSet, items_from_tsv, web_corpus,
 };
 use hif8lab_train::infer::{Model, SCORE_BATCH, score_probe_set};
 use hif8lab_train::io::write_atomic;
-use hif8lab_train::tokenizer::Tokenizer;
+use hif8lab_train::models::checkpoint::Checkpoint;
+use hif8lab_train::models::tokenizer::Tokenizer;
 use hif8lab_train::trainer::{ProbeScores, TrainError};
 
 /// Model names `base.model` accepts, with the file `scripts/get-model.sh NAME` puts in the
@@ -33,7 +33,9 @@ pub const HELDOUT_BYTES: usize = 48 * 1024;
 /// The path `base.model` names: a known model's cached file, or the path itself.
 pub fn resolve(base: &BaseModel) -> Result<PathBuf, TrainError> {
     if let Some((name, file)) = KNOWN_MODELS.iter().find(|(n, _)| *n == base.model) {
-        let path = hif8lab_train::source::cache_dir().join("models").join(file);
+        let path = hif8lab_train::models::source::cache_dir()
+            .join("models")
+            .join(file);
         if !path.is_file() {
             return Err(TrainError::Setting {
                 setting: format!("base.model = \"{name}\""),
@@ -133,11 +135,12 @@ pub fn load(grid: &GridConfig) -> Result<RealBase, TrainError> {
         message: "the grid has no [base] model".into(),
     })?;
     let source = resolve(base)?;
-    let opened =
-        hif8lab_train::source::ModelSource::open(&source).map_err(|e| TrainError::Setting {
+    let opened = hif8lab_train::models::source::ModelSource::open(&source).map_err(|e| {
+        TrainError::Setting {
             setting: "base.model".into(),
             message: e.to_string(),
-        })?;
+        }
+    })?;
     let model = &opened.model;
     let differences = shape_differences(&grid.model, &model.config.model);
     if !differences.is_empty() {

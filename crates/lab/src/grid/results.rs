@@ -42,11 +42,6 @@ pub struct ResultRow {
 }
 
 impl ResultRow {
-    /// Relative drop of knowledge acc_norm (%).
-    pub fn knowledge_drop(&self) -> f64 {
-        self.knowledge.value
-    }
-
     /// A probe score ([`PROBE_SCORES`]).
     pub fn score(&self, score: ProbeScore) -> Option<&Estimate> {
         self.scores

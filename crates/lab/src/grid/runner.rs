@@ -148,12 +148,12 @@ impl<S: hif8lab_train::driver::Sink> hif8lab_train::driver::Sink for EarlierDose
     fn checkpoint(
         &mut self,
         step: u64,
-        source: &dyn hif8lab_train::checkpoint::CheckpointSource,
+        source: &dyn hif8lab_train::models::checkpoint::CheckpointSource,
     ) -> Result<(), TrainError> {
         if step >= self.steps {
             return self.inner.checkpoint(step, source);
         }
-        let state = hif8lab_train::checkpoint::materialize(source)
+        let state = hif8lab_train::models::checkpoint::materialize(source)
             .map_err(|e| TrainError::Checkpoint(e.to_string()))?;
         let p = (self.score)(&state, step)?;
         self.inner.event(Event::Probes(Box::new(p)))

@@ -12,8 +12,8 @@
 use std::sync::Arc;
 
 use crate::grid::GridConfig;
-use hif8lab_train::checkpoint::Checkpoint;
 use hif8lab_train::config::RunConfig;
+use hif8lab_train::models::checkpoint::Checkpoint;
 use hif8lab_train::trainer::ProbeScores;
 
 /// Where the shipped base lives in the source tree.

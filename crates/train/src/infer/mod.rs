@@ -15,9 +15,9 @@ use std::collections::HashMap;
 
 use hif8lab_engine::{Backend, BankConfig, BankSnapshot};
 
-use crate::checkpoint::Checkpoint;
 use crate::config::{ModelConfig, QatConfig};
 use crate::model::{self, Params, QuantPlan};
+use crate::models::checkpoint::Checkpoint;
 use crate::rng::Rng;
 pub use crate::trainer::InferError;
 use crate::trainer::TrainError;

@@ -7,7 +7,7 @@ use hif8lab_engine::Backend;
 
 use super::Model;
 use crate::corpus::{McItem, ProbeSet, score_probes};
-use crate::tokenizer::Tokenizer;
+use crate::models::tokenizer::Tokenizer;
 use crate::trainer::{ProbeScores, TrainError};
 
 /// Sequences of one length scored in one forward pass, at most.
@@ -26,7 +26,7 @@ pub fn choice_sequence(
     choice: &str,
     special: bool,
     max: usize,
-) -> Result<(Vec<u32>, usize), crate::tokenizer::TokenizerError> {
+) -> Result<(Vec<u32>, usize), crate::models::tokenizer::TokenizerError> {
     let ctx = tokenizer.encode_with(context, special)?;
     let whole = tokenizer.encode_with(&format!("{context}{choice}"), special)?;
     let cont = match whole.strip_prefix(ctx.as_slice()) {
@@ -75,7 +75,8 @@ pub fn score_probe_set<B: Backend>(
     step: u64,
 ) -> Result<ProbeScores, TrainError> {
     let ctx = model.config().context;
-    let data = |e: crate::tokenizer::TokenizerError| TrainError::from(super::InferError::from(e));
+    let data =
+        |e: crate::models::tokenizer::TokenizerError| TrainError::from(super::InferError::from(e));
     let mc = |items: &[McItem]| -> Result<Vec<(Vec<u32>, usize)>, TrainError> {
         let mut seqs = Vec::new();
         for it in items {

@@ -147,7 +147,7 @@ impl PendingWeights {
     pub fn finish(self, block: bool) -> Result<Checkpoint, TrainError> {
         let mut tensors = Vec::new();
         for ((name, shape), r) in self.specs.into_iter().zip(self.reads) {
-            tensors.push(crate::checkpoint::NamedTensor {
+            tensors.push(crate::models::checkpoint::NamedTensor {
                 name,
                 shape,
                 data: take_value(r, block)?,

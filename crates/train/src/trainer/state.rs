@@ -8,11 +8,11 @@ impl<B: Backend> Trainer<B> {
     /// The full training state after the last enqueued step (blocks on readback).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn checkpoint(&self) -> Result<Checkpoint, TrainError> {
-        crate::checkpoint::materialize(&self.checkpoint_source()?)
+        crate::models::checkpoint::materialize(&self.checkpoint_source()?)
             .map_err(|e| TrainError::Checkpoint(e.to_string()))
     }
 
-    /// The full training state as a [`crate::checkpoint::CheckpointSource`]: weights and
+    /// The full training state as a [`crate::models::checkpoint::CheckpointSource`]: weights and
     /// AdamW moments read back one tensor at a time as they are written (the quantizer bank,
     /// small, read once here), so a checkpoint is written without a copy of the whole state.
     #[cfg(not(target_arch = "wasm32"))]
@@ -162,7 +162,7 @@ pub fn bank_snapshot(
     ck: &Checkpoint,
     quantizers: usize,
     active: usize,
-) -> Result<BankSnapshot, crate::checkpoint::TensorError> {
+) -> Result<BankSnapshot, crate::models::checkpoint::TensorError> {
     let mut snap = BankSnapshot {
         active,
         quantizers: Vec::new(),
@@ -172,7 +172,7 @@ pub fn bank_snapshot(
         let get = |what: &str| {
             ck.get(&format!("quantizers.{i}.{what}"))
                 .map(|t| t.data.clone())
-                .ok_or_else(|| crate::checkpoint::TensorError::Missing {
+                .ok_or_else(|| crate::models::checkpoint::TensorError::Missing {
                     name: format!("quantizers.{i}.{what}"),
                 })
         };
@@ -205,7 +205,7 @@ pub struct TrainerCheckpoint<'a, B: Backend> {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-impl<B: Backend> crate::checkpoint::CheckpointSource for TrainerCheckpoint<'_, B> {
+impl<B: Backend> crate::models::checkpoint::CheckpointSource for TrainerCheckpoint<'_, B> {
     fn layout(&self) -> Vec<(String, Vec<usize>)> {
         self.layout
             .iter()

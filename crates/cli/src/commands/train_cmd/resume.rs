@@ -9,11 +9,11 @@ pub(crate) fn resume_point(
     dir: &Path,
     recorded: &RunConfig,
 ) -> Result<(
-    Option<hif8lab_train::checkpoint::ValidCheckpoint>,
+    Option<hif8lab_train::models::checkpoint::ValidCheckpoint>,
     Vec<String>,
 )> {
     let (found, skipped) =
-        hif8lab_train::checkpoint::newest_valid(dir, &recorded.continuation_fingerprint());
+        hif8lab_train::models::checkpoint::newest_valid(dir, &recorded.continuation_fingerprint());
     for s in &skipped {
         eprintln!("--resume: skipping {s}");
     }

@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use super::dequant::dequantize;
 use super::file::{GgufError, GgufFile, MetaValue, TensorInfo, meta_text};
 use super::tokenizer::tokenizer_text;
-use crate::checkpoint::{Checkpoint, NamedTensor};
 use crate::config::ModelConfig;
+use crate::models::checkpoint::{Checkpoint, NamedTensor};
 
 /// The parts of a Hugging Face folder read out of a GGUF file.
 #[derive(Clone, Debug)]
@@ -51,10 +51,10 @@ impl Converted {
     /// the `tokenizer.json` text).
     pub fn export_parts<'a>(
         &'a self,
-        dtype: crate::hf::ExportDtype,
+        dtype: crate::models::hf::ExportDtype,
         tokenizer_json: &str,
-    ) -> crate::hf::ExportParts<'a> {
-        crate::hf::ExportParts {
+    ) -> crate::models::hf::ExportParts<'a> {
+        crate::models::hf::ExportParts {
             model: &self.model,
             base_config: Some(&self.config_json),
             tokenizer_json: Some(tokenizer_json.to_owned()),
@@ -211,7 +211,7 @@ fn config_text(g: &GgufFile) -> Result<(ModelConfig, Value), String> {
         g.get(&format!("tokenizer.ggml.{k}"))
             .and_then(MetaValue::as_u64)
     };
-    let mut cfg = crate::hf::config_json(&model, None, crate::hf::ExportDtype::F32);
+    let mut cfg = crate::models::hf::config_json(&model, None, crate::models::hf::ExportDtype::F32);
     cfg["bos_token_id"] = json!(id("bos_token_id"));
     cfg["eos_token_id"] = json!(id("eos_token_id"));
     cfg["pad_token_id"] = json!(id("padding_token_id"));

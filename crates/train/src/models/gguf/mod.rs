@@ -30,15 +30,15 @@ pub fn is_gguf(path: &Path) -> bool {
 
 /// Reads and converts a GGUF Llama file (errors name the file and the key or tensor).
 #[cfg(not(target_arch = "wasm32"))]
-pub fn read(path: &Path) -> Result<Converted, crate::hf::HfError> {
-    let e = |m: String| crate::hf::HfError {
+pub fn read(path: &Path) -> Result<Converted, crate::models::hf::HfError> {
+    let e = |m: String| crate::models::hf::HfError {
         file: path.display().to_string(),
         message: m,
     };
     if path.is_dir() {
         return Err(e("is a folder, not a GGUF file".into()));
     }
-    let bytes = crate::checkpoint::map_file(path).map_err(|x| e(x.message))?;
+    let bytes = crate::models::checkpoint::map_file(path).map_err(|x| e(x.message))?;
     let parsed = GgufFile::parse(&bytes).map_err(|x| e(x.0))?;
     convert::convert(&parsed, &bytes).map_err(|x| e(x.0))
 }

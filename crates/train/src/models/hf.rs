@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::checkpoint::{Checkpoint, NamedTensor};
 use crate::config::ModelConfig;
+use crate::models::checkpoint::{Checkpoint, NamedTensor};
 
 mod config;
 pub use config::*;

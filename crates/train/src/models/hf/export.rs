@@ -218,7 +218,7 @@ pub fn model_safetensors(
         .into_iter()
         .collect();
     safetensors::serialize(views, Some(meta))
-        .map(crate::checkpoint::canonical)
+        .map(crate::models::checkpoint::canonical)
         .map_err(|e| SerializeError {
             message: e.to_string(),
         })
@@ -357,7 +357,7 @@ fn write_files(
     let tokenizer = parts
         .tokenizer_json
         .clone()
-        .unwrap_or_else(|| crate::tokenizer::byte_tokenizer_json().to_string());
+        .unwrap_or_else(|| crate::models::tokenizer::byte_tokenizer_json().to_string());
     let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default() + "\n";
     let files: Vec<(&str, Vec<u8>)> = vec![
         ("config.json", pretty(&config).into_bytes()),

@@ -9,8 +9,7 @@
 
 use std::path::Path;
 
-/// The `data.tokenizer` value of the byte tokenizer.
-pub const BYTES: &str = "bytes";
+use crate::config::BYTE_TOKENIZER as BYTES;
 
 /// A tokenizer that cannot be read or cannot encode a text: what (a file, `data.tokenizer`,
 /// `tokenizer`) and why.

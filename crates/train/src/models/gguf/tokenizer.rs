@@ -161,7 +161,7 @@ pub(super) fn tokenizer_text(g: &GgufFile) -> Result<(Value, Value), String> {
     let tokens = bpe_tokens(g)?;
     let merges = strings(g, "tokenizer.ggml.merges")?.unwrap_or_default();
     let types = token_types(g)?;
-    let chars = crate::tokenizer::byte_to_char();
+    let chars = crate::models::tokenizer::byte_to_char();
     let alphabet: std::collections::BTreeSet<char> = chars.iter().copied().collect();
     let spell = |t: &str| -> String {
         if t.chars().all(|c| alphabet.contains(&c)) {

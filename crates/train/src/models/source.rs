@@ -1,11 +1,11 @@
-//! A model a user brings, opened in one place: a Hugging Face folder ([`crate::hf`]) or a
-//! GGUF file ([`crate::gguf`], converted in memory, its tokenizer kept in a cache folder so
+//! A model a user brings, opened in one place: a Hugging Face folder ([`crate::models::hf`]) or a
+//! GGUF file ([`crate::models::gguf`], converted in memory, its tokenizer kept in a cache folder so
 //! runs can name it). Depends on both formats; neither depends on it.
 
 use std::path::{Path, PathBuf};
 
 #[cfg(not(target_arch = "wasm32"))]
-use crate::hf::{ExportDtype, HfError, HfModel, parse_config};
+use crate::models::hf::{ExportDtype, HfError, HfModel, parse_config};
 
 #[cfg(not(target_arch = "wasm32"))]
 fn err(file: &Path, message: impl Into<String>) -> HfError {
@@ -19,7 +19,7 @@ fn err(file: &Path, message: impl Into<String>) -> HfError {
 /// `config.json`, a GGUF file, or anything named `.gguf` (read as one, so that a damaged
 /// magic or a folder of that name is said as a GGUF problem).
 pub fn is_model_path(path: &Path) -> bool {
-    (path.is_dir() && crate::hf::is_hf_dir(path)) || is_gguf_path(path)
+    (path.is_dir() && crate::models::hf::is_hf_dir(path)) || is_gguf_path(path)
 }
 
 /// A GGUF file by its magic, or anything named `.gguf` that is not a Hugging Face folder.
@@ -27,7 +27,8 @@ fn is_gguf_path(path: &Path) -> bool {
     let named = path
         .extension()
         .is_some_and(|x| x.eq_ignore_ascii_case("gguf"));
-    crate::gguf::is_gguf(path) || (named && !(path.is_dir() && crate::hf::is_hf_dir(path)))
+    crate::models::gguf::is_gguf(path)
+        || (named && !(path.is_dir() && crate::models::hf::is_hf_dir(path)))
 }
 
 /// The folder where converted GGUF tokenizers are kept (`HIF8LAB_CACHE`, else
@@ -50,14 +51,14 @@ pub fn cache_dir() -> PathBuf {
 pub fn load_any(path: &Path) -> Result<HfModel, HfError> {
     if !is_gguf_path(path) {
         if path.is_dir() {
-            return crate::hf::load(path);
+            return crate::models::hf::load(path);
         }
         return Err(err(
             path,
             "not a Hugging Face folder (config.json) or a GGUF file",
         ));
     }
-    let c = crate::gguf::read(path)?;
+    let c = crate::models::gguf::read(path)?;
     let text = serde_json::to_string(&c.tokenizer_json).unwrap_or_default();
     let stem = path
         .file_stem()
@@ -122,7 +123,7 @@ pub struct ModelSource {
     /// The model: config, weights, the files an export keeps.
     pub model: HfModel,
     /// Its tokenizer (the byte tokenizer for a vocabulary of 256 without tokenizer.json).
-    pub tokenizer: crate::tokenizer::Tokenizer,
+    pub tokenizer: crate::models::tokenizer::Tokenizer,
     /// The `tokenizer.json` text, when it has one.
     pub tokenizer_json: Option<String>,
 }
@@ -138,13 +139,14 @@ impl ModelSource {
         let (tokenizer, tokenizer_json) = match &model.tokenizer {
             Some(p) => {
                 // Its errors name the file already.
-                let (t, text) = crate::tokenizer::Tokenizer::read(p).map_err(|e| HfError {
-                    file: p.display().to_string(),
-                    message: e.to_string(),
-                })?;
+                let (t, text) =
+                    crate::models::tokenizer::Tokenizer::read(p).map_err(|e| HfError {
+                        file: p.display().to_string(),
+                        message: e.to_string(),
+                    })?;
                 (t, Some(text))
             }
-            None if vocab == 256 => (crate::tokenizer::Tokenizer::Bytes, None),
+            None if vocab == 256 => (crate::models::tokenizer::Tokenizer::Bytes, None),
             None => {
                 return Err(err(
                     path,
@@ -167,7 +169,7 @@ impl ModelSource {
     pub fn tokenizer_setting(&self) -> String {
         match &self.model.tokenizer {
             Some(p) => self.tokenizer.setting(p),
-            None => crate::tokenizer::BYTES.into(),
+            None => crate::config::BYTE_TOKENIZER.into(),
         }
     }
 
@@ -223,7 +225,7 @@ impl ModelSource {
             ));
         }
         let setting = self.tokenizer_setting();
-        if setting != crate::tokenizer::BYTES {
+        if setting != crate::config::BYTE_TOKENIZER {
             sets.push(format!("data.tokenizer={}", toml_string(&setting)));
         }
         Ok(sets)
@@ -318,11 +320,11 @@ mod tests {
                 std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
             }
         }
-        let vocab = crate::hf::load(&dir).unwrap().config.model.vocab;
+        let vocab = crate::models::hf::load(&dir).unwrap().config.model.vocab;
         match ModelSource::open(&dir) {
             Ok(s) => {
                 assert_eq!(vocab, 256);
-                assert_eq!(s.tokenizer_setting(), crate::tokenizer::BYTES);
+                assert_eq!(s.tokenizer_setting(), crate::config::BYTE_TOKENIZER);
             }
             Err(e) => {
                 assert_ne!(vocab, 256);
