@@ -287,6 +287,66 @@ impl HifApp {
         self.frames.central_rect.width() > 0.0 && self.frames.central_rect.right() < layout::NARROW
     }
 
+    /// The side panel's narrow context: the form to edit, the status line, and what it reads.
+    pub fn side_ctx(&mut self) -> panels::SideCtx<'_> {
+        let check = self.check_form();
+        let frame_ms = self.frame_time();
+        panels::SideCtx {
+            form: &mut self.form,
+            status: &mut self.messages.status,
+            notice: self.messages.notice.as_deref(),
+            runs: &self.runs,
+            jobs: &self.jobs,
+            gpu_available: self.device.gpu.is_some(),
+            backend: self.device.backend.name(),
+            frame_ms,
+            check,
+            actions: Vec::new(),
+        }
+    }
+
+    /// Carries out what the panels asked for this frame, in order.
+    pub fn apply(&mut self, ctx: &egui::Context, actions: Vec<panels::Action>) {
+        use panels::Action;
+        for action in actions {
+            let repaint = ctx.clone();
+            let wake = move || repaint.request_repaint();
+            match action {
+                Action::Start => self.start(wake),
+                Action::Reset => self.reset(),
+                Action::Pause(pause) => self.pause_live(pause),
+                Action::Stop => self.stop_live(),
+                Action::OpenRun => self.open_run(),
+                #[cfg(not(target_arch = "wasm32"))]
+                Action::Follow => {
+                    self.follow(std::path::PathBuf::from(self.form.open_path.trim()));
+                }
+                #[cfg(not(target_arch = "wasm32"))]
+                Action::OpenModel => {
+                    let dir = std::path::PathBuf::from(self.form.open_path.trim());
+                    self.open_hf_dir(&dir);
+                }
+                // The page opens files through its picker, never a typed path.
+                #[cfg(target_arch = "wasm32")]
+                Action::Follow | Action::OpenModel => {}
+                Action::ShowTab(tab) => self.selection.tab = tab,
+                Action::SelectLesson(id) => self.select_lesson(id.lesson()),
+                Action::LessonLink(tab) => self.lesson_link(tab),
+                Action::JudgeRealOutliers => self.judge_real_outliers(),
+                Action::StartFromBase => self.start_from_base(wake),
+                Action::StartLessonRun => {
+                    self.setup_lesson();
+                    self.start(wake);
+                    self.lessons.live_run = Some(self.lessons.lesson.id);
+                }
+                #[cfg(not(target_arch = "wasm32"))]
+                Action::RunScenario => self.run_lesson_scenario(),
+                #[cfg(target_arch = "wasm32")]
+                Action::RunScenario => self.run_scenario_in_memory(),
+            }
+        }
+    }
+
     /// Pauses or resumes the live run and its baseline (the run bar's button).
     pub fn pause_live(&mut self, pause: bool) {
         use jobs::JobKind;
@@ -394,8 +454,12 @@ impl HifApp {
         self.open_dropped(ui.ctx());
         #[cfg(not(target_arch = "wasm32"))]
         self.poll_watch(ui.ctx());
-        panels::run_bar(self, ui);
-        panels::side_panel(self, ui);
+        let actions = panels::run_bar(&self.jobs, &self.runs, &self.messages.status, ui);
+        self.apply(ui.ctx(), actions);
+        let mut cx = self.side_ctx();
+        panels::side_panel(&mut cx, ui);
+        let actions = std::mem::take(&mut cx.actions);
+        self.apply(ui.ctx(), actions);
         panels::central(self, ui);
         self.frames.overflow = layout::take(ui.ctx());
         self.frames.count += 1;

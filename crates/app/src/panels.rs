@@ -6,14 +6,75 @@ use eframe::egui::{self, Color32, RichText};
 use hif8lab_scaling::Role;
 
 use crate::charts::PanelCtx;
-use crate::jobs::JobKind;
-use crate::settings::{FIELDS, Kind};
+use crate::jobs::{JobKind, Jobs};
+use crate::settings::{FIELDS, Kind, SettingsPanel};
 use crate::theme::TextColours;
-use crate::{HifApp, Tab};
+use crate::{HifApp, Runs, Tab};
 
 pub mod lessons;
-pub use lessons::knowledge_caption;
 use lessons::lessons;
+pub use lessons::{LessonsCtx, knowledge_caption};
+
+/// What a panel asks of the app. The side panel, the run bar, the first screen and the
+/// Lessons tab draw from a narrow context and push these; [`HifApp::apply`] carries them out
+/// once the panel is drawn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Action {
+    /// Start a run from the form.
+    Start,
+    /// Stop, keep the run in Runs, restore the preset's values.
+    Reset,
+    /// Pause (true) or resume (false) the live run and its baseline.
+    Pause(bool),
+    /// Stop the live run and its baseline.
+    Stop,
+    /// Open the run folder typed in the form.
+    OpenRun,
+    /// Follow the run folder typed in the form as another process writes it.
+    Follow,
+    /// Open the model (a Hugging Face folder or a GGUF file) typed in the form.
+    OpenModel,
+    /// Show a tab.
+    ShowTab(Tab),
+    /// Show a lesson.
+    SelectLesson(hif8lab_lab::lesson::LessonId),
+    /// A lesson's link to a panel: the panel, with the lesson's data when it has its own.
+    LessonLink(Tab),
+    /// Judge the committed real-model runs (the outlier lesson).
+    JudgeRealOutliers,
+    /// The forgetting lesson's run from the base (pretrained first when there is none).
+    StartFromBase,
+    /// Set the form up for the lesson shown and start its live run.
+    StartLessonRun,
+    /// Run the lesson's judged scenario.
+    RunScenario,
+}
+
+/// What the side panel (and a narrow window's settings page) reads and changes: the form is
+/// its to edit and the status line its to set; the rest it only reads. What it wants done
+/// goes into `actions`.
+pub struct SideCtx<'a> {
+    /// The form.
+    pub form: &'a mut SettingsPanel,
+    /// The status line.
+    pub status: &'a mut String,
+    /// The standing notice.
+    pub notice: Option<&'a str>,
+    /// The runs (the live one's data is exported from here).
+    pub runs: &'a Runs,
+    /// What is running.
+    pub jobs: &'a Jobs,
+    /// Whether eframe's GPU device is there to train on.
+    pub gpu_available: bool,
+    /// The backend of the current or last run (`gpu`, `webgpu`, `cpu`).
+    pub backend: &'static str,
+    /// The median time to build a frame's UI.
+    pub frame_ms: Option<f32>,
+    /// The form's check: each field's message, and the whole form's verdict.
+    pub check: (Vec<Option<String>>, Result<String, String>),
+    /// What the panel asks of the app.
+    pub actions: Vec<Action>,
+}
 
 /// A field's label: marked (!) (red for an error, amber for a warning) with the message as its
 /// hover; the messages themselves are listed under the form, so a message appearing never
@@ -38,9 +99,14 @@ fn field_label(
 }
 
 /// One field of the form; a problem marks its label (see [`field_label`]).
-fn field(ui: &mut egui::Ui, app: &mut HifApp, f: &crate::settings::Field, error: Option<&str>) {
+fn field(
+    ui: &mut egui::Ui,
+    form: &mut SettingsPanel,
+    f: &crate::settings::Field,
+    error: Option<&str>,
+) {
     let key = f.key;
-    let warning = app.form.settings.field_warning(key);
+    let warning = form.settings.field_warning(key);
     let flag = error
         .map(|e| (e, TextColours::of(ui.visuals()).fails))
         .or(warning
@@ -50,23 +116,23 @@ fn field(ui: &mut egui::Ui, app: &mut HifApp, f: &crate::settings::Field, error:
         Kind::Text | Kind::Blocks => {
             ui.horizontal(|ui| {
                 let name = field_label(ui, f, flag);
-                let mut text = app.form.settings.get(key).to_owned();
+                let mut text = form.settings.get(key).to_owned();
                 let edit = egui::TextEdit::singleline(&mut text).desired_width(120.0);
                 if ui.add(edit).labelled_by(name.id).changed() {
-                    app.form.settings.set(key, &text);
+                    form.settings.set(key, &text);
                 }
             });
         }
         Kind::Choice(options) => {
             ui.horizontal(|ui| {
-                let current = app.form.settings.get(key).to_owned();
+                let current = form.settings.get(key).to_owned();
                 let name = field_label(ui, f, flag);
                 egui::ComboBox::from_id_salt(key)
                     .selected_text(current.clone())
                     .show_ui(ui, |ui| {
                         for o in options {
                             if ui.selectable_label(current == *o, *o).clicked() {
-                                app.form.settings.set(key, o);
+                                form.settings.set(key, o);
                             }
                         }
                     })
@@ -77,11 +143,11 @@ fn field(ui: &mut egui::Ui, app: &mut HifApp, f: &crate::settings::Field, error:
         Kind::Set(options) => {
             ui.horizontal_wrapped(|ui| {
                 field_label(ui, f, flag);
-                let current = app.form.settings.get(key).to_owned();
+                let current = form.settings.get(key).to_owned();
                 for o in options {
                     let mut on = current.split(',').any(|s| s.trim() == *o);
                     if ui.checkbox(&mut on, *o).changed() {
-                        app.form.settings.toggle(key, o, on);
+                        form.settings.toggle(key, o, on);
                     }
                 }
             });
@@ -91,7 +157,7 @@ fn field(ui: &mut egui::Ui, app: &mut HifApp, f: &crate::settings::Field, error:
 
 /// The left side panel.
 /// (On a narrow window the settings are a page of the central area instead.)
-pub fn side_panel(app: &mut HifApp, ui: &mut egui::Ui) {
+pub fn side_panel(cx: &mut SideCtx<'_>, ui: &mut egui::Ui) {
     if crate::layout::narrow(ui.ctx()) {
         return;
     }
@@ -99,13 +165,13 @@ pub fn side_panel(app: &mut HifApp, ui: &mut egui::Ui) {
         .min_size(280.0)
         .max_size((ui.ctx().content_rect().width() * 0.4).max(280.0))
         .show(ui, |ui| {
-            crate::layout::scroll(ui, "settings", |ui| side_panel_contents(app, ui));
+            crate::layout::scroll(ui, "settings", |ui| side_panel_contents(cx, ui));
         });
 }
 
 /// The opened Hugging Face or GGUF model, with the button that forgets it.
-fn hf_model_box(app: &mut HifApp, ui: &mut egui::Ui) {
-    if let Some(m) = &app.form.hf_model {
+fn hf_model_box(form: &mut SettingsPanel, ui: &mut egui::Ui) {
+    if let Some(m) = &form.hf_model {
         let kind = if m.source.ends_with(".gguf") {
             "GGUF"
         } else {
@@ -125,8 +191,8 @@ fn hf_model_box(app: &mut HifApp, ui: &mut egui::Ui) {
             .on_hover_text("forget the opened Hugging Face model")
             .clicked()
         {
-            app.form.hf_model = None;
-            app.form.check = None;
+            form.hf_model = None;
+            form.check = None;
         }
     }
 }
@@ -135,7 +201,7 @@ fn hf_model_box(app: &mut HifApp, ui: &mut egui::Ui) {
 /// appearing must not move the field the user is about to click), or the memory the run needs;
 /// then the fields' warnings.
 fn form_messages<E: std::fmt::Display, M: std::fmt::Display>(
-    app: &HifApp,
+    form: &SettingsPanel,
     ui: &mut egui::Ui,
     field_errors: &[Option<String>],
     whole: &Result<M, E>,
@@ -161,42 +227,41 @@ fn form_messages<E: std::fmt::Display, M: std::fmt::Display>(
         }
     }
     for f in FIELDS.iter() {
-        if let Some(w) = app.form.settings.field_warning(f.key) {
+        if let Some(w) = form.settings.field_warning(f.key) {
             ui.label(RichText::new(w).color(TextColours::of(ui.visuals()).inconclusive));
         }
     }
 }
 
 /// The settings: what is running, the form, Start / Pause / Stop / Reset, opening runs.
-pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
+pub fn side_panel_contents(cx: &mut SideCtx<'_>, ui: &mut egui::Ui) {
     ui.heading("hif8lab");
     ui.label("HiF8 delayed-scaling lab");
     ui.separator();
-    running_box(app, ui);
+    running_box(cx.jobs, cx.runs, cx.backend, ui);
     egui::ComboBox::from_label("preset")
-        .selected_text(app.form.settings.preset.clone())
+        .selected_text(cx.form.settings.preset.clone())
         .show_ui(ui, |ui| {
             for (name, _) in hif8lab_train::config::PRESETS {
                 if ui
-                    .selectable_label(app.form.settings.preset == name, name)
+                    .selectable_label(cx.form.settings.preset == name, name)
                     .clicked()
                 {
-                    app.form.settings = app.form.settings.switched_to(name);
+                    cx.form.settings = cx.form.settings.switched_to(name);
                 }
             }
         });
-    hf_model_box(app, ui);
-    let (field_errors, whole) = app.check_form();
+    hf_model_box(cx.form, ui);
+    let (field_errors, whole) = cx.check.clone();
     // Start right under the preset: a few Tab presses from the top, not after every field
     // (it starts what the fields below say; an invalid form greys it out and says why below).
-    let running = app.jobs.running(JobKind::Run);
+    let running = cx.jobs.running(JobKind::Run);
     ui.horizontal(|ui| {
         if ui
             .add_enabled(whole.is_ok() && !running, egui::Button::new("Start"))
             .clicked()
         {
-            let ctx = ui.ctx().clone();
-            app.start(move || ctx.request_repaint());
+            cx.actions.push(Action::Start);
         }
         // Pause and Stop are in the run bar above while a run trains.
         if ui
@@ -204,13 +269,13 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
             .on_hover_text("stop, keep the run in Runs, restore the preset's values")
             .clicked()
         {
-            app.reset();
+            cx.actions.push(Action::Reset);
         }
     });
-    if !run_bar_shown(app) {
-        ui.label(&app.messages.status);
+    if !run_bar_shown(cx.jobs) {
+        ui.label(cx.status.as_str());
     }
-    if let Some(n) = &app.messages.notice {
+    if let Some(n) = cx.notice {
         ui.label(RichText::new(n).color(TextColours::of(ui.visuals()).notice));
     }
     for group in ["Training", "Quantization", "Model"] {
@@ -218,26 +283,26 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
             .default_open(group != "Model")
             .show(ui, |ui| {
                 for (i, f) in FIELDS.iter().enumerate().filter(|(_, f)| f.group == group) {
-                    field(ui, app, f, field_errors[i].as_deref());
+                    field(ui, cx.form, f, field_errors[i].as_deref());
                 }
             });
     }
-    let gpu_available = app.device.gpu.is_some();
+    let gpu_available = cx.gpu_available;
     ui.add_enabled(
         gpu_available,
-        egui::Checkbox::new(&mut app.form.settings.gpu, "train on the GPU"),
+        egui::Checkbox::new(&mut cx.form.settings.gpu, "train on the GPU"),
     )
     .on_disabled_hover_text("no GPU device: eframe does not render with wgpu here");
     ui.checkbox(
-        &mut app.form.settings.baseline,
+        &mut cx.form.settings.baseline,
         "train the matched baseline alongside",
     );
-    form_messages(app, ui, &field_errors, &whole);
+    form_messages(cx.form, ui, &field_errors, &whole);
     ui.label("History advances once per quantizer call (per micro-batch).");
     ui.separator();
     ui.separator();
-    runs_box(app, ui);
-    if let Some(ms) = app.frame_time() {
+    runs_box(cx, ui);
+    if let Some(ms) = cx.frame_ms {
         ui.separator();
         // A figure for those tuning the app, folded away by default.
         egui::CollapsingHeader::new("Details")
@@ -253,39 +318,40 @@ pub fn side_panel_contents(app: &mut HifApp, ui: &mut egui::Ui) {
 }
 
 /// Whether the run bar is up: a run trains (or waits paused).
-fn run_bar_shown(app: &HifApp) -> bool {
-    app.jobs.training(JobKind::Run).is_some()
+fn run_bar_shown(jobs: &Jobs) -> bool {
+    jobs.training(JobKind::Run).is_some()
 }
 
 /// The run bar: while a run trains, across the top of the window at every size (above the
 /// settings and the tabs), Pause / Resume, Stop, the progress and the status, so the
 /// controls of a running run are never scrolled or folded away.
-pub fn run_bar(app: &mut HifApp, ui: &mut egui::Ui) {
-    if !run_bar_shown(app) {
-        return;
+pub fn run_bar(jobs: &Jobs, runs: &Runs, status: &str, ui: &mut egui::Ui) -> Vec<Action> {
+    let mut actions = Vec::new();
+    if !run_bar_shown(jobs) {
+        return actions;
     }
     egui::Panel::top("run-bar").show(ui, |ui| {
         crate::layout::fitted(ui, "run bar", |ui| {
             ui.horizontal_wrapped(|ui| {
-                let Some(t) = app.jobs.training(JobKind::Run) else {
+                let Some(t) = jobs.training(JobKind::Run) else {
                     return;
                 };
                 let (paused, elapsed_s) = (t.paused(), t.elapsed_s());
                 let label = if paused { "Resume" } else { "Pause" };
                 if ui.button(label).clicked() {
-                    app.pause_live(!paused);
+                    actions.push(Action::Pause(!paused));
                 }
                 if ui.button("Stop").clicked() {
-                    app.stop_live();
+                    actions.push(Action::Stop);
                 }
                 // Before the first step (GPU kernels compiling, the first step): how long
                 // it has been, so the wait never looks stuck.
-                if app.runs.live.as_ref().is_none_or(|v| v.loss.is_empty()) {
+                if runs.live.as_ref().is_none_or(|v| v.loss.is_empty()) {
                     ui.label(format!("{elapsed_s:.0} s since Start"));
                     ui.ctx()
                         .request_repaint_after(std::time::Duration::from_millis(500));
                 }
-                if let Some(view) = &app.runs.live {
+                if let Some(view) = &runs.live {
                     let steps = view.config.as_ref().map(|c| c.train.steps as usize);
                     if let Some(n) = steps.filter(|n| *n > 0) {
                         let done = view.loss.len().min(n);
@@ -296,28 +362,33 @@ pub fn run_bar(app: &mut HifApp, ui: &mut egui::Ui) {
                         );
                     }
                 }
-                ui.label(&app.messages.status);
+                ui.label(status);
             });
         });
     });
+    actions
 }
 
 /// What is training now, from the running run's own config (not the form, which may already
 /// describe the next run, or a lesson's run the form cannot express).
-fn running_box(app: &HifApp, ui: &mut egui::Ui) {
-    if !app.jobs.any(&[JobKind::Run, JobKind::Base]) {
+fn running_box(jobs: &Jobs, runs: &Runs, backend: &str, ui: &mut egui::Ui) {
+    if !jobs.any(&[JobKind::Run, JobKind::Base]) {
         return;
     }
     egui::Frame::group(ui.style()).show(ui, |ui| {
         ui.set_width(ui.available_width());
-        if app.jobs.running(JobKind::Base) && !app.jobs.running(JobKind::Run) {
+        if jobs.running(JobKind::Base) && !jobs.running(JobKind::Run) {
             ui.label(RichText::new("Running: pretraining the lessons' base model").strong());
             return;
         }
-        let Some(view) = &app.runs.live else {
+        let Some(view) = &runs.live else {
             return;
         };
-        let state = if app.paused() { "Paused" } else { "Running" };
+        let state = if jobs.training(JobKind::Run).is_some_and(|t| t.paused()) {
+            "Paused"
+        } else {
+            "Running"
+        };
         ui.label(RichText::new(format!("{state}: {}", view.name)).strong());
         if let Some(c) = &view.config {
             let s = &c.qat.scaling;
@@ -335,11 +406,7 @@ fn running_box(app: &HifApp, ui: &mut egui::Ui) {
                 ui,
                 format!(
                     "{} steps at lr {}; model d_model {} × {} layers; {qat}; on {}.",
-                    c.train.steps,
-                    c.train.lr,
-                    c.model.d_model,
-                    c.model.layers,
-                    app.device.backend.name()
+                    c.train.steps, c.train.lr, c.model.d_model, c.model.layers, backend
                 ),
             );
         }
@@ -351,15 +418,15 @@ fn running_box(app: &HifApp, ui: &mut egui::Ui) {
 }
 
 /// Opening runs and traces, and exporting the current one's data.
-fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
+fn runs_box(cx: &mut SideCtx<'_>, ui: &mut egui::Ui) {
     #[cfg(not(target_arch = "wasm32"))]
     {
         let name = ui.label("Open a run folder:");
-        ui.text_edit_singleline(&mut app.form.open_path)
+        ui.text_edit_singleline(&mut cx.form.open_path)
             .labelled_by(name.id);
         ui.horizontal_wrapped(|ui| {
             if ui.button("Open run").clicked() {
-                app.open_run();
+                cx.actions.push(Action::OpenRun);
             }
             if ui
                 .button("Follow")
@@ -369,7 +436,7 @@ fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
                 )
                 .clicked()
             {
-                app.follow(std::path::PathBuf::from(app.form.open_path.trim()));
+                cx.actions.push(Action::Follow);
             }
             if ui
                 .button("Open HF model")
@@ -379,8 +446,7 @@ fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
                 )
                 .clicked()
             {
-                let dir = std::path::PathBuf::from(app.form.open_path.trim());
-                app.open_hf_dir(&dir);
+                cx.actions.push(Action::OpenModel);
             }
         });
     }
@@ -394,30 +460,30 @@ fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
         .clicked()
         && let Err(e) = crate::web::pick_files()
     {
-        app.messages.status = e;
+        *cx.status = e;
     }
     #[cfg(not(target_arch = "wasm32"))]
     ui.label("Files dropped on the window open too.");
-    if let Some(view) = &app.runs.live {
+    if let Some(view) = &cx.runs.live {
         let stem = view.name.replace(['/', ' ', '='], "_");
         ui.horizontal_wrapped(|ui| {
             ui.label("Export:");
             if ui.button("loss (CSV)").clicked() {
-                app.messages.status = crate::export(
+                *cx.status = crate::export(
                     &format!("{stem}-loss.csv"),
-                    view.loss_csv(app.runs.baseline_loss()).as_bytes(),
+                    view.loss_csv(cx.runs.baseline_loss()).as_bytes(),
                     "text/csv",
                 );
             }
             if ui.button("loss (JSONL)").clicked() {
-                app.messages.status = crate::export(
+                *cx.status = crate::export(
                     &format!("{stem}-loss.jsonl"),
                     view.loss_jsonl().as_bytes(),
                     "application/x-ndjson",
                 );
             }
             if ui.button("calls (CSV)").clicked() {
-                app.messages.status = crate::export(
+                *cx.status = crate::export(
                     &format!("{stem}-calls.csv"),
                     view.calls_csv().as_bytes(),
                     "text/csv",
@@ -426,7 +492,7 @@ fn runs_box(app: &mut HifApp, ui: &mut egui::Ui) {
             if let Some(h) = &view.histogram
                 && ui.button("histogram (CSV)").clicked()
             {
-                app.messages.status = crate::export(
+                *cx.status = crate::export(
                     &format!("{stem}-histogram.csv"),
                     crate::charts::histogram_csv(h, view.format).as_bytes(),
                     "text/csv",
@@ -475,16 +541,16 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
         });
         ui.separator();
         if narrow && app.form.page {
-            crate::layout::scroll(ui, "settings page", |ui| side_panel_contents(app, ui));
+            settings_page(app, ui);
             return;
         }
-        if narrow && !run_bar_shown(app) {
+        if narrow && !run_bar_shown(&app.jobs) {
             // The status stays in sight while the settings are folded away.
             ui.label(RichText::new(&app.messages.status).small());
         }
         match app.selection.tab {
             Tab::Lessons => {
-                crate::layout::scroll(ui, "lessons", |ui| lessons(app, ui));
+                lessons_tab(app, ui);
                 return;
             }
             Tab::Runs => {
@@ -502,7 +568,11 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
             _ => {}
         }
         if app.runs.live.is_none() {
-            crate::layout::scroll(ui, "welcome", |ui| welcome(app, ui));
+            let ok = app.check_form().1.is_ok();
+            let (running, preset) = (app.jobs.running(JobKind::Run), &app.form.settings.preset);
+            let actions =
+                crate::layout::scroll(ui, "welcome", |ui| welcome(ok && !running, preset, ui));
+            app.apply(ui.ctx(), actions);
             return;
         }
         let HifApp {
@@ -539,8 +609,30 @@ pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
     });
 }
 
+/// A narrow window's settings page: the side panel's contents, in the central area.
+fn settings_page(app: &mut HifApp, ui: &mut egui::Ui) {
+    let mut cx = app.side_ctx();
+    crate::layout::scroll(ui, "settings page", |ui| side_panel_contents(&mut cx, ui));
+    let actions = std::mem::take(&mut cx.actions);
+    app.apply(ui.ctx(), actions);
+}
+
+/// The Lessons tab, drawn from its narrow context; what it asks for is applied after.
+fn lessons_tab(app: &mut HifApp, ui: &mut egui::Ui) {
+    let mut cx = LessonsCtx {
+        lessons: &mut app.lessons,
+        runs: &app.runs,
+        jobs: &app.jobs,
+        actions: Vec::new(),
+    };
+    crate::layout::scroll(ui, "lessons", |ui| lessons(&mut cx, ui));
+    let actions = std::mem::take(&mut cx.actions);
+    app.apply(ui.ctx(), actions);
+}
+
 /// The first screen (no run yet): what this is, where to begin, and the words it uses.
-fn welcome(app: &mut HifApp, ui: &mut egui::Ui) {
+fn welcome(can_start: bool, preset: &str, ui: &mut egui::Ui) -> Vec<Action> {
+    let mut actions = Vec::new();
     ui.heading("Why does 8-bit training silently break?");
     crate::glossary::label(
         ui,
@@ -557,23 +649,21 @@ fn welcome(app: &mut HifApp, ui: &mut egui::Ui) {
             .on_hover_text("five short lessons, each with a prediction to make and a verdict")
             .clicked()
         {
-            app.selection.tab = Tab::Lessons;
+            actions.push(Action::ShowTab(Tab::Lessons));
         }
         ui.label("five guided lessons (a minute or two each), or");
     });
     ui.horizontal_wrapped(|ui| {
-        let ok = app.check_form().1.is_ok();
         if ui
-            .add_enabled(ok && !app.jobs.running(JobKind::Run), egui::Button::new("A first run »"))
+            .add_enabled(can_start, egui::Button::new("A first run »"))
             .on_hover_text("train the form's preset (smoke: 40 steps, a few seconds) with its matched baseline")
             .clicked()
         {
-            let ctx = ui.ctx().clone();
-            app.start(move || ctx.request_repaint());
+            actions.push(Action::Start);
         }
         ui.label(format!(
             "train the {} preset with the settings {}, then look at Amax and Estimators.",
-            app.form.settings.preset,
+            preset,
             if crate::layout::narrow(ui.ctx()) {
                 "under Settings »"
             } else {
@@ -597,4 +687,5 @@ fn welcome(app: &mut HifApp, ui: &mut egui::Ui) {
                 });
             }
         });
+    actions
 }

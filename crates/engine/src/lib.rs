@@ -20,6 +20,7 @@
 //! model and the training loop live in `hif8lab-train`, not here.
 
 pub mod bank;
+mod checks;
 mod choice;
 pub mod cpu;
 mod error;

@@ -657,3 +657,75 @@ fn backward_passes_match_finite_differences() {
         ce(ll).0.iter().map(|v| f64::from(*v)).sum::<f64>() / rows as f64
     });
 }
+
+/// Both backends refuse the same malformed calls with the same words (one size check an op,
+/// `checks.rs`): among them logits shorter than their targets, which the GPU once let
+/// through to a kernel with a vocabulary of 0.
+#[test]
+fn both_backends_refuse_malformed_calls_alike() {
+    fn refusals<B: Backend>(b: &B) -> Vec<String> {
+        // A fresh tensor for every argument (the CPU locks each one it reads).
+        let t = |n: usize| b.zeros(n).unwrap();
+        let shape = AttentionShape {
+            batch: 1,
+            seq: 2,
+            heads: 2,
+            kv_heads: 1,
+            head_dim: 2,
+        };
+        let rope = RopeShape {
+            rows: 2,
+            heads: 2,
+            head_dim: 2,
+            seq: 2,
+        };
+        let hyper = AdamHyper {
+            lr: 1e-3,
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            step: 1,
+            max_norm: 0.0,
+        };
+        let results = [
+            b.embedding(&t(2), &t(3), &t(8), 2),
+            b.embedding_backward(&t(4), &t(3), &t(8), 2),
+            b.rmsnorm(&t(8), &t(3), &t(8), &t(4), 1e-5),
+            b.rmsnorm_backward(&t(8), &t(4), &t(3), &t(8), &t(8), &t(4)),
+            b.rope(&t(4), &t(4), &t(8), rope, false),
+            b.attention(&t(8), &t(2), &t(4), &t(8), &t(8), shape),
+            b.attention_backward(
+                &t(8),
+                &t(4),
+                &t(4),
+                &t(8),
+                &t(8),
+                &t(8),
+                &t(8),
+                &t(4),
+                &t(2),
+                shape,
+            ),
+            b.swiglu(&t(4), &t(3), &t(4)),
+            b.swiglu_backward(&t(4), &t(4), &t(4), &t(3), &t(4)),
+            b.cross_entropy(&t(0), &t(4), &t(4), &t(0), 1.0),
+            b.cross_entropy(&t(12), &t(4), &t(3), &t(12), 1.0),
+            b.adamw(&t(4), &t(4), &t(3), &t(4), &t(2), 3, &hyper),
+            b.sum_squares(&t(16), &t(2), 2),
+        ];
+        results
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| match r {
+                Err(e) => e.to_string(),
+                Ok(()) => panic!("call {i} was accepted"),
+            })
+            .collect()
+    }
+    let cpu = refusals(&CpuBackend::new());
+    assert!(cpu[9].contains("cross_entropy"), "{}", cpu[9]);
+    if let Some(g) = gpu() {
+        assert_eq!(refusals(g), cpu);
+    }
+}

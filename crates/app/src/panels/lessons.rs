@@ -57,21 +57,34 @@ impl Default for LessonsView {
     }
 }
 
+/// What the Lessons tab reads and changes: the lessons' own state is its to change; the
+/// runs and jobs it only reads. What it wants done goes into `actions`.
+pub struct LessonsCtx<'a> {
+    /// The lessons' state.
+    pub lessons: &'a mut LessonsView,
+    /// The runs (the live one is read by "What just happened").
+    pub runs: &'a crate::Runs,
+    /// What is running.
+    pub jobs: &'a crate::jobs::Jobs,
+    /// What the tab asks of the app.
+    pub actions: Vec<Action>,
+}
+
 /// The Lessons panel: what to predict, what to look at, the controls that matter, a live
 /// "what just happened" from the current run's numbers, and (natively) the lesson's headless
 /// scenario with its judged claims.
-pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
+pub(super) fn lessons(cx: &mut LessonsCtx<'_>, ui: &mut egui::Ui) {
     ui.horizontal_wrapped(|ui| {
         for l in &hif8lab_lab::lesson::LESSONS {
             if ui
-                .selectable_label(app.lessons.lesson.id == l.id, l.title)
+                .selectable_label(cx.lessons.lesson.id == l.id, l.title)
                 .clicked()
             {
-                app.select_lesson(l);
+                cx.actions.push(Action::SelectLesson(l.id));
             }
         }
     });
-    let l = app.lessons.lesson;
+    let l = cx.lessons.lesson;
     ui.heading(l.title);
     ui.label(RichText::new("Predict").strong());
     crate::glossary::label(ui, l.predict);
@@ -87,7 +100,7 @@ pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
                     .on_hover_text(format!("show the {name} panel of the current run"))
                     .clicked()
             {
-                app.lesson_link(tab);
+                cx.actions.push(Action::LessonLink(tab));
             }
         }
     });
@@ -95,9 +108,9 @@ pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
         ui,
         format!("Controls that matter: {}.", l.controls.join(", ")),
     );
-    let running = app.jobs.any(&[JobKind::Run, JobKind::Base]);
+    let running = cx.jobs.any(&[JobKind::Run, JobKind::Base]);
     if l.id == LessonId::Forgetting {
-        forgetting_controls(app, ui, running);
+        forgetting_controls(cx, ui, running);
     }
     if l.id == LessonId::Outliers {
         // Nothing trains here: the verdict comes from the committed real-model runs.
@@ -106,21 +119,21 @@ pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
             .on_hover_text("the claims of lesson 1 on the real model's outlier quantizer, from docs/results/real-smollm2 (hif8lab lesson run outliers)")
             .clicked()
         {
-            app.judge_real_outliers();
+            cx.actions.push(Action::JudgeRealOutliers);
         }
     } else {
-        scenario_buttons(app, ui, running);
+        scenario_buttons(cx, ui, running);
     }
     // The scenario's progress right under its button, where the user looks after pressing.
-    if let Some(p) = app.jobs.lesson_progress() {
+    if let Some(p) = cx.jobs.lesson_progress() {
         ui.label(RichText::new(p).strong());
     }
     ui.separator();
     if l.id != LessonId::Outliers {
         ui.label(RichText::new("What just happened (this lesson's live run)").strong());
-        crate::glossary::label(ui, live_reading(app));
+        crate::glossary::label(ui, live_reading(cx.lessons, cx.runs));
     }
-    if let Some(r) = &app.lessons.report
+    if let Some(r) = &cx.lessons.report
         && r.lesson == l.name
     {
         ui.label(
@@ -156,7 +169,7 @@ pub(super) fn lessons(app: &mut HifApp, ui: &mut egui::Ui) {
                 .show(ui, |ui| evidence_table(ui, &c.claim, &c.evidence));
         }
         ui.label(&r.summary);
-        small_multiples(app, ui);
+        small_multiples(cx.lessons, ui);
     }
 }
 
@@ -229,28 +242,27 @@ fn flatten_evidence(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, 
 
 /// The forgetting lesson's controls: the learning rate (log slider), QAT on/off, and the
 /// run from the pretrained base.
-fn forgetting_controls(app: &mut HifApp, ui: &mut egui::Ui, running: bool) {
+fn forgetting_controls(cx: &mut LessonsCtx<'_>, ui: &mut egui::Ui, running: bool) {
     ui.horizontal_wrapped(|ui| {
         ui.add(
-            egui::Slider::new(&mut app.lessons.lr, 1e-5..=1e-2)
+            egui::Slider::new(&mut cx.lessons.lr, 1e-5..=1e-2)
                 .logarithmic(true)
                 .text("learning rate")
                 .custom_formatter(|v, _| format!("{v:.0e}")),
         );
-        ui.checkbox(&mut app.lessons.qat, "HiF8 QAT (max_window(64), warmup)");
+        ui.checkbox(&mut cx.lessons.qat, "HiF8 QAT (max_window(64), warmup)");
     });
     {
-        let label = if app.lessons.base.is_some() {
+        let label = if cx.lessons.base.is_some() {
             "Continue training the base at this rate"
         } else {
             "Pretrain the base, then continue at this rate"
         };
         if ui.add_enabled(!running, egui::Button::new(label)).clicked() {
-            let ctx = ui.ctx().clone();
-            app.start_from_base(move || ctx.request_repaint());
+            cx.actions.push(Action::StartFromBase);
         }
-        if let Some(b) = &app.lessons.base_probes {
-            let from = match app.lessons.base_from {
+        if let Some(b) = &cx.lessons.base_probes {
+            let from = match cx.lessons.base_from {
                 "shipped" => {
                     " Shipped with the app: the weights the desktop app's pretraining gives, bit for bit (a browser's own pretraining rounds its products differently)."
                 }
@@ -286,8 +298,8 @@ pub fn knowledge_caption(base: Option<&hif8lab_train::ProbeScores>, v: &RunView)
 }
 
 /// The lesson scenario's runs as small multiples: each run's loss with its numbers.
-fn small_multiples(app: &HifApp, ui: &mut egui::Ui) {
-    let views = &app.lessons.views;
+fn small_multiples(lessons: &LessonsView, ui: &mut egui::Ui) {
+    let views = &lessons.views;
     if views.is_empty() {
         return;
     }
@@ -310,7 +322,7 @@ fn small_multiples(app: &HifApp, ui: &mut egui::Ui) {
                     format!(
                         "final loss {:.3}; {above} calls above the estimate; {}",
                         v.loss.last().map(|p| p[1]).unwrap_or(f64::NAN),
-                        knowledge_caption(app.lessons.base_probes.as_ref(), v)
+                        knowledge_caption(lessons.base_probes.as_ref(), v)
                     ),
                 );
                 egui_plot::Plot::new(format!("multiple-{i}"))
@@ -338,9 +350,9 @@ fn small_multiples(app: &HifApp, ui: &mut egui::Ui) {
 }
 
 /// A reading of the live run for the lesson, from its numbers.
-fn live_reading(app: &HifApp) -> String {
-    let start = if app.lessons.lesson.id == LessonId::Forgetting {
-        if app.lessons.base.is_some() {
+fn live_reading(lessons: &LessonsView, runs: &crate::Runs) -> String {
+    let start = if lessons.lesson.id == LessonId::Forgetting {
+        if lessons.base.is_some() {
             "“Continue training the base at this rate”"
         } else {
             "“Pretrain the base, then continue at this rate”"
@@ -348,17 +360,15 @@ fn live_reading(app: &HifApp) -> String {
     } else {
         "“Set up and start a live run”"
     };
-    let Some(view) = app
-        .runs
+    let Some(view) = runs
         .live
         .as_ref()
-        .filter(|_| app.lessons.live_run == Some(app.lessons.lesson.id))
+        .filter(|_| lessons.live_run == Some(lessons.lesson.id))
     else {
-        if app
-            .lessons
+        if lessons
             .report
             .as_ref()
-            .is_some_and(|r| r.lesson == app.lessons.lesson.name)
+            .is_some_and(|r| r.lesson == lessons.lesson.name)
         {
             return format!(
                 "The scenario's runs are judged below. For a live run of your own, press {start}."
@@ -369,8 +379,8 @@ fn live_reading(app: &HifApp) -> String {
     if view.loss.is_empty() {
         return format!("Starting {}: preparing the first step…", view.name);
     }
-    if app.lessons.lesson.id == LessonId::Forgetting
-        && let (Some(base), Some(now)) = (&app.lessons.base_probes, view.probes.last())
+    if lessons.lesson.id == LessonId::Forgetting
+        && let (Some(base), Some(now)) = (&lessons.base_probes, view.probes.last())
     {
         let drop =
             hif8lab_train::corpus::relative_drop(base.knowledge_acc_norm, now.knowledge_acc_norm);
@@ -404,8 +414,10 @@ fn live_reading(app: &HifApp) -> String {
             .and_then(|k| counts.get(k).copied())
             .unwrap_or(0)
     };
-    let ape = app
-        .ape()
+    let ape = runs
+        .baseline
+        .as_ref()
+        .and_then(|b| crate::state::ape(view, b))
         .map(|a| format!(" The loss is within {a:.3} % (APE) of the matched baseline."))
         .unwrap_or_default();
     format!(
@@ -426,29 +438,23 @@ fn view_lr(view: &RunView) -> f64 {
 }
 
 /// A lesson's two buttons: a live run set up for it, and its judged scenario.
-fn scenario_buttons(app: &mut HifApp, ui: &mut egui::Ui, running: bool) {
-    let l = app.lessons.lesson;
+fn scenario_buttons(cx: &mut LessonsCtx<'_>, ui: &mut egui::Ui, running: bool) {
+    let l = cx.lessons.lesson;
     ui.horizontal_wrapped(|ui| {
         if l.name != "forgetting"
             && ui
                 .add_enabled(!running, egui::Button::new("Set up and start a live run"))
                 .clicked()
         {
-            app.setup_lesson();
-            let ctx = ui.ctx().clone();
-            app.start(move || ctx.request_repaint());
-            app.lessons.live_run = Some(l.id);
+            cx.actions.push(Action::StartLessonRun);
         }
-        let busy = app.jobs.any(&[JobKind::Lesson, JobKind::Scenario]) || app.lessons.scenario_waiting;
+        let busy = cx.jobs.any(&[JobKind::Lesson, JobKind::Scenario]) || cx.lessons.scenario_waiting;
         if ui
             .add_enabled(!busy, egui::Button::new("Run the lesson's scenario"))
             .on_hover_text("pretrained base + the lesson's runs, judged from their numbers (hif8lab lesson run)")
             .clicked()
         {
-            #[cfg(not(target_arch = "wasm32"))]
-            app.run_lesson_scenario();
-            #[cfg(target_arch = "wasm32")]
-            app.run_scenario_in_memory();
+            cx.actions.push(Action::RunScenario);
         }
     });
 }

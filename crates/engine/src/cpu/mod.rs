@@ -48,7 +48,7 @@ use hif8lab_format::FakeQuant;
 use hif8lab_scaling::QuantizerState;
 
 use crate::bank::{BankConfig, StatsSnapshot};
-use crate::{AttentionShape, BackendInfo, Counters, Device, EngineError};
+use crate::{BackendInfo, Counters, Device, EngineError};
 
 /// A CPU tensor: a flat f32 vector behind a lock (outputs are written through `&`), and the
 /// access stamp it was last taken with (see [`CpuTensor::key`]).
@@ -376,17 +376,6 @@ pub fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     // Already built (set_threads, or an earlier call): that pool is used.
     let _ = build_pool(None);
     rayon::scope(|_| f())
-}
-
-/// Checks an attention shape (shared by both backends).
-pub(crate) fn check_attention(s: &AttentionShape) -> Result<(), EngineError> {
-    if s.kv_heads == 0 || !s.heads.is_multiple_of(s.kv_heads) || s.head_dim == 0 || s.seq == 0 {
-        return Err(EngineError::Shape(format!(
-            "attention: heads {} must be a multiple of kv_heads {}, head_dim and seq > 0",
-            s.heads, s.kv_heads
-        )));
-    }
-    Ok(())
 }
 
 /// The CPU model name where the OS tells it, else the architecture.

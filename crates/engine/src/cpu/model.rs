@@ -1,10 +1,8 @@
 //! CPU op family `ModelOps`: the layers of the model, forward and backward (`ops.rs`).
 
-use super::{CpuBackend, CpuTensor, check_attention, ops};
-use crate::{
-    AttentionShape, CachedAttentionShape, EngineError, ModelOps, RopeShape, at_least, rows_of,
-    same_len,
-};
+use super::{CpuBackend, CpuTensor, ops};
+use crate::checks;
+use crate::{AttentionShape, CachedAttentionShape, EngineError, ModelOps, RopeShape};
 
 impl ModelOps for CpuBackend {
     fn embedding(
@@ -16,8 +14,7 @@ impl ModelOps for CpuBackend {
     ) -> Result<(), EngineError> {
         let _op = self.launched("embedding");
         let (t, w, mut o) = (tokens.read(), table.read(), out.get());
-        rows_of("embedding table", w.len(), channels)?;
-        at_least("embedding out", o.len(), t.len() * channels)?;
+        checks::embedding(w.len(), o.len(), t.len(), channels)?;
         ops::embedding(&t, &w, &mut o, channels);
         Ok(())
     }
@@ -31,8 +28,7 @@ impl ModelOps for CpuBackend {
     ) -> Result<(), EngineError> {
         let _op = self.launched("embedding_backward");
         let (t, d, mut w) = (tokens.read(), dout.read(), dtable.get());
-        rows_of("embedding dtable", w.len(), channels)?;
-        at_least("embedding dout", d.len(), t.len() * channels)?;
+        checks::embedding_backward(w.len(), d.len(), t.len(), channels)?;
         ops::embedding_backward(&t, &d, &mut w, channels);
         Ok(())
     }
@@ -47,9 +43,7 @@ impl ModelOps for CpuBackend {
     ) -> Result<(), EngineError> {
         let _op = self.launched("rmsnorm");
         let (xv, w, mut o, mut r) = (x.read(), weight.read(), out.get(), rstd.get());
-        let rows = rows_of("rmsnorm x", xv.len(), w.len())?;
-        same_len("rmsnorm out", o.len(), xv.len())?;
-        same_len("rmsnorm rstd", r.len(), rows)?;
+        checks::rmsnorm(xv.len(), w.len(), o.len(), r.len())?;
         ops::rmsnorm(&xv, &w, &mut o, &mut r, eps);
         Ok(())
     }
@@ -66,11 +60,10 @@ impl ModelOps for CpuBackend {
         let _op = self.launched("rmsnorm_backward");
         let (xv, w, r, d) = (x.read(), weight.read(), rstd.read(), dy.read());
         let (mut dxv, mut dwv) = (dx.get(), dweight.get());
-        let rows = rows_of("rmsnorm_backward x", xv.len(), w.len())?;
-        same_len("rmsnorm_backward rstd", r.len(), rows)?;
-        same_len("rmsnorm_backward dy", d.len(), xv.len())?;
-        same_len("rmsnorm_backward dx", dxv.len(), xv.len())?;
-        same_len("rmsnorm_backward dweight", dwv.len(), w.len())?;
+        checks::rmsnorm_backward(
+            [xv.len(), w.len(), r.len()],
+            [d.len(), dxv.len(), dwv.len()],
+        )?;
         ops::rmsnorm_backward(&xv, &w, &r, &d, &mut dxv, &mut dwv);
         Ok(())
     }
@@ -85,10 +78,7 @@ impl ModelOps for CpuBackend {
     ) -> Result<(), EngineError> {
         let _op = self.launched("rope");
         let (xv, t, mut o) = (x.read(), table.read(), out.get());
-        let n = shape.rows * shape.heads * shape.head_dim;
-        at_least("rope x", xv.len(), n)?;
-        at_least("rope out", o.len(), n)?;
-        at_least("rope table", t.len(), shape.seq * shape.head_dim)?;
+        checks::rope(xv.len(), o.len(), t.len(), &shape)?;
         ops::rope(&xv, &t, &mut o, shape, inverse);
         Ok(())
     }
@@ -103,14 +93,10 @@ impl ModelOps for CpuBackend {
         shape: AttentionShape,
     ) -> Result<(), EngineError> {
         let _op = self.launched("attention");
-        check_attention(&shape)?;
+        checks::attention_shape(&shape)?;
         let (qv, kv, vv) = (q.read(), k.read(), v.read());
         let (mut o, mut p) = (out.get(), probs.get());
-        at_least("attention q", qv.len(), shape.q_len())?;
-        at_least("attention k", kv.len(), shape.kv_len())?;
-        at_least("attention v", vv.len(), shape.kv_len())?;
-        at_least("attention out", o.len(), shape.q_len())?;
-        at_least("attention probs", p.len(), shape.probs_len())?;
+        checks::attention(&shape, [qv.len(), kv.len(), vv.len(), o.len(), p.len()])?;
         super::attention::attention(&qv, &kv, &vv, &mut o, &mut p, shape);
         Ok(())
     }
@@ -128,11 +114,7 @@ impl ModelOps for CpuBackend {
         shape.check()?;
         let (qv, kv, vv) = (q.read(), k_cache.read(), v_cache.read());
         let (mut o, mut s) = (out.get(), scores.get());
-        at_least("attention_cached q", qv.len(), shape.q_len())?;
-        at_least("attention_cached k_cache", kv.len(), shape.cache_len())?;
-        at_least("attention_cached v_cache", vv.len(), shape.cache_len())?;
-        at_least("attention_cached out", o.len(), shape.q_len())?;
-        at_least("attention_cached scores", s.len(), shape.scores_len())?;
+        checks::attention_cached(&shape, [qv.len(), kv.len(), vv.len(), o.len(), s.len()])?;
         super::attention::attention_cached(&qv, &kv, &vv, &mut o, &mut s, shape);
         Ok(())
     }
@@ -151,14 +133,10 @@ impl ModelOps for CpuBackend {
         shape: AttentionShape,
     ) -> Result<(), EngineError> {
         let _op = self.launched("attention_backward");
-        check_attention(&shape)?;
+        checks::attention_shape(&shape)?;
         let (qv, kv, vv, p, d) = (q.read(), k.read(), v.read(), probs.read(), dout.read());
         let (mut ds, mut dqv, mut dkv, mut dvv) = (dscores.get(), dq.get(), dk.get(), dv.get());
-        at_least("attention_backward dscores", ds.len(), shape.probs_len())?;
-        at_least("attention_backward dq", dqv.len(), shape.q_len())?;
-        at_least("attention_backward dk", dkv.len(), shape.kv_len())?;
-        at_least("attention_backward dv", dvv.len(), shape.kv_len())?;
-        at_least("attention_backward dout", d.len(), shape.q_len())?;
+        checks::attention_backward(&shape, [ds.len(), dqv.len(), dkv.len(), dvv.len(), d.len()])?;
         super::attention::attention_backward(
             &qv,
             &kv,
@@ -179,8 +157,7 @@ impl ModelOps for CpuBackend {
     fn swiglu(&self, g: &CpuTensor, u: &CpuTensor, out: &CpuTensor) -> Result<(), EngineError> {
         let _op = self.launched("swiglu");
         let (gv, uv, mut o) = (g.read(), u.read(), out.get());
-        same_len("swiglu u", uv.len(), gv.len())?;
-        same_len("swiglu out", o.len(), gv.len())?;
+        checks::swiglu(gv.len(), uv.len(), o.len())?;
         ops::swiglu(&gv, &uv, &mut o);
         Ok(())
     }
@@ -196,14 +173,7 @@ impl ModelOps for CpuBackend {
         let _op = self.launched("swiglu_backward");
         let (gv, uv, d) = (g.read(), u.read(), dy.read());
         let (mut dgv, mut duv) = (dg.get(), du.get());
-        for (what, len) in [
-            ("u", uv.len()),
-            ("dy", d.len()),
-            ("dg", dgv.len()),
-            ("du", duv.len()),
-        ] {
-            same_len(&format!("swiglu_backward {what}"), len, gv.len())?;
-        }
+        checks::swiglu_backward(gv.len(), [uv.len(), d.len(), dgv.len(), duv.len()])?;
         ops::swiglu_backward(&gv, &uv, &d, &mut dgv, &mut duv);
         Ok(())
     }
@@ -219,16 +189,7 @@ impl ModelOps for CpuBackend {
         let _op = self.launched("cross_entropy");
         let (l, t) = (logits.read(), targets.read());
         let (mut lo, mut dl) = (losses.get(), dlogits.get());
-        same_len("cross_entropy losses", lo.len(), t.len())?;
-        rows_of("cross_entropy logits", l.len(), l.len() / t.len().max(1))?;
-        if !dl.is_empty() {
-            same_len("cross_entropy dlogits", dl.len(), l.len())?;
-        }
-        if t.is_empty() || l.len() % t.len() != 0 {
-            return Err(EngineError::Shape(
-                "cross_entropy: logits are not rows of targets".into(),
-            ));
-        }
+        checks::cross_entropy(l.len(), t.len(), lo.len(), dl.len())?;
         ops::cross_entropy(&l, &t, &mut lo, &mut dl, grad_scale);
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! CPU op family `OptimizerOps`: global gradient norm and AdamW.
 
 use super::{CpuBackend, CpuTensor, ops};
-use crate::{AdamHyper, EngineError, OptimizerOps, at_least, same_len};
+use crate::{AdamHyper, EngineError, OptimizerOps};
 
 /// Lanes of a sum-of-squares group (the WGSL kernel's workgroup size).
 const WG: usize = 256;
@@ -21,7 +21,7 @@ impl OptimizerOps for CpuBackend {
         let _op = self.launched("sum_squares");
         let v = sum_squares(&x.read());
         let mut o = out.get();
-        at_least("sum_squares out", o.len(), slot + 1)?;
+        crate::checks::sum_squares(o.len(), slot)?;
         o[slot] = v;
         Ok(())
     }
@@ -39,10 +39,7 @@ impl OptimizerOps for CpuBackend {
         let _op = self.launched("adamw");
         let (g, nv) = (grad.read(), norms.read());
         let (mut p, mut mv, mut vv) = (param.get(), m.get(), v.get());
-        for (what, len) in [("grad", g.len()), ("m", mv.len()), ("v", vv.len())] {
-            same_len(&format!("adamw {what}"), len, p.len())?;
-        }
-        at_least("adamw norms", nv.len(), n_norms)?;
+        crate::checks::adamw(p.len(), [g.len(), mv.len(), vv.len()], nv.len(), n_norms)?;
         ops::adamw(&mut p, &g, &mut mv, &mut vv, &nv[..n_norms], hyper);
         Ok(())
     }

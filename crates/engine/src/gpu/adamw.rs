@@ -5,7 +5,7 @@ use bytemuck::{Pod, Zeroable};
 use super::kernel::{ELEMENTWISE_GROUPS, Kernel, grid_stride_groups};
 use super::{GpuBackend, GpuTensor};
 use crate::params_layout;
-use crate::{AdamHyper, EngineError, at_least, same_len};
+use crate::{AdamHyper, EngineError};
 
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/adamw.wgsl");
@@ -70,10 +70,7 @@ pub(crate) fn launch(
     n_norms: usize,
     hyper: &AdamHyper,
 ) -> Result<(), EngineError> {
-    for (what, len) in [("grad", grad.len), ("m", m.len), ("v", v.len)] {
-        same_len(&format!("adamw {what}"), len, param.len)?;
-    }
-    at_least("adamw norms", norms.len, n_norms)?;
+    crate::checks::adamw(param.len, [grad.len, m.len, v.len], norms.len, n_norms)?;
     let (bc1, bc2) = hyper.bias_corrections();
     let params = AdamParams {
         n: param.len as u32,

@@ -5,7 +5,7 @@ use bytemuck::{Pod, Zeroable};
 use super::kernel::Kernel;
 use super::{GpuBackend, GpuTensor};
 use crate::params_layout;
-use crate::{AttentionShape, EngineError, at_least_each};
+use crate::{AttentionShape, EngineError};
 
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/attention.wgsl");
@@ -65,17 +65,7 @@ pub(crate) fn launch(
     probs: &GpuTensor,
     shape: AttentionShape,
 ) -> Result<(), EngineError> {
-    crate::cpu::check_attention(&shape)?;
-    at_least_each(
-        "attention",
-        &[
-            ("q", q.len, shape.q_len()),
-            ("k", k.len, shape.kv_len()),
-            ("v", v.len, shape.kv_len()),
-            ("out", out.len, shape.q_len()),
-            ("probs", probs.len, shape.probs_len()),
-        ],
-    )?;
+    crate::checks::attention(&shape, [q.len, k.len, v.len, out.len, probs.len])?;
     let params = attention_params(&shape);
     let rows = (shape.batch * shape.heads * shape.seq) as u32;
     gpu.dispatch(
@@ -108,17 +98,7 @@ pub(crate) fn launch_backward(
     dv: &GpuTensor,
     shape: AttentionShape,
 ) -> Result<(), EngineError> {
-    crate::cpu::check_attention(&shape)?;
-    at_least_each(
-        "attention_backward",
-        &[
-            ("dscores", dscores.len, shape.probs_len()),
-            ("dq", dq.len, shape.q_len()),
-            ("dk", dk.len, shape.kv_len()),
-            ("dv", dv.len, shape.kv_len()),
-            ("dout", dout.len, shape.q_len()),
-        ],
-    )?;
+    crate::checks::attention_backward(&shape, [dscores.len, dq.len, dk.len, dv.len, dout.len])?;
     let params = attention_params(&shape);
     let q_rows = (shape.batch * shape.heads * shape.seq) as u32;
     let kv_rows = (shape.batch * shape.kv_heads * shape.seq) as u32;

@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 use super::kernel::{Kernel, Snippet};
 use super::{GpuBackend, GpuTensor};
 use crate::params_layout;
-use crate::{CachedAttentionShape, EngineError, at_least_each};
+use crate::{CachedAttentionShape, EngineError};
 
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/attention_cached.wgsl");
@@ -62,17 +62,7 @@ pub(crate) fn launch(
     scores: &GpuTensor,
     shape: CachedAttentionShape,
 ) -> Result<(), EngineError> {
-    shape.check()?;
-    at_least_each(
-        "attention_cached",
-        &[
-            ("q", q.len, shape.q_len()),
-            ("k_cache", k.len, shape.cache_len()),
-            ("v_cache", v.len, shape.cache_len()),
-            ("out", out.len, shape.q_len()),
-            ("scores", scores.len, shape.scores_len()),
-        ],
-    )?;
+    crate::checks::attention_cached(&shape, [q.len, k.len, v.len, out.len, scores.len])?;
     let params = CachedAttentionParams {
         batch: shape.batch as u32,
         past: shape.past as u32,

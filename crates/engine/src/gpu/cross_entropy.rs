@@ -4,8 +4,8 @@ use bytemuck::{Pod, Zeroable};
 
 use super::kernel::{Kernel, Snippet};
 use super::{GpuBackend, GpuTensor};
+use crate::EngineError;
 use crate::params_layout;
-use crate::{EngineError, same_len};
 
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/cross_entropy.wgsl");
@@ -47,16 +47,8 @@ pub(crate) fn launch(
     dlogits: &GpuTensor,
     grad_scale: f32,
 ) -> Result<(), EngineError> {
-    same_len("cross_entropy losses", losses.len, targets.len)?;
+    crate::checks::cross_entropy(logits.len, targets.len, losses.len, dlogits.len)?;
     let gradient = dlogits.len > 0;
-    if gradient {
-        same_len("cross_entropy dlogits", dlogits.len, logits.len)?;
-    }
-    if targets.len == 0 || !logits.len.is_multiple_of(targets.len) {
-        return Err(EngineError::Shape(
-            "cross_entropy: logits are not rows of targets".into(),
-        ));
-    }
     let params = CeParams {
         rows: targets.len as u32,
         vocab: (logits.len / targets.len) as u32,

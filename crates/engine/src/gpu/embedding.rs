@@ -4,8 +4,8 @@ use bytemuck::{Pod, Zeroable};
 
 use super::kernel::{ELEMENTWISE_GROUPS, Kernel, grid_stride_groups};
 use super::{GpuBackend, GpuTensor};
+use crate::EngineError;
 use crate::params_layout;
-use crate::{EngineError, at_least, rows_of};
 
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/embedding.wgsl");
@@ -45,8 +45,7 @@ pub(crate) fn launch(
     out: &GpuTensor,
     channels: usize,
 ) -> Result<(), EngineError> {
-    let vocab = rows_of("embedding table", table.len, channels)?;
-    at_least("embedding out", out.len, tokens.len * channels)?;
+    let vocab = crate::checks::embedding(table.len, out.len, tokens.len, channels)?;
     dispatch(gpu, "main", tokens, (vocab, channels), table, out);
     Ok(())
 }
@@ -58,8 +57,7 @@ pub(crate) fn launch_backward(
     dtable: &GpuTensor,
     channels: usize,
 ) -> Result<(), EngineError> {
-    let vocab = rows_of("embedding dtable", dtable.len, channels)?;
-    at_least("embedding dout", dout.len, tokens.len * channels)?;
+    let vocab = crate::checks::embedding_backward(dtable.len, dout.len, tokens.len, channels)?;
     dispatch(gpu, "backward", tokens, (vocab, channels), dout, dtable);
     Ok(())
 }

@@ -4,8 +4,8 @@ use bytemuck::{Pod, Zeroable};
 
 use super::kernel::Kernel;
 use super::{GpuBackend, GpuTensor};
+use crate::EngineError;
 use crate::params_layout;
-use crate::{EngineError, rows_of, same_len};
 
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/rmsnorm.wgsl");
@@ -46,9 +46,7 @@ pub(crate) fn launch(
     rstd: &GpuTensor,
     eps: f32,
 ) -> Result<(), EngineError> {
-    let rows = rows_of("rmsnorm x", x.len, weight.len)?;
-    same_len("rmsnorm out", out.len, x.len)?;
-    same_len("rmsnorm rstd", rstd.len, rows)?;
+    let rows = crate::checks::rmsnorm(x.len, weight.len, out.len, rstd.len)?;
     let params = NormParams {
         rows: rows as u32,
         channels: weight.len as u32,
@@ -79,11 +77,10 @@ pub(crate) fn launch_backward(
     dx: &GpuTensor,
     dweight: &GpuTensor,
 ) -> Result<(), EngineError> {
-    let rows = rows_of("rmsnorm_backward x", x.len, weight.len)?;
-    same_len("rmsnorm_backward rstd", rstd.len, rows)?;
-    same_len("rmsnorm_backward dy", dy.len, x.len)?;
-    same_len("rmsnorm_backward dx", dx.len, x.len)?;
-    same_len("rmsnorm_backward dweight", dweight.len, weight.len)?;
+    let rows = crate::checks::rmsnorm_backward(
+        [x.len, weight.len, rstd.len],
+        [dy.len, dx.len, dweight.len],
+    )?;
     let params = NormParams {
         rows: rows as u32,
         channels: weight.len as u32,

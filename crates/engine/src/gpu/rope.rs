@@ -5,7 +5,7 @@ use bytemuck::{Pod, Zeroable};
 use super::kernel::{ELEMENTWISE_GROUPS, Kernel, grid_stride_groups};
 use super::{GpuBackend, GpuTensor};
 use crate::params_layout;
-use crate::{EngineError, RopeShape, at_least};
+use crate::{EngineError, RopeShape};
 
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/rope.wgsl");
@@ -52,10 +52,8 @@ pub(crate) fn launch(
     shape: RopeShape,
     inverse: bool,
 ) -> Result<(), EngineError> {
+    crate::checks::rope(x.len, out.len, table.len, &shape)?;
     let n = shape.rows * shape.heads * shape.head_dim;
-    at_least("rope x", x.len, n)?;
-    at_least("rope out", out.len, n)?;
-    at_least("rope table", table.len, shape.seq * shape.head_dim)?;
     let params = RopeParams {
         rows: shape.rows as u32,
         heads: shape.heads as u32,

@@ -5,8 +5,8 @@ use bytemuck::{Pod, Zeroable};
 
 use super::kernel::{Bind, Kernel};
 use super::{GpuBackend, GpuTensor};
+use crate::EngineError;
 use crate::params_layout;
-use crate::{EngineError, at_least};
 
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/sum_squares.wgsl");
@@ -42,7 +42,7 @@ pub(crate) fn launch(
     out: &GpuTensor,
     slot: usize,
 ) -> Result<(), EngineError> {
-    at_least("sum_squares out", out.len, slot + 1)?;
+    crate::checks::sum_squares(out.len, slot)?;
     let groups = crate::cpu::sum_squares_groups(x.len);
     let params = SumSquaresParams {
         n: x.len as u32,

@@ -4,8 +4,8 @@ use bytemuck::{Pod, Zeroable};
 
 use super::kernel::{ELEMENTWISE_GROUPS, Kernel, grid_stride_groups};
 use super::{GpuBackend, GpuTensor};
+use crate::EngineError;
 use crate::params_layout;
-use crate::{EngineError, same_len};
 
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/swiglu.wgsl");
@@ -45,8 +45,7 @@ pub(crate) fn launch(
     u: &GpuTensor,
     out: &GpuTensor,
 ) -> Result<(), EngineError> {
-    same_len("swiglu u", u.len, g.len)?;
-    same_len("swiglu out", out.len, g.len)?;
+    crate::checks::swiglu(g.len, u.len, out.len)?;
     let (params, groups) = params(g.len);
     gpu.dispatch(
         &KERNEL,
@@ -66,9 +65,7 @@ pub(crate) fn launch_backward(
     dg: &GpuTensor,
     du: &GpuTensor,
 ) -> Result<(), EngineError> {
-    for (what, len) in [("u", u.len), ("dy", dy.len), ("dg", dg.len), ("du", du.len)] {
-        same_len(&format!("swiglu_backward {what}"), len, g.len)?;
-    }
+    crate::checks::swiglu_backward(g.len, [u.len, dy.len, dg.len, du.len])?;
     let (params, groups) = params(g.len);
     gpu.dispatch(
         &KERNEL,
