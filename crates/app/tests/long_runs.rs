@@ -8,7 +8,7 @@ use hif8lab_engine::Device;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_scaling::{CallRecord, Module, QuantizerId, Role};
 use hif8lab_train::driver::{Event, Sink};
-use hif8lab_train::folder::RunFolder;
+use hif8lab_train::run::folder::RunFolder;
 use hif8lab_train::run::{RunStatus, RunSummary};
 use hif8lab_train::{RunConfig, StepReport};
 

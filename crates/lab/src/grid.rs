@@ -20,8 +20,8 @@ use hif8lab_train::trainer::ProbeScores;
 use {
     hif8lab_engine::Backend,
     hif8lab_train::driver::{Event, Schedule, Sink},
-    hif8lab_train::folder::RunFolder,
     hif8lab_train::models::checkpoint::{self, Checkpoint},
+    hif8lab_train::run::folder::RunFolder,
     hif8lab_train::run::{RunStatus, write_atomic},
     hif8lab_train::trainer::TrainError,
     std::path::{Path, PathBuf},

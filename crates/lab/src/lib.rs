@@ -9,7 +9,7 @@
 //!   benchmark summaries) judged with the same claims, and the paper's own numbers;
 //! - [`claims`]: a claim, its statistic, interval and threshold, fixed before the data — the
 //!   one type behind grid verdicts and lessons;
-//! - [`stats`]: intervals, paired and exact tests, power (with `hif8lab_train::resample`'s
+//! - [`stats`]: intervals, paired and exact tests, power (with `hif8lab_train::eval::resample`'s
 //!   cluster bootstrap, which the probe scorer also uses).
 //!
 //! Nothing here steps a trainer itself: runs go through `hif8lab_train::driver`.

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod exact;
 
-pub use hif8lab_train::resample::*;
+pub use hif8lab_train::eval::resample::*;
 
 /// Three-valued verdict on a claim.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

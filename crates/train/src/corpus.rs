@@ -501,7 +501,7 @@ pub fn score_probes(
     knowledge: &(Vec<McItem>, Vec<(usize, usize)>),
     completion: &(Vec<McItem>, Vec<(usize, usize)>),
 ) -> crate::eval::ProbeScores {
-    use crate::resample::{Arm, Groups, bootstrap, pack_marks};
+    use crate::eval::resample::{Arm, Groups, bootstrap, pack_marks};
     let mut at = 0;
     let mut score = |(items, spans): &(Vec<McItem>, Vec<(usize, usize)>)| {
         let mut ll = Vec::new();
@@ -548,7 +548,7 @@ pub fn score_probes(
         completion_acc: ci(&cg, &c_acc),
         completion_acc_norm: ci(&cg, &c_norm),
         heldout_loss: bootstrap(
-            &Groups::consecutive(held.len(), crate::resample::HELDOUT_BLOCK),
+            &Groups::consecutive(held.len(), crate::eval::resample::HELDOUT_BLOCK),
             &[Arm {
                 seeds: vec![held.clone()],
             }],

@@ -34,7 +34,6 @@ pub mod corpus;
 pub mod data;
 pub mod driver;
 pub mod eval;
-pub mod folder;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod infer;
 pub mod io;
@@ -44,7 +43,6 @@ pub mod memory;
 pub mod model;
 pub mod models;
 pub mod open;
-pub mod resample;
 pub mod rng;
 pub mod run;
 pub mod trainer;

@@ -9,9 +9,9 @@ use hif8lab_engine::Backend;
 
 use crate::RunConfig;
 use crate::driver::{Driver, Schedule};
-use crate::folder::RunFolder;
 use crate::models::checkpoint::Checkpoint;
 use crate::run::Segment;
+use crate::run::folder::RunFolder;
 use crate::trainer::{TrainError, Trainer};
 
 /// Where a run's weights come from.

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::RunConfig;
 
+pub mod folder;
 mod quantizers;
 use crate::trainer::{ProbeScores, StepReport};
 pub use quantizers::{QuantizerSummary, quantizer_table};

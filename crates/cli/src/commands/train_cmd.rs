@@ -16,10 +16,10 @@ use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_engine::{AnyBackend, Backend, BackendChoice, with_backend};
 use hif8lab_train::RunConfig;
 use hif8lab_train::driver::{Driver, Event, Progress, Schedule, Tap};
-use hif8lab_train::folder::RunFolder;
 use hif8lab_train::memory::MemoryEstimate;
 use hif8lab_train::models::checkpoint::Checkpoint;
 use hif8lab_train::open::{OpenRun, Start as Opening, open_run};
+use hif8lab_train::run::folder::RunFolder;
 use hif8lab_train::run::{self, RunDir, RunStatus, Segment};
 use indicatif::{ProgressBar, ProgressStyle};
 

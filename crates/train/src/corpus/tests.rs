@@ -50,7 +50,7 @@ fn generators_are_deterministic_and_distinct() {
 
 #[test]
 fn probe_scores_carry_marks_and_intervals() {
-    use crate::resample::unpack_marks;
+    use crate::eval::resample::unpack_marks;
     // 2 entities' knowledge items (12) and 4 completion items, every choice one token;
     // losses make the answer the most likely choice on even items only.
     let kb = KnowledgeBase::generate(2, 1);

@@ -23,7 +23,7 @@ pub struct ProbeScores {
     /// Completion items scored.
     #[serde(default)]
     pub completion_items: usize,
-    /// 95 % intervals of the scores above (cluster bootstrap, [`crate::resample`]).
+    /// 95 % intervals of the scores above (cluster bootstrap, [`crate::eval::resample`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intervals: Option<ProbeIntervals>,
     /// Per-item outcomes, for paired tests between runs scored on the same items.
@@ -47,7 +47,7 @@ pub struct ProbeIntervals {
 }
 
 /// Per-item outcomes of one evaluation: correctness packed as hexadecimal
-/// ([`crate::resample::pack_marks`]) and each held-out window's mean loss.
+/// ([`crate::eval::resample::pack_marks`]) and each held-out window's mean loss.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProbeMarks {
     /// Knowledge items right by summed log-likelihood.
@@ -181,7 +181,7 @@ impl ProbeScores {
     pub fn item_values(&self, score: ProbeScore) -> Option<Vec<f64>> {
         let m = self.marks.as_ref()?;
         let bits = |text: &str, n: usize| {
-            crate::resample::unpack_marks(text, n)
+            crate::eval::resample::unpack_marks(text, n)
                 .map(|v| v.into_iter().map(|b| f64::from(u8::from(b))).collect())
         };
         let margins =
@@ -199,9 +199,9 @@ impl ProbeScores {
 
     /// The resampling clusters of a score's items (as many as [`Self::item_values`] gives):
     /// knowledge items by entity, completion items by family, held-out windows in blocks of
-    /// [`crate::resample::HELDOUT_BLOCK`] consecutive windows (pieces of one text).
-    pub fn groups(&self, score: ProbeScore) -> crate::resample::Groups {
-        use crate::resample::Groups;
+    /// [`crate::eval::resample::HELDOUT_BLOCK`] consecutive windows (pieces of one text).
+    pub fn groups(&self, score: ProbeScore) -> crate::eval::resample::Groups {
+        use crate::eval::resample::Groups;
         let n = self.item_values(score).map_or(0, |v| v.len());
         let stored = |ids: Option<&Vec<u32>>| {
             ids.filter(|g| g.len() == n && n > 0)
@@ -218,7 +218,7 @@ impl ProbeScores {
             | ProbeScore::CompletionMargin => {
                 stored(marks.map(|m| &m.completion_group)).unwrap_or_else(|| Groups::singletons(n))
             }
-            ProbeScore::HeldoutLoss => Groups::consecutive(n, crate::resample::HELDOUT_BLOCK),
+            ProbeScore::HeldoutLoss => Groups::consecutive(n, crate::eval::resample::HELDOUT_BLOCK),
         }
     }
 }

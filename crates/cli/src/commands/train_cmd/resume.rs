@@ -204,7 +204,7 @@ fn already_finished(
         .is_some_and(|s| s.status == RunStatus::Finished && s.steps == at);
     if !recorded_finished && !args.dry_run {
         // Killed after its final checkpoint, before its summary: complete the record.
-        hif8lab_train::folder::complete_finished(dir, config, segments)?;
+        hif8lab_train::run::folder::complete_finished(dir, config, segments)?;
     }
     eprintln!(
         "{} already finished: {at} of {target} steps done{}; nothing else changed. Give \
