@@ -249,23 +249,9 @@ impl Bench {
     }
 
     fn print_json(&self) -> Result<()> {
-        let Bench {
-            info,
-            steps,
-            estimators,
-            profile,
-            p,
-            q,
-            overhead,
-            peak,
-            params,
-            gemms,
-            shape_s,
-            gemm_s,
-            gemm_bound,
-            gemm_gflops,
-        } = self;
-        let (steps, profile, gemm_s) = (*steps, *profile, *gemm_s);
+        let (info, p, q, steps) = (&self.info, &self.p, &self.q, self.steps);
+        let (estimators, overhead, params) = (self.estimators, self.overhead, self.params);
+        let (gemm_gflops, gemm_bound) = (self.gemm_gflops, self.gemm_bound);
         let gflops = |t| self.gflops(t);
         let gemm_fraction = |ms| self.gemm_fraction(ms);
         crate::output::outln!(
@@ -283,27 +269,28 @@ impl Bench {
             q.bind_groups_per_step,
             q.host_ms_per_step,
             p.host_ms_per_step,
-            peak.map(|v| format!("{v:.1}"))
+            self.peak
+                .map(|v| format!("{v:.1}"))
                 .unwrap_or_else(|| "null".into()),
             gflops(p.tokens_per_s),
             gflops(p.tokens_per_s),
             gflops(q.tokens_per_s),
-            gemm_s * 1e3,
+            self.gemm_s * 1e3,
             gemm_fraction(p.ms_per_step),
             gemm_fraction(q.ms_per_step),
             hif8lab_engine::cpu::threads(),
-            if profile {
+            if self.profile {
                 profile_json(p, steps)
             } else {
                 "null".into()
             },
-            if profile {
+            if self.profile {
                 profile_json(q, steps)
             } else {
                 "null".into()
             },
-            if profile {
-                crate::commands::bench_gemm::shape_json(gemms, shape_s)
+            if self.profile {
+                crate::commands::bench_gemm::shape_json(&self.gemms, &self.shape_s)
             } else {
                 "null".into()
             },
@@ -312,30 +299,13 @@ impl Bench {
     }
 
     fn print_text(&self) -> Result<()> {
-        let Bench {
-            info,
-            steps,
-            estimators,
-            profile,
-            p,
-            q,
-            overhead,
-            peak,
-            params,
-            gemms,
-            shape_s,
-            gemm_s,
-            gemm_bound,
-            gemm_gflops,
-        } = self;
-        let (steps, gemm_s) = (*steps, *gemm_s);
-        let gflops = |t| self.gflops(t);
-        let gemm_fraction = |ms| self.gemm_fraction(ms);
+        let (info, p, q) = (&self.info, &self.p, &self.q);
         crate::output::outln!(
-            "bench train on {} '{}' ({}), {steps} steps each after 2 warm-up steps, plain and QAT in alternating blocks",
+            "bench train on {} '{}' ({}), {} steps each after 2 warm-up steps, plain and QAT in alternating blocks",
             info.kind,
             info.adapter,
-            info.device_type
+            info.device_type,
+            self.steps
         );
         crate::output::outln!(
             "  plain: {:>10.1} tok/s {:>9.2} ms/step",
@@ -343,24 +313,31 @@ impl Bench {
             p.ms_per_step
         );
         crate::output::outln!(
-            "  QAT  : {:>10.1} tok/s {:>9.2} ms/step ({estimators} estimators in every quantizer call)",
+            "  QAT  : {:>10.1} tok/s {:>9.2} ms/step ({} estimators in every quantizer call)",
             q.tokens_per_s,
-            q.ms_per_step
-        );
-        crate::output::outln!("  QAT overhead (plain tok/s ÷ QAT tok/s): {overhead:.3}");
-        crate::output::outln!(
-            "  model FLOPs (6 per parameter per token, {params} parameters): {:.2} GFLOP/s plain, {:.2} QAT",
-            gflops(p.tokens_per_s),
-            gflops(q.tokens_per_s)
+            q.ms_per_step,
+            self.estimators
         );
         crate::output::outln!(
-            "  the step's own GEMMs alone: {:.2} ms/step ({gemm_gflops:.1} GFLOP/s); gemm_fraction (their share of a step) {:.3} plain, {:.3} QAT",
-            gemm_s * 1e3,
-            gemm_fraction(p.ms_per_step),
-            gemm_fraction(q.ms_per_step)
+            "  QAT overhead (plain tok/s ÷ QAT tok/s): {:.3}",
+            self.overhead
         );
         crate::output::outln!(
-            "  at most {gemm_bound:.1} tok/s if everything besides the GEMMs were free (tokens per step ÷ their time alone)"
+            "  model FLOPs (6 per parameter per token, {} parameters): {:.2} GFLOP/s plain, {:.2} QAT",
+            self.params,
+            self.gflops(p.tokens_per_s),
+            self.gflops(q.tokens_per_s)
+        );
+        crate::output::outln!(
+            "  the step's own GEMMs alone: {:.2} ms/step ({:.1} GFLOP/s); gemm_fraction (their share of a step) {:.3} plain, {:.3} QAT",
+            self.gemm_s * 1e3,
+            self.gemm_gflops,
+            self.gemm_fraction(p.ms_per_step),
+            self.gemm_fraction(q.ms_per_step)
+        );
+        crate::output::outln!(
+            "  at most {:.1} tok/s if everything besides the GEMMs were free (tokens per step ÷ their time alone)",
+            self.gemm_bound
         );
         crate::output::outln!(
             "  submits/step {:.2}, blocking syncs/step {:.2}, dispatches/step {:.1}, bind groups created/step {:.2}, host ms/step {:.3} (QAT run, steady state)",
@@ -370,17 +347,20 @@ impl Bench {
             q.bind_groups_per_step,
             q.host_ms_per_step
         );
-        if let Some(m) = peak {
+        if let Some(m) = self.peak {
             crate::output::outln!("  peak resident memory: {m:.1} MiB");
         }
-        if *profile {
+        if self.profile {
             if p.profile.is_empty() {
                 crate::output::outln!("  (--profile times ops on the CPU backend only)");
             } else {
-                for line in profile_table("plain", p, steps)
+                for line in profile_table("plain", p, self.steps)
                     .into_iter()
-                    .chain(profile_table("QAT", q, steps))
-                    .chain(crate::commands::bench_gemm::shape_table(gemms, shape_s))
+                    .chain(profile_table("QAT", q, self.steps))
+                    .chain(crate::commands::bench_gemm::shape_table(
+                        &self.gemms,
+                        &self.shape_s,
+                    ))
                 {
                     crate::output::outln!("{line}");
                 }
