@@ -1582,6 +1582,41 @@ fn amax_axis_keeps_numbers_at_every_height() {
     assert_eq!(hif8lab_app::charts::value_label(-20.0), "2^-20");
 }
 
+/// The SQNR subplot's linear axis keeps three or more labelled values at its height (160
+/// points) for any range of dB, all marks one round step apart, labelled with the decimals
+/// the step needs.
+#[test]
+fn sqnr_axis_keeps_numbers() {
+    use hif8lab_app::charts::{linear_label, linear_marks};
+    for (lo, hi) in [
+        (30.5, 32.3),
+        (0.0, 60.0),
+        (-3.0, 41.0),
+        (25.01, 25.2),
+        (12.0, 12.5),
+    ] {
+        for height in [120.0, 160.0, 400.0] {
+            let per_point = (hi - lo) / height;
+            let marks = linear_marks(egui_plot::GridInput {
+                bounds: (lo, hi),
+                base_step_size: per_point * 8.0,
+            });
+            assert!(marks.len() >= 3, "{lo}..{hi} at {height}: {marks:?}");
+            for m in &marks {
+                assert!((lo..=hi).contains(&m.value), "{m:?}");
+                assert!(m.step_size / per_point >= 20.0, "{m:?} at {height}");
+                assert_eq!(m.step_size, marks[0].step_size);
+                let text = linear_label(m);
+                let back: f64 = text.parse().unwrap_or_else(|_| panic!("{text}"));
+                assert!(
+                    (back - m.value).abs() < 1e-9 * (1.0 + m.value.abs()),
+                    "{text}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn a_torch_run_folder_opens() {
     // Written by `hif8lab.torch.train` under torchrun (tests/fixtures/gen_torch_fixtures.sh):

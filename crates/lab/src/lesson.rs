@@ -230,7 +230,9 @@ fn count_ag(s: &RunSummary, prefix: &str) -> u64 {
         .sum()
 }
 
-fn tail_mean(v: &[f64]) -> f64 {
+/// A run's final training loss as the lessons state it everywhere (their verdicts, summaries
+/// and the app's run tiles): the mean of the last fifth of its steps' losses (NaN for none).
+pub fn final_loss(v: &[f64]) -> f64 {
     let n = (v.len() / 5).max(1).min(v.len());
     if n == 0 {
         return f64::NAN;
@@ -427,7 +429,7 @@ fn forgetting(
         |n: &str| forgetting_vs_base(ONE_RUN, &base_run, n, one(n)).map_or(f64::NAN, |p| p.value);
     let contrast =
         |hi: &str, lo: &str| forgetting_contrast(ONE_RUN, &base_run, (hi, one(hi)), (lo, one(lo)));
-    let loss = |n: &str| tail_mean(&by_name(runs, s, n).losses);
+    let loss = |n: &str| final_loss(&by_name(runs, s, n).losses);
     let (ll, lh) = (loss("baseline-low"), loss("baseline-high"));
     let ev = |hi: &str, lo: &str| {
         serde_json::json!({
@@ -467,7 +469,7 @@ fn forgetting(
     ];
     crate::claims::judge_family(&mut claims);
     let summary = format!(
-        "Against the base model, the high LR forgot {:.1} points of its above-chance knowledge and the low LR {:.1} without QAT ({:.1} and {:.1} with QAT; 0 = none, 100 = down to chance, above 100 = below chance), while the final training loss was {lh:.3} (high) vs {ll:.3} (low).",
+        "Against the base model, the high LR forgot {:.1} points of its above-chance knowledge and the low LR {:.1} without QAT ({:.1} and {:.1} with QAT; 0 = none, 100 = down to chance, above 100 = below chance), while the final training loss (the mean of the last fifth of the steps) was {lh:.3} (high) vs {ll:.3} (low).",
         forgot("baseline-high"),
         forgot("baseline-low"),
         forgot("max_window-high"),
@@ -590,6 +592,14 @@ pub fn run_lesson<B: hif8lab_engine::Backend>(
 #[cfg(test)]
 mod id_tests {
     use super::*;
+
+    #[test]
+    fn the_final_loss_is_the_mean_of_the_last_fifth() {
+        let v: Vec<f64> = (1..=10).map(f64::from).collect();
+        assert_eq!(final_loss(&v), 9.5);
+        assert_eq!(final_loss(&[3.0]), 3.0);
+        assert!(final_loss(&[]).is_nan());
+    }
 
     #[test]
     fn every_lesson_is_found_by_its_id_and_its_name() {

@@ -104,6 +104,38 @@ pub fn log2_marks(input: egui_plot::GridInput) -> Vec<egui_plot::GridMark> {
         .collect()
 }
 
+/// Grid marks of a linear axis (the SQNR's dB): one step of 1, 2 or 5 × 10^k for all of
+/// them, the finest whose labels stay a label's height (20 points) apart, so a plot 160
+/// points high still shows three or four values.
+pub fn linear_marks(input: egui_plot::GridInput) -> Vec<egui_plot::GridMark> {
+    let (lo, hi) = input.bounds;
+    if !(input.base_step_size > 0.0 && lo.is_finite() && hi.is_finite() && hi > lo) {
+        return Vec::new();
+    }
+    // egui_plot's base step is its minimal grid spacing (8 points); labels need 20.
+    let gap = input.base_step_size * 2.5;
+    let decade = 10f64.powf(gap.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * decade)
+        .find(|s| *s >= gap)
+        .unwrap_or(10.0 * decade);
+    let first = (lo / step).ceil() as i64;
+    let last = (hi / step).floor() as i64;
+    (first..=last.min(first + 1000))
+        .map(|i| egui_plot::GridMark {
+            value: i as f64 * step,
+            step_size: step,
+        })
+        .collect()
+}
+
+/// A linear mark's label: as many decimals as its step needs.
+pub fn linear_label(mark: &egui_plot::GridMark) -> String {
+    let decimals = (-mark.step_size.log10().floor()).clamp(0.0, 6.0) as usize;
+    format!("{:.*}", decimals, mark.value)
+}
+
 /// Grid marks of a log2 axis: steps that are powers of two (in log2 units: ×2, ×4, ×16 … of
 /// the value), the finest at least egui's minimal step, so that a short plot still gets
 /// labelled marks (a power of ten in log2 units leaves a short plot with none).
@@ -300,6 +332,8 @@ fn sqnr_plot(ui: &mut egui::Ui, calls: &[Call], buckets_shown: &[(usize, usize)]
         .height(160.0)
         .x_axis_label("quantizer call")
         .y_axis_label("SQNR dB")
+        .y_grid_spacer(linear_marks)
+        .y_axis_formatter(|m, _| linear_label(&m))
         .link_axis(egui::Id::unique("amax-x"), [true, false])
         .show(ui, |p| {
             p.line(

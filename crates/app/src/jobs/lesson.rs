@@ -54,9 +54,9 @@ impl hif8lab_lab::grid::GridProgress for LessonProgress {
         };
         if let Ok(mut t) = self.text.lock() {
             *t = format!(
-                "{phase}: step {} of {steps}; about {:.0} s left ({:.0} s so far).",
+                "{phase}: step {} of {steps}; about {} left ({:.0} s so far).",
                 step + 1,
-                left.max(0.0),
+                super::duration_words(left),
                 self.started.elapsed().as_secs_f64()
             );
         }

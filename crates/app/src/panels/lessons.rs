@@ -315,13 +315,20 @@ fn small_multiples(lessons: &LessonsView, ui: &mut egui::Ui) {
         for (i, v) in views.iter().enumerate() {
             ui.vertical(|ui| {
                 ui.set_width(width);
-                let above = v.calls_above().get(v.active).copied().unwrap_or(0);
+                // The lessons' bases: activation and gradient calls (where spikes hit, as
+                // the lesson's text counts them) and the final loss as its summary states it.
+                let above = v
+                    .calls_above_roles(&[Role::A, Role::G])
+                    .get(v.active)
+                    .copied()
+                    .unwrap_or(0);
+                let losses: Vec<f64> = v.loss.iter().map(|p| p[1]).collect();
                 ui.add(egui::Label::new(RichText::new(&v.name).strong().small()).wrap());
                 crate::glossary::label(
                     ui,
                     format!(
-                        "final loss {:.3}; {above} calls above the estimate; {}",
-                        v.loss.last().map(|p| p[1]).unwrap_or(f64::NAN),
+                        "final loss {:.3} (mean of the last fifth of the steps); {above} activation and gradient calls above the estimate; {}",
+                        hif8lab_lab::lesson::final_loss(&losses),
                         knowledge_caption(lessons.base_probes.as_ref(), v)
                     ),
                 );
