@@ -64,6 +64,7 @@ impl HifApp {
                 frame_loop: cfg!(target_arch = "wasm32"),
                 backend: BackendKind::Cpu,
                 adapter: hif8lab_engine::cpu::cpu_name(),
+                pace: None,
             },
             lessons: panels::lessons::LessonsView::default(),
             frames: frames::FrameStats::default(),
@@ -300,6 +301,7 @@ impl HifApp {
             gpu_available: self.device.gpu.is_some(),
             backend: self.device.backend.name(),
             frame_ms,
+            pace: self.device.pace,
             check,
             actions: Vec::new(),
         }

@@ -166,6 +166,9 @@ pub struct DeviceChoice {
     pub backend: BackendKind,
     /// Its adapter's name.
     pub adapter: String,
+    /// Model FLOPs per second the last run trained at here (with its baseline beside it, if
+    /// it had one): what the form's time estimate divides by.
+    pub pace: Option<f64>,
 }
 
 /// Saves an export: natively into `exports/` (beside the working directory's `runs/`),

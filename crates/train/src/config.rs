@@ -443,6 +443,13 @@ impl RunConfig {
         })
     }
 
+    /// A preset's one-line description: its file's first comment, after `# NAME: `.
+    pub fn preset_description(name: &str) -> Option<&'static str> {
+        let text = PRESETS.iter().find(|(n, _)| *n == name)?.1;
+        let first = text.lines().next()?.strip_prefix('#')?.trim();
+        Some(first.strip_prefix(name)?.strip_prefix(':')?.trim())
+    }
+
     /// The TOML text of a preset.
     pub fn preset_text(name: &str) -> Result<&'static str, ConfigError> {
         PRESETS

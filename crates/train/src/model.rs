@@ -59,6 +59,20 @@ impl<T> Params<T> {
     }
 }
 
+/// Trainable parameters of a model of shape `m` (a tied head counted once).
+pub fn parameters(m: &ModelConfig) -> usize {
+    param_specs(m)
+        .iter()
+        .map(|(_, shape, _)| shape.iter().product::<usize>())
+        .sum()
+}
+
+/// Model FLOPs of one optimizer step of `c`: 6 per parameter per token (forward 2, backward
+/// 4; a tied head counted once), the measure `bench train` reports throughput in.
+pub fn flops_per_step(c: &crate::config::RunConfig) -> f64 {
+    6.0 * parameters(&c.model) as f64 * c.tokens_per_step() as f64
+}
+
 /// Name, shape and whether weight decay applies, for every parameter in a fixed order.
 pub fn param_specs(m: &ModelConfig) -> Vec<(String, Vec<usize>, bool)> {
     let (c, f, v) = (m.d_model, m.d_ff, m.vocab);

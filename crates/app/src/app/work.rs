@@ -442,6 +442,13 @@ impl HifApp {
                     if self.selection.quantizer.is_none() {
                         self.selection.quantizer = r.calls.first().map(|c| c.id.into());
                     }
+                    // This device's pace, from the second step on (the first holds the
+                    // start-up): what the form's time estimate divides by.
+                    let elapsed = self.jobs.training(JobKind::Run).map(|t| t.elapsed_s());
+                    if let (Some(c), Some(s), 2..) = (&v.config, elapsed, v.loss.len()) {
+                        self.device.pace =
+                            Some(hif8lab_train::model::flops_per_step(c) * v.loss.len() as f64 / s);
+                    }
                 }
             }
             (JobKind::Run, Msg::Probes(p)) => {

@@ -382,10 +382,7 @@ fn run<B: Backend + Profiled>(
     let overhead = p.tokens_per_s / q.tokens_per_s;
     let estimators = config.qat.scaling.estimators().len();
     let peak = peak_rss_mib();
-    let params: usize = hif8lab_train::model::param_specs(&config.model)
-        .iter()
-        .map(|(_, shape, _)| shape.iter().product::<usize>())
-        .sum();
+    let params = hif8lab_train::model::parameters(&config.model);
     // The step's own GEMM shapes, timed alone on a fresh backend after the steps: the share
     // of a step they would take on their own.
     let gemms = crate::commands::bench_gemm::step_gemms(config);
