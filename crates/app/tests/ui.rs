@@ -40,12 +40,19 @@ fn smoke_run_fills_every_panel() {
     h.state_mut().form.settings.set("train.steps", "10");
     h.state_mut().form.settings.set("qat.warmup_steps", "2");
     h.run_steps(2);
+    // The preset says what it is; its time here is unknown before a first run.
+    h.get_by_label_contains("the smallest run that exercises everything");
+    h.get_by_label_contains("estimated once a first run has taken two steps");
     h.get_by_label("Start").click();
     until(&mut h, |app| {
         !app.jobs.running(JobKind::Run)
             && !app.jobs.running(JobKind::Baseline)
             && app.runs.live.as_ref().is_some_and(|v| v.loss.len() == 10)
     });
+    // After it, the time a run of the form takes here, at the measured pace.
+    assert!(h.state().device.pace.is_some_and(|p| p > 0.0));
+    h.run_steps(2);
+    h.get_by_label_contains("here, at the last run's pace.");
     let view = h.state().runs.live.clone().unwrap();
     assert_eq!(view.estimators.len(), 5);
     assert!(!view.calls.is_empty());

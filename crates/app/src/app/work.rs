@@ -359,6 +359,9 @@ impl HifApp {
                             msg => self.on_message(kind, msg),
                         }
                     }
+                    if kind == JobKind::Run {
+                        self.note_pace(t.elapsed_s());
+                    }
                 }
                 Work::Scenario(s) => match s.poll(budget) {
                     Ok(Some(report)) => {
@@ -442,13 +445,6 @@ impl HifApp {
                     if self.selection.quantizer.is_none() {
                         self.selection.quantizer = r.calls.first().map(|c| c.id.into());
                     }
-                    // This device's pace, from the second step on (the first holds the
-                    // start-up): what the form's time estimate divides by.
-                    let elapsed = self.jobs.training(JobKind::Run).map(|t| t.elapsed_s());
-                    if let (Some(c), Some(s), 2..) = (&v.config, elapsed, v.loss.len()) {
-                        self.device.pace =
-                            Some(hif8lab_train::model::flops_per_step(c) * v.loss.len() as f64 / s);
-                    }
                 }
             }
             (JobKind::Run, Msg::Probes(p)) => {
@@ -477,6 +473,18 @@ impl HifApp {
                 self.messages.status = format!("Pretraining the base model: step {}…", r.step + 1);
             }
             _ => {}
+        }
+    }
+
+    /// This device's pace from the live run (`elapsed_s` since its Start), from its second
+    /// step on (the first holds the start-up): what the form's time estimate divides by.
+    fn note_pace(&mut self, elapsed_s: f64) {
+        if let Some(v) = &self.runs.live
+            && let (Some(c), 2..) = (&v.config, v.loss.len())
+            && elapsed_s > 0.0
+        {
+            let flops = hif8lab_train::model::flops_per_step(c) * v.loss.len() as f64;
+            self.device.pace = Some(flops / elapsed_s);
         }
     }
 

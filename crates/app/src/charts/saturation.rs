@@ -280,16 +280,27 @@ fn hover_cell(
             let what = if sqnr {
                 format!("worst SQNR {:.2} dB", shortfall_db(*v))
             } else {
-                format!("{v} elements")
+                count_words(*v, "element")
             };
-            response
-                .clone()
-                .on_hover_text(format!("{id}, {span}: {what} over {calls} calls"));
+            // At the pointer: the map is large, and a tooltip below it would be far away.
+            response.clone().on_hover_text_at_pointer(format!(
+                "{id}, {span}: {what} over {}",
+                count_words(calls as u64, "call")
+            ));
             if response.clicked() {
                 cx.selection.quantizer = Some(id.clone());
                 cx.selection.tab = Tab::Amax;
             }
         }
+    }
+}
+
+/// `n` things: `1 call`, `3 calls`.
+fn count_words(n: u64, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
     }
 }
 

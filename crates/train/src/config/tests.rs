@@ -130,3 +130,19 @@ fn a_setting_is_blamed_on_the_set_of_any_key_it_involves_never_by_prefix() {
     assert_eq!(e.keys, vec!["train.eps"]);
     assert!(e.involves("train") && e.involves("train.eps") && !e.involves("train.ep"));
 }
+
+#[test]
+fn every_preset_says_what_it_is_in_one_line() {
+    for (name, _) in PRESETS {
+        let about = RunConfig::preset_description(name).unwrap_or_default();
+        assert!(
+            about.len() > 20 && !about.contains('\n'),
+            "{name}: {about:?}"
+        );
+    }
+    assert_eq!(
+        RunConfig::preset_description("smoke"),
+        Some("the smallest run that exercises everything (tests, CI, the app's first look).")
+    );
+    assert_eq!(RunConfig::preset_description("none"), None);
+}
