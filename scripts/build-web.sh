@@ -46,10 +46,13 @@ fi
 # (exports) joined when the shipped lessons' base, the real-model lesson and the fetch of
 # their files took the SIMD build to 3.01 MB (3.03 without SIMD). wgpu and egui-wgpu (the
 # browser's WebGPU calls, a thin layer over JavaScript) and csv joined when the lab crate's
-# split took the baseline build to 2.98 MB: 2.95 MB with them.
+# split took the baseline build to 2.98 MB: 2.95 MB with them. harfrust (egui's text shaper:
+# a label is shaped when its text changes, then drawn from egui's cache, like epaint's other
+# work) joined when the shared size checks and the app's narrow panel contexts took the
+# baseline build to 3.0014 MB: 2.956 MB with it.
 ui_size=()
 for crate in egui epaint egui_plot eframe hif8lab-app hif8lab-train hif8lab-lab serde_json toml toml_parser \
-  winnow safetensors naga skrifa png flate2 miniz_oxide wgpu egui-wgpu csv csv-core; do
+  winnow safetensors naga skrifa harfrust png flate2 miniz_oxide wgpu egui-wgpu csv csv-core; do
   ui_size+=(--config "profile.release.package.$crate.opt-level=\"z\"")
 done
 # Two builds of the same app. pkg/: with WebAssembly SIMD (simd128; every current browser:
