@@ -30,6 +30,7 @@ pub mod training;
 pub mod watch;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
+pub mod words;
 
 use std::path::PathBuf;
 

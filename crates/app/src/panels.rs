@@ -222,7 +222,7 @@ pub fn run_bar(jobs: &Jobs, runs: &Runs, status: &str, ui: &mut egui::Ui) -> Vec
                                 .desired_width(140.0)
                                 .text(format!("step {done} of {n}")),
                         );
-                        if let Some(left) = crate::jobs::time_left(elapsed_s, done, n) {
+                        if let Some(left) = crate::words::time_left(elapsed_s, done, n) {
                             ui.label(format!("about {left} left"));
                         }
                     }

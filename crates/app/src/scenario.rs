@@ -80,8 +80,10 @@ impl ScenarioJob {
         let elapsed = self.started.elapsed().as_secs_f64();
         let left = if done > 0 {
             format!(
-                "; about {:.0} s left ({elapsed:.0} s so far)",
-                elapsed / done as f64 * (total - done.min(total)) as f64
+                "; about {} left ({elapsed:.0} s so far)",
+                crate::words::duration_words(
+                    elapsed / done as f64 * (total - done.min(total)) as f64
+                )
             )
         } else {
             String::new()

@@ -56,7 +56,7 @@ impl hif8lab_lab::grid::GridProgress for LessonProgress {
             *t = format!(
                 "{phase}: step {} of {steps}; about {} left ({:.0} s so far).",
                 step + 1,
-                super::duration_words(left),
+                crate::words::duration_words(left),
                 self.started.elapsed().as_secs_f64()
             );
         }

@@ -90,7 +90,7 @@ pub(super) fn preset_line(cx: &SideCtx<'_>, ui: &mut egui::Ui) {
     let time = match (cx.form.settings.config(), cx.pace) {
         (Ok(c), Some(pace)) if pace > 0.0 => format!(
             " About {} here, at the last run's pace.",
-            crate::jobs::duration_words(
+            crate::words::duration_words(
                 hif8lab_train::model::flops_per_step(&c) * c.train.steps as f64 / pace
             )
         ),
