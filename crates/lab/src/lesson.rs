@@ -140,7 +140,7 @@ pub const LESSONS: [Lesson; 5] = [
         id: LessonId::Outliers,
         name: "outliers",
         title: "4. A real model's outliers",
-        predict: "A real pretrained model (SmolLM2-135M-Instruct) continued with HiF8 QAT on its MLP projections: one quantizer's input carries an outlier channel ~1,700× larger than the median's. Predict: is most_recent exceeded there more often than max_window(64)? Does HiF8 overflow there? Does E4M3?",
+        predict: "A real pretrained model (SmolLM2-135M-Instruct) continued with HiF8 QAT on its MLP projections: one quantizer's input carries an outlier channel about a thousand times larger than the median quantizer's (the verdict below gives the measured ratio). Predict: is most_recent exceeded there more often than max_window(64)? Does HiF8 overflow there? Does E4M3?",
         look: "The verdict, judged from the committed runs of `hif8lab grid --preset real-smollm2` (nothing trains here). Then the outlier itself: Amax shows block11.down.A's amax on each of its 480 calls (a committed trace of the real model) against every estimator's estimate; Saturation shows which calls exceed each estimate.",
         controls: &["estimator", "format"],
     },
