@@ -146,7 +146,7 @@ impl GridData {
                 format!("{at}: field 'summary.probes' is missing (the base has probe scores)")
             })?;
             same_items(reference, probes).map_err(|e| format!("{at}: {e}"))?;
-            if s.estimator == "none" {
+            if !s.quantized() {
                 continue;
             }
             check_counts(&at, s)?;

@@ -175,10 +175,10 @@ impl GridResults {
                 fmt_est(r.score(ProbeScore::CompletionAccNorm), 3),
                 fmt_drop(&r.completion),
                 fmt_est(r.score(ProbeScore::HeldoutLoss), 4),
-                if s.estimator == "none" {
-                    "–".into()
-                } else {
+                if s.quantized() {
                     active.to_string()
+                } else {
+                    "–".into()
                 },
                 ov
             );

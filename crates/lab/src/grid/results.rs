@@ -284,15 +284,15 @@ impl GridResults {
                     .sum::<u64>()
             };
             let calls = |p: &str| total(&|x| x.shadow_calls(), p).to_string();
-            let active = if s.estimator == "none" {
-                0
-            } else {
+            let active = if s.quantized() {
                 total(&|x| x.shadow_calls(), &s.estimator)
-            };
-            let ov = if s.estimator == "none" {
-                0
             } else {
+                0
+            };
+            let ov = if s.quantized() {
                 total(&|x| x.shadow_overflow(), &s.estimator)
+            } else {
+                0
             };
             let mean_loss = mean_sd(
                 &r.seeds

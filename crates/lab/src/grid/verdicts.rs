@@ -550,10 +550,7 @@ fn claim_forgetting(rows: &[ResultRow], base: &[RunSummary], design: Design) -> 
 /// Claim 4: The loss hides it.
 fn claim_loss_hides(rows: &[ResultRow], design: Design) -> Claim {
     let claim = "the training loss hides it: the largest APE of a QAT run against its matched baseline stays below 2 %";
-    let qat: Vec<&ResultRow> = rows
-        .iter()
-        .filter(|r| r.summary.estimator != "none")
-        .collect();
+    let qat: Vec<&ResultRow> = rows.iter().filter(|r| r.summary.quantized()).collect();
     let apes = ape_per_seed(rows, &qat);
     if apes.is_empty() || apes.iter().any(|a| a.is_nan()) {
         missing(claim, "no QAT run with a matched baseline")

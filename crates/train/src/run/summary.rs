@@ -78,6 +78,15 @@ pub struct SummaryFacts<'a> {
 }
 
 impl RunSummary {
+    /// The `estimator` of a run without quantization (the high-precision baselines), as
+    /// summaries spell it.
+    pub const NO_ESTIMATOR: &'static str = "none";
+
+    /// Whether the run quantized (it has an active estimator).
+    pub fn quantized(&self) -> bool {
+        self.estimator != Self::NO_ESTIMATOR
+    }
+
     /// The summary of the run in `dir`: its `metrics.jsonl`, `probes.jsonl` and `segments`
     /// (as written to `segments.json`).
     pub fn from_run(
@@ -143,7 +152,7 @@ impl RunSummary {
                     .cloned()
                     .unwrap_or_default()
             } else {
-                "none".into()
+                Self::NO_ESTIMATOR.into()
             },
             warmup: facts.config.qat.warmup_steps > 0,
             calls_above_est: lines.iter().map(|l| l.calls_above_est).sum(),
@@ -196,7 +205,7 @@ impl RunSummary {
     }
 
     pub(crate) fn pairs(&self, f: impl Fn(&EstimatorCounts) -> u64) -> Vec<(String, u64)> {
-        if self.estimator == "none" {
+        if !self.quantized() {
             return Vec::new();
         }
         self.estimators
@@ -223,7 +232,7 @@ impl RunSummary {
 
     /// Per role (`A`, `W`, `G`), per estimator: calls above its estimate.
     pub fn shadow_calls_by_role(&self) -> Vec<(String, Vec<(String, u64)>)> {
-        if self.estimator == "none" {
+        if !self.quantized() {
             return Vec::new();
         }
         self.counts
