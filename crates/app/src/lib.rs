@@ -16,8 +16,6 @@ pub mod glossary;
 pub mod hf_model;
 pub mod jobs;
 pub mod layout;
-#[cfg(not(target_arch = "wasm32"))]
-pub mod open_grid;
 pub mod panels;
 pub mod png;
 pub mod scenario;

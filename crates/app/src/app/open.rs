@@ -4,8 +4,6 @@
 #[cfg(not(target_arch = "wasm32"))]
 use crate::egui;
 use crate::hf_model::*;
-#[cfg(not(target_arch = "wasm32"))]
-use crate::open_grid::*;
 use crate::shipped::*;
 use crate::*;
 use hif8lab_train::RunConfig;
@@ -409,4 +407,36 @@ impl HifApp {
             Err(e) => self.messages.status = format!("Cannot judge the real-model runs: {e}"),
         }
     }
+}
+
+/// The quantizer of `view` whose amax went highest, that amax, and the median over the
+/// quantizers of each one's highest amax.
+#[cfg(not(target_arch = "wasm32"))]
+fn largest_amax(view: &RunView) -> Option<(crate::state::SeriesKey, f32, f32)> {
+    let tops: Vec<(crate::state::SeriesKey, f32)> = view
+        .calls
+        .iter()
+        .filter_map(|(k, calls)| {
+            let top = calls
+                .iter()
+                .map(|c| c.amax)
+                .filter(|a| a.is_finite())
+                .fold(f32::NEG_INFINITY, f32::max);
+            top.is_finite().then(|| (k.clone(), top))
+        })
+        .collect();
+    let (key, top) = tops.iter().max_by(|a, b| a.1.total_cmp(&b.1)).cloned()?;
+    let maxima: Vec<f32> = tops.iter().map(|t| t.1).collect();
+    Some((key, top, hif8lab_scaling::replay::median(&maxima)))
+}
+
+/// The run of a grid folder to show first: the low-rate most_recent run (the paper's
+/// failing cell), else the first with quantizer calls, else the first.
+#[cfg(not(target_arch = "wasm32"))]
+fn first_shown(views: &[RunView]) -> usize {
+    views
+        .iter()
+        .position(|v| v.name == "most_recent-low")
+        .or_else(|| views.iter().position(|v| !v.calls.is_empty()))
+        .unwrap_or(0)
 }
