@@ -83,12 +83,12 @@ pub(crate) fn attention_shape(s: &AttentionShape) -> Result<(), EngineError> {
     Ok(())
 }
 
-/// Causal attention: q, k, v, out and probs against the shape.
+/// Causal attention: q, k, v, out and probs against the shape (checked first by
+/// [`attention_shape`]).
 pub(crate) fn attention(
     shape: &AttentionShape,
     [q, k, v, out, probs]: [usize; 5],
 ) -> Result<(), EngineError> {
-    attention_shape(shape)?;
     at_least_each(
         "attention",
         &[
@@ -101,12 +101,12 @@ pub(crate) fn attention(
     )
 }
 
-/// Attention's backward: dscores, dq, dk, dv and dout against the shape.
+/// Attention's backward: dscores, dq, dk, dv and dout against the shape (checked first by
+/// [`attention_shape`]).
 pub(crate) fn attention_backward(
     shape: &AttentionShape,
     [dscores, dq, dk, dv, dout]: [usize; 5],
 ) -> Result<(), EngineError> {
-    attention_shape(shape)?;
     at_least_each(
         "attention_backward",
         &[
@@ -119,12 +119,12 @@ pub(crate) fn attention_backward(
     )
 }
 
-/// Attention over a key/value cache: q, the caches, out and the score scratch.
+/// Attention over a key/value cache: q, the caches, out and the score scratch against the
+/// shape (checked first by [`CachedAttentionShape::check`]).
 pub(crate) fn attention_cached(
     shape: &CachedAttentionShape,
     [q, k_cache, v_cache, out, scores]: [usize; 5],
 ) -> Result<(), EngineError> {
-    shape.check()?;
     at_least_each(
         "attention_cached",
         &[

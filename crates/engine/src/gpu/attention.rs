@@ -65,6 +65,7 @@ pub(crate) fn launch(
     probs: &GpuTensor,
     shape: AttentionShape,
 ) -> Result<(), EngineError> {
+    crate::checks::attention_shape(&shape)?;
     crate::checks::attention(&shape, [q.len, k.len, v.len, out.len, probs.len])?;
     let params = attention_params(&shape);
     let rows = (shape.batch * shape.heads * shape.seq) as u32;
@@ -98,6 +99,7 @@ pub(crate) fn launch_backward(
     dv: &GpuTensor,
     shape: AttentionShape,
 ) -> Result<(), EngineError> {
+    crate::checks::attention_shape(&shape)?;
     crate::checks::attention_backward(&shape, [dscores.len, dq.len, dk.len, dv.len, dout.len])?;
     let params = attention_params(&shape);
     let q_rows = (shape.batch * shape.heads * shape.seq) as u32;

@@ -62,6 +62,7 @@ pub(crate) fn launch(
     scores: &GpuTensor,
     shape: CachedAttentionShape,
 ) -> Result<(), EngineError> {
+    shape.check()?;
     crate::checks::attention_cached(&shape, [q.len, k.len, v.len, out.len, scores.len])?;
     let params = CachedAttentionParams {
         batch: shape.batch as u32,
