@@ -291,6 +291,7 @@ impl HifApp {
     /// The side panel's narrow context: the form to edit, the status line, and what it reads.
     pub fn side_ctx(&mut self) -> panels::SideCtx<'_> {
         let check = self.check_form();
+        let run_flops = self.form.check.as_ref().and_then(|c| c.3);
         let frame_ms = self.frame_time();
         panels::SideCtx {
             form: &mut self.form,
@@ -302,6 +303,7 @@ impl HifApp {
             backend: self.device.backend.name(),
             frame_ms,
             pace: self.device.pace,
+            run_flops,
             check,
             actions: Vec::new(),
         }

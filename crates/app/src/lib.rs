@@ -131,9 +131,15 @@ impl BackendKind {
     }
 }
 
-/// The form's check: the settings it was made for, each field's message, and the whole
-/// config's verdict (Ok: the memory it needs, in one line).
-pub type FormCheck = (Settings, Vec<Option<String>>, Result<String, String>);
+/// The form's check: the settings it was made for, each field's message, the whole config's
+/// verdict (Ok: the memory it needs, in one line), and the model FLOPs of its whole run (what
+/// the form's time estimate divides by this device's pace; None for an invalid config).
+pub type FormCheck = (
+    Settings,
+    Vec<Option<String>>,
+    Result<String, String>,
+    Option<f64>,
+);
 
 /// Heatmaps per role with what they were computed for: (view revision, columns, count).
 pub type HeatCache = ((u64, usize, HeatValue), Vec<Vec<u64>>);

@@ -74,6 +74,8 @@ pub struct SideCtx<'a> {
     pub frame_ms: Option<f32>,
     /// Model FLOPs per second of the last run here (see [`crate::DeviceChoice::pace`]).
     pub pace: Option<f64>,
+    /// Model FLOPs of the form's whole run (from its check; None when the form is invalid).
+    pub run_flops: Option<f64>,
     /// The form's check: each field's message, and the whole form's verdict.
     pub check: (Vec<Option<String>>, Result<String, String>),
     /// What the panel asks of the app.

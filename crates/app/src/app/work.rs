@@ -153,7 +153,7 @@ impl HifApp {
             .form
             .check
             .as_ref()
-            .is_none_or(|(s, _, _)| *s != self.form.settings)
+            .is_none_or(|(s, _, _, _)| *s != self.form.settings)
         {
             let fields = settings::FIELDS
                 .iter()
@@ -166,15 +166,20 @@ impl HifApp {
                 ),
                 _ => (hif8lab_engine::MemoryLimits::host(), "this machine".into()),
             };
-            let whole = self.run_config().and_then(|config| {
+            let config = self.run_config();
+            let flops = config
+                .as_ref()
+                .ok()
+                .map(|c| hif8lab_train::model::flops_per_step(c) * c.train.steps as f64);
+            let whole = config.and_then(|config| {
                 let estimate = hif8lab_train::memory::MemoryEstimate::for_config(&config);
                 estimate.check(&limits, &adapter).map_err(|e| e.0)?;
                 Ok(estimate.summary())
             });
-            self.form.check = Some((self.form.settings.clone(), fields, whole));
+            self.form.check = Some((self.form.settings.clone(), fields, whole, flops));
         }
         match &self.form.check {
-            Some((_, f, w)) => (f.clone(), w.clone()),
+            Some((_, f, w, _)) => (f.clone(), w.clone()),
             None => (Vec::new(), Ok(String::new())),
         }
     }

@@ -87,15 +87,13 @@ pub(super) fn field(
 pub(super) fn preset_line(cx: &SideCtx<'_>, ui: &mut egui::Ui) {
     let preset = &cx.form.settings.preset;
     let about = hif8lab_train::RunConfig::preset_description(preset).unwrap_or("");
-    let time = match (cx.form.settings.config(), cx.pace) {
-        (Ok(c), Some(pace)) if pace > 0.0 => format!(
+    let time = match (cx.run_flops, cx.pace) {
+        (Some(flops), Some(pace)) if pace > 0.0 => format!(
             " About {} here, at the last run's pace.",
-            crate::words::duration_words(
-                hif8lab_train::model::flops_per_step(&c) * c.train.steps as f64 / pace
-            )
+            crate::words::duration_words(flops / pace)
         ),
-        (Ok(_), _) => " Its time here is estimated once a first run has taken two steps.".into(),
-        (Err(_), _) => String::new(),
+        (Some(_), _) => " Its time here is estimated once a first run has taken two steps.".into(),
+        (None, _) => String::new(),
     };
     ui.label(RichText::new(format!("{about}{time}")).small());
 }
