@@ -329,7 +329,7 @@ fn fuzz_probe_records() {
 /// Probe sets (`hif8lab probe --set FILE`): the shipped general-knowledge set mutated.
 #[test]
 fn fuzz_probe_sets() {
-    use hif8lab_train::corpus::{GENERAL_KNOWLEDGE, items_from_tsv};
+    use hif8lab_train::eval::{GENERAL_KNOWLEDGE, items_from_tsv};
     let seed: Vec<u8> = GENERAL_KNOWLEDGE
         .lines()
         .take(12)

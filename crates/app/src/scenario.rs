@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use hif8lab_lab::grid::GridConfig;
 use hif8lab_lab::lesson::LessonReport;
-use hif8lab_train::corpus::ProbeSet;
+use hif8lab_train::eval::ProbeSet;
 use hif8lab_train::models::checkpoint::Checkpoint;
 use hif8lab_train::run::{RunSummary, SummaryBuilder, SummaryFacts};
 use hif8lab_train::{ProbeScores, RunConfig};

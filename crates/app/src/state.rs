@@ -541,7 +541,7 @@ pub fn ape(view: &RunView, baseline: &RunView) -> Option<f64> {
     (n > 0).then(|| {
         let q: Vec<f64> = view.loss[..n].iter().map(|p| p[1]).collect();
         let b: Vec<f64> = baseline.loss[..n].iter().map(|p| p[1]).collect();
-        hif8lab_train::corpus::ape(&q, &b)
+        hif8lab_train::eval::ape(&q, &b)
     })
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
-use hif8lab_train::corpus::ProbeSet;
+use hif8lab_train::eval::ProbeSet;
 use hif8lab_train::driver::{Control, Driver, Event, Progress, Schedule, Sink};
 use hif8lab_train::models::checkpoint::Checkpoint;
 use hif8lab_train::open::open_in_memory;

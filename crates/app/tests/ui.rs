@@ -553,7 +553,7 @@ fn forgetting_lesson_continues_from_the_base_with_probes() {
     );
     assert_eq!(app.runs.baseline_probes().len(), 5);
     assert!(view.qat_from.is_some(), "QAT on");
-    let drop = hif8lab_train::corpus::relative_drop(
+    let drop = hif8lab_train::eval::relative_drop(
         base.knowledge_acc_norm,
         view.probes[4].knowledge_acc_norm,
     );
@@ -645,7 +645,7 @@ fn in_memory_scenario_matches_the_headless_lesson() {
         .last()
         .unwrap()
         .knowledge_acc_norm;
-    let drop = hif8lab_train::corpus::relative_drop(base.knowledge_acc_norm, end);
+    let drop = hif8lab_train::eval::relative_drop(base.knowledge_acc_norm, end);
     let caption = hif8lab_app::panels::knowledge_caption(Some(&base), &app.lessons.views[0]);
     assert!(
         caption.contains(&format!(

@@ -12,7 +12,7 @@ use hif8lab_scaling::{EstimatorSpec, ScalingConfig};
 use serde::{Deserialize, Serialize};
 
 use hif8lab_train::config::{ConfigError, DataConfig, ModelConfig, QatConfig, RunConfig};
-use hif8lab_train::corpus::{ProbeSet, ape, relative_drop};
+use hif8lab_train::eval::{ProbeSet, ape, relative_drop};
 pub use hif8lab_train::run::{RunSummary, SummaryBuilder};
 use hif8lab_train::trainer::ProbeScores;
 // What training a grid needs (natively; the browser reads a grid's data only).
@@ -169,7 +169,7 @@ pub struct GridConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pretrain: Option<PretrainPhase>,
     /// A real pretrained model the runs continue from (no pretraining): its knowledge is
-    /// probed with the general-knowledge set ([`hif8lab_train::corpus::GENERAL_KNOWLEDGE`]).
+    /// probed with the general-knowledge set ([`hif8lab_train::eval::GENERAL_KNOWLEDGE`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<BaseModel>,
     /// Continued training.

@@ -38,7 +38,7 @@ use crate::grid::{
 };
 use crate::stats::Verdict3;
 use hif8lab_train::config::RunConfig;
-use hif8lab_train::corpus::{ape, relative_drop};
+use hif8lab_train::eval::{ape, relative_drop};
 use hif8lab_train::trainer::ProbeScores;
 
 /// A lesson's text and set-up.

@@ -18,7 +18,7 @@ use web_time::Instant;
 
 use hif8lab_engine::Backend;
 
-use crate::corpus::ProbeSet;
+use crate::eval::ProbeSet;
 use crate::models::checkpoint::Checkpoint;
 use crate::trainer::{PendingEval, PendingWeights, ProbeScores, StepReport, TrainError, Trainer};
 

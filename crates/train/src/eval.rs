@@ -1,8 +1,16 @@
-//! Evaluation records: what probing a model measured ([`scores`]), independent of how the
-//! probe sets are made or run, so the corpus, the trainer, inference and the lab's reports
-//! all read one type.
+//! Evaluation: the probe sets and their scoring ([`probes`], [`probe_file`]), what probing a
+//! model measured ([`scores`]), and the resampling that gives the scores their intervals
+//! ([`resample`]). The corpus states the knowledge the probes ask about; nothing here is
+//! imported by the corpus.
 
+pub mod probe_file;
+pub mod probes;
 pub mod resample;
 pub mod scores;
 
+pub use probe_file::{GENERAL_KNOWLEDGE, ProbeFileError, items_from_tsv};
+pub use probes::{
+    COMPLETION_ITEMS, McItem, ProbeSet, ape, mc_accuracy, mc_marks, mc_scores, relative_drop,
+    score_probes,
+};
 pub use scores::{PROBE_SCORES, ProbeIntervals, ProbeMarks, ProbeScore, ProbeScores};

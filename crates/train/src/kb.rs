@@ -2,6 +2,6 @@
 //! corpus states each entity's facts, the probes ask about them, and a record of probe
 //! scores groups its items by entity).
 
-/// Knowledge items per entity ([`crate::corpus::ProbeSet::generate`]): its colour in three phrasings, its
+/// Knowledge items per entity ([`crate::eval::ProbeSet::generate`]): its colour in three phrasings, its
 /// kind in two, its neighbour in one. They are resampled together (they share facts).
 pub const KNOWLEDGE_PER_ENTITY: usize = 6;

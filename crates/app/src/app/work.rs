@@ -85,7 +85,7 @@ impl HifApp {
         self.lessons.live_run = None;
         let extras = RunExtras {
             probes: (!self.device.frame_loop)
-                .then(|| Arc::new(hif8lab_train::corpus::ProbeSet::for_data(&config.data))),
+                .then(|| Arc::new(hif8lab_train::eval::ProbeSet::for_data(&config.data))),
             eval_every: (config.train.steps / 4).max(1),
             eval_at_start: true,
             base: self.form.hf_model.as_ref().map(|m| m.weights.clone()),

@@ -286,7 +286,7 @@ pub fn knowledge_caption(base: Option<&hif8lab_train::ProbeScores>, v: &RunView)
         return String::new();
     };
     let (b, e) = (base.knowledge_acc_norm, end.knowledge_acc_norm);
-    let drop = hif8lab_train::corpus::relative_drop(b, e);
+    let drop = hif8lab_train::eval::relative_drop(b, e);
     format!(
         "knowledge {:.1} % (base) to {:.1} %: {} {:.1} % relative ({:+.1} points)",
         100.0 * b,
@@ -390,7 +390,7 @@ fn live_reading(lessons: &LessonsView, runs: &crate::Runs) -> String {
         && let (Some(base), Some(now)) = (&lessons.base_probes, view.probes.last())
     {
         let drop =
-            hif8lab_train::corpus::relative_drop(base.knowledge_acc_norm, now.knowledge_acc_norm);
+            hif8lab_train::eval::relative_drop(base.knowledge_acc_norm, now.knowledge_acc_norm);
         let first = view.loss.first().map(|p| p[1]).unwrap_or(f64::NAN);
         let last = view.loss.last().map(|p| p[1]).unwrap_or(f64::NAN);
         let lr = view

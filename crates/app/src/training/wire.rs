@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use hif8lab_scaling::stats::Log2Histogram;
 use hif8lab_scaling::{CallRecord, Module, QuantizerId, Role};
-use hif8lab_train::corpus::{McItem, ProbeSet};
+use hif8lab_train::eval::{McItem, ProbeSet};
 use hif8lab_train::models::checkpoint::Checkpoint;
 use hif8lab_train::{ProbeScores, RunConfig, StepReport};
 
@@ -572,7 +572,7 @@ mod tests {
         assert_eq!((extras2.eval_every, extras2.eval_at_start), (25, true));
         // With a probe set, every item as it was.
         let mut with = setup.clone();
-        with.probes = Some(hif8lab_train::corpus::ProbeSet::for_data(&config.data));
+        with.probes = Some(hif8lab_train::eval::ProbeSet::for_data(&config.data));
         let encoded = with.encode();
         assert_eq!(Setup::decode(&encoded).unwrap(), with);
         assert!(Setup::decode(&encoded[..encoded.len() - 1]).is_err());

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use hif8lab_engine::{Backend, BackendChoice, with_backend};
 use hif8lab_lab::stats::{Arm, Groups, bootstrap};
-use hif8lab_train::corpus::{GENERAL_KNOWLEDGE, McItem, items_from_tsv, mc_scores};
+use hif8lab_train::eval::{GENERAL_KNOWLEDGE, McItem, items_from_tsv, mc_scores};
 use hif8lab_train::infer::{Model, SCORE_BATCH, choice_sequence, sequence_losses};
 
 use crate::commands::model_cmds::{on_backend, open_source, window};

@@ -362,7 +362,7 @@ fn train_on<B: Backend>(backend: B, job: Job<'_>, start: Start) -> Result<()> {
     let steps = config.train.steps;
     let schedule = Schedule {
         probes: (config.train.eval_every > 0)
-            .then(|| Arc::new(hif8lab_train::corpus::ProbeSet::for_data(&config.data))),
+            .then(|| Arc::new(hif8lab_train::eval::ProbeSet::for_data(&config.data))),
         eval_every: config.train.eval_every,
         checkpoint_every: config.train.checkpoint_every,
         checkpoint_at_end: true,

@@ -13,9 +13,8 @@ use hif8lab_engine::Backend;
 
 use super::{BaseModel, GRID_CORPUS_SEED, GridConfig};
 use hif8lab_train::config::ModelConfig;
-use hif8lab_train::corpus::{
-    COMPLETION_ITEMS, GENERAL_KNOWLEDGE, KnowledgeBase, ProbeSet, items_from_tsv, web_corpus,
-};
+use hif8lab_train::corpus::{KnowledgeBase, web_corpus};
+use hif8lab_train::eval::{COMPLETION_ITEMS, GENERAL_KNOWLEDGE, ProbeSet, items_from_tsv};
 use hif8lab_train::infer::{Model, SCORE_BATCH, score_probe_set};
 use hif8lab_train::io::write_atomic;
 use hif8lab_train::models::checkpoint::Checkpoint;

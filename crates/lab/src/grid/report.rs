@@ -61,7 +61,7 @@ impl GridResults {
                 ci(ProbeScore::CompletionAccNorm, 3),
                 ci(ProbeScore::HeldoutLoss, 4),
                 b.knowledge_items,
-                b.knowledge_items / hif8lab_train::corpus::KNOWLEDGE_PER_ENTITY,
+                b.knowledge_items / hif8lab_train::kb::KNOWLEDGE_PER_ENTITY,
                 b.completion_items,
             );
         }

@@ -60,7 +60,7 @@ pub struct ProbeMarks {
     pub completion_acc_norm: String,
     /// Mean loss of each held-out window.
     pub heldout: Vec<f64>,
-    /// Cluster of each knowledge item ([`crate::corpus::McItem::group`]; empty in records
+    /// Cluster of each knowledge item ([`crate::eval::McItem::group`]; empty in records
     /// written before clusters were kept: then consecutive entities).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub knowledge_group: Vec<u32>,

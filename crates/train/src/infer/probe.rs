@@ -6,7 +6,7 @@
 use hif8lab_engine::Backend;
 
 use super::Model;
-use crate::corpus::{McItem, ProbeSet, score_probes};
+use crate::eval::{McItem, ProbeSet, score_probes};
 use crate::models::tokenizer::Tokenizer;
 use crate::trainer::{ProbeScores, TrainError};
 

@@ -58,7 +58,7 @@ impl<B: Backend> Trainer<B> {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn evaluate(
         &mut self,
-        probes: &crate::corpus::ProbeSet,
+        probes: &crate::eval::ProbeSet,
     ) -> Result<ProbeScores, TrainError> {
         self.begin_evaluate(probes)?.finish(true)
     }
@@ -68,7 +68,7 @@ impl<B: Backend> Trainer<B> {
     /// the browser does between frames). Call between steps, with no step in flight.
     pub fn begin_evaluate(
         &mut self,
-        probes: &crate::corpus::ProbeSet,
+        probes: &crate::eval::ProbeSet,
     ) -> Result<PendingEval, TrainError> {
         let ctx = self.config.model.context;
         let vocab = self.config.model.vocab as u32;
@@ -82,7 +82,7 @@ impl<B: Backend> Trainer<B> {
                 .collect()
         };
         // One sequence per (item, choice): the choice's tokens are the last targets.
-        let mc = |items: &[crate::corpus::McItem]| -> Vec<(Vec<f32>, Vec<f32>, usize, usize)> {
+        let mc = |items: &[crate::eval::McItem]| -> Vec<(Vec<f32>, Vec<f32>, usize, usize)> {
             let mut seqs = Vec::new();
             for it in items {
                 for c in &it.choices {
@@ -164,8 +164,8 @@ pub struct PendingEval {
     ctx: usize,
     reads: Vec<BatchLosses>,
     /// Items and, per (item, choice) sequence, (tokens used, choice tokens).
-    knowledge: (Vec<crate::corpus::McItem>, Vec<(usize, usize)>),
-    completion: (Vec<crate::corpus::McItem>, Vec<(usize, usize)>),
+    knowledge: (Vec<crate::eval::McItem>, Vec<(usize, usize)>),
+    completion: (Vec<crate::eval::McItem>, Vec<(usize, usize)>),
 }
 
 impl PendingEval {
@@ -184,7 +184,7 @@ impl PendingEval {
                 rows.push(losses[i * ctx..(i + 1) * ctx].to_vec());
             }
         }
-        Ok(crate::corpus::score_probes(
+        Ok(crate::eval::score_probes(
             self.step,
             &rows,
             &self.knowledge,

@@ -1,7 +1,7 @@
 //! Probe sets from files: the shipped general-knowledge set and tab-separated files of one's
 //! own (`hif8lab probe --set`).
 
-use super::McItem;
+use super::probes::McItem;
 use crate::rng::Rng;
 
 /// The general-knowledge probe set shipped with hif8lab (`assets/probes/general-knowledge.tsv`:
