@@ -207,6 +207,9 @@ async function run(name, flags, expectBackend, port, query, until, prepare) {
       const counts = statuses.map((t) => t.match(/Preparing the GPU kernels: (\d+) of (\d+)/)).filter(Boolean);
       if (!counts.length) await fail(`no "Preparing the GPU kernels: n of N" status before the first step; statuses: ${JSON.stringify(statuses)}`);
       if (!statuses.some((t) => /First step running/.test(t))) await fail(`no "First step running" status; statuses: ${JSON.stringify(statuses)}`);
+      // The count reaches its end (n of n) before the first step's line.
+      const total = counts[counts.length - 1][2];
+      if (!statuses.some((t) => t.includes(`All ${total} of ${total} GPU kernels compiled`))) await fail(`the kernel count never said all ${total} compiled; statuses: ${JSON.stringify(statuses)}`);
       preparing = `before the first step it said "${counts[0][0]}" … "${counts[counts.length - 1][0]}" (${counts.length} distinct counts seen), then "first step running"; `;
     }
     const lesson = new URLSearchParams(query).get("lesson");

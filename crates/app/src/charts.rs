@@ -27,6 +27,7 @@ use histogram::histogram;
 pub use histogram::histogram_csv;
 pub use runs::RunsPanel;
 use saturation::saturation;
+pub use saturation::{heat_colour, zero_cell};
 pub use tiers::{TierGroup, landmarks, tier_groups, tier_of};
 
 mod colour;
@@ -49,7 +50,7 @@ pub const SQNR_TOP_DB: f32 = 50.0;
 /// line) at least 20 apart in CIEDE2000 ΔE, so no two look alike (tests check both).
 pub const SERIES: [Color32; 8] = [
     Color32::from_rgb(31, 119, 200),  // blue
-    Color32::from_rgb(142, 102, 2),   // ochre
+    Color32::from_rgb(160, 136, 0),   // mustard (apart from the amax line's orange)
     Color32::from_rgb(30, 145, 60),   // green
     Color32::from_rgb(223, 53, 158),  // magenta
     Color32::from_rgb(130, 90, 210),  // violet
@@ -135,6 +136,8 @@ pub struct SaturationPanel {
     textures: Vec<egui::TextureHandle>,
     /// The outlined quantizer last scrolled into view (once per choice).
     shown: Option<SeriesKey>,
+    /// The theme the textures were drawn for (dark or not): a switch redraws them.
+    dark: bool,
 }
 
 /// The Estimators panel: every estimator side by side on the same calls.
@@ -259,7 +262,7 @@ fn save_png(exports: &mut Exports, want: bool, view: &str, what: &str, rect: egu
 pub const QAT_ON: Color32 = Color32::from_rgb(141, 133, 135);
 
 /// The colour of a format's lines on the Amax panel (dashed, named on the plot).
-pub const LANDMARK: Color32 = Color32::from_rgb(60, 140, 140);
+pub const LANDMARK: Color32 = Color32::from_rgb(0, 152, 160);
 
 /// The Amax legend's entry for the format's lines.
 const LANDMARKS: &str = "format's lines (named on the plot)";

@@ -159,6 +159,21 @@ pub struct Messages {
     pub notice: Option<String>,
     /// The last training error.
     pub error: Option<String>,
+    /// The GPU kernels a run's device compiled before its first step (the last count's
+    /// total), said once all are.
+    pub kernels: Option<usize>,
+    /// While the first step of a run is under way: when it began and the line it extends
+    /// with the time so far.
+    pub first_step: Option<(web_time::Instant, String)>,
+}
+
+impl Messages {
+    /// The status while the first step runs: what it is doing and for how long so far.
+    pub fn first_step_words(base: &str, seconds: f64) -> String {
+        format!(
+            "{base} First step running ({seconds:.0} s so far): every kernel runs on the device for the first time — the forward pass, the backward pass and AdamW — which takes longest (tens of seconds on a software WebGPU adapter); later steps are faster…"
+        )
+    }
 }
 
 /// What trains.

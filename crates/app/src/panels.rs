@@ -492,6 +492,7 @@ fn lessons_tab(app: &mut HifApp, ui: &mut egui::Ui) {
         jobs: &app.jobs,
         actions: Vec::new(),
     };
+    lessons::lesson_row(&mut cx, ui);
     crate::layout::scroll(ui, "lessons", |ui| lessons(&mut cx, ui));
     let actions = std::mem::take(&mut cx.actions);
     app.apply(ui.ctx(), actions);

@@ -43,17 +43,18 @@ pub struct ScenarioJob {
 }
 
 impl ScenarioJob {
-    /// The scenario of `lesson` from `base` (whose probe scores are `base_probes`), or `None`
-    /// for an unknown lesson.
+    /// The scenario of `lesson` from `base` (whose probe scores are `base_probes`; the
+    /// sandbox trains `user`'s settings), or `None` for a lesson that trains nothing.
     pub fn new(
         lesson: hif8lab_lab::lesson::LessonId,
         grid: &GridConfig,
         base: Arc<Checkpoint>,
         base_probes: ProbeScores,
+        user: Option<&RunConfig>,
     ) -> Option<Self> {
         Some(ScenarioJob {
             lesson,
-            runs: hif8lab_lab::lesson::scenario(lesson, grid)?,
+            runs: hif8lab_lab::lesson::scenario(lesson, grid, user)?,
             base,
             base_probes,
             probes: Arc::new(grid.probes()),

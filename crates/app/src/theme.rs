@@ -64,9 +64,28 @@ pub fn adjust(style: &mut Style) {
     if v.dark_mode {
         v.hyperlink_color = Color32::from_rgb(120, 180, 255);
         v.weak_text_color = Some(Color32::from_gray(165));
+        // Input fields (near-black on a dark page) and buttons get an outline at ≥ 3:1.
+        v.widgets.inactive.bg_stroke = egui::Stroke::new(1.0, Color32::from_gray(110));
     } else {
         v.hyperlink_color = Color32::from_rgb(0, 80, 170);
         v.weak_text_color = Some(Color32::from_gray(85));
+        // egui's light input fields are white on a near-white page with no outline: they
+        // get one (≥ 3:1 against the page, as a control's edge needs), and so do buttons.
+        v.widgets.inactive.bg_stroke = egui::Stroke::new(1.0, Color32::from_gray(135));
+    }
+}
+
+/// What outlines an idle input field against the page: its background, or else its
+/// border, whichever contrasts more with the panel behind it.
+pub fn input_field_edge(style: &Style) -> Color32 {
+    let v = &style.visuals;
+    let fill = v.text_edit_bg_color();
+    let stroke = v.widgets.inactive.bg_stroke;
+    let contrast = |c: Color32| crate::charts::contrast(c, v.panel_fill);
+    if stroke.width > 0.0 && contrast(stroke.color) > contrast(fill) {
+        stroke.color
+    } else {
+        fill
     }
 }
 

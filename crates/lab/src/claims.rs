@@ -362,6 +362,10 @@ pub struct Claim {
     /// The parts, kept for re-judging at another α.
     #[serde(skip)]
     spec: Vec<Part>,
+    /// The level the claim was judged at (its share of the family's α under Holm's rule),
+    /// and whether its deciding part is an equivalence: why its interval has its confidence.
+    #[serde(skip)]
+    level: (f64, bool),
 }
 
 impl Claim {
@@ -385,6 +389,7 @@ impl Claim {
             parts: Vec::new(),
             evidence,
             spec: parts,
+            level: (ALPHA, false),
         };
         c.judge_at(ALPHA, c.raw_p());
         c
@@ -452,6 +457,7 @@ impl Claim {
             return;
         };
         let part = &self.spec[d];
+        self.level = (alpha, part.side == Side::Within);
         // The claim's p-value comes from its deciding part: a bound when that part's is.
         self.p_is_bound = part.p_at_floor();
         let (interval, confidence) = part.judged_interval(alpha);
@@ -505,7 +511,7 @@ impl Claim {
     pub fn glance(&self) -> String {
         let mut s = self.statistic_words();
         match self.interval_words() {
-            Some(interval) => s.push_str(&format!(" [{interval}]")),
+            Some(interval) => s.push_str(&format!(" [{interval}; {}]", self.level_words())),
             None => s.push_str(" (one run, exact)"),
         }
         s.push_str(&format!("; threshold {}", self.threshold));
@@ -534,6 +540,29 @@ impl Claim {
         s.push_str(&self.power_words());
         s.push_str(&format!("; test: {}", self.test));
         s
+    }
+
+    /// Why the claim's interval has its confidence, so that a 90 % or 97.5 % interval beside
+    /// the 95 % ones of the same quantity elsewhere reads as chosen: "95 %: the 5 % of one
+    /// claim", "97.5 %: Holm's share of 5 % with 2 claims open", "90 %: an equivalence, two
+    /// one-sided tests at 5 %".
+    pub fn level_words(&self) -> String {
+        let (alpha, equivalence) = self.level;
+        let open = (ALPHA / alpha).round() as usize;
+        let share = if open <= 1 {
+            format!("at α = {}", trim(alpha))
+        } else {
+            format!(
+                "at α = {}, Holm's share of {} with {open} claims still open",
+                trim(alpha),
+                trim(ALPHA)
+            )
+        };
+        if equivalence {
+            format!("an equivalence: two one-sided tests {share}")
+        } else {
+            format!("two-sided {share}")
+        }
     }
 
     /// What is measured and its value in its unit.
@@ -634,6 +663,12 @@ pub fn judge_family(claims: &mut [Claim]) {
         }
         stopped |= raw[i].unwrap_or(1.0) > alpha;
     }
+}
+
+/// A level without trailing zeros: 0.05, 0.025, 0.0125.
+fn trim(alpha: f64) -> String {
+    let s = format!("{alpha:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
 mod words;

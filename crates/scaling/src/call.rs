@@ -138,6 +138,10 @@ pub struct CallCounts {
     pub estimators: Vec<EstimatorCounts>,
     /// Per role (`A`, `W`, `G`): calls above each estimator's estimate.
     pub calls_above_by_role: BTreeMap<Role, Vec<u64>>,
+    /// Per role: calls counted (the base a share of `calls_above_by_role` is taken of;
+    /// absent from counts written before it was kept).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub calls_by_role: BTreeMap<Role, u64>,
 }
 
 impl CallCounts {
@@ -162,6 +166,9 @@ impl CallCounts {
             self.estimators.resize(k, EstimatorCounts::default());
         }
         let n = self.estimators.len();
+        if let Some(r) = role {
+            *self.calls_by_role.entry(r).or_default() += 1;
+        }
         let mut role = role.map(|r| {
             let v = self
                 .calls_above_by_role
@@ -198,6 +205,9 @@ impl CallCounts {
             a.overflow += b.overflow;
         }
         let n = self.estimators.len();
+        for (role, calls) in &other.calls_by_role {
+            *self.calls_by_role.entry(*role).or_default() += calls;
+        }
         for (role, v) in &other.calls_above_by_role {
             let mine = self
                 .calls_above_by_role
@@ -208,6 +218,15 @@ impl CallCounts {
                 *a += b;
             }
         }
+    }
+
+    /// Calls counted on quantizers of the given roles.
+    pub fn calls_of_roles(&self, roles: &[Role]) -> u64 {
+        self.calls_by_role
+            .iter()
+            .filter(|(r, _)| roles.contains(r))
+            .map(|(_, n)| n)
+            .sum()
     }
 
     /// Per estimator: calls above its estimate on quantizers of the given roles.

@@ -12,7 +12,6 @@
 
 use crate::rng::Rng;
 
-
 const SYLLABLES: [&str; 20] = [
     "zor", "bia", "quel", "tam", "ven", "ost", "rel", "ka", "lum", "dri", "sa", "mon", "pel", "ux",
     "ith", "gar", "no", "bre", "wy", "ta",

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_train::config::{PRESETS, RunConfig};
-use hif8lab_train::eval::ProbeSet;
 use hif8lab_train::driver::{Control, Driver, Event, Memory, Progress, Schedule, Sink};
+use hif8lab_train::eval::ProbeSet;
 use hif8lab_train::{TrainError, Trainer};
 
 fn tiny() -> RunConfig {

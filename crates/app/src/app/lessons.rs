@@ -60,7 +60,10 @@ impl HifApp {
         };
         self.lessons.report = None;
         self.lessons.views.clear();
-        if let Some(job) = scenario::ScenarioJob::new(self.lessons.lesson.id, &grid, base, probes) {
+        let user = self.sandbox_settings();
+        if let Some(job) =
+            scenario::ScenarioJob::new(self.lessons.lesson.id, &grid, base, probes, user.as_ref())
+        {
             self.jobs
                 .start(JobKind::Scenario, Work::Scenario(Box::new(job)));
         }

@@ -25,6 +25,7 @@ impl HifApp {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn run_lesson_scenario(&mut self) {
         let name = self.lessons.lesson.name;
+        let user = self.sandbox_settings();
         let (tx, rx) = std::sync::mpsc::channel();
         let text = std::sync::Arc::new(std::sync::Mutex::new(
             "Starting the lesson's scenario…".to_owned(),
@@ -44,6 +45,7 @@ impl HifApp {
                                 &grid,
                                 std::path::Path::new(LESSON_OUT),
                                 &mut progress,
+                                user.as_ref(),
                             )
                             .map_err(|e| e.to_string())
                         })
@@ -57,6 +59,14 @@ impl HifApp {
             }
             Err(e) => self.messages.status = format!("Cannot run the lesson: {e}"),
         }
+    }
+
+    /// The settings the sandbox lesson's scenario trains: the form's, when the sandbox is the
+    /// lesson shown and the form is valid (the other lessons train fixed scenarios).
+    pub fn sandbox_settings(&self) -> Option<RunConfig> {
+        (self.lessons.lesson.id == hif8lab_lab::lesson::LessonId::Sandbox)
+            .then(|| self.run_config().ok())
+            .flatten()
     }
 
     /// Opens files handed in together (dropped, or from the browser's file picker).
@@ -353,6 +363,9 @@ impl HifApp {
                     for msg in t.drain(budget) {
                         match msg {
                             Msg::Finished => {
+                                if kind == JobKind::Run {
+                                    self.messages.first_step = None;
+                                }
                                 if job.status == JobStatus::Running {
                                     job.status = JobStatus::Finished;
                                 }
@@ -366,6 +379,11 @@ impl HifApp {
                     }
                     if kind == JobKind::Run {
                         self.note_pace(t.elapsed_s());
+                        // The first step's time so far, while it runs.
+                        if let Some((since, base)) = &self.messages.first_step {
+                            self.messages.status =
+                                Messages::first_step_words(base, since.elapsed().as_secs_f64());
+                        }
                     }
                 }
                 Work::Scenario(s) => match s.poll(budget) {
@@ -431,19 +449,33 @@ impl HifApp {
                     v.estimators = estimators;
                     v.active = active;
                 }
-                self.messages.status = match self.device.backend {
-                    BackendKind::WebGpu => format!("Training on WebGPU ({}).", self.device.adapter),
-                    _ => format!("Training on {backend}."),
-                } + " First step running…";
+                // The count reaches its end in words before the first step's line.
+                let kernels = self
+                    .messages
+                    .kernels
+                    .take()
+                    .map(|n| format!("All {n} of {n} GPU kernels compiled. "))
+                    .unwrap_or_default();
+                let base = kernels
+                    + &match self.device.backend {
+                        BackendKind::WebGpu => {
+                            format!("Training on WebGPU ({}).", self.device.adapter)
+                        }
+                        _ => format!("Training on {backend}."),
+                    };
+                self.messages.status = Messages::first_step_words(&base, 0.0);
+                self.messages.first_step = Some((web_time::Instant::now(), base));
             }
             (JobKind::Run, Msg::Preparing { compiled, total }) => {
+                self.messages.kernels = Some(total);
+                self.messages.first_step = None;
                 self.messages.status = format!(
                     "Preparing the GPU kernels: {compiled} of {total} compiled (once per run; the first step follows)…"
                 );
             }
             (JobKind::Run, Msg::Report(r)) => {
-                if self.runs.live.as_ref().is_some_and(|v| v.loss.is_empty()) {
-                    self.messages.status = self.messages.status.replace(" First step running…", "");
+                if let Some((_, base)) = self.messages.first_step.take() {
+                    self.messages.status = base;
                 }
                 if let Some(v) = &mut self.runs.live {
                     v.push_report(&r);

@@ -235,13 +235,7 @@ pub(crate) fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
     let has_sqnr = calls.iter().any(|c| c.sqnr_db.is_some());
     // The landmarks near the data only, so the chart is not squashed.
     let near: Vec<(&'static str, f64)> = shift
-        .map(|shift| {
-            landmarks(view.format)
-                .into_iter()
-                .map(|(label, at)| (label, at + shift))
-                .filter(|(_, y)| *y > data_bottom - 3.0 && *y < data_top + 4.0)
-                .collect()
-        })
+        .map(|shift| landmarks_near(view.format, shift, data_bottom, data_top))
         .unwrap_or_default();
     let items = legend_items(view, !near.is_empty());
     let shown = legend(ui, "amax", &items);
@@ -259,6 +253,8 @@ pub(crate) fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         .y_axis_label("amax")
         .y_axis_formatter(|m, _| value_label(m.value))
         .y_grid_spacer(log2_marks)
+        // Room for the top landmark's name above its line, inside the frame.
+        .include_y(near.iter().map(|(_, y)| y + 0.4).fold(data_top, f64::max))
         .show(ui, |p| {
             amax_lines(p, view, calls, &buckets_shown, &near, &on, label_colour)
         });
@@ -373,20 +369,11 @@ fn amax_lines(
         p.line(Line::new(format!("est: {name}"), pts).color(series(k)));
     }
     if on(LANDMARKS) {
-        // Named at the plot's left edge, in the theme's text colour (readable on both).
         for (label, y) in near {
             p.hline(
                 HLine::new(*label, *y)
                     .color(LANDMARK)
                     .style(egui_plot::LineStyle::dashed_loose()),
-            );
-            p.text(
-                egui_plot::Text::new(
-                    *label,
-                    egui_plot::PlotPoint::new(0.0, *y),
-                    RichText::new(*label).color(label_colour).size(11.0),
-                )
-                .anchor(egui::Align2::LEFT_BOTTOM),
             );
         }
     }
@@ -421,4 +408,63 @@ fn amax_lines(
         .width(2.5)
         .color(AMAX),
     );
+    // The landmarks' names last, over the data: at the plot's left edge, in the theme's text
+    // colour (readable on both), just above their lines.
+    if on(LANDMARKS) {
+        for (label, y) in near {
+            p.text(
+                egui_plot::Text::new(
+                    *label,
+                    egui_plot::PlotPoint::new(0.0, *y),
+                    RichText::new(*label).color(label_colour).size(11.0),
+                )
+                .anchor(egui::Align2::LEFT_BOTTOM),
+            );
+        }
+    }
+}
+
+/// The format's landmarks (log2, shifted by `shift` into the unscaled domain) that sit near
+/// the data between `bottom` and `top` (log2 amax): within half the data's span beyond it,
+/// at least 1 and at most 3 binades, so that a distant landmark does not squash the data
+/// into a sliver of the axis (the panel says in words how far overflow lies).
+pub fn landmarks_near(
+    format: Format,
+    shift: f64,
+    bottom: f64,
+    top: f64,
+) -> Vec<(&'static str, f64)> {
+    let margin = (0.5 * (top - bottom)).clamp(1.0, 3.0);
+    landmarks(format)
+        .into_iter()
+        .map(|(label, at)| (label, at + shift))
+        .filter(|(_, y)| *y >= bottom - margin && *y <= top + margin)
+        .collect()
+}
+
+#[cfg(test)]
+mod landmark_tests {
+    use super::*;
+
+    #[test]
+    fn only_landmarks_near_the_data_are_drawn() {
+        // A narrow band of data (one binade): landmarks at most 1 binade beyond it.
+        let all = landmarks(Format::HiF8);
+        let (bottom, top) = (1.2, 2.1);
+        let near = landmarks_near(Format::HiF8, 0.0, bottom, top);
+        assert!(near.len() < all.len(), "{near:?}");
+        for (label, y) in &near {
+            assert!(*y >= bottom - 1.0 && *y <= top + 1.0, "{label} at {y}");
+        }
+        // Every landmark within the band is kept.
+        for (label, y) in &all {
+            if *y >= bottom - 1.0 && *y <= top + 1.0 {
+                assert!(near.iter().any(|(l, _)| l == label), "{label} dropped");
+            }
+        }
+        // A wide band widens the margin, to at most 3 binades; shifted with the scale.
+        let wide = landmarks_near(Format::HiF8, 5.0, -20.0, 20.0);
+        assert!(wide.iter().all(|(_, y)| (-23.0..=23.0).contains(y)));
+        assert!(wide.len() >= near.len());
+    }
 }

@@ -2,14 +2,18 @@
 //! headroom distributions, a one-line reading).
 
 use super::*;
+use hif8lab_scaling::Role;
 
 /// What the Estimators panel derives from the calls (cached per view revision).
 #[derive(Clone, Debug, Default)]
 pub struct EstimatorTables {
     /// The view revision they were computed at.
     pub revision: u64,
-    /// Per estimator: calls above its estimate.
+    /// Per estimator: calls above its estimate, over every role.
     pub calls_above: Vec<u64>,
+    /// Per estimator: calls above its estimate on activations and gradients (the basis the
+    /// lessons' texts and tiles count).
+    pub calls_above_ag: Vec<u64>,
     /// Per estimator: median est/amax.
     pub headroom: Vec<f32>,
     /// The reading.
@@ -74,6 +78,7 @@ impl EstimatorTables {
         EstimatorTables {
             revision: view.revision,
             calls_above: view.calls_above(),
+            calls_above_ag: view.calls_above_roles(&[Role::A, Role::G]),
             headroom: view.median_headroom(),
             reading: view.reading(),
             cumulative,
@@ -105,23 +110,37 @@ pub(super) fn estimators(
     egui::Grid::new("estimators").striped(true).show(ui, |ui| {
         // Narrow headers on two lines, the active estimator in bold: the table fits a phone.
         ui.strong("estimator\n(active: bold)");
+        // Two bases, each named: activations and gradients (what the lessons count) and
+        // every role (weights too).
         crate::glossary::explained(
-            ui.strong("calls above\nestimate"),
+            ui.strong("above est.\nA and G"),
+            "calls above its estimate: saturation",
+        );
+        crate::glossary::explained(
+            ui.strong("above est.\nall roles"),
             "calls above its estimate: saturation",
         );
         crate::glossary::explained(ui.strong("median\nheadroom"), "headroom: estimate / amax");
         ui.end_row();
-        for ((name, c), h) in view.estimators.iter().zip(&t.calls_above).zip(&t.headroom) {
+        for (k, (name, h)) in view.estimators.iter().zip(&t.headroom).enumerate() {
             if view.estimators.get(view.active) == Some(name) {
                 ui.strong(name);
             } else {
                 ui.label(name);
             }
-            ui.label(c.to_string());
+            ui.label(t.calls_above_ag.get(k).copied().unwrap_or(0).to_string());
+            ui.label(t.calls_above.get(k).copied().unwrap_or(0).to_string());
             ui.label(format!("{h:.3}"));
             ui.end_row();
         }
     });
+    // The two counts' bases, in words (readable without pointing at the headers).
+    ui.label(
+        RichText::new(
+            "above est.: calls whose amax exceeded the estimate; A and G: activations and gradients (what the lessons count); all roles: weights too.",
+        )
+        .small(),
+    );
     // One legend for both plots (the same estimators, the same colours).
     let items: Vec<(String, Color32)> = view
         .estimators
@@ -207,9 +226,9 @@ fn window_sweep(est: &mut EstimatorsPanel, ui: &mut egui::Ui, view: &RunView) {
             crate::glossary::label(
                 ui,
                 format!(
-                    "Exceedances against the cost of headroom: each estimator replayed on this run's amax with windows 1 to 1024. Calls above the estimate are exact; the SQNR loss (against the best scale) is modelled on a normal tensor with each call's amax — the run keeps no tensors.{}",
+                    "Exceedances against the cost of headroom: each estimator replayed on this run's amax (every role) with windows 1 to 1024. Calls above the estimate are exact for the replay; the SQNR loss (against the best scale) is modelled on a normal tensor with each call's amax — the run keeps no tensors.{}",
                     if merged > 0 {
-                        format!(" {merged} calls were merged for display and count once here.")
+                        format!(" {merged} calls were merged for display and count once here, so these counts are below the table's above.")
                     } else {
                         String::new()
                     }

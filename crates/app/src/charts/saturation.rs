@@ -25,9 +25,11 @@ fn shortfall_db(v: u64) -> f64 {
     f64::from(SQNR_TOP_DB) - v as f64 / 100.0
 }
 
-fn heat_colour(v: u64, peak: u64) -> Color32 {
+/// A heatmap cell's colour: none (0) in a grey apart from both the page and the scale's
+/// darkest end in either theme, then dark violet through red to yellow.
+pub fn heat_colour(v: u64, peak: u64, dark: bool) -> Color32 {
     if v == 0 {
-        return Color32::from_gray(28);
+        return zero_cell(dark);
     }
     let t = (v as f32 / peak.max(1) as f32).sqrt();
     Color32::from_rgb(
@@ -35,6 +37,16 @@ fn heat_colour(v: u64, peak: u64) -> Color32 {
         40 + (120.0 * t * t) as u8,
         (90.0 * (1.0 - t)) as u8,
     )
+}
+
+/// The colour of a cell with nothing counted: lighter than the dark theme's page, darker
+/// than the light theme's.
+pub fn zero_cell(dark: bool) -> Color32 {
+    if dark {
+        Color32::from_gray(70)
+    } else {
+        Color32::from_gray(192)
+    }
 }
 
 /// Least height of a heatmap row, in points (its name at 11 px); rows grow to fill the
@@ -64,6 +76,7 @@ pub(super) fn saturation(
     // Taken out while drawing (put back below), not cloned every frame.
     let (key, maps) = st.cache.take().unwrap_or((key, Vec::new()));
     let peak = maps.iter().flatten().copied().max().unwrap_or(0).max(1);
+    let dark = ui.visuals().dark_mode;
     let per_col = steps.div_ceil(columns.max(1));
     let sqnr = cx.selection.heat == HeatValue::Sqnr;
     caption(ui, cx, view, &groups, peak, per_col);
@@ -84,8 +97,9 @@ pub(super) fn saturation(
             };
             let head = role_head(view, role_name, rows, map, sqnr);
             ui.label(RichText::new(head).strong());
-            if !fresh || st.textures[g].size() != [columns, rows.len()] {
-                let pixels: Vec<Color32> = map.iter().map(|v| heat_colour(*v, peak)).collect();
+            if !fresh || st.textures[g].size() != [columns, rows.len()] || st.dark != dark {
+                let pixels: Vec<Color32> =
+                    map.iter().map(|v| heat_colour(*v, peak, dark)).collect();
                 st.textures[g].set(
                     egui::ColorImage::new([columns, rows.len()], pixels),
                     egui::TextureOptions::NEAREST,
@@ -128,6 +142,7 @@ pub(super) fn saturation(
         );
     }
     st.cache = Some((key, maps));
+    st.dark = dark;
     let bottom = ui.min_rect().max;
     save_png(
         cx.exports,
@@ -332,9 +347,9 @@ fn colour_scale(ui: &mut egui::Ui, peak: u64, sqnr: bool) {
                 egui::Rect::from_min_max(egui::pos2(x0, rect.top()), egui::pos2(x1, rect.bottom())),
                 0.0,
                 if i == 0 {
-                    heat_colour(0, peak)
+                    heat_colour(0, peak, ui.visuals().dark_mode)
                 } else {
-                    heat_colour(v.max(1), peak)
+                    heat_colour(v.max(1), peak, ui.visuals().dark_mode)
                 },
             );
         }
@@ -427,13 +442,13 @@ fn caption(
     let sqnr = cx.selection.heat == HeatValue::Sqnr;
     if sqnr {
         ui.label(format!(
-            "rows: quantizers (block.module), one map per role; columns: steps{}; colour: the worst SQNR of the cell, brightest = {:.1} dB, dark = {SQNR_TOP_DB} dB or better. Hover for exact values, click a row to open it in Amax.",
+            "rows: quantizers (block.module), one map per role; columns: steps{}; colour: the worst SQNR of the cell, brightest = {:.1} dB, dark = {SQNR_TOP_DB} dB or better. Point at a cell for its exact values; click or tap a row to open it in Amax.",
             if per_col > 1 { format!(", {per_col} per column (worst call)") } else { String::new() },
             shortfall_db(peak)
         ));
     } else {
         ui.label(format!(
-            "rows: quantizers (block.module), one map per role; columns: steps{}; brightest = {peak} elements ({} estimator). Hover for exact values, click a row to open it in Amax.",
+            "rows: quantizers (block.module), one map per role; columns: steps{}; brightest = {peak} elements ({} estimator). Point at a cell for its exact values; click or tap a row to open it in Amax.",
             if per_col > 1 { format!(", {per_col} per column (summed)") } else { String::new() },
             view.estimators.get(view.active).map(String::as_str).unwrap_or("active")
         ));

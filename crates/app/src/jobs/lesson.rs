@@ -74,12 +74,10 @@ pub(crate) fn lesson_views(
     {
         let out = std::path::Path::new(LESSON_OUT);
         let dir = out.join("runs");
-        let views = hif8lab_lab::grid::GridConfig::preset("grid-lesson")
-            .ok()
-            .and_then(|g| hif8lab_lab::lesson::scenario(r.lesson.parse().ok()?, &g))
-            .unwrap_or_default()
+        let views = r
+            .runs
             .iter()
-            .filter_map(|(name, _)| RunView::load(&dir.join(name)).ok())
+            .filter_map(|name| RunView::load(&dir.join(name)).ok())
             .collect();
         let base = RunView::load(&out.join("base"))
             .ok()

@@ -73,7 +73,9 @@ pub struct LessonsCtx<'a> {
 /// The Lessons panel: what to predict, what to look at, the controls that matter, a live
 /// "what just happened" from the current run's numbers, and (natively) the lesson's headless
 /// scenario with its judged claims.
-pub(super) fn lessons(cx: &mut LessonsCtx<'_>, ui: &mut egui::Ui) {
+/// The row of lessons to choose from: drawn above the lesson's scrolling text, so it stays
+/// in view however far the text is scrolled.
+pub(super) fn lesson_row(cx: &mut LessonsCtx<'_>, ui: &mut egui::Ui) {
     ui.horizontal_wrapped(|ui| {
         for l in &hif8lab_lab::lesson::LESSONS {
             if ui
@@ -84,6 +86,10 @@ pub(super) fn lessons(cx: &mut LessonsCtx<'_>, ui: &mut egui::Ui) {
             }
         }
     });
+    ui.separator();
+}
+
+pub(super) fn lessons(cx: &mut LessonsCtx<'_>, ui: &mut egui::Ui) {
     let l = cx.lessons.lesson;
     ui.heading(l.title);
     ui.label(RichText::new("Predict").strong());

@@ -384,6 +384,11 @@ pub struct LessonArgs {
     /// committed real-smollm2 grid's, shipped with the program).
     #[arg(long)]
     from: Option<PathBuf>,
+    /// The `sandbox` lesson: a setting of its run, as `hif8lab train --set` takes it
+    /// (`--set qat.scaling.estimator=most_recent --set train.lr=1e-3`); the rest is the
+    /// lessons' fixed run (max_window-low-warmup).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
 }
 
 /// `hif8lab lesson base`.
@@ -465,11 +470,37 @@ pub fn run_lesson(cmd: LessonCommand) -> Result<crate::output::Outcome> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("runs").join(format!("lessons-{}", args.preset())));
+    let user = sandbox_settings(id, &config, &args.sets)?;
     let (_lock, mut p) = writer(&out)?;
     let report = on_backend!(&args.source.backend, make => {
-        lesson::run_lesson(&args.name, make, &config, &out, &mut p)?
+        lesson::run_lesson(&args.name, make, &config, &out, &mut p, user.as_ref())?
     });
     print_lesson(&report, p.start.elapsed().as_secs_f64(), args.json)
+}
+
+/// The sandbox's settings: the lessons' fixed run with `sets` applied (none without them);
+/// `--set` is refused for the other lessons, which train fixed scenarios.
+fn sandbox_settings(
+    id: hif8lab_lab::lesson::LessonId,
+    grid: &GridConfig,
+    sets: &[String],
+) -> Result<Option<hif8lab_train::RunConfig>> {
+    if sets.is_empty() {
+        return Ok(None);
+    }
+    if id != hif8lab_lab::lesson::LessonId::Sandbox {
+        anyhow::bail!("--set: only the sandbox lesson trains settings of one's own");
+    }
+    let fixed = hif8lab_lab::lesson::scenario(id, grid, None)
+        .and_then(|runs| runs.into_iter().next())
+        .map(|(_, c)| c)
+        .ok_or_else(|| anyhow::anyhow!("the sandbox lesson has no run"))?;
+    let name = "the sandbox lesson's run";
+    Ok(Some(hif8lab_train::RunConfig::parse(
+        name,
+        &fixed.to_toml(),
+        sets,
+    )?))
 }
 
 /// Prints a lesson's verdict (JSON with `--json`) and gives the exit outcome.

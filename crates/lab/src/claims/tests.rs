@@ -114,4 +114,32 @@ fn holm_judges_the_strongest_claim_at_alpha_over_m() {
     assert!((claims[0].confidence.unwrap() - 0.95).abs() < 1e-12);
     let s = claims[0].sentence();
     assert!(s.starts_with("holds: weak. Measured: x 2.60%"), "{s}");
+    // Each interval says why it has its level: the first in Holm's order at half the 5 %.
+    let g = claims[1].glance();
+    assert!(
+        g.contains("97.50 % interval")
+            && g.contains("α = 0.025, Holm's share of 0.05 with 2 claims still open"),
+        "{g}"
+    );
+    let g = claims[0].glance();
+    assert!(
+        g.contains("95 % interval") && g.contains("two-sided at α = 0.05]"),
+        "{g}"
+    );
+    let eq = Claim::new(
+        "eq",
+        vec![part(
+            0.0,
+            Spread::Seeds(vec![-0.1, 0.0, 0.1]),
+            Side::Within,
+            2.0,
+        )],
+        serde_json::Value::Null,
+    );
+    let g = eq.glance();
+    assert!(
+        g.contains("90 % interval")
+            && g.contains("an equivalence: two one-sided tests at α = 0.05"),
+        "{g}"
+    );
 }

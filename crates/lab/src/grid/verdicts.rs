@@ -7,7 +7,7 @@ use super::saturation::{
 use super::*;
 use crate::claims::{Claim, Part, Side, Spread};
 use crate::stats::exact::sign_flip;
-use crate::stats::{Arm, bootstrap_draws, cluster_totals, mean_sd};
+use crate::stats::{Arm, bootstrap_draws, bootstrap_draws_nested, cluster_totals, mean_sd};
 use hif8lab_train::eval::ProbeScore;
 
 /// Bootstrap resamples behind a claim (the smallest p-value they can show is 1/10,001,
@@ -59,7 +59,10 @@ impl Design {
     /// What an interval over items and replicates covers, in words.
     pub fn variation(self) -> String {
         let bases = if self.bases > 1 {
-            format!("{} pretrainings of the base", self.bases)
+            format!(
+                "{} pretrainings of the base (the unit: resampled first, then the orders within each)",
+                self.bases
+            )
         } else {
             "not the pretraining (one base)".into()
         };
@@ -103,8 +106,11 @@ pub fn discordance(first: &Arm, second: &Arm) -> (usize, usize, usize) {
 }
 
 /// A statistic of the runs' final probe scores on the data and its `resamples` bootstrap
-/// draws over clusters and seeds; `None` when a run lacks per-item marks.
+/// draws over item clusters and replicates, the replicates resampled by pretraining first
+/// when the design has several (the pretraining is the unit: its orders are not
+/// independent); `None` when a run lacks per-item marks.
 fn statistic_and_draws(
+    design: Design,
     runs: &[&[RunSummary]],
     score: ProbeScore,
     stat: &dyn Fn(&[f64]) -> f64,
@@ -115,7 +121,14 @@ fn statistic_and_draws(
         .map(|r| arm_of(r, score))
         .collect::<Option<_>>()?;
     let groups = groups_of(runs, score)?;
-    Some(bootstrap_draws(&groups, &arms, stat, resamples, CLAIM_SEED))
+    Some(bootstrap_draws_nested(
+        &groups,
+        &arms,
+        stat,
+        resamples,
+        CLAIM_SEED,
+        design.bases,
+    ))
 }
 
 /// A statistic of the runs' final probe scores as a claim part (bootstrap draws over
@@ -131,7 +144,7 @@ fn probe_part(
     side: Side,
     threshold: f64,
 ) -> Option<Part> {
-    let (value, draws) = statistic_and_draws(runs, score, stat, CLAIM_RESAMPLES)?;
+    let (value, draws) = statistic_and_draws(design, runs, score, stat, CLAIM_RESAMPLES)?;
     Some(Part {
         measured,
         unit: unit.into(),
@@ -168,7 +181,7 @@ pub fn drop_part(
             a.seeds.iter().flatten().sum::<f64>() / a.seeds.iter().flatten().count().max(1) as f64;
         if nb + nc < FEW_DISCORDANT && ref_mean > 0.0 {
             // Exact: the statistic on the data, no resampling.
-            let (value, _) = statistic_and_draws(&runs, score, &drop_stat, 0)?;
+            let (value, _) = statistic_and_draws(design, &runs, score, &drop_stat, 0)?;
             return Some(Part {
                 measured,
                 unit: "%".into(),

@@ -43,7 +43,6 @@ fn choices_with(answer: String, mut pool: Vec<String>, rng: &mut Rng) -> (Vec<St
     (choices, at)
 }
 
-
 /// Every distinct completion item: weekdays and numbers from 7 starts with 1–3 words given,
 /// letters from 22 starts with 2–4 given.
 pub const COMPLETION_ITEMS: usize = 7 * 3 + 7 * 3 + 22 * 3;

@@ -166,6 +166,22 @@ pub fn bootstrap_draws(
     resamples: usize,
     seed: u64,
 ) -> (f64, Vec<f64>) {
+    bootstrap_draws_nested(groups, arms, stat, resamples, seed, 1)
+}
+
+/// [`bootstrap_draws`] with the replicates in `clusters` clusters (replicate `r` in cluster
+/// `r % clusters`: the pretraining of a grid's replicate), resampled in two stages, as the
+/// unit of analysis asks: the clusters with replacement, then the replicates within each
+/// drawn cluster. With one cluster, or a cluster per replicate, it is [`bootstrap_draws`]
+/// draw for draw.
+pub fn bootstrap_draws_nested(
+    groups: &Groups,
+    arms: &[Arm],
+    stat: &dyn Fn(&[f64]) -> f64,
+    resamples: usize,
+    seed: u64,
+    clusters: usize,
+) -> (f64, Vec<f64>) {
     let sums: Vec<Vec<Vec<(f64, f64)>>> = arms
         .iter()
         .map(|a| a.seeds.iter().map(|s| groups.sums(s)).collect())
@@ -206,7 +222,19 @@ pub fn bootstrap_draws(
         for _ in 0..groups.len() {
             weights[rng.below(groups.len())] += 1.0;
         }
-        let pick: Vec<usize> = if max_seeds > 1 {
+        let pick: Vec<usize> = if max_seeds > 1 && clusters > 1 && clusters < max_seeds {
+            // Two stages: a cluster, then its members (r ≡ c mod clusters), as many times as
+            // the cluster has members.
+            let mut pick = Vec::with_capacity(max_seeds);
+            for _ in 0..clusters {
+                let c = rng.below(clusters);
+                let members: Vec<usize> = (c..max_seeds).step_by(clusters).collect();
+                for _ in 0..members.len() {
+                    pick.push(members[rng.below(members.len())]);
+                }
+            }
+            pick
+        } else if max_seeds > 1 {
             (0..max_seeds).map(|_| rng.below(max_seeds)).collect()
         } else {
             vec![0]
@@ -285,5 +313,37 @@ mod tests {
         assert_eq!(same.value, 0.0);
         assert_eq!(same.interval, [0.0, 0.0]);
         assert_eq!(same.p_value, 1.0);
+    }
+
+    #[test]
+    fn nested_replicates_follow_the_pretraining() {
+        // 12 replicates = 4 orders of 3 pretrainings (replicate r of pretraining r % 3); the
+        // pretraining moves the score far more than the order does.
+        let g = Groups::singletons(50);
+        let seeds: Vec<Vec<f64>> = (0..12)
+            .map(|r| {
+                let level = [0.2, 0.5, 0.8][r % 3] + 0.01 * (r / 3) as f64;
+                (0..50).map(|i| level + 0.001 * i as f64).collect()
+            })
+            .collect();
+        let arms = [Arm { seeds }];
+        let stat = |m: &[f64]| m[0];
+        let spread = |d: &mut Vec<f64>| {
+            d.sort_by(f64::total_cmp);
+            percentile(d, 0.975) - percentile(d, 0.025)
+        };
+        let (v, mut flat) = bootstrap_draws(&g, &arms, &stat, 2000, 7);
+        let (w, mut nested) = bootstrap_draws_nested(&g, &arms, &stat, 2000, 7, 3);
+        assert_eq!(v, w);
+        // Three pretrainings drawn as three units spread the mean more than twelve
+        // exchangeable replicates do.
+        let (a, b) = (spread(&mut flat), spread(&mut nested));
+        assert!(b > 1.3 * a, "nested {b} vs exchangeable {a}");
+        // One cluster, or a cluster per replicate: the plain bootstrap, draw for draw.
+        for clusters in [1, 12] {
+            let (_, same) = bootstrap_draws_nested(&g, &arms, &stat, 200, 7, clusters);
+            let (_, plain) = bootstrap_draws(&g, &arms, &stat, 200, 7);
+            assert_eq!(same, plain);
+        }
     }
 }

@@ -56,10 +56,7 @@ impl<B: Backend> Trainer<B> {
     /// Scores the probes with the current weights (high precision). Call between steps
     /// (after [`Self::finish`]); blocks.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn evaluate(
-        &mut self,
-        probes: &crate::eval::ProbeSet,
-    ) -> Result<ProbeScores, TrainError> {
+    pub fn evaluate(&mut self, probes: &crate::eval::ProbeSet) -> Result<ProbeScores, TrainError> {
         self.begin_evaluate(probes)?.finish(true)
     }
 
