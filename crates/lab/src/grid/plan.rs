@@ -6,9 +6,25 @@ use std::fmt::Write as _;
 use super::GridConfig;
 use crate::stats::exact::{paired_exact, student_t_quantile};
 
-/// Completion items of the real-model probes, and knowledge items of the shipped set.
-const COMPLETION_ITEMS: usize = 108;
+/// Knowledge items of the shipped general-knowledge set (a real base's knowledge probe).
 const KNOWLEDGE_ITEMS: usize = 609;
+
+/// The probe items claim 5 compares, (knowledge, completion): a real base's (the shipped
+/// general-knowledge set, the pretrained completion set) or the small grid's (its knowledge
+/// base's, every regularity item).
+fn probe_items(grid: &GridConfig) -> (usize, usize) {
+    if grid.base.is_some() {
+        (
+            KNOWLEDGE_ITEMS,
+            hif8lab_train::eval::PRETRAINED_COMPLETION_ITEMS,
+        )
+    } else {
+        (
+            grid.data.entities * hif8lab_train::kb::KNOWLEDGE_PER_ENTITY,
+            hif8lab_train::eval::COMPLETION_ITEMS,
+        )
+    }
+}
 /// The near-lossless margin of claim 5 (%, relative).
 const NEAR_LOSSLESS: f64 = 2.0;
 /// The base accuracy the relative widths are stated at.
@@ -55,29 +71,26 @@ pub fn plan(grid: &GridConfig, seeds: usize, only: &[String]) -> String {
         out,
         "What each claim can reach with this design (best case):"
     );
-    // Claim 5 (TOST ±2 %): with no discordant item at all, the exact paired 90 % interval
-    // is as narrow as it gets. Only where its runs are in the plan.
+    // Every claim's best case with this design; only the claims whose runs are planned.
     let has = |n: &str| runs.iter().any(|r| r.name == n);
-    let claim5 = has("max_window-low-warmup") && has("baseline-low");
-    for (what, items) in [
-        ("knowledge", KNOWLEDGE_ITEMS),
-        ("completion", COMPLETION_ITEMS),
-    ]
-    .into_iter()
-    .filter(|_| claim5)
-    {
-        let n = items * seeds;
-        let [_, hi] = paired_exact(0, 0, n, 0.10);
-        let rel = hi / BASE_ACC * 100.0;
-        let _ = writeln!(
-            out,
-            "  claim 5 ({what}, {n} paired items): best-case 90 % interval ±{rel:.2} % relative (at base accuracy {BASE_ACC}) against ±{NEAR_LOSSLESS} %: {}",
-            if rel < NEAR_LOSSLESS {
-                "reachable"
-            } else {
-                "UNREACHABLE: \"holds\" cannot come out (more items or orders needed)"
-            }
-        );
+    let (knowledge, completion) = probe_items(grid);
+    let design = Reach {
+        knowledge,
+        completion,
+        knowledge_acc: BASE_ACC,
+        completion_acc: BASE_ACC,
+        replicates: seeds,
+    };
+    let wanted = |claim: usize| match claim {
+        1 | 2 => has("most_recent-low") && has("max_window-low"),
+        3 => has("max_window-high") && has("max_window-low"),
+        4 => has("baseline-low"),
+        _ => has("max_window-low-warmup") && has("baseline-low"),
+    };
+    for (claim, line) in design.lines() {
+        if wanted(claim) {
+            let _ = writeln!(out, "  {line}");
+        }
     }
     if grid.control.is_some() {
         let n = seeds as f64;
@@ -100,6 +113,108 @@ pub fn plan(grid: &GridConfig, seeds: usize, only: &[String]) -> String {
     out
 }
 
+/// A design's probe items, base accuracies and replicates: what bounds how narrow each
+/// claim's interval can be.
+#[derive(Clone, Copy, Debug)]
+pub struct Reach {
+    /// Knowledge items per replicate.
+    pub knowledge: usize,
+    /// Completion items per replicate.
+    pub completion: usize,
+    /// The base's knowledge accuracy (relative drops are of it).
+    pub knowledge_acc: f64,
+    /// The base's completion accuracy.
+    pub completion_acc: f64,
+    /// Replicates per run (data orders × pretrainings), pooled over for paired items.
+    pub replicates: usize,
+}
+
+/// What a reachable or an unreachable side is called in a line.
+fn reach_word(width: f64, limit: f64, blocked: &str) -> String {
+    if width < limit {
+        "either outcome reachable".into()
+    } else {
+        format!("UNREACHABLE: \"{blocked}\" cannot come out (more items or orders needed)")
+    }
+}
+
+impl Reach {
+    /// The best-case half-width, as a fraction, of a paired 0/1 difference over `items`
+    /// items per replicate at level `alpha`: no item differs at all, the exact interval.
+    fn width(&self, items: usize, alpha: f64) -> f64 {
+        paired_exact(0, 0, items * self.replicates, alpha)[1]
+    }
+
+    /// Per claim (1–5), a line saying what its verdict can reach with this design at best
+    /// (every interval at its unadjusted level: Holm's adjustment only widens them).
+    pub fn lines(&self) -> Vec<(usize, String)> {
+        let reps = self.replicates;
+        let t_line = |what: &str| {
+            if reps >= 2 {
+                format!("{what}: t interval across {reps} replicates: either outcome reachable")
+            } else {
+                format!(
+                    "{what}: one replicate, judged as the run's exact value: either outcome reachable"
+                )
+            }
+        };
+        let k = self.knowledge * reps;
+        let drop = self.width(self.knowledge, 0.05) / self.knowledge_acc.max(1e-9) * 100.0;
+        let points =
+            self.width(self.knowledge, 0.05) * 100.0 / (self.knowledge_acc - 0.25).max(1e-9);
+        let mut out = vec![
+            (1, t_line("claim 1 (saturation ratio)")),
+            (
+                2,
+                format!(
+                    "claim 2 (knowledge drop ≥ {NEAR_LOSSLESS} %, {k} paired items): best-case 95 % interval ±{drop:.2} % relative: {}",
+                    reach_word(drop, NEAR_LOSSLESS, "not reproduced")
+                ),
+            ),
+            (
+                3,
+                format!(
+                    "claim 3 (forgetting ≥ 10 points, {k} paired items): best-case 95 % interval ±{points:.1} points: {}",
+                    reach_word(points, 10.0, "not reproduced")
+                ),
+            ),
+            (4, t_line("claim 4 (largest APE)")),
+        ];
+        for (what, items, acc) in [
+            ("knowledge", self.knowledge, self.knowledge_acc),
+            ("completion", self.completion, self.completion_acc),
+        ] {
+            let rel = self.width(items, 0.10) / acc.max(1e-9) * 100.0;
+            out.push((
+                5,
+                format!(
+                    "claim 5 ({what}, {} paired items): best-case 90 % interval ±{rel:.2} % relative (at base accuracy {acc:.2}) against ±{NEAR_LOSSLESS} %: {}",
+                    items * reps,
+                    if rel < NEAR_LOSSLESS {
+                        "reachable"
+                    } else {
+                        "UNREACHABLE: \"holds\" cannot come out (more items or orders needed)"
+                    }
+                ),
+            ));
+        }
+        out
+    }
+
+    /// The report's section: every claim's line, from the design alone.
+    pub fn markdown(&self) -> String {
+        let mut md = String::from(
+            "\n## What each claim could reach with this design\n\nComputed from the design alone (probe items, replicates, the base's accuracy), as `grid --plan` prints it before a run: the narrowest interval each claim's statistic can have (no item differing at all: the exact paired interval at the claim's unadjusted level; Holm's adjustment only widens it). A claim marked UNREACHABLE cannot come out on that side whatever the data.\n\n",
+        );
+        for (_, line) in self.lines() {
+            md.push_str("- ");
+            md.push_str(&line);
+            md.push('\n');
+        }
+        md
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,8 +223,14 @@ mod tests {
     fn the_plan_flags_what_cannot_be_reached() {
         let grid = GridConfig::preset("real-smollm2").unwrap();
         let p = plan(&grid, 2, &[]);
-        // 108 completion items × 2 orders cannot resolve ±2 % (the committed report's case).
-        assert!(p.contains("claim 5 (completion, 216 paired items)"), "{p}");
+        // 297 completion items × 2 orders resolve ±2 % (108 could not: the committed
+        // report's case).
+        assert!(p.contains("claim 5 (completion, 594 paired items)"), "{p}");
+        assert!(!p.contains("UNREACHABLE"), "{p}");
+        // The small grid's 108 regularity items in one order cannot.
+        let small = GridConfig::preset("grid-small").unwrap();
+        let p = plan(&small, 1, &[]);
+        assert!(p.contains("claim 5 (completion, 108 paired items)"), "{p}");
         assert!(p.contains("UNREACHABLE"), "{p}");
         let dose = GridConfig::preset("real-smollm2-dose").unwrap();
         let only = ["most_recent-low", "max_window-low", "control-low"].map(String::from);

@@ -14,7 +14,7 @@ use hif8lab_engine::Backend;
 use super::{BaseModel, GRID_CORPUS_SEED, GridConfig};
 use hif8lab_train::config::ModelConfig;
 use hif8lab_train::corpus::{KnowledgeBase, web_corpus};
-use hif8lab_train::eval::{COMPLETION_ITEMS, GENERAL_KNOWLEDGE, ProbeSet, items_from_tsv};
+use hif8lab_train::eval::{GENERAL_KNOWLEDGE, ProbeSet, items_from_tsv, pretrained_completion};
 use hif8lab_train::infer::{Model, SCORE_BATCH, score_probe_set};
 use hif8lab_train::io::write_atomic;
 use hif8lab_train::models::checkpoint::Checkpoint;
@@ -168,11 +168,13 @@ pub fn load(grid: &GridConfig) -> Result<RealBase, TrainError> {
 }
 
 /// The probes of a real base: the general-knowledge set (knowledge), the regularity items
-/// of the small grid (completion: weekdays, numbers, letters, which any English model
-/// knows), and [`HELDOUT_BYTES`] of the web corpus at a seed no run trains on.
+/// of a pretrained model (completion, [`pretrained_completion`]: the small grid's weekdays,
+/// numbers and letters and more sequences any English model knows, enough for claim 5 to be
+/// decidable), and [`HELDOUT_BYTES`] of the web corpus at a seed no run trains on.
 pub fn probe_set(grid: &GridConfig) -> ProbeSet {
     let seed = grid.data.kb_seed;
-    let mut probes = ProbeSet::generate(&KnowledgeBase::generate(2, seed), COMPLETION_ITEMS, seed);
+    let mut probes = ProbeSet::generate(&KnowledgeBase::generate(2, seed), 0, seed);
+    probes.completion = pretrained_completion(seed);
     probes.knowledge = items_from_tsv("general-knowledge.tsv", GENERAL_KNOWLEDGE)
         .expect("the shipped probe set parses (a test checks it)");
     let train_seed = grid.data.corpus_seed.unwrap_or(GRID_CORPUS_SEED);
@@ -209,9 +211,12 @@ pub fn base_scores<B: Backend>(
     let dir = out.join("base");
     let path = dir.join("probes.json");
     let model = real.source.display().to_string();
+    // Kept scores are of this model and of this probe set (the same items), else scored anew.
     if let Ok(text) = std::fs::read_to_string(&path)
         && let Ok(kept) = serde_json::from_str::<Kept>(&text)
         && kept.model == model
+        && kept.probes.knowledge_items == probes.knowledge.len()
+        && kept.probes.completion_items == probes.completion.len()
     {
         return Ok(kept.probes);
     }

@@ -20,11 +20,27 @@ impl GridResults {
         self.shadow_and_sqnr(&mut md);
         md.push_str(&super::quantizers::markdown(&self.rows));
         md.push_str(&super::verdicts::claims_markdown(&self.verdicts));
+        if let Some(reach) = self.reach() {
+            md.push_str(&reach.markdown());
+        }
         md.push_str(&super::placebo::markdown(&self.rows, self.bases.len()));
         if let Some(d) = &self.dose {
             md.push_str(&d.markdown());
         }
         md
+    }
+
+    /// The design's reach: the first base's items and accuracies, every replicate.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn reach(&self) -> Option<super::plan::Reach> {
+        let b = self.bases.first()?;
+        Some(super::plan::Reach {
+            knowledge: b.knowledge_items,
+            completion: b.completion_items,
+            knowledge_acc: b.score(ProbeScore::KnowledgeAccNorm),
+            completion_acc: b.score(ProbeScore::CompletionAccNorm),
+            replicates: self.seeds,
+        })
     }
 
     /// The base model's scores, what a replicate is, the learning rates.

@@ -33,6 +33,25 @@ fn reusable(dir: &Path, config: &RunConfig) -> Result<Option<RunSummary>, TrainE
 }
 
 #[cfg(not(target_arch = "wasm32"))]
+/// A finished run is compared with its base on the same items: one scored on another probe
+/// set (an earlier version's, with fewer completion items) is refused by name, not mixed in.
+fn same_probe_items(dir: &Path, run: &RunSummary, base: &ProbeScores) -> Result<(), TrainError> {
+    let Some(p) = run.probes.as_ref() else {
+        return Ok(());
+    };
+    if (p.knowledge_items, p.completion_items) == (base.knowledge_items, base.completion_items) {
+        return Ok(());
+    }
+    Err(TrainError::File {
+        file: dir.display().to_string(),
+        message: format!(
+            "scored on another probe set ({} knowledge and {} completion items; the base now has {} and {}): remove the folder to train it again, or use another --out",
+            p.knowledge_items, p.completion_items, base.knowledge_items, base.completion_items
+        ),
+    })
+}
+
+#[cfg(not(target_arch = "wasm32"))]
 fn io_err(error: std::io::Error) -> TrainError {
     TrainError::io("")(error)
 }
@@ -267,6 +286,7 @@ fn train_from_base_seed<B: Backend>(
     for (i, (name, config)) in runs.iter().enumerate() {
         let dir = out.join("runs").join(name);
         let mut s = if let Some(s) = reusable(&dir, config)? {
+            same_probe_items(&dir, &s, &base_probes)?;
             progress.start(name, i, runs.len(), true);
             s
         } else {

@@ -32,7 +32,11 @@ pub struct ProbeSet {
     pub heldout: String,
 }
 
-fn choices_with(answer: String, mut pool: Vec<String>, rng: &mut Rng) -> (Vec<String>, usize) {
+pub(crate) fn choices_with(
+    answer: String,
+    mut pool: Vec<String>,
+    rng: &mut Rng,
+) -> (Vec<String>, usize) {
     pool.retain(|c| *c != answer);
     let mut choices: Vec<String> = Vec::new();
     while choices.len() < 3 && !pool.is_empty() {
