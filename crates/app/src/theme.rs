@@ -75,17 +75,15 @@ pub fn adjust(style: &mut Style) {
     }
 }
 
-/// What outlines an idle input field against the page: its background, or else its
-/// border, whichever contrasts more with the panel behind it.
+/// What outlines an idle input field against the page: its border where it has one, else
+/// its background.
 pub fn input_field_edge(style: &Style) -> Color32 {
     let v = &style.visuals;
-    let fill = v.text_edit_bg_color();
     let stroke = v.widgets.inactive.bg_stroke;
-    let contrast = |c: Color32| crate::charts::contrast(c, v.panel_fill);
-    if stroke.width > 0.0 && contrast(stroke.color) > contrast(fill) {
+    if stroke.width > 0.0 {
         stroke.color
     } else {
-        fill
+        v.text_edit_bg_color()
     }
 }
 

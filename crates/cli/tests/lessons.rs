@@ -119,19 +119,20 @@ fn fixes_lesson_claims_hold() {
     assert!(fix["p_value"].is_number(), "{fix}");
 }
 
+/// The sandbox's claim, which names the estimator the run used.
+fn sandbox_claim_names<'a>(v: &'a serde_json::Value, estimator: &str) -> &'a serde_json::Value {
+    let c = &v["claims"][0];
+    let want = format!("your estimator ({estimator})");
+    assert!(c["claim"].as_str().unwrap().starts_with(&want), "{c}");
+    c
+}
+
 #[test]
 fn sandbox_lesson_claims_hold() {
     let v = lesson("sandbox");
     // The fixed run (max_window(64) with warmup at the low rate) keeps under 5 % of its
     // activation and gradient calls above the estimate; the claim names its estimator.
-    let c = &v["claims"][0];
-    assert!(
-        c["claim"]
-            .as_str()
-            .unwrap()
-            .starts_with("your estimator (max_window(64))"),
-        "{c}"
-    );
+    sandbox_claim_names(&v, "max_window(64)");
     assert!(
         v["runs"][0]
             .as_str()
@@ -171,14 +172,7 @@ fn sandbox_lesson_takes_settings() {
     let stdout = String::from_utf8_lossy(&o.stdout);
     let v: serde_json::Value = serde_json::from_str(stdout.trim())
         .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&o.stderr)));
-    let c = &v["claims"][0];
-    assert!(
-        c["claim"]
-            .as_str()
-            .unwrap()
-            .starts_with("your estimator (most_recent)"),
-        "{c}"
-    );
+    let c = sandbox_claim_names(&v, "most_recent");
     assert!(v["runs"][0].as_str().unwrap().contains("30steps"), "{v}");
     // Exact counts: the verdict follows the share (holds below 1 %, fails at or above).
     let share = c["statistic"].as_f64().unwrap();

@@ -6,6 +6,9 @@
 
 pub mod base;
 pub mod outliers;
+mod sandbox;
+use sandbox::sandbox;
+pub use sandbox::{SANDBOX_SATURATION_LIMIT, sandbox_run};
 
 /// A lesson's data that cannot be read or judged (a shipped base, the committed real-model
 /// runs): the file it came from and what is wrong, said as one sentence that names the file.
@@ -287,47 +290,6 @@ pub fn scenario(
         }
         LessonId::Outliers => return None,
     })
-}
-
-/// The sandbox's run: the lessons' model and data (`fixed`, so that it continues from their
-/// base) with what the user chose in `user`: the learning rate and steps, the warmup, and
-/// the quantization (on or off, estimator, window, target, format, overflow). Its folder is
-/// named by those choices, so that another choice trains anew and the same one is reused.
-pub fn sandbox_run(fixed: &RunConfig, user: &RunConfig) -> (String, RunConfig) {
-    let mut c = fixed.clone();
-    c.train.lr = user.train.lr;
-    c.train.steps = user.train.steps;
-    c.qat.enabled = user.qat.enabled;
-    c.qat.warmup_steps = user.qat.warmup_steps;
-    let (u, s) = (&user.qat.scaling, &mut c.qat.scaling);
-    s.estimator = u.estimator.clone();
-    s.window = u.window;
-    s.target = u.target;
-    s.format = u.format;
-    s.overflow = u.overflow;
-    let what = if c.qat.enabled {
-        format!(
-            "{}-{}-target{}-{:?}-warmup{}",
-            s.estimator.resolve(s.window),
-            s.format,
-            s.target,
-            s.overflow,
-            c.qat.warmup_steps
-        )
-    } else {
-        "bf16".into()
-    };
-    let name: String = format!("sandbox-{what}-lr{:e}-{}steps", c.train.lr, c.train.steps)
-        .chars()
-        .map(|ch| {
-            if ch.is_ascii_alphanumeric() || "-_.".contains(ch) {
-                ch
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    (name.to_lowercase(), c)
 }
 
 /// Judges a lesson's claims from its runs' summaries (`runs` as given by [`scenario`]).
@@ -626,57 +588,6 @@ fn unfixed_kept_more(
             "the intervals do not overlap: at this size the unfixed run did keep more, on these items."
         }
     )
-}
-
-/// The share of a run's activation and gradient calls above the active estimate the
-/// sandbox's claim allows, fixed before any run. At the lessons' size max_window(64) with
-/// warmup at the low rate keeps under it; most_recent, exceeded on about every other call,
-/// does not. (Weights, whose amax drifts up slowly, exceed any past-only estimate often and
-/// are left out, as in the lessons' texts.)
-pub const SANDBOX_SATURATION_LIMIT: f64 = 0.05;
-
-fn sandbox(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, String) {
-    use hif8lab_scaling::Role;
-    let (name, config) = &runs[0];
-    let r = &s[0];
-    let active = config
-        .qat
-        .scaling
-        .estimator
-        .resolve(config.qat.scaling.window);
-    let ag_calls = r.counts.calls_of_roles(&[Role::A, Role::G]);
-    let ag_above = r.calls_above_roles(&active.to_string(), &[Role::A, Role::G]);
-    let (mr, mw) = (count_ag(r, "most_recent"), count_ag(r, "max_window"));
-    // A claim the user's choice decides, never one that holds by construction.
-    let claim = format!(
-        "your estimator ({active}) is exceeded on at most {:.0} % of the run's activation and gradient calls",
-        100.0 * SANDBOX_SATURATION_LIMIT
-    );
-    let claims = if r.quantized() && ag_calls > 0 {
-        vec![Claim::new(
-            &claim,
-            vec![Part::exact(
-                "share of activation and gradient calls above the active estimate",
-                " %",
-                100.0 * ag_above as f64 / ag_calls as f64,
-                Side::Below,
-                100.0 * SANDBOX_SATURATION_LIMIT,
-            )],
-            serde_json::json!({"run": name, "activation_gradient_calls": ag_calls, "calls_above_est": ag_above}),
-        )]
-    } else {
-        vec![Claim::new(
-            &claim,
-            Vec::new(),
-            serde_json::json!({"note": "not judged: the run did not quantize"}),
-        )]
-    };
-    let summary = format!(
-        "{name}: {} steps, final loss {:.3}; on activations and gradients {ag_above} of {ag_calls} calls above the active estimate. On the same calls most_recent was exceeded on {mr} and max_window(64) on {mw} (max_window's estimate is never below most_recent's, so it is never exceeded more often: that is arithmetic, not a finding).",
-        r.losses.len(),
-        final_loss(&r.losses),
-    );
-    (claims, summary)
 }
 
 /// Runs a lesson headless: pretrains the base (or reuses `<out>/base`), trains the scenario
