@@ -132,7 +132,8 @@ impl HifApp {
                     app.messages.status =
                         format!("Replayed {} ({} quantizers).", v.name, v.calls.len());
                     app.runs.live = Some(v);
-                    app.selection.tab = Tab::Amax;
+                    // Amax first, unless --tab asked for another panel.
+                    app.selection.tab = options.tab.unwrap_or(Tab::Amax);
                 }
                 Err(e) => app.messages.status = format!("Cannot read trace: {e}"),
             }

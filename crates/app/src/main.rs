@@ -105,7 +105,9 @@ Options:
   --backend auto|cpu|gpu
                         where to compute (auto: the GPU when an adapter opens)
   --bench-frames N      draw N frames, print the frame times, exit
-  --png-after NAME.png  save a screenshot after the first frames, exit
+  --png-after NAME.png  save the shown panel as a PNG (into exports/, or the path
+                        given) once there is data to show: a finished run, an
+                        opened folder or trace, a lesson's verdict; the window stays
   -h, --help            this text
 
 Without a display it says so and exits; the browser build is the same app (README).
