@@ -112,6 +112,12 @@ impl HifApp {
         if let Some(tab) = options.tab {
             app.selection.tab = tab;
         }
+        app.bench_and_trace(options);
+        app
+    }
+
+    /// `--bench-frames` (a synthetic run to draw) and `--trace` (a trace to replay).
+    fn bench_and_trace(&mut self, options: &Options) {
         if let Some(n) = options.bench_frames {
             let mut v = RunView::synthetic(64, 10_000, 1);
             // One histogram, so that panel draws too.
@@ -123,22 +129,21 @@ impl HifApp {
                 step: 9_999,
                 hist: hif8lab_scaling::stats::Log2Histogram::of(&x, 4.0),
             });
-            app.runs.live = Some(v);
-            app.frames.bench = Some(FrameBench::new(n));
+            self.runs.live = Some(v);
+            self.frames.bench = Some(FrameBench::new(n));
         }
         if let Some(path) = &options.trace {
             match RunView::from_trace_file(path) {
                 Ok(v) => {
-                    app.messages.status =
+                    self.messages.status =
                         format!("Replayed {} ({} quantizers).", v.name, v.calls.len());
-                    app.runs.live = Some(v);
+                    self.runs.live = Some(v);
                     // Amax first, unless --tab asked for another panel.
-                    app.selection.tab = options.tab.unwrap_or(Tab::Amax);
+                    self.selection.tab = options.tab.unwrap_or(Tab::Amax);
                 }
-                Err(e) => app.messages.status = format!("Cannot read trace: {e}"),
+                Err(e) => self.messages.status = format!("Cannot read trace: {e}"),
             }
         }
-        app
     }
 
     /// Opens the run folder in `open_path` (a grid's or a lesson's folder: its runs, see

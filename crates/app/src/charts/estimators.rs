@@ -87,26 +87,9 @@ impl EstimatorTables {
     }
 }
 
-/// The Estimators panel: the shadow comparison of every estimator on the same calls.
-pub(super) fn estimators(
-    est: &mut EstimatorsPanel,
-    cx: &mut PanelCtx<'_>,
-    ui: &mut egui::Ui,
-    view: &RunView,
-) {
-    let fresh = est
-        .cache
-        .as_ref()
-        .is_some_and(|t| t.revision == view.revision);
-    if !fresh {
-        est.cache = Some(EstimatorTables::of(view));
-    }
-    // Taken out while drawing (put back below), not cloned every frame.
-    let Some(t) = est.cache.take() else {
-        return;
-    };
-    let want = header(ui, &t.reading, png_button);
-    let top = ui.cursor().min;
+/// The table of counts: per estimator, calls above its estimate on activations and
+/// gradients and on every role, and its median headroom, the bases said under it.
+fn counts_table(ui: &mut egui::Ui, view: &RunView, t: &EstimatorTables) {
     egui::Grid::new("estimators").striped(true).show(ui, |ui| {
         // Narrow headers on two lines, the active estimator in bold: the table fits a phone.
         ui.strong("estimator\n(active: bold)");
@@ -141,6 +124,29 @@ pub(super) fn estimators(
         )
         .small(),
     );
+}
+
+/// The Estimators panel: the shadow comparison of every estimator on the same calls.
+pub(super) fn estimators(
+    est: &mut EstimatorsPanel,
+    cx: &mut PanelCtx<'_>,
+    ui: &mut egui::Ui,
+    view: &RunView,
+) {
+    let fresh = est
+        .cache
+        .as_ref()
+        .is_some_and(|t| t.revision == view.revision);
+    if !fresh {
+        est.cache = Some(EstimatorTables::of(view));
+    }
+    // Taken out while drawing (put back below), not cloned every frame.
+    let Some(t) = est.cache.take() else {
+        return;
+    };
+    let want = header(ui, &t.reading, png_button);
+    let top = ui.cursor().min;
+    counts_table(ui, view, &t);
     // One legend for both plots (the same estimators, the same colours).
     let items: Vec<(String, Color32)> = view
         .estimators

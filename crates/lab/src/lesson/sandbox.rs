@@ -17,7 +17,7 @@ pub fn sandbox_run(fixed: &RunConfig, user: &RunConfig) -> (String, RunConfig) {
     c.qat.enabled = user.qat.enabled;
     c.qat.warmup_steps = user.qat.warmup_steps;
     let (u, s) = (&user.qat.scaling, &mut c.qat.scaling);
-    s.estimator = u.estimator.clone();
+    s.estimator = u.estimator;
     s.window = u.window;
     s.target = u.target;
     s.format = u.format;
