@@ -528,7 +528,7 @@ impl RunView {
             .collect();
         let total = self.counts.calls;
         format!(
-            "Of {total} quantizer calls (every role: weights, activations, gradients), amax exceeded the estimate of {}.",
+            "Of {total} quantizer calls (all roles), amax exceeded the estimate of {}.",
             parts.join("; ")
         )
     }

@@ -448,8 +448,9 @@ fn caption(
         ));
     } else {
         ui.label(format!(
-            "rows: quantizers (block.module), one map per role; columns: steps{}; brightest = {peak} elements ({} estimator). Point at a cell for its exact values; click or tap a row to open it in Amax.",
+            "rows: quantizers (block.module), one map per role; columns: steps{}; brightest = {peak} element{} ({} estimator). Point at a cell for its exact values; click or tap a row to open it in Amax.",
             if per_col > 1 { format!(", {per_col} per column (summed)") } else { String::new() },
+            if peak == 1 { "" } else { "s" },
             view.estimators.get(view.active).map(String::as_str).unwrap_or("active")
         ));
     }
