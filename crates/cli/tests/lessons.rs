@@ -12,20 +12,29 @@
 
 use std::process::Command;
 
+/// `hif8lab lesson run NAME --json --out OUT` with `--set` for each of `sets`.
+fn run_lesson(name: &str, out: &std::path::Path, sets: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "lesson",
+        "run",
+        name,
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    Command::new(env!("CARGO_BIN_EXE_hif8lab"))
+        .args(&args)
+        .output()
+        .unwrap()
+}
+
 fn lesson(name: &str) -> serde_json::Value {
     let out = std::env::temp_dir().join(format!("hif8lab-lesson-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
-    let o = Command::new(env!("CARGO_BIN_EXE_hif8lab"))
-        .args([
-            "lesson",
-            "run",
-            name,
-            "--json",
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let o = run_lesson(name, &out, &[]);
     let _ = std::fs::remove_dir_all(&out);
     let stdout = String::from_utf8_lossy(&o.stdout);
     let v: serde_json::Value = serde_json::from_str(stdout.trim())
@@ -148,23 +157,7 @@ fn sandbox_lesson_takes_settings() {
     let out =
         std::env::temp_dir().join(format!("hif8lab-lesson-sandbox-set-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
-    let run = |name: &str, sets: &[&str]| {
-        let mut args = vec![
-            "lesson",
-            "run",
-            name,
-            "--json",
-            "--out",
-            out.to_str().unwrap(),
-        ];
-        for s in sets {
-            args.extend(["--set", s]);
-        }
-        Command::new(env!("CARGO_BIN_EXE_hif8lab"))
-            .args(&args)
-            .output()
-            .unwrap()
-    };
+    let run = |name: &str, sets: &[&str]| run_lesson(name, &out, sets);
     let o = run(
         "sandbox",
         &["qat.scaling.estimator=most_recent", "train.steps=30"],
