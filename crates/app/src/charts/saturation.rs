@@ -338,6 +338,7 @@ fn colour_scale(ui: &mut egui::Ui, peak: u64, sqnr: bool) {
         });
         let (rect, _) = ui.allocate_exact_size(egui::vec2(160.0, 14.0), egui::Sense::hover());
         let painter = ui.painter_at(rect);
+        let dark = ui.visuals().dark_mode;
         let n = 32;
         for i in 0..n {
             let v = (peak as f64 * ((i as f64 + 0.5) / n as f64).powi(2)).round() as u64;
@@ -347,9 +348,9 @@ fn colour_scale(ui: &mut egui::Ui, peak: u64, sqnr: bool) {
                 egui::Rect::from_min_max(egui::pos2(x0, rect.top()), egui::pos2(x1, rect.bottom())),
                 0.0,
                 if i == 0 {
-                    heat_colour(0, peak, ui.visuals().dark_mode)
+                    heat_colour(0, peak, dark)
                 } else {
-                    heat_colour(v.max(1), peak, ui.visuals().dark_mode)
+                    heat_colour(v.max(1), peak, dark)
                 },
             );
         }

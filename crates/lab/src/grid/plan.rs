@@ -160,9 +160,9 @@ impl Reach {
             }
         };
         let k = self.knowledge * reps;
-        let drop = self.width(self.knowledge, 0.05) / self.knowledge_acc.max(1e-9) * 100.0;
-        let points =
-            self.width(self.knowledge, 0.05) * 100.0 / (self.knowledge_acc - 0.25).max(1e-9);
+        let knowledge = self.width(self.knowledge, 0.05);
+        let drop = knowledge / self.knowledge_acc.max(1e-9) * 100.0;
+        let points = knowledge * 100.0 / (self.knowledge_acc - 0.25).max(1e-9);
         let mut out = vec![
             (1, t_line("claim 1 (saturation ratio)")),
             (

@@ -217,20 +217,27 @@ pub fn bootstrap_draws_nested(
     let mut rng = Rng::new(seed);
     let mut draws = Vec::with_capacity(resamples);
     let mut weights = vec![0.0; groups.len()];
+    // Each cluster's members (r ≡ c mod clusters), once for every resample.
+    let nested = max_seeds > 1 && clusters > 1 && clusters < max_seeds;
+    let members: Vec<Vec<usize>> = if nested {
+        (0..clusters)
+            .map(|c| (c..max_seeds).step_by(clusters).collect())
+            .collect()
+    } else {
+        Vec::new()
+    };
     for _ in 0..resamples {
         weights.iter_mut().for_each(|w| *w = 0.0);
         for _ in 0..groups.len() {
             weights[rng.below(groups.len())] += 1.0;
         }
-        let pick: Vec<usize> = if max_seeds > 1 && clusters > 1 && clusters < max_seeds {
-            // Two stages: a cluster, then its members (r ≡ c mod clusters), as many times as
-            // the cluster has members.
+        let pick: Vec<usize> = if nested {
+            // Two stages: a cluster, then its members, as many times as it has members.
             let mut pick = Vec::with_capacity(max_seeds);
             for _ in 0..clusters {
-                let c = rng.below(clusters);
-                let members: Vec<usize> = (c..max_seeds).step_by(clusters).collect();
-                for _ in 0..members.len() {
-                    pick.push(members[rng.below(members.len())]);
+                let m = &members[rng.below(clusters)];
+                for _ in 0..m.len() {
+                    pick.push(m[rng.below(m.len())]);
                 }
             }
             pick
