@@ -395,7 +395,7 @@ impl HifApp {
     pub fn snapshot(&self) -> serde_json::Value {
         use crate::jobs::JobKind;
         let view = self.runs.live.as_ref();
-        serde_json::json!({
+        let mut snapshot = serde_json::json!({
             "backend": self.device.backend.name(),
             "adapter": self.device.adapter,
             "running": self.jobs.running(JobKind::Run) && !self.paused(),
@@ -443,7 +443,13 @@ impl HifApp {
                 "vocab": m.model.vocab,
                 "layers": m.model.layers,
             })),
-        })
+        });
+        // What a frame costs (medians of the recent frames, ms): the UI, and the whole frame
+        // as eframe measures it (UI, tessellation, the painter's calls).
+        snapshot["ui_ms"] = serde_json::json!(self.frame_time());
+        snapshot["cpu_ms"] = serde_json::json!(median(&self.frames.cpu_ms));
+        snapshot["poll_ms"] = serde_json::json!(self.frames.poll_ms);
+        snapshot
     }
 
     /// Draws the whole app into `ui` (used by eframe and by the UI tests).
@@ -455,6 +461,8 @@ impl HifApp {
             self.frames.last_ms =
                 now.duration_since(t).as_secs_f32() * 1000.0 - self.frames.poll_ms;
         }
+        #[cfg(target_arch = "wasm32")]
+        web::take_inputs(self);
         self.poll_jobs(ui.ctx());
         self.frames.poll_ms = now.elapsed().as_secs_f32() * 1000.0;
         layout::begin(ui.ctx());
@@ -575,17 +583,32 @@ impl HifApp {
 
     /// Median UI time per frame over the recent frames, in ms.
     pub fn frame_time(&self) -> Option<f32> {
-        let mut v: Vec<f32> = self.frames.ui_ms.iter().copied().collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f32::total_cmp);
-        Some(v[v.len() / 2])
+        median(&self.frames.ui_ms)
     }
 }
 
+/// The median of recent per-frame figures (ms), or `None` before the first.
+fn median(figures: &std::collections::VecDeque<f32>) -> Option<f32> {
+    let mut v: Vec<f32> = figures.iter().copied().collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f32::total_cmp);
+    Some(v[v.len() / 2])
+}
+
 impl eframe::App for HifApp {
-    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+    fn clear_color(&self, visuals: &egui::Visuals) -> [f32; 4] {
+        theme::clear_color(visuals)
+    }
+
+    fn ui(&mut self, ui: &mut egui::Ui, frame: &mut eframe::Frame) {
+        if let Some(s) = frame.info().cpu_usage {
+            self.frames.cpu_ms.push_back(s * 1000.0);
+            while self.frames.cpu_ms.len() > 120 {
+                self.frames.cpu_ms.pop_front();
+            }
+        }
         self.show(ui);
     }
 }

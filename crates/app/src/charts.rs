@@ -229,7 +229,35 @@ impl Panels {
 /// (it does not pan the plot into empty ranges); drag to pan, Ctrl + wheel or pinch to zoom,
 /// double-click to reset. The legend is drawn above the plot by [`legend`], never over it.
 fn plot(id: &str) -> Plot<'_> {
-    Plot::new(id).allow_scroll(false)
+    Plot::new(id).allow_scroll(false).show_background(false)
+}
+
+/// Shows a plot with an outline where egui_plot would fill a background (what a software
+/// rasterizer spends most of a frame on: see [`crate::theme::unfilled`]).
+pub(crate) trait ShowFramed<'a> {
+    /// [`Plot::show`], then the plot area's outline.
+    fn show_framed<R>(
+        self,
+        ui: &mut egui::Ui,
+        build: impl FnOnce(&mut egui_plot::PlotUi<'a>) -> R + 'a,
+    ) -> egui_plot::PlotResponse<R>;
+}
+
+impl<'a> ShowFramed<'a> for Plot<'a> {
+    fn show_framed<R>(
+        self,
+        ui: &mut egui::Ui,
+        build: impl FnOnce(&mut egui_plot::PlotUi<'a>) -> R + 'a,
+    ) -> egui_plot::PlotResponse<R> {
+        let r = self.show_background(false).show(ui, build);
+        ui.painter().rect_stroke(
+            *r.transform.frame(),
+            2.0,
+            ui.visuals().widgets.noninteractive.bg_stroke,
+            egui::StrokeKind::Inside,
+        );
+        r
+    }
 }
 
 /// A header row: the text (wrapping, its terms explained on hover) and what follows it.

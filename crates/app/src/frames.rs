@@ -7,6 +7,9 @@ use super::*;
 pub struct FrameStats {
     /// Milliseconds spent building recent frames' UI (newest last, at most 120).
     pub ui_ms: std::collections::VecDeque<f32>,
+    /// The whole frame's CPU time as eframe measures it (the UI, tessellation and the
+    /// painter's calls; newest last, at most 120), in ms.
+    pub cpu_ms: std::collections::VecDeque<f32>,
     /// Frames drawn so far (the page's snapshot carries it, so scripts can wait for a frame
     /// drawn after a change).
     pub count: u64,
@@ -29,6 +32,7 @@ impl Default for FrameStats {
     fn default() -> Self {
         FrameStats {
             ui_ms: Default::default(),
+            cpu_ms: Default::default(),
             count: 0,
             started: None,
             poll_ms: 0.0,

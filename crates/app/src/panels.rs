@@ -89,6 +89,9 @@ pub fn side_panel(cx: &mut SideCtx<'_>, ui: &mut egui::Ui) {
         return;
     }
     egui::Panel::left("settings")
+        .frame(crate::theme::unfilled(egui::Frame::side_top_panel(
+            ui.style(),
+        )))
         .min_size(280.0)
         .max_size((ui.ctx().content_rect().width() * 0.4).max(280.0))
         .show(ui, |ui| {
@@ -194,45 +197,49 @@ pub fn run_bar(jobs: &Jobs, runs: &Runs, status: &str, ui: &mut egui::Ui) -> Vec
     if !run_bar_shown(jobs) {
         return actions;
     }
-    egui::Panel::top("run-bar").show(ui, |ui| {
-        crate::layout::fitted(ui, "run bar", |ui| {
-            ui.horizontal_wrapped(|ui| {
-                let Some(t) = jobs.training(JobKind::Run) else {
-                    return;
-                };
-                let (paused, elapsed_s) = (t.paused(), t.elapsed_s());
-                let label = if paused { "Resume" } else { "Pause" };
-                if ui.button(label).clicked() {
-                    actions.push(Action::Pause(!paused));
-                }
-                if ui.button("Stop").clicked() {
-                    actions.push(Action::Stop);
-                }
-                // Before the first step (GPU kernels compiling, the first step): how long
-                // it has been, so the wait never looks stuck.
-                if runs.live.as_ref().is_none_or(|v| v.loss.is_empty()) {
-                    ui.label(format!("{elapsed_s:.0} s since Start"));
-                    ui.ctx()
-                        .request_repaint_after(std::time::Duration::from_millis(500));
-                }
-                if let Some(view) = &runs.live {
-                    let steps = view.config.as_ref().map(|c| c.train.steps as usize);
-                    if let Some(n) = steps.filter(|n| *n > 0) {
-                        let done = view.loss.len().min(n);
-                        ui.add(
-                            egui::ProgressBar::new(done as f32 / n as f32)
-                                .desired_width(140.0)
-                                .text(format!("step {done} of {n}")),
-                        );
-                        if let Some(left) = crate::words::time_left(elapsed_s, done, n) {
-                            ui.label(format!("about {left} left"));
+    egui::Panel::top("run-bar")
+        .frame(crate::theme::unfilled(egui::Frame::side_top_panel(
+            ui.style(),
+        )))
+        .show(ui, |ui| {
+            crate::layout::fitted(ui, "run bar", |ui| {
+                ui.horizontal_wrapped(|ui| {
+                    let Some(t) = jobs.training(JobKind::Run) else {
+                        return;
+                    };
+                    let (paused, elapsed_s) = (t.paused(), t.elapsed_s());
+                    let label = if paused { "Resume" } else { "Pause" };
+                    if ui.button(label).clicked() {
+                        actions.push(Action::Pause(!paused));
+                    }
+                    if ui.button("Stop").clicked() {
+                        actions.push(Action::Stop);
+                    }
+                    // Before the first step (GPU kernels compiling, the first step): how long
+                    // it has been, so the wait never looks stuck.
+                    if runs.live.as_ref().is_none_or(|v| v.loss.is_empty()) {
+                        ui.label(format!("{elapsed_s:.0} s since Start"));
+                        ui.ctx()
+                            .request_repaint_after(std::time::Duration::from_millis(500));
+                    }
+                    if let Some(view) = &runs.live {
+                        let steps = view.config.as_ref().map(|c| c.train.steps as usize);
+                        if let Some(n) = steps.filter(|n| *n > 0) {
+                            let done = view.loss.len().min(n);
+                            ui.add(
+                                egui::ProgressBar::new(done as f32 / n as f32)
+                                    .desired_width(140.0)
+                                    .text(format!("step {done} of {n}")),
+                            );
+                            if let Some(left) = crate::words::time_left(elapsed_s, done, n) {
+                                ui.label(format!("about {left} left"));
+                            }
                         }
                     }
-                }
-                ui.label(status);
+                    ui.label(status);
+                });
             });
         });
-    });
     actions
 }
 
@@ -384,96 +391,100 @@ pub const TABS: [(Tab, &str); 7] = [
 /// scrolls vertically and must fit the width it gets (what does not is reported, see
 /// [`crate::layout`]); on a narrow window the settings are one more page here.
 pub fn central(app: &mut HifApp, ui: &mut egui::Ui) {
-    egui::CentralPanel::default().show(ui, |ui| {
-        app.frames.central_rect = ui.max_rect();
-        let narrow = crate::layout::narrow(ui.ctx());
-        crate::layout::fitted(ui, "tab row", |ui| {
-            ui.horizontal_wrapped(|ui| {
-                if narrow
-                    && ui
-                        .selectable_label(app.form.page, "Settings »")
-                        .on_hover_text("the run's settings, Start and Stop")
-                        .clicked()
-                {
-                    app.form.page = !app.form.page;
-                }
-                for (tab, name) in TABS {
-                    let on = app.selection.tab == tab && !(narrow && app.form.page);
-                    if ui.selectable_label(on, name).clicked() {
-                        app.selection.tab = tab;
-                        app.form.page = false;
+    egui::CentralPanel::default()
+        .frame(crate::theme::unfilled(egui::Frame::central_panel(
+            ui.style(),
+        )))
+        .show(ui, |ui| {
+            app.frames.central_rect = ui.max_rect();
+            let narrow = crate::layout::narrow(ui.ctx());
+            crate::layout::fitted(ui, "tab row", |ui| {
+                ui.horizontal_wrapped(|ui| {
+                    if narrow
+                        && ui
+                            .selectable_label(app.form.page, "Settings »")
+                            .on_hover_text("the run's settings, Start and Stop")
+                            .clicked()
+                    {
+                        app.form.page = !app.form.page;
                     }
-                }
+                    for (tab, name) in TABS {
+                        let on = app.selection.tab == tab && !(narrow && app.form.page);
+                        if ui.selectable_label(on, name).clicked() {
+                            app.selection.tab = tab;
+                            app.form.page = false;
+                        }
+                    }
+                });
             });
-        });
-        ui.separator();
-        if narrow && app.form.page {
-            settings_page(app, ui);
-            return;
-        }
-        if narrow && !run_bar_shown(&app.jobs) {
-            // The status stays in sight while the settings are folded away.
-            ui.label(RichText::new(&app.messages.status).small());
-        }
-        match app.selection.tab {
-            Tab::Lessons => {
-                lessons_tab(app, ui);
+            ui.separator();
+            if narrow && app.form.page {
+                settings_page(app, ui);
                 return;
             }
-            Tab::Runs => {
-                let HifApp {
-                    panels, runs, png, ..
-                } = app;
-                let exports = &mut png.exports;
-                let chosen =
-                    crate::layout::scroll(ui, "runs", |ui| panels.runs.show(ui, runs, exports));
-                if let Some(i) = chosen {
-                    app.make_current(i);
+            if narrow && !run_bar_shown(&app.jobs) {
+                // The status stays in sight while the settings are folded away.
+                ui.label(RichText::new(&app.messages.status).small());
+            }
+            match app.selection.tab {
+                Tab::Lessons => {
+                    lessons_tab(app, ui);
+                    return;
                 }
+                Tab::Runs => {
+                    let HifApp {
+                        panels, runs, png, ..
+                    } = app;
+                    let exports = &mut png.exports;
+                    let chosen =
+                        crate::layout::scroll(ui, "runs", |ui| panels.runs.show(ui, runs, exports));
+                    if let Some(i) = chosen {
+                        app.make_current(i);
+                    }
+                    return;
+                }
+                _ => {}
+            }
+            if app.runs.live.is_none() {
+                let ok = app.check_form().1.is_ok();
+                let (running, preset) = (app.jobs.running(JobKind::Run), &app.form.settings.preset);
+                let actions =
+                    crate::layout::scroll(ui, "welcome", |ui| welcome(ok && !running, preset, ui));
+                app.apply(ui.ctx(), actions);
                 return;
             }
-            _ => {}
-        }
-        if app.runs.live.is_none() {
-            let ok = app.check_form().1.is_ok();
-            let (running, preset) = (app.jobs.running(JobKind::Run), &app.form.settings.preset);
-            let actions =
-                crate::layout::scroll(ui, "welcome", |ui| welcome(ok && !running, preset, ui));
-            app.apply(ui.ctx(), actions);
-            return;
-        }
-        let HifApp {
-            runs,
-            panels,
-            selection,
-            png,
-            jobs,
-            lessons,
-            messages,
-            ..
-        } = app;
-        let status = &messages.status;
-        let exports = &mut png.exports;
-        let Some(view) = runs.live.as_ref() else {
-            return;
-        };
-        if view.loss.is_empty() && jobs.running(JobKind::Run) {
-            // Before the first step: what is happening, not empty axes alone.
-            ui.add(egui::Label::new(RichText::new(status.as_str()).strong()).wrap());
-        }
-        let mut cx = PanelCtx {
-            selection,
-            exports,
-            baseline: runs.baseline.as_ref(),
-            base_probes: lessons.base_probes.clone(),
-            live: jobs.running(JobKind::Run),
-        };
-        let tab = cx.selection.tab;
-        if let Some(panel) = panels.of(tab) {
-            let id = format!("{tab:?}").to_ascii_lowercase();
-            crate::layout::scroll(ui, &id, |ui| panel.show(ui, view, &mut cx));
-        }
-    });
+            let HifApp {
+                runs,
+                panels,
+                selection,
+                png,
+                jobs,
+                lessons,
+                messages,
+                ..
+            } = app;
+            let status = &messages.status;
+            let exports = &mut png.exports;
+            let Some(view) = runs.live.as_ref() else {
+                return;
+            };
+            if view.loss.is_empty() && jobs.running(JobKind::Run) {
+                // Before the first step: what is happening, not empty axes alone.
+                ui.add(egui::Label::new(RichText::new(status.as_str()).strong()).wrap());
+            }
+            let mut cx = PanelCtx {
+                selection,
+                exports,
+                baseline: runs.baseline.as_ref(),
+                base_probes: lessons.base_probes.clone(),
+                live: jobs.running(JobKind::Run),
+            };
+            let tab = cx.selection.tab;
+            if let Some(panel) = panels.of(tab) {
+                let id = format!("{tab:?}").to_ascii_lowercase();
+                crate::layout::scroll(ui, &id, |ui| panel.show(ui, view, &mut cx));
+            }
+        });
 }
 
 /// A narrow window's settings page: the side panel's contents, in the central area.

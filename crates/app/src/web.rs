@@ -296,8 +296,10 @@ fn create(cc: &eframe::CreationContext<'_>, options: &Options) -> HifApp {
     app
 }
 
-/// Sets `window.__hif8lab` to the app's snapshot and takes files the page handed in.
-pub fn publish(app: &mut HifApp) {
+/// Takes what the page handed in since the last frame (files, fetched files, and the presses
+/// scripts made through the handle), at the start of a frame: before training advances, as a
+/// click on the button lands before the next frame's training does.
+pub fn take_inputs(app: &mut HifApp) {
     let files: Vec<(String, Vec<u8>)> = DROPPED.with(|d| d.borrow_mut().drain(..).collect());
     if !files.is_empty() {
         app.open_files(&files);
@@ -339,6 +341,10 @@ pub fn publish(app: &mut HifApp) {
         });
         wake();
     }
+}
+
+/// Sets `window.__hif8lab` to the app's snapshot (at the end of a frame).
+pub fn publish(app: &HifApp) {
     let Some(window) = web_sys::window() else {
         return;
     };

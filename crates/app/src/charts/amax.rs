@@ -1,6 +1,7 @@
 //! The Amax panel: one quantizer's amax per call against each estimator's estimate, on a log2 axis
 //! with the format's landmarks.
 
+use super::ShowFramed as _;
 use super::*;
 
 /// An axis label for a log2 value: `2^3`, or `2^1.25` between integer binades.
@@ -255,7 +256,7 @@ pub(crate) fn amax(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         .y_grid_spacer(log2_marks)
         // Room for the top landmark's name above its line, inside the frame.
         .include_y(near.iter().map(|(_, y)| y + 0.4).fold(data_top, f64::max))
-        .show(ui, |p| {
+        .show_framed(ui, |p| {
             amax_lines(p, view, calls, &buckets_shown, &near, &on, label_colour)
         });
     let mut rect = r.response.rect;
@@ -331,7 +332,7 @@ fn sqnr_plot(ui: &mut egui::Ui, calls: &[Call], buckets_shown: &[(usize, usize)]
         .y_grid_spacer(linear_marks)
         .y_axis_formatter(|m, _| linear_label(&m))
         .link_axis(egui::Id::unique("amax-x"), [true, false])
-        .show(ui, |p| {
+        .show_framed(ui, |p| {
             p.line(
                 Line::new("SQNR at the scale used (dB; worst of each bucket)", pts)
                     .color(series(6))

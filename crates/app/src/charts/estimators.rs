@@ -1,6 +1,7 @@
 //! The estimators tab: every estimator side by side on the same calls (counts over time,
 //! headroom distributions, a one-line reading).
 
+use super::ShowFramed as _;
 use super::*;
 use hif8lab_scaling::Role;
 
@@ -167,7 +168,7 @@ pub(super) fn estimators(
         .x_axis_label("step")
         .y_axis_label("calls")
         .include_y(0.0)
-        .show(ui, |p| {
+        .show_framed(ui, |p| {
             for (k, (name, pts)) in view.estimators.iter().zip(&t.cumulative).enumerate() {
                 if shown.on(name) {
                     p.line(Line::new(name.clone(), pts.clone()).color(series(k)));
@@ -183,7 +184,7 @@ pub(super) fn estimators(
         .x_axis_label("log2(est/amax)")
         .y_axis_label("share of calls")
         .include_y(0.0)
-        .show(ui, |p| {
+        .show_framed(ui, |p| {
             for (k, (name, pts)) in view.estimators.iter().zip(&t.headroom_dist).enumerate() {
                 if shown.on(name) {
                     p.line(Line::new(name.clone(), pts.clone()).color(series(k)));

@@ -1,5 +1,6 @@
 //! The histogram tab: log2|x·scale| of one quantizer call against the format's tiers.
 
+use super::ShowFramed as _;
 use super::*;
 
 /// The histogram as CSV: `log2_lower,log2_upper,count,tier`, then the counts outside the bins.
@@ -68,7 +69,7 @@ pub(super) fn histogram(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView
         .x_axis_label("log2 |x·scale|")
         .y_axis_label("elements")
         .x_axis_formatter(|m, _| pow2_label(m.value))
-        .show(ui, |p| {
+        .show_framed(ui, |p| {
             for (tier, colour, _, bars) in by_tier {
                 if on(tier) {
                     p.bar_chart(BarChart::new(tier, bars).color(colour));

@@ -1,5 +1,6 @@
 //! The Loss panel: the QAT run against its matched baseline, APE, the probes with their intervals.
 
+use super::ShowFramed as _;
 use super::*;
 
 pub(crate) fn qat_line(view: &RunView) -> Option<VLine> {
@@ -63,7 +64,7 @@ pub(crate) fn loss(cx: &mut PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) {
         .height(height)
         .x_axis_label("step")
         .y_axis_label("loss")
-        .show(ui, |p| {
+        .show_framed(ui, |p| {
             // The baseline dashed underneath, the run on top: where they agree both stay
             // visible.
             if on("matched baseline (no quantization)") {
@@ -155,7 +156,7 @@ fn probes_plot(cx: &PanelCtx<'_>, ui: &mut egui::Ui, view: &RunView) -> egui::Re
         .x_axis_label("step")
         .y_axis_label("knowledge %")
         .include_y(0.0)
-        .show(ui, |p| {
+        .show_framed(ui, |p| {
             // 95 % interval bands (cluster bootstrap over the probe items) under the curves.
             for (name, v, colour) in [
                 (

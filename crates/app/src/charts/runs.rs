@@ -1,5 +1,6 @@
 //! The runs tab: every run side by side (loss, probes, counts) and their config diff.
 
+use super::ShowFramed as _;
 use super::*;
 
 /// The Runs panel: the current run and earlier / opened ones, loss overlay, config diff. It
@@ -67,7 +68,7 @@ fn runs_panel(ui: &mut egui::Ui, app: &mut crate::Runs, exports: &mut Exports) -
         .height(h)
         .x_axis_label("step")
         .y_axis_label("loss")
-        .show(ui, |p| {
+        .show_framed(ui, |p| {
             if let Some(v) = app
                 .live
                 .as_ref()

@@ -2,6 +2,7 @@
 //! its scenario's progress and verdict, and the scenario's runs as small multiples.
 
 use super::*;
+use crate::charts::ShowFramed as _;
 use hif8lab_lab::lesson::LessonId;
 use std::sync::Arc;
 
@@ -348,7 +349,7 @@ fn small_multiples(lessons: &LessonsView, ui: &mut egui::Ui) {
                     .allow_drag(false)
                     .allow_zoom(false)
                     .allow_scroll(false)
-                    .show(ui, |p| {
+                    .show_framed(ui, |p| {
                         p.line(
                             egui_plot::Line::new("loss", v.loss.clone())
                                 .color(crate::charts::series(0)),
