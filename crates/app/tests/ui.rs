@@ -1877,15 +1877,7 @@ fn a_frame_fills_each_pixel_about_once() {
         .with_size(size)
         .build_ui_state(|ui, app: &mut HifApp| app.show(ui), full_app());
     let mut seen = Vec::new();
-    for tab in [
-        Tab::Loss,
-        Tab::Amax,
-        Tab::Saturation,
-        Tab::Estimators,
-        Tab::Histogram,
-        Tab::Runs,
-        Tab::Lessons,
-    ] {
+    for tab in hif8lab_app::BENCH_TABS {
         h.state_mut().selection.tab = tab;
         h.step();
         h.step();
