@@ -62,6 +62,12 @@ pub(crate) const STOP: u8 = 2;
 /// Stop or a slow readback never leaves much unreported.
 pub const MAX_IN_FLIGHT: usize = 3;
 
+/// On a GPU device the page's (or window's) frames share the queue with training and wait
+/// behind the steps enqueued before them: fewer steps are kept in flight once steps take
+/// long, so a frame waits about this long at most (a frame at 20 frames/s), or one step where
+/// a step takes longer ([`hif8lab_train::driver::in_flight_bound`]).
+pub const FRAME_WAIT: Duration = Duration::from_millis(50);
+
 /// Which device trains.
 #[derive(Clone)]
 pub enum Device {
@@ -129,6 +135,8 @@ pub struct Stepper {
     preparing: Option<(hif8lab_engine::gpu::Preparing, RunConfig)>,
     /// The compiled-kernel count last reported.
     reported: usize,
+    /// What bounds the steps in flight besides [`MAX_IN_FLIGHT`] ([`FRAME_WAIT`] on a GPU).
+    frame_wait: Option<Duration>,
 }
 
 impl Stepper {
@@ -142,10 +150,12 @@ impl Stepper {
             extras,
             preparing: None,
             reported: 0,
+            frame_wait: None,
         };
         let made = match device {
             Device::Cpu => s.adopt(CpuBackend::new(), config),
             Device::Gpu(gpu) => {
+                s.frame_wait = Some(FRAME_WAIT);
                 let (d, q, info) = *gpu;
                 let p = GpuBackend::preparing(d, q, info);
                 s.queue.push_back(Msg::Preparing {
@@ -177,6 +187,7 @@ impl Stepper {
             eval_at_start: extras.eval_at_start,
             keep_weights: extras.keep_weights,
             max_in_flight: MAX_IN_FLIGHT,
+            frame_wait: self.frame_wait,
             ..Schedule::default()
         };
         let driver = open_in_memory(backend, config, extras.base.as_deref(), schedule)?;

@@ -39,6 +39,24 @@ pub struct Schedule {
     pub keep_weights: bool,
     /// Steps enqueued ahead of their reports (0: unlimited).
     pub max_in_flight: usize,
+    /// When set, fewer steps are kept in flight once steps take long: as many as fit in this
+    /// time, at least one and at most `max_in_flight` ([`in_flight_bound`]). A frame drawn
+    /// on the device that trains (the browser's WebGPU: the page's frames share its queue)
+    /// waits behind the steps enqueued before it, so it waits about this long at most, or
+    /// one step where a step takes longer.
+    pub frame_wait: Option<Duration>,
+}
+
+/// How many steps to keep in flight: `max` (0: unlimited), or with a `frame_wait` and a
+/// measured `step` time, as many as fit in the wait — at least one, at most `max`.
+pub fn in_flight_bound(max: usize, frame_wait: Option<Duration>, step: Option<Duration>) -> usize {
+    match (frame_wait, step) {
+        (Some(wait), Some(step)) if !step.is_zero() => {
+            let fit = ((wait.as_secs_f64() / step.as_secs_f64()).floor() as usize).max(1);
+            if max == 0 { fit } else { fit.min(max) }
+        }
+        _ => max,
+    }
 }
 
 /// What the caller wants the driver to do now.
@@ -171,6 +189,10 @@ pub struct Driver<B: Backend> {
     last_checkpoint: Option<u64>,
     host: Duration,
     done: Option<Progress>,
+    /// When the last reports arrived (reset by a pause, whose wait is no step's time).
+    last_reports: Option<Instant>,
+    /// A step's time, between consecutive reports (a moving average).
+    step_time: Option<Duration>,
 }
 
 impl<B: Backend> Driver<B> {
@@ -198,7 +220,15 @@ impl<B: Backend> Driver<B> {
             last_checkpoint: Some(steps),
             host: Duration::ZERO,
             done: None,
+            last_reports: None,
+            step_time: None,
         }
+    }
+
+    /// A step's time as measured between consecutive reports (a moving average), once two
+    /// batches of reports have arrived.
+    pub fn step_time(&self) -> Option<Duration> {
+        self.step_time
     }
 
     /// The trainer.
@@ -234,6 +264,17 @@ impl<B: Backend> Driver<B> {
     }
 
     fn deliver(&mut self, reports: Vec<StepReport>, sink: &mut dyn Sink) -> Result<(), TrainError> {
+        if !reports.is_empty() {
+            let now = Instant::now();
+            if let Some(last) = self.last_reports {
+                let each = now.duration_since(last) / reports.len() as u32;
+                self.step_time = Some(match self.step_time {
+                    Some(t) => (t * 3 + each) / 4,
+                    None => each,
+                });
+            }
+            self.last_reports = Some(now);
+        }
         for r in reports {
             sink.event(Event::Report(Box::new(r)))?;
         }
@@ -371,8 +412,13 @@ impl<B: Backend> Driver<B> {
                     None => continue,
                 }
             }
-            let max = self.schedule.max_in_flight;
+            let max = in_flight_bound(
+                self.schedule.max_in_flight,
+                self.schedule.frame_wait,
+                self.step_time,
+            );
             if control == Control::Pause {
+                self.last_reports = None;
                 if block {
                     self.drain(true, sink)?;
                 }

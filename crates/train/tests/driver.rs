@@ -7,8 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hif8lab_engine::cpu::CpuBackend;
+use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_train::config::{PRESETS, RunConfig};
-use hif8lab_train::driver::{Control, Driver, Event, Memory, Progress, Schedule, Sink};
+use hif8lab_train::driver::{
+    Control, Driver, Event, Memory, Progress, Schedule, Sink, in_flight_bound,
+};
 use hif8lab_train::eval::ProbeSet;
 use hif8lab_train::{TrainError, Trainer};
 
@@ -59,6 +62,7 @@ fn schedule(config: &RunConfig) -> Schedule {
         checkpoint_at_end: true,
         keep_weights: true,
         max_in_flight: 2,
+        frame_wait: None,
     }
 }
 
@@ -159,4 +163,70 @@ fn stop_checkpoints_where_it_stopped_and_pause_enqueues_nothing() {
         Progress::Stopped
     );
     assert!(memory.reports.is_empty());
+}
+
+#[test]
+fn steps_in_flight_fit_the_frame_wait() {
+    let ms = Duration::from_millis;
+    let wait = Some(ms(50));
+    // Without a wait or before a step's time is known: the schedule's bound.
+    assert_eq!(in_flight_bound(3, None, Some(ms(1000))), 3);
+    assert_eq!(in_flight_bound(3, wait, None), 3);
+    // As many as fit in the wait, at least one, at most the bound (0: none).
+    assert_eq!(in_flight_bound(3, wait, Some(ms(2800))), 1);
+    assert_eq!(in_flight_bound(3, wait, Some(ms(20))), 2);
+    assert_eq!(in_flight_bound(3, wait, Some(ms(5))), 3);
+    assert_eq!(in_flight_bound(0, wait, Some(ms(10))), 5);
+}
+
+/// On a GPU (the device a page's frames share) steps queue ahead of their reports: up to
+/// the schedule's bound, or with a frame wait shorter than a step one at a time once a
+/// step's time is known — and the losses are the same either way.
+#[test]
+fn a_frame_wait_keeps_one_step_in_flight_on_the_gpu() {
+    if let Err(e) = GpuBackend::new_blocking() {
+        assert!(
+            std::env::var("HIF8LAB_REQUIRE_GPU").as_deref() != Ok("1"),
+            "no GPU: {e}"
+        );
+        eprintln!("!!!!!!!! SKIPPING GPU TEST: no adapter ({e}) !!!!!!!!");
+        return;
+    }
+    let config = tiny();
+    let run = |frame_wait: Option<Duration>| {
+        let schedule = Schedule {
+            max_in_flight: 3,
+            frame_wait,
+            ..Schedule::default()
+        };
+        let trainer = Trainer::from_config(GpuBackend::new_blocking().unwrap(), config.clone());
+        let mut d = Driver::new(trainer.unwrap(), schedule);
+        let mut log = Log::default();
+        // The most steps in flight once a step's time was known.
+        let mut most = 0;
+        for calls in 0.. {
+            assert!(calls < 100_000, "the frame loop makes progress");
+            match d
+                .advance(Control::Run, Duration::ZERO, false, &mut log)
+                .unwrap()
+            {
+                Progress::Finished => break,
+                Progress::Stopped => panic!("not stopped"),
+                _ => {}
+            }
+            if d.step_time().is_some() {
+                most = most.max(d.trainer().in_flight());
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        (most, log.losses)
+    };
+    let (unbounded, losses) = run(None);
+    let (bounded, same) = run(Some(Duration::ZERO));
+    assert!(
+        unbounded >= 2,
+        "without a wait steps queue ahead ({unbounded} at most)"
+    );
+    assert_eq!(bounded, 1, "a wait shorter than a step keeps one in flight");
+    assert_eq!(losses, same, "the same steps either way");
 }
