@@ -516,7 +516,7 @@ impl HifApp {
         #[cfg(target_arch = "wasm32")]
         web::publish(self);
         let ui_ms = started.elapsed().as_secs_f32() * 1000.0;
-        self.frames.ui_ms.push_back(ui_ms);
+        frames::push_recent(&mut self.frames.ui_ms, ui_ms);
         if let Some(b) = &mut self.frames.bench {
             b.record(ui_ms);
             match b.tab() {
@@ -542,9 +542,6 @@ impl HifApp {
                     ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
                 }
             }
-        }
-        while self.frames.ui_ms.len() > 120 {
-            self.frames.ui_ms.pop_front();
         }
     }
 
@@ -604,10 +601,7 @@ impl eframe::App for HifApp {
 
     fn ui(&mut self, ui: &mut egui::Ui, frame: &mut eframe::Frame) {
         if let Some(s) = frame.info().cpu_usage {
-            self.frames.cpu_ms.push_back(s * 1000.0);
-            while self.frames.cpu_ms.len() > 120 {
-                self.frames.cpu_ms.pop_front();
-            }
+            frames::push_recent(&mut self.frames.cpu_ms, s * 1000.0);
         }
         self.show(ui);
     }

@@ -229,7 +229,7 @@ impl Panels {
 /// (it does not pan the plot into empty ranges); drag to pan, Ctrl + wheel or pinch to zoom,
 /// double-click to reset. The legend is drawn above the plot by [`legend`], never over it.
 fn plot(id: &str) -> Plot<'_> {
-    Plot::new(id).allow_scroll(false).show_background(false)
+    Plot::new(id).allow_scroll(false)
 }
 
 /// Shows a plot with an outline where egui_plot would fill a background (what a software

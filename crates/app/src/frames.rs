@@ -28,6 +28,17 @@ pub struct FrameStats {
     pub overflow: Vec<String>,
 }
 
+/// How many recent frames' figures [`FrameStats`] keeps.
+const RECENT: usize = 120;
+
+/// Appends a frame's figure to `recent`, dropping the oldest beyond [`RECENT`].
+pub(crate) fn push_recent(recent: &mut std::collections::VecDeque<f32>, figure: f32) {
+    recent.push_back(figure);
+    while recent.len() > RECENT {
+        recent.pop_front();
+    }
+}
+
 impl Default for FrameStats {
     fn default() -> Self {
         FrameStats {

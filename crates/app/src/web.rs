@@ -258,12 +258,9 @@ fn create(cc: &eframe::CreationContext<'_>, options: &Options) -> HifApp {
             // a frame on pixels and triangles: edges drawn without their anti-aliasing
             // fringe halve the triangles. Measured in headless Chromium (SwiftShader,
             // 1280×800, a `small` run's Loss panel): 6.7 → 10.7 frames/s while it trains.
-            let software = info.device_type == wgpu::DeviceType::Cpu;
-            if software {
+            let drawn = if info.device_type == wgpu::DeviceType::Cpu {
                 cc.egui_ctx
                     .tessellation_options_mut(|t| t.feathering = false);
-            }
-            let drawn = if software {
                 " This browser draws without a GPU: edges are drawn without smoothing, to keep \
                  the page responsive."
             } else {

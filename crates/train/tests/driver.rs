@@ -6,6 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
 use hif8lab_train::config::{PRESETS, RunConfig};
@@ -184,22 +186,17 @@ fn steps_in_flight_fit_the_frame_wait() {
 /// step's time is known — and the losses are the same either way.
 #[test]
 fn a_frame_wait_keeps_one_step_in_flight_on_the_gpu() {
-    if let Err(e) = GpuBackend::new_blocking() {
-        assert!(
-            std::env::var("HIF8LAB_REQUIRE_GPU").as_deref() != Ok("1"),
-            "no GPU: {e}"
-        );
-        eprintln!("!!!!!!!! SKIPPING GPU TEST: no adapter ({e}) !!!!!!!!");
+    let (Some(first), Some(second)) = (common::gpu(), common::gpu()) else {
         return;
-    }
+    };
     let config = tiny();
-    let run = |frame_wait: Option<Duration>| {
+    let run = |gpu: GpuBackend, frame_wait: Option<Duration>| {
         let schedule = Schedule {
             max_in_flight: 3,
             frame_wait,
             ..Schedule::default()
         };
-        let trainer = Trainer::from_config(GpuBackend::new_blocking().unwrap(), config.clone());
+        let trainer = Trainer::from_config(gpu, config.clone());
         let mut d = Driver::new(trainer.unwrap(), schedule);
         let mut log = Log::default();
         // The most steps in flight once a step's time was known.
@@ -221,8 +218,8 @@ fn a_frame_wait_keeps_one_step_in_flight_on_the_gpu() {
         }
         (most, log.losses)
     };
-    let (unbounded, losses) = run(None);
-    let (bounded, same) = run(Some(Duration::ZERO));
+    let (unbounded, losses) = run(first, None);
+    let (bounded, same) = run(second, Some(Duration::ZERO));
     assert!(
         unbounded >= 2,
         "without a wait steps queue ahead ({unbounded} at most)"

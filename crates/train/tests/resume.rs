@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
+mod common;
+
 use hif8lab_engine::Backend;
 use hif8lab_engine::cpu::CpuBackend;
 use hif8lab_engine::gpu::GpuBackend;
@@ -69,12 +71,7 @@ fn resume_is_bit_identical_on_the_cpu() {
 
 #[test]
 fn resume_is_bit_identical_on_the_gpu() {
-    if let Err(e) = GpuBackend::new_blocking() {
-        assert!(
-            std::env::var("HIF8LAB_REQUIRE_GPU").as_deref() != Ok("1"),
-            "no GPU: {e}"
-        );
-        eprintln!("!!!!!!!! SKIPPING GPU TEST: no adapter ({e}) !!!!!!!!");
+    if common::gpu().is_none() {
         return;
     }
     resume_is_bit_identical(|| GpuBackend::new_blocking().unwrap());
