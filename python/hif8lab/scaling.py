@@ -15,28 +15,35 @@ from typing import Iterable, NamedTuple, Sequence
 
 from . import _core
 
+#: The lab's default scaling config, as the Rust core spells it (``ScalingConfig::default``:
+#: the one place the defaults are written).
+DEFAULTS: dict = json.loads(_core.default_config())
+
 #: The default shadow set (SPEC.md §3), windows resolved with ``window``.
-DEFAULT_ESTIMATORS = ("most_recent", "ema(0.1)", "mean_window", "max_window", "current")
+DEFAULT_ESTIMATORS = tuple(DEFAULTS["shadow"])
+
+#: The estimator kinds the Rust reference implements (``EstimatorKind::ALL``).
+ESTIMATOR_KINDS = tuple(_core.estimator_kinds())
 
 
-def estimator_name(name: str, window: int = 64) -> str:
-    """Canonical spelling of an estimator (``max`` → ``max_window(64)``); raises ValueError
-    for an unknown one."""
-    return _core.estimator_name(name, int(window))
+def estimator_name(name: str, window: int | None = None) -> str:
+    """Canonical spelling of an estimator (``max`` → ``max_window(64)`` with the default
+    window); raises ValueError for an unknown one."""
+    return _core.estimator_name(name, None if window is None else int(window))
 
 
 @dataclass(frozen=True)
 class ScalingConfig:
     """The lab's ``[qat.scaling]`` table."""
 
-    estimator: str = "max_window"
-    window: int = 64
-    target: float = 15.0
-    margin: int = 0
-    cold_start: str = "jit"
+    estimator: str = DEFAULTS["estimator"]
+    window: int = DEFAULTS["window"]
+    target: float = DEFAULTS["target"]
+    margin: int = DEFAULTS["margin"]
+    cold_start: str = DEFAULTS["cold_start"]
     shadow: Sequence[str] = DEFAULT_ESTIMATORS
-    format: str = "hif8"
-    overflow: str = "inf"
+    format: str = DEFAULTS["format"]
+    overflow: str = DEFAULTS["overflow"]
 
     def to_json(self) -> str:
         return json.dumps(
@@ -55,6 +62,14 @@ class ScalingConfig:
     def resolved(self) -> tuple[list[str], int, int]:
         """(estimator names in order, index of the active one, history length)."""
         return _core.resolve_config(self.to_json())
+
+    def plan(self) -> dict:
+        """The plan the Rust core resolves this config into (``ScalingConfig::plan``): the
+        estimators as flat descriptors (``name``, ``kind``, ``kind_name``, ``n``, ``alpha``,
+        ``beta``, ``damping``; the WGSL kernel's), ``active``, ``history_len``, ``target``,
+        ``margin``, ``margin_scale``, ``epsilon``, ``cold_start``, ``format``, ``overflow``.
+        Raises ValueError naming the field out of range."""
+        return json.loads(_core.plan(self.to_json()))
 
 
 class Decision(NamedTuple):
@@ -93,12 +108,14 @@ class Quantizer:
         return self._q.active_index
 
 
-def replay(series: dict, window: int = 64, target: float = 15.0, format: str = "hif8") -> dict:
+def replay(series: dict, window: int | None = None, target: float | None = None,
+           format: str | None = None) -> dict:
     """``hif8lab replay`` of ``{quantizer name: [amax, …]}``: per quantizer and estimator,
     calls above the estimate, worst ratio, overflow, …"""
     return json.loads(
         _core.replay(json.dumps({k: [float(v) for v in vs] for k, vs in series.items()}),
-                     int(window), float(target), format)
+                     None if window is None else int(window),
+                     None if target is None else float(target), format)
     )
 
 

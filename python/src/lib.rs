@@ -13,9 +13,9 @@ use std::path::PathBuf;
 
 use hif8lab_format::{FakeQuant, Format, Overflow};
 use hif8lab_scaling::import::AmaxSeries;
-use hif8lab_scaling::replay::{ReplayOptions, replay as replay_all};
+use hif8lab_scaling::replay::replay as replay_all;
 use hif8lab_scaling::trace::{TraceHeader, TraceRecord, TraceWriter, read_trace};
-use hif8lab_scaling::{EstimatorSpec, QuantizerState, ScalingConfig};
+use hif8lab_scaling::{EstimatorKind, EstimatorSpec, QuantizerState, ScalingConfig, ScalingPlan};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -159,31 +159,88 @@ fn hash_u32(seed: u32, index: u32) -> u32 {
 }
 
 /// A scaling configuration from its JSON (the `[scaling]` table of a run config, as JSON),
-/// validated.
-fn config_of(json: &str) -> PyResult<ScalingConfig> {
+/// planned: every range checked once, by the plan (the error names the field).
+fn plan_of(json: &str) -> PyResult<ScalingPlan> {
     let config: ScalingConfig = serde_json::from_str(json).map_err(value_error)?;
-    config.validate().map_err(value_error)?;
-    Ok(config)
+    config
+        .plan()
+        .map_err(|e| value_error(format!("scaling config: {}: {e}", e.field)))
 }
 
-/// The canonical name of an estimator spelling (`max` → `max_window(64)` with window 64).
+/// The canonical name of an estimator spelling (`max` → `max_window(64)`), its window
+/// resolved with `window` (default: the lab's default window).
 #[pyfunction]
-#[pyo3(signature = (name, window=64))]
-fn estimator_name(name: &str, window: usize) -> PyResult<String> {
+#[pyo3(signature = (name, window=None))]
+fn estimator_name(name: &str, window: Option<usize>) -> PyResult<String> {
     let spec: EstimatorSpec = name.parse().map_err(value_error)?;
-    spec.validate().map_err(value_error)?;
-    Ok(spec.resolve(window).to_string())
+    let default = ScalingConfig::default();
+    let config = ScalingConfig {
+        window: window.unwrap_or(default.window),
+        ..default.comparing(&[spec])
+    };
+    let plan = config.plan().map_err(value_error)?;
+    Ok(plan.active().to_string())
 }
 
 /// The resolved estimator list, active index and history length of a scaling config (JSON).
 #[pyfunction]
 fn resolve_config(config_json: &str) -> PyResult<(Vec<String>, usize, usize)> {
-    let config = config_of(config_json)?;
-    Ok((
-        config.estimator_names(),
-        config.active_index(),
-        config.history_len(),
-    ))
+    let plan = plan_of(config_json)?;
+    Ok((plan.names(), plan.active_index(), plan.history_len()))
+}
+
+/// The plan of a scaling config (JSON in, JSON out): what the torch bank executes, the same
+/// flat estimator descriptors the WGSL `scale_update` kernel gets (`kind` is the code of
+/// `EstimatorKind`, `kind_name` its name), the active index, the history length, the scale
+/// rule (target, margin and 2^margin as f32), cold start, format and overflow.
+#[pyfunction]
+fn plan(config_json: &str) -> PyResult<String> {
+    let plan = plan_of(config_json)?;
+    let estimators: Vec<serde_json::Value> = plan
+        .estimators()
+        .iter()
+        .map(|e| {
+            let d = e.descriptor();
+            serde_json::json!({
+                "name": e.to_string(),
+                "kind": d.kind,
+                "kind_name": e.kind().name(),
+                "n": d.n,
+                "alpha": d.alpha,
+                "beta": d.beta,
+                "damping": d.damping,
+            })
+        })
+        .collect();
+    let rule = plan.rule();
+    Ok(serde_json::json!({
+        "estimators": estimators,
+        "active": plan.active_index(),
+        "history_len": plan.history_len(),
+        "window": plan.window(),
+        "target": rule.target,
+        "margin": rule.margin,
+        "margin_scale": hif8lab_scaling::rule::pow2(rule.margin),
+        "epsilon": hif8lab_scaling::rule::EST_EPSILON,
+        "cold_start": plan.cold_start().name(),
+        "format": plan.format().name(),
+        "overflow": plan.overflow().name(),
+    })
+    .to_string())
+}
+
+/// The lab's default scaling config as JSON (the one place the defaults are spelled:
+/// `hif8lab_scaling::ScalingConfig::default`).
+#[pyfunction]
+fn default_config() -> PyResult<String> {
+    serde_json::to_string(&ScalingConfig::default()).map_err(value_error)
+}
+
+/// The estimator kinds the Rust reference implements, by name, in the order of their codes
+/// (`EstimatorKind::ALL`): the table the package's tests walk.
+#[pyfunction]
+fn estimator_kinds() -> Vec<&'static str> {
+    EstimatorKind::ALL.iter().map(|k| k.name()).collect()
 }
 
 /// One quantizer's delayed-scaling state (hif8lab_scaling::QuantizerState).
@@ -199,7 +256,7 @@ impl Quantizer {
     #[new]
     fn new(config_json: &str) -> PyResult<Self> {
         Ok(Quantizer {
-            state: QuantizerState::new(&config_of(config_json)?),
+            state: QuantizerState::new(&plan_of(config_json)?),
         })
     }
 
@@ -245,18 +302,28 @@ impl Quantizer {
 }
 
 /// `hif8lab replay` of amax sequences: `{quantizer: [amax…]}` as JSON in, the replay report
-/// (per quantizer and estimator: calls above, worst ratio, overflow, …) as JSON out.
+/// (per quantizer and estimator: calls above, worst ratio, overflow, …) as JSON out. Unset
+/// settings take the lab's defaults.
 #[pyfunction]
-#[pyo3(signature = (series_json, window=64, target=15.0, format="hif8"))]
-fn replay(series_json: &str, window: usize, target: f32, format: &str) -> PyResult<String> {
+#[pyo3(signature = (series_json, window=None, target=None, format=None))]
+fn replay(
+    series_json: &str,
+    window: Option<usize>,
+    target: Option<f32>,
+    format: Option<&str>,
+) -> PyResult<String> {
     let series: std::collections::BTreeMap<String, Vec<f32>> =
         serde_json::from_str(series_json).map_err(value_error)?;
-    let options = ReplayOptions {
-        window,
-        target,
-        format: format_of(format)?,
-        ..ReplayOptions::default()
+    let default = ScalingConfig::default();
+    let config = ScalingConfig {
+        window: window.unwrap_or(default.window),
+        target: target.unwrap_or(default.target),
+        format: format.map(format_of).transpose()?.unwrap_or(default.format),
+        ..default
     };
+    let plan = config
+        .plan()
+        .map_err(|e| value_error(format!("{}: {e}", e.field)))?;
     let series: Vec<AmaxSeries> = series
         .into_iter()
         .map(|(name, amax)| {
@@ -266,7 +333,7 @@ fn replay(series_json: &str, window: usize, target: f32, format: &str) -> PyResu
             s
         })
         .collect();
-    let report = replay_all(&series, &options);
+    let report = replay_all(&series, &plan);
     serde_json::to_string(&report).map_err(value_error)
 }
 
@@ -342,6 +409,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hash_u32, m)?)?;
     m.add_function(wrap_pyfunction!(estimator_name, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_config, m)?)?;
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(default_config, m)?)?;
+    m.add_function(wrap_pyfunction!(estimator_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(trace_start, m)?)?;
     m.add_function(wrap_pyfunction!(trace_append, m)?)?;

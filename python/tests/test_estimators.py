@@ -80,3 +80,34 @@ def test_a_wrong_estimator_would_be_caught():
         bank.observe(0, torch.tensor(a), scale)
         differs |= bits(est[0].item()) != bits(ref.call(float(a))[0].est)
     assert differs
+
+
+@pytest.mark.parametrize("kind", rs.ESTIMATOR_KINDS)
+def test_every_rust_kind_has_a_torch_twin(kind):
+    """Walks the Rust core's kind table (``EstimatorKind::ALL``): a kind added there fails
+    here until the bank implements it, bit for bit, call by call."""
+    config = rs.ScalingConfig(estimator=kind, window=7, shadow=(kind,))
+    plan = config.plan()
+    assert [e["kind_name"] for e in plan["estimators"]] == [kind]
+    bank = QuantBank(config, 2)
+    ref = rs.Quantizer(config)
+    rng = np.random.default_rng(len(kind))
+    amax = sequences(rng, 2, 60)
+    for t in range(60):
+        bank.begin_micro()
+        a = torch.tensor(amax[0, t])
+        est, scale = bank.decide(0, a)
+        bank.observe(0, a, scale)
+        want = ref.call(float(amax[0, t]))[0]
+        assert bits(scale[0].item()) == bits(want.scale), f"{kind} call {t}"
+
+
+def test_the_bank_parses_no_names_and_keeps_no_defaults():
+    """The bank's estimators are the plan's descriptors; the defaults come from Rust."""
+    plan = rs.ScalingConfig().plan()
+    assert plan["estimators"][plan["active"]]["name"] == rs.estimator_name(rs.DEFAULTS["estimator"])
+    assert (plan["window"], plan["target"]) == (rs.DEFAULTS["window"], rs.DEFAULTS["target"])
+    with pytest.raises(ValueError, match="window"):
+        rs.ScalingConfig(window=0).plan()
+    with pytest.raises(ValueError, match="window"):
+        rs.ScalingConfig(estimator="max_window(1099511627776)").plan()

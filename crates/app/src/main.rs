@@ -222,11 +222,22 @@ fn run_window(options: Options) -> ExitCode {
                     rs.adapter.get_info(),
                 ))));
             }
-            // The desktop app trains on the CPU unless asked for the GPU (gpu, or auto).
-            if matches!(options.backend, None | Some(BackendChoice::Cpu)) {
-                app.form.settings.gpu = false;
-            } else if app.device.gpu.is_some() {
-                app.form.settings.gpu = true;
+            // The desktop app trains on the CPU unless asked for the GPU (gpu, or auto on a
+            // hardware adapter: auto never trains on a software rasterizer such as lavapipe).
+            let software = cc
+                .wgpu_render_state
+                .as_ref()
+                .is_some_and(|rs| rs.adapter.get_info().device_type == wgpu::DeviceType::Cpu);
+            match options.backend {
+                None | Some(BackendChoice::Cpu) => app.form.settings.gpu = false,
+                Some(BackendChoice::Auto) if software => {
+                    eprintln!(
+                        "note: the display's adapter is a software rasterizer; --backend auto \
+                         trains on the CPU backend (--backend gpu takes the adapter anyway)"
+                    );
+                    app.form.settings.gpu = false;
+                }
+                Some(_) => app.form.settings.gpu = app.device.gpu.is_some(),
             }
             if options.autostart {
                 let ctx = cc.egui_ctx.clone();

@@ -104,22 +104,19 @@ impl RunView {
         }
     }
 
-    /// An empty view for series replayed through `config`'s estimators (active and shadows).
-    fn for_replay(name: &str, config: &hif8lab_scaling::ScalingConfig) -> Self {
-        RunView::new(
-            name,
-            config.estimator_names(),
-            config.active_index(),
-            config.target,
-        )
+    /// An empty view for series replayed through `plan`'s estimators (active and shadows).
+    fn for_replay(name: &str, plan: &hif8lab_scaling::ScalingPlan) -> Self {
+        RunView::new(name, plan.names(), plan.active_index(), plan.rule().target)
     }
 
     /// A synthetic run of `quantizers` × `steps` calls (a random walk of amax with bursts,
     /// every default estimator replayed on it): what the frame-time benchmark draws.
     pub fn synthetic(quantizers: usize, steps: u64, seed: u64) -> Self {
         use hif8lab_scaling::{QuantizerState, ScalingConfig};
-        let config = ScalingConfig::default();
-        let mut view = RunView::for_replay(&format!("synthetic {quantizers}x{steps}"), &config);
+        let Ok(plan) = ScalingConfig::default().plan() else {
+            return RunView::default();
+        };
+        let mut view = RunView::for_replay(&format!("synthetic {quantizers}x{steps}"), &plan);
         let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         let mut next = move || {
             rng ^= rng << 13;
@@ -134,7 +131,7 @@ impl RunView {
                 module: Module::ALL[(i / roles.len()) % Module::ALL.len()],
                 role: roles[i % roles.len()],
             };
-            let mut state = QuantizerState::new(&config);
+            let mut state = QuantizerState::new(&plan);
             let mut level = 0.0f64;
             for step in 0..steps {
                 level += (next() - 0.5) * 0.1;
@@ -414,15 +411,15 @@ impl RunView {
         use hif8lab_scaling::{QuantizerState, ScalingConfig};
         let imported =
             hif8lab_scaling::import::import_bytes(path, bytes).map_err(|e| e.to_string())?;
-        let config = ScalingConfig::default();
-        let overflow_at = config.format.facts().overflow_threshold;
+        let plan = ScalingConfig::default().plan().map_err(|e| e.to_string())?;
+        let overflow_at = plan.format().facts().overflow_threshold;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let mut view = RunView::for_replay(&name, &config);
+        let mut view = RunView::for_replay(&name, &plan);
         for series in &imported.series {
-            let mut state = QuantizerState::new(&config);
+            let mut state = QuantizerState::new(&plan);
             for (step, amax) in series.steps.iter().zip(&series.amax) {
                 let d = state.call(*amax);
                 let key = SeriesKey::parse(&series.name);

@@ -2,51 +2,49 @@
 //! estimator's estimate and scale, the statistics of the last call), and its snapshot.
 
 use hif8lab_format::{FakeQuant, Rounding};
-use hif8lab_scaling::ScalingConfig;
+use hif8lab_scaling::ScalingPlan;
 
 use crate::EngineError;
 
 /// Most estimators a bank evaluates per call (the statistics slot has room for this many).
 pub const MAX_ESTIMATORS: usize = 8;
 
-/// Configuration of a bank of quantizers sharing one scaling config and format.
+/// Configuration of a bank of quantizers sharing one scaling plan and format.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BankConfig {
     /// Number of quantizers.
     pub quantizers: usize,
-    /// Estimators (active and shadows), window, target, margin, cold start, format, overflow.
-    pub scaling: ScalingConfig,
+    /// Estimators (active and shadows), history length, scale rule, cold start, format and
+    /// overflow, resolved once ([`hif8lab_scaling::ScalingConfig::plan`]).
+    pub plan: ScalingPlan,
     /// Rounding mode of the fake quantization.
     pub rounding: Rounding,
 }
 
 impl BankConfig {
-    /// A bank of `quantizers` quantizers with `scaling`, nearest rounding.
-    pub fn new(quantizers: usize, scaling: ScalingConfig) -> Self {
+    /// A bank of `quantizers` quantizers executing `plan`, nearest rounding.
+    pub fn new(quantizers: usize, plan: ScalingPlan) -> Self {
         BankConfig {
             quantizers,
-            scaling,
+            plan,
             rounding: Rounding::Nearest,
         }
     }
 
     /// The fake quantizer of the bank's format, overflow and rounding.
     pub fn quant(&self) -> FakeQuant {
-        FakeQuant::new(self.scaling.format)
-            .with_overflow(self.scaling.overflow)
+        FakeQuant::new(self.plan.format())
+            .with_overflow(self.plan.overflow())
             .with_rounding(self.rounding)
     }
 
     /// Estimators per quantizer.
     pub fn estimators(&self) -> usize {
-        self.scaling.estimators().len()
+        self.plan.estimators().len()
     }
 
     /// Checks the bank fits the engine's layout.
     pub fn validate(&self) -> Result<(), EngineError> {
-        self.scaling
-            .validate()
-            .map_err(|e| EngineError::Config(e.message))?;
         if self.quantizers == 0 {
             return Err(EngineError::Config(
                 "a bank needs at least one quantizer".into(),

@@ -1,7 +1,10 @@
 //! The run-time choice of a backend, in one type: what a user asks for (`--backend
 //! auto|cpu|gpu|gpu:ADAPTER`), and the one place that turns it into a backend ([`AnyBackend`]),
-//! so that "auto" means the same in every command: the GPU when an adapter is there, else
-//! the CPU backend, with a note saying so.
+//! so that "auto" means the same in every command: the GPU when a hardware adapter is there,
+//! else the CPU backend, with a note saying so. An adapter wgpu reports as a CPU device
+//! (lavapipe, SwiftShader, WARP: a rasterizer in software) is never what `auto` picks: it runs
+//! the same kernels far slower than the CPU backend (on lavapipe a probe that takes the CPU
+//! backend 34 s ran over 45 min). `gpu` still takes it, with a note.
 
 use std::fmt;
 use std::str::FromStr;
@@ -9,10 +12,15 @@ use std::str::FromStr;
 use crate::cpu::CpuBackend;
 use crate::gpu::GpuBackend;
 
+/// Whether a wgpu adapter is a software rasterizer running on the CPU.
+pub fn is_software(device_type: &str) -> bool {
+    device_type == "Cpu"
+}
+
 /// Which backend to run on.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum BackendChoice {
-    /// The GPU when an adapter is there, else the CPU backend (with a note).
+    /// The GPU when a hardware adapter is there, else the CPU backend (with a note).
     #[default]
     Auto,
     /// The CPU backend.
@@ -95,14 +103,13 @@ impl AnyBackend {
         match choice {
             BackendChoice::Cpu => Ok(AnyBackend::Cpu(CpuBackend::new())),
             BackendChoice::Gpu { adapter } => {
-                Ok(AnyBackend::Gpu(Box::new(open_gpu(adapter.as_deref())?)))
+                let gpu = open_gpu(adapter.as_deref())?;
+                note_software(&gpu, note);
+                Ok(AnyBackend::Gpu(Box::new(gpu)))
             }
-            BackendChoice::Auto => match GpuBackend::new_blocking() {
-                Ok(g) => Ok(AnyBackend::Gpu(Box::new(g))),
-                Err(e) => {
-                    note(&format!("no GPU adapter ({e}); using the CPU backend"));
-                    Ok(AnyBackend::Cpu(CpuBackend::new()))
-                }
+            BackendChoice::Auto => match auto_gpu(note) {
+                Some(g) => Ok(AnyBackend::Gpu(Box::new(g))),
+                None => Ok(AnyBackend::Cpu(CpuBackend::new())),
             },
         }
     }
@@ -114,15 +121,53 @@ impl BackendChoice {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn resolve(&self, note: &mut dyn FnMut(&str)) -> BackendChoice {
         match self {
-            BackendChoice::Auto => match GpuBackend::new_blocking() {
-                Ok(_) => BackendChoice::GPU,
-                Err(e) => {
-                    note(&format!("no GPU adapter ({e}); using the CPU backend"));
-                    BackendChoice::Cpu
-                }
+            BackendChoice::Auto => match auto_gpu(note) {
+                Some(_) => BackendChoice::GPU,
+                None => BackendChoice::Cpu,
             },
+            BackendChoice::Gpu { adapter } => {
+                if let Ok(gpu) = open_gpu(adapter.as_deref()) {
+                    note_software(&gpu, note);
+                }
+                self.clone()
+            }
             other => other.clone(),
         }
+    }
+}
+
+/// The default adapter's GPU for `auto`: none when there is no adapter or when it is a
+/// software rasterizer (each told to `note`).
+#[cfg(not(target_arch = "wasm32"))]
+fn auto_gpu(note: &mut dyn FnMut(&str)) -> Option<GpuBackend> {
+    use crate::Device;
+    match GpuBackend::new_blocking() {
+        Ok(g) if is_software(&g.info().device_type) => {
+            note(&format!(
+                "the only GPU adapter, {}, is a software rasterizer on the CPU (slower than the \
+                 CPU backend); using the CPU backend (--backend gpu takes it anyway)",
+                g.info().adapter
+            ));
+            None
+        }
+        Ok(g) => Some(g),
+        Err(e) => {
+            note(&format!("no GPU adapter ({e}); using the CPU backend"));
+            None
+        }
+    }
+}
+
+/// Tells `note` when an explicitly asked-for GPU is a software rasterizer.
+#[cfg(not(target_arch = "wasm32"))]
+fn note_software(gpu: &GpuBackend, note: &mut dyn FnMut(&str)) {
+    use crate::Device;
+    let info = gpu.info();
+    if is_software(&info.device_type) {
+        note(&format!(
+            "adapter {} is a software rasterizer on the CPU: correct, but slower than --backend cpu",
+            info.adapter
+        ));
     }
 }
 

@@ -30,7 +30,7 @@ pub mod readback;
 pub use bank::{BankConfig, BankHistogram, BankSnapshot, QuantizerSnapshot, StatsSnapshot};
 #[cfg(not(target_arch = "wasm32"))]
 pub use choice::open_gpu;
-pub use choice::{AnyBackend, BackendChoice, NotABackend};
+pub use choice::{AnyBackend, BackendChoice, NotABackend, is_software};
 pub use error::EngineError;
 pub use readback::Readback;
 

@@ -151,8 +151,12 @@ fn qdq_matches_cpu() {
         };
         for overflow in [Overflow::Inf, Overflow::Saturate] {
             for rounding in roundings {
-                let mut config =
-                    BankConfig::new(1, scaling(format, overflow, &["max_window(4)"], 4));
+                let mut config = BankConfig::new(
+                    1,
+                    scaling(format, overflow, &["max_window(4)"], 4)
+                        .plan()
+                        .unwrap(),
+                );
                 config.rounding = *rounding;
                 for scale in [1.0, 15.0 / 3.7, 1.0 / 1024.0, 4096.0] {
                     let g = run_qdq(gpu, &x, &config, scale);
@@ -237,7 +241,12 @@ fn quant_stats_sqnr_is_the_definition_and_deterministic() {
     let Some(gpu) = gpu() else { return };
     let cpu = CpuBackend::new();
     let mut rng = Rng(5);
-    let config = BankConfig::new(1, scaling(Format::HiF8, Overflow::Inf, &["most_recent"], 8));
+    let config = BankConfig::new(
+        1,
+        scaling(Format::HiF8, Overflow::Inf, &["most_recent"], 8)
+            .plan()
+            .unwrap(),
+    );
     let (gb, cb) = (
         gpu.new_bank(&config).unwrap(),
         cpu.new_bank(&config).unwrap(),
@@ -301,7 +310,9 @@ fn quant_stats_matches_cpu() {
                     "current",
                 ],
                 8,
-            ),
+            )
+            .plan()
+            .unwrap(),
         );
         let (gb, cb) = (
             gpu.new_bank(&config).unwrap(),
@@ -345,7 +356,9 @@ fn histogram_matches_cpu_and_the_scaling_crate() {
     let mut rng = Rng(9);
     let config = BankConfig::new(
         3,
-        scaling(Format::HiF8, Overflow::Inf, &["max_window(8)"], 8),
+        scaling(Format::HiF8, Overflow::Inf, &["max_window(8)"], 8)
+            .plan()
+            .unwrap(),
     );
     let (gb, cb) = (
         gpu.new_bank(&config).unwrap(),
@@ -417,9 +430,11 @@ fn scale_update_matches_scaling_crate() {
         let mut sc = scaling(Format::HiF8, Overflow::Inf, &specs, window);
         sc.cold_start = cold_start;
         sc.margin = 1;
-        let config = BankConfig::new(3, sc.clone());
+        let config = BankConfig::new(3, sc.clone().plan().unwrap());
         let bank = gpu.new_bank(&config).unwrap();
-        let mut states: Vec<QuantizerState> = (0..3).map(|_| QuantizerState::new(&sc)).collect();
+        let mut states: Vec<QuantizerState> = (0..3)
+            .map(|_| QuantizerState::new(&sc.plan().unwrap()))
+            .collect();
         for call in 0..spike.len() {
             if call == 7 {
                 // Reset mid-run, as when QAT switches on after warmup.
@@ -466,7 +481,9 @@ fn flat_amax_is_never_above_its_estimate_on_gpu() {
         "max_window(64)",
     ];
     let sc = scaling(Format::HiF8, Overflow::Inf, &specs, 64);
-    let bank = gpu.new_bank(&BankConfig::new(1, sc)).unwrap();
+    let bank = gpu
+        .new_bank(&BankConfig::new(1, sc.plan().unwrap()))
+        .unwrap();
     for call in 0..100 {
         let t = gpu.upload(&[0.1f32, -0.05]).unwrap();
         gpu.amax(&t, &bank, 0).unwrap();
@@ -486,7 +503,9 @@ fn flat_amax_is_never_above_its_estimate_on_gpu() {
 fn window_eviction_at_exactly_n_on_gpu() {
     let Some(gpu) = gpu() else { return };
     let sc = scaling(Format::HiF8, Overflow::Inf, &["max_window(3)"], 3);
-    let bank = gpu.new_bank(&BankConfig::new(1, sc)).unwrap();
+    let bank = gpu
+        .new_bank(&BankConfig::new(1, sc.plan().unwrap()))
+        .unwrap();
     let mut ests = Vec::new();
     for amax in [9.0f32, 1.0, 1.0, 1.0, 1.0] {
         let t = gpu.upload(&[amax]).unwrap();
@@ -571,7 +590,9 @@ fn fused_matmul_equals_qdq_then_matmul() {
     let mut rng = Rng(4);
     let config = BankConfig::new(
         2,
-        scaling(Format::HiF8, Overflow::Inf, &["max_window(4)"], 4),
+        scaling(Format::HiF8, Overflow::Inf, &["max_window(4)"], 4)
+            .plan()
+            .unwrap(),
     );
     for layout in Layout::ALL {
         let spec = MatmulSpec {
@@ -636,7 +657,9 @@ fn oversized_tensors_are_rejected_and_work_is_one_submission() {
     let before = gpu.counters();
     let config = BankConfig::new(
         1,
-        scaling(Format::HiF8, Overflow::Inf, &["max_window(4)"], 4),
+        scaling(Format::HiF8, Overflow::Inf, &["max_window(4)"], 4)
+            .plan()
+            .unwrap(),
     );
     let bank = gpu.new_bank(&config).unwrap();
     let x = gpu.zeros(1000).unwrap();
@@ -697,7 +720,9 @@ fn ste_mask_matches_cpu() {
             Overflow::Saturate,
             &["max_window(4)", "most_recent"],
             4,
-        ),
+        )
+        .plan()
+        .unwrap(),
     );
     let x: Vec<f32> = (0..1001)
         .map(|_| rng.uniform() * 4.0)
@@ -742,7 +767,9 @@ fn repeated_steps_reuse_bind_groups_and_keep_each_dispatch_params() {
     let b = g.zeros(x.len()).unwrap();
     let config = BankConfig::new(
         2,
-        scaling(Format::HiF8, Overflow::Saturate, &["max_window(4)"], 4),
+        scaling(Format::HiF8, Overflow::Saturate, &["max_window(4)"], 4)
+            .plan()
+            .unwrap(),
     );
     let bank = g.new_bank(&config).unwrap();
     let step = |factor: f32| -> Vec<f32> {
@@ -812,7 +839,9 @@ fn a_backend_prepared_kernel_by_kernel_counts_and_matches() {
     let x: Vec<f32> = (0..1 << 16).map(|_| rng.mixed()).collect();
     let config = BankConfig::new(
         1,
-        scaling(Format::HiF8, Overflow::Inf, &["max_window(4)"], 4),
+        scaling(Format::HiF8, Overflow::Inf, &["max_window(4)"], 4)
+            .plan()
+            .unwrap(),
     );
     same_bits(
         &run_qdq(&prepared, &x, &config, 15.0 / 3.7),
@@ -834,7 +863,9 @@ fn cpu_fused_matmul_reuses_the_statistics_copy_only_while_valid() {
     let w: Vec<f32> = (0..n * k).map(|_| rng.mixed().clamp(-1e3, 1e3)).collect();
     let config = BankConfig::new(
         2,
-        scaling(Format::HiF8, Overflow::Inf, &["max_window(4)"], 4),
+        scaling(Format::HiF8, Overflow::Inf, &["max_window(4)"], 4)
+            .plan()
+            .unwrap(),
     );
     let spec = MatmulSpec {
         fuse_a: Some(0),
@@ -886,7 +917,9 @@ fn cpu_statistics_reuse_the_measured_amax_only_while_valid() {
     let cpu = CpuBackend::new();
     let config = BankConfig::new(
         1,
-        scaling(Format::HiF8, Overflow::Inf, &["max_window(4)"], 4),
+        scaling(Format::HiF8, Overflow::Inf, &["max_window(4)"], 4)
+            .plan()
+            .unwrap(),
     );
     let mut x = vec![0.5f32; 5000];
     x[17] = -3.0;
@@ -942,4 +975,37 @@ fn copy_kernel_copies_bits() {
     let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&got), bits(&x));
     assert!(g.copy_kernel(&a, &g.zeros(n - 1).unwrap()).is_err());
+}
+
+#[test]
+fn auto_never_chooses_a_software_adapter() {
+    use hif8lab_engine::{AnyBackend, BackendChoice, is_software};
+    let Some(gpu) = gpu() else { return };
+    let software = is_software(&gpu.info().device_type);
+    let mut notes = Vec::new();
+    let resolved = BackendChoice::Auto.resolve(&mut |n| notes.push(n.to_owned()));
+    let opened = AnyBackend::open(&BackendChoice::Auto, &mut |n| notes.push(n.to_owned()))
+        .expect("auto always opens a backend");
+    let opened_cpu = matches!(opened, AnyBackend::Cpu(_));
+    if software {
+        // lavapipe in CI: auto is the CPU backend, and says why.
+        assert_eq!(resolved, BackendChoice::Cpu, "{notes:?}");
+        assert!(opened_cpu);
+        assert!(
+            notes.iter().all(|n| n.contains("software rasterizer")),
+            "{notes:?}"
+        );
+        // An explicit request still takes it, with a note.
+        let mut explicit = Vec::new();
+        let any = AnyBackend::open(&BackendChoice::GPU, &mut |n| explicit.push(n.to_owned()))
+            .expect("gpu opens the software adapter");
+        assert!(matches!(any, AnyBackend::Gpu(_)));
+        assert!(
+            explicit.iter().any(|n| n.contains("software rasterizer")),
+            "{explicit:?}"
+        );
+    } else {
+        assert_eq!(resolved, BackendChoice::GPU);
+        assert!(!opened_cpu);
+    }
 }

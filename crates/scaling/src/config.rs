@@ -6,7 +6,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::estimator::EstimatorSpec;
 use crate::range::RangeError;
-use crate::rule::ScaleRule;
 
 /// What the first call after a (re)start does when the history is empty.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,74 +90,24 @@ impl Default for ScalingConfig {
 pub const MARGIN_RANGE: std::ops::RangeInclusive<i32> = -64..=64;
 
 /// The longest amax history a config accepts (calls).
-pub const WINDOW_MAX: usize = 1 << 16;
+pub use crate::estimator::WINDOW_MAX;
 
 impl ScalingConfig {
-    /// The scale rule (target and margin).
-    pub fn rule(&self) -> ScaleRule {
-        ScaleRule {
-            target: self.target,
-            margin: self.margin,
-        }
-    }
-
-    /// Every estimator evaluated at each call, windows resolved, duplicates removed: the
-    /// shadow list in its order, with the active estimator first if the list lacks it.
-    pub fn estimators(&self) -> Vec<EstimatorSpec> {
-        let active = self.estimator.resolve(self.window);
-        let mut list: Vec<EstimatorSpec> = Vec::new();
-        for spec in &self.shadow {
-            let spec = spec.resolve(self.window);
-            if !list.contains(&spec) {
-                list.push(spec);
-            }
-        }
-        if !list.contains(&active) {
-            list.insert(0, active);
-        }
-        list
-    }
-
-    /// The names of [`Self::estimators`], in order (trace headers, summaries, the app).
-    pub fn estimator_names(&self) -> Vec<String> {
-        self.estimators().iter().map(ToString::to_string).collect()
-    }
-
-    /// Index of the active estimator in [`Self::estimators`].
-    pub fn active_index(&self) -> usize {
-        let active = self.estimator.resolve(self.window);
-        self.estimators()
-            .iter()
-            .position(|s| *s == active)
-            .unwrap_or(0)
-    }
-
-    /// Entries each quantizer keeps: the window, or more if a windowed estimator asks.
-    pub fn history_len(&self) -> usize {
-        use crate::estimator::Estimator;
-        self.estimators()
-            .iter()
-            .map(|s| match s.history_needed() {
-                usize::MAX => self.window,
-                n => n,
-            })
-            .chain([self.window])
-            .max()
-            .unwrap_or(self.window)
-    }
-
-    /// Checks value ranges; each message names the field (`window`, `target`, …).
+    /// Checks value ranges; each message names the field (`window`, `target`, …). The same
+    /// check [`Self::plan`] makes (call that where the plan is wanted).
     pub fn validate(&self) -> Result<(), RangeError> {
-        if self.window == 0 {
+        self.plan().map(|_| ())
+    }
+
+    /// The ranges [`Self::plan`] checks before it resolves anything.
+    pub(crate) fn check_ranges(&self) -> Result<(), RangeError> {
+        if !(1..=WINDOW_MAX).contains(&self.window) {
             return Err(RangeError::new(
                 "window",
-                "window (amax_history_len) must be at least 1",
-            ));
-        }
-        if self.window > WINDOW_MAX {
-            return Err(RangeError::new(
-                "window",
-                format!("window must be at most {WINDOW_MAX}, got {}", self.window),
+                format!(
+                    "window must be in 1..={WINDOW_MAX}, got {} (amax_history_len)",
+                    self.window
+                ),
             ));
         }
         if !(self.target.is_finite() && self.target > 0.0) {

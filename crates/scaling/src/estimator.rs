@@ -198,8 +198,8 @@ impl Estimator for Current {
 
 /// An estimator with its parameters, as written in configs and on the command line.
 ///
-/// Windowed estimators may omit `n` (`max_window`): [`EstimatorSpec::resolve`] then fills in
-/// the configured `window`.
+/// Windowed estimators may omit `n` (`max_window`): [`crate::ScalingConfig::plan`] then fills
+/// in the configured `window` (a [`crate::plan::ResolvedEstimator`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum EstimatorSpec {
     /// `most_recent` (alias `most-recent`, TE's `most_recent`).
@@ -215,6 +215,10 @@ pub enum EstimatorSpec {
     /// `current` (alias `cts`).
     Current,
 }
+
+/// The longest estimator window or amax history accepted anywhere (calls): a bound on what
+/// a config, a spelling or a replay may allocate.
+pub const WINDOW_MAX: usize = 1 << 16;
 
 /// Default smoothing weight of `ema`.
 pub const DEFAULT_EMA_ALPHA: f32 = 0.1;
@@ -240,6 +244,46 @@ pub enum EstimatorKind {
 }
 
 impl EstimatorKind {
+    /// Every kind, in the order of their codes: the table the twins' tests walk (a new kind
+    /// added here fails the WGSL and torch suites until they implement it).
+    pub const ALL: [EstimatorKind; 6] = [
+        EstimatorKind::MostRecent,
+        EstimatorKind::MaxWindow,
+        EstimatorKind::MeanWindow,
+        EstimatorKind::Ema,
+        EstimatorKind::Holt,
+        EstimatorKind::Current,
+    ];
+
+    /// The kind's code in the flat descriptors of the WGSL kernel and the torch bank.
+    pub fn code(self) -> u32 {
+        match self {
+            EstimatorKind::MostRecent => 0,
+            EstimatorKind::MaxWindow => 1,
+            EstimatorKind::MeanWindow => 2,
+            EstimatorKind::Ema => 3,
+            EstimatorKind::Holt => 4,
+            EstimatorKind::Current => 5,
+        }
+    }
+
+    /// The kind of a descriptor code.
+    pub fn from_code(code: u32) -> Option<EstimatorKind> {
+        EstimatorKind::ALL.into_iter().find(|k| k.code() == code)
+    }
+
+    /// The kind's name, its parameters aside (`max_window`).
+    pub fn name(self) -> &'static str {
+        match self {
+            EstimatorKind::MostRecent => "most_recent",
+            EstimatorKind::MaxWindow => "max_window",
+            EstimatorKind::MeanWindow => "mean_window",
+            EstimatorKind::Ema => "ema",
+            EstimatorKind::Holt => "holt",
+            EstimatorKind::Current => "current",
+        }
+    }
+
     /// The kind of an estimator name (any spelling [`EstimatorSpec`] parses), if it is one.
     pub fn of(name: &str) -> Option<EstimatorKind> {
         name.parse::<EstimatorSpec>().ok().map(|s| s.kind())
@@ -278,38 +322,9 @@ impl EstimatorSpec {
         ]
     }
 
-    /// Fills a missing window length with `window`.
-    pub fn resolve(self, window: usize) -> EstimatorSpec {
-        match self {
-            EstimatorSpec::MaxWindow(None) => EstimatorSpec::MaxWindow(Some(window)),
-            EstimatorSpec::MeanWindow(None) => EstimatorSpec::MeanWindow(Some(window)),
-            other => other,
-        }
-    }
-
     /// Whether this is current-tensor scaling (no history, needs this call's amax first).
     pub fn is_current(&self) -> bool {
         matches!(self, EstimatorSpec::Current)
-    }
-
-    fn with<R>(&self, f: impl FnOnce(&dyn Estimator) -> R) -> R {
-        const UNRESOLVED: usize = 64;
-        match *self {
-            EstimatorSpec::MostRecent => f(&MostRecent),
-            EstimatorSpec::MaxWindow(n) => f(&MaxWindow {
-                n: n.unwrap_or(UNRESOLVED),
-            }),
-            EstimatorSpec::MeanWindow(n) => f(&MeanWindow {
-                n: n.unwrap_or(UNRESOLVED),
-            }),
-            EstimatorSpec::Ema(alpha) => f(&Ema { alpha }),
-            EstimatorSpec::Holt(alpha, beta, damping) => f(&Holt {
-                alpha,
-                beta,
-                damping,
-            }),
-            EstimatorSpec::Current => f(&Current),
-        }
     }
 
     /// Checks parameter ranges; the message names the bad parameter.
@@ -334,9 +349,14 @@ impl EstimatorSpec {
             }
         };
         match *self {
-            EstimatorSpec::MaxWindow(Some(0)) | EstimatorSpec::MeanWindow(Some(0)) => Err(
-                RangeError::new("window", "window length must be at least 1"),
-            ),
+            EstimatorSpec::MaxWindow(Some(n)) | EstimatorSpec::MeanWindow(Some(n))
+                if !(1..=WINDOW_MAX).contains(&n) =>
+            {
+                Err(RangeError::new(
+                    "window",
+                    format!("window length must be in 1..={WINDOW_MAX}, got {n}"),
+                ))
+            }
             EstimatorSpec::Ema(alpha) => unit("ema alpha", alpha, true),
             EstimatorSpec::Holt(alpha, beta, damping) => {
                 unit("holt alpha", alpha, true)?;
@@ -348,19 +368,24 @@ impl EstimatorSpec {
     }
 }
 
-impl Estimator for EstimatorSpec {
-    fn name(&self) -> String {
-        match self {
+impl EstimatorSpec {
+    /// Canonical spelling: `max_window(64)`, or `max_window` while its window is open.
+    pub fn name(&self) -> String {
+        match *self {
+            EstimatorSpec::MostRecent => MostRecent.name(),
             EstimatorSpec::MaxWindow(None) => "max_window".into(),
             EstimatorSpec::MeanWindow(None) => "mean_window".into(),
-            _ => self.with(|e| e.name()),
+            EstimatorSpec::MaxWindow(Some(n)) => MaxWindow { n }.name(),
+            EstimatorSpec::MeanWindow(Some(n)) => MeanWindow { n }.name(),
+            EstimatorSpec::Ema(alpha) => Ema { alpha }.name(),
+            EstimatorSpec::Holt(alpha, beta, damping) => Holt {
+                alpha,
+                beta,
+                damping,
+            }
+            .name(),
+            EstimatorSpec::Current => Current.name(),
         }
-    }
-    fn estimate(&self, history: &[f32], current: f32) -> f32 {
-        self.with(|e| e.estimate(history, current))
-    }
-    fn history_needed(&self) -> usize {
-        self.with(|e| e.history_needed())
     }
 }
 

@@ -6,39 +6,23 @@ use std::collections::BTreeMap;
 use hif8lab_format::{Format, hif8};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ColdStart, ScalingConfig};
+use crate::config::ScalingConfig;
 use crate::estimator::EstimatorSpec;
 use crate::import::AmaxSeries;
+use crate::plan::ScalingPlan;
 use crate::state::QuantizerState;
 use crate::trace::json_f32;
 
-/// What to replay with.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ReplayOptions {
-    /// History length and default window.
-    pub window: usize,
-    /// Estimators to compare (windows resolved with `window`).
-    pub estimators: Vec<EstimatorSpec>,
-    /// Scaling target.
-    pub target: f32,
-    /// Margin.
-    pub margin: i32,
-    /// Format (tiers and overflow threshold).
-    pub format: Format,
-    /// Cold start.
-    pub cold_start: ColdStart,
-}
-
-impl Default for ReplayOptions {
-    fn default() -> Self {
-        ReplayOptions {
-            window: 64,
-            estimators: EstimatorSpec::default_set(),
-            target: 15.0,
-            margin: 0,
-            format: Format::HiF8,
-            cold_start: ColdStart::Jit,
+impl ScalingConfig {
+    /// This config comparing `estimators` (in their order; the first is the active one, which
+    /// a replay does not distinguish): what `replay`, `--sweep` and the app's Estimators
+    /// panel plan a replay with. An empty list keeps the config's own estimators.
+    pub fn comparing(mut self, estimators: &[EstimatorSpec]) -> ScalingConfig {
+        if let Some(first) = estimators.first() {
+            self.estimator = *first;
+            self.shadow = estimators.to_vec();
         }
+        self
     }
 }
 
@@ -180,31 +164,15 @@ pub fn beyond_3bit_tier(scaled: f32) -> bool {
     )
 }
 
-/// Replays every series with every estimator.
-pub fn replay(series: &[AmaxSeries], options: &ReplayOptions) -> ReplayReport {
-    let specs: Vec<EstimatorSpec> = options
-        .estimators
-        .iter()
-        .map(|s| s.resolve(options.window))
-        .collect();
-    let config = ScalingConfig {
-        estimator: specs.first().copied().unwrap_or(EstimatorSpec::MostRecent),
-        window: options.window,
-        target: options.target,
-        margin: options.margin,
-        cold_start: options.cold_start,
-        shadow: specs,
-        format: options.format,
-        overflow: Default::default(),
-    };
-    let estimators = config.estimators();
-    let names: Vec<String> = estimators.iter().map(ToString::to_string).collect();
-    let hif8 = options.format == Format::HiF8;
-    let overflow_at = options.format.facts().overflow_threshold;
+/// Replays every series with every estimator of `plan`.
+pub fn replay(series: &[AmaxSeries], plan: &ScalingPlan) -> ReplayReport {
+    let names = plan.names();
+    let hif8 = plan.format() == Format::HiF8;
+    let overflow_at = plan.format().facts().overflow_threshold;
     let mut totals: Vec<Acc> = names.iter().map(|_| Acc::default()).collect();
     let mut quantizers = Vec::new();
     for s in series {
-        let mut state = QuantizerState::new(&config);
+        let mut state = QuantizerState::new(plan);
         let mut accs: Vec<Acc> = names.iter().map(|_| Acc::default()).collect();
         let (mut nonfinite, mut negative) = (s.nonfinite, s.negative);
         for &amax in &s.amax {

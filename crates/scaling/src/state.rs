@@ -15,8 +15,9 @@
 
 use std::collections::VecDeque;
 
-use crate::config::{ColdStart, ScalingConfig};
-use crate::estimator::{Estimator, EstimatorSpec};
+use crate::config::ColdStart;
+use crate::estimator::Estimator;
+use crate::plan::{ResolvedEstimator, ScalingPlan};
 pub use crate::rule::{EST_EPSILON, ScaleRule, pow2};
 
 /// What one estimator decided for one call.
@@ -38,7 +39,7 @@ pub struct Decision {
 /// Delayed-scaling state of one quantizer (one block, module and role).
 #[derive(Clone, Debug, PartialEq)]
 pub struct QuantizerState {
-    estimators: Vec<EstimatorSpec>,
+    estimators: Vec<ResolvedEstimator>,
     active: usize,
     rule: ScaleRule,
     cold_start: ColdStart,
@@ -49,14 +50,14 @@ pub struct QuantizerState {
 }
 
 impl QuantizerState {
-    /// A fresh state for `config` (its estimators resolved, scales 1.0, empty history).
-    pub fn new(config: &ScalingConfig) -> Self {
-        let estimators = config.estimators();
-        let capacity = config.history_len();
+    /// A fresh state executing `plan` (scales 1.0, empty history).
+    pub fn new(plan: &ScalingPlan) -> Self {
+        let estimators = plan.estimators().to_vec();
+        let capacity = plan.history_len();
         QuantizerState {
-            active: config.active_index(),
-            rule: config.rule(),
-            cold_start: config.cold_start,
+            active: plan.active_index(),
+            rule: plan.rule(),
+            cold_start: plan.cold_start(),
             capacity,
             history: VecDeque::with_capacity(capacity),
             scales: vec![1.0; estimators.len()],
@@ -72,7 +73,7 @@ impl QuantizerState {
     }
 
     /// The estimators, active one at [`Self::active_index`].
-    pub fn estimators(&self) -> &[EstimatorSpec] {
+    pub fn estimators(&self) -> &[ResolvedEstimator] {
         &self.estimators
     }
 
@@ -130,7 +131,7 @@ impl QuantizerState {
 
     fn decide_one(
         &self,
-        spec: &EstimatorSpec,
+        spec: &ResolvedEstimator,
         previous: f32,
         history: &[f32],
         amax: f32,

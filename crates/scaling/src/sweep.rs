@@ -17,7 +17,8 @@ use serde::Serialize;
 use crate::config::ScalingConfig;
 use crate::estimator::EstimatorSpec;
 use crate::import::AmaxSeries;
-use crate::replay::{ReplayOptions, median};
+use crate::plan::ScalingPlan;
+use crate::replay::median;
 use crate::state::QuantizerState;
 
 /// Elements of the reference tensor.
@@ -131,66 +132,39 @@ impl Reference {
 /// The windows a sweep shows by default: 1 (most_recent's memory) to 1024.
 pub const DEFAULT_WINDOWS: [usize; 6] = [1, 4, 16, 64, 256, 1024];
 
-/// max_window and mean_window at each of `windows` (target and margin as given).
-pub fn window_settings(windows: &[usize], target: f32, margin: i32) -> Vec<SweepSetting> {
+/// max_window and mean_window at each of `windows`, the rest of each setting from `base`.
+/// A setting is a [`ScalingConfig`] whose one estimator is swept; plan each to sweep it.
+pub fn window_settings(windows: &[usize], base: &ScalingConfig) -> Vec<ScalingConfig> {
     [
         EstimatorSpec::MaxWindow(None),
         EstimatorSpec::MeanWindow(None),
     ]
     .iter()
     .flat_map(|e| {
-        windows.iter().map(move |w| SweepSetting {
-            estimator: *e,
+        windows.iter().map(move |w| ScalingConfig {
             window: *w,
-            target,
-            margin,
+            ..base.clone().comparing(&[*e])
         })
     })
     .collect()
 }
 
-/// One setting to sweep.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SweepSetting {
-    /// Estimator (resolved with `window`).
-    pub estimator: EstimatorSpec,
-    /// History length.
-    pub window: usize,
-    /// Target.
-    pub target: f32,
-    /// Margin.
-    pub margin: i32,
-}
-
-/// Sweeps `settings` over `series` (format and cold start from `base`).
-pub fn sweep(
-    series: &[AmaxSeries],
-    base: &ReplayOptions,
-    settings: &[SweepSetting],
-) -> Vec<SweepRow> {
-    let reference = Reference::of(base.format);
-    let threshold = base.format.facts().overflow_threshold;
+/// Sweeps each plan's active estimator over `series` (its format, target, margin and cold
+/// start as planned).
+pub fn sweep(series: &[AmaxSeries], settings: &[ScalingPlan]) -> Vec<SweepRow> {
     settings
         .iter()
-        .map(|s| {
-            let spec = s.estimator.resolve(s.window);
-            let config = ScalingConfig {
-                estimator: spec,
-                window: s.window,
-                target: s.target,
-                margin: s.margin,
-                cold_start: base.cold_start,
-                shadow: vec![spec],
-                format: base.format,
-                overflow: Default::default(),
-            };
+        .map(|plan| {
+            let reference = Reference::of(plan.format());
+            let threshold = plan.format().facts().overflow_threshold;
+            let active = plan.active_index();
             let (mut calls, mut above, mut overflowing) = (0u64, 0u64, 0u64);
             let (mut loss_sum, mut worst, mut over_sum) = (0.0f64, 0.0f64, 0.0f64);
             let mut headroom = Vec::new();
             for q in series {
-                let mut state = QuantizerState::new(&config);
+                let mut state = QuantizerState::new(plan);
                 for &amax in q.amax.iter().filter(|a| a.is_finite() && **a >= 0.0) {
-                    let d = state.call(amax)[0];
+                    let d = state.call(amax)[active];
                     calls += 1;
                     above += u64::from(amax > d.est);
                     let scaled = amax * d.scale;
@@ -207,10 +181,10 @@ pub fn sweep(
             }
             let n = calls.max(1) as f64;
             SweepRow {
-                estimator: spec.to_string(),
-                window: s.window,
-                target: s.target,
-                margin: s.margin,
+                estimator: plan.active().to_string(),
+                window: plan.window(),
+                target: plan.rule().target,
+                margin: plan.rule().margin,
                 calls,
                 calls_above_est: above,
                 overflowing_calls: overflowing,
@@ -238,22 +212,24 @@ mod tests {
         s
     }
 
-    fn max_window(windows: &[usize], target: f32) -> Vec<SweepSetting> {
+    fn max_window(windows: &[usize], target: f32) -> Vec<ScalingPlan> {
         windows
             .iter()
-            .map(|w| SweepSetting {
-                estimator: EstimatorSpec::MaxWindow(None),
-                window: *w,
-                target,
-                margin: 0,
+            .map(|w| {
+                ScalingConfig {
+                    window: *w,
+                    target,
+                    ..ScalingConfig::default().comparing(&[EstimatorSpec::MaxWindow(None)])
+                }
+                .plan()
+                .expect("plan")
             })
             .collect()
     }
 
     #[test]
     fn a_longer_window_trades_headroom_for_fewer_exceedances() {
-        let base = ReplayOptions::default();
-        let rows = sweep(&[spiky(1000, 8.0)], &base, &max_window(&[1, 4, 64], 15.0));
+        let rows = sweep(&[spiky(1000, 8.0)], &max_window(&[1, 4, 64], 15.0));
         assert_eq!(rows[0].estimator, "max_window(1)");
         assert!(rows.iter().all(|r| r.calls == 1000));
         // Exceedances fall with the window; headroom rises.
@@ -264,7 +240,7 @@ mod tests {
         assert!(rows[2].sqnr_loss_mean_db < 1.0, "{:?}", rows[2]);
         // A spike of 2^12 held for 64 calls pushes the ordinary calls into the tapered
         // binades: there the long window costs more than the short one.
-        let rows = sweep(&[spiky(1000, 4096.0)], &base, &max_window(&[1, 64], 15.0));
+        let rows = sweep(&[spiky(1000, 4096.0)], &max_window(&[1, 64], 15.0));
         assert!(
             rows[1].sqnr_loss_mean_db > rows[0].sqnr_loss_mean_db + 1.0,
             "{rows:?}"
@@ -275,8 +251,7 @@ mod tests {
     fn overflow_is_counted_where_the_target_leaves_no_room() {
         // A target of 20,000 leaves 2× before HiF8 overflows (40,960): an 8× spike overflows
         // under a window of 1, never once the window holds the previous spike.
-        let base = ReplayOptions::default();
-        let rows = sweep(&[spiky(1000, 8.0)], &base, &max_window(&[1, 64], 20_000.0));
+        let rows = sweep(&[spiky(1000, 8.0)], &max_window(&[1, 64], 20_000.0));
         assert_eq!(rows[0].overflowing_calls, 20);
         assert!(rows[0].overflow_ppm_modelled > 0.0);
         assert_eq!(

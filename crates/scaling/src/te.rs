@@ -3,25 +3,25 @@
 
 use hif8lab_format::Format;
 
-use crate::config::{ColdStart, ScalingConfig};
-use crate::estimator::EstimatorSpec;
+use crate::config::ColdStart;
+use crate::plan::{ResolvedEstimator, ScalingPlan};
 
 /// Renders the recipe as text (Python for TE, a flag line for Megatron, then notes).
-pub fn te_recipe(config: &ScalingConfig) -> String {
-    let active = config.estimator.resolve(config.window);
+pub fn te_recipe(plan: &ScalingPlan) -> String {
     let mut notes: Vec<String> = Vec::new();
-    let (algo, history_len) = match active {
-        EstimatorSpec::MostRecent => ("most_recent", config.window),
-        EstimatorSpec::MaxWindow(n) => ("max", n.unwrap_or(config.window)),
+    let (algo, history_len) = match plan.active() {
+        ResolvedEstimator::MostRecent => ("most_recent", plan.window()),
+        ResolvedEstimator::MaxWindow(n) => ("max", n),
         other => {
             notes.push(format!(
                 "estimator {other} has no built-in TE equivalent: TE accepts a callable \
                  amax_compute_algo(amax_history) -> amax; 'max' is written here as the closest"
             ));
-            ("max", config.window)
+            ("max", plan.window())
         }
     };
-    let (te_format, fp8_max) = match config.format {
+    let rule = plan.rule();
+    let (te_format, fp8_max) = match plan.format() {
         Format::E4M3 => ("Format.E4M3", 448.0f32),
         Format::E5M2 => ("Format.HYBRID", 57344.0),
         Format::HiF8 => {
@@ -31,31 +31,31 @@ pub fn te_recipe(config: &ScalingConfig) -> String {
     };
     // TE scales amax onto the format's max: scale = fp8_max / amax / 2^margin. Our target
     // below the max corresponds to an extra margin of log2(fp8_max / target).
-    let extra = (fp8_max / config.target).log2();
-    let margin = config.margin + extra.round() as i32;
+    let extra = (fp8_max / rule.target).log2();
+    let margin = rule.margin + extra.round() as i32;
     if (extra - extra.round()).abs() > 1e-3 {
         notes.push(format!(
             "target {} is not a power-of-two fraction of the FP8 max {fp8_max}: TE's integer \
              margin can only approximate it (exact extra margin {extra:.3}, written {})",
-            config.target,
+            rule.target,
             extra.round() as i32
         ));
     } else if extra.abs() > 1e-3 {
         notes.push(format!(
             "target {} is expressed as margin +{} on top of {}",
-            config.target,
+            rule.target,
             extra.round() as i32,
-            config.margin
+            rule.margin
         ));
     }
-    if config.cold_start == ColdStart::Jit {
+    if plan.cold_start() == ColdStart::Jit {
         notes.push(
             "cold start 'jit' (first call scaled by its own amax) has no TE switch: TE starts \
              every scale at 1.0 (our cold_start = \"te\")"
                 .into(),
         );
     }
-    if config.format == Format::HiF8 {
+    if plan.format() == Format::HiF8 {
         notes.push(
             "HiF8's tapered precision (3/2/1 mantissa bits by exponent) and its target 15 \
              (top of the 3-bit tier) have no FP8 counterpart"

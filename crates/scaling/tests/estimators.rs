@@ -19,7 +19,7 @@ fn config(specs: &[&str], window: usize) -> ScalingConfig {
 
 /// The estimate in effect at each call of `amax` for each estimator.
 fn estimates(specs: &[&str], window: usize, amax: &[f32]) -> Vec<Vec<f32>> {
-    let mut state = QuantizerState::new(&config(specs, window));
+    let mut state = QuantizerState::new(&config(specs, window).plan().unwrap());
     let mut per_estimator = vec![Vec::new(); specs.len()];
     for a in amax {
         for (k, d) in state.call(*a).iter().enumerate() {
@@ -82,7 +82,7 @@ fn window_eviction_at_exactly_n_and_n_plus_1() {
     let amax = [9.0, 1.0, 1.0, 1.0, 1.0];
     let e = estimates(&["max_window(3)"], 3, &amax);
     assert_eq!(e[0], [9.0, 9.0, 9.0, 9.0, 1.0]);
-    let mut state = QuantizerState::new(&config(&["max_window(3)"], 3));
+    let mut state = QuantizerState::new(&config(&["max_window(3)"], 3).plan().unwrap());
     for a in amax {
         state.call(a);
     }
@@ -95,7 +95,7 @@ fn window_eviction_at_exactly_n_and_n_plus_1() {
 
 #[test]
 fn reset_forgets_history_and_scales() {
-    let mut state = QuantizerState::new(&config(&["max_window(4)"], 4));
+    let mut state = QuantizerState::new(&config(&["max_window(4)"], 4).plan().unwrap());
     for a in [100.0, 50.0] {
         state.call(a);
     }
@@ -113,7 +113,8 @@ fn reset_forgets_history_and_scales() {
 
 #[test]
 fn zero_nan_and_inf_amax_keep_the_previous_scale() {
-    let mut state = QuantizerState::new(&config(&["most_recent", "max_window(2)"], 2));
+    let mut state =
+        QuantizerState::new(&config(&["most_recent", "max_window(2)"], 2).plan().unwrap());
     let d = state.call(3.0);
     assert_eq!(d[0].scale, 5.0);
     let d = state.call(0.0); // est = 3 from history: usable
@@ -135,11 +136,11 @@ fn zero_nan_and_inf_amax_keep_the_previous_scale() {
 
 #[test]
 fn jit_vs_te_cold_start() {
-    let mut jit = QuantizerState::new(&config(&["max_window(4)"], 4));
+    let mut jit = QuantizerState::new(&config(&["max_window(4)"], 4).plan().unwrap());
     assert_eq!(jit.call(3.0)[0].scale, 5.0);
     let mut te_config = config(&["max_window(4)"], 4);
     te_config.cold_start = ColdStart::Te;
-    let mut te = QuantizerState::new(&te_config);
+    let mut te = QuantizerState::new(&te_config.plan().unwrap());
     let d = te.call(3.0)[0];
     assert_eq!((d.scale, d.est, d.kept_previous), (1.0, 15.0, true));
     assert_eq!(te.call(3.0)[0].scale, 5.0, "second call uses the history");
@@ -147,7 +148,10 @@ fn jit_vs_te_cold_start() {
     let mut cts = te_config.clone();
     cts.estimator = EstimatorSpec::Current;
     cts.shadow = vec![EstimatorSpec::Current];
-    assert_eq!(QuantizerState::new(&cts).call(3.0)[0].scale, 5.0);
+    assert_eq!(
+        QuantizerState::new(&cts.plan().unwrap()).call(3.0)[0].scale,
+        5.0
+    );
 }
 
 #[test]
@@ -155,7 +159,7 @@ fn scale_rule_with_margin_and_target() {
     let mut c = config(&["most_recent"], 4);
     c.margin = 1;
     c.target = 224.0;
-    let mut s = QuantizerState::new(&c);
+    let mut s = QuantizerState::new(&c.plan().unwrap());
     assert_eq!(s.call(2.0)[0].scale, 56.0, "224 / 2 / 2^1");
 }
 
@@ -183,10 +187,7 @@ fn config_accepts_transformer_engine_names() {
     assert_eq!(c.estimator, EstimatorSpec::MostRecent);
     assert_eq!((c.window, c.margin), (1024, 2));
     let c: ScalingConfig = serde_json::from_str(r#"{"amax_compute_algo": "max"}"#).expect("max");
-    assert_eq!(
-        c.estimators()[c.active_index()].to_string(),
-        "max_window(64)"
-    );
+    assert_eq!(c.plan().unwrap().active().to_string(), "max_window(64)");
     let err = serde_json::from_str::<ScalingConfig>(r#"{"windw": 3}"#).unwrap_err();
     assert!(err.to_string().contains("unknown field `windw`"), "{err}");
     let err = serde_json::from_str::<ScalingConfig>(r#"{"estimator": "ema(7)"}"#).unwrap_err();
@@ -196,7 +197,8 @@ fn config_accepts_transformer_engine_names() {
 #[test]
 fn default_config_is_the_papers_fix_with_all_shadows() {
     let c = ScalingConfig::default();
-    let names: Vec<String> = c.estimators().iter().map(ToString::to_string).collect();
+    let plan = c.plan().expect("valid");
+    let names = plan.names();
     assert_eq!(
         names,
         [
@@ -207,9 +209,8 @@ fn default_config_is_the_papers_fix_with_all_shadows() {
             "current"
         ]
     );
-    assert_eq!(names[c.active_index()], "max_window(64)");
-    assert_eq!((c.target, c.window, c.history_len()), (15.0, 64, 64));
-    c.validate().expect("valid");
+    assert_eq!(names[plan.active_index()], "max_window(64)");
+    assert_eq!((c.target, c.window, plan.history_len()), (15.0, 64, 64));
 }
 
 fn amax_seq() -> impl Strategy<Value = Vec<f32>> {
@@ -228,7 +229,7 @@ proptest! {
     #[test]
     fn max_window_bounds_its_last_n(amax in amax_seq(), n in 1usize..40) {
         let spec = format!("max_window({n})");
-        let mut state = QuantizerState::new(&config(&[spec.as_str()], n));
+        let mut state = QuantizerState::new(&config(&[spec.as_str()], n).plan().unwrap());
         for (t, a) in amax.iter().enumerate() {
             let d = state.call(*a)[0];
             if t > 0 && !d.kept_previous {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use hif8lab_format::{FakeQuant, Format};
 use hif8lab_scaling::import::{AmaxSeries, import_bytes, import_file, parse_csv, split_csv_line};
-use hif8lab_scaling::replay::{ReplayOptions, beyond_3bit_tier, replay};
+use hif8lab_scaling::replay::{beyond_3bit_tier, replay};
 use hif8lab_scaling::stats::{Threshold, tensor_stats};
 use hif8lab_scaling::synth::{Pattern, synth, to_csv};
 use hif8lab_scaling::trace::{
@@ -45,7 +45,7 @@ fn records() -> Vec<TraceRecord> {
     let quant = FakeQuant::new(Format::HiF8);
     let mut out = Vec::new();
     for (block, role) in [(1u32, Role::A), (2, Role::G)] {
-        let mut state = QuantizerState::new(&config);
+        let mut state = QuantizerState::new(&config.plan().unwrap());
         for step in 0..6u64 {
             let peak = if step == 3 {
                 40.0
@@ -250,7 +250,7 @@ fn transformer_engine_log_import() {
 #[test]
 fn replay_totals_match_a_direct_count() {
     let series = synth(Pattern::Spike, 600, 7);
-    let report = replay(&series, &ReplayOptions::default());
+    let report = replay(&series, &ScalingConfig::default().plan().unwrap());
     assert_eq!(
         report.order,
         [
@@ -370,7 +370,7 @@ fn real_nvdlfw_inspect_max_min_log() {
         imported.warnings
     );
     // The activation spike at iteration 7 is exceeded by most_recent, not missed silently.
-    let report = replay(&imported.series, &ReplayOptions::default());
+    let report = replay(&imported.series, &ScalingConfig::default().plan().unwrap());
     let q = report
         .quantizers
         .iter()
@@ -442,7 +442,7 @@ fn impossible_amax_values_are_counted_not_replayed() {
             "{name}: {:?}",
             imported.warnings
         );
-        let report = replay(&imported.series, &ReplayOptions::default());
+        let report = replay(&imported.series, &ScalingConfig::default().plan().unwrap());
         let q = &report.quantizers[0];
         assert_eq!((q.calls, q.nonfinite_amax, q.negative_amax), (3, 3, 1));
         for (est, r) in &q.estimators {
@@ -474,7 +474,7 @@ fn recorded_sqnr_reaches_the_replay() {
     let bytes = write_trace(&recs);
     assert!(String::from_utf8_lossy(&bytes).contains("\"sqnr_db\":"));
     let imported = hif8lab_scaling::import::import_bytes(Path::new("t.jsonl"), &bytes).unwrap();
-    let report = replay(&imported.series, &ReplayOptions::default());
+    let report = replay(&imported.series, &ScalingConfig::default().plan().unwrap());
     for (s, q) in imported.series.iter().zip(&report.quantizers) {
         let mine: Vec<f32> = recs
             .iter()
@@ -494,7 +494,7 @@ fn recorded_sqnr_reaches_the_replay() {
     }
     let imported =
         hif8lab_scaling::import::import_bytes(Path::new("t.jsonl"), &write_trace(&old)).unwrap();
-    let report = replay(&imported.series, &ReplayOptions::default());
+    let report = replay(&imported.series, &ScalingConfig::default().plan().unwrap());
     assert!(report.quantizers.iter().all(|q| q.recorded_sqnr.is_none()));
     assert!(
         !serde_json::to_string(&report)

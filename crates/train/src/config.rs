@@ -2,7 +2,7 @@
 //! `[data]`; presets shipped in `assets/presets/`; `--set key=value` overrides by dotted
 //! path. Unknown keys and bad values are errors naming the key.
 
-use hif8lab_scaling::{Module, Role, ScalingConfig};
+use hif8lab_scaling::{Module, Role, ScalingConfig, ScalingPlan};
 use serde::{Deserialize, Serialize};
 
 /// Presets compiled into the binary (so the browser build has them too).
@@ -236,6 +236,17 @@ impl Default for QatConfig {
 }
 
 impl QatConfig {
+    /// The plan of `scaling` (SPEC.md §3: every executor runs it); a range out of bounds is
+    /// a setting error naming `qat.scaling.<field>`.
+    pub fn plan(&self) -> Result<ScalingPlan, crate::trainer::TrainError> {
+        self.scaling
+            .plan()
+            .map_err(|e| crate::trainer::TrainError::Setting {
+                setting: format!("qat.scaling.{}", e.field),
+                message: e.message,
+            })
+    }
+
     /// How many blocks stay in high precision at each end when `blocks` is unset: the first
     /// ⌈3L/26⌉ and the last ⌈2L/26⌉ of `layers`, like the paper's 3 and 2 of 26.
     pub fn high_precision_ends(layers: usize) -> (usize, usize) {

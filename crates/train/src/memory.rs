@@ -121,10 +121,11 @@ impl MemoryEstimate {
             .ids
             .len();
         // Every buffer the engine's bank allocates, from the engine's own layout.
-        let bank = hif8lab_engine::gpu::bank_bytes(&hif8lab_engine::BankConfig::new(
-            quantizers,
-            config.qat.scaling.clone(),
-        ));
+        // A config whose scaling cannot be planned is refused before it trains; its estimate
+        // counts no bank.
+        let bank = config.qat.scaling.plan().map_or(0, |plan| {
+            hif8lab_engine::gpu::bank_bytes(&hif8lab_engine::BankConfig::new(quantizers, plan))
+        });
         let corpus_bytes = match config.data.corpus.as_str() {
             "synthetic" | "kb" | "web" => config.data.bytes as u128,
             path => path_bytes(std::path::Path::new(path)),

@@ -322,16 +322,16 @@ impl<B: Backend> Trainer<B> {
             ws = ws.with_weight_scratch(&backend, m)?;
         }
         let plan = QuantPlan::new(m, &config.qat);
+        let scaling = config.qat.plan()?;
         let bank = if plan.ids.is_empty() {
             None
         } else {
-            Some(backend.new_bank(&BankConfig::new(plan.ids.len(), config.qat.scaling.clone()))?)
+            Some(backend.new_bank(&BankConfig::new(plan.ids.len(), scaling.clone()))?)
         };
         let numel = plan.numel(m, config.train.batch);
         let RunData { tokenizer, sampler } = data;
-        let scaling = &config.qat.scaling;
         Ok(Trainer {
-            estimator_names: scaling.estimator_names(),
+            estimator_names: scaling.names(),
             active: scaling.active_index(),
             decay: specs.iter().map(|s| s.2).collect(),
             backend,

@@ -371,7 +371,7 @@ fn backward_grads(
     let bank = b
         .new_bank(&hif8lab_engine::BankConfig::new(
             plan.ids.len(),
-            config.qat.scaling.clone(),
+            config.qat.plan().unwrap(),
         ))
         .unwrap();
     let cx = Ctx {
@@ -580,7 +580,7 @@ fn identity_ste_gradient_follows_the_high_precision_gradient() {
     let bank = b
         .new_bank(&hif8lab_engine::BankConfig::new(
             plan.ids.len(),
-            config.qat.scaling.clone(),
+            config.qat.plan().unwrap(),
         ))
         .unwrap();
     let rows = 2 * m.context;

@@ -5,14 +5,15 @@ each estimator's last scale ``[Q, E]`` and the host-side call counts (known with
 the device). Estimates of every quantizer and estimator are computed at once at the start of
 each micro-batch (``begin_micro``), in f32 torch ops in exactly the order of the Rust
 estimators (``hif8lab_scaling::estimator``), so that they equal ``hif8lab.scaling.Quantizer``
-bit for bit; a quantizer called twice in one micro-batch gets its row recomputed. Per call
+bit for bit. The bank executes the plan the Rust core resolves (``ScalingConfig.plan()``:
+the flat estimator descriptors the WGSL kernel also gets, the history length, the scale rule);
+it parses no estimator name and keeps no default of its own; a quantizer called twice in one micro-batch gets its row recomputed. Per call
 (``decide`` then ``observe``) only a few tiny ops run and nothing is read back: statistics
 stay on the device until ``drain`` hands them to the trace writer.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
@@ -21,12 +22,16 @@ import torch
 
 from .. import scaling as rs
 
-_EPS = np.float32(1e-12)
+
+
+#: The kinds this bank implements (``estimate_rows``); a kind the Rust core adds and this
+#: file does not is refused when a bank is made (and fails ``test_estimators``).
+IMPLEMENTED_KINDS = ("most_recent", "max_window", "mean_window", "ema", "holt", "current")
 
 
 @dataclass(frozen=True)
 class Spec:
-    """A resolved estimator: kind and parameters (f32 where the Rust code uses f32)."""
+    """A resolved estimator: one descriptor of the plan (f32 where the Rust code uses f32)."""
 
     name: str
     kind: str
@@ -36,21 +41,15 @@ class Spec:
     damping: float = 0.0
 
     @staticmethod
-    def parse(name: str) -> "Spec":
-        m = re.fullmatch(r"(\w+)(?:\((.*)\))?", name)
-        if not m:
-            raise ValueError(f"estimator '{name}'")
-        kind, args = m.group(1), m.group(2)
-        nums = [float(a) for a in args.split(",")] if args else []
-        if kind in ("max_window", "mean_window"):
-            return Spec(name, kind, n=int(nums[0]))
-        if kind == "ema":
-            return Spec(name, kind, alpha=nums[0])
-        if kind == "holt":
-            return Spec(name, kind, alpha=nums[0], beta=nums[1], damping=nums[2])
-        if kind in ("most_recent", "current"):
-            return Spec(name, kind)
-        raise ValueError(f"unknown estimator '{name}'")
+    def of(descriptor: dict) -> "Spec":
+        """The spec of one of the plan's estimator descriptors."""
+        kind = descriptor["kind_name"]
+        if kind not in IMPLEMENTED_KINDS:
+            raise NotImplementedError(
+                f"estimator {descriptor['name']}: kind '{kind}' has no torch twin in hif8lab.torch.bank"
+            )
+        return Spec(descriptor["name"], kind, n=int(descriptor["n"]), alpha=descriptor["alpha"],
+                    beta=descriptor["beta"], damping=descriptor["damping"])
 
 
 def _f(v: float, device) -> torch.Tensor:
@@ -142,19 +141,19 @@ class QuantBank:
     """The delayed-scaling state of ``count`` quantizers under one scaling config."""
 
     def __init__(self, config: rs.ScalingConfig, count: int, device: torch.device | str = "cpu"):
-        names, active, history_len = config.resolved()
+        plan = config.plan()
         self.config = config
-        self.names: List[str] = names
-        self.specs = [Spec.parse(n) for n in names]
-        self.active = active
-        self.H = max(1, history_len)
+        self.plan = plan
+        self.specs = [Spec.of(d) for d in plan["estimators"]]
+        self.names: List[str] = [s.name for s in self.specs]
+        self.active = plan["active"]
+        self.H = max(1, plan["history_len"])
         self.Q = count
         self.device = torch.device(device)
-        self.cold_start = config.cold_start
-        margin_pow = np.float32(2.0) ** np.float32(max(-126, min(127, config.margin)))
-        self._target = _f(config.target, self.device)
-        self._pow2 = _f(margin_pow, self.device)
-        self._eps = _f(_EPS, self.device)
+        self.cold_start = plan["cold_start"]
+        self._target = _f(plan["target"], self.device)
+        self._pow2 = _f(plan["margin_scale"], self.device)
+        self._eps = _f(plan["epsilon"], self.device)
         self._current = torch.tensor([s.kind == "current" for s in self.specs], device=self.device)
         self.reset()
 

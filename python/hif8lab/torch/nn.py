@@ -41,17 +41,17 @@ class Recipe:
     """The paper's recipe by default: max_window(64), target 15 (top of HiF8's 3-bit tier),
     HiF8 with non-finite overflow, all three roles, every default estimator as a shadow."""
 
-    estimator: str = "max_window"
-    window: int = 64
-    target: float = 15.0
-    format: str = "hif8"
+    estimator: str = rs.DEFAULTS["estimator"]
+    window: int = rs.DEFAULTS["window"]
+    target: float = rs.DEFAULTS["target"]
+    format: str = rs.DEFAULTS["format"]
     saturate: bool = False
     warmup_steps: int = 0
     amax_reduce: str = "none"
     roles: Tuple[str, ...] = ROLES
     shadow: Tuple[str, ...] = rs.DEFAULT_ESTIMATORS
-    margin: int = 0
-    cold_start: str = "jit"
+    margin: int = rs.DEFAULTS["margin"]
+    cold_start: str = rs.DEFAULTS["cold_start"]
     stats: bool = True
     trace_every: int = 1
     compile: bool = True
@@ -67,8 +67,8 @@ class Recipe:
             raise ValueError("warmup_steps must be ≥ 0")
         if self.trace_every < 1:
             raise ValueError("trace_every must be ≥ 1")
-        # validates estimator names, window, target, margin through the Rust config
-        self.scaling_config().resolved()
+        # validates estimator names, window, target, margin through the Rust plan
+        self.scaling_config().plan()
 
     def scaling_config(self) -> rs.ScalingConfig:
         return rs.ScalingConfig(

@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from .. import scaling as rs
 from ..scaling import TraceWriter, estimator_name
 from .nn import Recipe, quantize
 
@@ -78,10 +79,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=["auto", "f32", "bf16"], default="auto",
                    help="autocast: bf16 on GPU, f32 on CPU by default")
     p.add_argument("--no-qat", action="store_true", help="the high-precision baseline (no quantizers)")
-    p.add_argument("--estimator", default="max_window")
-    p.add_argument("--window", type=int, default=64)
-    p.add_argument("--target", type=float, default=15.0)
-    p.add_argument("--format", default="hif8", choices=["hif8", "e4m3", "e5m2"])
+    p.add_argument("--estimator", default=rs.DEFAULTS["estimator"])
+    p.add_argument("--window", type=int, default=rs.DEFAULTS["window"])
+    p.add_argument("--target", type=float, default=rs.DEFAULTS["target"])
+    p.add_argument("--format", default=rs.DEFAULTS["format"], choices=["hif8", "e4m3", "e5m2"])
     p.add_argument("--saturate", action="store_true", help="clamp overflow to ±max instead of Inf/NaN")
     p.add_argument("--warmup-steps", type=int, default=0, help="high-precision steps before QAT switches on")
     p.add_argument("--amax-reduce", choices=["none", "max"], default="none",

@@ -216,13 +216,18 @@ fn window_sweep(est: &mut EstimatorsPanel, ui: &mut egui::Ui, view: &RunView) {
                         s
                     })
                     .collect();
-                let options = hif8lab_scaling::replay::ReplayOptions {
+                let base = hif8lab_scaling::ScalingConfig {
                     format: view.format,
                     target: view.target,
                     ..Default::default()
                 };
-                let settings = window_settings(&DEFAULT_WINDOWS, view.target, 0);
-                est.sweep = Some((view.revision, sweep(&series, &options, &settings)));
+                // A view's target came from a run that planned it; a setting that cannot be
+                // planned is left out of the sweep rather than drawn wrong.
+                let settings: Vec<_> = window_settings(&DEFAULT_WINDOWS, &base)
+                    .iter()
+                    .filter_map(|c| c.plan().ok())
+                    .collect();
+                est.sweep = Some((view.revision, sweep(&series, &settings)));
             }
             let merged: u64 = view
                 .calls

@@ -74,7 +74,7 @@ fn pseudo_random(n: usize, seed: u32) -> Vec<f32> {
 pub fn bench_kernels(sizes: &[usize], elements: usize, numpy: bool, json: bool) -> Result<()> {
     // The CPU figures come first, before a (possibly CPU-emulated) GPU device exists whose
     // worker threads could compete for the cores.
-    let scaling = ScalingConfig::default();
+    let scaling = ScalingConfig::default().plan()?;
     let k = scaling.estimators().len();
     let cpu = CpuBackend::new();
     let cpu_bank = cpu.new_bank(&BankConfig::new(2, scaling.clone()))?;

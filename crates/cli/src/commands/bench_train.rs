@@ -380,7 +380,7 @@ fn run<B: Backend + Profiled>(
     let info = make()?.info();
     let [p, q] = measure(&make, config, steps, profile)?;
     let overhead = p.tokens_per_s / q.tokens_per_s;
-    let estimators = config.qat.scaling.estimators().len();
+    let estimators = config.qat.plan()?.estimators().len();
     let peak = peak_rss_mib();
     let params = hif8lab_train::model::parameters(&config.model);
     // The step's own GEMM shapes, timed alone on a fresh backend after the steps: the share

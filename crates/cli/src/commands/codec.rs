@@ -144,8 +144,9 @@ fn gpu_qdq(
         overflow,
         ..Default::default()
     };
-    let k = scaling.estimators().len();
-    let bank = gpu.new_bank(&hif8lab_engine::BankConfig::new(1, scaling))?;
+    let plan = scaling.plan()?;
+    let k = plan.estimators().len();
+    let bank = gpu.new_bank(&hif8lab_engine::BankConfig::new(1, plan))?;
     gpu.set_scales(&bank, &vec![scale; k])?;
     let x = gpu.upload(values)?;
     let y = gpu.zeros(values.len())?;

@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use hif8lab_format::Format;
 use hif8lab_scaling::config::ColdStart;
 use hif8lab_scaling::import::import_file;
-use hif8lab_scaling::replay::{EstimatorReplay, ReplayOptions, ReplayReport, replay};
+use hif8lab_scaling::replay::{EstimatorReplay, ReplayReport, replay};
 use hif8lab_scaling::synth::{Pattern, synth, to_csv};
 use hif8lab_scaling::te::te_recipe;
 use hif8lab_scaling::{EstimatorSpec, ScalingConfig};
@@ -59,14 +59,14 @@ pub struct ReplayArgs {
     /// A hif8lab trace (JSONL), a CSV `step,layer,role,amax`, or a Transformer Engine log.
     pub(crate) trace: PathBuf,
     /// History length, and the window of max_window / mean_window.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = ScalingConfig::default().window)]
     pub(crate) window: usize,
     /// Estimators to compare, comma-separated (default: most_recent, ema(0.1),
     /// mean_window(N), max_window(N), current).
     #[arg(long)]
     pub(crate) estimators: Option<String>,
     /// Scaling target (15 = top of HiF8's 3-bit tier).
-    #[arg(long, default_value_t = 15.0)]
+    #[arg(long, default_value_t = ScalingConfig::default().target)]
     pub(crate) target: f32,
     /// Margin (power-of-two headroom).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
@@ -225,55 +225,11 @@ fn select(
     Ok(Outcome::Ok)
 }
 
-/// Splits a comma-separated list at top-level commas (commas inside parentheses stay).
-pub fn split_top_level(s: &str) -> Vec<String> {
-    let mut parts = Vec::new();
-    let mut depth = 0i32;
-    let mut cur = String::new();
-    for c in s.chars() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(std::mem::take(&mut cur));
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(c);
-    }
-    parts.push(cur);
-    parts
-        .into_iter()
-        .map(|p| p.trim().to_owned())
-        .filter(|p| !p.is_empty())
-        .collect()
-}
-
 pub fn run_replay(args: ReplayArgs) -> Result<Outcome> {
-    // The same ranges as a config's qat.scaling table.
-    use hif8lab_scaling::config::{MARGIN_RANGE, WINDOW_MAX};
-    if !(1..=WINDOW_MAX).contains(&args.window) {
-        bail!(
-            "--window must be in 1..={WINDOW_MAX} (as qat.scaling.window), got {}",
-            args.window
-        );
-    }
-    if !(args.target.is_finite() && args.target > 0.0) {
-        bail!("--target must be a finite number > 0 (as qat.scaling.target)");
-    }
-    if !MARGIN_RANGE.contains(&args.margin) {
-        bail!(
-            "--margin must be in {}..={} (as qat.scaling.margin), got {}",
-            MARGIN_RANGE.start(),
-            MARGIN_RANGE.end(),
-            args.margin
-        );
-    }
     let estimators = match &args.estimators {
         None if args.sweep.is_some() => Vec::new(),
         None => EstimatorSpec::default_set(),
-        Some(list) => split_top_level(list)
+        Some(list) => crate::commands::sweep_cmd::split_top_level(list)
             .iter()
             .map(|s| s.parse::<EstimatorSpec>().map_err(anyhow::Error::from))
             .collect::<Result<Vec<_>>>()
@@ -282,10 +238,28 @@ pub fn run_replay(args: ReplayArgs) -> Result<Outcome> {
     if estimators.is_empty() && args.sweep.is_none() {
         bail!("--estimators: no estimator given");
     }
+    // The replay's config: the same ranges as a run's qat.scaling table, checked once by
+    // its plan (an error names the flag).
+    let base = ScalingConfig {
+        window: args.window,
+        target: args.target,
+        margin: args.margin,
+        format: args.format,
+        cold_start: args.cold_start,
+        ..ScalingConfig::default()
+    };
+    let plan = base
+        .clone()
+        .comparing(&estimators)
+        .plan()
+        .map_err(|e| match e.field.as_str() {
+            "window" | "target" | "margin" => anyhow::anyhow!("--{e} (as qat.scaling.{})", e.field),
+            _ => anyhow::anyhow!("--estimators: {e}"),
+        })?;
     let settings = match &args.sweep {
         Some(text) => Some(crate::commands::sweep_cmd::settings(
             text,
-            &args,
+            &base,
             &estimators,
         )?),
         None => None,
@@ -304,18 +278,15 @@ pub fn run_replay(args: ReplayArgs) -> Result<Outcome> {
     for w in &imported.warnings {
         eprintln!("warning: {}: {w}", args.trace.display());
     }
-    let options = ReplayOptions {
-        window: args.window,
-        estimators,
-        target: args.target,
-        margin: args.margin,
-        format: args.format,
-        cold_start: args.cold_start,
-    };
     if let Some(settings) = settings {
-        return crate::commands::sweep_cmd::run(&args, &imported, &options, &settings);
+        let output = crate::commands::sweep_cmd::SweepOutput {
+            trace: &args.trace,
+            json: args.json,
+            plot: args.plot.as_deref(),
+        };
+        return crate::commands::sweep_cmd::run(&output, &imported, &settings);
     }
-    let report = replay(&imported.series, &options);
+    let report = replay(&imported.series, &plan);
     if args.json {
         crate::output::outln!("{}", serde_json::to_string(&report)?);
     } else {
@@ -438,8 +409,8 @@ pub fn run_export(cmd: ExportCommand) -> Result<Outcome> {
             if let Some(f) = format {
                 c.format = f;
             }
-            c.validate().map_err(anyhow::Error::msg)?;
-            crate::output::out!("{}", te_recipe(&c));
+            let plan = c.plan().map_err(anyhow::Error::msg)?;
+            crate::output::out!("{}", te_recipe(&plan));
             Ok(Outcome::Ok)
         }
     }

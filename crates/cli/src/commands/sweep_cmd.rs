@@ -4,21 +4,44 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use hif8lab_scaling::EstimatorSpec;
-use hif8lab_scaling::config::{MARGIN_RANGE, WINDOW_MAX};
 use hif8lab_scaling::import::Imported;
-use hif8lab_scaling::replay::ReplayOptions;
-use hif8lab_scaling::sweep::{REFERENCE_ELEMENTS, SweepRow, SweepSetting, sweep};
+use hif8lab_scaling::sweep::{REFERENCE_ELEMENTS, SweepRow, sweep};
+use hif8lab_scaling::{EstimatorSpec, ScalingConfig, ScalingPlan};
 
-use crate::commands::scaling_cmds::{ReplayArgs, split_top_level};
 use crate::output::{Outcome, outln};
 
-/// The settings of `--sweep KEY=LIST`.
+/// Splits a comma-separated list at top-level commas (commas inside parentheses stay).
+pub fn split_top_level(s: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut depth = 0i32;
+    let mut cur = String::new();
+    for c in s.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    parts.push(cur);
+    parts
+        .into_iter()
+        .map(|p| p.trim().to_owned())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// The settings of `--sweep KEY=LIST`: the replay's config `base` with one setting varied,
+/// each planned (the plan's range check is the only one; its error names the value).
 pub fn settings(
     text: &str,
-    args: &ReplayArgs,
+    base: &ScalingConfig,
     given: &[EstimatorSpec],
-) -> Result<Vec<SweepSetting>> {
+) -> Result<Vec<ScalingPlan>> {
     let (key, list) = text.split_once('=').with_context(|| {
         format!("--sweep {text:?}: expected KEY=V1,V2,… (window, estimators, target or margin)")
     })?;
@@ -26,25 +49,29 @@ pub fn settings(
     if values.is_empty() || values.iter().any(|v| v.trim().is_empty()) {
         bail!("--sweep {text:?}: an empty value");
     }
-    let at = |estimator, window, target, margin| SweepSetting {
-        estimator,
-        window,
-        target,
-        margin,
-    };
+    // At most this many settings: each replays the whole trace.
+    const MOST: usize = 256;
+    if values.len() > MOST {
+        bail!(
+            "--sweep {}: {} values, at most {MOST} (each replays the whole trace)",
+            key.trim(),
+            values.len()
+        );
+    }
     let first = given
         .first()
         .copied()
         .unwrap_or(EstimatorSpec::MaxWindow(None));
-    let out = match key.trim() {
+    let key = key.trim();
+    let number = |v: &str| -> Result<f64> {
+        v.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite())
+            .with_context(|| format!("--sweep {key}: {v:?} is not a number"))
+    };
+    let configs: Vec<(String, ScalingConfig)> = match key {
         "window" | "windows" => {
-            let windows = values
-                .iter()
-                .map(|v| match v.trim().parse::<usize>() {
-                    Ok(w) if (1..=WINDOW_MAX).contains(&w) => Ok(w),
-                    _ => bail!("--sweep window: {v:?} is not a window in 1..={WINDOW_MAX}"),
-                })
-                .collect::<Result<Vec<_>>>()?;
             let estimators: Vec<EstimatorSpec> = if given.is_empty() {
                 vec![
                     EstimatorSpec::MaxWindow(None),
@@ -53,68 +80,106 @@ pub fn settings(
             } else {
                 given.to_vec()
             };
+            let windows = values
+                .iter()
+                .map(|v| match v.trim().parse::<usize>() {
+                    Ok(w) => Ok((v.clone(), w)),
+                    Err(_) => bail!("--sweep window: {v:?} is not a window length"),
+                })
+                .collect::<Result<Vec<_>>>()?;
             estimators
                 .iter()
                 .flat_map(|e| {
-                    windows
-                        .iter()
-                        .map(move |w| at(*e, *w, args.target, args.margin))
+                    windows.iter().map(move |(v, w)| {
+                        (
+                            v.clone(),
+                            ScalingConfig {
+                                window: *w,
+                                ..base.clone().comparing(&[*e])
+                            },
+                        )
+                    })
                 })
                 .collect()
         }
         "estimator" | "estimators" => values
             .iter()
             .map(|v| {
-                v.trim()
+                let e = v
+                    .trim()
                     .parse::<EstimatorSpec>()
-                    .map(|e| at(e, args.window, args.target, args.margin))
-                    .with_context(|| format!("--sweep estimators: {v:?}"))
+                    .with_context(|| format!("--sweep estimators: {v:?}"))?;
+                Ok((v.clone(), base.clone().comparing(&[e])))
             })
             .collect::<Result<Vec<_>>>()?,
         "target" => values
             .iter()
-            .map(|v| match v.trim().parse::<f32>() {
-                Ok(t) if t.is_finite() && t > 0.0 => Ok(at(first, args.window, t, args.margin)),
-                _ => bail!("--sweep target: {v:?} is not a finite number > 0"),
+            .map(|v| {
+                let target = number(v)? as f32;
+                Ok((
+                    v.clone(),
+                    ScalingConfig {
+                        target,
+                        ..base.clone().comparing(&[first])
+                    },
+                ))
             })
             .collect::<Result<Vec<_>>>()?,
         "margin" => values
             .iter()
-            .map(|v| match v.trim().parse::<i32>() {
-                Ok(m) if MARGIN_RANGE.contains(&m) => Ok(at(first, args.window, args.target, m)),
-                _ => bail!(
-                    "--sweep margin: {v:?} is not a margin in {}..={}",
-                    MARGIN_RANGE.start(),
-                    MARGIN_RANGE.end()
-                ),
+            .map(|v| {
+                let margin = v
+                    .trim()
+                    .parse::<i32>()
+                    .with_context(|| format!("--sweep margin: {v:?} is not a whole number"))?;
+                Ok((
+                    v.clone(),
+                    ScalingConfig {
+                        margin,
+                        ..base.clone().comparing(&[first])
+                    },
+                ))
             })
             .collect::<Result<Vec<_>>>()?,
         other => bail!("--sweep {other:?}: unknown setting (window, estimators, target or margin)"),
     };
-    Ok(out)
+    configs
+        .into_iter()
+        .map(|(v, c)| {
+            c.plan()
+                .map_err(|e| anyhow::anyhow!("--sweep {key}: {v:?}: {e}"))
+        })
+        .collect()
+}
+
+/// What the sweep prints: the trace it read, and how.
+pub struct SweepOutput<'a> {
+    /// The trace, as named.
+    pub trace: &'a Path,
+    /// One JSON array instead of the table.
+    pub json: bool,
+    /// Where to draw the trade-off (PNG), if anywhere.
+    pub plot: Option<&'a Path>,
 }
 
 /// Runs the sweep and prints it.
-pub fn run(
-    args: &ReplayArgs,
-    imported: &Imported,
-    options: &ReplayOptions,
-    settings: &[SweepSetting],
-) -> Result<Outcome> {
-    let rows = sweep(&imported.series, options, settings);
-    if let Some(path) = &args.plot {
+pub fn run(output: &SweepOutput, imported: &Imported, settings: &[ScalingPlan]) -> Result<Outcome> {
+    let rows = sweep(&imported.series, settings);
+    if let Some(path) = output.plot {
         plot(path, &rows)?;
     }
-    if args.json {
+    if output.json {
         outln!("{}", serde_json::to_string(&rows)?);
         return Ok(Outcome::Ok);
     }
     outln!(
         "sweep over {} ({}, {} quantizer(s)); format {}",
-        args.trace.display(),
+        output.trace.display(),
         imported.kind,
         imported.series.len(),
-        options.format
+        settings
+            .first()
+            .map_or_else(|| "hif8".to_string(), |p| p.format().to_string())
     );
     outln!(
         "calls above: amax > estimate; overflowing calls: amax·scale ≥ the overflow threshold (exact). Modelled on a {REFERENCE_ELEMENTS}-element normal tensor with the call's amax (the trace holds no tensors): overflowed elements per million, SQNR loss vs the best scale (mean, worst). headroom: median estimate ÷ amax.\n"

@@ -180,7 +180,7 @@ impl CpuBank {
     }
 
     fn initial_est(&self) -> Vec<f32> {
-        let rule = self.config.scaling.rule();
+        let rule = self.config.plan.rule();
         vec![rule.implied_est(1.0); self.k]
     }
 }

@@ -13,7 +13,7 @@ impl QuantOps for CpuBackend {
     fn new_bank(&self, config: &BankConfig) -> Result<CpuBank, EngineError> {
         config.validate()?;
         let k = config.estimators();
-        let state = QuantizerState::new(&config.scaling);
+        let state = QuantizerState::new(&config.plan);
         let bank = CpuBank {
             quant: config.quant(),
             k,
@@ -36,7 +36,7 @@ impl QuantOps for CpuBackend {
 
     fn set_scales(&self, bank: &CpuBank, scales: &[f32]) -> Result<(), EngineError> {
         same_len("set_scales", scales.len(), bank.config.quantizers * bank.k)?;
-        let rule = bank.config.scaling.rule();
+        let rule = bank.config.plan.rule();
         let mut inner = bank.lock();
         for (q, chunk) in scales.chunks(bank.k).enumerate() {
             inner.states[q].set_scales(chunk);

@@ -26,7 +26,7 @@ impl BankWords {
         // Every buffer holds at least 4 words (a zero-sized binding is invalid).
         let w = |n: usize| n.max(4);
         BankWords {
-            history: w(q * config.scaling.history_len()),
+            history: w(q * config.plan.history_len()),
             meta: w(q * 2),
             amax: w(q),
             est: q * k,
@@ -56,15 +56,16 @@ pub fn bank_bytes(config: &BankConfig) -> u128 {
 
 pub(crate) fn new_bank(gpu: &GpuBackend, config: &BankConfig) -> Result<GpuBank, EngineError> {
     config.validate()?;
-    let specs = config.scaling.estimators();
-    let k = specs.len();
-    let cap = config.scaling.history_len();
+    let k = config.estimators();
+    let cap = config.plan.history_len();
     let words = BankWords::of(config);
-    let descs: Vec<scale_update::EstimatorDesc> = specs
+    let descs: Vec<scale_update::EstimatorDesc> = config
+        .plan
+        .descriptors()
         .iter()
-        .map(|s| scale_update::EstimatorDesc::from_spec(s, config.scaling.window))
+        .map(scale_update::EstimatorDesc::from)
         .collect();
-    let rule = config.scaling.rule();
+    let rule = config.plan.rule();
     let init = |label: &str, contents: &[u8]| -> Result<wgpu::Buffer, EngineError> {
         let limit = gpu.limits.max_storage_buffer_binding_size;
         if contents.len() as u64 > limit {
@@ -89,7 +90,7 @@ pub(crate) fn new_bank(gpu: &GpuBackend, config: &BankConfig) -> Result<GpuBank,
         quant: config.quant().into(),
         k,
         cap,
-        active: config.scaling.active_index(),
+        active: config.plan.active_index(),
         estimators: init("bank estimators", bytemuck::cast_slice(&descs))?,
         history: init(
             "bank history",
@@ -125,7 +126,7 @@ pub(crate) fn set_scales(
     scales: &[f32],
 ) -> Result<(), EngineError> {
     same_len("set_scales", scales.len(), bank.config.quantizers * bank.k)?;
-    let rule = bank.config.scaling.rule();
+    let rule = bank.config.plan.rule();
     let est: Vec<f32> = scales.iter().map(|s| rule.implied_est(*s)).collect();
     gpu.write_ordered(&bank.scales, 0, bytemuck::cast_slice(scales));
     gpu.write_ordered(&bank.est, 0, bytemuck::cast_slice(&est));

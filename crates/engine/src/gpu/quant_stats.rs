@@ -85,8 +85,8 @@ pub(crate) fn launch(
         k: bank.k as u32,
         active_index: bank.active as u32,
         stride: stride as u32,
-        overflow_threshold: bank.config.scaling.format.facts().overflow_threshold,
-        underflow_max: bank.config.scaling.format.facts().underflow_max,
+        overflow_threshold: bank.config.plan.format().facts().overflow_threshold,
+        underflow_max: bank.config.plan.format().facts().underflow_max,
         groups: super::kernel::grid_stride_groups(x.len, WG, super::kernel::REDUCTION_GROUPS),
         quant: bank.quant,
     };

@@ -7,7 +7,7 @@ use super::kernel::{Bind, Kernel, Snippet};
 use super::{GpuBackend, GpuBank};
 use crate::EngineError;
 use crate::params_layout;
-use hif8lab_scaling::EstimatorSpec;
+use hif8lab_scaling::EstimatorDescriptor;
 
 /// The WGSL of the kernel.
 pub const WGSL: &str = include_str!("../../../../shaders/scale_update.wgsl");
@@ -40,7 +40,8 @@ pub struct UpdateParams {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct EstimatorDesc {
-    /// 0 most_recent, 1 max_window, 2 mean_window, 3 ema, 4 holt, 5 current.
+    /// `EstimatorKind::code`: 0 most_recent, 1 max_window, 2 mean_window, 3 ema, 4 holt,
+    /// 5 current.
     pub kind: u32,
     /// Window length (windowed kinds).
     pub n: u32,
@@ -54,35 +55,17 @@ pub struct EstimatorDesc {
     pub _pad: [u32; 3],
 }
 
-impl EstimatorDesc {
-    /// The descriptor of a resolved estimator spec.
-    pub fn from_spec(spec: &EstimatorSpec, window: usize) -> Self {
-        let base = EstimatorDesc::default();
-        match spec.resolve(window) {
-            EstimatorSpec::MostRecent => EstimatorDesc { kind: 0, ..base },
-            EstimatorSpec::MaxWindow(n) => EstimatorDesc {
-                kind: 1,
-                n: n.unwrap_or(window) as u32,
-                ..base
-            },
-            EstimatorSpec::MeanWindow(n) => EstimatorDesc {
-                kind: 2,
-                n: n.unwrap_or(window) as u32,
-                ..base
-            },
-            EstimatorSpec::Ema(alpha) => EstimatorDesc {
-                kind: 3,
-                alpha,
-                ..base
-            },
-            EstimatorSpec::Holt(alpha, beta, damping) => EstimatorDesc {
-                kind: 4,
-                alpha,
-                beta,
-                damping,
-                ..base
-            },
-            EstimatorSpec::Current => EstimatorDesc { kind: 5, ..base },
+impl From<&EstimatorDescriptor> for EstimatorDesc {
+    /// The plan's flat record, padded for the uniform layout (the kind codes are
+    /// `hif8lab_scaling::EstimatorKind::code`, which the shader's `switch` mirrors).
+    fn from(d: &EstimatorDescriptor) -> Self {
+        EstimatorDesc {
+            kind: d.kind,
+            n: d.n,
+            alpha: d.alpha,
+            beta: d.beta,
+            damping: d.damping,
+            _pad: [0; 3],
         }
     }
 }
@@ -135,7 +118,7 @@ pub(crate) fn launch_reset(gpu: &GpuBackend, bank: &GpuBank) -> Result<(), Engin
 }
 
 fn record(gpu: &GpuBackend, bank: &GpuBank, first: usize, count: usize, update_mode: u32) {
-    let rule = bank.config.scaling.rule();
+    let rule = bank.config.plan.rule();
     let params = UpdateParams {
         first: first as u32,
         count: count as u32,
@@ -143,7 +126,7 @@ fn record(gpu: &GpuBackend, bank: &GpuBank, first: usize, count: usize, update_m
         cap: bank.cap as u32,
         scale_target: rule.target,
         margin_scale: hif8lab_scaling::state::pow2(rule.margin),
-        cold_start: match bank.config.scaling.cold_start {
+        cold_start: match bank.config.plan.cold_start() {
             hif8lab_scaling::ColdStart::Jit => 0,
             hif8lab_scaling::ColdStart::Te => 1,
         },

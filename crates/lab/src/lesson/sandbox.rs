@@ -22,14 +22,18 @@ pub fn sandbox_run(fixed: &RunConfig, user: &RunConfig) -> (String, RunConfig) {
     s.target = u.target;
     s.format = u.format;
     s.overflow = u.overflow;
+    // The active estimator as its plan spells it (an unplannable config is refused before
+    // it runs; its name keeps the spelling given).
+    let active = c
+        .qat
+        .scaling
+        .plan()
+        .map_or_else(|_| u.estimator.to_string(), |p| p.active().to_string());
+    let s = &c.qat.scaling;
     let what = if c.qat.enabled {
         format!(
             "{}-{}-target{}-{:?}-warmup{}",
-            s.estimator.resolve(s.window),
-            s.format,
-            s.target,
-            s.overflow,
-            c.qat.warmup_steps
+            active, s.format, s.target, s.overflow, c.qat.warmup_steps
         )
     } else {
         "bf16".into()
@@ -58,13 +62,12 @@ pub(super) fn sandbox(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Cl
     use hif8lab_scaling::Role;
     let (name, config) = &runs[0];
     let r = &s[0];
-    let active = config
-        .qat
-        .scaling
-        .estimator
-        .resolve(config.qat.scaling.window);
+    let active = config.qat.plan().map_or_else(
+        |_| config.qat.scaling.estimator.to_string(),
+        |p| p.active().to_string(),
+    );
     let ag_calls = r.counts.calls_of_roles(&[Role::A, Role::G]);
-    let ag_above = r.calls_above_roles(&active.to_string(), &[Role::A, Role::G]);
+    let ag_above = r.calls_above_roles(&active, &[Role::A, Role::G]);
     let (mr, mw) = (count_ag(r, "most_recent"), count_ag(r, "max_window"));
     // A claim the user's choice decides, never one that holds by construction.
     let claim = format!(

@@ -148,11 +148,12 @@ impl<B: Backend> Model<B> {
                 "--quantized: the run's config quantizes nothing (qat.enabled = false)".into()
             }));
         }
-        let snap = crate::trainer::bank_snapshot(state, plan.ids.len(), qat.scaling.active_index())
+        let scaling = qat.plan()?;
+        let snap = crate::trainer::bank_snapshot(state, plan.ids.len(), scaling.active_index())
             .map_err(|e| TrainError::Checkpoint(format!("--quantized: {e}")))?;
         let bank = self
             .backend
-            .new_bank(&BankConfig::new(plan.ids.len(), qat.scaling.clone()))?;
+            .new_bank(&BankConfig::new(plan.ids.len(), scaling))?;
         self.plan = plan;
         self.bank = Some((bank, snap));
         Ok(self)

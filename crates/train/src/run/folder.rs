@@ -176,8 +176,8 @@ pub fn complete_finished(
     segments: &[Segment],
 ) -> Result<RunSummary, TrainError> {
     run::write_segments(dir, segments).map_err(io(dir, "writing segments.json"))?;
-    let scaling = &config.qat.scaling;
-    let estimators = scaling.estimator_names();
+    let scaling = config.qat.plan()?;
+    let estimators = scaling.names();
     let facts = SummaryFacts {
         config,
         estimators: &estimators,
