@@ -30,6 +30,7 @@ use {
 
 mod data;
 pub mod dose;
+mod judge;
 #[cfg(not(target_arch = "wasm32"))]
 mod placebo;
 pub mod plan;
@@ -45,10 +46,13 @@ mod runner;
 mod saturation;
 mod verdicts;
 
+// The results' tests judge whole grids (judge.rs) and read the verdicts' table.
+#[cfg(test)]
+use verdicts::claims_markdown;
+
 pub use data::{DATA_FILE, GridData, GridDataRun};
 pub use results::{
-    GridResults, PAIRED_TEST, ResultRow, base_run, compare, count_of_kind, drop_stat,
-    forgetting_excess,
+    GridResults, PAIRED_TEST, ResultRow, base_run, compare, drop_stat, forgetting_excess,
 };
 #[cfg(not(target_arch = "wasm32"))]
 pub use runner::{pretrain, recompute, results_of, run_grid, train_from_base};
@@ -56,6 +60,17 @@ pub use verdicts::{
     APE_HIDES, APE_LOSSLESS, Design, FORGETTING_MARGIN, KNOWLEDGE_CHANCE, LOSSLESS_MARGIN,
     SATURATION_RATIO, arm_of, discordance, drop_part, forgetting_contrast, forgetting_vs_base,
 };
+
+/// The sum of the per-estimator counts of the estimators of the kind `name` names
+/// (`max_window` counts `max_window(64)`; matched by the parsed spec, not by spelling).
+pub fn count_of_kind(pairs: &[(String, u64)], name: &str) -> u64 {
+    let kind = hif8lab_scaling::EstimatorKind::of(name);
+    pairs
+        .iter()
+        .filter(|(n, _)| kind.is_some() && hif8lab_scaling::EstimatorKind::of(n) == kind)
+        .map(|(_, v)| *v)
+        .sum()
+}
 
 /// The folder name of a grid run at seed `k` (seed 0 keeps the run's own name).
 pub fn seed_name(name: &str, k: usize) -> String {

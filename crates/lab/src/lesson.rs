@@ -114,7 +114,7 @@ impl std::str::FromStr for LessonId {
 }
 
 /// The lessons, in teaching order.
-pub const LESSONS: [Lesson; 5] = [
+pub static LESSONS: [Lesson; 5] = [
     Lesson {
         id: LessonId::Saturation,
         name: "saturation",

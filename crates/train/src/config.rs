@@ -237,14 +237,11 @@ impl Default for QatConfig {
 
 impl QatConfig {
     /// The plan of `scaling` (SPEC.md §3: every executor runs it); a range out of bounds is
-    /// a setting error naming `qat.scaling.<field>`.
-    pub fn plan(&self) -> Result<ScalingPlan, crate::trainer::TrainError> {
-        self.scaling
-            .plan()
-            .map_err(|e| crate::trainer::TrainError::Setting {
-                setting: format!("qat.scaling.{}", e.field),
-                message: e.message,
-            })
+    /// an error naming `qat.scaling.<field>`.
+    pub fn plan(&self) -> Result<ScalingPlan, hif8lab_scaling::ConfigError> {
+        self.scaling.plan().map_err(|e| {
+            hif8lab_scaling::ConfigError::new(format!("qat.scaling.{}", e.field), e.message)
+        })
     }
 
     /// How many blocks stay in high precision at each end when `blocks` is unset: the first

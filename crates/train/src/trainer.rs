@@ -47,6 +47,14 @@ pub struct StepReport {
 /// Errors of training: engine failures, bad data, non-finite values.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TrainError {
+    /// A scaling config that cannot be planned: the key (`qat.scaling.window`) and why.
+    #[error("data: {field}: {message}")]
+    Scaling {
+        /// The key.
+        field: String,
+        /// What is wrong, naming the setting.
+        message: String,
+    },
     /// The engine failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
@@ -118,6 +126,15 @@ pub enum TrainError {
     },
 }
 
+impl From<hif8lab_scaling::ConfigError> for TrainError {
+    fn from(e: hif8lab_scaling::ConfigError) -> Self {
+        TrainError::Scaling {
+            field: e.field,
+            message: e.message,
+        }
+    }
+}
+
 /// Why inference refused its input or could not compute.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum InferError {
@@ -156,6 +173,7 @@ impl TrainError {
             TrainError::Io { kind, .. } => io_failed_on_the_way(*kind),
             TrainError::File { .. }
             | TrainError::Setting { .. }
+            | TrainError::Scaling { .. }
             | TrainError::RunFolderTaken { .. }
             | TrainError::Infer(_)
             | TrainError::Input(_)

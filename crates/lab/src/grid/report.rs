@@ -4,9 +4,9 @@
 use hif8lab_train::eval::ProbeScore;
 use std::fmt::Write as _;
 
+use super::GridResults;
 use super::count_of_kind;
-use super::results::{SQNR_ROLES, shadow};
-use super::{GridResults, ResultRow};
+use super::results::{SQNR_ROLES, shadow, sqnr_of};
 use crate::stats::{Estimate, mean_sd};
 use hif8lab_train::run::RunSummary;
 
@@ -272,17 +272,4 @@ fn fmt_p(p: f64) -> String {
     } else {
         format!("p = {p:.3}")
     }
-}
-
-#[cfg(not(target_arch = "wasm32"))]
-/// A run's SQNR for one role over its seeds: (median of the seeds' medians, worst of all).
-pub(super) fn sqnr_of(r: &ResultRow, role: hif8lab_scaling::Role) -> Option<(f32, f32)> {
-    let per: Vec<_> = r.seeds.iter().filter_map(|s| s.sqnr.get(&role)).collect();
-    if per.is_empty() {
-        return None;
-    }
-    let mut med: Vec<f32> = per.iter().map(|x| x.median_db).collect();
-    med.sort_by(f32::total_cmp);
-    let worst = per.iter().map(|x| x.worst_db).fold(f32::INFINITY, f32::min);
-    Some((med[med.len() / 2], worst))
 }

@@ -6,7 +6,7 @@
 //! comparison of two runs on the same items is a paired bootstrap with its p-value.
 
 #[cfg(not(target_arch = "wasm32"))]
-use super::report::sqnr_of;
+use super::count_of_kind;
 use super::*;
 use crate::stats::{Arm, Estimate, bootstrap, mean_sd};
 use hif8lab_train::trainer::{PROBE_SCORES, ProbeScore};
@@ -127,32 +127,6 @@ pub fn compare(
     }
 }
 
-/// The relative drop (%) of `runs`' score against `reference`'s with its 95 % interval (the
-/// exact paired one when few items differ) and its two-sided p-value against no drop.
-fn drop_estimate(reference: &[RunSummary], runs: &[RunSummary], score: ProbeScore) -> Estimate {
-    use crate::claims::Side;
-    let design = super::verdicts::Design {
-        orders: runs.len(),
-        bases: 1,
-    };
-    match super::verdicts::drop_part(
-        design,
-        reference,
-        runs,
-        score,
-        String::new(),
-        Side::AtLeast,
-        0.0,
-    ) {
-        Some(p) => Estimate {
-            value: p.value,
-            interval: p.interval(0.95),
-            p_value: p.p_value().unwrap_or(f64::NAN),
-        },
-        None => compare(&[reference, runs], score, &drop_stat),
-    }
-}
-
 /// Relative drop (%) of the second arm's mean against the first's.
 pub fn drop_stat(m: &[f64]) -> f64 {
     relative_drop(m[0], m[1])
@@ -173,90 +147,6 @@ pub fn base_run(base: &ProbeScores) -> RunSummary {
 }
 
 impl GridResults {
-    /// Computes APE, drops, intervals and verdicts from the runs' summaries: `summaries[i]`
-    /// holds run `i`'s seeds (at least one).
-    pub fn compute(runs: &[GridRun], summaries: &[Vec<RunSummary>], base: ProbeScores) -> Self {
-        Self::compute_with_bases(runs, summaries, vec![base])
-    }
-
-    /// [`Self::compute`] over several pretrainings: replicate `r` of a run continued from
-    /// base `r % bases.len()` (data order `r / bases.len()`), so that every comparison with
-    /// the base pairs a run with its own base.
-    pub fn compute_with_bases(
-        runs: &[GridRun],
-        summaries: &[Vec<RunSummary>],
-        bases: Vec<ProbeScores>,
-    ) -> Self {
-        let base = bases.first().cloned().unwrap_or_default();
-        let base_seeds: Vec<RunSummary> = bases.iter().map(base_run).collect();
-        let by_key = |k: CellKey| {
-            runs.iter()
-                .position(|r| r.key() == k)
-                .and_then(|i| summaries.get(i))
-        };
-        let seeds = summaries.iter().map(Vec::len).max().unwrap_or(1);
-        let rows: Vec<ResultRow> = runs
-            .iter()
-            .zip(summaries)
-            .filter(|(_, s)| !s.is_empty())
-            .map(|(run, s)| {
-                let matched = by_key(run.baseline_key()).filter(|_| run.estimator.is_some());
-                let apes: Vec<(f64, f64)> = match matched {
-                    Some(b) => s
-                        .iter()
-                        .enumerate()
-                        .map(|(k, q)| {
-                            let b = &b[k.min(b.len() - 1)];
-                            let n = q.losses.len().min(b.losses.len());
-                            let tail = (n / 10).max(1).min(n);
-                            (
-                                ape(&q.losses[..n], &b.losses[..n]),
-                                ape(&q.losses[n - tail..n], &b.losses[n - tail..n]),
-                            )
-                        })
-                        .collect(),
-                    None => vec![(f64::NAN, f64::NAN)],
-                };
-                let (ape_all, ape_all_sd) = mean_sd(&apes.iter().map(|a| a.0).collect::<Vec<_>>());
-                let (ape_last, ape_last_sd) =
-                    mean_sd(&apes.iter().map(|a| a.1).collect::<Vec<_>>());
-                let reference: &[RunSummary] = matched.map_or(&base_seeds, |b| b.as_slice());
-                let drop = |score: ProbeScore| drop_estimate(reference, s, score);
-                ResultRow {
-                    name: run.name.clone(),
-                    key: run.key(),
-                    paper: run.paper.into(),
-                    summary: s[0].clone(),
-                    seeds: s.clone(),
-                    ape_all,
-                    ape_all_sd,
-                    ape_last,
-                    ape_last_sd,
-                    knowledge: drop(ProbeScore::KnowledgeAccNorm),
-                    completion: drop(ProbeScore::CompletionAccNorm),
-                    scores: PROBE_SCORES
-                        .iter()
-                        .map(|n| (*n, compare(&[s], *n, &|m| m[0])))
-                        .collect(),
-                }
-            })
-            .collect();
-        let design = super::verdicts::Design {
-            orders: seeds.div_ceil(bases.len().max(1)),
-            bases: bases.len().max(1),
-        };
-        let verdicts = super::verdicts::verdicts(&rows, &base_seeds, design);
-        GridResults {
-            base,
-            bases,
-            seeds,
-            rows,
-            verdicts,
-            base_model: None,
-            dose: None,
-        }
-    }
-
     /// `results.csv`: one line per run (means over seeds), each probe score with its
     /// `_lo`/`_hi` 95 % interval. (Native only: the browser writes no reports.)
     #[cfg(not(target_arch = "wasm32"))]
@@ -365,15 +255,17 @@ pub(super) const SQNR_ROLES: [hif8lab_scaling::Role; 3] = [
     hif8lab_scaling::Role::G,
 ];
 
-/// The sum of the per-estimator counts of the estimators of the kind `name` names
-/// (`max_window` counts `max_window(64)`; matched by the parsed spec, not by spelling).
-pub fn count_of_kind(pairs: &[(String, u64)], name: &str) -> u64 {
-    let kind = hif8lab_scaling::EstimatorKind::of(name);
-    pairs
-        .iter()
-        .filter(|(n, _)| kind.is_some() && hif8lab_scaling::EstimatorKind::of(n) == kind)
-        .map(|(_, v)| *v)
-        .sum()
+#[cfg(not(target_arch = "wasm32"))]
+/// A run's SQNR for one role over its seeds: (median of the seeds' medians, worst of all).
+pub(super) fn sqnr_of(r: &ResultRow, role: hif8lab_scaling::Role) -> Option<(f32, f32)> {
+    let per: Vec<_> = r.seeds.iter().filter_map(|s| s.sqnr.get(&role)).collect();
+    if per.is_empty() {
+        return None;
+    }
+    let mut med: Vec<f32> = per.iter().map(|x| x.median_db).collect();
+    med.sort_by(f32::total_cmp);
+    let worst = per.iter().map(|x| x.worst_db).fold(f32::INFINITY, f32::min);
+    Some((med[med.len() / 2], worst))
 }
 
 #[cfg(test)]
@@ -496,7 +388,7 @@ mod tests {
         for v in &g.verdicts {
             assert_eq!(v.verdict, Verdict3::NotJudged, "{}", v.claim);
         }
-        let md = crate::grid::verdicts::claims_markdown(&g.verdicts);
+        let md = crate::grid::claims_markdown(&g.verdicts);
         assert!(
             md.contains("| **not judged** |") && md.contains("5 claim(s) are **not judged**"),
             "{md}"
@@ -506,7 +398,7 @@ mod tests {
         let n = (full.verdicts.iter())
             .filter(|v| v.verdict == Verdict3::NotJudged)
             .count();
-        let md = crate::grid::verdicts::claims_markdown(&full.verdicts);
+        let md = crate::grid::claims_markdown(&full.verdicts);
         assert_eq!(md.contains("are **not judged**"), n > 0, "{md}");
         assert!(n == 0 || md.contains(&format!(" {n} claim(s) are **not judged**")));
     }

@@ -2,8 +2,8 @@
 //! above max_window(64)'s, summed over the QAT runs): per replicate, and from one replicate
 //! by a bootstrap over the quantizers.
 
-use super::ResultRow;
-use super::results::count_of_kind;
+use super::count_of_kind;
+use super::results::ResultRow;
 
 /// The per-seed value of the QAT runs' shadow counts: most_recent over max_window.
 pub(super) fn ratio_per_seed(rows: &[ResultRow]) -> Vec<f64> {
