@@ -258,7 +258,7 @@ fn unknown_lesson_is_bad_input() {
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("no lesson 'nope'") && err.contains("saturation"),
+        err.contains("unknown lesson 'nope'") && err.contains("saturation"),
         "{err}"
     );
 }

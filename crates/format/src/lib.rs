@@ -107,7 +107,8 @@ impl fmt::Display for Format {
     }
 }
 
-/// Error for a name that is not a known format, overflow mode or rounding mode.
+/// Error for a name that is not one of a closed set: a format, an overflow mode, and the
+/// names the other crates parse (a role, a module, a lesson, …): what, the text, the choices.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnknownName {
     /// What kind of name was expected ("format", "overflow", "rounding").
@@ -115,7 +116,7 @@ pub struct UnknownName {
     /// The text given.
     pub given: String,
     /// The accepted spellings.
-    pub expected: &'static str,
+    pub expected: String,
 }
 
 impl fmt::Display for UnknownName {
@@ -140,7 +141,7 @@ impl FromStr for Format {
             _ => Err(UnknownName {
                 kind: "format",
                 given: s.to_owned(),
-                expected: "hif8, e4m3, e5m2",
+                expected: "hif8, e4m3, e5m2".into(),
             }),
         }
     }
@@ -175,7 +176,7 @@ impl FromStr for Overflow {
             _ => Err(UnknownName {
                 kind: "overflow mode",
                 given: s.to_owned(),
-                expected: "inf, saturate",
+                expected: "inf, saturate".into(),
             }),
         }
     }

@@ -102,14 +102,18 @@ impl std::fmt::Display for LessonId {
 }
 
 impl std::str::FromStr for LessonId {
-    type Err = String;
+    type Err = hif8lab_format::UnknownName;
 
-    fn from_str(name: &str) -> Result<Self, String> {
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
         LESSONS
             .iter()
             .find(|l| l.name == name)
             .map(|l| l.id)
-            .ok_or_else(|| format!("no lesson '{name}' (lessons: {})", names()))
+            .ok_or_else(|| hif8lab_format::UnknownName {
+                kind: "lesson",
+                given: name.to_owned(),
+                expected: names(),
+            })
     }
 }
 
@@ -605,7 +609,9 @@ pub fn run_lesson<B: hif8lab_engine::Backend>(
         setting: String::new(),
         message,
     };
-    let id: LessonId = name.parse().map_err(refused)?;
+    let id: LessonId = name
+        .parse()
+        .map_err(|e: hif8lab_format::UnknownName| refused(e.to_string()))?;
     let runs = scenario(id, grid, user).ok_or_else(|| {
         refused(format!(
             "lesson '{name}' trains nothing: it is judged from a grid's data"
@@ -656,7 +662,7 @@ mod id_tests {
         }
         let e = "nope".parse::<LessonId>().unwrap_err();
         assert!(
-            e.contains("no lesson 'nope'") && e.contains("saturation"),
+            e.to_string().contains("unknown lesson 'nope'") && e.to_string().contains("saturation"),
             "{e}"
         );
         // Only the outliers lesson has no scenario to train.

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use hif8lab_format::UnknownName;
 use serde::{Deserialize, Serialize};
 
 /// Which GEMM operand a quantizer sees (SPEC.md §3).
@@ -37,13 +38,17 @@ impl fmt::Display for Role {
 }
 
 impl FromStr for Role {
-    type Err = String;
+    type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().as_str() {
             "a" | "act" | "activation" | "input" => Ok(Role::A),
             "w" | "weight" => Ok(Role::W),
             "g" | "grad" | "gradient" | "output_grad" => Ok(Role::G),
-            other => Err(format!("unknown role '{other}' (expected A, W or G)")),
+            _ => Err(UnknownName {
+                kind: "role",
+                given: s.to_owned(),
+                expected: "A, W, G".into(),
+            }),
         }
     }
 }
@@ -101,12 +106,16 @@ impl fmt::Display for Module {
 }
 
 impl FromStr for Module {
-    type Err = String;
+    type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Module::ALL
             .into_iter()
             .find(|m| m.name() == s.trim().to_ascii_lowercase())
-            .ok_or_else(|| format!("unknown module '{s}' (expected gate, up, down, q, k, v or o)"))
+            .ok_or_else(|| UnknownName {
+                kind: "module",
+                given: s.to_owned(),
+                expected: Module::ALL.map(Module::name).join(", "),
+            })
     }
 }
 
@@ -129,9 +138,13 @@ impl fmt::Display for QuantizerId {
 
 /// Parses the display form `block{N}.{module}.{role}` (exactly; other names are not ids).
 impl FromStr for QuantizerId {
-    type Err = String;
+    type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || format!("'{s}' is not a quantizer name like block1.up.A");
+        let bad = || UnknownName {
+            kind: "quantizer name",
+            given: s.to_owned(),
+            expected: "block{N}.{gate|up|down}.{A|W|G}, e.g. block1.up.A".into(),
+        };
         let mut parts = s.split('.');
         let (Some(block), Some(module), Some(role), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())

@@ -50,13 +50,15 @@ impl fmt::Display for Pattern {
 }
 
 impl FromStr for Pattern {
-    type Err = String;
+    type Err = hif8lab_format::UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Pattern::ALL
             .into_iter()
             .find(|p| p.name() == s.trim().to_ascii_lowercase())
-            .ok_or_else(|| {
-                format!("unknown pattern '{s}' (expected spike, ramp, oscillate, step or noise)")
+            .ok_or_else(|| hif8lab_format::UnknownName {
+                kind: "pattern",
+                given: s.to_owned(),
+                expected: Pattern::ALL.map(Pattern::name).join(", "),
             })
     }
 }

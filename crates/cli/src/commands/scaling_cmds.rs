@@ -49,7 +49,7 @@ pub enum TraceCommand {
     },
 }
 
-fn parse_pattern(s: &str) -> Result<Pattern, String> {
+fn parse_pattern(s: &str) -> Result<Pattern, hif8lab_format::UnknownName> {
     s.parse()
 }
 

@@ -38,16 +38,18 @@ pub enum LogPattern {
 }
 
 impl std::str::FromStr for LogPattern {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = hif8lab_format::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "auto" => Ok(LogPattern::Auto),
             "kv" => Ok(LogPattern::KeyValue),
             "jsonl" => Ok(LogPattern::Jsonl),
             "csv" => Ok(LogPattern::Csv),
-            other => Err(format!(
-                "unknown log pattern {other:?} (auto, kv, jsonl or csv)"
-            )),
+            other => Err(hif8lab_format::UnknownName {
+                kind: "log pattern",
+                given: other.to_owned(),
+                expected: "auto, kv, jsonl, csv".into(),
+            }),
         }
     }
 }

@@ -15,13 +15,17 @@ pub enum ExportDtype {
 }
 
 impl std::str::FromStr for ExportDtype {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = hif8lab_format::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "f32" | "float32" => Ok(Self::F32),
             "bf16" | "bfloat16" => Ok(Self::Bf16),
             "f16" | "float16" => Ok(Self::F16),
-            _ => Err(format!("'{s}' is not a dtype (f32, bf16, f16)")),
+            _ => Err(hif8lab_format::UnknownName {
+                kind: "dtype",
+                given: s.to_owned(),
+                expected: "f32, bf16, f16".into(),
+            }),
         }
     }
 }
