@@ -7,10 +7,26 @@
 # browser demo's two builds (clippy's wasm32 lints on; the baseline validated without SIMD)
 # and the demo in headless Chromium (WebGPU on SwiftShader, and the CPU fallback), and the
 # Python package with its tests (scripts/test-python.sh: PyTorch in a cached virtual
-# environment). Exits
-# non-zero on any failure.
+# environment), the API docs (cargo doc, warnings as errors). Exits non-zero on any failure.
+#
+#   scripts/test.sh            everything (what CI runs)
+#   scripts/test.sh --quick    the loop while editing: rustfmt, clippy's lints, the unit tests
+#                              and the fast integration tests (GPU ones on lavapipe), the
+#                              dependency and module-cycle checks; no Python, app, browser or
+#                              docs (a few minutes with a warm target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=false
+case "${1:-}" in
+  --quick) quick=true ;;
+  "") ;;
+  *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
+# The integration-test binaries of the quick loop: those that finish in seconds once built
+# (the slow ones train whole runs, grids or real-model fixtures; measured in
+# docs/benchmarks.md).
+QUICK_TESTS=(properties estimators streaming traces kernels shaders model_ops module_cycles
+  format_fixtures codec scaling evals_compare evals_paper placebo prereg stats_reference)
 
 # Each step says how long the ones before it took (and the end gives the table), so a slow
 # step shows in the log.
@@ -29,6 +45,7 @@ apt_missing=()
 [ -e /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ] || apt_missing+=(mesa-vulkan-drivers)
 ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1 ' || apt_missing+=(libvulkan1)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || apt_missing+=(fonts-dejavu-core)
+if ! $quick; then
 [ -x /usr/lib/chromium/chromium ] || apt_missing+=(chromium)
 command -v chromedriver >/dev/null || apt_missing+=(chromium-driver)
 command -v node >/dev/null || apt_missing+=(nodejs)
@@ -36,6 +53,7 @@ command -v python3 >/dev/null || apt_missing+=(python3)
 python3 -c 'import ensurepip, venv' 2>/dev/null || apt_missing+=(python3-venv)
 command -v npm >/dev/null || apt_missing+=(npm)
 command -v wasm-validate >/dev/null || apt_missing+=(wabt)
+fi
 if [ ${#apt_missing[@]} -gt 0 ]; then
   say "installing with apt: ${apt_missing[*]} (lavapipe: Vulkan on the CPU for GPU tests; DejaVu for plot labels; Chromium and Node for the browser tests; wabt to validate the wasm)"
   $SUDO apt-get update -qq
@@ -84,12 +102,27 @@ cargo fmt --manifest-path python/Cargo.toml --check
 lint_env=(env CLIPPY_DRIVER="$(rustup which --toolchain "$(pinned_toolchain)" clippy-driver)"
   RUSTC_WORKSPACE_WRAPPER="$PWD/scripts/clippy-driver.sh")
 
-say "cargo test with clippy's lints (workspace, every target, -D warnings; GPU tests on a real adapter — lavapipe here — and must not skip)"
 export HIF8LAB_REQUIRE_GPU=1
+if $quick; then
+  say "quick: cargo test with clippy's lints (unit tests and ${#QUICK_TESTS[@]} fast integration tests; GPU tests on lavapipe)"
+  quick_args=()
+  for t in "${QUICK_TESTS[@]}"; do quick_args+=(--test "$t"); done
+  "${lint_env[@]}" cargo test --workspace --locked --lib --bins "${quick_args[@]}"
+  say "dependency direction and module cycles"
+  scripts/check-deps.sh
+  say "quick checks passed (the full run: scripts/test.sh)"
+  printf '%s\n' "${timings[@]}"
+  exit 0
+fi
+
+say "cargo test with clippy's lints (workspace, every target, -D warnings; GPU tests on a real adapter — lavapipe here — and must not skip)"
 "${lint_env[@]}" cargo test --workspace --locked
 
 say "dependency direction"
 scripts/check-deps.sh
+
+say "API docs: cargo doc of the workspace's crates (warnings as errors: broken links, bad markup)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
 say "Python package: pip install ./python, its tests (torch vs the Rust codec and estimators, torchrun with 2 processes, the same run in torch and in the lab)"
 HIF8LAB_BIN="$target/debug/hif8lab" scripts/test-python.sh

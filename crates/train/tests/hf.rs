@@ -227,6 +227,18 @@ fn refused(dir: &Path, file: &str, words: &[&str]) {
 #[test]
 fn bad_folders_are_refused_naming_file_and_field() {
     let tied = MODELS[0];
+    // A header length beyond the file: refused against the file's size, before the 50 MiB it
+    // declares are allocated.
+    let d = broken(tied, "header-len", |d| {
+        let mut bytes = (50u64 << 20).to_le_bytes().to_vec();
+        bytes.extend_from_slice(b"{}");
+        std::fs::write(d.join("model.safetensors"), bytes).unwrap();
+    });
+    refused(
+        &d,
+        "model.safetensors",
+        &["header of 52428800 bytes", "holds 10 bytes in all"],
+    );
     let d = broken(tied, "missing", |d| {
         edit_config(d, |c| drop(c.remove("hidden_size")))
     });

@@ -4,6 +4,13 @@
 //! frame. Pause and the histogram's quantizer are posted to it; Stop ends it at once
 //! (`terminate`), as a closed tab would.
 //!
+//! Pause lands at the next step boundary whatever the load: after each slice of work (a
+//! step, or the steps that fit 50 ms) the worker posts a `tick` marker and starts no more
+//! work until the page answers `go` with its current control. The page answers from its
+//! message handler (not a frame), on the same port as its `control` messages, so a Pause
+//! pressed while a step runs is read before the next step could start; the worker never races
+//! a message of its own against the page's (a timer or a second channel may overtake them).
+//!
 //! The worker is a module script made from a Blob: it buffers what the page posts while the
 //! module loads, then hands it to [`training_worker_main`]. The page names the module it
 //! loaded in `window.__hif8lab_pkg` (index.html); without it, or where a module worker
@@ -45,9 +52,25 @@ fn wake() {
 pub struct WorkerRun {
     worker: web_sys::Worker,
     inbox: Rc<RefCell<VecDeque<Msg>>>,
+    /// The control the page last asked for: what it answers each `tick` with.
+    control: Rc<std::cell::Cell<u8>>,
     _on_message: Closure<dyn FnMut(web_sys::MessageEvent)>,
     _on_error: Closure<dyn FnMut(web_sys::ErrorEvent)>,
     ended: std::cell::Cell<bool>,
+}
+
+/// Counts a step report as it arrives from the worker, before any frame draws it:
+/// `window.__hif8lab_worker_steps`, what the browser test compares a Pause against (the
+/// frame snapshot `__hif8lab.steps` lags a frame behind).
+fn count_report() {
+    if let Some(window) = web_sys::window() {
+        let key = JsValue::from_str("__hif8lab_worker_steps");
+        let n = Reflect::get(&window, &key)
+            .ok()
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0);
+        let _ = Reflect::set(&window, &key, &JsValue::from_f64(n + 1.0));
+    }
 }
 
 fn js_text(e: JsValue) -> String {
@@ -89,12 +112,22 @@ impl WorkerRun {
         let _ = web_sys::Url::revoke_object_url(&url);
 
         let inbox: Rc<RefCell<VecDeque<Msg>>> = Rc::default();
+        let control = Rc::new(std::cell::Cell::new(RUN));
         let to = inbox.clone();
+        let (answer, asked) = (worker.clone(), control.clone());
         let on_message =
             Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |e: web_sys::MessageEvent| {
+                if e.data().as_string().as_deref() == Some(TICK) {
+                    // The worker waits for this before its next slice of work.
+                    post(&answer, "go", f64::from(asked.get()));
+                    return;
+                }
                 let bytes = Uint8Array::new(&e.data()).to_vec();
                 let msg = wire::decode(&bytes)
                     .unwrap_or_else(|why| Msg::Error(format!("training worker: {why}")));
+                if matches!(msg, Msg::Report(_)) {
+                    count_report();
+                }
                 to.borrow_mut().push_back(msg);
                 wake();
             });
@@ -126,6 +159,7 @@ impl WorkerRun {
         Ok(WorkerRun {
             worker,
             inbox,
+            control,
             _on_message: on_message,
             _on_error: on_error,
             ended: std::cell::Cell::new(false),
@@ -148,6 +182,7 @@ impl WorkerRun {
         if self.ended.get() {
             return;
         }
+        self.control.set(control);
         if control == STOP {
             self.ended.set(true);
             self.worker.terminate();
@@ -177,11 +212,16 @@ impl Drop for WorkerRun {
     }
 }
 
+/// What the worker posts after each slice of work (a string, never a wire message).
+const TICK: &str = "tick";
+
 /// The worker's run.
 struct Work {
     stepper: Stepper,
     control: u8,
     histogram: usize,
+    /// The last slice waited for readbacks (then the next comes after a pause).
+    waiting: bool,
 }
 
 thread_local! {
@@ -201,21 +241,36 @@ fn send(msg: &Msg) {
     let _ = scope().post_message_with_transfer(&array, &Array::of1(&array.buffer()));
 }
 
-/// Works for up to 50 ms, posts what happened, and comes back after the worker has read the
-/// messages the page posted meanwhile (Pause arrives between two calls).
+/// Works for up to 50 ms (or one step, whichever is longer), posts what happened, then a
+/// `tick`: the next slice starts when the page answers `go` ([`on_go`]), after every message
+/// it posted before (Pause among them).
 fn tick() {
-    let again = WORK.with(|w| {
+    WORK.with(|w| {
         let mut slot = w.borrow_mut();
-        let work = slot.as_mut()?;
+        let Some(work) = slot.as_mut() else {
+            return;
+        };
         let (msgs, waiting) =
             work.stepper
                 .advance(work.control, work.histogram, Duration::from_millis(50));
         msgs.iter().for_each(send);
         if work.stepper.done() {
             *slot = None;
-            return None;
+            return;
         }
-        Some(if waiting || work.control != RUN {
+        work.waiting = waiting;
+        let _ = scope().post_message(&TICK.into());
+    });
+}
+
+/// The page's answer to a `tick`: its control now. Running, the next slice starts at once
+/// (behind the messages already posted); paused or waiting for readbacks, after 20 ms.
+fn on_go(control: u8) {
+    let again = WORK.with(|w| {
+        let mut slot = w.borrow_mut();
+        let work = slot.as_mut()?;
+        work.control = control;
+        Some(if work.waiting || control != RUN {
             20
         } else {
             0
@@ -279,6 +334,7 @@ fn on_message(data: &JsValue) {
                             stepper,
                             control: RUN,
                             histogram: NO_HISTOGRAM,
+                            waiting: false,
                         })
                     });
                     schedule(0);
@@ -289,6 +345,7 @@ fn on_message(data: &JsValue) {
                 }
             }
         }
+        Some("go") => on_go(field("value").as_f64().unwrap_or(0.0) as u8),
         Some("control") => {
             let value = field("value").as_f64().unwrap_or(0.0) as u8;
             WORK.with(|w| {

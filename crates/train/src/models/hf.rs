@@ -226,6 +226,17 @@ fn header_elements(path: &Path) -> Result<u128, HfError> {
             format!("a safetensors header of {n} bytes (at most 100 MiB)"),
         ));
     }
+    // Checked against the file before anything is allocated for it.
+    let size = f.metadata().map_err(|e| err(path, e.to_string()))?.len();
+    if n > size.saturating_sub(8) {
+        return Err(err(
+            path,
+            format!(
+                "its 8-byte prefix declares a safetensors header of {n} bytes, but the file \
+                 holds {size} bytes in all (cut short or damaged?)"
+            ),
+        ));
+    }
     let mut header = vec![0u8; n as usize];
     f.read_exact(&mut header)
         .map_err(|_| err(path, "the file ends inside its safetensors header"))?;
