@@ -23,6 +23,15 @@ def _f32(x: Any) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(x, dtype=np.float32))
 
 
+def _scale(scale: Any) -> float:
+    """A scale as the codec takes it: a finite f32 > 0 (NaN, 0 or Inf would make every value
+    NaN without a word)."""
+    s = np.float32(scale)
+    if not (np.isfinite(s) and s > 0):
+        raise ValueError(f"scale must be a finite number > 0 (as an f32), got {scale!r}")
+    return float(s)
+
+
 def qdq(x: Any, format: str = "hif8", scale: float = 1.0, saturate: bool = False) -> np.ndarray:
     """``Q(x·scale)/scale`` elementwise, both products in f32 (the lab's fake quantization).
 
@@ -30,7 +39,7 @@ def qdq(x: Any, format: str = "hif8", scale: float = 1.0, saturate: bool = False
     otherwise they become ±Inf (HiF8, E5M2) or NaN (E4M3, which has no Inf).
     """
     a = _f32(x)
-    out = _core.qdq(a.tobytes(), format, float(np.float32(scale)), bool(saturate))
+    out = _core.qdq(a.tobytes(), format, _scale(scale), bool(saturate))
     return np.frombuffer(out, dtype=np.float32).reshape(a.shape).copy()
 
 
@@ -42,8 +51,18 @@ def encode(x: Any, format: str = "hif8", saturate: bool = False) -> np.ndarray:
 
 
 def decode(codes: Any, format: str = "hif8") -> np.ndarray:
-    """The value of each 8-bit code, as f32."""
-    c = np.ascontiguousarray(np.asarray(codes, dtype=np.uint8))
+    """The value of each 8-bit code, as f32. Codes are whole numbers in 0..=255: anything else
+    (256, -1, 1.7) is a ValueError, never wrapped or truncated."""
+    raw = np.asarray(codes)
+    if raw.dtype != np.uint8:
+        if raw.size and not np.issubdtype(raw.dtype, np.number):
+            raise ValueError(f"codes must be numbers in 0..=255, got dtype {raw.dtype}")
+        wide = raw.astype(np.float64)
+        bad = ~((wide == np.floor(wide)) & (wide >= 0) & (wide <= 255))
+        if bad.any():
+            first = raw.reshape(-1)[int(np.argmax(bad.reshape(-1)))]
+            raise ValueError(f"codes must be whole numbers in 0..=255, got {first!r}")
+    c = np.ascontiguousarray(raw.astype(np.uint8))
     out = _core.decode(c.tobytes(), format)
     return np.frombuffer(out, dtype=np.float32).reshape(c.shape).copy()
 

@@ -9,9 +9,12 @@ read the one trace format ``hif8lab replay``, ``grid``-style reports and the app
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Sequence
+
+import numpy as np
 
 from . import _core
 
@@ -46,6 +49,17 @@ class ScalingConfig:
     overflow: str = DEFAULTS["overflow"]
 
     def to_json(self) -> str:
+        """The config as the Rust core reads it. A value of the wrong kind is a ValueError
+        naming its field (a window of 64.9 is not truncated; a NaN target is not sent)."""
+        for name in ("window", "margin"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise ValueError(f"scaling config: {name} must be a whole number, got {v!r}")
+        if not isinstance(self.target, (int, float, np.integer, np.floating)) or isinstance(self.target, bool) \
+                or not math.isfinite(float(self.target)):
+            raise ValueError(f"scaling config: target must be a finite number > 0, got {self.target!r}")
+        if isinstance(self.shadow, str):
+            raise ValueError(f"scaling config: shadow must be a list of estimators, got the string {self.shadow!r}")
         return json.dumps(
             {
                 "estimator": self.estimator,

@@ -79,3 +79,20 @@ def test_hif8lab_replay_counts_what_the_trace_recorded(run):
         for name, e in q["estimators"].items():
             assert e["calls"] == 22
             assert e["calls_above_est"] == above[q["name"]][name], (q["name"], name)
+
+
+def test_unbounded_windows_are_refused_before_anything_is_allocated():
+    """A window of 2**40 is refused by the Rust plan (ValueError naming the window), in the
+    replay, the reference quantizer and a torch recipe alike."""
+    import pytest
+    from hif8lab import scaling as rs
+    from hif8lab.torch import Recipe
+
+    with pytest.raises(ValueError, match="window"):
+        rs.replay({"q": [1.0, 2.0]}, window=2**40)
+    with pytest.raises(ValueError, match="window"):
+        rs.Quantizer(rs.ScalingConfig(estimator="max_window(1099511627776)"))
+    with pytest.raises(ValueError, match="window"):
+        Recipe(window=2**40)
+    with pytest.raises(ValueError, match="window"):
+        Recipe(estimator="max_window(18446744073709551615)")

@@ -257,10 +257,19 @@ impl Settings {
         self.values.get(key).map(String::as_str).unwrap_or("")
     }
 
-    /// Sets a field's text (keys not in [`FIELDS`] are ignored).
-    pub fn set(&mut self, key: &str, value: &str) {
-        if let Some(v) = self.values.iter_mut().find(|(k, _)| **k == key) {
-            *v.1 = value.to_owned();
+    /// Sets a field's text; a key not in [`FIELDS`] is refused (naming the fields), never
+    /// ignored.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), hif8lab_format::UnknownName> {
+        match self.values.iter_mut().find(|(k, _)| **k == key) {
+            Some(v) => {
+                *v.1 = value.to_owned();
+                Ok(())
+            }
+            None => Err(hif8lab_format::UnknownName {
+                kind: "setting",
+                given: key.to_owned(),
+                expected: FIELDS.iter().map(|f| f.key).collect::<Vec<_>>().join(", "),
+            }),
         }
     }
 
@@ -352,7 +361,8 @@ impl Settings {
         if let Some(Kind::Set(all)) = FIELDS.iter().find(|f| f.key == key).map(|f| f.kind) {
             items.sort_by_key(|s| all.iter().position(|a| a == s).unwrap_or(usize::MAX));
         }
-        self.set(key, &items.join(","));
+        // The toggles are drawn from FIELDS' set fields: an unknown key sets nothing.
+        let _ = self.set(key, &items.join(","));
     }
 }
 
@@ -428,25 +438,31 @@ mod tests {
         assert_eq!(c, preset, "the form reproduces its preset");
         assert_eq!(s.get("qat.roles"), "A,W,G");
         assert_eq!(s.get("qat.blocks"), "auto");
-        s.set("model.heads", "5");
+        // A key the form does not have is refused, naming the ones it has.
+        let e = s.set("qat.scaling.windw", "8").unwrap_err().to_string();
+        assert!(
+            e.contains("unknown setting 'qat.scaling.windw'") && e.contains("qat.scaling.window"),
+            "{e}"
+        );
+        s.set("model.heads", "5").unwrap();
         let e = s.config().unwrap_err();
         assert!(e.contains("heads"), "{e}");
         assert!(s.field_error("model.heads").is_some());
         assert!(s.field_error("train.lr").is_none());
-        s.set("model.heads", "4");
+        s.set("model.heads", "4").unwrap();
         s.toggle("qat.roles", "W", false);
         s.toggle("qat.modules", "q", true);
-        s.set("qat.blocks", "1,2");
-        s.set("qat.scaling.format", "e4m3");
+        s.set("qat.blocks", "1,2").unwrap();
+        s.set("qat.scaling.format", "e4m3").unwrap();
         let c = s.config().unwrap();
         assert_eq!(c.qat.roles.len(), 2);
         assert_eq!(c.qat.modules.len(), 4);
         assert_eq!(c.qat.blocks, Some(vec![1, 2]));
         assert_eq!(c.qat.scaling.format, hif8lab_format::Format::E4M3);
-        s.set("qat.roles", "");
+        s.set("qat.roles", "").unwrap();
         assert_eq!(s.config().unwrap_err(), "qat.roles: choose at least one");
-        s.set("qat.roles", "A");
-        s.set("qat.blocks", "one");
+        s.set("qat.roles", "A").unwrap();
+        s.set("qat.blocks", "one").unwrap();
         assert!(s.field_error("qat.blocks").is_some());
     }
 
@@ -454,7 +470,7 @@ mod tests {
     fn errors_in_the_users_words() {
         let err = |k: &str, v: &str| {
             let mut s = Settings::from_preset("smoke");
-            s.set(k, v);
+            s.set(k, v).unwrap();
             s.field_error(k).unwrap()
         };
         assert_eq!(
@@ -489,12 +505,12 @@ mod tests {
         // A target at or above the format's overflow is valid but warned about.
         let mut s = Settings::from_preset("smoke");
         assert!(s.field_warning("qat.scaling.target").is_none());
-        s.set("qat.scaling.target", "100000");
+        s.set("qat.scaling.target", "100000").unwrap();
         assert!(s.field_error("qat.scaling.target").is_none());
         let w = s.field_warning("qat.scaling.target").unwrap();
         assert!(w.contains("40960") && w.contains("overflow"), "{w}");
-        s.set("qat.scaling.format", "e4m3");
-        s.set("qat.scaling.target", "448");
+        s.set("qat.scaling.format", "e4m3").unwrap();
+        s.set("qat.scaling.target", "448").unwrap();
         assert!(
             s.field_warning("qat.scaling.target").is_none(),
             "448 is E4M3's max, below 464"

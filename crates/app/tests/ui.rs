@@ -37,8 +37,16 @@ fn smoke_run_fills_every_panel() {
         preset: Some("smoke".into()),
         ..Default::default()
     });
-    h.state_mut().form.settings.set("train.steps", "10");
-    h.state_mut().form.settings.set("qat.warmup_steps", "2");
+    h.state_mut()
+        .form
+        .settings
+        .set("train.steps", "10")
+        .unwrap();
+    h.state_mut()
+        .form
+        .settings
+        .set("qat.warmup_steps", "2")
+        .unwrap();
     h.run_steps(2);
     // The preset says what it is; its time here is unknown before a first run.
     h.get_by_label_contains("the smallest run that exercises everything");
@@ -173,9 +181,13 @@ fn runs_overlay_and_config_diff_after_reset() {
         ..Default::default()
     });
     let run = |h: &mut Harness<'static, HifApp>, lr: &str| {
-        h.state_mut().form.settings.set("train.steps", "3");
-        h.state_mut().form.settings.set("qat.warmup_steps", "1");
-        h.state_mut().form.settings.set("train.lr", lr);
+        h.state_mut().form.settings.set("train.steps", "3").unwrap();
+        h.state_mut()
+            .form
+            .settings
+            .set("qat.warmup_steps", "1")
+            .unwrap();
+        h.state_mut().form.settings.set("train.lr", lr).unwrap();
         h.state_mut().form.settings.baseline = false;
         h.run_steps(1);
         h.get_by_label("Start").click();
@@ -223,7 +235,7 @@ fn runs_overlay_and_config_diff_after_reset() {
 #[test]
 fn field_errors_show_under_their_field() {
     let mut h = harness(Options::default());
-    h.state_mut().form.settings.set("model.heads", "5");
+    h.state_mut().form.settings.set("model.heads", "5").unwrap();
     h.run_steps(2);
     // The Model group is collapsed by default; the message still names the key.
     h.get_by_label_contains("Invalid: fix the fields marked (!)");
@@ -239,8 +251,8 @@ fn field_errors_show_under_their_field() {
     );
     assert_eq!(fields.iter().filter(|f| f.is_some()).count(), 1);
     assert!(whole.is_err());
-    h.state_mut().form.settings.set("model.heads", "4");
-    h.state_mut().form.settings.set("qat.roles", "");
+    h.state_mut().form.settings.set("model.heads", "4").unwrap();
+    h.state_mut().form.settings.set("qat.roles", "").unwrap();
     h.run_steps(2);
     h.get_by_label("roles: choose at least one");
     h.state_mut().form.settings.toggle("qat.roles", "A", true);
@@ -251,21 +263,23 @@ fn field_errors_show_under_their_field() {
 #[test]
 fn invalid_input_shows_an_error_and_disables_start() {
     let mut h = harness(Options::default());
-    h.state_mut().form.settings.set("train.lr", "fast");
+    h.state_mut().form.settings.set("train.lr", "fast").unwrap();
     h.run_steps(2);
     h.get_by_label_contains("Invalid:");
     assert!(h.get_by_label("Start").accesskit_node().is_disabled());
-    h.state_mut().form.settings.set("train.lr", "1e-3");
+    h.state_mut().form.settings.set("train.lr", "1e-3").unwrap();
     h.state_mut()
         .form
         .settings
-        .set("qat.scaling.estimator", "median");
+        .set("qat.scaling.estimator", "median")
+        .unwrap();
     h.run_steps(2);
     h.get_by_label_contains("\"median\" is not an estimator. Write one of: most_recent");
     h.state_mut()
         .form
         .settings
-        .set("qat.scaling.estimator", "max_window");
+        .set("qat.scaling.estimator", "max_window")
+        .unwrap();
     h.run_steps(2);
     assert!(!h.get_by_label("Start").accesskit_node().is_disabled());
 }
@@ -368,8 +382,12 @@ fn frame_loop_training_matches_the_thread() {
             ..Default::default()
         });
         h.state_mut().device.frame_loop = frame_loop;
-        h.state_mut().form.settings.set("train.steps", "6");
-        h.state_mut().form.settings.set("qat.warmup_steps", "2");
+        h.state_mut().form.settings.set("train.steps", "6").unwrap();
+        h.state_mut()
+            .form
+            .settings
+            .set("qat.warmup_steps", "2")
+            .unwrap();
         h.state_mut().form.settings.baseline = false;
         h.run_steps(1);
         h.get_by_label("Start").click();
@@ -400,8 +418,12 @@ fn calls_csv_has_a_row_per_call() {
         preset: Some("smoke".into()),
         ..Default::default()
     });
-    h.state_mut().form.settings.set("train.steps", "4");
-    h.state_mut().form.settings.set("qat.warmup_steps", "1");
+    h.state_mut().form.settings.set("train.steps", "4").unwrap();
+    h.state_mut()
+        .form
+        .settings
+        .set("qat.warmup_steps", "1")
+        .unwrap();
     h.state_mut().form.settings.baseline = false;
     h.run_steps(1);
     h.get_by_label("Start").click();
@@ -616,8 +638,13 @@ fn in_memory_scenario_matches_the_headless_lesson() {
     h.state_mut()
         .form
         .settings
-        .set("qat.scaling.estimator", "most_recent");
-    h.state_mut().form.settings.set("train.steps", "60");
+        .set("qat.scaling.estimator", "most_recent")
+        .unwrap();
+    h.state_mut()
+        .form
+        .settings
+        .set("train.steps", "60")
+        .unwrap();
     let user = h
         .state()
         .sandbox_settings()
@@ -726,7 +753,11 @@ fn memory_estimate_beside_the_form_and_huge_runs_refused() {
     h.run_steps(2);
     h.get_by_label_contains("Memory: 0.22 M parameters");
     assert!(!h.get_by_label("Start").accesskit_node().is_disabled());
-    h.state_mut().form.settings.set("model.context", "100000");
+    h.state_mut()
+        .form
+        .settings
+        .set("model.context", "100000")
+        .unwrap();
     h.run_steps(2);
     let (_, whole) = h.state_mut().check_form();
     let e = whole.unwrap_err();
@@ -764,9 +795,17 @@ fn a_hugging_face_folder_continues_training_with_the_dashboard_live() {
         backend: Some(hif8lab_engine::BackendChoice::Cpu),
         ..Default::default()
     });
-    h.state_mut().form.settings.set("train.steps", "6");
-    h.state_mut().form.settings.set("qat.warmup_steps", "1");
-    h.state_mut().form.settings.set("qat.blocks", "0,1");
+    h.state_mut().form.settings.set("train.steps", "6").unwrap();
+    h.state_mut()
+        .form
+        .settings
+        .set("qat.warmup_steps", "1")
+        .unwrap();
+    h.state_mut()
+        .form
+        .settings
+        .set("qat.blocks", "0,1")
+        .unwrap();
     h.run_steps(2);
     h.get_by_label_contains("Model: tiny-gqa-tied-bf16 (Hugging Face, ");
     let config = h.state().run_config().unwrap();
@@ -816,7 +855,11 @@ fn pause_and_stop_tell_the_truth() {
         preset: Some("smoke".into()),
         ..Default::default()
     });
-    h.state_mut().form.settings.set("train.steps", "400");
+    h.state_mut()
+        .form
+        .settings
+        .set("train.steps", "400")
+        .unwrap();
     h.run_steps(2);
     h.get_by_label("Start").click();
     until(&mut h, |app| {
@@ -911,14 +954,23 @@ fn validation_in_plain_words_and_overflow_warning() {
         preset: Some("smoke".into()),
         ..Default::default()
     });
-    h.state_mut().form.settings.set("train.steps", "40abc");
-    h.run_steps(2);
-    h.get_by_label("steps: a whole number (0, 1, 2, …), not \"40abc\"");
-    h.state_mut().form.settings.set("train.steps", "40");
     h.state_mut()
         .form
         .settings
-        .set("qat.scaling.target", "100000");
+        .set("train.steps", "40abc")
+        .unwrap();
+    h.run_steps(2);
+    h.get_by_label("steps: a whole number (0, 1, 2, …), not \"40abc\"");
+    h.state_mut()
+        .form
+        .settings
+        .set("train.steps", "40")
+        .unwrap();
+    h.state_mut()
+        .form
+        .settings
+        .set("qat.scaling.target", "100000")
+        .unwrap();
     h.run_steps(2);
     h.get_by_label_contains("the largest values of every call will overflow");
     let (errors, whole) = h.state_mut().check_form();
@@ -1090,7 +1142,11 @@ fn every_tab_fits_at_every_size_in_both_themes() {
 fn the_run_bar_keeps_a_running_run_in_reach_at_every_size() {
     for (size, scale) in SIZES {
         let mut h = at_size(size, scale);
-        h.state_mut().form.settings.set("train.steps", "400");
+        h.state_mut()
+            .form
+            .settings
+            .set("train.steps", "400")
+            .unwrap();
         h.state_mut().selection.tab = Tab::Loss;
         h.run_steps(2);
         assert_eq!(
@@ -1448,7 +1504,11 @@ fn first_screen_offers_lessons_and_a_first_run() {
     h.run_steps(2);
     assert_eq!(h.state().selection.tab, Tab::Lessons);
     h.state_mut().selection.tab = Tab::Loss;
-    h.state_mut().form.settings.set("train.steps", "400");
+    h.state_mut()
+        .form
+        .settings
+        .set("train.steps", "400")
+        .unwrap();
     h.run_steps(2);
     h.get_by_label("A first run »").click();
     h.run_steps(2);

@@ -207,3 +207,36 @@ fn replay_sweeps_the_window_on_the_real_model_trace() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown setting"));
 }
+
+#[test]
+fn windows_beyond_the_bound_and_sweeps_beyond_their_cap_are_refused() {
+    let trace = fixture("real-trace.jsonl.gz");
+    // A window of 2^40 (and u64::MAX) would allocate terabytes: refused by the plan, exit 2.
+    for spec in [
+        "max_window(1099511627776)",
+        "mean_window(18446744073709551615)",
+    ] {
+        let o = hif8lab(&["replay", arg(&trace), "--estimators", spec]);
+        assert_eq!(o.status.code(), Some(2), "{spec}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            e.contains("--estimators") && e.contains("1..=65536"),
+            "{spec}: {e}"
+        );
+    }
+    let o = hif8lab(&["replay", arg(&trace), "--sweep", "window=1,1099511627776"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("1..=65536"));
+    // 18,000 settings would replay the trace 18,000 times: at most 256.
+    let many = (1..=18_000)
+        .map(|w| w.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let o = hif8lab(&["replay", arg(&trace), "--sweep", &format!("window={many}")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("18000 values, at most 256"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

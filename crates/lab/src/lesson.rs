@@ -40,6 +40,7 @@ use crate::grid::{
     forgetting_vs_base, grid_runs,
 };
 use crate::stats::Verdict3;
+use hif8lab_scaling::{EstimatorKind, Role};
 use hif8lab_train::config::RunConfig;
 use hif8lab_train::eval::{ape, relative_drop};
 use hif8lab_train::trainer::ProbeScores;
@@ -232,12 +233,8 @@ fn by_name<'a>(runs: &[(String, RunConfig)], s: &'a [RunSummary], name: &str) ->
 }
 
 /// Calls above the estimate of estimators named `prefix`, on activations and gradients only.
-fn count_ag(s: &RunSummary, prefix: &str) -> u64 {
-    s.shadow_calls_by_role()
-        .iter()
-        .filter(|(role, _)| role == "A" || role == "G")
-        .map(|(_, pairs)| count(pairs, prefix))
-        .sum()
+fn count_ag(s: &RunSummary, kind: EstimatorKind) -> u64 {
+    s.calls_above_roles(kind, &[Role::A, Role::G])
 }
 
 /// A run's final training loss as the lessons state it everywhere (their verdicts, summaries
@@ -324,9 +321,14 @@ fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, St
     let e4 = by_name(runs, s, "e4m3-saturate-most_recent-low");
     // Each run's own (active) estimator, on activations and gradients (where spikes hit),
     // plus the shadow of the other on the same calls and the weights' slow drift.
-    let (mr_calls, mw_calls) = (count_ag(mr, "most_recent"), count_ag(mw, "max_window"));
-    let (mr_shadow_in_mw, mw_shadow_in_mr) =
-        (count_ag(mw, "most_recent"), count_ag(mr, "max_window"));
+    let (mr_calls, mw_calls) = (
+        count_ag(mr, EstimatorKind::MostRecent),
+        count_ag(mw, EstimatorKind::MaxWindow),
+    );
+    let (mr_shadow_in_mw, mw_shadow_in_mr) = (
+        count_ag(mw, EstimatorKind::MostRecent),
+        count_ag(mr, EstimatorKind::MaxWindow),
+    );
     let weights = |r: &RunSummary, p: &str| {
         r.shadow_calls_by_role()
             .iter()
@@ -522,10 +524,10 @@ fn fixes(base: ProbeScores, s: &[RunSummary]) -> (Vec<Claim>, String) {
         ),
         None => unjudged(text),
     });
-    let ag = |n: &str, p: &str| row(n).map(|r| count_ag(&r.summary, p)).unwrap_or(0);
+    let ag = |n: &str, kind| row(n).map(|r| count_ag(&r.summary, kind)).unwrap_or(0);
     let (mr_low, fix_calls) = (
-        ag("most_recent-low", "most_recent"),
-        ag("max_window-low-warmup", "max_window"),
+        ag("most_recent-low", EstimatorKind::MostRecent),
+        ag("max_window-low-warmup", EstimatorKind::MaxWindow),
     );
     claims.push(Claim::new(
         "a low LR alone is not enough: most_recent's estimate is still exceeded on activations and gradients ≥ 4× as often as in the fixed run (and on at least 10 calls)",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Union
 
+import numpy as np
 import torch
 
 from .. import _core
@@ -100,6 +101,12 @@ def qdq_unscaled(y: torch.Tensor, format: str = "hif8", saturate: bool = False) 
 def qdq(x: torch.Tensor, scale: Scale = 1.0, format: str = "hif8", saturate: bool = False) -> torch.Tensor:
     """``Q(x·scale)/scale`` in f32 (both products rounded to f32, as the Rust codec does);
     ``scale`` a number or a 0-d (or broadcastable) f32 tensor on x's device."""
+    if not torch.is_floating_point(x):
+        raise ValueError(f"qdq: x must be a floating-point tensor, got {x.dtype}")
+    if not isinstance(scale, torch.Tensor):
+        s32 = np.float32(scale)
+        if not (np.isfinite(s32) and s32 > 0):
+            raise ValueError(f"qdq: scale must be a finite number > 0 (as an f32), got {scale!r}")
     x32 = x.float()
     s = scale if isinstance(scale, torch.Tensor) else torch.tensor(float(scale), dtype=torch.float32,
                                                                     device=x.device)

@@ -63,6 +63,8 @@ class Recipe:
         bad = [r for r in self.roles if r not in ROLES]
         if bad:
             raise ValueError(f"roles: unknown {bad} (expected A, W, G)")
+        if not self.roles:
+            raise ValueError("roles: empty: the recipe would quantize nothing (expected some of A, W, G)")
         if self.warmup_steps < 0:
             raise ValueError("warmup_steps must be ≥ 0")
         if self.trace_every < 1:
@@ -363,6 +365,8 @@ def quantize(model: nn.Module, recipe: Recipe = Recipe(), modules: Sequence[str]
     """Replaces the chosen linears of ``model`` by ``QuantLinear`` in place and returns the
     session. Defaults: the paper's placement (MLP projections of the middle blocks; the first
     3 and last 2 blocks stay high precision). Call before wrapping in DDP / FSDP."""
+    if getattr(model, "hif8lab_session", None) is not None:
+        raise ValueError("quantize: the model is quantized already (one session per model)")
     n_blocks, chosen = plan(model, modules, skip_first, skip_last)
     if not chosen:
         raise ValueError(

@@ -15,7 +15,7 @@ impl HifApp {
         // Active most_recent; max_window(64) and the rest shadow it on the same calls. (From
         // scratch a high rate has nothing to forget: forgetting's scenario runs headless.)
         if self.lessons.lesson.id == LessonId::Saturation {
-            s.set("qat.scaling.estimator", "most_recent");
+            let _ = s.set("qat.scaling.estimator", "most_recent");
         }
         self.form.settings = s;
     }

@@ -46,7 +46,8 @@ pub(super) fn field(
                 let mut text = form.settings.get(key).to_owned();
                 let edit = egui::TextEdit::singleline(&mut text).desired_width(120.0);
                 if ui.add(edit).labelled_by(name.id).changed() {
-                    form.settings.set(key, &text);
+                    // `key` is a field of FIELDS: it is always known.
+                    let _ = form.settings.set(key, &text);
                 }
             });
         }
@@ -59,7 +60,7 @@ pub(super) fn field(
                     .show_ui(ui, |ui| {
                         for o in options {
                             if ui.selectable_label(current == *o, *o).clicked() {
-                                form.settings.set(key, o);
+                                let _ = form.settings.set(key, o);
                             }
                         }
                     })

@@ -67,8 +67,11 @@ pub(super) fn sandbox(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Cl
         |p| p.active().to_string(),
     );
     let ag_calls = r.counts.calls_of_roles(&[Role::A, Role::G]);
-    let ag_above = r.calls_above_roles(&active, &[Role::A, Role::G]);
-    let (mr, mw) = (count_ag(r, "most_recent"), count_ag(r, "max_window"));
+    let ag_above = r.active_calls_above_roles(&[Role::A, Role::G]);
+    let (mr, mw) = (
+        count_ag(r, hif8lab_scaling::EstimatorKind::MostRecent),
+        count_ag(r, hif8lab_scaling::EstimatorKind::MaxWindow),
+    );
     // A claim the user's choice decides, never one that holds by construction.
     let claim = format!(
         "your estimator ({active}) is exceeded on at most {:.0} % of the run's activation and gradient calls",

@@ -195,11 +195,20 @@ impl RunSummary {
         self.counts.estimators.get(k)
     }
 
-    /// Calls above the estimate of the estimator of the kind `name` names, on quantizers
-    /// of `roles` (0 when the run has no such estimator).
-    pub fn calls_above_roles(&self, name: &str, roles: &[hif8lab_scaling::Role]) -> u64 {
-        EstimatorKind::of(name)
-            .and_then(|kind| kind.position_in(&self.estimators))
+    /// Calls above the estimate of the run's first estimator of `kind`, on quantizers of
+    /// `roles` (0 when the run has no such estimator).
+    pub fn calls_above_roles(&self, kind: EstimatorKind, roles: &[hif8lab_scaling::Role]) -> u64 {
+        kind.position_in(&self.estimators)
+            .and_then(|k| self.counts.calls_above_roles(roles).get(k).copied())
+            .unwrap_or(0)
+    }
+
+    /// Calls above the active estimator's estimate (the one that quantized), on quantizers of
+    /// `roles` (0 without quantization).
+    pub fn active_calls_above_roles(&self, roles: &[hif8lab_scaling::Role]) -> u64 {
+        self.estimators
+            .iter()
+            .position(|e| *e == self.estimator)
             .and_then(|k| self.counts.calls_above_roles(roles).get(k).copied())
             .unwrap_or(0)
     }
