@@ -64,10 +64,13 @@ impl BankConfig {
         if quantizer < self.quantizers {
             Ok(())
         } else {
-            Err(EngineError::Shape(format!(
-                "quantizer {quantizer} out of range (bank has {})",
-                self.quantizers
-            )))
+            Err(EngineError::Shape {
+                op: "bank".into(),
+                message: format!(
+                    "quantizer {quantizer} out of range (bank has {})",
+                    self.quantizers
+                ),
+            })
         }
     }
 }

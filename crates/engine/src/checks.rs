@@ -75,10 +75,13 @@ pub(crate) fn rope(
 /// checks it before it locks any tensor: one tensor may be passed for several arguments).
 pub(crate) fn attention_shape(s: &AttentionShape) -> Result<(), EngineError> {
     if s.kv_heads == 0 || !s.heads.is_multiple_of(s.kv_heads) || s.head_dim == 0 || s.seq == 0 {
-        return Err(EngineError::Shape(format!(
-            "attention: heads {} must be a multiple of kv_heads {}, head_dim and seq > 0",
-            s.heads, s.kv_heads
-        )));
+        return Err(EngineError::Shape {
+            op: "attention".into(),
+            message: format!(
+                "heads {} must be a multiple of kv_heads {}, head_dim and seq > 0",
+                s.heads, s.kv_heads
+            ),
+        });
     }
     Ok(())
 }
@@ -165,9 +168,10 @@ pub(crate) fn cross_entropy(
         same_len("cross_entropy dlogits", dlogits, logits)?;
     }
     if targets == 0 || !logits.is_multiple_of(targets) {
-        return Err(EngineError::Shape(
-            "cross_entropy: logits are not rows of targets".into(),
-        ));
+        return Err(EngineError::Shape {
+            op: "cross_entropy".into(),
+            message: "logits are not rows of targets".into(),
+        });
     }
     Ok(())
 }

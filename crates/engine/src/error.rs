@@ -21,9 +21,14 @@ pub enum EngineError {
         /// The device limit.
         limit: u64,
     },
-    /// Mismatched shapes or indices.
-    #[error("shape error: {0}")]
-    Shape(String),
+    /// Mismatched shapes or indices: the operation and what is wrong.
+    #[error("shape error: {op}: {message}")]
+    Shape {
+        /// The operation (`matmul`, `attention`, `copy_range`, `bank`, …).
+        op: String,
+        /// What is wrong with its operands.
+        message: String,
+    },
     /// A bank configuration the engine cannot hold.
     #[error("bank config: {0}")]
     Config(String),

@@ -400,9 +400,10 @@ pub mod prelude {
 /// Checks that `len` is a whole number of `width`-wide rows; returns the row count.
 pub(crate) fn rows_of(what: &str, len: usize, width: usize) -> Result<usize, EngineError> {
     if width == 0 || !len.is_multiple_of(width) {
-        return Err(EngineError::Shape(format!(
-            "{what}: {len} elements are not rows of {width}"
-        )));
+        return Err(EngineError::Shape {
+            op: what.into(),
+            message: format!("{len} elements are not rows of {width}"),
+        });
     }
     Ok(len / width)
 }
@@ -411,9 +412,10 @@ pub(crate) fn rows_of(what: &str, len: usize, width: usize) -> Result<usize, Eng
 pub(crate) fn within(what: &str, have: usize, at: usize, len: usize) -> Result<(), EngineError> {
     match at.checked_add(len) {
         Some(end) if end <= have => Ok(()),
-        _ => Err(EngineError::Shape(format!(
-            "{what}: elements {at}..{at}+{len} are outside a tensor of {have}"
-        ))),
+        _ => Err(EngineError::Shape {
+            op: what.into(),
+            message: format!("elements {at}..{at}+{len} are outside a tensor of {have}"),
+        }),
     }
 }
 
@@ -422,18 +424,20 @@ pub(crate) fn same_len(what: &str, a: usize, b: usize) -> Result<(), EngineError
     if a == b {
         Ok(())
     } else {
-        Err(EngineError::Shape(format!(
-            "{what}: lengths {a} and {b} differ"
-        )))
+        Err(EngineError::Shape {
+            op: what.into(),
+            message: format!("lengths {a} and {b} differ"),
+        })
     }
 }
 
 /// Checks that a tensor has at least `need` elements.
 pub(crate) fn at_least(what: &str, have: usize, need: usize) -> Result<(), EngineError> {
     if have < need {
-        return Err(EngineError::Shape(format!(
-            "{what}: {have} elements, needs {need}"
-        )));
+        return Err(EngineError::Shape {
+            op: what.into(),
+            message: format!("{have} elements, needs {need}"),
+        });
     }
     Ok(())
 }
@@ -461,14 +465,17 @@ pub(crate) fn check_matmul(
     for (name, per_batch, have) in need {
         let want = per_batch * spec.batch;
         if have < want {
-            return Err(EngineError::Shape(format!(
-                "matmul {}×{}×{} batch {} ({}): operand {name} has {have} elements, needs {want}",
-                spec.m,
-                spec.n,
-                spec.k,
-                spec.batch,
-                spec.layout.name()
-            )));
+            return Err(EngineError::Shape {
+                op: "matmul".into(),
+                message: format!(
+                    "{}×{}×{} batch {} ({}): operand {name} has {have} elements, needs {want}",
+                    spec.m,
+                    spec.n,
+                    spec.k,
+                    spec.batch,
+                    spec.layout.name()
+                ),
+            });
         }
     }
     Ok(())

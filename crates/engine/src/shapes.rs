@@ -164,9 +164,10 @@ impl CachedAttentionShape {
             || self.head_dim == 0
             || self.past + self.new > self.capacity
         {
-            return Err(EngineError::Shape(format!(
-                "attention_cached: bad shape {self:?}"
-            )));
+            return Err(EngineError::Shape {
+                op: "attention_cached".into(),
+                message: format!("bad shape {self:?}"),
+            });
         }
         Ok(())
     }

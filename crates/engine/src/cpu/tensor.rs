@@ -77,7 +77,10 @@ impl TensorOps for CpuBackend {
     ) -> Result<(), EngineError> {
         let _op = self.launched("matmul");
         if std::ptr::eq(a, c) || std::ptr::eq(b, c) {
-            return Err(EngineError::Shape("matmul: C must not alias A or B".into()));
+            return Err(EngineError::Shape {
+                op: "matmul".into(),
+                message: "C must not alias A or B".into(),
+            });
         }
         // A fused operand's fake-quantized copy, when its statistics pass left one for this
         // very tensor (not written since, same scale): taken, and given back after the
@@ -107,8 +110,9 @@ impl TensorOps for CpuBackend {
                 None => Ok(None),
                 Some(_) if cached.is_some() => Ok(None),
                 Some(q) => {
-                    let bank = bank.ok_or_else(|| {
-                        EngineError::Shape("matmul: fused quantization needs a bank".into())
+                    let bank = bank.ok_or_else(|| EngineError::Shape {
+                        op: "matmul".into(),
+                        message: "fused quantization needs a bank".into(),
                     })?;
                     let mut out = vec![0.0; data.len()];
                     super::par::qdq_into(&bank.quant, data, &mut out, bank.active_scale(q)?);

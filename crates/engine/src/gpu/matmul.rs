@@ -87,10 +87,13 @@ pub(crate) fn launch(
     check_matmul(spec, a.len, b.len, c.len)?;
     let max_groups = gpu.limits.max_compute_workgroups_per_dimension as usize;
     if spec.batch > max_groups {
-        return Err(EngineError::Shape(format!(
-            "matmul batch {} exceeds {max_groups} workgroups per dimension",
-            spec.batch
-        )));
+        return Err(EngineError::Shape {
+            op: "matmul".into(),
+            message: format!(
+                "batch {} exceeds {max_groups} workgroups per dimension",
+                spec.batch
+            ),
+        });
     }
     if spec.batch == 0 || spec.m == 0 || spec.n == 0 {
         return Ok(());
@@ -100,9 +103,10 @@ pub(crate) fn launch(
         (Some(bank), _) => Some(bank),
         (None, false) => None,
         (None, true) => {
-            return Err(EngineError::Shape(
-                "matmul: fused quantization needs a bank".into(),
-            ));
+            return Err(EngineError::Shape {
+                op: "matmul".into(),
+                message: "fused quantization needs a bank".into(),
+            });
         }
     };
     let scale_index = |fuse: Option<usize>| -> Result<u32, EngineError> {

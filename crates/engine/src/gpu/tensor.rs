@@ -52,9 +52,10 @@ pub(crate) fn copy_range(
         return Ok(());
     }
     if std::ptr::eq(src, dst) && src_at.abs_diff(dst_at) < len {
-        return Err(EngineError::Shape(
-            "copy_range: overlapping ranges of one tensor".into(),
-        ));
+        return Err(EngineError::Shape {
+            op: "copy_range".into(),
+            message: "overlapping ranges of one tensor".into(),
+        });
     }
     gpu.with_encoder(|encoder| {
         encoder.copy_buffer_to_buffer(

@@ -255,10 +255,13 @@ impl<B: Backend> Pass<'_, B> {
         if let Some(k) = &cache
             && (a.batch != 1 || past + n > k.capacity)
         {
-            return Err(EngineError::Shape(format!(
-                "kv cache: {past} + {n} positions of batch {} exceed its {} positions",
-                a.batch, k.capacity
-            )));
+            return Err(EngineError::Shape {
+                op: "kv cache".into(),
+                message: format!(
+                    "{past} + {n} positions of batch {} exceed its {} positions",
+                    a.batch, k.capacity
+                ),
+            });
         }
         // RoPE of positions past..past + n: the table's rows from `past`.
         let table = if past == 0 {
