@@ -305,7 +305,7 @@ impl GridConfig {
             train: self.train(p.steps, p.batch, p.lr),
             qat: QatConfig::default(),
             data: DataConfig {
-                corpus: "kb".into(),
+                corpus: hif8lab_train::config::Corpus::Kb,
                 ..self.data.clone()
             },
         }
@@ -359,7 +359,7 @@ impl GridConfig {
             train: self.train(steps, self.cont.batch, lr),
             qat,
             data: DataConfig {
-                corpus: "web".into(),
+                corpus: hif8lab_train::config::Corpus::Web,
                 // One text for every seed: a seed varies the data order alone.
                 corpus_seed: Some(self.data.corpus_seed.unwrap_or(GRID_CORPUS_SEED)),
                 ..self.data.clone()

@@ -264,14 +264,75 @@ impl QatConfig {
     }
 }
 
+/// The text a run trains on: one of the generated corpora, or a file (or folder) of the
+/// user's. Written in configs as its name (`synthetic`, `kb`, `web`) or the path.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Corpus {
+    /// A small generated text.
+    #[default]
+    Synthetic,
+    /// The knowledge base's pretraining corpus.
+    Kb,
+    /// The bursty continued-training corpus.
+    Web,
+    /// A UTF-8 text file, or a folder of them.
+    File(std::path::PathBuf),
+}
+
+impl Corpus {
+    /// The corpus a config value names.
+    pub fn named(text: &str) -> Corpus {
+        match text {
+            "synthetic" => Corpus::Synthetic,
+            "kb" => Corpus::Kb,
+            "web" => Corpus::Web,
+            path => Corpus::File(path.into()),
+        }
+    }
+
+    /// Whether the text is generated (its size is `data.bytes`), not read.
+    pub fn is_generated(&self) -> bool {
+        !matches!(self, Corpus::File(_))
+    }
+}
+
+impl std::fmt::Display for Corpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Corpus::Synthetic => f.write_str("synthetic"),
+            Corpus::Kb => f.write_str("kb"),
+            Corpus::Web => f.write_str("web"),
+            Corpus::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+impl Serialize for Corpus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Corpus {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        if text.is_empty() {
+            return Err(serde::de::Error::custom(
+                "data.corpus is empty (synthetic, kb, web or a path)",
+            ));
+        }
+        Ok(Corpus::named(&text))
+    }
+}
+
 /// Training data.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataConfig {
     /// `synthetic` (a small generated text), `kb` (the knowledge-base pretraining corpus),
     /// `web` (the bursty continued-training corpus), or a path to a UTF-8 text file or folder.
-    #[serde(default = "default_corpus")]
-    pub corpus: String,
+    #[serde(default)]
+    pub corpus: Corpus,
     /// Entities of the knowledge base (`kb` corpus and the probes).
     #[serde(default = "default_entities")]
     pub entities: usize,
@@ -305,9 +366,6 @@ fn is_byte_tokenizer(s: &str) -> bool {
     s == BYTE_TOKENIZER
 }
 
-fn default_corpus() -> String {
-    "synthetic".into()
-}
 fn default_entities() -> usize {
     48
 }
@@ -318,7 +376,7 @@ fn default_corpus_bytes() -> usize {
 impl Default for DataConfig {
     fn default() -> Self {
         DataConfig {
-            corpus: default_corpus(),
+            corpus: Corpus::Synthetic,
             entities: default_entities(),
             kb_seed: 1,
             bytes: default_corpus_bytes(),

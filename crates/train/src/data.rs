@@ -157,15 +157,16 @@ pub fn read_corpus(path: &Path) -> Result<String, DataError> {
 /// The training text a run's `data` section names: `synthetic`, `kb` (the knowledge base's
 /// pretraining corpus), `web` (the bursty continued-training corpus) or a file path.
 pub fn training_text(d: &crate::config::DataConfig, seed: u64) -> Result<String, DataError> {
-    Ok(match d.corpus.as_str() {
-        "synthetic" => synthetic_corpus(seed, d.bytes),
-        "kb" => crate::corpus::pretrain_corpus(
+    use crate::config::Corpus;
+    Ok(match &d.corpus {
+        Corpus::Synthetic => synthetic_corpus(seed, d.bytes),
+        Corpus::Kb => crate::corpus::pretrain_corpus(
             &crate::corpus::KnowledgeBase::generate(d.entities, d.kb_seed),
             seed,
             d.bytes,
         ),
-        "web" => crate::corpus::web_corpus(seed, d.bytes),
-        path => read_corpus(Path::new(path))?,
+        Corpus::Web => crate::corpus::web_corpus(seed, d.bytes),
+        Corpus::File(path) => read_corpus(path)?,
     })
 }
 
@@ -249,7 +250,7 @@ impl RunData {
         }
         if ids.len() < config.model.context + 2 {
             let corpus = &config.data.corpus;
-            let source = if std::path::Path::new(corpus).is_file() {
+            let source = if matches!(corpus, crate::config::Corpus::File(p) if p.is_file()) {
                 format!("data.corpus '{corpus}' (the file)")
             } else {
                 format!(

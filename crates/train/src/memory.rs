@@ -126,9 +126,9 @@ impl MemoryEstimate {
         let bank = config.qat.scaling.plan().map_or(0, |plan| {
             hif8lab_engine::gpu::bank_bytes(&hif8lab_engine::BankConfig::new(quantizers, plan))
         });
-        let corpus_bytes = match config.data.corpus.as_str() {
-            "synthetic" | "kb" | "web" => config.data.bytes as u128,
-            path => path_bytes(std::path::Path::new(path)),
+        let corpus_bytes = match &config.data.corpus {
+            crate::config::Corpus::File(path) => path_bytes(path),
+            _ => config.data.bytes as u128,
         };
         let f32s = |count: u128| count * 4;
         let part = |name, bytes, on_device| MemoryPart {

@@ -73,6 +73,29 @@ fn presets_parse_and_overrides_apply() {
 }
 
 #[test]
+fn the_corpus_is_a_type_written_as_before() {
+    use crate::config::Corpus;
+    for (text, want) in [
+        ("web", Corpus::Web),
+        ("kb", Corpus::Kb),
+        ("synthetic", Corpus::Synthetic),
+        (
+            "texts/my corpus.txt",
+            Corpus::File("texts/my corpus.txt".into()),
+        ),
+    ] {
+        let c = RunConfig::parse("smoke", PRESETS[0].1, &[format!("data.corpus='{text}'")])
+            .expect(text);
+        assert_eq!(c.data.corpus, want);
+        // Written back as the same text (run folders' config.toml keep their spelling).
+        let toml = c.to_toml();
+        assert!(toml.contains(&format!("corpus = \"{text}\"")), "{toml}");
+    }
+    let e = RunConfig::parse("smoke", PRESETS[0].1, &["data.corpus=''".into()]).unwrap_err();
+    assert!(e.message.contains("data.corpus is empty"), "{}", e.message);
+}
+
+#[test]
 fn errors_name_the_key() {
     let e = RunConfig::parse("x.toml", PRESETS[0].1, &["model.layrs=3".into()]).unwrap_err();
     assert!(e.to_string().contains("layrs"), "{e}");
