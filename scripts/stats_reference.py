@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reference values of the verdicts' test statistics from scipy and statsmodels, written to
-tests/fixtures/stats/reference.json (read by crates/train/tests/stats_reference.rs).
+tests/fixtures/stats/reference.json (read by crates/lab/tests/stats_reference.rs).
 
     python3 -m pip install scipy statsmodels && python3 scripts/stats_reference.py
 """

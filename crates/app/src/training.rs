@@ -406,7 +406,7 @@ impl Training {
 
     /// Starts training driven by [`Training::drain`] from the caller's frame loop (what the
     /// browser does; natively it serves the tests of that path). In the browser a CPU run
-    /// goes to a Web Worker instead ([`worker`]), so that no step holds the page;
+    /// goes to a Web Worker instead (`training::worker`, wasm only), so that no step holds the page;
     /// only where none can start is it stepped from the frame loop.
     pub fn start_local(config: RunConfig, device: Device, extras: RunExtras) -> Self {
         #[cfg(target_arch = "wasm32")]

@@ -117,7 +117,7 @@ pub struct QuantizerSnapshot {
     pub stats: StatsSnapshot,
 }
 
-/// The bank's histogram slot: log2|x·scale| of the last [`crate::Backend::histogram`] call.
+/// The bank's histogram slot: log2|x·scale| of the last [`crate::QuantOps::histogram`] call.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BankHistogram {
     /// The quantizer whose input it bins.

@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// What [`Backend::read_step`] returns.
+/// What [`crate::QuantOps::read_step`] returns.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StepReadback {
     /// The tensors, in the order asked.

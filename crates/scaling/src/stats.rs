@@ -5,7 +5,7 @@
 //! - `amax`: max |x| over non-NaN elements (an Inf makes it Inf); 0 for an empty tensor;
 //! - `nonfinite`: elements that are NaN or ±Inf;
 //! - `above[k]`: elements with |x| > `est[k]` (NaN never counts);
-//! - `overflow[k]`: elements with |x · scale[k]| ≥ the format's overflow threshold;
+//! - `overflow[k]`: elements with `|x · scale[k]|` ≥ the format's overflow threshold;
 //! - `underflow`: non-zero elements that quantize to 0 at the active scale.
 //!
 //! Plain Rust, the readable reference: [`errors`] (the quantization error and SQNR),

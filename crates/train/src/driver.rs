@@ -7,7 +7,7 @@
 //! - in a UI, [`Driver::advance`] works for a time budget and never blocks when `block` is
 //!   false (the browser delivers readbacks between frames).
 //!
-//! Sinks: [`crate::run::RunFolder`] writes a run folder (the only writer of `metrics.jsonl`,
+//! Sinks: [`crate::run::folder::RunFolder`] writes a run folder (the only writer of `metrics.jsonl`,
 //! `trace.jsonl`, `probes.jsonl`, checkpoints and `summary.json`), [`Memory`] keeps events
 //! in memory (lessons, tests), and the app forwards them over its channel.
 

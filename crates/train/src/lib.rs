@@ -7,24 +7,28 @@
 //! high-precision warmup before quantization switches on.
 //!
 //! - [`config`]: run configuration (TOML, presets, `--set` overrides);
-//! - [`data`]: byte tokenizer, a run's training text, seeded sampler;
-//! - [`corpus`]: the knowledge base, the bursty continued-training corpus, the probes;
-//! - [`model`]: parameters and the explicit forward/backward passes;
-//! - [`trainer`]: one optimizer step, enqueued asynchronously, and its reports;
+//! - [`data`]: a run's training text and tokens, the seeded sampler;
+//! - [`corpus`]: the generated corpora (the knowledge base's pretraining text, the bursty
+//!   continued-training text);
+//! - [`model`]: parameters and the explicit forward/backward passes, the QAT placement;
+//! - [`trainer`]: one optimizer step, enqueued asynchronously, its reports and its errors;
 //! - [`open`]: the one way a run is opened (`open_run`: fresh, from a base, resumed);
 //! - [`driver`]: the one run driver (steps, probes, checkpoints, stop) and its sinks;
-//! - [`folder`]: the run-folder sink, the only writer of run folders;
-//! - [`run`]: the run folder (config, metrics, trace, summary);
+//! - [`run`]: the run folder (config, metrics, trace, summary) and its sink `run::folder`,
+//!   the only writer of run folders;
+//! - [`lock`]: the run folder's one-writer lock; [`io`]: atomic writes;
 //! - [`memory`]: the memory a config needs, checked before allocating;
-//! - [`checkpoint`]: safetensors checkpoints with optimizer and quantizer state;
-//! - [`hf`]: Hugging Face Llama folders in (`--init-from`, `eval`) and out (`export hf`);
-//! - [`infer`]: a model without optimizer state: windowed loss, logits, sampling;
-//! - [`tokenizer`]: the byte tokenizer and Hugging Face `tokenizer.json` files;
-//! - [`resample`]: the cluster bootstrap behind each probe score's interval;
-//! - [`eval`]: what a probe evaluation measured (scores, intervals, per-item marks);
+//! - [`models`]: the models a run starts from or writes: safetensors checkpoints
+//!   (`models::checkpoint`), tokenizers (`models::tokenizer`), Hugging Face Llama folders in
+//!   and out (`models::hf`), GGUF files (`models::gguf`), and a model a user brings opened in
+//!   one place (`models::source`);
+//! - [`infer`]: a model without optimizer state: windowed loss, logits, sampling, probing;
+//! - [`eval`]: the probe sets and their lm-eval-style scoring (`eval::probes`), the completion
+//!   set of a pretrained model (`eval::regularities`), probe files (`eval::probe_file`), what
+//!   an evaluation measured (`eval::scores`) and the cluster bootstrap of its intervals
+//!   (`eval::resample`);
 //! - [`kb`]: the knowledge base's shape its corpus and probes share;
-//! - [`rng`]: the one random generator (splitmix64);
-//! - [`source`]: a model a user brings (Hugging Face folder or GGUF file), opened in one place.
+//! - [`rng`]: the one random generator (splitmix64).
 //!
 //! The experiments built on the trainer (grid, lessons, claims and their statistics) live in
 //! `hif8lab-lab`, the UI in `hif8lab-app`, the command line in `hif8lab-cli`; none is here.

@@ -18,9 +18,9 @@ pub use plan::{LinearQuant, QuantPlan};
 mod workspace;
 pub use workspace::*;
 
-/// The parameters of one block (Hugging Face Llama names in [`Params::named`]).
+/// The parameters of one block (Hugging Face Llama names in `models::checkpoint`).
 pub struct Block<T> {
-    /// input_layernorm [C].
+    /// input_layernorm `[C]`.
     pub attn_norm: T,
     /// q_proj [H·D, C].
     pub wq: T,
@@ -30,7 +30,7 @@ pub struct Block<T> {
     pub wv: T,
     /// o_proj [C, H·D].
     pub wo: T,
-    /// post_attention_layernorm [C].
+    /// post_attention_layernorm `[C]`.
     pub mlp_norm: T,
     /// gate_proj [F, C].
     pub w_gate: T,
@@ -46,7 +46,7 @@ pub struct Params<T> {
     pub wte: T,
     /// The blocks.
     pub blocks: Vec<Block<T>>,
-    /// Final norm [C].
+    /// Final norm `[C]`.
     pub final_norm: T,
     /// lm_head [V, C]; `None` when tied to `wte` ([`ModelConfig::tie_embeddings`]).
     pub lm_head: Option<T>,

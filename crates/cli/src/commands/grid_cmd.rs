@@ -33,7 +33,7 @@ pub struct GridSource {
     /// of a preset.
     #[arg(long, conflicts_with = "preset")]
     config: Option<PathBuf>,
-    /// Output folder (default runs/<preset>, or runs/lessons-<preset> for a lesson);
+    /// Output folder (default `runs/<preset>`, or `runs/lessons-<preset>` for a lesson);
     /// re-running reuses the base and skips finished runs.
     #[arg(long)]
     out: Option<PathBuf>,

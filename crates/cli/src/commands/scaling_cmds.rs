@@ -106,7 +106,7 @@ pub enum ExportCommand {
     Hf(crate::commands::model_cmds::ExportHfArgs),
     /// Print the Transformer Engine DelayedScaling recipe and Megatron-LM flags for a config.
     TeRecipe {
-        /// A TOML config: a run config with a [scaling] table, or the scaling table itself.
+        /// A TOML config: a run config with a `[scaling]` table, or the scaling table itself.
         #[arg(long)]
         config: Option<PathBuf>,
         /// Active estimator (overrides the config).

@@ -42,7 +42,7 @@ pub struct TrainArgs {
     /// `gpu:ADAPTER`. Default: `auto` for a new run; with --resume, the backend the run used.
     #[arg(long)]
     backend: Option<BackendChoice>,
-    /// Run folder (default runs/<preset>-<unix time>); must not hold a run already.
+    /// Run folder (default `runs/<preset>-<unix time>`); must not hold a run already.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Optimizer steps (overrides train.steps; with --resume, extends the run).

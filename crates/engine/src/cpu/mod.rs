@@ -51,7 +51,7 @@ use crate::bank::{BankConfig, StatsSnapshot};
 use crate::{BackendInfo, Counters, Device, EngineError};
 
 /// A CPU tensor: a flat f32 vector behind a lock (outputs are written through `&`), and the
-/// access stamp it was last taken with (see [`CpuTensor::key`]).
+/// access stamp it was last taken with (see `CpuTensor::key`).
 #[derive(Debug, Default)]
 pub struct CpuTensor {
     data: Mutex<Vec<f32>>,

@@ -49,7 +49,7 @@ impl BankWords {
 }
 
 /// Bytes a quantizer bank of `config` takes on the device: every buffer
-/// [`new_bank`] allocates.
+/// `new_bank` allocates.
 pub fn bank_bytes(config: &BankConfig) -> u128 {
     BankWords::of(config).bytes(config.estimators())
 }

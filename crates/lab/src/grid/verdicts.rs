@@ -158,7 +158,7 @@ fn probe_part(
 }
 
 /// The relative drop (%) of `other`'s 0/1 score against `reference`'s on the same items: a
-/// bootstrap part, or the exact paired interval when fewer than [`FEW_DISCORDANT`] items
+/// bootstrap part, or the exact paired interval when fewer than `FEW_DISCORDANT` (25) items
 /// differ (never of zero width).
 pub fn drop_part(
     design: Design,

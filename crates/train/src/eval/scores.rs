@@ -1,6 +1,7 @@
 //! What a probe evaluation measured: the scores, their intervals and the per-item marks a
 //! paired test needs, as runs record them (`summary.json`, a grid's data file). Plain data:
-//! scoring lives in [`crate::corpus`], the probes' running in [`crate::trainer`].
+//! scoring lives in [`crate::eval::probes`], the probes' running in [`crate::trainer`] (and
+//! `crate::infer` for a model without optimizer state).
 
 /// Probe results of one evaluation.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]

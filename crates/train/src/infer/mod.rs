@@ -4,7 +4,7 @@
 //! (the scales the run would use next; the state is restored before every batch, so what
 //! one batch measures never changes the next).
 //!
-//! Windows are never padded: a call's activations have exactly its rows ([`forward`]).
+//! Windows are never padded: a call's activations have exactly its rows (`infer::forward`).
 //! Sampling keeps every layer's keys and values: the prompt is processed once, then one
 //! position per token.
 

@@ -45,7 +45,7 @@ pub fn cache_dir() -> PathBuf {
         .unwrap_or_else(|| std::env::temp_dir().join("hif8lab-cache"))
 }
 
-/// Reads a model a user brings: a Hugging Face folder ([`load`]) or a GGUF file (converted
+/// Reads a model a user brings: a Hugging Face folder ([`crate::models::hf::load`]) or a GGUF file (converted
 /// in memory; its tokenizer files written to [`cache_dir`] under a name from their contents).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn load_any(path: &Path) -> Result<HfModel, HfError> {

@@ -1,4 +1,4 @@
-//! GGUF files (llama.cpp's model format) in: the container ([`file`]), ggml's element types
+//! GGUF files (llama.cpp's model format) in: the container ([`mod@file`]), ggml's element types
 //! and their dequantization ([`dequant`]), and the conversion of a Llama file into the parts
 //! of a Hugging Face folder ([`convert`]), as `transformers`' GGUF loader does it.
 //!
