@@ -3,7 +3,7 @@
 # preset's; `smollm2-135m`: SmolLM2-135M, tied, vocab 49,152, ctx 128, batch 2;
 # `smollm2-360m`: the 360 M Llama shape, d 960, 32 layers, 15/5 heads, ff 2560), in one go:
 # the project's own PyTorch reference (scripts/torch_reference.py: same model, optimizer and
-# QAT recipe, HiF8 W8A8G8 with max_window delayed scaling emulated in torch) and
+# QAT recipe, HiF8 W8A8G8 with delayed scaling by the package's hif8lab.torch) and
 # `hif8lab bench train --preset small --backend cpu`, both on the same thread count; prints
 # both figures and their ratios. Not part of scripts/test.sh.
 #
@@ -56,6 +56,8 @@ if [ -z "$python" ]; then
   fi
   python="$venv/bin/python"
 fi
+# The reference quantizes with the package (hif8lab.torch), built from this checkout.
+CARGO_TARGET_DIR="$target/python" "$python" -m pip install --quiet --force-reinstall --no-deps ./python >&2
 cargo build --release --locked -p hif8lab-cli >&2
 # Rounds alternate which of the two runs first (torch, ours | ours, torch | ...), so a host
 # whose speed drifts slows both alike; every round is printed, then the median ratio.

@@ -4,10 +4,13 @@
 AdamW (betas 0.9/0.95, eps 1e-8, decay on matrices and embeddings only, global-norm clip 1),
 and the same QAT recipe as the `small` preset — HiF8 W8A8G8 fake quantization of the gate,
 up and down projections of the middle blocks (the first ceil(3L/26) and last ceil(2L/26)
-blocks stay high precision), per-tensor delayed scaling with max_window(64) and target 15 —
-emulated in eager PyTorch. Prints one JSON object with tokens/s plain and QAT.
+blocks stay high precision), per-tensor delayed scaling with the lab's default estimator —
+done by the package's own `hif8lab.torch.quantize` (the codec and the delayed scaling held
+bit for bit to the Rust reference by python/tests; no second implementation here). Needs
+the package installed (`pip install ./python`, as scripts/test-python.sh does). Prints one
+JSON object with tokens/s plain and QAT.
 
-    python3 scripts/torch_reference.py [--threads 2] [--steps 10] [--preset-json JSON]
+    python3 scripts/torch_reference.py [--threads 2] [--steps 10] [--shape small]
 """
 
 import argparse
@@ -18,73 +21,14 @@ import time
 import torch
 import torch.nn.functional as F
 
-HIF8_OVERFLOW = 40960.0
+from hif8lab.torch import Recipe, quantize
 
 
-def hif8_qdq(x):
-    """HiF8 round trip (SPEC.md §1): 3 mantissa bits for |exponent| <= 3, 2 for 4..7, 1 for
-    8..15, ties away from zero; below 2^-15 powers of two only (the exponent rounded, 0
-    below 2^-23.5); |x| >= 40960 -> inf. Checked against `hif8lab codec qdq` on sample
-    values; exact ties in the power-of-two range are not emulated (a speed reference)."""
-    a = x.abs()
-    l2 = torch.log2(a.clamp_min(2.0 ** -60))
-    e = torch.floor(l2)
-    ae = e.abs()
-    mbits = torch.where(ae <= 3, 3.0, torch.where(ae <= 7, 2.0, 1.0))
-    step = torch.exp2(e - mbits)
-    q = torch.floor(a / step + 0.5) * step
-    r = torch.round(l2)
-    tiny = torch.where(r < -23, torch.zeros_like(a), torch.exp2(r))
-    q = torch.where(e < -15, tiny, q)
-    q = torch.where(q >= HIF8_OVERFLOW, torch.full_like(q, float("inf")), q)
-    return torch.copysign(q, x)
-
-
-class DelayedScale:
-    """One quantizer's amax history (window 64) and the max_window estimator."""
-
-    def __init__(self, window=64, target=15.0):
-        self.history = []
-        self.window = window
-        self.target = target
-
-    def __call__(self, x):
-        amax = x.detach().abs().max().item()
-        est = max(self.history) if self.history else amax
-        self.history.append(amax)
-        if len(self.history) > self.window:
-            self.history.pop(0)
-        scale = self.target / est if est > 0 else 1.0
-        return hif8_qdq(x * scale) / scale
-
-
-class QLinearFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, w, qa, qw, qg):
-        xq, wq = qa(x), qw(w)
-        ctx.save_for_backward(xq, wq)
-        ctx.qg = qg
-        return xq @ wq.t()
-
-    @staticmethod
-    def backward(ctx, dy):
-        xq, wq = ctx.saved_tensors
-        g = ctx.qg(dy)
-        dx = g @ wq
-        dw = g.reshape(-1, g.shape[-1]).t() @ xq.reshape(-1, xq.shape[-1])
-        return dx, dw, None, None, None
-
-
-class Linear(torch.nn.Module):
-    def __init__(self, cin, cout, std, quant):
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.randn(cout, cin) * std)
-        self.q = (DelayedScale(), DelayedScale(), DelayedScale()) if quant else None
-
-    def forward(self, x):
-        if self.q is None:
-            return x @ self.weight.t()
-        return QLinearFn.apply(x, self.weight, *self.q)
+def linear(cin, cout, std):
+    """A bias-free linear with normal(0, std) weights (the lab's initialization)."""
+    lin = torch.nn.Linear(cin, cout, bias=False)
+    torch.nn.init.normal_(lin.weight, std=std)
+    return lin
 
 
 def rmsnorm(x, w, eps=1e-5):
@@ -98,20 +42,21 @@ def rope(x, cos, sin):
 
 
 class Block(torch.nn.Module):
-    def __init__(self, m, quant, layers):
+    def __init__(self, m, layers):
         super().__init__()
         c, f, hd = m["d_model"], m["d_ff"], m["d_model"] // m["heads"]
         res = 0.02 / math.sqrt(2 * layers)
         self.heads, self.kv, self.hd = m["heads"], m["kv_heads"], hd
         self.n1 = torch.nn.Parameter(torch.ones(c))
         self.n2 = torch.nn.Parameter(torch.ones(c))
-        self.q = Linear(c, m["heads"] * hd, 0.02, False)
-        self.k = Linear(c, m["kv_heads"] * hd, 0.02, False)
-        self.v = Linear(c, m["kv_heads"] * hd, 0.02, False)
-        self.o = Linear(m["heads"] * hd, c, res, False)
-        self.gate = Linear(c, f, 0.02, quant)
-        self.up = Linear(c, f, 0.02, quant)
-        self.down = Linear(f, c, res, quant)
+        self.q = linear(c, m["heads"] * hd, 0.02)
+        self.k = linear(c, m["kv_heads"] * hd, 0.02)
+        self.v = linear(c, m["kv_heads"] * hd, 0.02)
+        self.o = linear(m["heads"] * hd, c, res)
+        # Hugging Face's names, which hif8lab.torch.quantize places its quantizers by.
+        self.gate_proj = linear(c, f, 0.02)
+        self.up_proj = linear(c, f, 0.02)
+        self.down_proj = linear(f, c, res)
 
     def forward(self, x, cos, sin):
         b, t, c = x.shape
@@ -125,20 +70,18 @@ class Block(torch.nn.Module):
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.o(a.transpose(1, 2).reshape(b, t, c))
         h = rmsnorm(x, self.n2)
-        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
 
 
 class Model(torch.nn.Module):
-    def __init__(self, m, qat):
+    def __init__(self, m):
         super().__init__()
         L = m["layers"]
-        first, last = math.ceil(3 * L / 26), math.ceil(2 * L / 26)
         self.wte = torch.nn.Parameter(torch.randn(m["vocab"], m["d_model"]) * 0.02)
-        self.blocks = torch.nn.ModuleList(
-            Block(m, qat and first <= i < L - last, L) for i in range(L))
+        self.layers = torch.nn.ModuleList(Block(m, L) for i in range(L))
         self.nf = torch.nn.Parameter(torch.ones(m["d_model"]))
         # A tied head reads the embedding table (SmolLM2's layout).
-        self.head = None if m.get("tie") else Linear(m["d_model"], m["vocab"], 0.02, False)
+        self.head = None if m.get("tie") else linear(m["d_model"], m["vocab"], 0.02)
         hd = m["d_model"] // m["heads"]
         inv = 10000.0 ** (-torch.arange(0, hd, 2).float() / hd)
         ang = torch.arange(m["context"]).float()[:, None] * inv[None, :]
@@ -146,7 +89,7 @@ class Model(torch.nn.Module):
 
     def forward(self, x, y):
         h = self.wte[x]
-        for b in self.blocks:
+        for b in self.layers:
             h = b(h, self.cos, self.sin)
         h = rmsnorm(h, self.nf)
         logits = h @ self.wte.t() if self.head is None else self.head(h)
@@ -155,7 +98,12 @@ class Model(torch.nn.Module):
 
 def tokens_per_s(m, t, qat, steps):
     torch.manual_seed(1)
-    model = Model(m, qat)
+    model = Model(m)
+    session = None
+    if qat:
+        L = m["layers"]
+        session = quantize(model, Recipe(), skip_first=math.ceil(3 * L / 26),
+                           skip_last=math.ceil(2 * L / 26))
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     rest = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
@@ -167,11 +115,15 @@ def tokens_per_s(m, t, qat, steps):
         if i == 2:
             start = time.perf_counter()
         x, y = data[i, :, :-1], data[i, :, 1:]
+        if session is not None:
+            session.start_step(i)
         loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        if session is not None and i % 10 == 9:
+            session.drain()  # the statistics read back, as a run folder's writer would
     return steps * b * c / (time.perf_counter() - start), loss.item()
 
 
@@ -198,7 +150,7 @@ def main():
     m, t = SHAPES[a.shape]
     plain, _ = tokens_per_s(m, t, False, a.steps)
     qat, loss = tokens_per_s(m, t, True, a.steps)
-    params = sum(p.numel() for p in Model(m, False).parameters())
+    params = sum(p.numel() for p in Model(m).parameters())
     print(json.dumps({"torch": torch.__version__, "threads": a.threads, "parameters": params,
                       "tokens_per_s_plain": round(plain, 1), "tokens_per_s_qat": round(qat, 1),
                       "qat_overhead": round(plain / qat, 4), "final_loss_qat": loss}))
