@@ -11,7 +11,9 @@
 //! - [`corpus`]: the generated corpora (the knowledge base's pretraining text, the bursty
 //!   continued-training text);
 //! - [`model`]: parameters and the explicit forward/backward passes, the QAT placement;
-//! - [`trainer`]: one optimizer step, enqueued asynchronously, its reports and its errors;
+//! - [`trainer`]: one optimizer step, enqueued asynchronously, and its reports;
+//! - [`error`]: the errors of training and inference (`TrainError`, `InferError`) and their
+//!   exit-code classes;
 //! - [`open`]: the one way a run is opened (`open_run`: fresh, from a base, resumed);
 //! - [`driver`]: the one run driver (steps, probes, checkpoints, stop) and its sinks;
 //! - [`run`]: the run folder (config, metrics, trace, summary) and its sink `run::folder`,
@@ -37,6 +39,7 @@ pub mod config;
 pub mod corpus;
 pub mod data;
 pub mod driver;
+pub mod error;
 pub mod eval;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod infer;
