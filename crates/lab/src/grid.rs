@@ -170,8 +170,8 @@ pub struct ControlPhase {
     pub margin: i32,
 }
 
-/// The positive control's run name.
-pub const CONTROL_RUN: &str = "control-low";
+/// The positive control's run name (its cell's name in [`CellKey::TABLE`]).
+pub const CONTROL_RUN: &str = CellKey::TABLE[10].0;
 
 /// A grid configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -427,7 +427,87 @@ impl GridRun {
     }
 }
 
+/// A cell of the table: an estimator (none: the baseline), the rate, warmup, format, control.
+const fn cell(
+    estimator: Option<EstimatorSpec>,
+    high_lr: bool,
+    warmup: bool,
+    format: Format,
+    control: bool,
+) -> CellKey {
+    CellKey {
+        estimator,
+        high_lr,
+        warmup,
+        format,
+        control,
+    }
+}
+
+const MR: Option<EstimatorSpec> = Some(EstimatorSpec::MostRecent);
+const MW: Option<EstimatorSpec> = Some(EstimatorSpec::MaxWindow(Some(64)));
+
 impl CellKey {
+    /// The high-precision baseline at the high rate.
+    pub const BASELINE_HIGH: CellKey = cell(None, true, false, Format::HiF8, false);
+    /// The high-precision baseline at the low rate.
+    pub const BASELINE_LOW: CellKey = cell(None, false, false, Format::HiF8, false);
+    /// most_recent at the high rate.
+    pub const MOST_RECENT_HIGH: CellKey = cell(MR, true, false, Format::HiF8, false);
+    /// most_recent at the low rate.
+    pub const MOST_RECENT_LOW: CellKey = cell(MR, false, false, Format::HiF8, false);
+    /// max_window(64) at the high rate.
+    pub const MAX_WINDOW_HIGH: CellKey = cell(MW, true, false, Format::HiF8, false);
+    /// max_window(64) at the low rate.
+    pub const MAX_WINDOW_LOW: CellKey = cell(MW, false, false, Format::HiF8, false);
+    /// most_recent with the warmup at the low rate.
+    pub const MOST_RECENT_LOW_WARMUP: CellKey = cell(MR, false, true, Format::HiF8, false);
+    /// The paper's fix: max_window(64) with the warmup at the low rate.
+    pub const MAX_WINDOW_LOW_WARMUP: CellKey = cell(MW, false, true, Format::HiF8, false);
+    /// most_recent's E4M3 twin at the low rate.
+    pub const MOST_RECENT_LOW_E4M3: CellKey = cell(MR, false, false, Format::E4M3, false);
+    /// max_window(64)'s E4M3 twin at the low rate.
+    pub const MAX_WINDOW_LOW_E4M3: CellKey = cell(MW, false, false, Format::E4M3, false);
+    /// The positive control (max_window(64) at the low rate, its estimate too small).
+    pub const CONTROL_LOW: CellKey = cell(MW, false, false, Format::HiF8, true);
+
+    /// Every cell a grid may hold, with its name: the one table of cell names (runs,
+    /// reports, lessons and the app name cells by it, and find them by key).
+    pub const TABLE: [(&'static str, CellKey); 11] = [
+        ("baseline-high", CellKey::BASELINE_HIGH),
+        ("baseline-low", CellKey::BASELINE_LOW),
+        ("most_recent-high", CellKey::MOST_RECENT_HIGH),
+        ("most_recent-low", CellKey::MOST_RECENT_LOW),
+        ("max_window-high", CellKey::MAX_WINDOW_HIGH),
+        ("max_window-low", CellKey::MAX_WINDOW_LOW),
+        ("most_recent-low-warmup", CellKey::MOST_RECENT_LOW_WARMUP),
+        ("max_window-low-warmup", CellKey::MAX_WINDOW_LOW_WARMUP),
+        ("most_recent-low-e4m3", CellKey::MOST_RECENT_LOW_E4M3),
+        ("max_window-low-e4m3", CellKey::MAX_WINDOW_LOW_E4M3),
+        ("control-low", CellKey::CONTROL_LOW),
+    ];
+
+    /// The cell's name in [`Self::TABLE`] (a cell outside it: its fields, spelled out).
+    pub fn name(self) -> String {
+        match CellKey::TABLE.iter().find(|(_, k)| *k == self) {
+            Some((name, _)) => (*name).to_owned(),
+            None => format!("{self:?}"),
+        }
+    }
+
+    /// The cell a name names; an unknown name is an error naming the cells there are.
+    pub fn named(name: &str) -> Result<CellKey, hif8lab_format::UnknownName> {
+        CellKey::TABLE
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, k)| *k)
+            .ok_or_else(|| hif8lab_format::UnknownName {
+                kind: "grid cell",
+                given: name.to_owned(),
+                expected: CellKey::TABLE.map(|(n, _)| n).join(", "),
+            })
+    }
+
     /// The cell of the high-precision baseline matched to this one: the same learning
     /// rate, no estimator, no warmup.
     pub fn baseline(self) -> CellKey {
@@ -447,101 +527,74 @@ impl CellKey {
 /// call of these runs as shadows.) The grid's own rates are `continue.lr_high` and
 /// `continue.lr_low`; `paper` names the paper's setting each run stands in for.
 pub fn grid_runs() -> Vec<GridRun> {
-    let est = |s: &str| Some(s.parse::<EstimatorSpec>().expect("known estimator"));
-    let run = |name: &str, spec: Option<&str>, high_lr: bool, warmup: bool, paper: &'static str| {
-        GridRun {
-            name: name.into(),
-            estimator: spec.and_then(est),
-            high_lr,
-            warmup,
-            paper,
-            format: Format::HiF8,
-            control: false,
-        }
-    };
-    vec![
-        run(
-            "baseline-high",
-            None,
-            true,
-            false,
+    [
+        (
+            CellKey::BASELINE_HIGH,
             "BF16 baseline at the high rate (paper: 1e-4)",
         ),
-        run(
-            "baseline-low",
-            None,
-            false,
-            false,
+        (
+            CellKey::BASELINE_LOW,
             "BF16 baseline at the low rate (paper: 1e-5)",
         ),
-        run(
-            "most_recent-high",
-            Some("most_recent"),
-            true,
-            false,
+        (
+            CellKey::MOST_RECENT_HIGH,
             "HiF8 most-recent, high rate (paper: 1e-4; saturation + forgetting)",
         ),
-        run(
-            "most_recent-low",
-            Some("most_recent"),
-            false,
-            false,
+        (
+            CellKey::MOST_RECENT_LOW,
             "HiF8 most-recent, low rate (paper: 1e-5; saturation)",
         ),
-        run(
-            "max_window-high",
-            Some("max_window(64)"),
-            true,
-            false,
+        (
+            CellKey::MAX_WINDOW_HIGH,
             "HiF8 max-window(64), high rate (paper: 1e-4; forgetting)",
         ),
-        run(
-            "max_window-low",
-            Some("max_window(64)"),
-            false,
-            false,
+        (
+            CellKey::MAX_WINDOW_LOW,
             "HiF8 max-window(64), low rate (paper: 1e-5), no warmup",
         ),
-        run(
-            "most_recent-low-warmup",
-            Some("most_recent"),
-            false,
-            true,
+        (
+            CellKey::MOST_RECENT_LOW_WARMUP,
             "HiF8 most-recent + warmup, low rate (paper: 500-step warmup, 1e-5)",
         ),
-        run(
-            "max_window-low-warmup",
-            Some("max_window(64)"),
-            false,
-            true,
+        (
+            CellKey::MAX_WINDOW_LOW_WARMUP,
             "the paper's fix: max-window(64) + warmup, low rate (paper: 1e-5)",
         ),
     ]
+    .into_iter()
+    .map(|(key, paper)| GridRun::of(key, paper))
+    .collect()
+}
+
+impl GridRun {
+    /// The run of cell `key`, named by the table.
+    pub fn of(key: CellKey, paper: &'static str) -> GridRun {
+        GridRun {
+            name: key.name(),
+            estimator: key.estimator,
+            high_lr: key.high_lr,
+            warmup: key.warmup,
+            paper,
+            format: key.format,
+            control: key.control,
+        }
+    }
 }
 
 /// The E4M3 twins of the low-rate estimator cells (`continue.e4m3`): the same runs with
 /// E4M3 quantizers at target 448, clipping above it, so that clipping is seen where HiF8's
 /// range absorbs an outlier.
 pub fn e4m3_runs() -> Vec<GridRun> {
-    ["most_recent", "max_window(64)"]
-        .iter()
-        .map(|spec| {
-            let short = spec.split('(').next().unwrap_or(spec);
-            GridRun {
-                name: format!("{short}-low-e4m3"),
-                estimator: Some(spec.parse::<EstimatorSpec>().expect("known estimator")),
-                high_lr: false,
-                warmup: false,
-                paper: if short == "most_recent" {
-                    "E4M3 most-recent, low rate (clipping where HiF8 absorbs)"
-                } else {
-                    "E4M3 max-window(64), low rate (clipping where HiF8 absorbs)"
-                },
-                format: Format::E4M3,
-                control: false,
-            }
-        })
-        .collect()
+    vec![
+        GridRun::of(
+            CellKey::MOST_RECENT_LOW_E4M3,
+            "E4M3 most-recent, low rate (clipping where HiF8 absorbs)",
+        ),
+        GridRun::of(
+            CellKey::MAX_WINDOW_LOW_E4M3,
+            "E4M3 max-window(64), low rate (clipping where HiF8 absorbs)",
+        ),
+    ]
 }
 
 /// Every run a grid may hold ([`grid_runs`] then [`e4m3_runs`]).
@@ -555,15 +608,10 @@ pub fn all_runs() -> Vec<GridRun> {
 /// The positive control ([`ControlPhase`]): max_window(64) at the low rate, no warmup, its
 /// estimate too small by the control's margin, overflow clipped.
 pub fn control_run() -> GridRun {
-    GridRun {
-        name: CONTROL_RUN.into(),
-        estimator: Some(EstimatorSpec::MaxWindow(Some(64))),
-        high_lr: false,
-        warmup: false,
-        paper: "positive control: max-window(64) with its estimate made too small (clipping on purpose)",
-        format: Format::HiF8,
-        control: true,
-    }
+    GridRun::of(
+        CellKey::CONTROL_LOW,
+        "positive control: max-window(64) with its estimate made too small (clipping on purpose)",
+    )
 }
 
 /// Progress of the grid, for the caller to show.
@@ -581,4 +629,36 @@ impl GridProgress for () {
     fn start(&mut self, _: &str, _: usize, _: usize, _: bool) {}
     fn step(&mut self, _: u64, _: u64, _: f32) {}
     fn probes(&mut self, _: &ProbeScores) {}
+}
+
+#[cfg(test)]
+mod cell_tests {
+    use super::*;
+
+    #[test]
+    fn every_run_is_named_by_the_cell_table_and_found_by_its_key() {
+        let runs = all_runs();
+        assert_eq!(runs.len(), CellKey::TABLE.len());
+        for (run, (name, key)) in runs.iter().zip(CellKey::TABLE) {
+            assert_eq!(run.name, name);
+            assert!(run.key() == key, "{name}");
+            assert_eq!(key.name(), name);
+            assert!(CellKey::named(name) == Ok(key), "{name}");
+        }
+        // The table's keys are distinct: a lookup by key finds one cell.
+        for (i, (_, a)) in CellKey::TABLE.iter().enumerate() {
+            for (_, b) in &CellKey::TABLE[i + 1..] {
+                assert!(a != b);
+            }
+        }
+        assert_eq!(CONTROL_RUN, CellKey::CONTROL_LOW.name());
+        let e = CellKey::named("max_window-low-wamrup")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown grid cell 'max_window-low-wamrup'")
+                && e.contains("max_window-low-warmup"),
+            "{e}"
+        );
+    }
 }

@@ -36,8 +36,8 @@ use serde::Serialize;
 pub use crate::claims::Claim;
 use crate::claims::{Part, Side};
 use crate::grid::{
-    GridConfig, GridResults, RunSummary, base_run, count_of_kind as count, forgetting_contrast,
-    forgetting_vs_base, grid_runs,
+    CellKey, GridConfig, GridResults, GridRun, RunSummary, base_run, count_of_kind as count,
+    forgetting_contrast, forgetting_vs_base, grid_runs,
 };
 use crate::stats::Verdict3;
 use hif8lab_scaling::{EstimatorKind, Role};
@@ -255,38 +255,35 @@ pub fn scenario(
     grid: &GridConfig,
     user: Option<&RunConfig>,
 ) -> Option<Vec<(String, RunConfig)>> {
-    let run = |n: &str| {
-        grid_runs()
-            .into_iter()
-            .find(|r| r.name == n)
-            .map(|r| (r.name.clone(), grid.run_config(&r)))
-            .expect("a grid run")
+    let run = |key: CellKey| {
+        let r = GridRun::of(key, "");
+        (r.name.clone(), grid.run_config(&r))
     };
     Some(match id {
         LessonId::Saturation => {
-            let (_, mut e4m3) = run("most_recent-low");
+            let (_, mut e4m3) = run(CellKey::MOST_RECENT_LOW);
             e4m3.qat.scaling.format = hif8lab_format::Format::E4M3;
             e4m3.qat.scaling.target = 448.0;
             e4m3.qat.scaling.overflow = hif8lab_format::Overflow::Saturate;
             vec![
-                run("baseline-low"),
-                run("most_recent-low"),
-                run("max_window-low"),
+                run(CellKey::BASELINE_LOW),
+                run(CellKey::MOST_RECENT_LOW),
+                run(CellKey::MAX_WINDOW_LOW),
                 ("e4m3-saturate-most_recent-low".into(), e4m3),
             ]
         }
         LessonId::Forgetting => vec![
-            run("baseline-low"),
-            run("baseline-high"),
-            run("max_window-low"),
-            run("max_window-high"),
+            run(CellKey::BASELINE_LOW),
+            run(CellKey::BASELINE_HIGH),
+            run(CellKey::MAX_WINDOW_LOW),
+            run(CellKey::MAX_WINDOW_HIGH),
         ],
         LessonId::Fixes => grid_runs()
             .iter()
             .map(|r| (r.name.clone(), grid.run_config(r)))
             .collect(),
         LessonId::Sandbox => {
-            let (_, fixed) = run("max_window-low-warmup");
+            let (_, fixed) = run(CellKey::MAX_WINDOW_LOW_WARMUP);
             vec![sandbox_run(&fixed, user.unwrap_or(&fixed))]
         }
         LessonId::Outliers => return None,
@@ -315,9 +312,9 @@ pub fn judge(
 }
 
 fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, String) {
-    let base = by_name(runs, s, "baseline-low");
-    let mr = by_name(runs, s, "most_recent-low");
-    let mw = by_name(runs, s, "max_window-low");
+    let base = by_name(runs, s, &CellKey::BASELINE_LOW.name());
+    let mr = by_name(runs, s, &CellKey::MOST_RECENT_LOW.name());
+    let mw = by_name(runs, s, &CellKey::MAX_WINDOW_LOW.name());
     let e4 = by_name(runs, s, "e4m3-saturate-most_recent-low");
     // Each run's own (active) estimator, on activations and gradients (where spikes hit),
     // plus the shadow of the other on the same calls and the weights' slow drift.
@@ -451,7 +448,10 @@ fn forgetting(
     let contrast =
         |hi: &str, lo: &str| forgetting_contrast(ONE_RUN, &base_run, (hi, one(hi)), (lo, one(lo)));
     let loss = |n: &str| final_loss(&by_name(runs, s, n).losses);
-    let (ll, lh) = (loss("baseline-low"), loss("baseline-high"));
+    let (ll, lh) = (
+        loss(&CellKey::BASELINE_LOW.name()),
+        loss(&CellKey::BASELINE_HIGH.name()),
+    );
     let ev = |hi: &str, lo: &str| {
         serde_json::json!({
             "forgetting_high_points": forgot(hi),
@@ -468,13 +468,13 @@ fn forgetting(
     let mut claims = vec![
         claim(
             "without QAT, the high learning rate forgets: it loses ≥ 10 points more of the base's above-chance knowledge than the low rate",
-            "baseline-high",
-            "baseline-low",
+            &CellKey::BASELINE_HIGH.name(),
+            &CellKey::BASELINE_LOW.name(),
         ),
         claim(
             "with QAT (max_window), the same",
-            "max_window-high",
-            "max_window-low",
+            &CellKey::MAX_WINDOW_HIGH.name(),
+            &CellKey::MAX_WINDOW_LOW.name(),
         ),
         Claim::new(
             "the loss looks healthy: the high-LR run ends with a training loss no more than 2 % above the low-LR run's",
@@ -491,10 +491,10 @@ fn forgetting(
     crate::claims::judge_family(&mut claims);
     let summary = format!(
         "Against the base model, the high LR forgot {:.1} points of its above-chance knowledge and the low LR {:.1} without QAT ({:.1} and {:.1} with QAT; 0 = none, 100 = down to chance, above 100 = below chance), while the final training loss (the mean of the last fifth of the steps) was {lh:.3} (high) vs {ll:.3} (low).",
-        forgot("baseline-high"),
-        forgot("baseline-low"),
-        forgot("max_window-high"),
-        forgot("max_window-low")
+        forgot(&CellKey::BASELINE_HIGH.name()),
+        forgot(&CellKey::BASELINE_LOW.name()),
+        forgot(&CellKey::MAX_WINDOW_HIGH.name()),
+        forgot(&CellKey::MAX_WINDOW_LOW.name())
     );
     (claims, summary)
 }
@@ -510,11 +510,17 @@ fn fixes(base: ProbeScores, s: &[RunSummary]) -> (Vec<Claim>, String) {
         .cloned()
         .collect();
     // … and why each fix alone falls short.
-    let row = |n: &str| results.rows.iter().find(|r| r.name == n);
+    let row = |key: CellKey| results.rows.iter().find(|r| r.key == key);
     let base_run = [base_run(&base)];
     let text = "max_window alone is not enough: at the high LR it still forgets ≥ 10 points of the base's above-chance knowledge";
-    let part = row("max_window-high")
-        .and_then(|r| forgetting_vs_base(ONE_RUN, &base_run, "max_window-high", &r.seeds));
+    let part = row(CellKey::MAX_WINDOW_HIGH).and_then(|r| {
+        forgetting_vs_base(
+            ONE_RUN,
+            &base_run,
+            &CellKey::MAX_WINDOW_HIGH.name(),
+            &r.seeds,
+        )
+    });
     let forgot = part.as_ref().map_or(f64::NAN, |p| p.value);
     claims.push(match part {
         Some(p) => Claim::new(
@@ -524,10 +530,10 @@ fn fixes(base: ProbeScores, s: &[RunSummary]) -> (Vec<Claim>, String) {
         ),
         None => unjudged(text),
     });
-    let ag = |n: &str, kind| row(n).map(|r| count_ag(&r.summary, kind)).unwrap_or(0);
+    let ag = |key: CellKey, kind| row(key).map(|r| count_ag(&r.summary, kind)).unwrap_or(0);
     let (mr_low, fix_calls) = (
-        ag("most_recent-low", EstimatorKind::MostRecent),
-        ag("max_window-low-warmup", EstimatorKind::MaxWindow),
+        ag(CellKey::MOST_RECENT_LOW, EstimatorKind::MostRecent),
+        ag(CellKey::MAX_WINDOW_LOW_WARMUP, EstimatorKind::MaxWindow),
     );
     claims.push(Claim::new(
         "a low LR alone is not enough: most_recent's estimate is still exceeded on activations and gradients ≥ 4× as often as in the fixed run (and on at least 10 calls)",
@@ -544,13 +550,13 @@ fn fixes(base: ProbeScores, s: &[RunSummary]) -> (Vec<Claim>, String) {
         serde_json::json!({"most_recent_low_calls_above_est": mr_low, "fix_calls_above_est": fix_calls}),
     ));
     crate::claims::judge_family(&mut claims);
-    let fix = row("max_window-low-warmup");
+    let fix = row(CellKey::MAX_WINDOW_LOW_WARMUP);
     // An unfixed run that kept more knowledge than the fix: said, with both intervals.
     let noise: String = fix
         .map(|f| {
-            ["most_recent-low", "max_window-low"]
-                .iter()
-                .filter_map(|n| row(n))
+            [CellKey::MOST_RECENT_LOW, CellKey::MAX_WINDOW_LOW]
+                .into_iter()
+                .filter_map(row)
                 .filter(|r| r.knowledge.value < f.knowledge.value)
                 .map(|r| unfixed_kept_more(&r.name, &r.knowledge, &f.knowledge))
                 .collect()

@@ -436,7 +436,7 @@ fn largest_amax(view: &RunView) -> Option<(crate::state::SeriesKey, f32, f32)> {
 fn first_shown(views: &[RunView]) -> usize {
     views
         .iter()
-        .position(|v| v.name == "most_recent-low")
+        .position(|v| v.name == hif8lab_lab::grid::CellKey::MOST_RECENT_LOW.name())
         .or_else(|| views.iter().position(|v| !v.calls.is_empty()))
         .unwrap_or(0)
 }

@@ -308,13 +308,7 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
     }
     let config = grid_config(args.preset(), args.source.config.as_ref())?;
     let known: Vec<String> = config.runs().into_iter().map(|r| r.name).collect();
-    if args.plan {
-        crate::output::out!(
-            "{}",
-            grid::plan::plan(&config, args.seeds as usize, &args.runs)
-        );
-        return Ok(());
-    }
+    // An unknown run is refused before anything is planned or run.
     if let Some(bad) = args.runs.iter().find(|n| !known.contains(n)) {
         return Err(hif8lab_train::config::ConfigError {
             set: None,
@@ -322,6 +316,13 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
             message: format!("no grid run '{bad}' (runs: {})", known.join(", ")),
         }
         .into());
+    }
+    if args.plan {
+        crate::output::out!(
+            "{}",
+            grid::plan::plan(&config, args.seeds as usize, &args.runs)
+        );
+        return Ok(());
     }
     let out = out_dir(&args);
     // One writer per grid folder (its runs lock their own folders too).

@@ -25,9 +25,9 @@ pub const PREREG_COMMIT: &str = "8c6d7734a663f138311e1029d1cb67d974bd311a";
 pub const DELTA2: f64 = 0.0183;
 /// δ₀.₄: the same at the paper's scale (0.4 % relative); reported, not judged.
 pub const DELTA04: f64 = 0.0025;
-/// The arms, by run name.
-const SATURATING: &str = "most_recent-low";
-const MAX_WINDOW: &str = "max_window-low";
+/// The arms' cells.
+const SATURATING: super::CellKey = super::CellKey::MOST_RECENT_LOW;
+const MAX_WINDOW: super::CellKey = super::CellKey::MAX_WINDOW_LOW;
 
 /// What the study found.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -79,7 +79,8 @@ fn t_interval(values: &[f64], confidence: f64) -> [f64; 2] {
 /// The study from a grid's data, or None when the data hold no dose study (no positive
 /// control, or no arm probed at several doses).
 pub fn analyse(data: &[GridDataRun]) -> Option<DoseStudy> {
-    let arm = |name: &str| -> Vec<&GridDataRun> {
+    let arm = |key: super::CellKey| -> Vec<&GridDataRun> {
+        let name = key.name();
         let mut v: Vec<&GridDataRun> = data
             .iter()
             .filter(|d| d.run == name && d.base_seed == 0)
@@ -89,7 +90,9 @@ pub fn analyse(data: &[GridDataRun]) -> Option<DoseStudy> {
     };
     // A dose study is a grid with the positive control and arms probed at several doses.
     let (mr, mw) = (arm(SATURATING), arm(MAX_WINDOW));
-    if !data.iter().any(|d| d.run == super::CONTROL_RUN)
+    if !data
+        .iter()
+        .any(|d| d.run == super::CellKey::CONTROL_LOW.name())
         || mw.is_empty()
         || mw.iter().all(|d| d.summary.earlier_probes.is_empty())
     {
@@ -114,7 +117,7 @@ pub fn analyse(data: &[GridDataRun]) -> Option<DoseStudy> {
         })
         .collect();
     let slope = slopes(&doses, &contrast, orders);
-    let ctrl = arm(super::CONTROL_RUN);
+    let ctrl = arm(super::CellKey::CONTROL_LOW);
     let control: Vec<f64> = ctrl
         .iter()
         .filter_map(|c| {
@@ -410,7 +413,7 @@ mod tests {
         let template = data
             .runs
             .iter()
-            .find(|d| d.run == MAX_WINDOW)
+            .find(|d| d.run == MAX_WINDOW.name())
             .expect("max_window-low")
             .summary
             .clone();
@@ -424,15 +427,15 @@ mod tests {
         };
         let mut out = Vec::new();
         for order in 0..4 {
-            for run in [SATURATING, MAX_WINDOW] {
+            for run in [SATURATING.name(), MAX_WINDOW.name()] {
                 let mut s = template.clone();
                 s.earlier_probes = [160, 320]
                     .iter()
-                    .map(|t| probe_at(*t, shift(run, order, *t)))
+                    .map(|t| probe_at(*t, shift(&run, order, *t)))
                     .collect();
-                s.probes = Some(probe_at(480, shift(run, order, 480)));
+                s.probes = Some(probe_at(480, shift(&run, order, 480)));
                 out.push(GridDataRun {
-                    run: run.into(),
+                    run,
                     order,
                     base_seed: 0,
                     summary: s,
@@ -441,7 +444,10 @@ mod tests {
         }
         for order in 0..2 {
             let mut s = template.clone();
-            s.probes = Some(probe_at(160, shift(MAX_WINDOW, order, 160) - control_shift));
+            s.probes = Some(probe_at(
+                160,
+                shift(&MAX_WINDOW.name(), order, 160) - control_shift,
+            ));
             out.push(GridDataRun {
                 run: CONTROL_RUN.into(),
                 order,
@@ -458,7 +464,7 @@ mod tests {
         let noise = [0.002, -0.001, 0.0, -0.001];
         let data = study(
             &|run, o, t| {
-                if run == SATURATING {
+                if run == SATURATING.name() {
                     -(t as f32 / 160.0) * 0.01 + noise[o]
                 } else {
                     0.0
@@ -493,7 +499,13 @@ mod tests {
     fn no_cost_and_a_blind_probe_are_said_so() {
         let noise = [0.001, -0.001, 0.0005, -0.0005];
         let data = study(
-            &|run, o, _| if run == SATURATING { noise[o] } else { 0.0 },
+            &|run, o, _| {
+                if run == SATURATING.name() {
+                    noise[o]
+                } else {
+                    0.0
+                }
+            },
             0.001,
         );
         let d = analyse(&data).unwrap();

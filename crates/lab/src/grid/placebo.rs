@@ -14,7 +14,7 @@ use hif8lab_train::eval::ProbeScore;
 use hif8lab_train::run::RunSummary;
 
 /// The arm the placebo uses: the paper's fix without warmup, else the low-rate baseline.
-const ARMS: [&str; 2] = ["max_window-low", "baseline-low"];
+const ARMS: [super::CellKey; 2] = [super::CellKey::MAX_WINDOW_LOW, super::CellKey::BASELINE_LOW];
 
 fn score(s: &RunSummary, what: ProbeScore) -> f64 {
     s.probes.as_ref().map_or(f64::NAN, |p| p.score(what))
@@ -26,7 +26,7 @@ pub fn markdown(rows: &[ResultRow], bases: usize) -> String {
     let mut md = String::new();
     let Some(row) = ARMS
         .iter()
-        .find_map(|a| rows.iter().find(|r| r.name == *a && r.seeds.len() >= 2))
+        .find_map(|a| rows.iter().find(|r| r.key == *a && r.seeds.len() >= 2))
     else {
         return md;
     };

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::GridConfig;
+use super::{CellKey, GridConfig};
 use crate::stats::exact::{paired_exact, student_t_quantile};
 
 /// Knowledge items of the shipped general-knowledge set (a real base's knowledge probe).
@@ -72,7 +72,7 @@ pub fn plan(grid: &GridConfig, seeds: usize, only: &[String]) -> String {
         "What each claim can reach with this design (best case):"
     );
     // Every claim's best case with this design; only the claims whose runs are planned.
-    let has = |n: &str| runs.iter().any(|r| r.name == n);
+    let has = |key: CellKey| runs.iter().any(|r| r.key() == key);
     let (knowledge, completion) = probe_items(grid);
     let design = Reach {
         knowledge,
@@ -82,11 +82,14 @@ pub fn plan(grid: &GridConfig, seeds: usize, only: &[String]) -> String {
         replicates: seeds,
     };
     let wanted = |claim: usize| match claim {
-        1 | 2 => has("most_recent-low") && has("max_window-low"),
-        3 => has("max_window-high") && has("max_window-low"),
+        1 | 2 => has(CellKey::MOST_RECENT_LOW) && has(CellKey::MAX_WINDOW_LOW),
+        3 => has(CellKey::MAX_WINDOW_HIGH) && has(CellKey::MAX_WINDOW_LOW),
         // The loss hides a damage of the saturating or failing cells.
-        4 => has("baseline-low") && (has("most_recent-low") || has("max_window-high")),
-        _ => has("max_window-low-warmup") && has("baseline-low"),
+        4 => {
+            has(CellKey::BASELINE_LOW)
+                && (has(CellKey::MOST_RECENT_LOW) || has(CellKey::MAX_WINDOW_HIGH))
+        }
+        _ => has(CellKey::MAX_WINDOW_LOW_WARMUP) && has(CellKey::BASELINE_LOW),
     };
     for (claim, line) in design.lines() {
         if wanted(claim) {

@@ -32,12 +32,14 @@ fn db(v: Option<f32>) -> String {
 
 /// The section (empty when no run has per-quantizer figures).
 pub fn markdown(rows: &[ResultRow]) -> String {
-    let Some((lead_name, lead)) = ["most_recent-low", "max_window-low"]
-        .iter()
-        .filter_map(|n| rows.iter().find(|r| r.name == *n))
-        .chain(rows)
-        .find_map(|r| first_replicate(r).map(|s| (r.name.as_str(), s)))
-    else {
+    let Some((lead_name, lead)) = [
+        super::CellKey::MOST_RECENT_LOW,
+        super::CellKey::MAX_WINDOW_LOW,
+    ]
+    .iter()
+    .filter_map(|k| rows.iter().find(|r| r.key == *k))
+    .chain(rows)
+    .find_map(|r| first_replicate(r).map(|s| (r.name.as_str(), s))) else {
         return String::new();
     };
     let mut md = String::new();

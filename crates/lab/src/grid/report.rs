@@ -96,16 +96,14 @@ impl GridResults {
             );
         }
         let lr = |high: bool| {
+            let key = if high {
+                super::CellKey::BASELINE_HIGH
+            } else {
+                super::CellKey::BASELINE_LOW
+            };
             self.rows
                 .iter()
-                .find(|r| {
-                    r.name
-                        == if high {
-                            "baseline-high"
-                        } else {
-                            "baseline-low"
-                        }
-                })
+                .find(|r| r.key == key)
                 .map_or(f32::NAN, |r| r.summary.lr)
         };
         let paper_rates = (lr(true) - 1e-4).abs() < 1e-9 && (lr(false) - 1e-5).abs() < 1e-10;

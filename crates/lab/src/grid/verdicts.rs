@@ -423,10 +423,10 @@ pub fn verdicts(rows: &[ResultRow], base: &[RunSummary], design: Design) -> Vec<
     out
 }
 
-/// The replicates of run `n` (none when the grid lacks it).
-fn seeds_of<'a>(rows: &'a [ResultRow], n: &str) -> &'a [RunSummary] {
+/// The replicates of cell `key` (none when the grid lacks it: the claim is then not judged).
+fn seeds_of(rows: &[ResultRow], key: CellKey) -> &[RunSummary] {
     rows.iter()
-        .find(|r| r.name == n)
+        .find(|r| r.key == key)
         .map_or(&[][..], |r| r.seeds.as_slice())
 }
 
@@ -490,20 +490,25 @@ fn claim_saturates(rows: &[ResultRow], design: Design) -> Claim {
 
 /// Claim 2: Saturation costs knowledge: most_recent vs max_window at the low rate.
 fn claim_costs_knowledge(rows: &[ResultRow], design: Design) -> Claim {
-    let seeds_of = |n: &str| seeds_of(rows, n);
     let k = ProbeScore::KnowledgeAccNorm;
     let claim = "saturation costs knowledge: at the low rate most_recent loses ≥ 2 % of max_window(64)'s knowledge (paired, same data orders)";
-    let (mr, mw, bl) = (
-        seeds_of("most_recent-low"),
-        seeds_of("max_window-low"),
-        seeds_of("baseline-low"),
+    let (mr_key, mw_key, bl_key) = (
+        CellKey::MOST_RECENT_LOW,
+        CellKey::MAX_WINDOW_LOW,
+        CellKey::BASELINE_LOW,
     );
+    let (mr, mw, bl) = (
+        seeds_of(rows, mr_key),
+        seeds_of(rows, mw_key),
+        seeds_of(rows, bl_key),
+    );
+    let (mrn, mwn, bln) = (mr_key.name(), mw_key.name(), bl_key.name());
     match drop_part(
         design,
         mw,
         mr,
         k,
-        "relative knowledge acc_norm drop of most_recent-low vs max_window-low".into(),
+        format!("relative knowledge acc_norm drop of {mrn} vs {mwn}"),
         Side::AtLeast,
         LOSSLESS_MARGIN,
     ) {
@@ -511,48 +516,49 @@ fn claim_costs_knowledge(rows: &[ResultRow], design: Design) -> Claim {
             claim,
             vec![part],
             serde_json::Value::String({
-                let against =
-                    paired_evidence(mw, mr, "max_window-low (first) vs most_recent-low (second)");
-                let baseline =
-                    paired_evidence(bl, mr, "baseline-low (first) vs most_recent-low (second)");
+                let against = paired_evidence(mw, mr, &format!("{mwn} (first) vs {mrn} (second)"));
+                let baseline = paired_evidence(bl, mr, &format!("{bln} (first) vs {mrn} (second)"));
                 if baseline.is_empty() {
                     format!("{against}.")
                 } else {
-                    format!("{against}. Against baseline-low: {baseline}.")
+                    format!("{against}. Against {bln}: {baseline}.")
                 }
             }),
         ),
-        None => missing(
-            claim,
-            "most_recent-low or max_window-low without per-item marks",
-        ),
+        None => missing(claim, &format!("{mrn} or {mwn} without per-item marks")),
     }
 }
 
 /// Claim 3: A high rate forgets, with and without QAT (chance-corrected).
 fn claim_forgetting(rows: &[ResultRow], base: &[RunSummary], design: Design) -> Claim {
-    let seeds_of = |n: &str| seeds_of(rows, n);
     let claim = "a high learning rate forgets: it loses ≥ 10 points more of the base model's above-chance knowledge than the low rate, with and without QAT";
-    let forgetting = |hi: &str, lo: &str| {
-        forgetting_contrast(design, base, (hi, seeds_of(hi)), (lo, seeds_of(lo)))
+    let forgetting = |hi: CellKey, lo: CellKey| {
+        forgetting_contrast(
+            design,
+            base,
+            (&hi.name(), seeds_of(rows, hi)),
+            (&lo.name(), seeds_of(rows, lo)),
+        )
     };
     match (
-        forgetting("baseline-high", "baseline-low"),
-        forgetting("max_window-high", "max_window-low"),
+        forgetting(CellKey::BASELINE_HIGH, CellKey::BASELINE_LOW),
+        forgetting(CellKey::MAX_WINDOW_HIGH, CellKey::MAX_WINDOW_LOW),
     ) {
         (Some(a), Some(b)) => {
-            let f = |n: &str| {
-                forgetting_vs_base(design, base, n, seeds_of(n)).map_or(f64::NAN, |p| p.value)
+            let f = |key: CellKey| {
+                let value = forgetting_vs_base(design, base, &key.name(), seeds_of(rows, key))
+                    .map_or(f64::NAN, |p| p.value);
+                format!("{} {value:.1}", key.name())
             };
             Claim::new(
                 claim,
                 vec![a, b],
                 serde_json::Value::String(format!(
-                    "Chance-corrected forgetting vs the base model (0 = none, 100 = down to chance, above 100 = below chance): baseline-high {:.1}, baseline-low {:.1}, max_window-high {:.1}, max_window-low {:.1}.",
-                    f("baseline-high"),
-                    f("baseline-low"),
-                    f("max_window-high"),
-                    f("max_window-low")
+                    "Chance-corrected forgetting vs the base model (0 = none, 100 = down to chance, above 100 = below chance): {}, {}, {}, {}.",
+                    f(CellKey::BASELINE_HIGH),
+                    f(CellKey::BASELINE_LOW),
+                    f(CellKey::MAX_WINDOW_HIGH),
+                    f(CellKey::MAX_WINDOW_LOW)
                 )),
             )
         }
@@ -585,24 +591,24 @@ fn claim_loss_hides(rows: &[ResultRow], design: Design) -> Claim {
 
 /// Claim 5: The fix is near-lossless (equivalence).
 fn claim_near_lossless(rows: &[ResultRow], design: Design) -> Claim {
-    let row = |n: &str| rows.iter().find(|r| r.name == n);
-    let seeds_of = |n: &str| seeds_of(rows, n);
+    let (fix_key, bl_key) = (CellKey::MAX_WINDOW_LOW_WARMUP, CellKey::BASELINE_LOW);
+    let (fixn, bln) = (fix_key.name(), bl_key.name());
     let k = ProbeScore::KnowledgeAccNorm;
-    let bl = seeds_of("baseline-low");
+    let bl = seeds_of(rows, bl_key);
     let claim = "max_window(64) + warmup + the low rate is near-lossless: knowledge and completion within ±2 % of the matched baseline, APE below 1 %";
-    let fix = seeds_of("max_window-low-warmup");
+    let fix = seeds_of(rows, fix_key);
     let drop = |score: ProbeScore, what: &str| {
         drop_part(
             design,
             bl,
             fix,
             score,
-            format!("relative {what} acc_norm drop of max_window-low-warmup vs baseline-low"),
+            format!("relative {what} acc_norm drop of {fixn} vs {bln}"),
             Side::Within,
             LOSSLESS_MARGIN,
         )
     };
-    let fix_row: Vec<&ResultRow> = row("max_window-low-warmup").into_iter().collect();
+    let fix_row: Vec<&ResultRow> = rows.iter().filter(|r| r.key == fix_key).take(1).collect();
     let apes = ape_per_seed(rows, &fix_row);
     match (
         drop(k, "knowledge"),
@@ -615,7 +621,7 @@ fn claim_near_lossless(rows: &[ResultRow], design: Design) -> Claim {
                 b,
                 seeds_part(
                     design,
-                    "APE of max_window-low-warmup (mean over replicates)",
+                    &format!("APE of {fixn} (mean over replicates)"),
                     "%",
                     apes,
                     Side::Below,
@@ -625,13 +631,10 @@ fn claim_near_lossless(rows: &[ResultRow], design: Design) -> Claim {
             serde_json::Value::String(paired_evidence(
                 bl,
                 fix,
-                "baseline-low (first) vs max_window-low-warmup (second)",
+                &format!("{bln} (first) vs {fixn} (second)"),
             )),
         ),
-        _ => missing(
-            claim,
-            "max_window-low-warmup or baseline-low missing or without marks",
-        ),
+        _ => missing(claim, &format!("{fixn} or {bln} missing or without marks")),
     }
 }
 

@@ -11,7 +11,7 @@
 
 use super::{Claim, LessonReport};
 use crate::claims::{Part, Side};
-use crate::grid::{GridData, GridDataRun};
+use crate::grid::{CellKey, GridData, GridDataRun};
 use hif8lab_train::run::QuantizerSummary;
 
 /// The committed real-model grid's data file.
@@ -35,11 +35,12 @@ pub fn committed_from(bytes: &[u8]) -> Result<GridData, super::LessonDataError> 
 }
 
 /// The runs the lesson reads, by their grid names.
-const MR: &str = "most_recent-low";
-const MW: &str = "max_window-low";
-const E4: &str = "most_recent-low-e4m3";
+const MR: CellKey = CellKey::MOST_RECENT_LOW;
+const MW: CellKey = CellKey::MAX_WINDOW_LOW;
+const E4: CellKey = CellKey::MOST_RECENT_LOW_E4M3;
 
-fn run<'a>(data: &'a GridData, name: &str, order: usize) -> Option<&'a GridDataRun> {
+fn run(data: &GridData, key: CellKey, order: usize) -> Option<&GridDataRun> {
+    let name = key.name();
     data.runs
         .iter()
         .find(|r| r.run == name && r.order == order && r.base_seed == 0)
@@ -99,9 +100,9 @@ fn figures(source: &str, r: &GridDataRun, q: &str, prefix: &str) -> Result<Figur
 /// per-quantizer figures (a grid with `continue.e4m3 = true`).
 pub fn judge(source: &str, data: &GridData) -> Result<LessonReport, super::LessonDataError> {
     let err = |m: String| super::LessonDataError::new(source, m);
-    let need = |name: &str| {
-        run(data, name, 0).ok_or_else(|| {
-            err(format!("{source}: no run {name} (the lesson needs a grid with continue.e4m3 = true, like real-smollm2)"))
+    let need = |key: CellKey| {
+        run(data, key, 0).ok_or_else(|| {
+            err(format!("{source}: no run {} (the lesson needs a grid with continue.e4m3 = true, like real-smollm2)", key.name()))
         })
     };
     let (mr, mw, e4) = (need(MR)?, need(MW)?, need(E4)?);
@@ -109,7 +110,8 @@ pub fn judge(source: &str, data: &GridData) -> Result<LessonReport, super::Lesso
     let [o_mr, o_mw] = [mr, mw].map(|r| outlier(&r.summary.per_quantizer));
     let (top, median) = o_mr.ok_or_else(|| {
         err(format!(
-            "{source}: run {MR} has no per-quantizer figures (written by `hif8lab grid`)"
+            "{source}: run {} has no per-quantizer figures (written by `hif8lab grid`)",
+            MR.name()
         ))
     })?;
     let q = top.quantizer.clone();
@@ -128,13 +130,13 @@ pub fn judge(source: &str, data: &GridData) -> Result<LessonReport, super::Lesso
     let f_mw = figures(source, mw, &q, "max_window").map_err(err)?;
     let f_mw_in_mr = figures(source, mr, &q, "max_window").map_err(err)?;
     let f_e4 = figures(source, e4, &q, "most_recent").map_err(err)?;
-    let f_mw_e4 = run(data, "max_window-low-e4m3", 0)
+    let f_mw_e4 = run(data, CellKey::MAX_WINDOW_LOW_E4M3, 0)
         .map(|r| figures(source, r, &q, "max_window"))
         .transpose()
         .map_err(err)?;
     // The second data order, as a replication (evidence only).
-    let second = |name: &str, prefix: &str| {
-        run(data, name, 1)
+    let second = |key: CellKey, prefix: &str| {
+        run(data, key, 1)
             .and_then(|r| figures(source, r, &q, prefix).ok())
             .map(|f| serde_json::json!({"calls_above_est": f.calls_above, "overflow": f.overflow, "amax_max": f.amax_max}))
     };
