@@ -183,8 +183,8 @@ impl RunView {
 
     /// The series, grouped by role (`W`, `A`, `G`, then those without one): rows of the
     /// saturation heatmaps.
-    pub fn rows_by_role(&self) -> Vec<(String, Vec<SeriesKey>)> {
-        let mut out: Vec<(String, Vec<SeriesKey>)> = Vec::new();
+    pub fn rows_by_role(&self) -> Vec<(Option<Role>, Vec<SeriesKey>)> {
+        let mut out: Vec<(Option<Role>, Vec<SeriesKey>)> = Vec::new();
         for role in [Role::W, Role::A, Role::G] {
             let ids: Vec<SeriesKey> = self
                 .calls
@@ -193,7 +193,7 @@ impl RunView {
                 .cloned()
                 .collect();
             if !ids.is_empty() {
-                out.push((role.to_string(), ids));
+                out.push((Some(role), ids));
             }
         }
         let other: Vec<SeriesKey> = self
@@ -203,7 +203,7 @@ impl RunView {
             .cloned()
             .collect();
         if !other.is_empty() {
-            out.push(("series".to_owned(), other));
+            out.push((None, other));
         }
         out
     }

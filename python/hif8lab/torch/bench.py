@@ -119,8 +119,8 @@ def main(argv: List[str] | None = None) -> int:
     p.add_argument("--compile", action="store_true", help="also each arm under torch.compile")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    recipe = Recipe(estimator="max_window", window=64)
-    specs = [("eager", None), ("qat", recipe), ("qat-amax", Recipe(estimator="max_window", window=64, stats=False))]
+    recipe = Recipe()  # the lab's defaults (the paper's recipe), read from the Rust core
+    specs = [("eager", None), ("qat", recipe), ("qat-amax", Recipe(stats=False))]
     arms = [Arm(n, args.shape, r, False, args.batch, args.context) for n, r in specs]
     if args.compile:
         arms += [Arm(n + "+compile", args.shape, r, True, args.batch, args.context) for n, r in specs]

@@ -1,6 +1,7 @@
 //! The saturation tab: per role, a block × step heatmap of what each call counted.
 
 use super::*;
+use hif8lab_scaling::Role;
 
 fn heat_value(which: HeatValue, active: usize) -> impl Fn(&Call) -> u64 {
     move |c: &Call| match which {
@@ -89,11 +90,11 @@ pub(super) fn saturation(
     ensure_textures(st, ui, groups.len());
     egui::ScrollArea::vertical().show(ui, |ui| {
         for (g, ((role, rows), map)) in groups.iter().zip(&maps).enumerate() {
-            let role_name = match role.as_str() {
-                "W" => "weights (W)",
-                "A" => "activations (A)",
-                "G" => "gradients (G)",
-                _ => "series",
+            let role_name = match role {
+                Some(Role::W) => "weights (W)",
+                Some(Role::A) => "activations (A)",
+                Some(Role::G) => "gradients (G)",
+                None => "series",
             };
             let head = role_head(view, role_name, rows, map, sqnr);
             ui.label(RichText::new(head).strong());
@@ -436,7 +437,7 @@ fn caption(
     ui: &mut egui::Ui,
     cx: &PanelCtx<'_>,
     view: &RunView,
-    groups: &[(String, Vec<SeriesKey>)],
+    groups: &[(Option<Role>, Vec<SeriesKey>)],
     peak: u64,
     per_col: usize,
 ) {
@@ -470,7 +471,7 @@ fn caption(
 /// Each role's map of the chosen count, `columns` wide.
 fn heat_maps(
     view: &RunView,
-    groups: &[(String, Vec<SeriesKey>)],
+    groups: &[(Option<Role>, Vec<SeriesKey>)],
     columns: usize,
     heat: HeatValue,
 ) -> Vec<Vec<u64>> {
