@@ -764,7 +764,7 @@ fn fuzz_gguf_metadata_values() {
         });
         let outcome = GgufFile::parse(&edited)
             .and_then(|p| gguf::convert::convert(&p, &edited))
-            .map_err(|e| e.0);
+            .map_err(|e| e.to_string());
         match outcome {
             Err(e) => {
                 assert!(

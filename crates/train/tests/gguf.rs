@@ -278,14 +278,30 @@ fn damaged_files_are_errors_never_panics() {
     }
     // Named refusals.
     let e = GgufFile::parse(b"GGUF\x01\0\0\0").unwrap_err();
-    assert!(e.0.contains("version 1"), "{e}");
+    assert!(e.at == "header" && e.message.contains("version 1"), "{e:?}");
     let e = GgufFile::parse(b"PK\x03\x04rest").unwrap_err();
-    assert!(e.0.contains("not a GGUF file"), "{e}");
+    assert!(
+        e.at.is_empty() && e.message.contains("not a GGUF file"),
+        "{e:?}"
+    );
     let mut huge = b"GGUF\x03\0\0\0".to_vec();
     huge.extend(u64::MAX.to_le_bytes());
     huge.extend(1u64.to_le_bytes());
     let e = GgufFile::parse(&huge).unwrap_err();
-    assert!(e.0.contains("do not fit"), "{e}");
+    assert!(
+        e.at == "header" && e.message.contains("do not fit"),
+        "{e:?}"
+    );
+    // A field's error names the field apart from what is wrong with it.
+    let mut short = b"GGUF\x03\0\0\0".to_vec();
+    short.extend(0u64.to_le_bytes());
+    let e = GgufFile::parse(&short).unwrap_err();
+    assert_eq!(e.at, "header: metadata_kv_count", "{e:?}");
+    assert!(
+        e.to_string()
+            .starts_with("header: metadata_kv_count: the file ends"),
+        "{e}"
+    );
 }
 
 /// The tiny fixture written again with `edit` applied to its metadata and tensors, then
@@ -296,8 +312,8 @@ fn convert_edited(
     let bytes = std::fs::read(fixtures().join("tiny-llama-bos.gguf")).unwrap();
     let g = GgufFile::parse(&bytes).unwrap();
     let edited = gguf::write::rewrite(&g, &bytes, edit);
-    let parsed = GgufFile::parse(&edited).map_err(|e| e.0)?;
-    gguf::convert::convert(&parsed, &edited).map_err(|e| e.0)
+    let parsed = GgufFile::parse(&edited).map_err(|e| e.to_string())?;
+    gguf::convert::convert(&parsed, &edited).map_err(|e| e.to_string())
 }
 
 fn set_meta(meta: &mut [(String, gguf::file::MetaValue)], key: &str, value: gguf::file::MetaValue) {
@@ -395,7 +411,7 @@ fn one_weight_twice_overlapping_bytes_and_bad_token_strings_are_refused_by_name(
     let offset_at = name_at + named.len() + 4 + 8 * b.dims.len() + 4;
     // The first tensor lies at offset 0 of the data section; the second is moved there.
     overlapping[offset_at..offset_at + 8].copy_from_slice(&0u64.to_le_bytes());
-    let e = GgufFile::parse(&overlapping).unwrap_err().0;
+    let e = GgufFile::parse(&overlapping).unwrap_err().to_string();
     assert!(
         e.contains("overlaps") && e.contains(&a.name) && e.contains(&b.name),
         "{e}"
@@ -414,7 +430,7 @@ fn one_weight_twice_overlapping_bytes_and_bad_token_strings_are_refused_by_name(
         .position(|w| w == b"@@NOTUTF8@@")
         .unwrap();
     marked[at + 2] = 0xff;
-    let e = GgufFile::parse(&marked).unwrap_err().0;
+    let e = GgufFile::parse(&marked).unwrap_err().to_string();
     assert!(
         e.contains("'tokenizer.ggml.tokens'[5]") && e.contains("UTF-8"),
         "{e}"

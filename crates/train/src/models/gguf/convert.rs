@@ -181,7 +181,7 @@ impl Meta<'_> {
 
 /// The model's hyperparameters and `config.json` from the file's metadata.
 pub fn config(g: &GgufFile) -> Result<(ModelConfig, Value), GgufError> {
-    config_text(g).map_err(GgufError)
+    config_text(g).map_err(GgufError::whole)
 }
 
 fn config_text(g: &GgufFile) -> Result<(ModelConfig, Value), String> {
@@ -434,7 +434,7 @@ pub fn tensor_f32(bytes: &[u8], t: &TensorInfo) -> Vec<f32> {
 
 /// The model's weights out of the file (`bytes` is the whole file), checked against `m`.
 pub fn weights(g: &GgufFile, bytes: &[u8], m: &ModelConfig) -> Result<Checkpoint, GgufError> {
-    weights_text(g, bytes, m).map_err(GgufError)
+    weights_text(g, bytes, m).map_err(GgufError::whole)
 }
 
 fn weights_text(g: &GgufFile, bytes: &[u8], m: &ModelConfig) -> Result<Checkpoint, String> {
@@ -511,7 +511,7 @@ fn weights_text(g: &GgufFile, bytes: &[u8], m: &ModelConfig) -> Result<Checkpoin
 
 /// Converts a parsed file (`bytes`: the whole file).
 pub fn convert(g: &GgufFile, bytes: &[u8]) -> Result<Converted, GgufError> {
-    convert_text(g, bytes).map_err(GgufError)
+    convert_text(g, bytes).map_err(GgufError::whole)
 }
 
 fn convert_text(g: &GgufFile, bytes: &[u8]) -> Result<Converted, String> {

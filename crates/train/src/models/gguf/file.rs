@@ -126,8 +126,29 @@ pub struct GgufFile {
 
 /// Why a file is not a GGUF file this project reads.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct GgufError(pub String);
+#[error("{}{message}", if at.is_empty() { String::new() } else { format!("{at}: ") })]
+pub struct GgufError {
+    /// Where in the file: the field being read (`header: tensor_count`, `metadata key 3`,
+    /// `tensor 'blk.0.attn_q.weight'`), or empty for the file as a whole.
+    pub at: String,
+    /// What is wrong there.
+    pub message: String,
+}
+
+impl GgufError {
+    /// An error at a field of the file.
+    pub fn at(at: impl Into<String>, message: impl Into<String>) -> Self {
+        GgufError {
+            at: at.into(),
+            message: message.into(),
+        }
+    }
+
+    /// An error of the file as a whole (its magic, two tensors' bytes, a conversion).
+    pub fn whole(message: impl Into<String>) -> Self {
+        GgufError::at(String::new(), message)
+    }
+}
 
 /// Values nested deeper than this (arrays of arrays of …) are refused.
 const MAX_DEPTH: usize = 4;
@@ -149,12 +170,14 @@ impl<'a> Cursor<'a> {
                 self.pos = end;
                 Ok(s)
             }
-            None => Err(GgufError(format!(
-                "{}: the file ends at byte {} (needs {n} more bytes from byte {})",
+            None => Err(GgufError::at(
                 what(),
-                self.bytes.len(),
-                self.pos
-            ))),
+                format!(
+                    "the file ends at byte {} (needs {n} more bytes from byte {})",
+                    self.bytes.len(),
+                    self.pos
+                ),
+            )),
         }
     }
 
@@ -177,23 +200,27 @@ impl<'a> Cursor<'a> {
     fn string(&mut self, what: &dyn Fn() -> String) -> Result<String, GgufError> {
         let len = self.u64(what)?;
         if len > self.remaining() as u64 {
-            return Err(GgufError(format!(
-                "{}: a string of {len} bytes, but only {} bytes remain",
+            return Err(GgufError::at(
                 what(),
-                self.remaining()
-            )));
+                format!(
+                    "a string of {len} bytes, but only {} bytes remain",
+                    self.remaining()
+                ),
+            ));
         }
         let at = self.pos;
         let b = self.take(len as usize, what)?;
         // Strict, as llama.cpp's own `gguf` package reads it: a replaced byte would change a
         // token's spelling (and so the tokenizer) without a word.
         std::str::from_utf8(b).map(str::to_owned).map_err(|e| {
-            GgufError(format!(
-                "{}: a string that is not valid UTF-8 (byte {} of it, at file offset {})",
+            GgufError::at(
                 what(),
-                e.valid_up_to(),
-                at + e.valid_up_to()
-            ))
+                format!(
+                    "a string that is not valid UTF-8 (byte {} of it, at file offset {})",
+                    e.valid_up_to(),
+                    at + e.valid_up_to()
+                ),
+            )
         })
     }
 
@@ -221,30 +248,32 @@ impl<'a> Cursor<'a> {
                 0 => MetaValue::Bool(false),
                 1 => MetaValue::Bool(true),
                 b => {
-                    return Err(GgufError(format!(
-                        "{}: boolean byte {b} (not 0 or 1)",
-                        what()
-                    )));
+                    return Err(GgufError::at(
+                        what(),
+                        format!("boolean byte {b} (not 0 or 1)"),
+                    ));
                 }
             },
             8 => MetaValue::Str(self.string(what)?),
             9 => {
                 if depth >= MAX_DEPTH {
-                    return Err(GgufError(format!(
-                        "{}: arrays nested deeper than {MAX_DEPTH}",
-                        what()
-                    )));
+                    return Err(GgufError::at(
+                        what(),
+                        format!("arrays nested deeper than {MAX_DEPTH}"),
+                    ));
                 }
                 let inner = self.u32(what)?;
                 let len = self.u64(what)?;
                 // Every element takes at least one byte: a length beyond the bytes left is a
                 // damaged file, refused before allocating for it.
                 if len > self.remaining() as u64 {
-                    return Err(GgufError(format!(
-                        "{}: an array of {len} elements, but only {} bytes remain",
+                    return Err(GgufError::at(
                         what(),
-                        self.remaining()
-                    )));
+                        format!(
+                            "an array of {len} elements, but only {} bytes remain",
+                            self.remaining()
+                        ),
+                    ));
                 }
                 let mut out = Vec::with_capacity(len as usize);
                 for i in 0..len {
@@ -257,10 +286,10 @@ impl<'a> Cursor<'a> {
             11 => MetaValue::Int(fixed(self, 8)? as i64),
             12 => MetaValue::Float(f64::from_bits(fixed(self, 8)?)),
             t => {
-                return Err(GgufError(format!(
-                    "{}: unknown value type {t} (GGUF defines 0–12)",
-                    what()
-                )));
+                return Err(GgufError::at(
+                    what(),
+                    format!("unknown value type {t} (GGUF defines 0–12)"),
+                ));
             }
         })
     }
@@ -274,7 +303,7 @@ fn alignment(metadata: &BTreeMap<String, MetaValue>) -> Result<usize, GgufError>
             .as_u64()
             .filter(|a| a.is_power_of_two() && *a <= MAX_ALIGNMENT)
             .ok_or_else(|| {
-                GgufError(format!(
+                GgufError::whole(format!(
                     "metadata 'general.alignment' is {}: a power of two from 1 to {MAX_ALIGNMENT} \
                      (1 MiB) is needed",
                     match v {
@@ -293,7 +322,10 @@ fn distinct_tensors(tensors: &[TensorInfo]) -> Result<(), GgufError> {
     let mut names: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
     names.sort_unstable();
     if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-        return Err(GgufError(format!("tensor '{}' is given twice", w[0])));
+        return Err(GgufError::whole(format!(
+            "tensor '{}' is given twice",
+            w[0]
+        )));
     }
     // Two tensors sharing bytes: a damaged or crafted file (llama.cpp refuses it too).
     let mut by_start: Vec<&TensorInfo> = tensors.iter().collect();
@@ -302,7 +334,7 @@ fn distinct_tensors(tensors: &[TensorInfo]) -> Result<(), GgufError> {
         .windows(2)
         .find(|w| w[0].start + w[0].bytes > w[1].start)
     {
-        return Err(GgufError(format!(
+        return Err(GgufError::whole(format!(
             "tensor '{}' (bytes {}..{}) overlaps tensor '{}' (bytes {}..{}): each tensor \
              needs bytes of its own",
             w[1].name,
@@ -323,25 +355,29 @@ impl GgufFile {
         let mut c = Cursor { bytes, pos: 0 };
         let magic = c.take(4, &|| "header".into())?;
         if magic != b"GGUF" {
-            return Err(GgufError(format!(
+            return Err(GgufError::whole(format!(
                 "not a GGUF file (starts with {:02x?}, not \"GGUF\")",
                 magic
             )));
         }
         let version = c.u32(&|| "header: version".into())?;
         if !(2..=3).contains(&version) {
-            return Err(GgufError(format!(
-                "header: GGUF version {version} (versions 2 and 3 are supported)"
-            )));
+            return Err(GgufError::at(
+                "header",
+                format!("GGUF version {version} (versions 2 and 3 are supported)"),
+            ));
         }
         let n_tensors = c.u64(&|| "header: tensor_count".into())?;
         let n_kv = c.u64(&|| "header: metadata_kv_count".into())?;
         // A key/value takes at least 13 bytes, a tensor description at least 24.
         if n_kv > c.remaining() as u64 / 13 || n_tensors > c.remaining() as u64 / 24 {
-            return Err(GgufError(format!(
-                "header: {n_kv} metadata entries and {n_tensors} tensors do not fit in a file of {} bytes",
-                bytes.len()
-            )));
+            return Err(GgufError::at(
+                "header",
+                format!(
+                    "{n_kv} metadata entries and {n_tensors} tensors do not fit in a file of {} bytes",
+                    bytes.len()
+                ),
+            ));
         }
         let mut metadata = BTreeMap::new();
         for i in 0..n_kv {
@@ -350,7 +386,7 @@ impl GgufFile {
             let ty = c.u32(&what)?;
             let v = c.value(ty, 0, &what)?;
             if metadata.insert(key.clone(), v).is_some() {
-                return Err(GgufError(format!("metadata '{key}' is given twice")));
+                return Err(GgufError::whole(format!("metadata '{key}' is given twice")));
             }
         }
         let alignment = alignment(&metadata)?;
@@ -360,9 +396,10 @@ impl GgufFile {
             let what = || format!("tensor '{name}'");
             let n_dims = c.u32(&what)?;
             if !(1..=4).contains(&n_dims) {
-                return Err(GgufError(format!(
-                    "tensor '{name}': {n_dims} dimensions (1 to 4 are allowed)"
-                )));
+                return Err(GgufError::at(
+                    format!("tensor '{name}'"),
+                    format!("{n_dims} dimensions (1 to 4 are allowed)"),
+                ));
             }
             let mut dims = Vec::new();
             for _ in 0..n_dims {
@@ -416,27 +453,34 @@ impl TensorInfo {
         file_len: usize,
     ) -> Result<Self, GgufError> {
         let ggml_type = GgmlType::from_id(ty).ok_or_else(|| {
-            GgufError(format!(
-                "tensor '{name}': ggml type {ty} is not one this project reads ({})",
-                GgmlType::supported_list()
-            ))
+            GgufError::at(
+                format!("tensor '{name}'"),
+                format!(
+                    "ggml type {ty} is not one this project reads ({})",
+                    GgmlType::supported_list()
+                ),
+            )
         })?;
         let elements = dims
             .iter()
             .try_fold(1u64, |a, d| a.checked_mul(*d))
             .filter(|e| *e > 0)
             .ok_or_else(|| {
-                GgufError(format!(
-                    "tensor '{name}': dimensions {dims:?} are empty or overflow"
-                ))
+                GgufError::at(
+                    format!("tensor '{name}'"),
+                    format!("dimensions {dims:?} are empty or overflow"),
+                )
             })?;
         let block = ggml_type.block_elements() as u64;
         if !dims[0].is_multiple_of(block) {
-            return Err(GgufError(format!(
-                "tensor '{name}': rows of {} elements are not whole blocks of {block} ({})",
-                dims[0],
-                ggml_type.name()
-            )));
+            return Err(GgufError::at(
+                format!("tensor '{name}'"),
+                format!(
+                    "rows of {} elements are not whole blocks of {block} ({})",
+                    dims[0],
+                    ggml_type.name()
+                ),
+            ));
         }
         let size = (elements / block).checked_mul(ggml_type.block_bytes() as u64);
         let start = (data_start as u64).checked_add(offset);
@@ -445,9 +489,10 @@ impl TensorInfo {
             _ => None,
         };
         if !offset.is_multiple_of(alignment as u64) {
-            return Err(GgufError(format!(
-                "tensor '{name}': offset {offset} is not aligned to {alignment}"
-            )));
+            return Err(GgufError::at(
+                format!("tensor '{name}'"),
+                format!("offset {offset} is not aligned to {alignment}"),
+            ));
         }
         match (start, size, end) {
             (Some(s), Some(n), Some(e)) if e <= file_len as u64 => Ok(TensorInfo {
@@ -457,10 +502,13 @@ impl TensorInfo {
                 start: s as usize,
                 bytes: n as usize,
             }),
-            _ => Err(GgufError(format!(
-                "tensor '{name}': {elements} elements of {} at offset {offset} run past the end of the file ({file_len} bytes)",
-                ggml_type.name(),
-            ))),
+            _ => Err(GgufError::at(
+                format!("tensor '{name}'"),
+                format!(
+                    "{elements} elements of {} at offset {offset} run past the end of the file ({file_len} bytes)",
+                    ggml_type.name()
+                ),
+            )),
         }
     }
 }

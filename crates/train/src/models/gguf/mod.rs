@@ -39,6 +39,6 @@ pub fn read(path: &Path) -> Result<Converted, crate::models::hf::HfError> {
         return Err(e("is a folder, not a GGUF file".into()));
     }
     let bytes = crate::models::checkpoint::map_file(path).map_err(|x| e(x.message))?;
-    let parsed = GgufFile::parse(&bytes).map_err(|x| e(x.0))?;
-    convert::convert(&parsed, &bytes).map_err(|x| e(x.0))
+    let parsed = GgufFile::parse(&bytes).map_err(|x| e(x.to_string()))?;
+    convert::convert(&parsed, &bytes).map_err(|x| e(x.to_string()))
 }

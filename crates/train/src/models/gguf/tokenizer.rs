@@ -154,7 +154,7 @@ fn strings<'a>(g: &'a GgufFile, key: &str) -> Result<Option<Vec<&'a str>>, Strin
 
 /// `tokenizer.json` and `tokenizer_config.json` from the file's `tokenizer.ggml.*` keys.
 pub fn tokenizer(g: &GgufFile) -> Result<(Value, Value), super::GgufError> {
-    tokenizer_text(g).map_err(super::GgufError)
+    tokenizer_text(g).map_err(super::GgufError::whole)
 }
 
 pub(super) fn tokenizer_text(g: &GgufFile) -> Result<(Value, Value), String> {
