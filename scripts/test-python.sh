@@ -8,7 +8,10 @@
 # and in the lab's own trainer.
 #
 # The virtual environment: $HIF8LAB_TORCH_VENV, else <cache>/venv-torch (made here once: PyPI's
-# torch wheel with its CUDA libraries is several GB; it runs on the CPU). The lab's binary for
+# torch wheel with its CUDA libraries is several GB; it runs on the CPU). The CUDA packages
+# stay: PyPI has no CPU-only torch for Linux, and the wheel it has does not import without
+# them (torch 2.15.0 installed with --no-deps: "ValueError: libcublasLt.so.*[0-9] not found";
+# measured 2026-12-05), while the CPU wheels' own index is not reachable from these machines. The lab's binary for
 # the judges that call it: $HIF8LAB_BIN, else <target>/debug/hif8lab (built when missing).
 #
 #   scripts/test-python.sh [--install-only] [PYTEST ARGS…]
@@ -18,6 +21,7 @@ install_only=false
 if [ "${1:-}" = "--install-only" ]; then install_only=true; shift; fi
 . scripts/lib.sh
 
+t_start=$(date +%s)
 cache=${HIF8LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hif8lab}
 venv=${HIF8LAB_TORCH_VENV:-$cache/venv-torch}
 target=$(target_dir)
@@ -42,9 +46,14 @@ echo "==> pip install ./python (maturin builds the Rust core)"
 # The Rust core builds in the shared target folder (its own subfolder) so a rerun is quick.
 CARGO_TARGET_DIR="$target/python" "$venv/bin/pip" install --quiet --force-reinstall --no-deps ./python
 
+t_installed=$(date +%s)
+echo "==> environment and package ready in $((t_installed - t_start)) s"
 if $install_only; then exit 0; fi
 
 echo "==> python/tests"
+t_tests=$(date +%s)
 # From the repository root, so that `import hif8lab` is the installed package, not the sources.
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} HIF8LAB_BIN="$bin" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
   python/tests "$@"
+t_end=$(date +%s)
+echo "==> Python step: $((t_end - t_start)) s (environment and package $((t_installed - t_start)) s, tests $((t_end - t_tests)) s)"
