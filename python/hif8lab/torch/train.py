@@ -284,10 +284,16 @@ def keep_steps_below(path: Path, step: int) -> None:
     write_atomic(path, "".join(line + "\n" for line in kept).encode())
 
 
-def newest_checkpoint(out: Path) -> Optional[Path]:
+def checkpoints(out: Path) -> List[Path]:
+    """The finished checkpoints (with their done.json), newest first."""
     done = sorted((p for p in (out / "checkpoints").glob("step_*") if (p / "done.json").exists()),
                   key=lambda p: int(p.name.split("_")[1]))
-    return done[-1] if done else None
+    return done[::-1]
+
+
+def newest_checkpoint(out: Path) -> Optional[Path]:
+    done = checkpoints(out)
+    return done[0] if done else None
 
 
 # --- the run -------------------------------------------------------------------------------
@@ -306,7 +312,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser().parse_args(argv)
     try:
         return run(args)
-    except InputError as e:
+    except (InputError, ValueError) as e:
+        # A value the recipe or the model refuses (ValueError) is the user's input too.
         print(f"error: {e}", file=sys.stderr)
         return 2
     except RuntimeError as e:
@@ -324,22 +331,24 @@ def run(args) -> int:
         dist.init_process_group("nccl" if cuda else "gloo")
     if cuda:
         torch.cuda.set_device(device)
+    check_numbers(args)
     b = args.micro_batch
     global_batch = args.global_batch or b * world
     if global_batch % (b * world) != 0:
         raise InputError(f"--global-batch {global_batch} is not a multiple of micro-batch × processes ({b} × {world})")
     accum = global_batch // (b * world)
-    for name in ("steps", "context", "micro_batch", "window", "checkpoint_every", "flush_every", "trace_every"):
-        if getattr(args, name) < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be at least 1")
     try:
         estimator_name(args.estimator, args.window)
     except ValueError as e:
         raise InputError(f"--estimator: {e}") from None
     out = Path(args.out)
+    if args.out_hf:
+        check_out_hf(Path(args.out_hf), out)
     if rank == 0:
         if out.exists() and any(out.iterdir()) and not args.resume:
             raise InputError(f"--out {out}: not empty (use --resume to continue the run there)")
+        if args.resume:
+            check_resume_flags(out, args)
         (out / "checkpoints").mkdir(parents=True, exist_ok=True)
     if dist.is_initialized():
         dist.barrier()
@@ -386,9 +395,16 @@ def run(args) -> int:
     if dist.is_initialized():
         dist.barrier()
     if args.resume:
-        ckpt = newest_checkpoint(out)
-        if ckpt is not None:
-            start = load_checkpoint(ckpt, model, opt, session, rank, world)
+        # The newest checkpoint that reads whole; a damaged one (a truncated file beside its
+        # done.json) is named and passed over for the one before it.
+        for ckpt in checkpoints(out):
+            try:
+                start = load_checkpoint(ckpt, model, opt, session, rank, world)
+                break
+            except InputError as e:
+                if "processes, resumed with" in str(e):
+                    raise
+                print(f"warning: {e}; resuming from an earlier checkpoint", file=sys.stderr)
     trace_path = out / ("trace.jsonl" if rank == 0 else f"trace.rank{rank}.jsonl")
     if rank == 0:
         keep_steps_below(out / "metrics.jsonl", start)
@@ -533,13 +549,100 @@ def load_checkpoint(d: Path, model, opt, session, rank: int, world: int) -> int:
     if meta["world_size"] != world:
         raise InputError(f"{d}: written by {meta['world_size']} processes, resumed with {world} "
                          "(the per-rank scaling state needs the same number)")
-    model_sd = torch.load(d / "model.pt", map_location="cpu", weights_only=True)
-    opt_sd = torch.load(d / "optimizer.pt", map_location="cpu", weights_only=False)
-    set_state_dict(model, opt, model_state_dict=model_sd, optim_state_dict=opt_sd,
-                   options=StateDictOptions(full_state_dict=True))
+    # weights_only everywhere: a checkpoint holds tensors and plain values, and a tampered
+    # file must not run code when it is read. Every file is read before any state changes.
+    model_sd = _load(d / "model.pt")
+    opt_sd = _load(d / "optimizer.pt")
+    scaling_sd = _load(d / f"scaling.rank{rank}.pt") if session is not None else None
+    try:
+        set_state_dict(model, opt, model_state_dict=model_sd, optim_state_dict=opt_sd,
+                       options=StateDictOptions(full_state_dict=True, strict=True))
+    except (RuntimeError, KeyError, ValueError) as e:
+        raise InputError(f"{d / 'model.pt'}: the checkpoint does not fit this model "
+                         f"({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
     if session is not None:
-        session.load_state_dict(torch.load(d / f"scaling.rank{rank}.pt", map_location="cpu", weights_only=False))
+        session.load_state_dict(scaling_sd)
     return int(meta["step"])
+
+
+def _load(path: Path):
+    """A checkpoint file, read with weights_only=True (tensors and plain values only); a file
+    that is not one is an input error naming it."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing from its checkpoint") from None
+    except Exception as e:  # noqa: BLE001 (torch raises several kinds for a bad file)
+        raise InputError(f"{path}: not a checkpoint this trainer wrote ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0] if str(e) else ''})") from None
+
+
+#: The flags that define a run: a resume must give the same values.
+RUN_DEFINING = ("model", "data", "tokenizer", "estimator", "window", "target", "format", "saturate",
+                "seed", "context", "micro_batch", "global_batch", "roles", "modules", "skip_first",
+                "skip_last", "no_qat", "warmup_steps", "amax_reduce", "lr", "weight_decay")
+
+
+def check_resume_flags(out: Path, args) -> None:
+    """Refuses a resume whose run-defining flags differ from the run's (run.json), naming
+    each, as `hif8lab train --resume` does."""
+    path = out / "run.json"
+    if not path.exists():
+        return
+    try:
+        recorded = json.loads(path.read_text()).get("args", {})
+    except (OSError, ValueError) as e:
+        raise InputError(f"{path}: not readable JSON ({e})") from None
+    given = vars(args)
+    changed = [f"--{k.replace('_', '-')}: {recorded[k]!r} in the run, {given[k]!r} now"
+               for k in RUN_DEFINING if k in recorded and k in given and recorded[k] != given[k]]
+    if changed:
+        raise InputError(f"--resume {out}: the run was started with other settings ({'; '.join(changed)}); "
+                         "resume with the same flags, or start a new run with another --out")
+
+
+#: The file that marks a folder `--out-hf` wrote (the only kind it replaces).
+OUT_HF_MARK = ".hif8lab-out-hf"
+
+
+def check_out_hf(path: Path, out: Path) -> None:
+    """`--out-hf` never replaces a folder it did not write, nor the run folder or anything
+    around it."""
+    p, o = path.resolve(), out.resolve()
+    if p == o or o in p.parents or p in o.parents:
+        raise InputError(f"--out-hf {path}: the run folder {out} is or holds it (choose a folder of its own)")
+    if path.exists():
+        if not path.is_dir():
+            raise InputError(f"--out-hf {path}: a file is there (choose a new folder)")
+        if any(path.iterdir()) and not (path / OUT_HF_MARK).exists():
+            raise InputError(f"--out-hf {path}: a folder this trainer did not write is there; it is "
+                             "never replaced (choose a new folder, or remove it)")
+
+
+def check_numbers(args) -> None:
+    """The numeric flags' ranges, checked before anything runs (exit 2 naming the flag)."""
+    for name in ("steps", "context", "micro_batch", "window", "checkpoint_every", "flush_every", "trace_every"):
+        if getattr(args, name) < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.global_batch < 0:
+        raise InputError(f"--global-batch must be at least 0 (0: micro-batch × processes), got {args.global_batch}")
+    for name in ("skip_first", "skip_last", "warmup_steps"):
+        if getattr(args, name) < 0:
+            raise InputError(f"--{name.replace('_', '-')} must be at least 0, got {getattr(args, name)}")
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        raise InputError(f"--lr must be a finite number > 0, got {args.lr}")
+    if not (math.isfinite(args.target) and args.target > 0):
+        raise InputError(f"--target must be a finite number > 0, got {args.target}")
+    if not (math.isfinite(args.grad_clip) and args.grad_clip > 0):
+        raise InputError(f"--grad-clip must be a finite number > 0, got {args.grad_clip}")
+    if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
+        raise InputError(f"--weight-decay must be a finite number ≥ 0, got {args.weight_decay}")
+    if not (math.isfinite(args.lr_warmup_frac) and 0 <= args.lr_warmup_frac < 1):
+        raise InputError(f"--lr-warmup-frac must be in [0, 1), got {args.lr_warmup_frac}")
+    roles = [r.strip() for r in args.roles.split(",") if r.strip()]
+    bad = [r for r in roles if r not in ("A", "W", "G")]
+    if bad or not roles:
+        raise InputError(f"--roles {args.roles!r}: expected some of A, W, G")
 
 
 def save_hf(path: str, model, tok, source: Optional[Path], rank: int) -> None:
@@ -556,6 +659,12 @@ def save_hf(path: str, model, tok, source: Optional[Path], rank: int) -> None:
     model.save_pretrained(tmp, state_dict=sd, safe_serialization=True)
     if tok is not None:
         tok.save_pretrained(tmp)
+    (tmp / OUT_HF_MARK).write_text("written by hif8lab.torch.train --out-hf\n")
+    # Checked again at the end: only a folder this trainer wrote is replaced.
+    if out.exists() and any(out.iterdir()) and not (out / OUT_HF_MARK).exists():
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise InputError(f"--out-hf {out}: a folder this trainer did not write appeared there; it is "
+                         "not replaced")
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
 
