@@ -240,3 +240,103 @@ fn windows_beyond_the_bound_and_sweeps_beyond_their_cap_are_refused() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn compare_logs_gives_no_verdict_on_nothing() {
+    let dir = tmp("evals", "logs-nothing");
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, steps: std::ops::RangeInclusive<u32>, f: &dyn Fn(u32) -> String| {
+        let text: String = steps.map(|s| f(s) + "\n").collect();
+        std::fs::write(dir.join(name), text).unwrap();
+        dir.join(name)
+    };
+    let loss = |s: u32| 5.0 + f64::from(s % 7) * 0.01;
+    let base = write("b.log", 1..=600, &|s| {
+        format!("step={s} loss={:.4}", loss(s))
+    });
+    let json =
+        |o: &std::process::Output| -> serde_json::Value { serde_json::from_str(&ok(o)).unwrap() };
+    // A log against itself: exactly no difference, never "systematically higher".
+    let v = json(&hif8lab(&[
+        "compare-logs",
+        arg(&base),
+        arg(&base),
+        "--json",
+    ]));
+    assert_eq!(v["claims"][1]["verdict"], "fails", "{}", v["claims"][1]);
+    assert_eq!(
+        v["claims"][0]["verdict"], "holds",
+        "APE 0 is within any margin"
+    );
+    assert!(v["phases"][0]["degenerate"]["constant"].is_object(), "{v}");
+    // 100 steps (one block): the resamples cannot vary, so no verdict.
+    let short = write("s.log", 1..=100, &|s| {
+        format!(
+            "step={s} loss={:.4}",
+            loss(s) * (1.0 + f64::from(s % 3) * 0.001)
+        )
+    });
+    let short_base = write("sb.log", 1..=100, &|s| {
+        format!("step={s} loss={:.4}", loss(s))
+    });
+    let v = json(&hif8lab(&[
+        "compare-logs",
+        arg(&short_base),
+        arg(&short),
+        "--json",
+    ]));
+    assert_eq!(
+        v["claims"][0]["verdict"], "not judged",
+        "{}",
+        v["claims"][0]
+    );
+    assert_eq!(v["claims"][1]["verdict"], "not judged");
+    // A warmup past the end, 2 steps in common of 600, a second run appended, a negative
+    // loss: refused by name.
+    let o = hif8lab(&[
+        "compare-logs",
+        arg(&base),
+        arg(&base),
+        "--warmup-steps",
+        "900",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("after the warmup"));
+    // 2 steps of a 600-step log: not judged, and the 598 others said.
+    let stray = write("t.log", 599..=600, &|s| format!("step={s} loss=5.0"));
+    let text = ok(&hif8lab(&["compare-logs", arg(&base), arg(&stray)]));
+    assert!(
+        text.contains("2 steps in common, 598 in one log only") && text.contains("not judged"),
+        "{text}"
+    );
+    // Logs that barely pair: the shorter's steps mostly missing from the other.
+    let odd = write("odd.log", 1..=600, &|s| {
+        format!("step={} loss=5.0", 2 * s + 1)
+    });
+    let o = hif8lab(&["compare-logs", arg(&base), arg(&odd)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("do not pair"));
+    let mut two = std::fs::read_to_string(&base).unwrap();
+    two.push_str("step=1 loss=6.0\n");
+    std::fs::write(dir.join("two.log"), two).unwrap();
+    let o = hif8lab(&["compare-logs", arg(&base), arg(&dir.join("two.log"))]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("more than one run"));
+    let neg = write("n.log", 1..=600, &|s| {
+        format!("step={s} loss=-{:.4}", loss(s))
+    });
+    let o = hif8lab(&["compare-logs", arg(&base), arg(&neg)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("finite number ≥ 0"));
+    // The training loss is the first loss= of a line, not an eval loss printed after it.
+    let evals = write("e.log", 1..=600, &|s| {
+        format!("step={s} loss={:.4} eval loss=9.0", loss(s))
+    });
+    let v = json(&hif8lab(&[
+        "compare-logs",
+        arg(&base),
+        arg(&evals),
+        "--json",
+    ]));
+    assert_eq!(v["phases"][0]["ape"], 0.0, "{}", v["phases"][0]);
+}

@@ -34,6 +34,9 @@ pub const EXACT: &str = "exact value of this run (counts and losses carry no sam
 pub enum Side {
     /// statistic ≥ threshold.
     AtLeast,
+    /// statistic > threshold, strictly: a one-sided claim of an effect (a zero-width
+    /// interval at the threshold is no effect).
+    Above,
     /// statistic < threshold.
     Below,
     /// −threshold < statistic < threshold (equivalence, TOST).
@@ -185,6 +188,7 @@ impl Part {
         let t = self.threshold;
         let (holds, fails) = match self.side {
             Side::AtLeast => (lo >= t, hi < t),
+            Side::Above => (lo > t, hi <= t),
             Side::Below => (hi < t, lo >= t),
             Side::Within => (lo > -t && hi < t, lo >= t || hi <= -t),
         };
@@ -202,6 +206,7 @@ impl Part {
         let (v, t) = (self.value, self.threshold);
         let holds = match self.side {
             Side::AtLeast => v >= t,
+            Side::Above => v > t,
             Side::Below => v < t,
             Side::Within => v.abs() < t,
         };

@@ -166,35 +166,81 @@ pub fn run_compare_logs(args: CompareLogsArgs) -> Result<Outcome> {
     let base = read_log(&args.base, args.pattern)?;
     let quant = read_log(&args.quant, args.pattern)?;
     let c = compare_losses(&base, &quant, args.warmup_steps, &args.quant)?;
-    let post = c
-        .phases
-        .iter()
-        .find(|p| p.phase == "after warmup")
-        .or_else(|| c.phases.last());
+    // The claims are about the QAT phase: never the warmup's steps in its place.
+    let post = c.phases.iter().find(|p| p.phase == "after warmup");
+    if post.is_none() {
+        bail!(
+            "{}: no step in common after the warmup (up to step {}, {}): nothing of the \
+             quantized phase to judge",
+            args.quant.display(),
+            c.warmup_until,
+            c.warmup_source
+        );
+    }
+    // Most of the shorter log's steps must be in common: a judgement on a few stray
+    // steps would speak for the thousands that do not pair.
+    let shorter = base.records.len().min(quant.records.len());
+    if 2 * c.common_steps < shorter {
+        bail!(
+            "{} vs {}: {} steps in common of the shorter log's {shorter}: the logs do not \
+             pair step by step (another run, another step numbering?)",
+            args.quant.display(),
+            args.base.display(),
+            c.common_steps
+        );
+    }
     let part = hif8lab_lab::evals::loss_compare::draw_part;
+    let ape_claim = format!(
+        "the quantized run's loss is within {} % APE of the baseline's",
+        args.ape_below
+    );
+    let higher_claim = "the quantized run's loss is systematically higher";
+    use hif8lab_lab::claims::Part;
+    use hif8lab_lab::evals::loss_compare::Degenerate;
     let mut claims: Vec<Claim> = post
-        .map(|p| {
-            vec![
+        .map(|p| match &p.degenerate {
+            // Too few steps: no verdict from resamples that cannot vary.
+            Some(d @ Degenerate::TooFewSteps { .. }) => [ape_claim.as_str(), higher_claim]
+                .map(|text| Claim::new(text, Vec::new(), serde_json::Value::String(d.to_string())))
+                .to_vec(),
+            // The same difference at every step: the values are exact.
+            Some(d @ Degenerate::Constant { .. }) => vec![
                 Claim::new(
-                    &format!(
-                        "the quantized run's loss is within {} % APE of the baseline's",
-                        args.ape_below
-                    ),
+                    &ape_claim,
+                    vec![Part::exact("APE", "%", p.ape, Side::Below, args.ape_below)],
+                    serde_json::Value::String(d.to_string()),
+                ),
+                Claim::new(
+                    higher_claim,
+                    vec![Part::exact(
+                        "mean signed relative difference",
+                        "%",
+                        p.signed,
+                        Side::Above,
+                        0.0,
+                    )],
+                    serde_json::Value::String(d.to_string()),
+                ),
+            ],
+            None => vec![
+                Claim::new(
+                    &ape_claim,
                     vec![part("APE", p.ape, &p.draws[0], Side::Below, args.ape_below)],
                     serde_json::Value::Null,
                 ),
+                // Strictly positive: an interval at 0 is no "systematically higher".
                 Claim::new(
-                    "the quantized run's loss is systematically higher",
+                    higher_claim,
                     vec![part(
                         "mean signed relative difference",
                         p.signed,
                         &p.draws[1],
-                        Side::AtLeast,
+                        Side::Above,
                         0.0,
                     )],
                     serde_json::Value::Null,
                 ),
-            ]
+            ],
         })
         .unwrap_or_default();
     judge_family(&mut claims);
@@ -205,14 +251,28 @@ pub fn run_compare_logs(args: CompareLogsArgs) -> Result<Outcome> {
         return Ok(Outcome::Ok);
     }
     outln!(
-        "{} vs {}: {} steps in common, warmup up to step {} ({})",
+        "{} vs {}: {} steps in common, {} in one log only, warmup up to step {} ({})",
         args.quant.display(),
         args.base.display(),
         c.common_steps,
+        c.unmatched_steps,
         c.warmup_until,
         c.warmup_source
     );
     for p in &c.phases {
+        if let Some(d) = &p.degenerate {
+            outln!(
+                "  {:<13} steps {}–{} (n {}): APE {:.4} %, signed {:+.4} %, QAT loss higher at {:.1} % of steps; no interval: {d}",
+                p.phase,
+                p.steps[0],
+                p.steps[1],
+                p.n,
+                p.ape,
+                p.signed,
+                p.higher * 100.0
+            );
+            continue;
+        }
         outln!(
             "  {:<13} steps {}–{} (n {}): APE {:.4} % [{:.4}, {:.4}], signed {:+.4} % [{:+.4}, {:+.4}], QAT loss higher at {:.1} % of steps; lag-1 autocorrelation {:.2}",
             p.phase,

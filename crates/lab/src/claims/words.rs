@@ -56,6 +56,7 @@ pub(super) fn threshold_words(p: &Part) -> String {
     if matches!(p.spread, Spread::None) {
         let side = match p.side {
             Side::AtLeast => "≥",
+            Side::Above => ">",
             Side::Below => "<",
             Side::Within => "within ±",
         };
@@ -67,6 +68,9 @@ pub(super) fn threshold_words(p: &Part) -> String {
         }
         Side::Below => {
             format!("< {t} (two-sided interval; the same threshold decides both outcomes)")
+        }
+        Side::Above => {
+            format!("> {t} (two-sided interval; strictly: an interval at {t} is no effect)")
         }
         Side::Within => format!(
             "within ±{t} (equivalence, two one-sided tests: holds when the interval lies inside, fails when it lies outside)"

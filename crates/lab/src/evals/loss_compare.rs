@@ -56,6 +56,45 @@ pub struct PhaseStats {
     /// The bootstrap draws of APE and of the signed mean (sorted), for claims.
     #[serde(skip)]
     pub draws: [Vec<f64>; 2],
+    /// Why the phase's resamples cannot give an interval, when they cannot: fewer than two
+    /// blocks of steps (every resample is the series itself, rotated), or every step's
+    /// difference the same. Its intervals are then NaN, and claims on it are judged on the
+    /// exact values (the same difference everywhere) or not at all (too few steps).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub degenerate: Option<Degenerate>,
+}
+
+/// Why a phase has no bootstrap interval.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Degenerate {
+    /// Fewer steps than two bootstrap blocks.
+    TooFewSteps {
+        /// Steps in the phase.
+        steps: usize,
+        /// The block length.
+        block: usize,
+    },
+    /// Every step's relative difference is the same value (%).
+    Constant {
+        /// The difference.
+        value: f64,
+    },
+}
+
+impl std::fmt::Display for Degenerate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Degenerate::TooFewSteps { steps, block } => write!(
+                f,
+                "{steps} steps, fewer than two blocks of {block}: the block bootstrap has no interval to give"
+            ),
+            Degenerate::Constant { value } => write!(
+                f,
+                "every step differs by exactly {value:+.6} %: the values are exact, no interval"
+            ),
+        }
+    }
 }
 
 /// The comparison of two logs.
@@ -214,6 +253,37 @@ fn phase(name: &str, part: &[(u64, f64)], block: usize, seed: u64) -> PhaseStats
         [a / k, s / k, h / k]
     };
     let value = stats(&mut (0..n));
+    let constant = r.iter().all(|x| *x == r[0]);
+    let degenerate = if n < 2 * block {
+        Some(Degenerate::TooFewSteps { steps: n, block })
+    } else if constant {
+        Some(Degenerate::Constant { value: r[0] })
+    } else {
+        None
+    };
+    if let Some(d) = degenerate {
+        let m = mean(r.iter().copied());
+        return PhaseStats {
+            phase: name.to_string(),
+            steps: [part[0].0, part[n - 1].0],
+            n,
+            ape: value[0],
+            ape_interval: [f64::NAN; 2],
+            signed: value[1],
+            signed_interval: [f64::NAN; 2],
+            higher: value[2],
+            higher_interval: [f64::NAN; 2],
+            lag1: if constant {
+                0.0
+            } else {
+                let var: f64 = r.iter().map(|x| (x - m) * (x - m)).sum::<f64>();
+                let cov: f64 = r.windows(2).map(|w| (w[0] - m) * (w[1] - m)).sum::<f64>();
+                if var > 0.0 { cov / var } else { 0.0 }
+            },
+            draws: [Vec::new(), Vec::new()],
+            degenerate: Some(d),
+        };
+    }
     let block = block.clamp(1, n);
     let mut rng = Rng::new(seed ^ block as u64);
     let mut draws: [Vec<f64>; 3] = Default::default();
@@ -255,6 +325,7 @@ fn phase(name: &str, part: &[(u64, f64)], block: usize, seed: u64) -> PhaseStats
         higher_interval: ci(&higher_d),
         lag1: if var > 0.0 { cov / var } else { 0.0 },
         draws: [ape_d, signed_d],
+        degenerate: None,
     }
 }
 

@@ -149,6 +149,7 @@ pub fn parse_log(path: &Path, bytes: &[u8], pattern: LogPattern) -> Result<Train
     } else {
         Vec::new()
     };
+    let mut last_step: Option<u64> = None;
     for (i, line) in text.lines().enumerate() {
         let at = format!("line {}", i + 1);
         let rec = match pattern {
@@ -159,6 +160,21 @@ pub fn parse_log(path: &Path, bytes: &[u8], pattern: LogPattern) -> Result<Train
         };
         match rec {
             Some(r) => {
+                // Steps that start over (step 1 after step 3,000): a second run appended to
+                // the same log, never merged into the first.
+                if let Some(last) = last_step
+                    && (r.step + RESTART_GAP < last || (r.step <= 1 && last >= 10))
+                {
+                    return Err(EvalError::new(
+                        path,
+                        &at,
+                        format!(
+                            "step {} after step {last}: the log holds more than one run (split it)",
+                            r.step
+                        ),
+                    ));
+                }
+                last_step = Some(last_step.map_or(r.step, |l| l.max(r.step)));
                 if by_step.insert(r.step, r).is_some() {
                     repeated += 1;
                 }
@@ -189,6 +205,11 @@ pub fn parse_log(path: &Path, bytes: &[u8], pattern: LogPattern) -> Result<Train
     })
 }
 
+/// How far a step may fall back before the log is taken for two runs: a resumed trainer
+/// repeats the steps since its last checkpoint (counted as repeated), a new run starts over
+/// (so a step of 0 or 1 after step 10 or later is a second run too).
+const RESTART_GAP: u64 = 1000;
+
 /// A `key=value` line's record (None when the line lacks `step=` or `loss=`).
 fn kv_record(path: &Path, at: &str, line: &str) -> Result<Option<StepRecord>, EvalError> {
     if !(line.contains("step=") && line.contains("loss=")) {
@@ -198,11 +219,15 @@ fn kv_record(path: &Path, at: &str, line: &str) -> Result<Option<StepRecord>, Ev
     for token in line.split(['|', ',', ' ', '\t']) {
         if let Some((k, v)) = token.split_once('=') {
             let k = k.trim();
+            // The first of a key wins: a later `loss=` on the line (an eval loss printed
+            // after the training loss) never replaces the step's training loss.
             if !k.is_empty()
                 && k.chars()
                     .all(|c| c.is_alphanumeric() || c == '_' || c == '/')
             {
-                fields.insert(k.to_string(), v.trim().to_string());
+                fields
+                    .entry(k.to_string())
+                    .or_insert_with(|| v.trim().to_string());
             }
         }
     }
@@ -259,15 +284,17 @@ fn csv_record(
     Ok(Some(StepRecord { step, loss, fields }))
 }
 
+/// A loss: a finite number ≥ 0 (a cross-entropy is never negative; a negative one would
+/// flip the sign of every relative difference).
 fn finite(path: &Path, at: &str, text: &str) -> Result<f64, EvalError> {
     text.parse::<f64>()
         .ok()
-        .filter(|x| x.is_finite())
+        .filter(|x| x.is_finite() && *x >= 0.0)
         .ok_or_else(|| {
             EvalError::new(
                 path,
                 &format!("{at}: loss"),
-                format!("{text:?} is not a finite number"),
+                format!("{text:?} is not a finite number ≥ 0"),
             )
         })
 }
