@@ -340,3 +340,46 @@ fn compare_logs_gives_no_verdict_on_nothing() {
     ]));
     assert_eq!(v["phases"][0]["ape"], 0.0, "{}", v["phases"][0]);
 }
+
+#[test]
+fn compare_evals_refuses_a_base_of_zero_and_impossible_scores() {
+    let b = fixture("lm-eval/base");
+    for (tag, value, says) in [
+        ("zero", 0.0, "is 0: a relative drop from it is undefined"),
+        ("above-one", 1.5, "is not a score in [0, 1]"),
+        ("negative", -0.5, "is not a score in [0, 1]"),
+    ] {
+        let dir = tmp("evals", tag);
+        std::fs::create_dir_all(&dir).unwrap();
+        for e in std::fs::read_dir(&b).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+        }
+        let results = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("results_")
+            })
+            .unwrap();
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+        v["results"]["hif8lab_general_knowledge"]["acc_norm,none"] = serde_json::json!(value);
+        std::fs::write(&results, v.to_string()).unwrap();
+        // As the base, and (for the impossible scores) as the other run.
+        let o = hif8lab(&["compare-evals", arg(&dir), arg(&b), "--check"]);
+        assert_eq!(o.status.code(), Some(2), "{tag}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(says) && err.contains("hif8lab_general_knowledge"),
+            "{tag}: {err}"
+        );
+        if value != 0.0 {
+            let o = hif8lab(&["compare-evals", arg(&b), arg(&dir)]);
+            assert_eq!(o.status.code(), Some(2), "{tag} as the other run");
+        }
+    }
+}

@@ -291,9 +291,11 @@ fn task_facts(run: &EvalRun, task: &str) -> (Option<u64>, Option<u64>, Option<St
     (n, shot, t.and_then(|t| t.version.clone()))
 }
 
+/// The relative drop (%); NaN from a base of 0 (undefined, never "no drop": a task whose
+/// base scores 0 is refused before it is compared).
 fn drop_of(base: f64, other: f64) -> f64 {
     if base == 0.0 {
-        0.0
+        f64::NAN
     } else {
         (base - other) / base * 100.0
     }
@@ -476,6 +478,27 @@ fn compare_task(
     ) else {
         return Ok(None);
     };
+    // A score is a proportion (or a mean of 0/1 marks): out of [0, 1] it is not one.
+    for (s, run) in [(bs, base), (os, other)] {
+        if !(0.0..=1.0).contains(&s) {
+            return Err(EvalError::new(
+                &run.path,
+                &format!("results.{task}.{key}"),
+                format!("{task}: {metric} {s} is not a score in [0, 1]"),
+            ));
+        }
+    }
+    // A relative drop from 0 is undefined: every comparison would read "no drop".
+    if bs == 0.0 {
+        return Err(EvalError::new(
+            &file,
+            &format!("results.{task}.{key}"),
+            format!(
+                "{task}: the base's {metric} is 0: a relative drop from it is undefined (compare \
+                 on another metric, --metric {task}=METRIC, or leave the task out)"
+            ),
+        ));
+    }
     if let (Some(bd), Some(od)) = (&bd, &od) {
         let mut t = paired(task, &metric, bshot, bd, od, other, options, seed, &file)?;
         // The other of acc / acc_norm on the same documents, described beside it.
