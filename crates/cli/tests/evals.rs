@@ -383,3 +383,80 @@ fn compare_evals_refuses_a_base_of_zero_and_impossible_scores() {
         }
     }
 }
+
+#[test]
+fn outputs_that_are_inputs_and_traces_with_nothing_are_refused() {
+    let dir = tmp("evals", "inputs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("x.log");
+    let text: String = (1..=10)
+        .map(|s| format!("step={s} loss=5.0 lr=1\n"))
+        .collect();
+    std::fs::write(&log, &text).unwrap();
+    // --out the log itself: refused, the log kept.
+    let o = hif8lab(&["import", "log", arg(&log), "--out", arg(&log)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("it is the log being read"));
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), text);
+    // --keep step,loss would write columns twice (a CSV its own reader refuses).
+    let o = hif8lab(&[
+        "import",
+        "log",
+        arg(&log),
+        "--out",
+        "-",
+        "--keep",
+        "step,loss",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("always written"));
+    let o = hif8lab(&["import", "log", arg(&log), "--out", "-", "--keep", "lr,lr"]);
+    assert_eq!(o.status.code(), Some(2));
+    // A trace with a header and no call: nothing to replay, exit 2 (not a table of 0 calls).
+    let trace = dir.join("t.jsonl");
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(
+            &std::fs::read(fixture("real-trace.jsonl.gz")).unwrap()[..],
+        ),
+        &mut bytes,
+    )
+    .unwrap();
+    let first = String::from_utf8_lossy(&bytes)
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    std::fs::write(&trace, first + "\n").unwrap();
+    let o = hif8lab(&["replay", arg(&trace)]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no quantizer calls"));
+    // A gzip of two members is read whole (both members' calls).
+    let gz = |b: &[u8]| {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(b).unwrap();
+        e.finish().unwrap()
+    };
+    let cut = bytes.len() / 2
+        + bytes[bytes.len() / 2..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .unwrap()
+        + 1;
+    let mut two = gz(&bytes[..cut]);
+    two.extend(gz(&bytes[cut..]));
+    std::fs::write(dir.join("two.jsonl.gz"), two).unwrap();
+    let whole = hif8lab(&["replay", arg(&fixture("real-trace.jsonl.gz")), "--json"]);
+    let split = hif8lab(&["replay", arg(&dir.join("two.jsonl.gz")), "--json"]);
+    assert_eq!(ok(&whole), ok(&split), "both members replayed");
+    // Not a regular file: refused, never read.
+    let o = hif8lab(&["replay", "/dev/zero"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a regular file"));
+}

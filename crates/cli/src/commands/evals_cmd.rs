@@ -333,8 +333,36 @@ pub struct LogArgs {
 
 /// `import log`.
 pub fn run_import_log(args: LogArgs) -> Result<Outcome> {
-    let log = read_log(&args.file, args.pattern)?;
+    // The output never replaces its input (the log would be lost for its own CSV).
+    if args.out != Path::new("-")
+        && let (Ok(a), Ok(b)) = (
+            std::fs::canonicalize(&args.file),
+            std::fs::canonicalize(&args.out),
+        )
+        && a == b
+    {
+        bail!(
+            "--out {}: it is the log being read; write the CSV elsewhere",
+            args.out.display()
+        );
+    }
     let keep: Vec<&str> = args.keep.split(',').filter(|k| !k.is_empty()).collect();
+    // step and loss are always the first columns: kept twice, the CSV would not read back.
+    if let Some(k) = keep.iter().find(|k| matches!(**k, "step" | "loss")) {
+        bail!(
+            "--keep {}: {k} is always written; name the other fields",
+            args.keep
+        );
+    }
+    if let Some(k) = keep
+        .iter()
+        .enumerate()
+        .find(|(i, k)| keep[..*i].contains(k))
+        .map(|(_, k)| k)
+    {
+        bail!("--keep {}: {k} is named twice", args.keep);
+    }
+    let log = read_log(&args.file, args.pattern)?;
     let csv = to_csv(&log, &keep);
     if args.out == Path::new("-") {
         crate::output::out!("{csv}");

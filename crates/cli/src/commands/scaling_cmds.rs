@@ -264,12 +264,33 @@ pub fn run_replay(args: ReplayArgs) -> Result<Outcome> {
         )?),
         None => None,
     };
+    // Only a regular file is read (a FIFO would hang, a link to /dev/zero never end).
+    let meta = fs::metadata(&args.trace).with_context(|| args.trace.display().to_string())?;
+    if !meta.is_file() {
+        bail!("{}: not a regular file", args.trace.display());
+    }
     let imported = if args.trace.extension().is_some_and(|e| e == "gz") {
-        // A gzipped trace (as the repository keeps its real-model one): read whole.
+        // A gzipped trace (as the repository keeps its real-model one): read whole, every
+        // member of it, up to a bound on what it inflates to.
+        const MAX_INFLATED: u64 = 1 << 30;
         let packed = fs::read(&args.trace).with_context(|| args.trace.display().to_string())?;
         let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&packed[..]), &mut bytes)
-            .map_err(|e| anyhow::anyhow!("{}: not gzip ({e})", args.trace.display()))?;
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(
+                flate2::read::MultiGzDecoder::new(&packed[..]),
+                MAX_INFLATED + 1,
+            ),
+            &mut bytes,
+        )
+        .map_err(|e| anyhow::anyhow!("{}: not gzip ({e})", args.trace.display()))?;
+        if bytes.len() as u64 > MAX_INFLATED {
+            bail!(
+                "{}: inflates to more than {} MiB; replay reads a trace whole (split it, or \
+                 replay it uncompressed)",
+                args.trace.display(),
+                MAX_INFLATED >> 20
+            );
+        }
         let inner = args.trace.with_extension("");
         hif8lab_scaling::import::import_bytes(&inner, &bytes)?
     } else {
@@ -277,6 +298,12 @@ pub fn run_replay(args: ReplayArgs) -> Result<Outcome> {
     };
     for w in &imported.warnings {
         eprintln!("warning: {}: {w}", args.trace.display());
+    }
+    if imported.series.iter().all(|s| s.amax.is_empty()) {
+        bail!(
+            "{}: no quantizer calls to replay (a header alone, or no amax values)",
+            args.trace.display()
+        );
     }
     if let Some(settings) = settings {
         let output = crate::commands::sweep_cmd::SweepOutput {
