@@ -315,6 +315,22 @@ fn the_committed_report_follows_from_its_committed_data() {
                 std::fs::copy(committed.join(&f), out.join(&f)).unwrap();
             }
         }
+        // A flag of a run beside --recompute is refused (the data say what ran).
+        if name == "grid-small" {
+            for extra in [["--seeds", "3"], ["--preset", "grid-micro"]] {
+                let o = Command::new(env!("CARGO_BIN_EXE_hif8lab"))
+                    .args(["grid", "--recompute", out.to_str().unwrap()])
+                    .args(extra)
+                    .output()
+                    .unwrap();
+                assert_eq!(o.status.code(), Some(2), "{extra:?}");
+                assert!(
+                    String::from_utf8_lossy(&o.stderr).contains("cannot be used with"),
+                    "{}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+            }
+        }
         let o = Command::new(env!("CARGO_BIN_EXE_hif8lab"))
             .args(["grid", "--recompute", out.to_str().unwrap()])
             .output()

@@ -66,7 +66,8 @@ pub struct GridArgs {
     base_seeds: u64,
     /// `grid` only: rebuild DIR/results.md and results.csv from DIR/runs.jsonl.gz (the data
     /// a grid writes next to its report) without training: the same report, byte for byte.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "out", "runs"])]
+    /// Every other flag of a run (the data file says what was run) is refused with it.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "out", "runs", "seeds", "base_seeds", "preset", "backend"])]
     recompute: Option<PathBuf>,
     /// `grid` only: do just these runs (comma-separated names, e.g.
     /// `baseline-low,most_recent-low,max_window-low`); verdicts that need others come out

@@ -207,6 +207,12 @@ fn check_complete(at: &str, s: &RunSummary) -> Result<(), String> {
                 .unwrap_or_default()
         ));
     }
+    if !(s.lr.is_finite() && s.lr > 0.0) {
+        return Err(format!(
+            "{at}: field 'summary.lr' is {}: a learning rate is a finite number > 0",
+            s.lr
+        ));
+    }
     if s.steps != s.target_steps || s.losses.len() as u64 != s.steps {
         return Err(format!(
             "{at}: field 'summary.steps' is {} of {} target steps with {} losses: the \
@@ -315,6 +321,22 @@ fn same_items(reference: &ProbeScores, b: &ProbeScores) -> Result<(), String> {
         reference.completion_items,
         b.completion_items,
     )?;
+    // Packed 0/1 marks are hex digits: any other character would unpack to nothing, and
+    // the paired comparisons would quietly lose the run.
+    if let Some(m) = &b.marks {
+        for (name, text) in [
+            ("knowledge_acc", &m.knowledge_acc),
+            ("knowledge_acc_norm", &m.knowledge_acc_norm),
+            ("completion_acc", &m.completion_acc),
+            ("completion_acc_norm", &m.completion_acc_norm),
+        ] {
+            if let Some(c) = text.chars().find(|c| !c.is_ascii_hexdigit()) {
+                return Err(format!(
+                    "field 'probes.marks.{name}' holds {c:?}: packed marks are hex digits"
+                ));
+            }
+        }
+    }
     match (&reference.marks, &b.marks) {
         (Some(r), Some(m)) => {
             let lengths = [
@@ -366,4 +388,54 @@ fn roles(s: &RunSummary) -> String {
         .map(|r| format!("{r:?}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod hostile_tests {
+    use super::*;
+
+    /// The committed small grid's data, as JSON lines.
+    fn committed() -> String {
+        use std::io::Read;
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/results/grid-small/runs.jsonl.gz"
+        );
+        let bytes = std::fs::read(path).expect("the committed grid data");
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_string(&mut text)
+            .expect("gzip");
+        text
+    }
+
+    #[test]
+    fn marks_that_are_not_hex_and_impossible_rates_are_refused() {
+        let text = committed();
+        GridData::from_jsonl("runs.jsonl", &text).expect("the committed data read");
+        // A run line (not the first, the header of the bases): its marks and its rate.
+        let mut lines: Vec<String> = text.lines().map(String::from).collect();
+        let i = lines
+            .iter()
+            .position(|l| l.contains("\"knowledge_acc\":\"") && l.contains("\"run\""))
+            .expect("a run with marks");
+        let mut v: serde_json::Value = serde_json::from_str(&lines[i]).unwrap();
+        let marks = &mut v["summary"]["probes"]["marks"]["knowledge_acc"];
+        let mut m = marks.as_str().unwrap().to_string();
+        m.replace_range(0..1, "z");
+        *marks = serde_json::Value::String(m);
+        let bad = lines.clone();
+        let mut bad_marks = bad;
+        bad_marks[i] = v.to_string();
+        let e = GridData::from_jsonl("runs.jsonl", &bad_marks.join("\n")).unwrap_err();
+        assert!(e.to_string().contains("packed marks are hex digits"), "{e}");
+        let mut v: serde_json::Value = serde_json::from_str(&lines[i]).unwrap();
+        v["summary"]["lr"] = serde_json::json!(-1e-4);
+        lines[i] = v.to_string();
+        let e = GridData::from_jsonl("runs.jsonl", &lines.join("\n")).unwrap_err();
+        assert!(
+            e.to_string().contains("field 'summary.lr' is -0.0001"),
+            "{e}"
+        );
+    }
 }
