@@ -182,6 +182,23 @@ fn sandbox_lesson_takes_settings() {
     let o = run("fixes", &["train.lr=1e-3"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("only the sandbox"));
+    // A setting the sandbox would validate and then not train is refused by name.
+    for set in [
+        "qat.scaling.margin=2",
+        "qat.scaling.cold_start=te",
+        "optim.weight_decay=0",
+        "train.batch=4",
+        "data.corpus=kb",
+    ] {
+        let o = run("sandbox", &[set]);
+        assert_eq!(o.status.code(), Some(2), "{set}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        let key = set.split('=').next().unwrap();
+        assert!(
+            err.contains(&format!("'{key}' is not one of them")),
+            "{set}: {err}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -8,7 +8,7 @@ pub mod base;
 pub mod outliers;
 mod sandbox;
 use sandbox::sandbox;
-pub use sandbox::{SANDBOX_SATURATION_LIMIT, sandbox_run};
+pub use sandbox::{SANDBOX_KEYS, SANDBOX_SATURATION_LIMIT, sandbox_run};
 
 /// A lesson's data that cannot be read or judged (a shipped base, the committed real-model
 /// runs): the file it came from and what is wrong, said as one sentence that names the file.

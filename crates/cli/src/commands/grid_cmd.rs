@@ -493,6 +493,17 @@ fn sandbox_settings(
     if id != hif8lab_lab::lesson::LessonId::Sandbox {
         anyhow::bail!("--set: only the sandbox lesson trains settings of one's own");
     }
+    let keys = hif8lab_lab::lesson::SANDBOX_KEYS;
+    for set in sets {
+        let key = set.split_once('=').map_or(set.as_str(), |(k, _)| k).trim();
+        if !keys.contains(&key) {
+            anyhow::bail!(
+                "--set {set}: the sandbox trains the lessons' model and data with your choice of \
+                 {} only; '{key}' is not one of them",
+                keys.join(", ")
+            );
+        }
+    }
     let fixed = hif8lab_lab::lesson::scenario(id, grid, None)
         .and_then(|runs| runs.into_iter().next())
         .map(|(_, c)| c)

@@ -6,6 +6,20 @@ use crate::claims::{Part, Side};
 use crate::grid::RunSummary;
 use hif8lab_train::config::RunConfig;
 
+/// The settings the sandbox takes from the user (what [`sandbox_run`] copies): any other is
+/// refused by name, never validated and then ignored.
+pub const SANDBOX_KEYS: [&str; 9] = [
+    "train.lr",
+    "train.steps",
+    "qat.enabled",
+    "qat.warmup_steps",
+    "qat.scaling.estimator",
+    "qat.scaling.window",
+    "qat.scaling.target",
+    "qat.scaling.format",
+    "qat.scaling.overflow",
+];
+
 /// The sandbox's run: the lessons' model and data (`fixed`, so that it continues from their
 /// base) with what the user chose in `user`: the learning rate and steps, the warmup, and
 /// the quantization (on or off, estimator, window, target, format, overflow). Its folder is
