@@ -2,7 +2,7 @@
 # The compact extract of the paper's public repository that docs/results/paper/ is built from:
 # the two training logs of the final pair as step,loss,lr,quant CSV (read by
 # `hif8lab import log`, pattern kv), the benchmark summary tables verbatim, and SOURCE.md
-# naming the repository, its commit and each source file's SHA-256.
+# naming the repository, its commit, each source file's SHA-256 and each extract file's.
 #
 #   scripts/paper-extract.sh REPO      # a clone (or bare mirror) of
 #                                      # github.com/chengyingyingcs-pixel/ICME_2026_challange_openpangu_pretrain
@@ -39,5 +39,17 @@ for path in $(git -C "$repo" ls-tree -r --name-only HEAD evaluate_benchmarks/res
   show "$path" >"$out/summaries/$(basename "$path")"
   echo "| \`$path\` | \`$(sha256sum <"$out/summaries/$(basename "$path")" | cut -d' ' -f1)\` | \`summaries/$(basename "$path")\` (verbatim) |" >>"$work/SOURCE.md"
 done
+# The extract's own files, each with its SHA-256: judge-paper checks every one (and that no
+# other file is there) before it judges anything.
+{
+  echo
+  echo "The extract's own files (\`hif8lab judge-paper\` checks each before it judges anything, and refuses a file not listed):"
+  echo
+  echo "| file of the extract | SHA-256 |"
+  echo "|---|---|"
+  (cd "$out" && find . -type f ! -name SOURCE.md | sed 's|^\./||' | LC_ALL=C sort | while read -r f; do
+    echo "| \`$f\` | \`$(sha256sum <"$f" | cut -d' ' -f1)\` |"
+  done)
+} >>"$work/SOURCE.md"
 mv "$work/SOURCE.md" "$out/SOURCE.md"
 du -sh "$out"

@@ -181,6 +181,82 @@ fn judge_paper_rebuilds_the_committed_report() {
         std::fs::read_to_string(out.join("results.md")).unwrap(),
         committed
     );
+    // Its --out never lands in the extract.
+    let o = hif8lab(&[
+        "judge-paper",
+        arg(&extract),
+        "--out",
+        arg(&extract.join("summaries/x.md")),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("inside the extract"));
+}
+
+/// judge-paper verifies the extract against SOURCE.md before it judges: an edited score,
+/// a forged summary, a swapped log, a missing table are refused, naming the file.
+#[test]
+fn judge_paper_verifies_every_file_of_the_extract() {
+    let committed = fixture("../../docs/results/paper/extract");
+    let copy = |tag: &str| {
+        let dir = tmp("evals", &format!("paper-{tag}"));
+        std::fs::create_dir_all(dir.join("summaries")).unwrap();
+        for sub in ["", "summaries"] {
+            for e in std::fs::read_dir(committed.join(sub)).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_file() {
+                    std::fs::copy(&p, dir.join(sub).join(p.file_name().unwrap())).unwrap();
+                }
+            }
+        }
+        dir
+    };
+    let refused = |dir: &std::path::Path, says: &str| {
+        let o = hif8lab(&["judge-paper", arg(dir)]);
+        assert_eq!(o.status.code(), Some(2), "{says}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(says), "{says}: {err}");
+    };
+    let summary = |dir: &std::path::Path| {
+        let mut v: Vec<_> = std::fs::read_dir(dir.join("summaries"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        v.sort();
+        v.pop().unwrap()
+    };
+    // One digit of a score changed.
+    let d = copy("edited");
+    let s = summary(&d);
+    let text = std::fs::read_to_string(&s).unwrap();
+    let at = text.find(|c: char| c.is_ascii_digit()).unwrap();
+    let mut bytes = text.into_bytes();
+    bytes[at] = if bytes[at] == b'9' {
+        b'8'
+    } else {
+        bytes[at] + 1
+    };
+    std::fs::write(&s, bytes).unwrap();
+    refused(&d, "the file was changed after it was extracted");
+    // A summary added.
+    let d = copy("forged");
+    std::fs::copy(summary(&d), d.join("summaries/summary_20991231_000000.txt")).unwrap();
+    refused(&d, "a file SOURCE.md does not list");
+    // The two logs swapped.
+    let d = copy("swapped");
+    let (a, b) = (
+        d.join("train_bf16_lr1e5.csv.gz"),
+        d.join("train_max_quant_lr1e5.csv.gz"),
+    );
+    let (x, y) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    std::fs::write(&a, y).unwrap();
+    std::fs::write(&b, x).unwrap();
+    refused(&d, "train_bf16_lr1e5.csv.gz");
+    // SOURCE.md without the table of the extract's files.
+    let d = copy("untabled");
+    let md = std::fs::read_to_string(d.join("SOURCE.md")).unwrap();
+    let cut = md.find("The extract's own files").unwrap();
+    std::fs::write(d.join("SOURCE.md"), &md[..cut]).unwrap();
+    refused(&d, "nothing would be verified");
 }
 
 #[test]

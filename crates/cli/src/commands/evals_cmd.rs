@@ -307,6 +307,21 @@ pub struct JudgePaperArgs {
 
 /// `judge-paper`.
 pub fn run_judge_paper(args: JudgePaperArgs) -> Result<Outcome> {
+    // The report never lands inside the extract it judges (it would replace a file the
+    // next judgement checks).
+    if let Some(out) = &args.out {
+        let parent = out.parent().filter(|p| !p.as_os_str().is_empty());
+        let dir = std::fs::canonicalize(parent.unwrap_or(Path::new(".")));
+        if let (Ok(dir), Ok(extract)) = (dir, std::fs::canonicalize(&args.extract))
+            && dir.starts_with(&extract)
+        {
+            bail!(
+                "--out {}: inside the extract {}; write the report elsewhere",
+                out.display(),
+                args.extract.display()
+            );
+        }
+    }
     let text = paper_report(&args.extract)?;
     match &args.out {
         Some(p) => write_atomic(p, text.as_bytes()).with_context(|| p.display().to_string())?,

@@ -102,6 +102,7 @@ fn counts_for(pct: f64, n: u64) -> Vec<u64> {
 pub fn paper_report(extract: &Path) -> Result<String, EvalError> {
     let source = std::fs::read_to_string(extract.join("SOURCE.md"))
         .map_err(|e| EvalError::io(&extract.join("SOURCE.md"), &e))?;
+    verify_extract(extract, &source)?;
     let read = |name: &str| -> Result<_, EvalError> {
         let p = extract.join(name);
         let gz = std::fs::read(&p).map_err(|e| EvalError::io(&p, &e))?;
@@ -174,6 +175,123 @@ pub fn paper_report(extract: &Path) -> Result<String, EvalError> {
 }
 
 /// Every `*.txt` summary in `dir`, in name order.
+/// The `` `name` | `hex` `` pairs of a SOURCE.md table: (first column, SHA-256, third column).
+fn sha_rows(source: &str) -> Vec<(String, String, String)> {
+    source
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l
+                .trim()
+                .trim_matches('|')
+                .split('|')
+                .map(str::trim)
+                .collect();
+            let code = |c: &str| {
+                c.strip_prefix('`')
+                    .and_then(|c| c.strip_suffix('`'))
+                    .map(String::from)
+            };
+            let name = code(cells.first()?)?;
+            let sha = code(cells.get(1)?)?;
+            (sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit())).then(|| {
+                let taken = cells.get(2).map_or(String::new(), |c| c.to_string());
+                (name, sha, taken)
+            })
+        })
+        .collect()
+}
+
+/// Every file of the extract against SOURCE.md: each listed in its table of the extract's
+/// files with the SHA-256 the bytes have, none there that is not listed, and each verbatim
+/// summary with the SHA-256 its source file in the authors' repository had. An edited
+/// score, a swapped or scaled log, a missing or forged summary: refused before any verdict.
+#[cfg(not(target_arch = "wasm32"))]
+fn verify_extract(extract: &Path, source: &str) -> Result<(), EvalError> {
+    use sha2::{Digest, Sha256};
+    let source_md = extract.join("SOURCE.md");
+    let rows = sha_rows(source);
+    // The table of the extract's own files: the rows whose first cell is a path of it.
+    let listed: Vec<&(String, String, String)> = rows
+        .iter()
+        .filter(|(name, _, taken)| {
+            taken.is_empty() && !name.contains("/results/") && !name.starts_with("data_visualize/")
+        })
+        .collect();
+    if listed.is_empty() {
+        return Err(EvalError::new(
+            &source_md,
+            "the extract's files",
+            "no SHA-256 of the extract's own files: nothing would be verified (scripts/paper-extract.sh writes that table)",
+        ));
+    }
+    let sha = |path: &Path| -> Result<String, EvalError> {
+        let bytes = std::fs::read(path).map_err(|e| EvalError::io(path, &e))?;
+        Ok(Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect())
+    };
+    for (name, want, _) in &listed {
+        let path = extract.join(name);
+        let have = sha(&path)?;
+        if &have != want {
+            return Err(EvalError::new(
+                &path,
+                "SHA-256",
+                format!(
+                    "{have}, but SOURCE.md lists {want}: the file was changed after it was extracted"
+                ),
+            ));
+        }
+    }
+    // No file the table does not list (a forged summary would be read with the others).
+    let mut present: Vec<String> = Vec::new();
+    for dir in [extract.to_path_buf(), extract.join("summaries")] {
+        for e in std::fs::read_dir(&dir)
+            .map_err(|e| EvalError::io(&dir, &e))?
+            .flatten()
+        {
+            let p = e.path();
+            if p.is_file() && p.file_name().is_some_and(|n| n != "SOURCE.md") {
+                let rel = p
+                    .strip_prefix(extract)
+                    .unwrap_or(&p)
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                present.push(rel);
+            }
+        }
+    }
+    if let Some(extra) = present
+        .iter()
+        .find(|p| !listed.iter().any(|(n, _, _)| n == *p))
+    {
+        return Err(EvalError::new(
+            &extract.join(extra),
+            "",
+            "a file SOURCE.md does not list: the extract holds only what was extracted",
+        ));
+    }
+    // A verbatim summary has its source file's bytes.
+    for (orig, want, taken) in rows.iter().filter(|(_, _, t)| t.ends_with("(verbatim)")) {
+        let name = taken.split('`').nth(1).unwrap_or_default();
+        let have = sha(&extract.join(name))?;
+        if &have != want {
+            return Err(EvalError::new(
+                &extract.join(name),
+                "SHA-256",
+                format!("{have}, but {orig} in the authors' repository has {want}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(target_arch = "wasm32")]
+fn verify_extract(_extract: &Path, _source: &str) -> Result<(), EvalError> {
+    Ok(())
+}
+
 fn read_summaries(dir: &Path) -> Result<Vec<Summary>, EvalError> {
     let mut names: Vec<_> = std::fs::read_dir(dir)
         .map_err(|e| EvalError::io(dir, &e))?
