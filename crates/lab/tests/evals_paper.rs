@@ -51,14 +51,35 @@ fn a_damaged_extract_is_refused_naming_the_file() {
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(tmp.join("summaries")).unwrap();
     let src = dir().join("extract");
-    for f in ["SOURCE.md", "train_bf16_lr1e5.csv.gz"] {
-        std::fs::copy(src.join(f), tmp.join(f)).unwrap();
+    for sub in ["", "summaries"] {
+        for e in std::fs::read_dir(src.join(sub)).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_file() {
+                std::fs::copy(&p, tmp.join(sub).join(p.file_name().unwrap())).unwrap();
+            }
+        }
     }
+    paper_report(&tmp).expect("the whole extract reads");
     std::fs::write(tmp.join("train_max_quant_lr1e5.csv.gz"), b"not gzip").unwrap();
     let e = paper_report(&tmp).unwrap_err();
     assert!(
-        e.to_string().contains("train_max_quant_lr1e5.csv.gz"),
+        e.to_string().contains("train_max_quant_lr1e5.csv.gz") && e.to_string().contains("SHA-256"),
         "{e}"
     );
+    // A summary missing: named.
+    let first = std::fs::read_dir(tmp.join("summaries"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .min()
+        .unwrap();
+    std::fs::copy(
+        src.join("train_max_quant_lr1e5.csv.gz"),
+        tmp.join("train_max_quant_lr1e5.csv.gz"),
+    )
+    .unwrap();
+    std::fs::remove_file(&first).unwrap();
+    let e = paper_report(&tmp).unwrap_err();
+    let name = first.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(e.to_string().contains(&name), "{e}");
     let _ = std::fs::remove_dir_all(&tmp);
 }
