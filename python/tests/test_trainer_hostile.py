@@ -77,3 +77,39 @@ def test_resume_reads_checkpoints_as_data_and_refuses_changed_settings(tmp_path,
     r = train(out, corpus, "--steps", "8", "--resume", check=False)
     assert r.returncode == 0 and "model.pt" in r.stderr, r.stderr[-2000:]
     assert torch.load(out / "checkpoints" / "step_8" / "model.pt", weights_only=True)
+
+
+def test_fuzz_the_trainers_numeric_flags():
+    """Random values of every numeric flag: accepted, or refused by the up-front check naming
+    the flag (InputError) — never another exception. No training runs."""
+    import random
+
+    from hif8lab.torch.train import InputError, check_numbers, parser
+
+    rng = random.Random(7)
+    flags = {"--steps": int, "--context": int, "--micro-batch": int, "--window": int,
+             "--checkpoint-every": int, "--flush-every": int, "--trace-every": int,
+             "--global-batch": int, "--skip-first": int, "--skip-last": int, "--warmup-steps": int,
+             "--lr": float, "--target": float, "--grad-clip": float, "--weight-decay": float,
+             "--lr-warmup-frac": float}
+    specials = ["0", "-1", "1", "nan", "inf", "-inf", "1e308", "-0.0", "2", "1e-30"]
+    refused = accepted = 0
+    for _ in range(3000):
+        argv = ["--model", "tiny:1,8,8,1,1,256", "--data", "x", "--out", "y"]
+        for flag, kind in flags.items():
+            if rng.random() < 0.3:
+                v = rng.choice(specials) if rng.random() < 0.5 else (
+                    str(rng.randint(-5, 5)) if kind is int else repr(rng.uniform(-2, 2)))
+                if kind is int and not v.lstrip("-").isdigit():
+                    continue
+                argv += [flag, v]
+        if rng.random() < 0.2:
+            argv += ["--roles", rng.choice(["", "A", "A,X", "W,G", ",", "a"])]
+        args = parser().parse_args(argv)
+        try:
+            check_numbers(args)
+            accepted += 1
+        except InputError as e:
+            assert str(e).startswith("--"), e
+            refused += 1
+    assert accepted > 100 and refused > 100, (accepted, refused)

@@ -1,8 +1,9 @@
 //! Fuzz-style tests of every parser a user can feed: run configs (TOML and `--set`),
 //! safetensors checkpoints (and restoring them into a trainer), Hugging Face `config.json`
 //! and `tokenizer.json`, GGUF files, JSONL traces, CSV amax
-//! files, Transformer Engine / nvdlfw-inspect logs, corpus files, probe sets (`probe --set`)
-//! and a grid's data file (`grid --recompute`). Each gets structure-aware
+//! files, Transformer Engine / nvdlfw-inspect logs, corpus files, probe sets (`probe --set`),
+//! a grid's data file (`grid --recompute`), training logs (`compare-logs`, `import log`: every
+//! pattern) and lm-eval results files (`compare-evals`; 20,000 inputs, each a file on disk). Each gets structure-aware
 //! mutations of valid inputs plus random bytes — at least 100,000 inputs per parser — and
 //! must never panic: every input is accepted or refused with a message that names its
 //! source. (The codec's stdin is fuzzed in the CLI crate, `codec.rs`.)
@@ -879,4 +880,103 @@ fn fuzz_grid_data_consistency() {
     }
     println!("grid data consistency: {refused} refused, {unchanged} reports unchanged");
     assert!(refused > 20 && unchanged > 0, "{refused} / {unchanged}");
+}
+
+#[test]
+fn fuzz_training_logs() {
+    use hif8lab_lab::evals::train_log::{LogPattern, parse_log};
+    let kv: String = (1..=40)
+        .map(|s| {
+            format!(
+                "2026-05-06 02:18:14,897 [INFO] step={s}/40 | loss={:.4} | lr=1e-05 | quant={} | samples=1,024\n",
+                5.0 - f64::from(s) * 0.01,
+                if s > 10 { "ON" } else { "OFF" }
+            )
+        })
+        .collect();
+    let jsonl: String = (1..=40)
+        .map(|s| {
+            format!(
+                "{{\"step\":{s},\"loss\":{}}}\n",
+                4.0 + f64::from(s % 3) * 0.1
+            )
+        })
+        .collect();
+    let csv: String = std::iter::once("step,loss,lr\n".to_string())
+        .chain((1..=40).map(|s| format!("{s},{},1e-5\n", 3.0 + f64::from(s % 5) * 0.01)))
+        .collect();
+    let seeds = vec![kv.into_bytes(), jsonl.into_bytes(), csv.into_bytes()];
+    let mut m = Mutator::new(21, &["step=", "loss=", "|", ",", "\n", "-", "nan", "{"]);
+    let start = Instant::now();
+    let patterns = [
+        LogPattern::Auto,
+        LogPattern::KeyValue,
+        LogPattern::Jsonl,
+        LogPattern::Csv,
+    ];
+    let mut i = 0usize;
+    let counts = fuzz("training log", INPUTS, &mut m, &seeds, |bytes| {
+        i += 1;
+        let log = parse_log(Path::new("fuzz.log"), bytes, patterns[i % 4])
+            .map_err(|e| named(e, "fuzz.log"))?;
+        // What is accepted is what the comparison may take: finite losses ≥ 0, steps in order.
+        assert!(
+            log.records
+                .iter()
+                .all(|r| r.loss.is_finite() && r.loss >= 0.0)
+        );
+        assert!(log.records.windows(2).all(|w| w[0].step < w[1].step));
+        Ok(())
+    });
+    report("training log", start, counts);
+}
+
+#[test]
+fn fuzz_lm_eval_results_files() {
+    use hif8lab_lab::evals::lm_eval::EvalRun;
+    let base = fixtures_dir().join("lm-eval/base");
+    let results = std::fs::read_dir(&base)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("results_")
+        })
+        .unwrap();
+    let name = results.file_name().unwrap().to_owned();
+    let seeds = vec![std::fs::read(&results).unwrap()];
+    let dir = std::env::temp_dir().join(format!("hif8lab-fuzz-lm-eval-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut m = Mutator::new(
+        22,
+        &[
+            "\"n-shot\"",
+            "\"acc_norm,none\"",
+            "1.5",
+            "-0.5",
+            "null",
+            "{}",
+        ],
+    );
+    let start = Instant::now();
+    // Each input is a file on disk (the reader takes folders): a fifth of the usual count.
+    let n = INPUTS / 5;
+    let counts = fuzz("lm-eval results", n, &mut m, &seeds, |bytes| {
+        std::fs::write(dir.join(&name), bytes).unwrap();
+        let run = EvalRun::open(&dir).map_err(|e| e.to_string())?;
+        assert!(!run.tasks.is_empty());
+        Ok(())
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "fuzz lm-eval results: {} inputs in {:.2} s ({} accepted, {} refused with a message)",
+        counts.0 + counts.1,
+        start.elapsed().as_secs_f64(),
+        counts.0,
+        counts.1
+    );
+    assert_eq!(counts.0 + counts.1, n);
 }

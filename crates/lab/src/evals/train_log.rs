@@ -316,10 +316,10 @@ fn jsonl_record(path: &Path, at: &str, line: &str) -> Result<Option<StepRecord>,
         .as_u64()
         .ok_or_else(|| EvalError::new(path, &format!("{at}: step"), "not a whole number"))?;
     let loss = match loss {
-        Value::Number(n) => n.as_f64().filter(|x| x.is_finite()),
+        Value::Number(n) => n.as_f64().filter(|x| x.is_finite() && *x >= 0.0),
         _ => None,
     }
-    .ok_or_else(|| EvalError::new(path, &format!("{at}: loss"), "not a finite number"))?;
+    .ok_or_else(|| EvalError::new(path, &format!("{at}: loss"), "not a finite number ≥ 0"))?;
     let fields = obj
         .iter()
         .filter(|(k, _)| *k != "step" && *k != "loss")
