@@ -102,9 +102,9 @@ def test_fuzz_the_trainers_numeric_flags():
                     str(rng.randint(-5, 5)) if kind is int else repr(rng.uniform(-2, 2)))
                 if kind is int and not v.lstrip("-").isdigit():
                     continue
-                argv += [flag, v]
+                argv.append(f"{flag}={v}")
         if rng.random() < 0.2:
-            argv += ["--roles", rng.choice(["", "A", "A,X", "W,G", ",", "a"])]
+            argv.append("--roles=" + rng.choice(["", "A", "A,X", "W,G", ",", "a"]))
         args = parser().parse_args(argv)
         try:
             check_numbers(args)
