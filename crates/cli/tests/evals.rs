@@ -91,6 +91,29 @@ fn compare_evals_refuses_bad_input_with_exit_2() {
     );
     let o = hif8lab(&["compare-evals", arg(&b)]);
     assert_eq!(o.status.code(), Some(2));
+    // A --metric for a task the runs lack, or a metric the task lacks: refused, never dropped.
+    let o = hif8lab(&[
+        "compare-evals",
+        arg(&b),
+        arg(&b),
+        "--metric",
+        "hif8lab_general_knowlege=acc",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("has no task 'hif8lab_general_knowlege'"));
+    let o = hif8lab(&[
+        "compare-evals",
+        arg(&b),
+        arg(&b),
+        "--metric",
+        "hif8lab_general_knowledge=acc_nrom",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("has no metric acc_nrom"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let bad = tmp("evals", "bad");
     std::fs::create_dir_all(&bad).unwrap();
     std::fs::write(bad.join("results_x.json"), "{\"results\": 3}").unwrap();

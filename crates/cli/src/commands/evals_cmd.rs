@@ -76,6 +76,25 @@ pub fn run_compare_evals(args: CompareEvalsArgs) -> Result<Outcome> {
         .iter()
         .map(|p| EvalRun::open(p))
         .collect::<Result<Vec<_>, _>>()?;
+    // A task named by --metric must be one of the runs' (a typo would drop it silently).
+    for task in metrics.keys().filter(|t| *t != "*") {
+        if let Some(run) = runs
+            .iter()
+            .find(|r| !r.tasks.contains_key(task) && !r.groups.contains_key(task))
+        {
+            let known: Vec<&String> = run.tasks.keys().chain(run.groups.keys()).collect();
+            bail!(
+                "--metric {task}={}: {} has no task '{task}' (tasks: {})",
+                metrics[task],
+                run.path.display(),
+                known
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
     let report = compare(
         &runs,
         &CompareOptions {

@@ -435,6 +435,17 @@ fn compare_task(
             .and_then(|s| base.tasks.get(s))
     });
     let Some(key) = key_task.and_then(|t| metric_key(t, options)) else {
+        // A metric asked for this task by name, and not there: refused, never dropped.
+        if let (Some(m), Some(t)) = (options.metrics.get(task), key_task) {
+            return Err(EvalError::new(
+                &t.file,
+                &format!("results.{task}"),
+                format!(
+                    "--metric {task}={m}: {task} has no metric {m} (it has: {})",
+                    t.metrics.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
         return Ok(None);
     };
     let (bn, bshot, bver) = task_facts(base, task);
@@ -451,6 +462,22 @@ fn compare_task(
                 other.path.display()
             ),
         ));
+    }
+    // Every subtask of a group, not the first alone.
+    for sub in base.groups.get(task).into_iter().flatten() {
+        let shot = |run: &EvalRun| run.tasks.get(sub).and_then(|t| t.n_shot);
+        if shot(base) != shot(other) {
+            return Err(EvalError::new(
+                &file,
+                &format!("n-shot.{sub}"),
+                format!(
+                    "{task}: its subtask {sub} used different few-shot counts ({} vs {} in {}): their scores are not comparable",
+                    opt(shot(base)),
+                    opt(shot(other)),
+                    other.path.display()
+                ),
+            ));
+        }
     }
     if bver != over {
         return Err(EvalError::new(
