@@ -113,3 +113,24 @@ def test_fuzz_the_trainers_numeric_flags():
             assert str(e).startswith("--"), e
             refused += 1
     assert accepted > 100 and refused > 100, (accepted, refused)
+
+
+def test_one_writer_per_run_folder(tmp_path, corpus):
+    """A second writer (another resume, or a run into the folder) is refused while the first
+    holds the folder's lock — the flock on .lock that `hif8lab train` takes too."""
+    import fcntl
+
+    out = tmp_path / "run"
+    train(out, corpus, "--steps", "2")
+    with open(out / ".lock", "a+") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        f.write("12345\n")
+        f.flush()
+        r = train(out, corpus, "--steps", "4", "--resume", check=False)
+        assert r.returncode == 2 and "being written by another process" in r.stderr, r.stderr
+    # Released: the resume runs, and a fresh folder holding only a stale .lock is empty.
+    train(out, corpus, "--steps", "4", "--resume")
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / ".lock").write_text("")
+    train(fresh, corpus, "--steps", "2")

@@ -344,9 +344,12 @@ def run(args) -> int:
     out = Path(args.out)
     if args.out_hf:
         check_out_hf(Path(args.out_hf), out)
+    lock = None
     if rank == 0:
-        if out.exists() and any(out.iterdir()) and not args.resume:
+        if out.exists() and any(p.name != LOCK_FILE for p in out.iterdir()) and not args.resume:
             raise InputError(f"--out {out}: not empty (use --resume to continue the run there)")
+        # One writer per run folder: the lock `hif8lab train` takes (flock on .lock).
+        lock = take_lock(out)
         if args.resume:
             check_resume_flags(out, args)
         (out / "checkpoints").mkdir(parents=True, exist_ok=True)
@@ -617,6 +620,32 @@ def check_out_hf(path: Path, out: Path) -> None:
         if any(path.iterdir()) and not (path / OUT_HF_MARK).exists():
             raise InputError(f"--out-hf {path}: a folder this trainer did not write is there; it is "
                              "never replaced (choose a new folder, or remove it)")
+
+
+#: The lock file of a run folder (hif8lab_train::lock's).
+LOCK_FILE = ".lock"
+
+
+def take_lock(out: Path):
+    """The run folder's writer lock (an advisory flock on ``<out>/.lock``, the one the Rust
+    CLI takes), held while the process lives; a second writer is refused naming the first."""
+    import fcntl
+
+    out.mkdir(parents=True, exist_ok=True)
+    f = open(out / LOCK_FILE, "a+")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        holder = f.read().strip()
+        f.close()
+        raise InputError(f"--out {out}: being written by another process"
+                         f"{f' (pid {holder})' if holder else ''}; one writer per run folder") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
 
 
 def check_numbers(args) -> None:
