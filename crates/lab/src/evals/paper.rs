@@ -175,6 +175,7 @@ pub fn paper_report(extract: &Path) -> Result<String, EvalError> {
 }
 
 /// Every `*.txt` summary in `dir`, in name order.
+#[cfg(not(target_arch = "wasm32"))]
 /// The `` `name` | `hex` `` pairs of a SOURCE.md table: (first column, SHA-256, third column).
 fn sha_rows(source: &str) -> Vec<(String, String, String)> {
     source

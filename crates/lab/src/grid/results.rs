@@ -9,7 +9,9 @@
 use super::count_of_kind;
 use super::*;
 use crate::stats::{Arm, Estimate, bootstrap, mean_sd};
-use hif8lab_train::trainer::{PROBE_SCORES, ProbeScore};
+#[cfg(not(target_arch = "wasm32"))]
+use hif8lab_train::trainer::PROBE_SCORES;
+use hif8lab_train::trainer::ProbeScore;
 
 /// One row of the results: a run of the grid, over its seeds.
 #[derive(Clone, Debug, PartialEq)]
