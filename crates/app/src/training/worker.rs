@@ -59,20 +59,6 @@ pub struct WorkerRun {
     ended: std::cell::Cell<bool>,
 }
 
-/// Counts a step report as it arrives from the worker, before any frame draws it:
-/// `window.__hif8lab_worker_steps`, what the browser test compares a Pause against (the
-/// frame snapshot `__hif8lab.steps` lags a frame behind).
-fn count_report() {
-    if let Some(window) = web_sys::window() {
-        let key = JsValue::from_str("__hif8lab_worker_steps");
-        let n = Reflect::get(&window, &key)
-            .ok()
-            .and_then(|v| v.as_f64())
-            .unwrap_or(0.0);
-        let _ = Reflect::set(&window, &key, &JsValue::from_f64(n + 1.0));
-    }
-}
-
 fn js_text(e: JsValue) -> String {
     e.as_string().unwrap_or_else(|| format!("{e:?}"))
 }
@@ -125,9 +111,6 @@ impl WorkerRun {
                 let bytes = Uint8Array::new(&e.data()).to_vec();
                 let msg = wire::decode(&bytes)
                     .unwrap_or_else(|why| Msg::Error(format!("training worker: {why}")));
-                if matches!(msg, Msg::Report(_)) {
-                    count_report();
-                }
                 to.borrow_mut().push_back(msg);
                 wake();
             });
