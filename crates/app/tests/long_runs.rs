@@ -30,7 +30,8 @@ fn long_run_counts_match_the_summary_and_a_spike_survives() {
         role,
     });
     let info = CpuBackend::new().info();
-    let mut folder = RunFolder::create(&dir, &config, &estimators, 0, ids.len(), &info).unwrap();
+    let mut folder =
+        RunFolder::create(&dir, &config, &estimators, 0, ids.len(), &info, "f32").unwrap();
     let mut rng = 0x2545_F491_4F6C_DD1Du64;
     let mut next = move || {
         rng ^= rng << 13;

@@ -58,6 +58,12 @@ pub struct MatmulSpec {
     /// Round every operand that is not fake-quantized to bf16 (RNE) on load: the
     /// emulated-bf16 baseline.
     pub round_bf16: bool,
+    /// On the CPU, run the product on the bf16 dot-product units where the CPU has them and
+    /// both operands are exact in bf16 (fake-quantized: their codes `Q(x·s)`, the scale
+    /// product `1/(s_a·s_b)` applied once to the f32 result; or rounded, with
+    /// `round_bf16`): the same products, another order of f32 accumulation. Otherwise, and on
+    /// the GPU, the f32 product.
+    pub bf16_units: bool,
 }
 
 impl MatmulSpec {
@@ -73,6 +79,7 @@ impl MatmulSpec {
             fuse_a: None,
             fuse_b: None,
             round_bf16: false,
+            bf16_units: false,
         }
     }
 

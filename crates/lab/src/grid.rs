@@ -11,7 +11,9 @@ use hif8lab_format::{Format, Overflow};
 use hif8lab_scaling::{EstimatorSpec, ScalingConfig};
 use serde::{Deserialize, Serialize};
 
-use hif8lab_train::config::{ConfigError, DataConfig, ModelConfig, QatConfig, RunConfig};
+use hif8lab_train::config::{
+    ConfigError, DataConfig, ModelConfig, Precision, QatConfig, RunConfig,
+};
 use hif8lab_train::eval::{ProbeSet, ape, relative_drop};
 pub use hif8lab_train::run::{RunSummary, SummaryBuilder};
 use hif8lab_train::trainer::ProbeScores;
@@ -199,6 +201,15 @@ pub struct GridConfig {
     /// A positive control run ([`ControlPhase`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control: Option<ControlPhase>,
+    /// `train.precision` of the continued-training runs, baselines included: `"f32"` or
+    /// `"bf16"` (the paper's BF16 baseline). Written at the top of the file, before the
+    /// tables. The report says which its runs used.
+    #[serde(default, skip_serializing_if = "is_f32")]
+    pub precision: Precision,
+}
+
+fn is_f32(p: &Precision) -> bool {
+    *p == Precision::F32
 }
 
 impl GridConfig {
@@ -356,7 +367,10 @@ impl GridConfig {
         };
         RunConfig {
             model: self.model.clone(),
-            train: self.train(steps, self.cont.batch, lr),
+            train: hif8lab_train::config::TrainConfig {
+                precision: self.precision,
+                ..self.train(steps, self.cont.batch, lr)
+            },
             qat,
             data: DataConfig {
                 corpus: hif8lab_train::config::Corpus::Web,

@@ -146,10 +146,100 @@ pub struct TrainConfig {
     /// absent: initialized from the seed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init_from: Option<String>,
-    /// Emulate a bf16 run: round the operands of every GEMM that are not fake-quantized to
-    /// bf16 (round to nearest even); master weights stay f32.
+    /// The earlier spelling of `precision = "bf16"` (kept so that older configs read the
+    /// same): round the operands of every GEMM that are not fake-quantized to bf16.
     #[serde(default)]
     pub bf16_gemm: bool,
+    /// The numerics of the products: `"f32"` (every operand as it is) or `"bf16"` (every
+    /// operand that is not fake-quantized rounded to bf16, to nearest even, f32 accumulation,
+    /// f32 master weights, optimizer, norms, softmax and loss: PyTorch's autocast, the
+    /// paper's BF16 baseline).
+    #[serde(default, skip_serializing_if = "Precision::is_f32")]
+    pub precision: Precision,
+    /// Which kernel computes the CPU products whose operands are all exact in bf16
+    /// (fake-quantized, or rounded under `precision = "bf16"`): `"auto"` (the bf16
+    /// dot-product units where the CPU has them, the f32 GEMM elsewhere), `"f32"` (the f32
+    /// GEMM: the oracle) or `"bf16"` (the units, and an error where the CPU lacks them). The
+    /// products are the same; only the order of f32 accumulation differs. Each segment of a
+    /// run records the kernel it used (`segments.json`, `gemm`). The GPU ignores it.
+    #[serde(default, skip_serializing_if = "Gemm::is_auto")]
+    pub gemm: Gemm,
+}
+
+impl TrainConfig {
+    /// The precision in effect (`bf16_gemm = true` is `precision = "bf16"`).
+    pub fn precision(&self) -> Precision {
+        if self.bf16_gemm {
+            Precision::Bf16
+        } else {
+            self.precision
+        }
+    }
+}
+
+/// `train.precision`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// Every operand as it is.
+    #[default]
+    F32,
+    /// Operands that are not fake-quantized rounded to bf16.
+    Bf16,
+}
+
+impl Precision {
+    /// `f32` or `bf16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
+        }
+    }
+    fn is_f32(&self) -> bool {
+        *self == Precision::F32
+    }
+}
+
+/// `train.gemm`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Gemm {
+    /// The bf16 units where the CPU has them.
+    #[default]
+    Auto,
+    /// The f32 GEMM.
+    F32,
+    /// The bf16 units, required.
+    Bf16,
+}
+
+impl Gemm {
+    fn is_auto(&self) -> bool {
+        *self == Gemm::Auto
+    }
+
+    /// The kernel for a run on a backend of `kind` (`cpu` or `gpu`): `None` for the f32
+    /// GEMM. An error where `"bf16"` is asked of a CPU without the units.
+    pub fn resolve(
+        self,
+        kind: &str,
+    ) -> Result<Option<hif8lab_engine::cpu::bf16::Bf16Kernel>, crate::TrainError> {
+        if kind != "cpu" {
+            return Ok(None);
+        }
+        let found = hif8lab_engine::cpu::bf16::detect();
+        match self {
+            Gemm::F32 => Ok(None),
+            Gemm::Auto => Ok(found),
+            Gemm::Bf16 => found.map(Some).ok_or_else(|| crate::TrainError::Setting {
+                setting: "train.gemm = \"bf16\"".into(),
+                message: "this CPU has no bf16 dot-product units (AVX512-BF16); use \
+                              \"auto\" or \"f32\""
+                    .into(),
+            }),
+        }
+    }
 }
 
 fn one() -> usize {

@@ -202,6 +202,8 @@ pub struct Ctx<'a, B: Backend> {
     pub bank: Option<&'a B::Bank>,
     /// Round non-quantized GEMM operands to bf16 (emulated-bf16 baseline).
     pub bf16: bool,
+    /// Run the products whose operands are exact in bf16 on the CPU's bf16 units.
+    pub bf16_units: bool,
     /// Clipped straight-through estimator (zero gradients of values above the estimate).
     pub clipped_ste: bool,
     /// Scratch tensors for masked weight gradients (one per weight size; empty without the
@@ -278,6 +280,7 @@ impl<B: Backend> Ctx<'_, B> {
             b: self.b,
             bank: self.bank,
             bf16: self.bf16,
+            bf16_units: self.bf16_units,
             histogram: self.histogram,
         };
         q.forward(x, w, y, (self.rows(), cin, cout), lq)
@@ -304,6 +307,7 @@ impl<B: Backend> Ctx<'_, B> {
                 fuse_a: lq.g,
                 fuse_b: lq.w,
                 round_bf16: self.bf16,
+                bf16_units: self.bf16_units,
                 ..MatmulSpec::new(n, cin, cout, Layout::NN)
             };
             self.b.matmul(dy, w, dx, &spec, self.bank)?;
@@ -320,6 +324,7 @@ impl<B: Backend> Ctx<'_, B> {
             fuse_a: lq.g,
             fuse_b: lq.a,
             round_bf16: self.bf16,
+            bf16_units: self.bf16_units,
             ..MatmulSpec::new(cout, cin, n, Layout::TN)
         };
         match masked_w {
@@ -365,6 +370,8 @@ pub(crate) struct FakeQuantLinear<'a, B: Backend> {
     pub bank: Option<&'a B::Bank>,
     /// Round non-quantized operands to bf16 (emulated-bf16 baseline).
     pub bf16: bool,
+    /// Run the products whose operands are exact in bf16 on the CPU's bf16 units.
+    pub bf16_units: bool,
     pub histogram: Option<usize>,
 }
 
@@ -385,6 +392,7 @@ impl<B: Backend> FakeQuantLinear<'_, B> {
             fuse_a: lq.a,
             fuse_b: lq.w,
             round_bf16: self.bf16,
+            bf16_units: self.bf16_units,
             ..MatmulSpec::new(rows, cout, cin, Layout::NT)
         };
         self.b.matmul(x, w, y, &spec, self.bank)

@@ -79,8 +79,26 @@ pub fn open_run<B: Backend>(
                 current.notes.push(note.clone());
                 notes.push(note);
             }
+            let gemm = trainer.gemm_kernel();
+            if let [.., previous, current] = segments.as_mut_slice() {
+                // Segments written before the kernel was recorded used the f32 GEMM.
+                let before = if previous.gemm.is_empty() {
+                    "f32"
+                } else {
+                    &previous.gemm
+                };
+                if previous.backend == "cpu" && info.kind == "cpu" && before != gemm {
+                    let note = format!(
+                        "GEMM kernel changed: {before} → {gemm} (the same products, another \
+                         order of f32 accumulation: results are not bit-identical to an \
+                         uninterrupted run; train.gemm picks it)"
+                    );
+                    current.notes.push(note.clone());
+                    notes.push(note);
+                }
+            }
             if let Some(current) = segments.last_mut() {
-                current.set_backend(&info);
+                current.set_backend(&info, gemm);
             }
             Some(segments)
         }
@@ -88,7 +106,10 @@ pub fn open_run<B: Backend>(
     let (estimators, active) = (trainer.estimator_names(), trainer.active_estimator());
     let quantizers = trainer.quantizers().len();
     let folder = match segments {
-        None => RunFolder::create(out, &config, estimators, active, quantizers, &info)?,
+        None => {
+            let gemm = trainer.gemm_kernel();
+            RunFolder::create(out, &config, estimators, active, quantizers, &info, gemm)?
+        }
         Some(segments) => {
             let step = trainer.steps_done();
             RunFolder::resume(out, &config, estimators, active, quantizers, step, segments)?

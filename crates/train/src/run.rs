@@ -177,6 +177,10 @@ pub struct Segment {
     /// The checkpoint it continued from.
     #[serde(default)]
     pub from_checkpoint: Option<String>,
+    /// The kernel of its CPU products whose operands are exact in bf16 (`train.gemm`): `f32`
+    /// or `avx512-bf16`; empty in segments written before it was recorded (they used `f32`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub gemm: String,
     /// Newer checkpoints it could not use, and why.
     #[serde(default)]
     pub skipped_checkpoints: Vec<String>,
@@ -206,6 +210,7 @@ impl Segment {
             backend: String::new(),
             adapter: String::new(),
             device_type: String::new(),
+            gemm: String::new(),
             from_checkpoint: None,
             skipped_checkpoints: Vec::new(),
             changes: Vec::new(),
@@ -215,8 +220,10 @@ impl Segment {
         }
     }
 
-    /// Records the backend this segment runs on.
-    pub fn set_backend(&mut self, info: &hif8lab_engine::BackendInfo) {
+    /// Records the backend this segment runs on and the kernel of its bf16-exact products
+    /// ([`crate::Trainer::gemm_kernel`]).
+    pub fn set_backend(&mut self, info: &hif8lab_engine::BackendInfo, gemm: &str) {
+        self.gemm = gemm.to_owned();
         self.backend = info.kind.to_owned();
         self.adapter = info.adapter.clone();
         self.device_type = info.device_type.clone();

@@ -79,6 +79,8 @@ pub struct Trainer<B: Backend> {
     pending: VecDeque<PendingStep>,
     histogram: Option<usize>,
     tokenizer: Tokenizer,
+    /// The bf16 kernel the CPU products run on (`train.gemm`), `None` for the f32 GEMM.
+    gemm: Option<hif8lab_engine::cpu::bf16::Bf16Kernel>,
 }
 
 /// Learning rate at `step`: linear warmup over `warmup_frac` of the steps, then cosine to 0.
@@ -146,6 +148,7 @@ impl<B: Backend> Trainer<B> {
 
     /// [`Self::new`] once the config is known to fit.
     fn build(backend: B, config: RunConfig, data: RunData) -> Result<Self, TrainError> {
+        let gemm = config.train.gemm.resolve(backend.info().kind)?;
         let m = &config.model;
         let specs = model::param_specs(m);
         let init = model::init_values(m, config.train.seed);
@@ -191,8 +194,15 @@ impl<B: Backend> Trainer<B> {
             pending: VecDeque::new(),
             histogram: None,
             tokenizer,
+            gemm,
             config,
         })
+    }
+
+    /// The kernel of the products whose operands are exact in bf16: `f32`, or the bf16
+    /// kernel's name (`avx512-bf16`); what each segment of a run records.
+    pub fn gemm_kernel(&self) -> &'static str {
+        self.gemm.map_or("f32", |k| k.name())
     }
 
     /// The backend.
@@ -286,7 +296,8 @@ impl<B: Backend> Trainer<B> {
                 batch: t.batch,
                 plan: &self.plan,
                 bank: if qat { self.bank.as_ref() } else { None },
-                bf16: t.bf16_gemm,
+                bf16: t.precision() == crate::config::Precision::Bf16,
+                bf16_units: self.gemm.is_some(),
                 clipped_ste: self.config.qat.clipped_ste,
                 scratch: &self.ws.weight_scratch,
                 histogram: self.histogram,

@@ -62,6 +62,25 @@ pub enum BenchCommand {
         #[arg(long)]
         profile: bool,
     },
+    /// The CPU backend's GEMMs on a preset's step shapes: f32, fake-quantized on the f32
+    /// path and on the bf16 kernel, and bf16-rounded, with the kernel's name.
+    Gemm {
+        /// Preset whose step shapes are measured.
+        #[arg(long, default_value = "small")]
+        preset: String,
+        /// Override a key of the preset.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// Square sizes to measure as well (NN).
+        #[arg(long, value_delimiter = ',')]
+        sizes: Vec<usize>,
+        /// Timed calls per figure (the best is reported; at least 1).
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        reps: u64,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Generation with the key/value cache: prompt and generated tokens per second, peak
     /// resident memory.
     Sample(crate::commands::bench_sample::BenchSampleArgs),
@@ -90,6 +109,16 @@ pub fn run(cmd: BenchCommand) -> Result<Outcome> {
                 json,
                 profile,
             )?;
+            Ok(Outcome::Ok)
+        }
+        BenchCommand::Gemm {
+            preset,
+            sets,
+            sizes,
+            reps,
+            json,
+        } => {
+            crate::commands::bench_gemm::bench_gemm(&preset, &sets, &sizes, reps as usize, json)?;
             Ok(Outcome::Ok)
         }
         BenchCommand::Sample(args) => {

@@ -140,6 +140,172 @@ pub fn shape_json(gemms: &[StepGemm], seconds: &[f64]) -> String {
     format!("[{}]", rows.join(","))
 }
 
+/// What `bench gemm` times for one shape: seconds per call of each path (`None`: the CPU has
+/// no bf16 units).
+struct GemmRow {
+    shape: (usize, usize, usize, Layout),
+    calls: usize,
+    f32_s: f64,
+    f32_quantized_s: f64,
+    bf16_quantized_s: Option<f64>,
+    bf16_rounded_s: Option<f64>,
+}
+
+/// `hif8lab bench gemm`: the CPU backend's GEMMs on the step shapes of a preset (and on
+/// squares of `sizes`), each on the f32 path and, where the CPU has bf16 units, on the bf16
+/// kernel: plain f32 operands; fake-quantized operands (both sides, HiF8) on the f32 path
+/// (`Q(x·s)/s` in f32) and on the bf16 kernel (the codes); and operands rounded to bf16
+/// (`train.precision = "bf16"`). Best of `reps` timed calls after one untimed call, all in
+/// one run, with the kernel's name.
+pub fn bench_gemm(
+    preset: &str,
+    sets: &[String],
+    sizes: &[usize],
+    reps: usize,
+    json: bool,
+) -> Result<()> {
+    use hif8lab_engine::cpu::CpuBackend;
+    use hif8lab_engine::prelude::*;
+    let config = RunConfig::parse(
+        &format!("preset '{preset}'"),
+        RunConfig::preset_text(preset)?,
+        sets,
+    )?;
+    let kernel = hif8lab_engine::cpu::bf16::detect();
+    let cpu = CpuBackend::new();
+    let adapter = cpu.info().adapter;
+    let scaling = hif8lab_scaling::ScalingConfig::default().plan()?;
+    let estimators = scaling.estimators().len();
+    let bank = cpu.new_bank(&hif8lab_engine::BankConfig::new(2, scaling))?;
+    // Scales that put the fillers' amax (0.05) at the format's target.
+    cpu.set_scales(&bank, &vec![15.0 / 0.05; 2 * estimators])?;
+    let mut shapes = step_gemms(&config);
+    shapes.extend(sizes.iter().map(|&s| ((s, s, s, Layout::NN), 0)));
+    let mut rows = Vec::new();
+    for &((m, n, k, layout), calls) in &shapes {
+        let (a, b) = (
+            cpu.upload(&filler(m * k, 1))?,
+            cpu.upload(&filler(k * n, 2))?,
+        );
+        let c = cpu.zeros(m * n)?;
+        let time = |spec: &MatmulSpec| -> Result<f64> {
+            cpu.matmul(&a, &b, &c, spec, Some(&bank))?;
+            let mut best = f64::INFINITY;
+            for _ in 0..reps.max(1) {
+                let t = Instant::now();
+                cpu.matmul(&a, &b, &c, spec, Some(&bank))?;
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            Ok(best)
+        };
+        let plain = MatmulSpec::new(m, n, k, layout);
+        let quantized = MatmulSpec {
+            fuse_a: Some(0),
+            fuse_b: Some(1),
+            ..plain
+        };
+        let units = |spec: MatmulSpec| MatmulSpec {
+            bf16_units: true,
+            ..spec
+        };
+        let rounded = MatmulSpec {
+            round_bf16: true,
+            ..plain
+        };
+        rows.push(GemmRow {
+            shape: (m, n, k, layout),
+            calls,
+            f32_s: time(&plain)?,
+            f32_quantized_s: time(&quantized)?,
+            bf16_quantized_s: kernel.map(|_| time(&units(quantized))).transpose()?,
+            bf16_rounded_s: kernel.map(|_| time(&units(rounded))).transpose()?,
+        });
+    }
+    let name = kernel.map_or("none", |k| k.name());
+    let threads = hif8lab_engine::cpu::threads();
+    let flops = |r: &GemmRow| 2.0 * (r.shape.0 * r.shape.1 * r.shape.2) as f64;
+    let rate = |r: &GemmRow, s: f64| flops(r) / s.max(1e-12) / 1e9;
+    // The step's shapes together: FLOPs over the summed time of their calls.
+    let step = |pick: &dyn Fn(&GemmRow) -> Option<f64>| -> Option<f64> {
+        let mut total = (0.0, 0.0);
+        for r in rows.iter().filter(|r| r.calls > 0) {
+            total.0 += flops(r) * r.calls as f64;
+            total.1 += pick(r)? * r.calls as f64;
+        }
+        Some(total.0 / total.1.max(1e-12) / 1e9)
+    };
+    let step_f32 = step(&|r| Some(r.f32_s));
+    let step_f32_q = step(&|r| Some(r.f32_quantized_s));
+    let step_bf16_q = step(&|r| r.bf16_quantized_s);
+    let step_bf16_r = step(&|r| r.bf16_rounded_s);
+    let opt = |v: Option<f64>| v.map_or("null".to_owned(), |v| format!("{v:.2}"));
+    if json {
+        let list: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                let (m, n, k, layout) = r.shape;
+                format!(
+                    "{{\"m\":{m},\"n\":{n},\"k\":{k},\"layout\":\"{layout:?}\",\"calls_per_step\":{},\"gflops_f32\":{:.2},\"gflops_f32_quantized\":{:.2},\"gflops_bf16_quantized\":{},\"gflops_bf16_rounded\":{}}}",
+                    r.calls,
+                    rate(r, r.f32_s),
+                    rate(r, r.f32_quantized_s),
+                    opt(r.bf16_quantized_s.map(|s| rate(r, s))),
+                    opt(r.bf16_rounded_s.map(|s| rate(r, s))),
+                )
+            })
+            .collect();
+        crate::output::outln!(
+            "{{\"cpu\":{adapter:?},\"threads\":{threads},\"gemm_kernel\":{name:?},\"preset\":{preset:?},\"step_gflops_f32\":{},\"step_gflops_f32_quantized\":{},\"step_gflops_bf16_quantized\":{},\"step_gflops_bf16_rounded\":{},\"shapes\":[{}]}}",
+            opt(step_f32),
+            opt(step_f32_q),
+            opt(step_bf16_q),
+            opt(step_bf16_r),
+            list.join(",")
+        );
+        return Ok(());
+    }
+    crate::output::outln!(
+        "bench gemm on '{adapter}', {threads} threads, bf16 kernel: {name}; the step shapes of preset '{preset}' (GFLOP/s, best of {reps})"
+    );
+    crate::output::outln!(
+        "  {:<18} {:<4} {:>6} {:>9} {:>11} {:>11} {:>11}",
+        "m×n×k",
+        "lay",
+        "calls",
+        "f32",
+        "f32 quant",
+        "bf16 quant",
+        "bf16 round"
+    );
+    let cell = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1}"));
+    for r in &rows {
+        let (m, n, k, layout) = r.shape;
+        crate::output::outln!(
+            "  {:<18} {:<4} {:>6} {:>9.1} {:>11.1} {:>11} {:>11}",
+            format!("{m}×{n}×{k}"),
+            format!("{layout:?}"),
+            r.calls,
+            rate(r, r.f32_s),
+            rate(r, r.f32_quantized_s),
+            cell(r.bf16_quantized_s.map(|s| rate(r, s))),
+            cell(r.bf16_rounded_s.map(|s| rate(r, s))),
+        );
+    }
+    crate::output::outln!(
+        "  the step's shapes together: f32 {}, f32 quantized {}, bf16 quantized {}, bf16 rounded {} GFLOP/s",
+        cell(step_f32),
+        cell(step_f32_q),
+        cell(step_bf16_q),
+        cell(step_bf16_r)
+    );
+    if kernel.is_none() {
+        crate::output::outln!(
+            "  (this CPU has no bf16 dot-product units (AVX512-BF16): its products run in f32)"
+        );
+    }
+    Ok(())
+}
+
 /// Small values of both signs (never denormal).
 fn filler(n: usize, seed: u32) -> Vec<f32> {
     (0..n)

@@ -24,6 +24,10 @@ trait Profiled {
     fn take_profile(&self) -> Vec<(&'static str, hif8lab_engine::cpu::OpTime)> {
         Vec::new()
     }
+    /// FLOPs of the matmuls so far: (f32 GEMM, bf16 kernel); the GPU's are all f32.
+    fn gemm_flops(&self) -> (u64, u64) {
+        (0, 0)
+    }
 }
 
 impl Profiled for CpuBackend {
@@ -34,6 +38,9 @@ impl Profiled for CpuBackend {
         let p = self.profile();
         self.set_profiling(false);
         p
+    }
+    fn gemm_flops(&self) -> (u64, u64) {
+        CpuBackend::gemm_flops(self)
     }
 }
 
@@ -53,6 +60,8 @@ struct Figures {
     bind_groups_per_step: f64,
     seconds: f64,
     profile: Vec<(&'static str, hif8lab_engine::cpu::OpTime)>,
+    /// The share of the timed steps' GEMM FLOPs that ran on the bf16 kernel.
+    bf16_gemm_fraction: f64,
 }
 
 /// Untimed warm-up steps of each variant (pipeline compilation, allocation).
@@ -131,6 +140,7 @@ fn measure<B: Backend + Profiled>(
         (
             v.driver.trainer().backend().counters(),
             v.driver.host_time(),
+            v.driver.trainer().backend().gemm_flops(),
         )
     });
     if profile {
@@ -144,8 +154,10 @@ fn measure<B: Backend + Profiled>(
         }
     }
     let mut figures = Vec::with_capacity(2);
-    for (v, (counters, host)) in variants.iter().zip(before) {
+    for (v, (counters, host, flops)) in variants.iter().zip(before) {
         let backend = v.driver.trainer().backend();
+        let (f32_flops, bf16_flops) = backend.gemm_flops();
+        let (f32_flops, bf16_flops) = (f32_flops - flops.0, bf16_flops - flops.1);
         let ops = backend.take_profile();
         let after = backend.counters();
         let host = (v.driver.host_time() - host).as_secs_f64();
@@ -160,6 +172,7 @@ fn measure<B: Backend + Profiled>(
             bind_groups_per_step: per(after.bind_groups_created, counters.bind_groups_created),
             seconds: v.seconds,
             profile: ops,
+            bf16_gemm_fraction: bf16_flops as f64 / (f32_flops + bf16_flops).max(1) as f64,
         });
     }
     let q = figures.pop().expect("two variants");
@@ -234,6 +247,10 @@ struct Bench {
     gemm_s: f64,
     gemm_bound: f64,
     gemm_gflops: f64,
+    /// The kernel of the bf16-exact products (`train.gemm` resolved): `f32` or its name.
+    gemm_kernel: &'static str,
+    /// `train.precision`.
+    precision: &'static str,
 }
 
 impl Bench {
@@ -255,7 +272,7 @@ impl Bench {
         let gflops = |t| self.gflops(t);
         let gemm_fraction = |ms| self.gemm_fraction(ms);
         crate::output::outln!(
-            "{{\"backend\":{:?},\"adapter\":{:?},\"device_type\":{:?},\"steps\":{steps},\"estimators\":{estimators},\"tokens_per_s_plain\":{:.1},\"tokens_per_s_qat\":{:.1},\"ms_per_step_plain\":{:.2},\"ms_per_step_qat\":{:.2},\"qat_overhead\":{overhead:.4},\"submits_per_step\":{:.2},\"blocking_syncs_per_step\":{:.2},\"dispatches_per_step\":{:.1},\"bind_groups_created_per_step\":{:.2},\"host_ms_per_step\":{:.3},\"host_ms_per_step_plain\":{:.3},\"peak_rss_mib\":{},\"params\":{params},\"model_gflops\":{:.3},\"model_gflops_plain\":{:.3},\"model_gflops_qat\":{:.3},\"gemm_ms_per_step_alone\":{:.4},\"gemm_gflops_alone\":{gemm_gflops:.3},\"gemm_fraction\":{:.4},\"gemm_fraction_qat\":{:.4},\"tokens_per_s_gemm_bound\":{gemm_bound:.1},\"threads\":{},\"profile_plain\":{},\"profile_qat\":{},\"gemm_shapes\":{}}}",
+            "{{\"backend\":{:?},\"adapter\":{:?},\"device_type\":{:?},\"steps\":{steps},\"estimators\":{estimators},\"tokens_per_s_plain\":{:.1},\"tokens_per_s_qat\":{:.1},\"ms_per_step_plain\":{:.2},\"ms_per_step_qat\":{:.2},\"qat_overhead\":{overhead:.4},\"submits_per_step\":{:.2},\"blocking_syncs_per_step\":{:.2},\"dispatches_per_step\":{:.1},\"bind_groups_created_per_step\":{:.2},\"host_ms_per_step\":{:.3},\"host_ms_per_step_plain\":{:.3},\"peak_rss_mib\":{},\"params\":{params},\"model_gflops\":{:.3},\"model_gflops_plain\":{:.3},\"model_gflops_qat\":{:.3},\"gemm_ms_per_step_alone\":{:.4},\"gemm_gflops_alone\":{gemm_gflops:.3},\"gemm_fraction\":{:.4},\"gemm_fraction_qat\":{:.4},\"tokens_per_s_gemm_bound\":{gemm_bound:.1},\"threads\":{},\"gemm_kernel\":{:?},\"precision\":{:?},\"bf16_gemm_fraction_plain\":{:.4},\"bf16_gemm_fraction\":{:.4},\"profile_plain\":{},\"profile_qat\":{},\"gemm_shapes\":{}}}",
             info.kind,
             info.adapter,
             info.device_type,
@@ -279,6 +296,10 @@ impl Bench {
             gemm_fraction(p.ms_per_step),
             gemm_fraction(q.ms_per_step),
             hif8lab_engine::cpu::threads(),
+            self.gemm_kernel,
+            self.precision,
+            p.bf16_gemm_fraction,
+            q.bf16_gemm_fraction,
             if self.profile {
                 profile_json(p, steps)
             } else {
@@ -321,6 +342,13 @@ impl Bench {
         crate::output::outln!(
             "  QAT overhead (plain tok/s ÷ QAT tok/s): {:.3}",
             self.overhead
+        );
+        crate::output::outln!(
+            "  precision {}, bf16-exact products on {}: {:.1} % of the GEMM FLOPs on the bf16 kernel plain, {:.1} % QAT",
+            self.precision,
+            self.gemm_kernel,
+            100.0 * p.bf16_gemm_fraction,
+            100.0 * q.bf16_gemm_fraction
         );
         crate::output::outln!(
             "  model FLOPs (6 per parameter per token, {} parameters): {:.2} GFLOP/s plain, {:.2} QAT",
@@ -378,6 +406,7 @@ fn run<B: Backend + Profiled>(
     profile: bool,
 ) -> Result<()> {
     let info = make()?.info();
+    let info_kind = info.kind;
     let [p, q] = measure(&make, config, steps, profile)?;
     let overhead = p.tokens_per_s / q.tokens_per_s;
     let estimators = config.qat.plan()?.estimators().len();
@@ -406,6 +435,12 @@ fn run<B: Backend + Profiled>(
         gemm_s,
         gemm_bound,
         gemm_gflops,
+        gemm_kernel: config
+            .train
+            .gemm
+            .resolve(info_kind)?
+            .map_or("f32", |k| k.name()),
+        precision: config.train.precision().name(),
     };
     if json {
         bench.print_json()

@@ -26,19 +26,60 @@ pub(crate) struct Operand<'a> {
     pub cs: isize,
 }
 
+/// (row stride, column stride) of the logical M×K operand A and K×N operand B of `spec`.
+fn strides(spec: &MatmulSpec) -> ((isize, isize), (isize, isize)) {
+    let (m, n, k) = (spec.m as isize, spec.n as isize, spec.k as isize);
+    let a = match spec.layout {
+        Layout::NN | Layout::NT => (k, 1),
+        Layout::TN => (1, m),
+    };
+    let b = match spec.layout {
+        Layout::NN | Layout::TN => (n, 1),
+        Layout::NT => (1, k),
+    };
+    (a, b)
+}
+
+/// `C[b] (+)= factor · op(A[b])·op(B[b])` for every batch on the bf16 kernel (operands: bf16
+/// values held in f32); sizes were checked by the caller.
+pub(crate) fn gemm_bf16(
+    kernel: super::bf16::Bf16Kernel,
+    spec: &MatmulSpec,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    factor: f32,
+) {
+    let (m, n, k) = (spec.m, spec.n, spec.k);
+    let (sa, sb, sc) = spec.sizes();
+    let ((rsa, csa), (rsb, csb)) = strides(spec);
+    for batch in 0..spec.batch {
+        let a = Operand {
+            data: &a[batch * sa..(batch + 1) * sa],
+            rs: rsa,
+            cs: csa,
+        };
+        let b = Operand {
+            data: &b[batch * sb..(batch + 1) * sb],
+            rs: rsb,
+            cs: csb,
+        };
+        let c = &mut c[batch * sc..(batch + 1) * sc];
+        if k == 0 {
+            if !spec.accumulate {
+                c.fill(0.0);
+            }
+            continue;
+        }
+        super::bf16::gemm(kernel, (m, n, k), a, b, c, spec.accumulate, factor);
+    }
+}
+
 /// `C[b] (+)= op(A[b])·op(B[b])` for every batch; sizes were checked by the caller.
 pub(crate) fn gemm(spec: &MatmulSpec, a: &[f32], b: &[f32], c: &mut [f32]) {
     let (m, n, k) = (spec.m, spec.n, spec.k);
     let (sa, sb, sc) = spec.sizes();
-    // (row stride, column stride) of the logical M×K operand A and K×N operand B.
-    let (rsa, csa) = match spec.layout {
-        Layout::NN | Layout::NT => (k as isize, 1),
-        Layout::TN => (1, m as isize),
-    };
-    let (rsb, csb) = match spec.layout {
-        Layout::NN | Layout::TN => (n as isize, 1),
-        Layout::NT => (1, k as isize),
-    };
+    let ((rsa, csa), (rsb, csb)) = strides(spec);
     for batch in 0..spec.batch {
         let a = &a[batch * sa..(batch + 1) * sa];
         let b = &b[batch * sb..(batch + 1) * sb];

@@ -8,6 +8,7 @@
 //! [`crate::OptimizerOps`]; `matmul.rs` and `ops.rs` hold the plain loops they call.
 
 mod attention;
+pub mod bf16;
 mod math;
 mod matmul;
 mod model;
@@ -189,6 +190,8 @@ impl CpuBank {
 #[derive(Debug, Default)]
 pub struct CpuBackend {
     launched: AtomicU64,
+    /// FLOPs (2·m·n·k per product) of the matmuls so far: on the f32 GEMM, on the bf16 kernel.
+    gemm_flops: [AtomicU64; 2],
     /// Per-op time, when profiling ([`CpuBackend::set_profiling`]).
     profile: Mutex<Option<std::collections::BTreeMap<&'static str, OpTime>>>,
 }
@@ -268,6 +271,20 @@ impl CpuBackend {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) =
             on.then(std::collections::BTreeMap::new);
+    }
+
+    /// FLOPs (2·m·n·k per product) of every matmul so far: `(f32 GEMM, bf16 kernel)`.
+    pub fn gemm_flops(&self) -> (u64, u64) {
+        (
+            self.gemm_flops[0].load(Ordering::Relaxed),
+            self.gemm_flops[1].load(Ordering::Relaxed),
+        )
+    }
+
+    /// Counts a matmul's FLOPs on the path that ran it.
+    fn count_gemm(&self, spec: &crate::MatmulSpec, bf16: bool) {
+        let flops = 2 * spec.batch * spec.m * spec.n * spec.k;
+        self.gemm_flops[usize::from(bf16)].fetch_add(flops as u64, Ordering::Relaxed);
     }
 
     /// Per op: calls and seconds since profiling started, slowest first.

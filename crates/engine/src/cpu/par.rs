@@ -183,6 +183,30 @@ pub(crate) fn qdq_into(quant: &FakeQuant, x: &[f32], out: &mut [f32], scale: f32
     }
 }
 
+/// The codes `Q(x·scale)` of every element into `out` (what `qdq_into` writes before its
+/// division by `scale`: the same scaled value, the same element index for hybrid rounding),
+/// for the bf16 GEMM.
+pub(crate) fn codes_into(quant: &FakeQuant, x: &[f32], out: &mut [f32], scale: f32) {
+    // Q(y·1)/1 = Q(y): the codec's own kernels on y = x·scale, a block at a time.
+    let block = |s: &[f32], d: &mut [f32]| {
+        let mut y = [0.0f32; STREAM_BLOCK];
+        for (s, d) in s.chunks(STREAM_BLOCK).zip(d.chunks_mut(STREAM_BLOCK)) {
+            for (y, x) in y.iter_mut().zip(s) {
+                *y = x * scale;
+            }
+            quant.qdq_into(&y[..s.len()], d, 1.0);
+        }
+    };
+    match quant.rounding {
+        hif8lab_format::Rounding::Hybrid { .. } => {
+            for (i, (o, v)) in out.iter_mut().zip(x).enumerate() {
+                *o = quant.qdq_at(v * scale, 1.0, i as u32);
+            }
+        }
+        _ => zip_pieces(x, out, block),
+    }
+}
+
 /// max |x| over non-NaN elements and the count of non-finite ones, as
 /// `amax_and_nonfinite` gives them: per piece, then the max and the sum.
 pub(crate) fn amax(x: &[f32]) -> (f32, u64) {

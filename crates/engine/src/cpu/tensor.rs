@@ -82,6 +82,14 @@ impl TensorOps for CpuBackend {
                 message: "C must not alias A or B".into(),
             });
         }
+        let exact = |fuse: Option<usize>| fuse.is_some() || spec.round_bf16;
+        if let Some(kernel) = super::bf16::detect()
+            .filter(|_| spec.bf16_units && exact(spec.fuse_a) && exact(spec.fuse_b))
+        {
+            matmul_bf16(kernel, (a, b, c), spec, bank)?;
+            self.count_gemm(spec, true);
+            return Ok(());
+        }
         // A fused operand's fake-quantized copy, when its statistics pass left one for this
         // very tensor (not written since, same scale): taken, and given back after the
         // product (the operands are only read, so the copy stays valid for the backward
@@ -160,6 +168,7 @@ impl TensorOps for CpuBackend {
             (None, None) => bv,
         };
         matmul::gemm(spec, a_in, b_in, &mut cv);
+        self.count_gemm(spec, false);
         drop(b_guard);
         drop(av);
         // Give the copies back (their tensors were only read: the stamps still hold).
@@ -211,4 +220,58 @@ impl TensorOps for CpuBackend {
         }
         Ok(())
     }
+}
+
+/// The product on the bf16 kernel: each fake-quantized operand as its codes `Q(x·s)` (exact
+/// in bf16), each other one rounded to bf16 as the kernel packs it, and `1/(s_a·s_b)` (one
+/// rounding from f64) applied to each f32 sum. The fused copies the statistics pass left are
+/// not used (they hold `Q(x·s)/s`, not the codes) and stay for later f32 products.
+fn matmul_bf16(
+    kernel: super::bf16::Bf16Kernel,
+    (a, b, c): (&CpuTensor, &CpuTensor, &CpuTensor),
+    spec: &MatmulSpec,
+    bank: Option<&CpuBank>,
+) -> Result<(), EngineError> {
+    let scale = |fuse: Option<usize>| -> Result<Option<(usize, f32)>, EngineError> {
+        match fuse {
+            None => Ok(None),
+            Some(q) => {
+                let bank = bank.ok_or_else(|| EngineError::Shape {
+                    op: "matmul".into(),
+                    message: "fused quantization needs a bank".into(),
+                })?;
+                Ok(Some((q, bank.active_scale(q)?)))
+            }
+        }
+    };
+    let (sa, sb) = (scale(spec.fuse_a)?, scale(spec.fuse_b)?);
+    let codes = |data: &[f32], s: Option<(usize, f32)>| -> Option<Vec<f32>> {
+        let (_, scale) = s?;
+        let bank = bank?;
+        let mut out = vec![0.0; data.len()];
+        super::par::codes_into(&bank.quant, data, &mut out, scale);
+        Some(out)
+    };
+    let av = a.read();
+    let b_guard = if std::ptr::eq(a, b) {
+        None
+    } else {
+        Some(b.read())
+    };
+    let bv: &[f32] = b_guard.as_deref().map(Vec::as_slice).unwrap_or(&av);
+    let mut cv = c.get();
+    check_matmul(spec, av.len(), bv.len(), cv.len())?;
+    let same = std::ptr::eq(a, b) && spec.fuse_a == spec.fuse_b;
+    let qa = codes(&av, sa);
+    let qb = if same { None } else { codes(bv, sb) };
+    let a_in: &[f32] = qa.as_deref().unwrap_or(&av);
+    let b_in: &[f32] = match &qb {
+        _ if same => a_in,
+        Some(v) => v,
+        None => bv,
+    };
+    let inverse = |s: Option<(usize, f32)>| s.map_or(1.0, |(_, s)| f64::from(s));
+    let factor = (1.0 / (inverse(sa) * inverse(sb))) as f32;
+    matmul::gemm_bf16(kernel, spec, a_in, b_in, &mut cv, factor);
+    Ok(())
 }

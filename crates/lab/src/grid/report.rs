@@ -30,6 +30,28 @@ impl GridResults {
         md
     }
 
+    /// Which numerics the runs used: `train.precision` and the kernel of their bf16-exact
+    /// CPU products, over every replicate (records written before these were kept: `f32`).
+    pub fn numerics(&self) -> String {
+        let mut precision: Vec<String> = Vec::new();
+        let mut gemm: Vec<String> = Vec::new();
+        let add = |list: &mut Vec<String>, v: &str| {
+            let v = if v.is_empty() { "f32" } else { v };
+            if !list.iter().any(|x| x == v) {
+                list.push(v.to_owned());
+            }
+        };
+        for s in self.rows.iter().flat_map(|r| &r.seeds) {
+            add(&mut precision, &s.precision);
+            add(&mut gemm, &s.gemm);
+        }
+        format!(
+            "Numerics: precision {} (bf16: operands that are not fake-quantized rounded to bf16, as PyTorch's autocast and the paper's BF16 baseline; f32: as they are), f32 master weights and optimizer; bf16-exact CPU products on {} (the same products, another order of f32 accumulation).",
+            precision.join(" and "),
+            gemm.join(" and ")
+        )
+    }
+
     /// The design's reach: the first base's items and accuracies, every replicate.
     #[cfg(not(target_arch = "wasm32"))]
     fn reach(&self) -> Option<super::plan::Reach> {
@@ -95,6 +117,7 @@ impl GridResults {
                 self.seeds
             );
         }
+        let _ = writeln!(md, "{}\n", self.numerics());
         let lr = |high: bool| {
             let key = if high {
                 super::CellKey::BASELINE_HIGH

@@ -180,6 +180,7 @@ impl<B: Backend> Pass<'_, B> {
             b: self.b,
             bank: self.bank,
             bf16: false,
+            bf16_units: false,
             histogram: None,
         }
     }

@@ -32,7 +32,7 @@ fn io(dir: &Path, what: &str) -> impl Fn(std::io::Error) -> TrainError {
 
 impl RunFolder {
     /// Creates a new run folder (it must not hold a run already) whose first segment runs
-    /// on `backend`.
+    /// on `backend`, its bf16-exact products on `gemm` ([`crate::Trainer::gemm_kernel`]).
     pub fn create(
         dir: &Path,
         config: &RunConfig,
@@ -40,11 +40,12 @@ impl RunFolder {
         active: usize,
         quantizers: usize,
         backend: &hif8lab_engine::BackendInfo,
+        gemm: &str,
     ) -> Result<Self, TrainError> {
         let writer = RunWriter::create(dir, config, estimators, active)
             .map_err(io(dir, "creating the run folder"))?;
         let mut segment = Segment::new(0, config.train.steps);
-        segment.set_backend(backend);
+        segment.set_backend(backend, gemm);
         Self::open(
             writer,
             config,

@@ -62,6 +62,14 @@ pub struct RunSummary {
     /// file, not written to `summary.json`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_quantizer: Vec<QuantizerSummary>,
+    /// `train.precision` of the run (`f32` or `bf16`); empty in summaries written before it
+    /// was recorded (their runs were `f32`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub precision: String,
+    /// The kernels its bf16-exact CPU products ran on, over its segments (`f32`,
+    /// `avx512-bf16`, or both joined by `+`); empty where not recorded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub gemm: String,
 }
 
 /// What a summary needs to know besides the run folder's files.
@@ -173,6 +181,17 @@ impl RunSummary {
                     .collect()
             },
             per_quantizer: Vec::new(),
+            precision: facts.config.train.precision().name().to_owned(),
+            gemm: {
+                let mut kernels: Vec<&str> = Vec::new();
+                for s in segments.iter().filter(|s| s.backend == "cpu") {
+                    let k = if s.gemm.is_empty() { "f32" } else { &s.gemm };
+                    if !kernels.contains(&k) {
+                        kernels.push(k);
+                    }
+                }
+                kernels.join("+")
+            },
         }
     }
 

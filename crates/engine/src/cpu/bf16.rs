@@ -1,0 +1,598 @@
+//! The bf16 GEMM: products on the CPU's bf16 dot-product units, f32 accumulation.
+//!
+//! Every HiF8, E4M3 and E5M2 value is exact in bf16 (at most 4 significant bits, exponents far
+//! inside bf16's range), and so is every value already rounded to bf16. For operands made only
+//! of such values a bf16 GEMM with f32 accumulation computes each product exactly, as 8-bit
+//! hardware does; only the order of the f32 additions differs from the f32 path's. This module
+//! runs it on AVX512-BF16 (`VDPBF16PS`, Intel since Cooper Lake, AMD since Zen 4), chosen at
+//! run time; [`reference`] is its scalar twin, bit for bit.
+//!
+//! The order of accumulation, which both follow: each element of C is one f32 sum started at
+//! +0.0, over k in pairs `(2p, 2p+1)` for p ascending, the odd product added first, then the
+//! even one (`VDPBF16PS`'s definition: one rounding to nearest-even per addition, inputs'
+//! denormals read as zero, denormal results flushed to zero); an odd k is padded with a zero
+//! product. The sum is then multiplied by the caller's `factor` (one rounding) and added to C
+//! when accumulating. No split of k, no dependence on the thread count or the tiling.
+
+#![allow(unsafe_code)]
+
+use super::matmul::Operand;
+
+/// Rows of C per register block.
+const MR: usize = 8;
+/// Columns of C per register block (two 16-lane registers).
+const NR: usize = 32;
+
+/// A bf16 GEMM kernel this machine can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bf16Kernel {
+    /// AVX-512 `VDPBF16PS` (16 f32 lanes, 32 products per instruction).
+    Avx512Bf16,
+}
+
+impl Bf16Kernel {
+    /// Its name in benchmarks and run records.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bf16Kernel::Avx512Bf16 => "avx512-bf16",
+        }
+    }
+}
+
+/// The best bf16 kernel this CPU has (detected once), if any. AMX tiles are not used yet:
+/// on a CPU with AMX this is the AVX512-BF16 kernel, which every AMX CPU also has.
+pub fn detect() -> Option<Bf16Kernel> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static FOUND: std::sync::OnceLock<Option<Bf16Kernel>> = std::sync::OnceLock::new();
+        *FOUND.get_or_init(|| {
+            (std::arch::is_x86_feature_detected!("avx512bf16")
+                && std::arch::is_x86_feature_detected!("avx512f"))
+            .then_some(Bf16Kernel::Avx512Bf16)
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    None
+}
+
+/// The bf16 bit pattern of `x`, rounded to nearest-even (exact for the operands this module
+/// is given: they are bf16 values held in f32).
+#[inline(always)]
+fn bf16_bits(x: f32) -> u32 {
+    let b = x.to_bits();
+    if x.is_nan() {
+        (b >> 16) | 0x40
+    } else {
+        (b + 0x7fff + ((b >> 16) & 1)) >> 16
+    }
+}
+
+#[cfg(test)]
+/// A bf16 value as the dot-product units read it: denormals as (signed) zero.
+#[inline(always)]
+fn daz(bits: u32) -> f32 {
+    let x = f32::from_bits(bits << 16);
+    if x.is_subnormal() {
+        f32::from_bits(x.to_bits() & 0x8000_0000)
+    } else {
+        x
+    }
+}
+
+#[cfg(test)]
+/// A result as the dot-product units write it: denormals flushed to (signed) zero.
+#[inline(always)]
+fn ftz(x: f32) -> f32 {
+    if x.is_subnormal() {
+        f32::from_bits(x.to_bits() & 0x8000_0000)
+    } else {
+        x
+    }
+}
+
+#[cfg(test)]
+/// Element (i, j) of an operand.
+#[inline(always)]
+fn el(x: Operand, i: usize, j: usize) -> f32 {
+    x.data[(i as isize * x.rs + j as isize * x.cs) as usize]
+}
+
+#[cfg(test)]
+/// The scalar twin of the kernels: `C (+)= factor · (A·B)` in the module's order of
+/// accumulation, element by element.
+pub(crate) fn reference(
+    (m, n, k): (usize, usize, usize),
+    a: Operand,
+    b: Operand,
+    c: &mut [f32],
+    accumulate: bool,
+    factor: f32,
+) {
+    let pair = |x: f32, y: f32| -> f32 { daz(bf16_bits(x)) * daz(bf16_bits(y)) };
+    for i in 0..m {
+        for j in 0..n {
+            let mut s = 0.0f32;
+            for p in 0..k.div_ceil(2) {
+                let (k0, k1) = (2 * p, 2 * p + 1);
+                if k1 < k {
+                    s = ftz(s + ftz(pair(el(a, i, k1), el(b, k1, j))));
+                } else {
+                    s = ftz(s + 0.0);
+                }
+                s = ftz(s + ftz(pair(el(a, i, k0), el(b, k0, j))));
+            }
+            let o = &mut c[i * n + j];
+            let v = s * factor;
+            *o = if accumulate { *o + v } else { v };
+        }
+    }
+}
+
+/// Packs `rows` lines of an operand into `out[p·width + r]` (the pair p of line r), for p
+/// in `0..kp`: line r's element kk is `data[base + r·line + kk·step]`. Lines past `rows` stay
+/// as `out` holds them (zero). The loops run along whichever of the two is contiguous.
+#[allow(clippy::too_many_arguments)]
+fn pack_lines(
+    data: &[f32],
+    base: usize,
+    (line, step): (usize, usize),
+    rows: usize,
+    k: usize,
+    width: usize,
+    out: &mut [u32],
+) {
+    let kp = k.div_ceil(2);
+    if step == 1 {
+        // Each line contiguous along k: its pairs are adjacent elements.
+        for r in 0..rows {
+            let row = &data[base + r * line..base + r * line + k];
+            let whole = k / 2;
+            for (p, two) in row.chunks_exact(2).enumerate() {
+                out[p * width + r] = bf16_bits(two[0]) | (bf16_bits(two[1]) << 16);
+            }
+            if whole < kp {
+                out[whole * width + r] = bf16_bits(row[k - 1]);
+            }
+        }
+    } else {
+        // The lines contiguous at each k (line stride 1): two runs of `rows` per pair.
+        debug_assert_eq!(line, 1);
+        for p in 0..kp {
+            let lo = &data[base + 2 * p * step..][..rows];
+            let dst = &mut out[p * width..p * width + rows];
+            if 2 * p + 1 < k {
+                let hi = &data[base + (2 * p + 1) * step..][..rows];
+                for ((o, l), h) in dst.iter_mut().zip(lo).zip(hi) {
+                    *o = bf16_bits(*l) | (bf16_bits(*h) << 16);
+                }
+            } else {
+                for (o, l) in dst.iter_mut().zip(lo) {
+                    *o = bf16_bits(*l);
+                }
+            }
+        }
+    }
+}
+
+/// A packed in blocks of [`MR`] rows into `out`: per block, for each pair p, the MR rows'
+/// pairs, rows past m zero.
+fn pack_a(m: usize, k: usize, a: Operand, out: &mut Vec<u32>) {
+    let kp = k.div_ceil(2);
+    let blocks = m.div_ceil(MR);
+    out.clear();
+    out.resize(blocks * kp * MR, 0);
+    // A's lines are its rows: (row stride, k stride).
+    let (line, step) = (a.rs as usize, a.cs as usize);
+    let fill = |ib: usize, block: &mut [u32]| {
+        let rows = MR.min(m - ib * MR);
+        pack_lines(a.data, ib * MR * line, (line, step), rows, k, MR, block);
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        out.par_chunks_mut(kp * MR)
+            .enumerate()
+            .for_each(|(ib, block)| fill(ib, block));
+    }
+    #[cfg(target_arch = "wasm32")]
+    out.chunks_mut(kp * MR)
+        .enumerate()
+        .for_each(|(ib, block)| fill(ib, block));
+}
+
+/// Columns `j0..j0 + NR` of B packed: for each pair p, the NR columns' pairs, columns past n
+/// zero.
+fn pack_b_panel(n: usize, k: usize, b: Operand, j0: usize, panel: &mut [u32]) {
+    let cols = NR.min(n - j0);
+    if cols < NR {
+        panel.fill(0);
+    }
+    // B's lines are its columns: (column stride, k stride).
+    let (line, step) = (b.cs as usize, b.rs as usize);
+    pack_lines(b.data, j0 * line, (line, step), cols, k, NR, panel);
+}
+
+/// `C (+)= factor · (A·B)` for an m×k `a`, a k×n `b` (bf16 values held in f32) and a
+/// row-major m×n `c`, on `kernel`; bit for bit [`reference`].
+pub(crate) fn gemm(
+    kernel: Bf16Kernel,
+    (m, n, k): (usize, usize, usize),
+    a: Operand,
+    b: Operand,
+    c: &mut [f32],
+    accumulate: bool,
+    factor: f32,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let kp = k.div_ceil(2);
+    let mut ap = Vec::new();
+    pack_a(m, k, a, &mut ap);
+    let panels = n.div_ceil(NR);
+    let c_at = c.as_mut_ptr() as usize;
+    let c_len = c.len();
+    let run = |jp: usize| {
+        let j0 = jp * NR;
+        let cols = NR.min(n - j0);
+        let mut panel = vec![0u32; kp * NR];
+        pack_b_panel(n, k, b, j0, &mut panel);
+        for ib in 0..m.div_ceil(MR) {
+            let rows = MR.min(m - ib * MR);
+            let mut sums = [[0.0f32; NR]; MR];
+            let block = &ap[ib * kp * MR..(ib + 1) * kp * MR];
+            match kernel {
+                // SAFETY: the kernel exists on this CPU (`detect` found it, the only source
+                // of a `Bf16Kernel`); `block` holds kp·MR pairs and `panel` kp·NR.
+                #[cfg(target_arch = "x86_64")]
+                Bf16Kernel::Avx512Bf16 => unsafe { avx512::block(kp, block, &panel, &mut sums) },
+                #[cfg(not(target_arch = "x86_64"))]
+                _ => unreachable!("no bf16 kernel off x86-64"),
+            }
+            for (r, s) in sums.iter().enumerate().take(rows) {
+                let at = (ib * MR + r) * n + j0;
+                debug_assert!(at + cols <= c_len);
+                // SAFETY: row ib·MR + r < m and columns j0..j0 + cols < n of the row-major
+                // m×n C, inside `c` (its length was checked by the caller); panels write
+                // disjoint columns, and `c` is a mutable borrow held for the whole call.
+                let row =
+                    unsafe { std::slice::from_raw_parts_mut((c_at as *mut f32).add(at), cols) };
+                for (o, v) in row.iter_mut().zip(s) {
+                    let v = v * factor;
+                    *o = if accumulate { *o + v } else { v };
+                }
+            }
+        }
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        (0..panels).into_par_iter().for_each(run);
+    }
+    #[cfg(target_arch = "wasm32")]
+    (0..panels).for_each(run);
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{MR, NR};
+    use std::arch::x86_64::{
+        __m512, __m512bh, _mm512_dpbf16_ps, _mm512_loadu_si512, _mm512_set1_epi32,
+        _mm512_setzero_ps, _mm512_storeu_ps,
+    };
+
+    /// One MR×NR block of sums over all `kp` pairs.
+    ///
+    /// # Safety
+    /// The CPU has AVX512-F and AVX512-BF16; `a` holds `kp·MR` pairs, `b` `kp·NR`.
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    pub(super) unsafe fn block(kp: usize, a: &[u32], b: &[u32], out: &mut [[f32; NR]; MR]) {
+        assert!(a.len() >= kp * MR && b.len() >= kp * NR);
+        let mut acc: [[__m512; 2]; MR] = [[_mm512_setzero_ps(); 2]; MR];
+        for p in 0..kp {
+            // SAFETY: p·NR + 32 ≤ kp·NR ≤ b.len() (checked above): two 64-byte loads.
+            let (b0, b1) = unsafe {
+                let at = b.as_ptr().add(p * NR);
+                (
+                    std::mem::transmute::<_, __m512bh>(_mm512_loadu_si512(at.cast())),
+                    std::mem::transmute::<_, __m512bh>(_mm512_loadu_si512(at.add(16).cast())),
+                )
+            };
+            let pairs = &a[p * MR..(p + 1) * MR];
+            for (accs, &pair) in acc.iter_mut().zip(pairs) {
+                // SAFETY: 64 bytes become 64 bytes (32 bf16).
+                let av =
+                    unsafe { std::mem::transmute::<_, __m512bh>(_mm512_set1_epi32(pair as i32)) };
+                accs[0] = _mm512_dpbf16_ps(accs[0], av, b0);
+                accs[1] = _mm512_dpbf16_ps(accs[1], av, b1);
+            }
+        }
+        for (accs, row) in acc.iter().zip(out.iter_mut()) {
+            // SAFETY: `row` is NR = 32 writable f32: two 16-lane stores.
+            unsafe {
+                _mm512_storeu_ps(row.as_mut_ptr(), accs[0]);
+                _mm512_storeu_ps(row.as_mut_ptr().add(16), accs[1]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hif8lab_format::{FakeQuant, Format};
+
+    /// `n` values of `format` (codes in the scaled domain: what a quantized GEMM is given),
+    /// spread over many binades, with signs, zeros and the format's extremes.
+    fn codes(n: usize, seed: u64, format: Format) -> Vec<f32> {
+        let raw = crate::cpu::test_data::values(n, seed, 2.0);
+        let q = FakeQuant::new(format);
+        raw.iter()
+            .enumerate()
+            .map(|(i, r)| {
+                // Exponents −12…7: inside every format's range (no Inf or NaN), over 20 binades.
+                let e = (i as i32 * 7 + seed as i32) % 20 - 12;
+                let x = r * 2f32.powi(e);
+                match i % 53 {
+                    0 => 0.0,
+                    1 => -0.0,
+                    _ => q.qdq(x, 1.0),
+                }
+            })
+            .collect()
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        crate::cpu::test_data::bits(v)
+    }
+
+    /// The kernel this machine runs, or why the test has nothing to check here.
+    pub(crate) fn kernel_or_skip(test: &str) -> Option<Bf16Kernel> {
+        match detect() {
+            Some(k) => Some(k),
+            None if std::env::var("HIF8LAB_REQUIRE_BF16").is_ok_and(|v| v == "1") => {
+                panic!("{test}: HIF8LAB_REQUIRE_BF16=1 but this CPU has no AVX512-BF16")
+            }
+            None => {
+                eprintln!("{test}: not checked here: this CPU has no AVX512-BF16");
+                None
+            }
+        }
+    }
+
+    fn operands<'a>(
+        (m, n, k): (usize, usize, usize),
+        layout: u8,
+        av: &'a [f32],
+        bv: &'a [f32],
+    ) -> (Operand<'a>, Operand<'a>) {
+        // NN, NT, TN as strides (row, column) of the logical A and B.
+        let ((rsa, csa), (rsb, csb)) = match layout {
+            0 => ((k, 1), (n, 1)),
+            1 => ((k, 1), (1, k)),
+            _ => ((1, m), (n, 1)),
+        };
+        (
+            Operand {
+                data: av,
+                rs: rsa as isize,
+                cs: csa as isize,
+            },
+            Operand {
+                data: bv,
+                rs: rsb as isize,
+                cs: csb as isize,
+            },
+        )
+    }
+
+    #[test]
+    fn bf16_kernel_equals_its_scalar_reference_bit_for_bit() {
+        let Some(kernel) = kernel_or_skip("bf16_kernel_equals_its_scalar_reference_bit_for_bit")
+        else {
+            return;
+        };
+        // Ragged edges (m, n not multiples of 8 and 32), odd k, k not a multiple of 32, and
+        // the trainer's shapes (d 64 → 4·64; 576 → 1,536 at 256 rows).
+        let shapes = [
+            (1, 1, 1),
+            (3, 5, 7),
+            (9, 33, 31),
+            (17, 64, 96),
+            (8, 32, 2),
+            (40, 70, 129),
+            (256, 576, 1536),
+            (576, 256, 256),
+        ];
+        let formats = [Format::HiF8, Format::E4M3, Format::E5M2];
+        for (s, &(m, n, k)) in shapes.iter().enumerate() {
+            let format = formats[s % 3];
+            let av = codes(m * k, 11 + s as u64, format);
+            let bv = codes(k * n, 97 + s as u64, formats[(s + 1) % 3]);
+            for (layout, acc, factor) in [(0, false, 1.0), (1, true, 0.37), (2, false, 3.0e-3)] {
+                let (a, b) = operands((m, n, k), layout, &av, &bv);
+                let start = crate::cpu::test_data::values(m * n, 5, 4.0);
+                let (mut want, mut got) = (start.clone(), start);
+                reference((m, n, k), a, b, &mut want, acc, factor);
+                gemm(kernel, (m, n, k), a, b, &mut got, acc, factor);
+                let first = bits(&want)
+                    .iter()
+                    .zip(bits(&got))
+                    .position(|(w, g)| *w != g);
+                assert_eq!(
+                    first, None,
+                    "{m}×{n}×{k} layout {layout} accumulate {acc} ({format:?}): first difference"
+                );
+            }
+        }
+    }
+
+    /// The reference is specific: the same sums in another order (the even product first, or
+    /// k ascending one by one) give other bits on these operands, so a kernel that
+    /// accumulated differently could not pass the test above.
+    #[test]
+    fn the_order_of_accumulation_is_observable() {
+        let (m, n, k) = (16, 32, 512);
+        let av = codes(m * k, 3, Format::HiF8);
+        let bv = codes(k * n, 4, Format::HiF8);
+        let (a, b) = operands((m, n, k), 0, &av, &bv);
+        let mut want = vec![0.0; m * n];
+        reference((m, n, k), a, b, &mut want, false, 1.0);
+        let mut even_first = vec![0.0f32; m * n];
+        let mut ascending = vec![0.0f32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let (mut s1, mut s2) = (0.0f32, 0.0f32);
+                for p in 0..k / 2 {
+                    s1 += el(a, i, 2 * p) * el(b, 2 * p, j);
+                    s1 += el(a, i, 2 * p + 1) * el(b, 2 * p + 1, j);
+                }
+                for kk in 0..k {
+                    s2 += el(a, i, kk) * el(b, kk, j);
+                }
+                even_first[i * n + j] = s1;
+                ascending[i * n + j] = s2;
+            }
+        }
+        assert_ne!(bits(&want), bits(&even_first));
+        assert_ne!(bits(&want), bits(&ascending));
+        // …while the three agree to f32 accumulation.
+        for ((w, e), s) in want.iter().zip(&even_first).zip(&ascending) {
+            assert!(
+                (w - e).abs() <= 1e-4 * (1.0 + w.abs()) && (w - s).abs() <= 1e-4 * (1.0 + w.abs())
+            );
+        }
+    }
+}
+
+/// The bf16 kernel inside the backend's matmul: a quantized linear's three products.
+#[cfg(test)]
+mod linear_tests {
+    use crate::cpu::CpuBackend;
+    use crate::prelude::*;
+    use crate::{BankConfig, Layout, MatmulSpec};
+    use hif8lab_scaling::ScalingConfig;
+
+    /// The forward (A·Wᵀ, NT), the input gradient (G·W, NN) and the weight gradient (Gᵀ·A,
+    /// TN) of a fake-quantized linear (every operand quantized, HiF8, delayed scales not at
+    /// the operands' amax) on the bf16 kernel against the f32 oracle.
+    ///
+    /// The bound, derived: both approximate E = Σ q_a·q_b / (s_a·s_b) over the codes q. The
+    /// f32 path rounds each operand q/s (≤ u = 2⁻²⁴ relative), each product (≤ u) and sums k
+    /// terms (≤ (k−1)·u·Σ|terms|); the kernel's products are exact, its sum is within k·u·Σ
+    /// and the factor 1/(s_a·s_b) (rounded once) and its product add 2u. So the two differ by
+    /// at most (2k + 5)·u·Σ|x_a·x_b| (to first order; 1 % of slack for the second), per
+    /// element of C, with Σ|x_a·x_b| over the fake-quantized operands in f64.
+    #[test]
+    fn a_quantized_linear_on_the_bf16_kernel_equals_the_f32_oracle_within_the_bound() {
+        let Some(_) = super::tests::kernel_or_skip(
+            "a_quantized_linear_on_the_bf16_kernel_equals_the_f32_oracle_within_the_bound",
+        ) else {
+            return;
+        };
+        let cpu = CpuBackend::new();
+        let plan = ScalingConfig::default().plan().unwrap();
+        let k_est = plan.estimators().len();
+        let bank = cpu.new_bank(&BankConfig::new(3, plan)).unwrap();
+        // Scales (A, W, G) aimed at amaxes 0.6, 1.3 and 0.002 (the operands reach about 1,
+        // 1 and 0.004: values above the estimate land in HiF8's coarser tiers).
+        let scales: Vec<f32> = [15.0 / 0.6, 15.0 / 1.3, 15.0 / 0.002]
+            .iter()
+            .flat_map(|s| std::iter::repeat_n(*s as f32, k_est))
+            .collect();
+        cpu.set_scales(&bank, &scales).unwrap();
+        let (rows, cin, cout) = (70, 96, 131);
+        let x = crate::cpu::test_data::values(rows * cin, 1, 2.0);
+        let w = crate::cpu::test_data::values(cout * cin, 2, 2.0);
+        let g = crate::cpu::test_data::values(rows * cout, 3, 0.008);
+        let (xt, wt, gt) = (
+            cpu.upload(&x).unwrap(),
+            cpu.upload(&w).unwrap(),
+            cpu.upload(&g).unwrap(),
+        );
+        let fq = |v: &[f32], q: usize| {
+            let t = cpu.upload(v).unwrap();
+            let out = cpu.zeros(v.len()).unwrap();
+            cpu.qdq(&t, &out, &bank, q).unwrap();
+            cpu.read(&out).wait().unwrap()
+        };
+        let (qx, qw, qg) = (fq(&x, 0), fq(&w, 1), fq(&g, 2));
+        // (A, B, m, n, k, layout, quantizers, fake-quantized A and B with their strides)
+        type Case<'a> = (
+            &'a crate::cpu::CpuTensor,
+            &'a crate::cpu::CpuTensor,
+            (usize, usize, usize),
+            Layout,
+            (usize, usize),
+        );
+        let cases: [Case; 3] = [
+            (&xt, &wt, (rows, cout, cin), Layout::NT, (0, 1)),
+            (&gt, &wt, (rows, cin, cout), Layout::NN, (2, 1)),
+            (&gt, &xt, (cout, cin, rows), Layout::TN, (2, 0)),
+        ];
+        let fqs = [&qx, &qw, &qg];
+        for (a, b, (m, n, k), layout, (qa, qb)) in cases {
+            let base = MatmulSpec {
+                fuse_a: Some(qa),
+                fuse_b: Some(qb),
+                ..MatmulSpec::new(m, n, k, layout)
+            };
+            let units = MatmulSpec {
+                bf16_units: true,
+                ..base
+            };
+            let run = |spec: &MatmulSpec| {
+                let c = cpu.zeros(m * n).unwrap();
+                cpu.matmul(a, b, &c, spec, Some(&bank)).unwrap();
+                cpu.read(&c).wait().unwrap()
+            };
+            let (before, _) = cpu.gemm_flops();
+            let oracle = run(&base);
+            let (after, bf16_before) = cpu.gemm_flops();
+            let got = run(&units);
+            assert!(after > before, "{layout:?}: the oracle ran on the f32 GEMM");
+            assert!(
+                cpu.gemm_flops().1 > bf16_before,
+                "{layout:?}: the kernel ran"
+            );
+            let (fa, fb) = (fqs[qa], fqs[qb]);
+            let el_a = |i: usize, p: usize| match layout {
+                Layout::TN => fa[p * m + i],
+                _ => fa[i * k + p],
+            };
+            let el_b = |p: usize, j: usize| match layout {
+                Layout::NT => fb[j * k + p],
+                _ => fb[p * n + j],
+            };
+            let u = 2f64.powi(-24);
+            let mut worst = 0.0f64;
+            for i in 0..m {
+                for j in 0..n {
+                    let abs: f64 = (0..k)
+                        .map(|p| (f64::from(el_a(i, p)) * f64::from(el_b(p, j))).abs())
+                        .sum();
+                    let bound = (2 * k + 5) as f64 * u * abs * 1.01;
+                    let d = (f64::from(oracle[i * n + j]) - f64::from(got[i * n + j])).abs();
+                    assert!(
+                        d <= bound,
+                        "{layout:?} ({i}, {j}): f32 {} vs bf16 kernel {}, |Δ| {d:e} > bound {bound:e}",
+                        oracle[i * n + j],
+                        got[i * n + j]
+                    );
+                    if abs > 0.0 {
+                        worst = worst.max(d / bound);
+                    }
+                }
+            }
+            // The kernel is not the f32 path under another name: some element differs.
+            assert!(
+                oracle
+                    .iter()
+                    .zip(&got)
+                    .any(|(o, g)| o.to_bits() != g.to_bits()),
+                "{layout:?}: the bf16 kernel gave the f32 path's bits everywhere"
+            );
+            eprintln!("{layout:?}: worst |Δ| / bound = {worst:.3}");
+        }
+    }
+}
