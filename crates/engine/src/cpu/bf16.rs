@@ -128,9 +128,18 @@ pub(crate) fn reference(
     }
 }
 
+/// The bf16 bits of `x·mul` and whether `x` was a non-zero f32 denormal (when `mul` is not 1,
+/// the codes `x·s` of a fake-quantized copy `x = Q(x·s)/s` are exact only where `x` is not:
+/// see [`Source`]).
+#[inline(always)]
+fn scaled_bits(x: f32, mul: f32) -> (u32, bool) {
+    (bf16_bits(x * mul), x != 0.0 && x.abs() < f32::MIN_POSITIVE)
+}
+
 /// Packs `rows` lines of an operand into `out[p·width + r]` (the pair p of line r), for p
-/// in `0..kp`: line r's element kk is `data[base + r·line + kk·step]`. Lines past `rows` stay
-/// as `out` holds them (zero). The loops run along whichever of the two is contiguous.
+/// in `0..kp`: line r's element kk is `data[base + r·line + kk·step]`, times `mul`. Lines
+/// past `rows` stay as `out` holds them (zero). The loops run along whichever of the two is
+/// contiguous. Returns whether an element was a non-zero denormal.
 #[allow(clippy::too_many_arguments)]
 fn pack_lines(
     data: &[f32],
@@ -140,18 +149,25 @@ fn pack_lines(
     k: usize,
     width: usize,
     out: &mut [u32],
-) {
+    mul: f32,
+) -> bool {
     let kp = k.div_ceil(2);
+    let mut tiny = false;
     if step == 1 {
         // Each line contiguous along k: its pairs are adjacent elements.
         for r in 0..rows {
             let row = &data[base + r * line..base + r * line + k];
             let whole = k / 2;
             for (p, two) in row.chunks_exact(2).enumerate() {
-                out[p * width + r] = bf16_bits(two[0]) | (bf16_bits(two[1]) << 16);
+                let (lo, t0) = scaled_bits(two[0], mul);
+                let (hi, t1) = scaled_bits(two[1], mul);
+                out[p * width + r] = lo | (hi << 16);
+                tiny |= t0 | t1;
             }
             if whole < kp {
-                out[whole * width + r] = bf16_bits(row[k - 1]);
+                let (lo, t) = scaled_bits(row[k - 1], mul);
+                out[whole * width + r] = lo;
+                tiny |= t;
             }
         }
     } else {
@@ -163,80 +179,168 @@ fn pack_lines(
             if 2 * p + 1 < k {
                 let hi = &data[base + (2 * p + 1) * step..][..rows];
                 for ((o, l), h) in dst.iter_mut().zip(lo).zip(hi) {
-                    *o = bf16_bits(*l) | (bf16_bits(*h) << 16);
+                    let (l, t0) = scaled_bits(*l, mul);
+                    let (h, t1) = scaled_bits(*h, mul);
+                    *o = l | (h << 16);
+                    tiny |= t0 | t1;
                 }
             } else {
                 for (o, l) in dst.iter_mut().zip(lo) {
-                    *o = bf16_bits(*l);
+                    let (l, t) = scaled_bits(*l, mul);
+                    *o = l;
+                    tiny |= t;
                 }
             }
         }
     }
+    tiny
 }
 
-/// A packed in blocks of [`MR`] rows into `out`: per block, for each pair p, the MR rows'
-/// pairs, rows past m zero.
-fn pack_a(m: usize, k: usize, a: Operand, out: &mut Vec<u32>) {
-    let kp = k.div_ceil(2);
-    let blocks = m.div_ceil(MR);
-    out.clear();
-    out.resize(blocks * kp * MR, 0);
-    // A's lines are its rows: (row stride, k stride).
-    let (line, step) = (a.rs as usize, a.cs as usize);
-    let fill = |ib: usize, block: &mut [u32]| {
-        let rows = MR.min(m - ib * MR);
-        pack_lines(a.data, ib * MR * line, (line, step), rows, k, MR, block);
-    };
+/// An operand as the kernel reads it: `x·mul` of each element `x`, rounded to bf16.
+///
+/// `mul = s` turns a fake-quantized copy `x = Q(·)/s` (an f32 rounding of code/s) back into
+/// its codes: the product is within 2⁻²³ of the code, which has at most 4 significant bits,
+/// so bf16's rounding lands on the code exactly, wherever `x` is a normal f32 (or zero,
+/// infinite, NaN). Scales are at most `target/1e-12`, so a non-zero code over `s` is far from
+/// the denormals; the packers still report one ([`gemm`] then refuses the operand).
+#[derive(Clone, Copy)]
+pub(crate) struct Source<'a> {
+    /// The elements and their strides.
+    pub x: Operand<'a>,
+    /// What each element is multiplied by (1 for codes and rounded operands).
+    pub mul: f32,
+}
+
+/// Runs `f(index, chunk)` over the chunks of `out`, in parallel natively.
+fn chunks(
+    out: &mut [u32],
+    len: usize,
+    f: impl Fn(usize, &mut [u32]) -> bool + Sync + Send,
+) -> bool {
     #[cfg(not(target_arch = "wasm32"))]
     {
         use rayon::prelude::*;
-        out.par_chunks_mut(kp * MR)
+        out.par_chunks_mut(len)
             .enumerate()
-            .for_each(|(ib, block)| fill(ib, block));
+            .map(|(i, c)| f(i, c))
+            .reduce(|| false, |a, b| a | b)
     }
     #[cfg(target_arch = "wasm32")]
-    out.chunks_mut(kp * MR)
+    out.chunks_mut(len)
         .enumerate()
-        .for_each(|(ib, block)| fill(ib, block));
+        .fold(false, |t, (i, c)| f(i, c) | t)
 }
 
-/// Columns `j0..j0 + NR` of B packed: for each pair p, the NR columns' pairs, columns past n
-/// zero.
-fn pack_b_panel(n: usize, k: usize, b: Operand, j0: usize, panel: &mut [u32]) {
-    let cols = NR.min(n - j0);
-    if cols < NR {
-        panel.fill(0);
-    }
+/// A packed in blocks of [`MR`] rows into `out`: per block, for each pair p, the MR rows'
+/// pairs, rows past m zero. Whether an element was a non-zero denormal.
+fn pack_a(m: usize, k: usize, a: Source, out: &mut Vec<u32>) -> bool {
+    let kp = k.div_ceil(2);
+    out.clear();
+    out.resize(m.div_ceil(MR) * kp * MR, 0);
+    // A's lines are its rows: (row stride, k stride).
+    let (line, step) = (a.x.rs as usize, a.x.cs as usize);
+    chunks(out, kp * MR, |ib, block| {
+        let rows = MR.min(m - ib * MR);
+        pack_lines(
+            a.x.data,
+            ib * MR * line,
+            (line, step),
+            rows,
+            k,
+            MR,
+            block,
+            a.mul,
+        )
+    })
+}
+
+/// B packed in panels of [`NR`] columns into `out`: per panel, for each pair p, the NR
+/// columns' pairs, columns past n zero. Whether an element was a non-zero denormal.
+fn pack_b(n: usize, k: usize, b: Source, out: &mut Vec<u32>) -> bool {
+    let kp = k.div_ceil(2);
+    out.clear();
+    out.resize(n.div_ceil(NR) * kp * NR, 0);
     // B's lines are its columns: (column stride, k stride).
-    let (line, step) = (b.cs as usize, b.rs as usize);
-    pack_lines(b.data, j0 * line, (line, step), cols, k, NR, panel);
+    let (line, step) = (b.x.cs as usize, b.x.rs as usize);
+    chunks(out, kp * NR, |jp, panel| {
+        let cols = NR.min(n - jp * NR);
+        pack_lines(
+            b.x.data,
+            jp * NR * line,
+            (line, step),
+            cols,
+            k,
+            NR,
+            panel,
+            b.mul,
+        )
+    })
 }
 
-/// `C (+)= factor · (A·B)` for an m×k `a`, a k×n `b` (bf16 values held in f32) and a
-/// row-major m×n `c`, on `kernel`; bit for bit [`reference`].
+std::thread_local! {
+    /// The packed operands of this thread's last call, kept (no allocation and page faults
+    /// per call).
+    static PACKED: std::cell::RefCell<(Vec<u32>, Vec<u32>)> = const {
+        std::cell::RefCell::new((Vec::new(), Vec::new()))
+    };
+}
+
+/// `C (+)= factor · (A·B)` for an m×k `a` and a k×n `b` (their elements times their `mul`,
+/// rounded to bf16) and a row-major m×n `c`, on `kernel`; bit for bit [`reference`] on the
+/// rounded operands. `false` (and C untouched) where an operand with `mul ≠ 1` held a
+/// non-zero denormal ([`Source`]).
 pub(crate) fn gemm(
     kernel: Bf16Kernel,
     (m, n, k): (usize, usize, usize),
-    a: Operand,
-    b: Operand,
+    a: Source,
+    b: Source,
     c: &mut [f32],
     accumulate: bool,
     factor: f32,
-) {
+) -> bool {
     if m == 0 || n == 0 {
-        return;
+        return true;
     }
+    PACKED.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut packed) => {
+            let (ap, bp) = &mut *packed;
+            gemm_packed(kernel, (m, n, k), (a, b), (ap, bp), c, accumulate, factor)
+        }
+        // Re-entered on this thread (never in the trainer): buffers of its own.
+        Err(_) => gemm_packed(
+            kernel,
+            (m, n, k),
+            (a, b),
+            (&mut Vec::new(), &mut Vec::new()),
+            c,
+            accumulate,
+            factor,
+        ),
+    })
+}
+
+fn gemm_packed(
+    kernel: Bf16Kernel,
+    (m, n, k): (usize, usize, usize),
+    (a, b): (Source, Source),
+    (ap, bp): (&mut Vec<u32>, &mut Vec<u32>),
+    c: &mut [f32],
+    accumulate: bool,
+    factor: f32,
+) -> bool {
     let kp = k.div_ceil(2);
-    let mut ap = Vec::new();
-    pack_a(m, k, a, &mut ap);
-    let panels = n.div_ceil(NR);
+    let tiny_a = pack_a(m, k, a, ap);
+    let tiny_b = pack_b(n, k, b, bp);
+    if (tiny_a && a.mul != 1.0) || (tiny_b && b.mul != 1.0) {
+        return false;
+    }
+    let (ap, bp) = (&*ap, &*bp);
     let c_at = c.as_mut_ptr() as usize;
     let c_len = c.len();
     let run = |jp: usize| {
         let j0 = jp * NR;
         let cols = NR.min(n - j0);
-        let mut panel = vec![0u32; kp * NR];
-        pack_b_panel(n, k, b, j0, &mut panel);
+        let panel = &bp[jp * kp * NR..(jp + 1) * kp * NR];
         for ib in 0..m.div_ceil(MR) {
             let rows = MR.min(m - ib * MR);
             let mut sums = [[0.0f32; NR]; MR];
@@ -245,7 +349,7 @@ pub(crate) fn gemm(
                 // SAFETY: the kernel exists on this CPU (`detect` found it, the only source
                 // of a `Bf16Kernel`); `block` holds kp·MR pairs and `panel` kp·NR.
                 #[cfg(target_arch = "x86_64")]
-                Bf16Kernel::Avx512Bf16 => unsafe { avx512::block(kp, block, &panel, &mut sums) },
+                Bf16Kernel::Avx512Bf16 => unsafe { avx512::block(kp, block, panel, &mut sums) },
                 #[cfg(not(target_arch = "x86_64"))]
                 _ => unreachable!("no bf16 kernel off x86-64"),
             }
@@ -267,10 +371,11 @@ pub(crate) fn gemm(
     #[cfg(not(target_arch = "wasm32"))]
     {
         use rayon::prelude::*;
-        (0..panels).into_par_iter().for_each(run);
+        (0..n.div_ceil(NR)).into_par_iter().for_each(run);
     }
     #[cfg(target_arch = "wasm32")]
-    (0..panels).for_each(run);
+    (0..n.div_ceil(NR)).for_each(run);
+    true
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -414,7 +519,8 @@ mod tests {
                 let start = crate::cpu::test_data::values(m * n, 5, 4.0);
                 let (mut want, mut got) = (start.clone(), start);
                 reference((m, n, k), a, b, &mut want, acc, factor);
-                gemm(kernel, (m, n, k), a, b, &mut got, acc, factor);
+                let (sa, sb) = (Source { x: a, mul: 1.0 }, Source { x: b, mul: 1.0 });
+                assert!(gemm(kernel, (m, n, k), sa, sb, &mut got, acc, factor));
                 let first = bits(&want)
                     .iter()
                     .zip(bits(&got))
@@ -593,6 +699,63 @@ mod linear_tests {
                 "{layout:?}: the bf16 kernel gave the f32 path's bits everywhere"
             );
             eprintln!("{layout:?}: worst |Δ| / bound = {worst:.3}");
+        }
+    }
+
+    /// The codes taken from the statistics pass's fake-quantized copy (`Q(x·s)/s` times s)
+    /// are the codec's own, bit for bit — also where the copy holds denormals (a scale of
+    /// 2¹³⁰ on values near 10⁻⁴⁰), which the kernel refuses and takes from the codec instead.
+    #[test]
+    fn codes_from_the_fake_quantized_copy_equal_the_codecs() {
+        let Some(_) =
+            super::tests::kernel_or_skip("codes_from_the_fake_quantized_copy_equal_the_codecs")
+        else {
+            return;
+        };
+        let cpu = CpuBackend::new();
+        let plan = ScalingConfig::default().plan().unwrap();
+        let k_est = plan.estimators().len();
+        let bank = cpu.new_bank(&BankConfig::new(2, plan)).unwrap();
+        let (m, n, k) = (45, 70, 99);
+        for (span, scale) in [(2.0f32, 9.0f32), (4e-40, 2f32.powi(126) * 16.0)] {
+            cpu.set_scales(
+                &bank,
+                &[vec![scale; k_est], vec![scale * 0.5; k_est]].concat(),
+            )
+            .unwrap();
+            let a = cpu
+                .upload(&crate::cpu::test_data::values(m * k, 8, span))
+                .unwrap();
+            let b = cpu
+                .upload(&crate::cpu::test_data::values(k * n, 9, span))
+                .unwrap();
+            let spec = MatmulSpec {
+                fuse_a: Some(0),
+                fuse_b: Some(1),
+                bf16_units: true,
+                ..MatmulSpec::new(m, n, k, Layout::NN)
+            };
+            let run = |stats_first: bool| {
+                if stats_first {
+                    cpu.quant_stats(&a, &bank, 0).unwrap();
+                    cpu.quant_stats(&b, &bank, 1).unwrap();
+                }
+                let c = cpu.zeros(m * n).unwrap();
+                cpu.matmul(&a, &b, &c, &spec, Some(&bank)).unwrap();
+                crate::cpu::test_data::bits(&cpu.read(&c).wait().unwrap())
+            };
+            let codec = run(false);
+            assert!(
+                codec.iter().any(|v| *v != 0),
+                "span {span}: a product of zeros"
+            );
+            let copies =
+                || crate::cpu::tensor::FROM_COPY.load(std::sync::atomic::Ordering::Relaxed);
+            let before = copies();
+            assert_eq!(codec, run(true), "span {span}, scale {scale}");
+            if span > 1.0 {
+                assert!(copies() > before, "the product took the copies' codes");
+            }
         }
     }
 }

@@ -40,16 +40,18 @@ fn strides(spec: &MatmulSpec) -> ((isize, isize), (isize, isize)) {
     (a, b)
 }
 
-/// `C[b] (+)= factor · op(A[b])·op(B[b])` for every batch on the bf16 kernel (operands: bf16
-/// values held in f32); sizes were checked by the caller.
+/// `C[b] (+)= factor · op(A[b])·op(B[b])` for every batch on the bf16 kernel, each operand's
+/// elements times its multiplier (`(data, mul)`: see `bf16::Source`); sizes were checked by
+/// the caller. `false` where an operand could not be read exactly (C untouched from that
+/// batch on; the trainer's products have one batch).
 pub(crate) fn gemm_bf16(
     kernel: super::bf16::Bf16Kernel,
     spec: &MatmulSpec,
-    a: &[f32],
-    b: &[f32],
+    (a, mul_a): (&[f32], f32),
+    (b, mul_b): (&[f32], f32),
     c: &mut [f32],
     factor: f32,
-) {
+) -> bool {
     let (m, n, k) = (spec.m, spec.n, spec.k);
     let (sa, sb, sc) = spec.sizes();
     let ((rsa, csa), (rsb, csb)) = strides(spec);
@@ -71,8 +73,15 @@ pub(crate) fn gemm_bf16(
             }
             continue;
         }
-        super::bf16::gemm(kernel, (m, n, k), a, b, c, spec.accumulate, factor);
+        let (a, b) = (
+            super::bf16::Source { x: a, mul: mul_a },
+            super::bf16::Source { x: b, mul: mul_b },
+        );
+        if !super::bf16::gemm(kernel, (m, n, k), a, b, c, spec.accumulate, factor) {
+            return false;
+        }
     }
+    true
 }
 
 /// `C[b] (+)= op(A[b])·op(B[b])` for every batch; sizes were checked by the caller.

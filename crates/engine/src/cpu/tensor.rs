@@ -224,8 +224,15 @@ impl TensorOps for CpuBackend {
 
 /// The product on the bf16 kernel: each fake-quantized operand as its codes `Q(x·s)` (exact
 /// in bf16), each other one rounded to bf16 as the kernel packs it, and `1/(s_a·s_b)` (one
-/// rounding from f64) applied to each f32 sum. The fused copies the statistics pass left are
-/// not used (they hold `Q(x·s)/s`, not the codes) and stay for later f32 products.
+/// rounding from f64) applied to each f32 sum. The codes come from the fake-quantized copy
+/// the statistics pass left (`Q(x·s)/s`, times s as the kernel packs it: exact, see
+/// `bf16::Source`), or from the codec where there is none (or, never in practice, where
+/// the copy cannot give them exactly).
+/// Products whose codes came from a fake-quantized copy (tests).
+#[cfg(test)]
+pub(crate) static FROM_COPY: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
 fn matmul_bf16(
     kernel: super::bf16::Bf16Kernel,
     (a, b, c): (&CpuTensor, &CpuTensor, &CpuTensor),
@@ -245,13 +252,13 @@ fn matmul_bf16(
         }
     };
     let (sa, sb) = (scale(spec.fuse_a)?, scale(spec.fuse_b)?);
-    let codes = |data: &[f32], s: Option<(usize, f32)>| -> Option<Vec<f32>> {
-        let (_, scale) = s?;
-        let bank = bank?;
-        let mut out = vec![0.0; data.len()];
-        super::par::codes_into(&bank.quant, data, &mut out, scale);
-        Some(out)
+    let take = |t: &CpuTensor, s: Option<(usize, f32)>| -> Option<(usize, super::Quantized)> {
+        let ((q, scale), bank) = (s?, bank?);
+        bank.lock().take_quantized(q, t, scale).map(|c| (q, c))
     };
+    let same = std::ptr::eq(a, b) && spec.fuse_a == spec.fuse_b;
+    let mut cached_a = take(a, sa);
+    let mut cached_b = if same { None } else { take(b, sb) };
     let av = a.read();
     let b_guard = if std::ptr::eq(a, b) {
         None
@@ -261,17 +268,81 @@ fn matmul_bf16(
     let bv: &[f32] = b_guard.as_deref().map(Vec::as_slice).unwrap_or(&av);
     let mut cv = c.get();
     check_matmul(spec, av.len(), bv.len(), cv.len())?;
-    let same = std::ptr::eq(a, b) && spec.fuse_a == spec.fuse_b;
-    let qa = codes(&av, sa);
-    let qb = if same { None } else { codes(bv, sb) };
-    let a_in: &[f32] = qa.as_deref().unwrap_or(&av);
-    let b_in: &[f32] = match &qb {
-        _ if same => a_in,
-        Some(v) => v,
-        None => bv,
+    for (cached, len) in [(&mut cached_a, av.len()), (&mut cached_b, bv.len())] {
+        if cached.as_ref().is_some_and(|(_, c)| c.data.len() != len) {
+            *cached = None;
+        }
+    }
+    let codes = |data: &[f32], s: Option<(usize, f32)>| -> Option<Vec<f32>> {
+        let ((_, scale), bank) = (s?, bank?);
+        let mut out = vec![0.0; data.len()];
+        super::par::codes_into(&bank.quant, data, &mut out, scale);
+        Some(out)
     };
     let inverse = |s: Option<(usize, f32)>| s.map_or(1.0, |(_, s)| f64::from(s));
     let factor = (1.0 / (inverse(sa) * inverse(sb))) as f32;
-    matmul::gemm_bf16(kernel, spec, a_in, b_in, &mut cv, factor);
+    // Each operand: its copy times s; else its codes from the codec; not quantized, itself.
+    fn from_copy<'c>(
+        cached: &'c Option<(usize, super::Quantized)>,
+        s: Option<(usize, f32)>,
+    ) -> Option<(&'c [f32], f32)> {
+        cached
+            .as_ref()
+            .zip(s)
+            .map(|((_, c), (_, scale))| (c.data.as_slice(), scale))
+    }
+    fn pick<'c>(
+        cached: &'c Option<(usize, super::Quantized)>,
+        fresh: &'c Option<Vec<f32>>,
+        data: &'c [f32],
+        s: Option<(usize, f32)>,
+    ) -> (&'c [f32], f32) {
+        from_copy(cached, s)
+            .or(fresh.as_deref().map(|v| (v, 1.0)))
+            .unwrap_or((data, 1.0))
+    }
+    let fresh = |cached: &Option<(usize, super::Quantized)>, data: &[f32], s| {
+        if from_copy(cached, s).is_none() {
+            codes(data, s)
+        } else {
+            None
+        }
+    };
+    let qa = fresh(&cached_a, &av, sa);
+    let qb = if same { None } else { fresh(&cached_b, bv, sb) };
+    let src_a = pick(&cached_a, &qa, &av[..], sa);
+    let src_b = if same {
+        src_a
+    } else {
+        pick(&cached_b, &qb, bv, sb)
+    };
+    let exact = matmul::gemm_bf16(kernel, spec, src_a, src_b, &mut cv, factor);
+    #[cfg(test)]
+    if exact && (src_a.1 != 1.0 || src_b.1 != 1.0) {
+        FROM_COPY.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    if !exact {
+        // A copy could not give its codes exactly: every code from the codec.
+        let qa = codes(&av, sa);
+        let qb = if same { None } else { codes(bv, sb) };
+        let a_in: &[f32] = qa.as_deref().unwrap_or(&av);
+        let b_in: &[f32] = match &qb {
+            _ if same => a_in,
+            Some(v) => v,
+            None => bv,
+        };
+        let exact = matmul::gemm_bf16(kernel, spec, (a_in, 1.0), (b_in, 1.0), &mut cv, factor);
+        debug_assert!(exact, "codes and rounded operands are always read exactly");
+    }
+    drop(cv);
+    drop(b_guard);
+    drop(av);
+    // Give the copies back (their tensors were only read: the stamps still hold).
+    if let Some(bank) = bank {
+        let mut inner = bank.lock();
+        for (q, c) in [cached_a, cached_b].into_iter().flatten() {
+            inner.quantized[q] = Some(c);
+        }
+    }
     Ok(())
 }
