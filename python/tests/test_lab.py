@@ -87,3 +87,29 @@ def test_torch_and_the_lab_make_the_same_decisions(tmp_path, corpus, target):
     assert total > 50  # there were decisions to agree on
     assert abs(total - sum(torch_above.values())) <= total // 100
     assert lab_over == torch_over
+
+
+def test_bf16_precision_matches_torch_autocast(tmp_path, corpus):
+    """`train.precision = "bf16"` (linear layers' operands that are not fake-quantized rounded
+    to bf16, f32 accumulation, f32 master weights) against hif8lab.torch under
+    `torch.autocast("cpu", torch.bfloat16)` from the same weights, 20 QAT steps: losses within
+    the same relative tolerance as in f32. The lab runs its bf16-exact products on whatever
+    kernel this CPU has (`train.gemm = "auto"`; the run records which)."""
+    lab("train", "--preset", "smoke", "--set", "qat.enabled=false", "--steps", "1", "--backend", "cpu",
+        "--quiet", "--out", str(tmp_path / "init"))
+    lab("export", "hf", str(tmp_path / "init"), "--out", str(tmp_path / "hf"))
+    lab("train", "--preset", "smoke", "--init-from", str(tmp_path / "hf"), "--set", f"data.corpus={corpus}",
+        "--set", "qat.warmup_steps=0", "--set", "train.precision=bf16", "--steps", "20", "--backend", "cpu",
+        "--quiet", "--out", str(tmp_path / "lab"))
+    train(tmp_path / "torch", corpus, "--model", str(tmp_path / "hf"), "--tokenizer", "bytes", "--seed", "1",
+          "--lr", "3e-3", "--steps", "20", "--micro-batch", "4", "--context", "32", "--skip-first", "1",
+          "--skip-last", "1", "--weight-decay", "0.1", "--grad-clip", "1.0", "--dtype", "bf16")
+    a = [json.loads(x) for x in (tmp_path / "lab" / "metrics.jsonl").read_text().splitlines()]
+    b = [json.loads(x) for x in (tmp_path / "torch" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in a] == [m["step"] for m in b] == list(range(20))
+    worst = max(abs(x["loss"] - y["loss"]) / x["loss"] for x, y in zip(a, b))
+    assert worst < LOSS_TOLERANCE, worst
+    summary = json.loads((tmp_path / "lab" / "summary.json").read_text())
+    assert summary["precision"] == "bf16"
+    segments = json.loads((tmp_path / "lab" / "segments.json").read_text())
+    assert segments[0]["gemm"] in ("f32", "avx512-bf16")

@@ -153,9 +153,9 @@ struct GemmRow {
 
 /// `hif8lab bench gemm`: the CPU backend's GEMMs on the step shapes of a preset (and on
 /// squares of `sizes`), each on the f32 path and, where the CPU has bf16 units, on the bf16
-/// kernel: plain f32 operands; fake-quantized operands (both sides, HiF8) on the f32 path
-/// (`Q(x·s)/s` in f32) and on the bf16 kernel (the codes); and operands rounded to bf16
-/// (`train.precision = "bf16"`). Best of `reps` timed calls after one untimed call, all in
+/// kernel: plain f32 operands; fake-quantized operands (both sides, HiF8, read from the
+/// statistics pass's copies as in training) on the f32 path (`Q(x·s)/s` in f32) and on the
+/// bf16 kernel (the codes); and operands rounded to bf16 (`train.precision = "bf16"`). Best of `reps` timed calls after one untimed call, all in
 /// one run, with the kernel's name.
 pub fn bench_gemm(
     preset: &str,
@@ -189,6 +189,12 @@ pub fn bench_gemm(
         );
         let c = cpu.zeros(m * n)?;
         let time = |spec: &MatmulSpec| -> Result<f64> {
+            // As in a training step: the statistics pass leaves each quantized operand's
+            // fake-quantized copy, which the products then read.
+            if spec.fuse_a.is_some() {
+                cpu.quant_stats(&a, &bank, 0)?;
+                cpu.quant_stats(&b, &bank, 1)?;
+            }
             cpu.matmul(&a, &b, &c, spec, Some(&bank))?;
             let mut best = f64::INFINITY;
             for _ in 0..reps.max(1) {

@@ -55,13 +55,16 @@ pub fn detect() -> Option<Bf16Kernel> {
     None
 }
 
-/// The bf16 bit pattern of `x`, rounded to nearest-even (exact for the operands this module
-/// is given: they are bf16 values held in f32).
+/// The bf16 bit pattern of `x`, rounded to nearest-even, as `VCVTNE2PS2BF16` converts: f32
+/// denormals become (signed) zero, NaN a quiet NaN. Exact for the codes this module is
+/// given; what `train.precision = "bf16"` rounds its operands to here.
 #[inline(always)]
 fn bf16_bits(x: f32) -> u32 {
     let b = x.to_bits();
     if x.is_nan() {
         (b >> 16) | 0x40
+    } else if x.is_subnormal() {
+        (b >> 16) & 0x8000
     } else {
         (b + 0x7fff + ((b >> 16) & 1)) >> 16
     }
@@ -196,6 +199,44 @@ fn pack_lines(
     tiny
 }
 
+/// [`pack_lines`], with lines contiguous along k converted 32 elements at a time in AVX-512
+/// registers (`VCVTNE2PS2BF16`: the same bits).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn pack(
+    kernel: Bf16Kernel,
+    data: &[f32],
+    base: usize,
+    (line, step): (usize, usize),
+    rows: usize,
+    k: usize,
+    width: usize,
+    out: &mut [u32],
+    mul: f32,
+) -> bool {
+    match kernel {
+        #[cfg(target_arch = "x86_64")]
+        Bf16Kernel::Avx512Bf16 if step == 1 => {
+            let kp = k.div_ceil(2);
+            assert!(rows == 0 || base + (rows - 1) * line + k <= data.len());
+            assert!(rows == 0 || (kp - 1) * width + rows <= out.len());
+            // SAFETY: the kernel exists on this CPU; the asserts bound every line read and
+            // every pair written.
+            unsafe { avx512::pack_rows(data, base, line, rows, k, width, out, mul) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Bf16Kernel::Avx512Bf16 if line == 1 => {
+            let kp = k.div_ceil(2);
+            assert!(rows == 0 || base + (k - 1) * step + rows <= data.len());
+            assert!(rows <= width && kp * width <= out.len());
+            // SAFETY: the kernel exists on this CPU; the asserts bound every run read and
+            // every pair written.
+            unsafe { avx512::pack_runs(data, base, step, rows, k, width, out, mul) }
+        }
+        _ => pack_lines(data, base, (line, step), rows, k, width, out, mul),
+    }
+}
+
 /// An operand as the kernel reads it: `x·mul` of each element `x`, rounded to bf16.
 ///
 /// `mul = s` turns a fake-quantized copy `x = Q(·)/s` (an f32 rounding of code/s) back into
@@ -233,7 +274,7 @@ fn chunks(
 
 /// A packed in blocks of [`MR`] rows into `out`: per block, for each pair p, the MR rows'
 /// pairs, rows past m zero. Whether an element was a non-zero denormal.
-fn pack_a(m: usize, k: usize, a: Source, out: &mut Vec<u32>) -> bool {
+fn pack_a(kernel: Bf16Kernel, m: usize, k: usize, a: Source, out: &mut Vec<u32>) -> bool {
     let kp = k.div_ceil(2);
     out.clear();
     out.resize(m.div_ceil(MR) * kp * MR, 0);
@@ -241,7 +282,8 @@ fn pack_a(m: usize, k: usize, a: Source, out: &mut Vec<u32>) -> bool {
     let (line, step) = (a.x.rs as usize, a.x.cs as usize);
     chunks(out, kp * MR, |ib, block| {
         let rows = MR.min(m - ib * MR);
-        pack_lines(
+        pack(
+            kernel,
             a.x.data,
             ib * MR * line,
             (line, step),
@@ -256,7 +298,7 @@ fn pack_a(m: usize, k: usize, a: Source, out: &mut Vec<u32>) -> bool {
 
 /// B packed in panels of [`NR`] columns into `out`: per panel, for each pair p, the NR
 /// columns' pairs, columns past n zero. Whether an element was a non-zero denormal.
-fn pack_b(n: usize, k: usize, b: Source, out: &mut Vec<u32>) -> bool {
+fn pack_b(kernel: Bf16Kernel, n: usize, k: usize, b: Source, out: &mut Vec<u32>) -> bool {
     let kp = k.div_ceil(2);
     out.clear();
     out.resize(n.div_ceil(NR) * kp * NR, 0);
@@ -264,7 +306,8 @@ fn pack_b(n: usize, k: usize, b: Source, out: &mut Vec<u32>) -> bool {
     let (line, step) = (b.x.cs as usize, b.x.rs as usize);
     chunks(out, kp * NR, |jp, panel| {
         let cols = NR.min(n - jp * NR);
-        pack_lines(
+        pack(
+            kernel,
             b.x.data,
             jp * NR * line,
             (line, step),
@@ -329,8 +372,8 @@ fn gemm_packed(
     factor: f32,
 ) -> bool {
     let kp = k.div_ceil(2);
-    let tiny_a = pack_a(m, k, a, ap);
-    let tiny_b = pack_b(n, k, b, bp);
+    let tiny_a = pack_a(kernel, m, k, a, ap);
+    let tiny_b = pack_b(kernel, n, k, b, bp);
     if (tiny_a && a.mul != 1.0) || (tiny_b && b.mul != 1.0) {
         return false;
     }
@@ -385,6 +428,151 @@ mod avx512 {
         __m512, __m512bh, _mm512_dpbf16_ps, _mm512_loadu_si512, _mm512_set1_epi32,
         _mm512_setzero_ps, _mm512_storeu_ps,
     };
+
+    /// [`super::pack_lines`] for lines contiguous along k: 32 elements of a line (16 pairs)
+    /// per conversion, times `mul`, and whether one was a non-zero denormal.
+    ///
+    /// # Safety
+    /// The CPU has AVX512-F, -BW and -BF16; line r's k elements start at `base + r·line`
+    /// inside `data`, and `out` holds `(kp − 1)·width + rows` pairs.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn pack_rows(
+        data: &[f32],
+        base: usize,
+        line: usize,
+        rows: usize,
+        k: usize,
+        width: usize,
+        out: &mut [u32],
+        mul: f32,
+    ) -> bool {
+        use std::arch::x86_64::{
+            _CMP_LT_OQ, _CMP_NEQ_UQ, _mm512_abs_ps, _mm512_cmp_ps_mask, _mm512_cvtne2ps_pbh,
+            _mm512_maskz_loadu_ps, _mm512_mul_ps, _mm512_set1_ps, _mm512_setzero_ps,
+            _mm512_storeu_si512,
+        };
+        let kp = k.div_ceil(2);
+        let vmul = _mm512_set1_ps(mul);
+        let (zero, least) = (_mm512_setzero_ps(), _mm512_set1_ps(f32::MIN_POSITIVE));
+        let mut tiny = 0u16;
+        let mut pairs = [0u32; 16];
+        for r in 0..rows {
+            let row = base + r * line;
+            let mut kk = 0;
+            while kk < k {
+                let left = k - kk;
+                let m0 = if left >= 16 {
+                    0xffff
+                } else {
+                    (1u16 << left) - 1
+                };
+                let m1 = if left >= 32 {
+                    0xffff
+                } else if left > 16 {
+                    (1u16 << (left - 16)) - 1
+                } else {
+                    0
+                };
+                // SAFETY: the masks keep the loads inside the line's k elements (caller);
+                // the store writes the 16 u32 of `pairs`.
+                unsafe {
+                    let at = data.as_ptr().add(row + kk);
+                    let x0 = _mm512_maskz_loadu_ps(m0, at);
+                    let x1 = _mm512_maskz_loadu_ps(m1, at.wrapping_add(16));
+                    for x in [x0, x1] {
+                        let ax = _mm512_abs_ps(x);
+                        tiny |= _mm512_cmp_ps_mask::<_CMP_LT_OQ>(ax, least)
+                            & _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(ax, zero);
+                    }
+                    let bh = _mm512_cvtne2ps_pbh(_mm512_mul_ps(x1, vmul), _mm512_mul_ps(x0, vmul));
+                    _mm512_storeu_si512(pairs.as_mut_ptr().cast(), std::mem::transmute(bh));
+                }
+                let p0 = kk / 2;
+                for (i, pair) in pairs.iter().enumerate().take((kp - p0).min(16)) {
+                    out[(p0 + i) * width + r] = *pair;
+                }
+                kk += 32;
+            }
+        }
+        tiny != 0
+    }
+
+    /// [`super::pack_lines`] for lines side by side (line stride 1): per pair, the runs of
+    /// `rows` elements at k = 2p and 2p + 1, 16 lines per conversion, interleaved into pairs.
+    ///
+    /// # Safety
+    /// The CPU has AVX512-F, -BW and -BF16; the run at k starts at `base + k·step` inside
+    /// `data` and holds `rows` ≤ `width` elements; `out` holds `kp·width` pairs.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn pack_runs(
+        data: &[f32],
+        base: usize,
+        step: usize,
+        rows: usize,
+        k: usize,
+        width: usize,
+        out: &mut [u32],
+        mul: f32,
+    ) -> bool {
+        use std::arch::x86_64::{
+            _CMP_LT_OQ, _CMP_NEQ_UQ, _mm512_abs_ps, _mm512_cmp_ps_mask, _mm512_cvtne2ps_pbh,
+            _mm512_loadu_si512, _mm512_mask_storeu_epi32, _mm512_maskz_loadu_ps, _mm512_mul_ps,
+            _mm512_permutexvar_epi16, _mm512_set1_ps, _mm512_setzero_ps,
+        };
+        // [lo0..lo15 | hi0..hi15] → lo0, hi0, lo1, hi1, …
+        const INTERLEAVE: [u16; 32] = {
+            let mut t = [0u16; 32];
+            let mut i = 0;
+            while i < 16 {
+                t[2 * i] = i as u16;
+                t[2 * i + 1] = i as u16 + 16;
+                i += 1;
+            }
+            t
+        };
+        let kp = k.div_ceil(2);
+        let vmul = _mm512_set1_ps(mul);
+        let (zero, least) = (_mm512_setzero_ps(), _mm512_set1_ps(f32::MIN_POSITIVE));
+        // SAFETY: 64 readable bytes.
+        let order = unsafe { _mm512_loadu_si512(INTERLEAVE.as_ptr().cast()) };
+        let mut tiny = 0u16;
+        for p in 0..kp {
+            let has_hi = 2 * p + 1 < k;
+            let mut r0 = 0;
+            while r0 < rows {
+                let left = rows - r0;
+                let mask = if left >= 16 {
+                    0xffff
+                } else {
+                    (1u16 << left) - 1
+                };
+                let hi_mask = if has_hi { mask } else { 0 };
+                // SAFETY: the masks keep the loads inside the runs (caller); the store writes
+                // `left.min(16)` pairs at p·width + r0 < kp·width.
+                unsafe {
+                    let lo_at = data.as_ptr().add(base + 2 * p * step + r0);
+                    let lo = _mm512_maskz_loadu_ps(mask, lo_at);
+                    let hi = _mm512_maskz_loadu_ps(hi_mask, lo_at.wrapping_add(step));
+                    for x in [lo, hi] {
+                        let ax = _mm512_abs_ps(x);
+                        tiny |= _mm512_cmp_ps_mask::<_CMP_LT_OQ>(ax, least)
+                            & _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(ax, zero);
+                    }
+                    let bh = _mm512_cvtne2ps_pbh(_mm512_mul_ps(hi, vmul), _mm512_mul_ps(lo, vmul));
+                    let pairs = _mm512_permutexvar_epi16(order, std::mem::transmute(bh));
+                    _mm512_mask_storeu_epi32(
+                        out.as_mut_ptr().add(p * width + r0).cast(),
+                        mask,
+                        pairs,
+                    );
+                }
+                r0 += 16;
+            }
+        }
+        tiny != 0
+    }
 
     /// One MR×NR block of sums over all `kp` pairs.
     ///
@@ -529,6 +717,80 @@ mod tests {
                     first, None,
                     "{m}×{n}×{k} layout {layout} accumulate {acc} ({format:?}): first difference"
                 );
+            }
+        }
+    }
+
+    /// The AVX-512 packer converts as the scalar one does, bit for bit: ties, NaN, ±Inf,
+    /// f32 denormals (to signed zero), values that round to bf16's largest or overflow, a
+    /// multiplier, k odd and not a multiple of 32, and it reports the denormals.
+    #[test]
+    fn the_vector_packer_equals_the_scalar_one() {
+        let Some(kernel) = kernel_or_skip("the_vector_packer_equals_the_scalar_one") else {
+            return;
+        };
+        let special = [
+            1.0f32,
+            f32::from_bits(0x3f80_8000),
+            f32::from_bits(0x3f81_8000),
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e-40,
+            -1e-40,
+            f32::from_bits(0x007f_ffff),
+            f32::MAX,
+            -0.0,
+            f32::from_bits(0x7f7f_8000),
+        ];
+        for (k, rows, mul) in [
+            (37usize, 5usize, 1.0f32),
+            (64, 8, 3.0),
+            (1, 3, 1.0),
+            (95, 8, 0.75),
+        ] {
+            let line = k + 3;
+            let mut data = crate::cpu::test_data::values(rows * line, 4, 10.0);
+            for (i, v) in data.iter_mut().enumerate() {
+                if i % 5 == 0 {
+                    *v = special[(i / 5) % special.len()];
+                }
+            }
+            let kp = k.div_ceil(2);
+            let mut scalar = vec![0u32; kp * MR];
+            let mut vector = vec![0u32; kp * MR];
+            let t1 = pack_lines(&data, 0, (line, 1), rows, k, MR, &mut scalar, mul);
+            let t2 = pack(kernel, &data, 0, (line, 1), rows, k, MR, &mut vector, mul);
+            assert_eq!(scalar, vector, "k {k}, rows {rows}, mul {mul}");
+            let denormal = (0..rows).any(|r| {
+                data[r * line..r * line + k]
+                    .iter()
+                    .any(|v| v.is_subnormal())
+            });
+            assert_eq!((t1, t2), (denormal, denormal), "k {k}: denormals reported");
+            // The same data as lines side by side (element kk of line r at kk·step + r), for
+            // blocks of 8 (A) and panels of 32 (B).
+            for width in [MR, NR] {
+                let rows = rows.min(width) + (width == NR) as usize * 17;
+                let step = rows + 2;
+                let data: Vec<f32> = (0..k * step).map(|i| data[i % data.len()]).collect();
+                let mut scalar = vec![0u32; kp * width];
+                let mut vector = vec![0u32; kp * width];
+                let t1 = pack_lines(&data, 0, (1, step), rows, k, width, &mut scalar, mul);
+                let t2 = pack(
+                    kernel,
+                    &data,
+                    0,
+                    (1, step),
+                    rows,
+                    k,
+                    width,
+                    &mut vector,
+                    mul,
+                );
+                assert_eq!(scalar, vector, "runs: k {k}, rows {rows}, width {width}");
+                assert_eq!(t1, t2);
             }
         }
     }
