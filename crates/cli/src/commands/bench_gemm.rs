@@ -61,11 +61,12 @@ pub fn gemm_flops(gemms: &[StepGemm]) -> f64 {
 
 /// Seconds each GEMM shape of `gemms` takes alone on `backend`, one call (best of 3 after
 /// one untimed run); the step's total is [`step_seconds`]. `sync` waits for the device (a
-/// no-op on the CPU).
+/// no-op on the CPU); `(round, units)`: `train.precision` is bf16, `train.gemm` is not f32.
 pub fn gemm_seconds<B: Backend>(
     backend: &B,
     gemms: &[StepGemm],
     sync: &dyn Fn(&B),
+    (round, units): (bool, bool),
 ) -> Result<Vec<f64>> {
     let mut out = Vec::with_capacity(gemms.len());
     for ((m, n, k, layout), _) in gemms {
@@ -74,7 +75,13 @@ pub fn gemm_seconds<B: Backend>(
             backend.upload(&filler(k * n, 2))?,
         );
         let c = backend.zeros(m * n)?;
-        let spec = MatmulSpec::new(*m, *n, *k, *layout);
+        // As the step's unquantized products run: under `precision = "bf16"` the operands
+        // rounded, on the bf16 kernel where the CPU has one and `train.gemm` allows it.
+        let spec = MatmulSpec {
+            round_bf16: round,
+            bf16_units: units,
+            ..MatmulSpec::new(*m, *n, *k, *layout)
+        };
         let mut best = f64::INFINITY;
         for rep in 0..4 {
             let t = Instant::now();

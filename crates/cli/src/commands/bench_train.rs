@@ -415,7 +415,12 @@ fn run<B: Backend + Profiled>(
     // The step's own GEMM shapes, timed alone on a fresh backend after the steps: the share
     // of a step they would take on their own.
     let gemms = crate::commands::bench_gemm::step_gemms(config);
-    let shape_s = crate::commands::bench_gemm::gemm_seconds(&make()?, &gemms, &|b: &B| b.sync())?;
+    let bf16 = (
+        config.train.precision() == hif8lab_train::config::Precision::Bf16,
+        config.train.gemm != hif8lab_train::config::Gemm::F32,
+    );
+    let shape_s =
+        crate::commands::bench_gemm::gemm_seconds(&make()?, &gemms, &|b: &B| b.sync(), bf16)?;
     let gemm_s = crate::commands::bench_gemm::step_seconds(&gemms, &shape_s);
     // The most tokens/s a step could reach if everything besides its GEMMs were free.
     let gemm_bound = config.tokens_per_step() as f64 / gemm_s.max(1e-12);
