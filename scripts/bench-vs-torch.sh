@@ -7,7 +7,10 @@
 # `hif8lab bench train --preset small --backend cpu`, both on the same thread count; prints
 # both figures and their ratios. Not part of scripts/test.sh.
 #
-#   scripts/bench-vs-torch.sh [--shape small|smollm2-135m|smollm2-360m] [--threads N] [--steps N] [--rounds N]
+#   scripts/bench-vs-torch.sh [--shape small|smollm2-135m|smollm2-360m] [--threads N] [--steps N] [--rounds N] [--dtype f32|bf16]
+#
+# --dtype bf16: PyTorch under torch.autocast("cpu", torch.bfloat16) against the lab's
+# `train.precision = "bf16"` (on its bf16 kernel where the CPU has one).
 #
 # --rounds (default 3): how many torch/hif8lab pairs to run, alternating which goes first;
 # the summary gives the median ratio, the range and whether each goal held in every round.
@@ -24,13 +27,15 @@ threads=2
 steps=10
 rounds=3
 shape=small
+dtype=f32
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --shape) shape=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --dtype) dtype=$2; shift 2 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "bench-vs-torch.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -43,6 +48,11 @@ case "$shape" in
     --set model.heads=15 --set model.kv_heads=5 --set model.d_ff=2560 --set model.context=128
     --set model.tie_embeddings=true --set train.batch=2 --set train.lr=1e-5) ;;
   *) echo "bench-vs-torch.sh: --shape must be small, smollm2-135m or smollm2-360m, not '$shape'" >&2; exit 2 ;;
+esac
+case "$dtype" in
+  f32) ;;
+  bf16) sets+=(--set train.precision=bf16) ;;
+  *) echo "bench-vs-torch.sh: --dtype must be f32 or bf16, not '$dtype'" >&2; exit 2 ;;
 esac
 case "$rounds" in ''|*[!0-9]*|0) echo "bench-vs-torch.sh: --rounds must be a positive integer, not '$rounds'" >&2; exit 2 ;; esac
 target=$(target_dir)
@@ -64,7 +74,7 @@ cargo build --release --locked -p hif8lab-cli >&2
 results=()
 for ((r = 0; r < rounds; r++)); do
   echo "bench-vs-torch.sh: round $((r + 1)) of $rounds" >&2
-  torch() { "$python" scripts/torch_reference.py --threads "$threads" --steps "$steps" --shape "$shape"; }
+  torch() { "$python" scripts/torch_reference.py --threads "$threads" --steps "$steps" --shape "$shape" --dtype "$dtype"; }
   ours() { "$target/release/hif8lab" --threads "$threads" bench train --preset small "${sets[@]}" --backend cpu --steps "$steps" --json; }
   if ((r % 2 == 0)); then t=$(torch); o=$(ours); else o=$(ours); t=$(torch); fi
   results+=("$t" "$o")

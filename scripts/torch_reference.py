@@ -10,7 +10,7 @@ bit for bit to the Rust reference by python/tests; no second implementation here
 the package installed (`pip install ./python`, as scripts/test-python.sh does). Prints one
 JSON object with tokens/s plain and QAT.
 
-    python3 scripts/torch_reference.py [--threads 2] [--steps 10] [--shape small]
+    python3 scripts/torch_reference.py [--threads 2] [--steps 10] [--shape small] [--dtype f32|bf16]
 """
 
 import argparse
@@ -96,7 +96,7 @@ class Model(torch.nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
-def tokens_per_s(m, t, qat, steps):
+def tokens_per_s(m, t, qat, steps, autocast=False):
     torch.manual_seed(1)
     model = Model(m)
     session = None
@@ -117,7 +117,8 @@ def tokens_per_s(m, t, qat, steps):
         x, y = data[i, :, :-1], data[i, :, 1:]
         if session is not None:
             session.start_step(i)
-        loss = model(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -145,13 +146,17 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--shape", choices=sorted(SHAPES), default="small")
+    ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
+                    help="bf16: the forward under torch.autocast('cpu', torch.bfloat16) (the "
+                         "lab's train.precision = \"bf16\")")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     m, t = SHAPES[a.shape]
-    plain, _ = tokens_per_s(m, t, False, a.steps)
-    qat, loss = tokens_per_s(m, t, True, a.steps)
+    bf16 = a.dtype == "bf16"
+    plain, _ = tokens_per_s(m, t, False, a.steps, autocast=bf16)
+    qat, loss = tokens_per_s(m, t, True, a.steps, autocast=bf16)
     params = sum(p.numel() for p in Model(m).parameters())
-    print(json.dumps({"torch": torch.__version__, "threads": a.threads, "parameters": params,
+    print(json.dumps({"torch": torch.__version__, "threads": a.threads, "dtype": a.dtype, "parameters": params,
                       "tokens_per_s_plain": round(plain, 1), "tokens_per_s_qat": round(qat, 1),
                       "qat_overhead": round(plain / qat, 4), "final_loss_qat": loss}))
 

@@ -40,8 +40,8 @@ fn steps<B: Backend>(t: &mut Trainer<B>, n: u64) -> Vec<u32> {
         .collect()
 }
 
-fn resume_is_bit_identical<B: Backend>(make: impl Fn() -> B) {
-    let config = tiny(&[]);
+fn resume_is_bit_identical<B: Backend>(make: impl Fn() -> B, extra: &[&str]) {
+    let config = tiny(extra);
     let mut straight = Trainer::from_config(make(), config.clone()).unwrap();
     let all = steps(&mut straight, 10);
     let mut first = Trainer::from_config(make(), config.clone()).unwrap();
@@ -66,7 +66,53 @@ fn resume_is_bit_identical<B: Backend>(make: impl Fn() -> B) {
 
 #[test]
 fn resume_is_bit_identical_on_the_cpu() {
-    resume_is_bit_identical(CpuBackend::new);
+    // `train.gemm = "auto"`: the bf16 kernel where this CPU has one.
+    resume_is_bit_identical(CpuBackend::new, &[]);
+}
+
+#[test]
+fn resume_is_bit_identical_on_the_cpu_with_the_f32_gemm_and_in_bf16_precision() {
+    resume_is_bit_identical(CpuBackend::new, &["train.gemm=f32"]);
+    resume_is_bit_identical(CpuBackend::new, &["train.precision=bf16"]);
+    resume_is_bit_identical(CpuBackend::new, &["train.precision=bf16", "train.gemm=f32"]);
+}
+
+/// `train.gemm` picks the kernel the trainer reports (and each segment records): the bf16
+/// kernel under `auto` where the CPU has one, which changes the bits of a QAT run (another
+/// order of accumulation) but not its course; `bf16` is refused by name where it has none.
+#[test]
+fn train_gemm_picks_the_kernel() {
+    let found = hif8lab_engine::cpu::bf16::detect();
+    let kernel = |gemm: &str| {
+        Trainer::from_config(CpuBackend::new(), tiny(&[&format!("train.gemm={gemm}")]))
+            .map(|t| t.gemm_kernel())
+    };
+    assert_eq!(kernel("f32").unwrap(), "f32");
+    assert_eq!(kernel("auto").unwrap(), found.map_or("f32", |k| k.name()));
+    match found {
+        Some(k) => {
+            assert_eq!(kernel("bf16").unwrap(), k.name());
+            let mut f32_run =
+                Trainer::from_config(CpuBackend::new(), tiny(&["train.gemm=f32"])).unwrap();
+            let mut bf16_run =
+                Trainer::from_config(CpuBackend::new(), tiny(&["train.gemm=bf16"])).unwrap();
+            let (a, b) = (steps(&mut f32_run, 6), steps(&mut bf16_run, 6));
+            // Quantization starts after 2 warm-up steps: the same bits before, others after.
+            assert_eq!(a[..2], b[..2]);
+            assert_ne!(a[2..], b[2..]);
+            for (x, y) in a.iter().zip(&b) {
+                let (x, y) = (f32::from_bits(*x), f32::from_bits(*y));
+                assert!((x - y).abs() <= 1e-3 * x.abs(), "{x} vs {y}");
+            }
+        }
+        None => {
+            let e = kernel("bf16")
+                .err()
+                .expect("refused without the units")
+                .to_string();
+            assert!(e.contains("train.gemm"), "{e}");
+        }
+    }
 }
 
 #[test]
@@ -74,7 +120,7 @@ fn resume_is_bit_identical_on_the_gpu() {
     if common::gpu().is_none() {
         return;
     }
-    resume_is_bit_identical(|| GpuBackend::new_blocking().unwrap());
+    resume_is_bit_identical(|| GpuBackend::new_blocking().unwrap(), &[]);
 }
 
 #[test]

@@ -245,4 +245,36 @@ mod tests {
         assert!(p.contains("dose claim 1"), "{p}");
         assert!(!p.contains("claim 5"), "its runs are not planned: {p}");
     }
+
+    /// `precision` reaches every continued-training run of a grid (baselines included): the
+    /// real-model presets train in bf16 as the paper's baseline does, the pre-registered dose
+    /// study keeps the f32 it ran in, and an unknown value is refused by name.
+    #[test]
+    fn a_grid_s_precision_reaches_every_run() {
+        use hif8lab_train::config::Precision;
+        let each = |grid: &GridConfig| -> Vec<Precision> {
+            grid.runs()
+                .iter()
+                .map(|r| grid.run_config(r).train.precision())
+                .collect()
+        };
+        for (name, want) in [
+            ("real-smollm2", Precision::Bf16),
+            ("real-smollm2-quick", Precision::Bf16),
+            ("real-smollm2-dose", Precision::F32),
+            ("grid-small", Precision::F32),
+        ] {
+            let grid = GridConfig::preset(name).unwrap();
+            assert_eq!(grid.precision, want, "{name}");
+            assert!(each(&grid).iter().all(|p| *p == want), "{name}");
+        }
+        let text = crate::grid::GRID_PRESETS
+            .iter()
+            .find(|(n, _)| *n == "real-smollm2-quick")
+            .unwrap()
+            .1
+            .replace("precision = \"bf16\"", "precision = \"fp8\"");
+        let e = GridConfig::parse(&text, "quick").unwrap_err().to_string();
+        assert!(e.contains("precision") || e.contains("fp8"), "{e}");
+    }
 }
