@@ -43,12 +43,21 @@ impl GridResults {
         };
         for s in self.rows.iter().flat_map(|r| &r.seeds) {
             add(&mut precision, &s.precision);
-            add(&mut gemm, &s.gemm);
+            for k in s.gemm.split('+') {
+                add(&mut gemm, k);
+            }
         }
+        let kernels: Vec<String> = gemm
+            .iter()
+            .map(|k| match k.as_str() {
+                "f32" => "the f32 GEMM".to_owned(),
+                k => format!("the {k} kernel"),
+            })
+            .collect();
+        let precision = precision.join(" and ");
         format!(
-            "Numerics: precision {} (bf16: operands that are not fake-quantized rounded to bf16, as PyTorch's autocast and the paper's BF16 baseline; f32: as they are), f32 master weights and optimizer; bf16-exact CPU products on {} (the same products, another order of f32 accumulation).",
-            precision.join(" and "),
-            gemm.join(" and ")
+            "Numerics: precision {precision} (`train.precision`; bf16 rounds every operand that is not fake-quantized to bf16, as PyTorch's autocast and the paper's BF16 baseline do, f32 keeps them), f32 master weights and optimizer; products of operands exact in bf16 on {} (`train.gemm`; the bf16 kernel computes the same products in another order of f32 accumulation).",
+            kernels.join(" and ")
         )
     }
 

@@ -325,6 +325,25 @@ mod tests {
         GridResults::compute(&runs, &summaries, base)
     }
 
+    /// The report's numerics line says what the runs' records say: f32 and the f32 GEMM for
+    /// records that predate the fields, and every precision and kernel met otherwise.
+    #[test]
+    fn the_numerics_line_follows_the_records() {
+        let mut g = grid(&|_| true, &|_| true);
+        let line = g.numerics();
+        assert!(line.contains("precision f32 ("), "{line}");
+        assert!(line.contains("on the f32 GEMM ("), "{line}");
+        for row in &mut g.rows {
+            for s in &mut row.seeds {
+                s.precision = "bf16".into();
+                s.gemm = "f32+avx512-bf16".into();
+            }
+        }
+        let line = g.numerics();
+        assert!(line.contains("precision bf16 ("), "{line}");
+        assert!(line.contains("on the f32 GEMM and the avx512-bf16 kernel ("), "{line}");
+    }
+
     /// A fixed pseudo-random draw in 0..m for item i.
     fn draw(i: usize, m: usize) -> usize {
         ((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize % m
