@@ -111,8 +111,7 @@ fn train_gemm_picks_the_kernel() {
         }
         None => {
             let e = kernel("bf16")
-                .err()
-                .expect("refused without the units")
+                .expect_err("refused without the units")
                 .to_string();
             assert!(e.contains("train.gemm"), "{e}");
         }

@@ -282,10 +282,10 @@ fn matmul_bf16(
     let inverse = |s: Option<(usize, f32)>| s.map_or(1.0, |(_, s)| f64::from(s));
     let factor = (1.0 / (inverse(sa) * inverse(sb))) as f32;
     // Each operand: its copy times s; else its codes from the codec; not quantized, itself.
-    fn from_copy<'c>(
-        cached: &'c Option<(usize, super::Quantized)>,
+    fn from_copy(
+        cached: &Option<(usize, super::Quantized)>,
         s: Option<(usize, f32)>,
-    ) -> Option<(&'c [f32], f32)> {
+    ) -> Option<(&[f32], f32)> {
         cached
             .as_ref()
             .zip(s)

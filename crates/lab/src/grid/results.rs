@@ -341,7 +341,10 @@ mod tests {
         }
         let line = g.numerics();
         assert!(line.contains("precision bf16 ("), "{line}");
-        assert!(line.contains("on the f32 GEMM and the avx512-bf16 kernel ("), "{line}");
+        assert!(
+            line.contains("on the f32 GEMM and the avx512-bf16 kernel ("),
+            "{line}"
+        );
     }
 
     /// A fixed pseudo-random draw in 0..m for item i.
