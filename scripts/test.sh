@@ -161,5 +161,19 @@ say "GPU benchmark script on the CPU adapter (--allow-cpu: small sizes, keeps th
 scripts/bench-gpu.sh --allow-cpu --bin "$target/debug/hif8lab" >"$target/bench-gpu.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["train"]["smoke"]["tokens_per_s_qat"] > 0, d; print("bench-gpu.sh --allow-cpu:", d["adapter"], d["seconds"], "s")' "$target/bench-gpu.json"
 
+say "GPU check script: finds the GPU (--probe-only; exit 3 and a JSON that says so without one)"
+set +e
+scripts/gpu-check.sh --probe-only --bin "$target/debug/hif8lab" --out "$target/gpu-check.json"
+gpu_rc=$?
+set -e
+python3 - "$target/gpu-check.json" "$gpu_rc" <<'PY'
+import json, sys
+doc, rc = json.load(open(sys.argv[1])), int(sys.argv[2])
+assert rc in (0, 3), f"gpu-check.sh --probe-only exited {rc}"
+assert doc["gpu"] == (rc == 0), doc
+assert rc == 0 or "no GPU on this machine" in doc["reason"], doc
+print("gpu-check.sh --probe-only:", "GPU found" if rc == 0 else "no GPU (exit 3):", doc.get("adapter"))
+PY
+
 say "all checks passed"
 printf '%s\n' "${timings[@]}"

@@ -46,15 +46,18 @@ def build(shape: str, seed: int = 0) -> nn.Module:
 
 
 class Arm:
-    def __init__(self, name: str, shape: str, recipe: Recipe | None, compiled: bool, batch: int, context: int):
+    def __init__(self, name: str, shape: str, recipe: Recipe | None, compiled: bool, batch: int, context: int,
+                 device: str = "cpu", dtype: str = "f32"):
         self.name = name
-        self.model = build(shape)
+        self.device = torch.device(device)
+        self.autocast = torch.bfloat16 if dtype == "bf16" else None
+        self.model = build(shape).to(self.device)
         self.session = quantize(self.model, recipe) if recipe is not None else None
         self.forward = torch.compile(self.model) if compiled else self.model
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-5, betas=(0.9, 0.95), weight_decay=0.1)
         vocab = self.model.config.vocab_size
         g = torch.Generator().manual_seed(1)
-        self.x = torch.randint(0, vocab, (batch, context + 1), generator=g)
+        self.x = torch.randint(0, vocab, (batch, context + 1), generator=g).to(self.device)
         self.step_no = 0
         self.times: List[float] = []
 
@@ -62,14 +65,18 @@ class Arm:
         if self.session is not None:
             self.session.start_step(self.step_no)
         t = time.perf_counter()
-        logits = self.forward(input_ids=self.x[:, :-1], use_cache=False).logits
-        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), self.x[:, 1:].reshape(-1))
+        with torch.autocast(self.device.type, dtype=self.autocast or torch.bfloat16, enabled=self.autocast is not None):
+            logits = self.forward(input_ids=self.x[:, :-1], use_cache=False).logits
+            loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
+                                               self.x[:, 1:].reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         if self.session is not None and self.step_no % 10 == 9:
             self.session.drain()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
         dt = time.perf_counter() - t
         self.step_no += 1
         return dt
@@ -117,13 +124,36 @@ def main(argv: List[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=4, help="measured steps per arm and round")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--compile", action="store_true", help="also each arm under torch.compile")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
+                   help="bf16: every arm under torch.autocast(device, torch.bfloat16)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    result = run(args)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{args.shape}, batch {args.batch} × context {args.context}, {result['threads']} threads, torch "
+          f"{torch.__version__}, {result['device']} ({args.dtype}); {result['quantizers']} quantizers; median of "
+          f"{args.steps} steps, {args.rounds} rounds")
+    for name, a in result["arms"].items():
+        lo, hi = a["ratio_range"]
+        print(f"  {name:16s} {a['step_s']:8.3f} s/step {a['tokens_per_s']:9.1f} tokens/s  "
+              f"×{a['ratio_to_eager']:.2f} of eager [{lo:.2f}, {hi:.2f}]")
+    ops = result["aten_ops_per_linear"]
+    print(f"  aten ops per MLP projection, forward + backward: plain {ops['plain']}, "
+          f"quantized {ops['qat']} (statistics on), {ops['qat-amax']} (statistics off)")
+    return 0
+
+
+def run(args) -> dict:
+    """The arms measured as ``args`` (the parsed options) say: one result dict."""
     recipe = Recipe()  # the lab's defaults (the paper's recipe), read from the Rust core
     specs = [("eager", None), ("qat", recipe), ("qat-amax", Recipe(stats=False))]
-    arms = [Arm(n, args.shape, r, False, args.batch, args.context) for n, r in specs]
+    kw = dict(device=args.device, dtype=args.dtype)
+    arms = [Arm(n, args.shape, r, False, args.batch, args.context, **kw) for n, r in specs]
     if args.compile:
-        arms += [Arm(n + "+compile", args.shape, r, True, args.batch, args.context) for n, r in specs]
+        arms += [Arm(n + "+compile", args.shape, r, True, args.batch, args.context, **kw) for n, r in specs]
     for a in arms:  # warm-up (allocations, first-call paths, compilation)
         a.step()
         a.step()
@@ -137,7 +167,9 @@ def main(argv: List[str] | None = None) -> int:
     base = per_round["eager"]
     result = {
         "shape": args.shape, "batch": args.batch, "context": args.context, "threads": torch.get_num_threads(),
-        "torch": torch.__version__, "device": "cpu", "quantizers": quantizers, "rounds": args.rounds,
+        "torch": torch.__version__, "device": str(arms[0].device), "dtype": args.dtype,
+        "device_name": torch.cuda.get_device_name(arms[0].device) if arms[0].device.type == "cuda" else "cpu",
+        "quantizers": quantizers, "rounds": args.rounds, "steps": args.steps,
         "arms": {},
         "aten_ops_per_linear": {"plain": aten_ops_per_linear(None), "qat": aten_ops_per_linear(recipe),
                                 "qat-amax": aten_ops_per_linear(specs[2][1])},
@@ -148,19 +180,7 @@ def main(argv: List[str] | None = None) -> int:
             "step_s": statistics.median(times), "tokens_per_s": tokens / statistics.median(times),
             "ratio_to_eager": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
         }
-    if args.json:
-        print(json.dumps(result))
-        return 0
-    print(f"{args.shape}, batch {args.batch} × context {args.context}, {result['threads']} threads, torch "
-          f"{torch.__version__}, CPU; {quantizers} quantizers; median of {args.steps} steps, {args.rounds} rounds")
-    for name, a in result["arms"].items():
-        lo, hi = a["ratio_range"]
-        print(f"  {name:16s} {a['step_s']:8.3f} s/step {a['tokens_per_s']:9.1f} tokens/s  "
-              f"×{a['ratio_to_eager']:.2f} of eager [{lo:.2f}, {hi:.2f}]")
-    ops = result["aten_ops_per_linear"]
-    print(f"  aten ops per MLP projection, forward + backward: plain {ops['plain']}, "
-          f"quantized {ops['qat']} (statistics on), {ops['qat-amax']} (statistics off)")
-    return 0
+    return result
 
 
 if __name__ == "__main__":
