@@ -43,3 +43,33 @@ class AuthorsQuantizer:
             self._update_scaling()  # from earlier calls only (delayed)
             self.history.append(amax)
         return float(np.float32(self.scale))
+
+
+# --- the torch-op HiF8 quantizer of the same repository -----------------------------------
+# ``HiFloat8/hif8_cuda/quant_cy/base/QFuncs/hif8.py`` (commit 8346596b of 2026-05-25), copied
+# as published: ``QTensor.py`` falls back to it when its CUDA extension ``lowbit_quant`` does
+# not import, and nothing in the repository builds that extension. ``Q`` and ``qdim`` are
+# unused there.
+
+import torch  # noqa: E402
+from torch import Tensor  # noqa: E402
+
+
+@torch.no_grad()
+def quant_hif8(x: Tensor, Q, qdim: int):
+    x_unsigned = torch.abs(x)
+    sign = torch.sign(x)
+
+    if x.dtype==torch.float16:
+        e = torch.floor(torch.log2(x_unsigned + 2**-14))
+    else:
+        e = torch.floor(torch.log2(x_unsigned + 2**-45))
+
+    abse = e.abs()
+    mant_bits = torch.zeros_like(abse)
+    mant_bits[abse<=15] = 1
+    mant_bits[abse<=7] = 2
+    mant_bits[abse<=3] = 3
+
+    res = torch.floor(x_unsigned * 2.0**(-e + mant_bits) + 0.5) * 2.0**(e - mant_bits) * sign
+    return res

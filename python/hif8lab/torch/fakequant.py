@@ -114,6 +114,44 @@ def qdq(x: torch.Tensor, scale: Scale = 1.0, format: str = "hif8", saturate: boo
     return qdq_unscaled(x32 * s, format, saturate) / s
 
 
+#: The codecs a recipe can quantize with: the lab's HiF8 (the format's definition, bit for bit
+#: the Rust codec) and the torch-op quantizer the authors' repository falls back to.
+CODECS = ("lab", "authors-fallback")
+
+
+def authors_fallback_unscaled(y: torch.Tensor) -> torch.Tensor:
+    """The torch-op HiF8 quantizer of the authors' repository (``quant_cy/base/QFuncs/hif8.py``,
+    ``quant_hif8``), which ``QTensor.py`` falls back to when its CUDA extension
+    (``lowbit_quant``) does not import — nothing in the repository builds one. Transcribed
+    operation for operation, in y's dtype: ``e = floor(log2(|y| + 2⁻⁴⁵))``, mantissa bits 3
+    for |e| ≤ 3, 2 for ≤ 7, 1 for ≤ 15, else 0, and ``floor(|y|·2^(m−e) + 0.5)·2^(e−m)·sign``.
+    Unlike HiF8 it never overflows (no Inf: above 2¹⁵ it keeps rounding to powers of two), keeps
+    values below 2⁻²² (no underflow to zero) and ties away from zero through ``floor(v+0.5)``."""
+    x_unsigned = torch.abs(y)
+    sign = torch.sign(y)
+    if y.dtype == torch.float16:
+        e = torch.floor(torch.log2(x_unsigned + 2 ** -14))
+    else:
+        e = torch.floor(torch.log2(x_unsigned + 2 ** -45))
+    abse = e.abs()
+    mant_bits = torch.zeros_like(abse)
+    mant_bits[abse <= 15] = 1
+    mant_bits[abse <= 7] = 2
+    mant_bits[abse <= 3] = 3
+    return torch.floor(x_unsigned * 2.0 ** (-e + mant_bits) + 0.5) * 2.0 ** (e - mant_bits) * sign
+
+
+def qdq_codec(x: torch.Tensor, scale: Scale, format: str, saturate: bool, codec: str = "lab") -> torch.Tensor:
+    """``qdq`` with the recipe's codec: the lab's (``qdq``) or, for HiF8, the authors' fallback
+    (``authors_fallback_unscaled(x·s)/s`` in f32; ``saturate`` has nothing to clip there)."""
+    if codec == "lab":
+        return qdq(x, scale, format, saturate)
+    s = scale if isinstance(scale, torch.Tensor) else torch.tensor(float(scale), dtype=torch.float32,
+                                                                    device=x.device)
+    s = s.to(torch.float32)
+    return authors_fallback_unscaled(x.float() * s) / s
+
+
 class _FakeQuant(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, scale, format, saturate):  # noqa: D401

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from .. import scaling as rs
 from .bank import QuantBank
-from .fakequant import check_format, compiled, overflow_threshold, qdq
+from .fakequant import CODECS, check_format, compiled, overflow_threshold, qdq, qdq_codec
 
 #: Hugging Face projection names → the lab's module names (the trace's ``module`` field).
 MODULE_NAMES = {
@@ -55,9 +55,16 @@ class Recipe:
     stats: bool = True
     trace_every: int = 1
     compile: bool = True
+    #: ``lab`` (HiF8 as defined: the Rust codec's bits) or ``authors-fallback`` (the torch-op
+    #: quantizer of the authors' repository, HiF8 only; see ``fakequant.authors_fallback_unscaled``).
+    codec: str = "lab"
 
     def __post_init__(self):
         check_format(self.format)
+        if self.codec not in CODECS:
+            raise ValueError(f"codec must be one of {', '.join(CODECS)}, got '{self.codec}'")
+        if self.codec == "authors-fallback" and self.format != "hif8":
+            raise ValueError(f"codec 'authors-fallback' is a HiF8 quantizer; format is '{self.format}'")
         if self.amax_reduce not in ("none", "max"):
             raise ValueError(f"amax_reduce must be 'none' or 'max', got '{self.amax_reduce}'")
         bad = [r for r in self.roles if r not in ROLES]
@@ -215,7 +222,10 @@ class QatSession:
         est, scale = self.bank.decide(q, amax)
         s = scale[self.active]
         x32 = x.detach().float()
-        xq = self._fn("qdq", qdq)(x32, s, r.format, r.saturate)
+        if r.codec == "lab":
+            xq = self._fn("qdq", qdq)(x32, s, r.format, r.saturate)
+        else:
+            xq = self._fn("qdq_codec", qdq_codec)(x32, s, r.format, r.saturate, r.codec)
         if self.traced():
             self._record(q, x32, xq, amax, nonfinite, est, scale, s)
         self.bank.observe(q, amax, scale)
@@ -226,7 +236,8 @@ class QatSession:
         update, nothing recorded)."""
         with torch.no_grad():
             s = self.bank.scales[q, self.active]
-            return qdq(x.float(), s, self.recipe.format, self.recipe.saturate).to(x.dtype)
+            r = self.recipe
+            return qdq_codec(x.float(), s, r.format, r.saturate, r.codec).to(x.dtype)
 
     def _record(self, q, x32, xq, amax, nonfinite, est, scale, s) -> None:
         stats = self._fn("stats", _call_stats)

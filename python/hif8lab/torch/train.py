@@ -78,6 +78,21 @@ def parser() -> argparse.ArgumentParser:
                    help="with several processes: DDP or FSDP2 (fully_shard per decoder layer)")
     p.add_argument("--dtype", choices=["auto", "f32", "bf16"], default="auto",
                    help="autocast: bf16 on GPU, f32 on CPU by default")
+    p.add_argument("--weights-dtype", choices=["f32", "bf16"], default=None,
+                   help="the parameters' dtype (default f32; bf16: as the authors trained; AdamW's "
+                        "moments follow the parameters' dtype)")
+    p.add_argument("--optimizer-dtype", choices=["f32", "bf16"], default=None,
+                   help="AdamW's moments' dtype; torch keeps them in the parameters' dtype, so it must "
+                        "equal --weights-dtype (default: that)")
+    p.add_argument("--decay-all", action="store_true",
+                   help="weight decay on every parameter, norms included (the authors' AdamW); default: "
+                        "matrices and embeddings only")
+    p.add_argument("--codec", choices=["lab", "authors-fallback"], default=None,
+                   help="lab (default): HiF8 as defined (the Rust codec's bits); authors-fallback: the torch-op "
+                        "quantizer the authors' repository falls back to (no Inf, no underflow; HiF8 only)")
+    p.add_argument("--faithful", action="store_true",
+                   help="the authors' settings as published: --weights-dtype bf16 --optimizer-dtype bf16 "
+                        "--decay-all --codec authors-fallback")
     p.add_argument("--no-qat", action="store_true", help="the high-precision baseline (no quantizers)")
     p.add_argument("--estimator", default=rs.DEFAULTS["estimator"])
     p.add_argument("--window", type=int, default=rs.DEFAULTS["window"])
@@ -363,12 +378,14 @@ def run(args) -> int:
     windows = Windows(tokenize(read_corpus(Path(args.data)), tok, vocab, args.data), args.context, args.seed,
                       args.data)
     model.to(device)
+    if args.weights_dtype == "bf16":
+        model.to(torch.bfloat16)
     session = None
     if not args.no_qat:
         recipe = Recipe(estimator=args.estimator, window=args.window, target=args.target, format=args.format,
                         saturate=args.saturate, warmup_steps=args.warmup_steps, amax_reduce=args.amax_reduce,
                         roles=tuple(r.strip() for r in args.roles.split(",") if r.strip()),
-                        trace_every=args.trace_every)
+                        trace_every=args.trace_every, codec=args.codec)
         session = quantize(model, recipe, modules=[m.strip() for m in args.modules.split(",") if m.strip()],
                            skip_first=args.skip_first, skip_last=args.skip_last)
     if world > 1 and args.parallel == "fsdp":
@@ -384,8 +401,8 @@ def run(args) -> int:
         wrapped = model
     if args.compile:
         wrapped = torch.compile(wrapped)
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 or args.decay_all]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2 and not args.decay_all]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
@@ -583,7 +600,8 @@ def _load(path: Path):
 #: The flags that define a run: a resume must give the same values.
 RUN_DEFINING = ("model", "data", "tokenizer", "estimator", "window", "target", "format", "saturate",
                 "seed", "context", "micro_batch", "global_batch", "roles", "modules", "skip_first",
-                "skip_last", "no_qat", "warmup_steps", "amax_reduce", "lr", "weight_decay")
+                "skip_last", "no_qat", "warmup_steps", "amax_reduce", "lr", "weight_decay",
+                "weights_dtype", "optimizer_dtype", "decay_all", "codec")
 
 
 def check_resume_flags(out: Path, args) -> None:
@@ -668,10 +686,35 @@ def check_numbers(args) -> None:
         raise InputError(f"--weight-decay must be a finite number ≥ 0, got {args.weight_decay}")
     if not (math.isfinite(args.lr_warmup_frac) and 0 <= args.lr_warmup_frac < 1):
         raise InputError(f"--lr-warmup-frac must be in [0, 1), got {args.lr_warmup_frac}")
+    resolve_fidelity(args)
     roles = [r.strip() for r in args.roles.split(",") if r.strip()]
     bad = [r for r in roles if r not in ("A", "W", "G")]
     if bad or not roles:
         raise InputError(f"--roles {args.roles!r}: expected some of A, W, G")
+
+
+def resolve_fidelity(args) -> None:
+    """``--faithful`` as its four settings, the defaults filled in, and the combinations torch
+    cannot run refused (exit 2 naming the flags)."""
+    if args.faithful:
+        wanted = {"weights_dtype": "bf16", "optimizer_dtype": "bf16", "codec": "authors-fallback"}
+        clash = [f"--{k.replace('_', '-')} {getattr(args, k)}" for k, v in wanted.items()
+                 if getattr(args, k) not in (None, v)]
+        if clash:
+            raise InputError("--faithful sets --weights-dtype bf16, --optimizer-dtype bf16, --codec "
+                             f"authors-fallback and --decay-all; it cannot be combined with {', '.join(clash)}")
+        for k, v in wanted.items():
+            setattr(args, k, v)
+        args.decay_all = True
+    args.weights_dtype = args.weights_dtype or "f32"
+    args.codec = args.codec or "lab"
+    args.optimizer_dtype = args.optimizer_dtype or args.weights_dtype
+    if args.optimizer_dtype != args.weights_dtype:
+        raise InputError(f"--optimizer-dtype {args.optimizer_dtype} with --weights-dtype {args.weights_dtype}: torch's "
+                         "AdamW keeps its moments in the parameters' dtype (f32 moments for bf16 weights would "
+                         "need a master copy, which the authors' code does not keep)")
+    if args.codec == "authors-fallback" and args.format != "hif8":
+        raise InputError(f"--codec authors-fallback is a HiF8 quantizer; --format is {args.format}")
 
 
 def save_hf(path: str, model, tok, source: Optional[Path], rank: int) -> None:
