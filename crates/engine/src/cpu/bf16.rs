@@ -1039,4 +1039,50 @@ mod linear_tests {
             }
         }
     }
+
+    /// A batched product on the kernel, accumulating, equals its batches one by one.
+    #[test]
+    fn a_batched_quantized_product_equals_its_batches() {
+        let Some(_) =
+            super::tests::kernel_or_skip("a_batched_quantized_product_equals_its_batches")
+        else {
+            return;
+        };
+        let cpu = CpuBackend::new();
+        let plan = ScalingConfig::default().plan().unwrap();
+        let k_est = plan.estimators().len();
+        let bank = cpu.new_bank(&BankConfig::new(2, plan)).unwrap();
+        cpu.set_scales(&bank, &[vec![7.0; k_est], vec![3.0; k_est]].concat())
+            .unwrap();
+        let (m, n, k, batch) = (9, 40, 33, 3);
+        let av = crate::cpu::test_data::values(batch * m * k, 21, 2.0);
+        let bv = crate::cpu::test_data::values(batch * k * n, 22, 2.0);
+        let start = crate::cpu::test_data::values(batch * m * n, 23, 1.0);
+        let spec = |batch| MatmulSpec {
+            batch,
+            accumulate: true,
+            fuse_a: Some(0),
+            fuse_b: Some(1),
+            bf16_units: true,
+            ..MatmulSpec::new(m, n, k, Layout::NN)
+        };
+        let (a, b, c) = (
+            cpu.upload(&av).unwrap(),
+            cpu.upload(&bv).unwrap(),
+            cpu.upload(&start).unwrap(),
+        );
+        cpu.quant_stats(&a, &bank, 0).unwrap();
+        cpu.quant_stats(&b, &bank, 1).unwrap();
+        cpu.matmul(&a, &b, &c, &spec(batch), Some(&bank)).unwrap();
+        let whole = crate::cpu::test_data::bits(&cpu.read(&c).wait().unwrap());
+        let mut parts = Vec::new();
+        for i in 0..batch {
+            let a = cpu.upload(&av[i * m * k..(i + 1) * m * k]).unwrap();
+            let b = cpu.upload(&bv[i * k * n..(i + 1) * k * n]).unwrap();
+            let c = cpu.upload(&start[i * m * n..(i + 1) * m * n]).unwrap();
+            cpu.matmul(&a, &b, &c, &spec(1), Some(&bank)).unwrap();
+            parts.extend(crate::cpu::test_data::bits(&cpu.read(&c).wait().unwrap()));
+        }
+        assert_eq!(whole, parts);
+    }
 }

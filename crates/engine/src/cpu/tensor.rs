@@ -257,8 +257,11 @@ fn matmul_bf16(
         bank.lock().take_quantized(q, t, scale).map(|c| (q, c))
     };
     let same = std::ptr::eq(a, b) && spec.fuse_a == spec.fuse_b;
-    let mut cached_a = take(a, sa);
-    let mut cached_b = if same { None } else { take(b, sb) };
+    // A batched product reads its codes from the codec: the kernel refuses a copy it cannot
+    // read exactly batch by batch, and redoing batches already added to C would add them twice.
+    let one = spec.batch == 1;
+    let mut cached_a = if one { take(a, sa) } else { None };
+    let mut cached_b = if same || !one { None } else { take(b, sb) };
     let av = a.read();
     let b_guard = if std::ptr::eq(a, b) {
         None
