@@ -28,7 +28,18 @@
     )
 )]
 
-use super::matmul::Operand;
+/// An operand of a product: its elements and the (row, column) strides of its logical matrix.
+#[derive(Clone, Copy)]
+pub(crate) struct Operand<'a> {
+    pub data: &'a [f32],
+    pub rs: isize,
+    pub cs: isize,
+}
+
+/// Products whose codes came from a fake-quantized copy (tests).
+#[cfg(test)]
+pub(crate) static FROM_COPY: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
 
 /// Rows of C per register block.
 const MR: usize = 8;
@@ -1030,8 +1041,7 @@ mod linear_tests {
                 codec.iter().any(|v| *v != 0),
                 "span {span}: a product of zeros"
             );
-            let copies =
-                || crate::cpu::tensor::FROM_COPY.load(std::sync::atomic::Ordering::Relaxed);
+            let copies = || crate::cpu::bf16::FROM_COPY.load(std::sync::atomic::Ordering::Relaxed);
             let before = copies();
             assert_eq!(codec, run(true), "span {span}, scale {scale}");
             if span > 1.0 {

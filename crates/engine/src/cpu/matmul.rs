@@ -18,13 +18,7 @@ use crate::{Layout, MatmulSpec};
 #[cfg(any(not(target_arch = "wasm32"), target_feature = "simd128"))]
 const TILE: usize = 256;
 
-/// An operand of a product: its elements and the (row, column) strides of its logical matrix.
-#[derive(Clone, Copy)]
-pub(crate) struct Operand<'a> {
-    pub data: &'a [f32],
-    pub rs: isize,
-    pub cs: isize,
-}
+pub(crate) use super::bf16::Operand;
 
 /// (row stride, column stride) of the logical M×K operand A and K×N operand B of `spec`.
 fn strides(spec: &MatmulSpec) -> ((isize, isize), (isize, isize)) {

@@ -228,11 +228,6 @@ impl TensorOps for CpuBackend {
 /// the statistics pass left (`Q(x·s)/s`, times s as the kernel packs it: exact, see
 /// `bf16::Source`), or from the codec where there is none (or, never in practice, where
 /// the copy cannot give them exactly).
-/// Products whose codes came from a fake-quantized copy (tests).
-#[cfg(test)]
-pub(crate) static FROM_COPY: std::sync::atomic::AtomicUsize =
-    std::sync::atomic::AtomicUsize::new(0);
-
 fn matmul_bf16(
     kernel: super::bf16::Bf16Kernel,
     (a, b, c): (&CpuTensor, &CpuTensor, &CpuTensor),
@@ -322,7 +317,7 @@ fn matmul_bf16(
     let exact = matmul::gemm_bf16(kernel, spec, src_a, src_b, &mut cv, factor);
     #[cfg(test)]
     if exact && (src_a.1 != 1.0 || src_b.1 != 1.0) {
-        FROM_COPY.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        super::bf16::FROM_COPY.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     if !exact {
         // A copy could not give its codes exactly: every code from the codec.
