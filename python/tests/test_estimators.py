@@ -6,20 +6,15 @@ import torch
 
 from hif8lab import scaling as rs
 from hif8lab.torch.bank import QuantBank
+from hif8lab.torch.gpucheck import amax_sequences
 
 ALL = ("most_recent", "max_window", "mean_window", "ema(0.1)", "ema(0.37)", "holt(0.5,0.1,0.9)",
        "holt(0.3,0.2,1)", "mean_window(5)", "max_window(3)", "current")
 
 
 def sequences(rng, q, calls):
-    """amax sequences with drifts, spikes, zeros, one Inf and tiny values."""
-    base = np.exp(rng.normal(0, 2, size=(q, 1))) * np.exp(np.cumsum(rng.normal(0, 0.05, size=(q, calls)), axis=1))
-    spikes = rng.random((q, calls)) < 0.03
-    base = np.where(spikes, base * rng.uniform(10, 2000, size=(q, calls)), base)
-    base[0, 5] = 0.0
-    base[1 % q, 7] = np.inf
-    base[2 % q, 3:6] = 1e-30
-    return base.astype(np.float32)
+    """amax sequences with drifts, spikes, zeros, one Inf and tiny values (the GPU check's)."""
+    return amax_sequences(rng, q, calls)
 
 
 def bits(v):
