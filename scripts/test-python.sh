@@ -29,7 +29,11 @@ if ! "$venv/bin/python" -c "import torch, transformers, numpy, pytest" 2>/dev/nu
   echo "==> making the virtual environment $venv (PyTorch, transformers, pytest; once)"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --upgrade pip
-  "$venv/bin/pip" install --quiet torch transformers safetensors numpy pytest
+  "$venv/bin/pip" install --quiet torch transformers safetensors numpy pytest accelerate
+fi
+# accelerate: the Hugging Face Trainer's dependency (HfCallback's test); added to older environments
+if ! "$venv/bin/python" -c "import accelerate" 2>/dev/null; then
+  "$venv/bin/pip" install --quiet accelerate
 fi
 
 bin=${HIF8LAB_BIN:-$target/debug/hif8lab}

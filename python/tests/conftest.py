@@ -27,6 +27,8 @@ def train(out: Path, corpus: Path, *args: str, procs: int = 1, check: bool = Tru
     base = ["-m", "hif8lab.torch.train", "--data", str(corpus), "--out", str(out), "--quiet", *args]
     if "--model" not in args:
         base += ["--model", TINY]
+    if "--trace-every" not in args:
+        base += ["--trace-every", "1"]  # the tests read every step's calls (the CLI's default is 20)
     if procs > 1:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(procs),
                "--master_port", str(29500 + (os.getpid() % 2000)), *base]

@@ -151,11 +151,15 @@ class QuantBank:
         self.Q = count
         self.device = torch.device(device)
         self.cold_start = plan["cold_start"]
+        self._constants()
+        self.reset()
+
+    def _constants(self) -> None:
+        plan = self.plan
         self._target = _f(plan["target"], self.device)
         self._pow2 = _f(plan["margin_scale"], self.device)
         self._eps = _f(plan["epsilon"], self.device)
         self._current = torch.tensor([s.kind == "current" for s in self.specs], device=self.device)
-        self.reset()
 
     def to(self, device) -> "QuantBank":
         device = torch.device(device)
@@ -164,6 +168,19 @@ class QuantBank:
             for k in ("hist", "scales", "_target", "_pow2", "_eps", "_current", "_estimates"):
                 setattr(self, k, getattr(self, k).to(device))
         return self
+
+    def follow(self, device) -> None:
+        """Moves to ``device`` (the model's weights moved there); from the meta device (a
+        model built without memory, then ``to_empty``) the state starts fresh there."""
+        device = torch.device(device)
+        if device == self.device:
+            return
+        if self.device.type == "meta":
+            self.device = device
+            self._constants()
+            self.reset()
+        else:
+            self.to(device)
 
     # --- state -------------------------------------------------------------------------
 

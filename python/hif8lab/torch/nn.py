@@ -11,29 +11,20 @@ statistics of the lab's trace on the device until ``drain``.
 
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import dataclass, field
+import io
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .. import scaling as rs
-from .bank import QuantBank
-from .fakequant import CODECS, check_format, compiled, overflow_threshold, qdq, qdq_codec
+from .fakequant import CODECS, check_format
+from .placement import MLP_MODULES, MODULE_NAMES, FilterFn, Summary, placement, warn_left
+from .session import QatSession, in_backward  # noqa: F401 (re-exported)
 
-#: Hugging Face projection names → the lab's module names (the trace's ``module`` field).
-MODULE_NAMES = {
-    "gate_proj": "gate", "up_proj": "up", "down_proj": "down",
-    "q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o",
-    "gate": "gate", "up": "up", "down": "down", "q": "q", "k": "k", "v": "v", "o": "o",
-}
-_MODULE_ORDER = ["gate", "up", "down", "q", "k", "v", "o"]
 ROLES = ("A", "W", "G")
-SQNR_CAP_DB = 300.0
 
 
 @dataclass(frozen=True)
@@ -48,6 +39,9 @@ class Recipe:
     saturate: bool = False
     warmup_steps: int = 0
     amax_reduce: str = "none"
+    #: with ``amax_reduce="max"``: one collective per micro-batch for every A and G amax
+    #: (``hif8lab.torch.session``'s rules); False reduces at each call
+    fuse_amax: bool = True
     roles: Tuple[str, ...] = ROLES
     shadow: Tuple[str, ...] = rs.DEFAULT_ESTIMATORS
     margin: int = rs.DEFAULTS["margin"]
@@ -100,178 +94,6 @@ class QuantizerId:
         return f"block{self.block}.{self.module}.{self.role}"
 
 
-def _amax_nonfinite(x: torch.Tensor, amax_of=None) -> Tuple[torch.Tensor, torch.Tensor]:
-    """max |x| over non-NaN elements (0 for an empty tensor) and the NaN/Inf count;
-    ``amax_of`` computes them for a non-empty tensor (``_amax_of``, or its compiled form)."""
-    if x.numel() == 0:
-        z = torch.zeros((), dtype=torch.float32, device=x.device)
-        return z, z.to(torch.float64)
-    return (amax_of or _amax_of)(x)
-
-
-def _amax_of(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    ax = x.detach().float().abs()
-    nan = torch.isnan(ax)
-    amax = torch.where(nan, torch.zeros_like(ax), ax).amax()
-    nonfinite = (~torch.isfinite(ax)).sum(dtype=torch.float64)
-    return amax, nonfinite
-
-
-class QatSession:
-    """The quantizers of one model: their bank, which step the run is on, and the per-call
-    statistics waiting to be written."""
-
-    def __init__(self, recipe: Recipe, ids: List[QuantizerId], device, group=None):
-        self.recipe = recipe
-        self.ids = ids
-        self.bank = QuantBank(recipe.scaling_config(), len(ids), device)
-        self.estimators = self.bank.names
-        self.active = self.bank.active
-        self.threshold = overflow_threshold(recipe.format)
-        self.step = 0
-        self.micro = -1
-        self.qat = recipe.warmup_steps == 0
-        self.group = group
-        self._pending: List[Tuple[int, int, int, int, torch.Tensor]] = []
-        self._started = False
-
-    # --- the training loop's side ----------------------------------------------------------
-
-    def start_step(self, step: int) -> None:
-        """Tells the quantizers the optimizer step about to run (call before its first
-        micro-batch). Quantization switches on at ``warmup_steps`` with every history reset."""
-        qat = step >= self.recipe.warmup_steps
-        if qat and (not self.qat or not self._started):
-            self.bank.reset()
-        self.qat = qat
-        self._started = True
-        self.step = step
-        self.micro = -1
-
-    def begin_micro(self) -> None:
-        """A micro-batch's forward starts (called by a pre-hook on the model)."""
-        self.micro += 1
-        if self.qat:
-            self.bank.begin_micro()
-
-    def traced(self) -> bool:
-        return self.recipe.stats and self.step % self.recipe.trace_every == 0
-
-    def drain(self) -> List[dict]:
-        """The per-call records gathered since the last drain, as trace records (one
-        device→host copy for all of them)."""
-        if not self._pending:
-            return []
-        rows = torch.stack([p[4] for p in self._pending]).detach().cpu().numpy()
-        E = len(self.estimators)
-        out = []
-        for (q, step, micro, numel, _), row in zip(self._pending, rows):
-            qid = self.ids[q]
-            amax, signal, noise = row[0], row[1], row[2]
-            est = row[3:3 + E]
-            scale = row[3 + E:3 + 2 * E]
-            above = row[3 + 2 * E:3 + 3 * E]
-            over = row[3 + 3 * E:3 + 4 * E]
-            underflow, nonfinite = row[3 + 4 * E], row[4 + 4 * E]
-            a = self.active
-            rec = {
-                "step": step, "micro": micro, "block": qid.block, "module": qid.module,
-                "role": qid.role, "numel": numel, "amax": float(np.float32(amax)),
-                "estimator": self.estimators[a], "est": float(np.float32(est[a])),
-                "scale": float(np.float32(scale[a])), "above_est": int(above[a]),
-                "overflow": int(over[a]), "underflow": int(underflow), "nonfinite": int(nonfinite),
-                "sqnr_db": _sqnr_db(signal, noise),
-                "shadow": {
-                    name: {"est": float(np.float32(est[k])), "above_est": int(above[k]),
-                           "overflow": int(over[k])}
-                    for k, name in enumerate(self.estimators)
-                },
-            }
-            out.append(rec)
-        self._pending = []
-        return out
-
-    def header(self, config: Optional[dict] = None) -> dict:
-        """The trace header of this session."""
-        r = self.recipe
-        return {
-            "format": r.format, "target": float(np.float32(r.target)), "margin": r.margin,
-            "window": r.window, "estimator": self.estimators[self.active],
-            "estimators": list(self.estimators),
-            "config": {"recipe": r.as_dict(), "quantizers": [str(i) for i in self.ids],
-                       **(config or {})},
-        }
-
-    def state_dict(self) -> dict:
-        return {"bank": self.bank.state_dict(), "step": self.step, "qat": self.qat}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.bank.load_state_dict(state["bank"])
-        self.qat = bool(state["qat"])
-        self._started = True
-
-    # --- one quantizer call -------------------------------------------------------------
-
-    def call(self, q: int, x: torch.Tensor) -> torch.Tensor:
-        """Quantizer q's call on x: amax, the estimators' decisions, the fake-quantized x
-        (f32) at the active scale, the statistics, and the history update."""
-        r = self.recipe
-        amax, nonfinite = _amax_nonfinite(x, self._fn("amax", _amax_of))
-        if r.amax_reduce == "max" and torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.all_reduce(amax, op=torch.distributed.ReduceOp.MAX, group=self.group)
-        est, scale = self.bank.decide(q, amax)
-        s = scale[self.active]
-        x32 = x.detach().float()
-        if r.codec == "lab":
-            xq = self._fn("qdq", qdq)(x32, s, r.format, r.saturate)
-        else:
-            xq = self._fn("qdq_codec", qdq_codec)(x32, s, r.format, r.saturate, r.codec)
-        if self.traced():
-            self._record(q, x32, xq, amax, nonfinite, est, scale, s)
-        self.bank.observe(q, amax, scale)
-        return xq
-
-    def frozen(self, q: int, x: torch.Tensor) -> torch.Tensor:
-        """x fake-quantized at quantizer q's last active scale (evaluation: no history
-        update, nothing recorded)."""
-        with torch.no_grad():
-            s = self.bank.scales[q, self.active]
-            r = self.recipe
-            return qdq_codec(x.float(), s, r.format, r.saturate, r.codec).to(x.dtype)
-
-    def _record(self, q, x32, xq, amax, nonfinite, est, scale, s) -> None:
-        stats = self._fn("stats", _call_stats)
-        row = torch.cat([torch.stack([amax.double()]), stats(x32, xq, est, scale, self.threshold),
-                         nonfinite.double().reshape(1)])
-        self._pending.append((q, self.step, max(self.micro, 0), x32.numel(), row))
-
-    def _fn(self, name, fn):
-        return compiled(fn, name) if self.recipe.compile else fn
-
-
-def _call_stats(x32, xq, est, scale, threshold: float):
-    """[signal, noise, est…, scale…, above…, overflow…, underflow] of one call (f64)."""
-    flat = x32.abs().reshape(-1, 1)
-    above = (flat > est.unsqueeze(0)).sum(dim=0, dtype=torch.float64)
-    over = ((flat * scale.unsqueeze(0)) >= threshold).sum(dim=0, dtype=torch.float64)
-    underflow = ((x32 != 0) & (xq == 0)).sum(dtype=torch.float64)
-    ok = torch.isfinite(x32) & torch.isfinite(xq)
-    x64 = torch.where(ok, x32, torch.zeros_like(x32)).double()
-    q64 = torch.where(ok, xq, torch.zeros_like(xq)).double()
-    signal = (x64 * x64).sum()
-    noise = ((x64 - q64) ** 2).sum()
-    return torch.cat([torch.stack([signal, noise]), est.double(), scale.double(), above, over,
-                      underflow.reshape(1)])
-
-
-def _sqnr_db(signal: float, noise: float) -> Optional[float]:
-    if not math.isfinite(signal) or signal <= 0 or not math.isfinite(noise):
-        return None
-    if noise <= 0:
-        return SQNR_CAP_DB
-    return float(np.float32(min(10 * math.log10(signal / noise), SQNR_CAP_DB)))
-
-
 class _QuantInput(torch.autograd.Function):
     """Forward: the quantizer's fake quantization; backward: identity (straight through)."""
 
@@ -302,9 +124,16 @@ class _QuantGrad(torch.autograd.Function):
 class QuantLinear(nn.Linear):
     """An ``nn.Linear`` whose input (A), weight (W) and output gradient (G) go through the
     session's delayed-scaling quantizers. ``y = Q_A(x) · Q_W(W)ᵀ (+ b)``; in backward
-    ``g_q = Q_G(dy)``, ``dx = g_q · Q_W(W)``, ``dW = g_qᵀ · Q_A(x)``."""
+    ``g_q = Q_G(dy)``, ``dx = g_q · Q_W(W)``, ``dW = g_qᵀ · Q_A(x)``. A fused projection
+    (``parts`` of several lab modules along the output) quantizes each part's weight rows and
+    output-gradient columns with their own quantizers and the input once per part, exactly as
+    the unfused model would.
 
-    def __init__(self, linear: nn.Linear, session: QatSession, quantizers: Dict[str, int]):
+    Its quantizers' state (histories, scales) is this module's ``_extra_state``, so
+    ``state_dict``/``save_pretrained``/``torch.save``/DCP carry it; the session's bank follows
+    ``.to(device)`` and ``to_empty`` (from the meta device: a fresh state)."""
+
+    def __init__(self, linear: nn.Linear, session: QatSession, parts: Sequence[Tuple[str, int, Dict[str, int]]]):
         nn.Module.__init__(self)
         self.in_features = linear.in_features
         self.out_features = linear.out_features
@@ -312,58 +141,96 @@ class QuantLinear(nn.Linear):
         self.bias = linear.bias
         # not a submodule: the session is shared by every QuantLinear
         object.__setattr__(self, "session", session)
-        self.quantizers = dict(quantizers)
+        #: [(lab module, rows along the output, {role: quantizer index})]
+        self.parts = [(m, int(n), dict(q)) for m, n, q in parts]
+
+    @property
+    def quantizers(self) -> Dict[str, int]:
+        """The quantizers of a one-part linear ({role: index})."""
+        return self.parts[0][2]
+
+    def _qs(self, role: str) -> List[int]:
+        return [q[role] for _, _, q in self.parts if role in q]
+
+    def _weight_parts(self) -> List[torch.Tensor]:
+        if len(self.parts) == 1:
+            return [self.weight]
+        return list(torch.split(self.weight, [n for _, n, _ in self.parts], dim=0))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         s = self.session
         if not s.qat:
             return F.linear(x, self.weight, self.bias)
-        q = self.quantizers
+        a_qs, w_qs, g_qs = self._qs("A"), self._qs("W"), self._qs("G")
+        w_parts = self._weight_parts()
         if not self.training:
             # evaluation: the last scales, frozen (no history update, nothing recorded)
-            xq = s.frozen(q["A"], x) if "A" in q else x
-            wq = s.frozen(q["W"], self.weight) if "W" in q else self.weight
-            return F.linear(xq, wq, self.bias)
-        xq = _QuantInput.apply(x, s, q["A"]) if "A" in q else x
-        wq = _QuantInput.apply(self.weight, s, q["W"]) if "W" in q else self.weight
-        y = F.linear(xq, wq, self.bias)
-        if "G" in q and torch.is_grad_enabled() and y.requires_grad:
-            y = _QuantGrad.apply(y, s, q["G"])
+            xq = s.frozen(a_qs[0], x) if a_qs else x
+            wq = [s.frozen(q, w) for q, w in zip(w_qs, w_parts)] if w_qs else w_parts
+            return F.linear(xq, wq[0] if len(wq) == 1 else torch.cat(wq, dim=0), self.bias)
+        # part by part, A then W: the unfused model's calls in its order. Every part's A
+        # quantizer sees the same input; their histories are equal, so are their scales and
+        # outputs: the first one's is used.
+        xq, wq = None, []
+        for (_, _, qs), w in zip(self.parts, w_parts):
+            if "A" in qs:
+                xi = _QuantInput.apply(x, s, qs["A"])
+                xq = xi if xq is None else xq
+            wq.append(_QuantInput.apply(w, s, qs["W"]) if "W" in qs else w)
+        xq = x if xq is None else xq
+        y = F.linear(xq, wq[0] if len(wq) == 1 else torch.cat(wq, dim=0), self.bias)
+        if g_qs and torch.is_grad_enabled() and y.requires_grad:
+            if len(g_qs) == 1:
+                y = _QuantGrad.apply(y, s, g_qs[0])
+            else:
+                ys = torch.split(y, [n for _, n, _ in self.parts], dim=-1)
+                y = torch.cat([_QuantGrad.apply(yi, s, q) for yi, q in zip(ys, g_qs)], dim=-1)
         return y
 
+    # --- the scaling state travels with the module ----------------------------------------
+
+    def get_extra_state(self) -> torch.Tensor:
+        qs = [q for _, _, roles in self.parts for q in roles.values()]
+        return pack_state(self.session.rows_state(qs))
+
+    def set_extra_state(self, state) -> None:
+        self.session.load_rows(unpack_state(state))
+
+    def _apply(self, fn, recurse=True):
+        out = super()._apply(fn, recurse)
+        self.session.bank.follow(self.weight.device)
+        return out
+
     def extra_repr(self) -> str:
-        return super().extra_repr() + f", quantizers={self.quantizers}"
+        parts = ", ".join(f"{m}[{n}]: {q}" for m, n, q in self.parts)
+        return super().extra_repr() + f", quantizers={{{parts}}}"
 
 
-_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+def pack_state(state: dict) -> torch.Tensor:
+    """A module's scaling state as a uint8 tensor (safetensors and DCP store tensors)."""
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    return torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
 
 
-def plan(model: nn.Module, modules: Sequence[str], skip_first: int, skip_last: int
+def unpack_state(state) -> dict:
+    """``pack_state``'s dict, read with ``weights_only=True`` (a tampered file runs no code)."""
+    if isinstance(state, dict):
+        return state
+    if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8:
+        raise ValueError(f"hif8lab scaling state: expected a uint8 tensor, got {type(state).__name__}")
+    try:
+        return torch.load(io.BytesIO(state.cpu().numpy().tobytes()), weights_only=True)
+    except Exception as e:  # noqa: BLE001 (torch raises several kinds for bad bytes)
+        raise ValueError(f"hif8lab scaling state: not readable ({type(e).__name__})") from None
+
+
+def plan(model: nn.Module, modules: Sequence[str] = MLP_MODULES, skip_first: int = 3, skip_last: int = 2
          ) -> Tuple[int, List[Tuple[str, int, str]]]:
-    """(number of blocks, [(qualified name, block, lab module name)]) of the linears to
-    quantize: those named in ``modules`` in blocks skip_first … L − skip_last − 1."""
-    wanted = {}
-    for m in modules:
-        if m not in MODULE_NAMES:
-            raise ValueError(f"modules: '{m}' is not a projection the trace can name "
-                             f"(expected one of {', '.join(sorted(MODULE_NAMES))})")
-        wanted[m] = MODULE_NAMES[m]
-    blocks = set()
-    found = []
-    for name, mod in model.named_modules():
-        m = _LAYER.search(name + ".")
-        if m:
-            blocks.add(int(m.group(1)))
-        last = name.rsplit(".", 1)[-1]
-        if m and last in wanted and isinstance(mod, nn.Linear):
-            found.append((name, int(m.group(1)), wanted[last]))
-    if not blocks:
-        raise ValueError("quantize: the model has no 'layers.N.' blocks (a Llama-style decoder is expected)")
-    n_blocks = max(blocks) + 1
-    lo, hi = skip_first, n_blocks - skip_last
-    chosen = [f for f in found if lo <= f[1] < hi]
-    chosen.sort(key=lambda f: (f[1], _MODULE_ORDER.index(f[2])))
-    return n_blocks, chosen
+    """(number of blocks, [(qualified name, block, lab module)]) of the linears ``quantize``
+    would replace (a fused projection once per part)."""
+    summary = placement(model, modules, skip_first, skip_last)
+    return summary.blocks, [(p.fqn, p.block, m) for p in summary.placed for m, _ in p.parts]
 
 
 def _set_submodule(model: nn.Module, name: str, new: nn.Module) -> None:
@@ -371,38 +238,46 @@ def _set_submodule(model: nn.Module, name: str, new: nn.Module) -> None:
     setattr(model.get_submodule(parent) if parent else model, last, new)
 
 
-def quantize(model: nn.Module, recipe: Recipe = Recipe(), modules: Sequence[str] = ("gate_proj", "up_proj", "down_proj"),
-             skip_first: int = 3, skip_last: int = 2, group=None) -> QatSession:
+def quantize(model: nn.Module, recipe: Recipe = Recipe(), modules: Sequence[str] = MLP_MODULES,
+             skip_first: int = 3, skip_last: int = 2, group=None,
+             module_filter_fn: Optional[FilterFn] = None) -> QatSession:
     """Replaces the chosen linears of ``model`` by ``QuantLinear`` in place and returns the
-    session. Defaults: the paper's placement (MLP projections of the middle blocks; the first
-    3 and last 2 blocks stay high precision). Call before wrapping in DDP / FSDP."""
-    if getattr(model, "hif8lab_session", None) is not None:
+    session; ``session.summary`` says what was quantized and which MLP weights of the touched
+    blocks stay in high precision (a warning names them). Defaults: the paper's placement (MLP
+    projections of the middle blocks; the first 3 and last 2 blocks stay high precision).
+    ``module_filter_fn(module, fqn)`` (torchao's idiom) replaces the placement: True
+    quantizes a linear under the name its last component maps to, a string names its lab
+    module(s), False skips it. Call before wrapping in DDP / FSDP; quantizing twice is refused."""
+    if getattr(model, "hif8lab_session", None) is not None or any(
+            isinstance(m, QuantLinear) for m in model.modules()):
         raise ValueError("quantize: the model is quantized already (one session per model)")
-    n_blocks, chosen = plan(model, modules, skip_first, skip_last)
-    if not chosen:
+    summary = placement(model, modules, skip_first, skip_last, module_filter_fn)
+    if not summary.placed:
         raise ValueError(
-            f"quantize: nothing to quantize ({n_blocks} blocks, skip_first {skip_first}, "
+            f"quantize: nothing to quantize ({summary.blocks} blocks, skip_first {skip_first}, "
             f"skip_last {skip_last}, modules {list(modules)})")
     ids: List[QuantizerId] = []
     layout = []
-    for name, block, mod in chosen:
-        qs = {}
-        for role in ROLES:
-            if role in recipe.roles:
-                qs[role] = len(ids)
-                ids.append(QuantizerId(block, mod, role))
-        layout.append((name, qs))
+    for p in summary.placed:
+        parts = []
+        for module, rows in p.parts:
+            qs = {}
+            for role in ROLES:
+                if role in recipe.roles:
+                    qs[role] = len(ids)
+                    ids.append(QuantizerId(p.block, module, role))
+            parts.append((module, rows, qs))
+        layout.append((p.fqn, parts))
+    summary.quantizers = len(ids)
     device = next(model.parameters()).device
     if recipe.amax_reduce == "max" and group is None and torch.distributed.is_available() \
             and torch.distributed.is_initialized():
         group = torch.distributed.new_group()
     session = QatSession(recipe, ids, device, group)
-    for name, qs in layout:
-        _set_submodule(model, name, QuantLinear(model.get_submodule(name), session, qs))
-    def pre_hook(m, _args):
-        if m.training:
-            session.begin_micro()
-
-    model.register_forward_pre_hook(pre_hook)
+    session.summary = summary
+    for name, parts in layout:
+        _set_submodule(model, name, QuantLinear(model.get_submodule(name), session, parts))
+    model.register_forward_pre_hook(session._pre_hook)
     model.hif8lab_session = session  # type: ignore[attr-defined]
+    warn_left(summary)
     return session

@@ -36,11 +36,10 @@ import torch.nn as nn
 
 from .. import scaling as rs
 from ..scaling import TraceWriter, estimator_name
-from .nn import Recipe, quantize
-
-
-class InputError(Exception):
-    """Bad input: names the file or argument; exit status 2."""
+from .data import InputError, Windows, hash_u32, read_corpus, open_tokens, tokenize  # noqa: F401
+from .nn import quantize
+from .placement import MLP_MODULES
+from .recipe_cli import add_recipe_arguments, recipe_from_args
 
 
 # --- arguments -----------------------------------------------------------------------------
@@ -87,32 +86,23 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--decay-all", action="store_true",
                    help="weight decay on every parameter, norms included (the authors' AdamW); default: "
                         "matrices and embeddings only")
-    p.add_argument("--codec", choices=["lab", "authors-fallback"], default=None,
-                   help="lab (default): HiF8 as defined (the Rust codec's bits); authors-fallback: the torch-op "
-                        "quantizer the authors' repository falls back to (no Inf, no underflow; HiF8 only)")
     p.add_argument("--faithful", action="store_true",
                    help="the authors' settings as published: --weights-dtype bf16 --optimizer-dtype bf16 "
                         "--decay-all --codec authors-fallback")
     p.add_argument("--no-qat", action="store_true", help="the high-precision baseline (no quantizers)")
-    p.add_argument("--estimator", default=rs.DEFAULTS["estimator"])
-    p.add_argument("--window", type=int, default=rs.DEFAULTS["window"])
-    p.add_argument("--target", type=float, default=rs.DEFAULTS["target"])
-    p.add_argument("--format", default=rs.DEFAULTS["format"], choices=["hif8", "e4m3", "e5m2"])
-    p.add_argument("--saturate", action="store_true", help="clamp overflow to ±max instead of Inf/NaN")
-    p.add_argument("--warmup-steps", type=int, default=0, help="high-precision steps before QAT switches on")
-    p.add_argument("--amax-reduce", choices=["none", "max"], default="none",
-                   help="none: each rank its own amax (the authors' code); max: all-reduced before the "
-                        "history update (Transformer Engine's reduce_amax)")
-    p.add_argument("--roles", default="A,W,G")
-    p.add_argument("--modules", default="gate_proj,up_proj,down_proj")
+    p.add_argument("--modules", default=",".join(MLP_MODULES),
+                   help="the projections to quantize, by name (fused ones such as gate_up_proj as their parts)")
     p.add_argument("--skip-first", type=int, default=3)
     p.add_argument("--skip-last", type=int, default=2)
-    p.add_argument("--trace-every", type=int, default=1, help="trace the quantizer calls of every Nth step")
     p.add_argument("--flush-every", type=int, default=10, help="read statistics back and write them every N steps")
     p.add_argument("--checkpoint-every", type=int, default=50)
+    p.add_argument("--checkpoint-format", choices=["full", "sharded"], default="full",
+                   help="full: model.pt and optimizer.pt gathered to rank 0; sharded: torch.distributed.checkpoint, "
+                        "each rank writes its shards (use at scale; resumable on another number of processes)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (where it works)")
     p.add_argument("--hif8lab", default=None, help="the hif8lab binary (for .gguf import); default: on PATH")
     p.add_argument("--quiet", action="store_true")
+    add_recipe_arguments(p)
     return p
 
 
@@ -167,88 +157,6 @@ def load_model(args, rank: int):
     tok = AutoTokenizer.from_pretrained(path) if any(
         (path / f).exists() for f in ("tokenizer.json", "tokenizer.model")) else None
     return model, tok, path
-
-
-def read_corpus(path: Path) -> List[str]:
-    if not path.is_file():
-        raise InputError(f"--data {path}: no such file")
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(f"{path}: byte {e.start}: not UTF-8") from None
-    if path.suffix == ".jsonl":
-        docs = []
-        for i, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"{path}:{i}: not JSON ({e.msg})") from None
-            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-                raise InputError(f"{path}:{i}: field 'text': missing or not a string")
-            try:
-                obj["text"].encode("utf-8")
-            except UnicodeEncodeError:
-                raise InputError(f"{path}:{i}: field 'text': not valid Unicode (a lone surrogate escape)") from None
-            docs.append(obj["text"])
-        return docs
-    return [text]
-
-
-def tokenize(docs: List[str], tok, vocab: int, source: str) -> np.ndarray:
-    """One token stream: UTF-8 bytes (documents joined by a newline; the lab's ``bytes``
-    tokenizer) without a model tokenizer, else the tokenizer's ids, documents joined by EOS."""
-    ids: List[int] = []
-    if tok is None:
-        if vocab < 256:
-            raise InputError(f"{source}: byte tokens need a vocabulary of at least 256, the model has {vocab}")
-        return np.frombuffer("\n".join(docs).encode("utf-8"), dtype=np.uint8).astype(np.int64)
-    else:
-        eos = tok.eos_token_id if tok.eos_token_id is not None else 0
-        for d in docs:
-            ids.extend(tok(d, add_special_tokens=False)["input_ids"])
-            ids.append(eos)
-    return np.asarray(ids, dtype=np.int64)
-
-
-def hash_u32(seed: int, index: np.ndarray) -> np.ndarray:
-    """hif8lab_format::hash_u32 (a counter-based hash), vectorized over ``index``."""
-    def lowbias32(x):
-        x = x ^ (x >> np.uint32(16))
-        x = x * np.uint32(0x7FEB352D)
-        x = x ^ (x >> np.uint32(15))
-        x = x * np.uint32(0x846CA68B)
-        return x ^ (x >> np.uint32(16))
-
-    with np.errstate(over="ignore"):
-        s = np.uint32(seed & 0xFFFFFFFF)
-        i = np.asarray(index, dtype=np.uint64).astype(np.uint32)
-        return lowbias32(lowbias32(i ^ (s * np.uint32(0x9E3779B9))) + s)
-
-
-class Windows:
-    """Training sequences of context + 1 tokens at seeded offsets, the lab's sampler
-    (hif8lab_train::data::Sampler): sequence g starts at hash_u32(seed, g) mod (tokens −
-    context − 1). Step s, micro-batch m, process r, row i draw sequence
-    g = s·G + (m·W + r)·b + i (G sequences a step, W processes, b rows a micro-batch), so the
-    data depend only on the seed and the global batch, not on how the batch is split, and a
-    one-process run draws the lab's sequence for the same text, tokenizer and seed."""
-
-    def __init__(self, stream: np.ndarray, context: int, seed: int, source: str):
-        if len(stream) < context + 2:
-            raise InputError(f"{source}: {len(stream)} tokens; a run needs at least context + 2 = {context + 2}")
-        self.stream, self.context = stream, context
-        self.span = len(stream) - context - 1
-        self.seed32 = (seed & 0xFFFFFFFF) ^ (seed >> 32)
-
-    def batch(self, step: int, micro: int, rank: int, world: int, b: int, global_batch: int) -> torch.Tensor:
-        g = step * global_batch + (micro * world + rank) * b + np.arange(b)
-        starts = hash_u32(self.seed32, g).astype(np.int64) % self.span
-        c = self.context
-        rows = np.stack([self.stream[i:i + c + 1] for i in starts])
-        return torch.from_numpy(rows)
 
 
 def lr_at(step: int, steps: int, lr: float, warmup_frac: float) -> float:
@@ -356,6 +264,7 @@ def run(args) -> int:
         estimator_name(args.estimator, args.window)
     except ValueError as e:
         raise InputError(f"--estimator: {e}") from None
+    recipe = recipe_from_args(args)
     out = Path(args.out)
     if args.out_hf:
         check_out_hf(Path(args.out_hf), out)
@@ -366,7 +275,7 @@ def run(args) -> int:
         # One writer per run folder: the lock `hif8lab train` takes (flock on .lock).
         lock = take_lock(out)
         if args.resume:
-            check_resume_flags(out, args)
+            check_resume_flags(out, args, global_batch)
         (out / "checkpoints").mkdir(parents=True, exist_ok=True)
     if dist.is_initialized():
         dist.barrier()
@@ -375,17 +284,13 @@ def run(args) -> int:
     vocab = model.config.vocab_size
     if args.tokenizer == "bytes":
         tok = None
-    windows = Windows(tokenize(read_corpus(Path(args.data)), tok, vocab, args.data), args.context, args.seed,
+    windows = Windows(open_tokens(Path(args.data), tok, vocab, args.data), args.context, args.seed,
                       args.data)
     model.to(device)
     if args.weights_dtype == "bf16":
         model.to(torch.bfloat16)
     session = None
     if not args.no_qat:
-        recipe = Recipe(estimator=args.estimator, window=args.window, target=args.target, format=args.format,
-                        saturate=args.saturate, warmup_steps=args.warmup_steps, amax_reduce=args.amax_reduce,
-                        roles=tuple(r.strip() for r in args.roles.split(",") if r.strip()),
-                        trace_every=args.trace_every, codec=args.codec)
         session = quantize(model, recipe, modules=[m.strip() for m in args.modules.split(",") if m.strip()],
                            skip_first=args.skip_first, skip_last=args.skip_last)
     if world > 1 and args.parallel == "fsdp":
@@ -422,8 +327,6 @@ def run(args) -> int:
                 start = load_checkpoint(ckpt, model, opt, session, rank, world)
                 break
             except InputError as e:
-                if "processes, resumed with" in str(e):
-                    raise
                 print(f"warning: {e}; resuming from an earlier checkpoint", file=sys.stderr)
     trace_path = out / ("trace.jsonl" if rank == 0 else f"trace.rank{rank}.jsonl")
     if rank == 0:
@@ -495,7 +398,7 @@ def run(args) -> int:
                 append_lines(out / "metrics.jsonl", [json.dumps(m) for m in with_counts(pending_metrics, records)])
             pending_metrics = []
         if step % args.checkpoint_every == 0 or step == args.steps or stopping:
-            save_checkpoint(out, step, model, opt, session, rank, world)
+            save_checkpoint(out, step, model, opt, session, rank, world, args.checkpoint_format == "sharded")
             if stopping:
                 log(f"stopped by signal {stop.signal} at step {step}; --resume continues")
                 return 128 + (stop.signal or signal.SIGTERM)
@@ -534,24 +437,40 @@ def _full_states(model, opt):
     return get_state_dict(model, opt, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
-def save_checkpoint(out: Path, step: int, model, opt, session, rank: int, world: int) -> None:
-    """checkpoints/step_N/: model.pt, optimizer.pt (full, from rank 0), scaling.rank<R>.pt;
-    done.json written last (a checkpoint without it is ignored and removed on resume)."""
-    model_sd, opt_sd = _full_states(model, opt)
+def _weights_only(sd: dict) -> dict:
+    """A model state dict without the quantizers' ``_extra_state`` (the per-rank scaling files
+    carry it; its serialized length varies, which DCP's fixed-shape reads cannot take)."""
+    return {k: v for k, v in sd.items() if not k.endswith("._extra_state")}
+
+
+def save_checkpoint(out: Path, step: int, model, opt, session, rank: int, world: int, sharded: bool = False) -> None:
+    """checkpoints/step_N/: ``model.pt`` and ``optimizer.pt`` (full, gathered to rank 0) or,
+    sharded, ``dcp/`` (torch.distributed.checkpoint: each rank writes its own shards, nothing
+    gathered); ``scaling.rank<R>.pt`` (each rank's quantizer state); ``done.json`` written
+    last (a checkpoint without it is ignored and removed on resume)."""
     d = out / "checkpoints" / f"step_{step}"
     if rank == 0:
         d.mkdir(parents=True, exist_ok=True)
     if dist.is_initialized():
         dist.barrier()
-    if rank == 0:
-        _save(d / "model.pt", model_sd)
-        _save(d / "optimizer.pt", opt_sd)
+    if sharded:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        model_sd, opt_sd = get_state_dict(model, opt)
+        dcp.save({"model": _weights_only(model_sd), "optim": opt_sd}, checkpoint_id=str(d / "dcp"))
+    else:
+        model_sd, opt_sd = _full_states(model, opt)
+        if rank == 0:
+            _save(d / "model.pt", model_sd)
+            _save(d / "optimizer.pt", opt_sd)
     if session is not None:
         _save(d / f"scaling.rank{rank}.pt", session.state_dict())
     if dist.is_initialized():
         dist.barrier()
     if rank == 0:
-        write_atomic(d / "done.json", json.dumps({"step": step, "world_size": world}).encode())
+        write_atomic(d / "done.json", json.dumps({"step": step, "world_size": world,
+                                                  "format": "sharded" if sharded else "full"}).encode())
         for old in sorted((out / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))[:-2]:
             shutil.rmtree(old, ignore_errors=True)
 
@@ -563,26 +482,53 @@ def _save(path: Path, obj) -> None:
 
 
 def load_checkpoint(d: Path, model, opt, session, rank: int, world: int) -> int:
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+    """Restores a checkpoint of either format, on any number of processes: model and
+    optimizer resharded as needed; rank r takes the scaling state of rank r mod (the
+    checkpoint's processes): exact with ``--amax-reduce max`` (every rank's state is the same),
+    a stated approximation without (each rank's own amaxes have no exact continuation on
+    another number of ranks; a warning says so)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
-    meta = json.loads((d / "done.json").read_text())
-    if meta["world_size"] != world:
-        raise InputError(f"{d}: written by {meta['world_size']} processes, resumed with {world} "
-                         "(the per-rank scaling state needs the same number)")
+    try:
+        meta = json.loads((d / "done.json").read_text())
+        saved_world = int(meta["world_size"])
+        step = int(meta["step"])
+        fmt = meta.get("format", "full")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise InputError(f"{d / 'done.json'}: not a checkpoint record ({type(e).__name__})") from None
+    if saved_world < 1 or fmt not in ("full", "sharded"):
+        raise InputError(f"{d / 'done.json'}: field 'world_size' or 'format' is invalid")
     # weights_only everywhere: a checkpoint holds tensors and plain values, and a tampered
     # file must not run code when it is read. Every file is read before any state changes.
-    model_sd = _load(d / "model.pt")
-    opt_sd = _load(d / "optimizer.pt")
-    scaling_sd = _load(d / f"scaling.rank{rank}.pt") if session is not None else None
-    try:
-        set_state_dict(model, opt, model_state_dict=model_sd, optim_state_dict=opt_sd,
-                       options=StateDictOptions(full_state_dict=True, strict=True))
-    except (RuntimeError, KeyError, ValueError) as e:
-        raise InputError(f"{d / 'model.pt'}: the checkpoint does not fit this model "
-                         f"({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    scaling_sd = _load(d / f"scaling.rank{rank % saved_world}.pt") if session is not None else None
+    if saved_world != world and session is not None and session.recipe.amax_reduce != "max" and rank == 0:
+        print(f"warning: {d} was written by {saved_world} processes, resumed with {world}: rank r continues "
+              f"rank r mod {saved_world}'s amax histories (each rank's own amaxes, --amax-reduce none)",
+              file=sys.stderr)
+    if fmt == "sharded":
+        import torch.distributed.checkpoint as dcp
+
+        model_sd, opt_sd = get_state_dict(model, opt)
+        state = {"model": _weights_only(model_sd), "optim": opt_sd}
+        try:
+            dcp.load(state, checkpoint_id=str(d / "dcp"))
+            set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"],
+                           options=StateDictOptions(strict=False))
+        except Exception as e:  # noqa: BLE001 (DCP raises several kinds for a checkpoint that does not fit)
+            raise InputError(f"{d / 'dcp'}: the checkpoint does not fit this model "
+                             f"({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    else:
+        model_sd = _load(d / "model.pt")
+        opt_sd = _load(d / "optimizer.pt")
+        try:
+            set_state_dict(model, opt, model_state_dict=model_sd, optim_state_dict=opt_sd,
+                           options=StateDictOptions(full_state_dict=True, strict=True))
+        except (RuntimeError, KeyError, ValueError) as e:
+            raise InputError(f"{d / 'model.pt'}: the checkpoint does not fit this model "
+                             f"({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
     if session is not None:
         session.load_state_dict(scaling_sd)
-    return int(meta["step"])
+    return step
 
 
 def _load(path: Path):
@@ -597,26 +543,32 @@ def _load(path: Path):
                          f"{str(e).splitlines()[0] if str(e) else ''})") from None
 
 
-#: The flags that define a run: a resume must give the same values.
+#: The flags that define a run: a resume must give the same values (the global batch is
+#: compared as the sequences a step draws; the micro-batch may change with the processes).
 RUN_DEFINING = ("model", "data", "tokenizer", "estimator", "window", "target", "format", "saturate",
-                "seed", "context", "micro_batch", "global_batch", "roles", "modules", "skip_first",
+                "seed", "context", "roles", "modules", "skip_first",
                 "skip_last", "no_qat", "warmup_steps", "amax_reduce", "lr", "weight_decay",
-                "weights_dtype", "optimizer_dtype", "decay_all", "codec")
+                "weights_dtype", "optimizer_dtype", "decay_all", "codec", "shadow", "margin", "cold_start")
 
 
-def check_resume_flags(out: Path, args) -> None:
+def check_resume_flags(out: Path, args, global_batch: int = 0) -> None:
     """Refuses a resume whose run-defining flags differ from the run's (run.json), naming
-    each, as `hif8lab train --resume` does."""
+    each, as `hif8lab train --resume` does; on another number of processes the sequences a
+    step draws stay the same only with the same global batch."""
     path = out / "run.json"
     if not path.exists():
         return
     try:
-        recorded = json.loads(path.read_text()).get("args", {})
-    except (OSError, ValueError) as e:
+        run = json.loads(path.read_text())
+        recorded = run.get("args", {})
+    except (OSError, ValueError, AttributeError) as e:
         raise InputError(f"{path}: not readable JSON ({e})") from None
     given = vars(args)
     changed = [f"--{k.replace('_', '-')}: {recorded[k]!r} in the run, {given[k]!r} now"
                for k in RUN_DEFINING if k in recorded and k in given and recorded[k] != given[k]]
+    if global_batch and isinstance(run.get("global_batch"), int) and run["global_batch"] != global_batch:
+        changed.append(f"global batch: {run['global_batch']} sequences a step in the run, {global_batch} now "
+                       f"(on another number of processes pass --global-batch {run['global_batch']})")
     if changed:
         raise InputError(f"--resume {out}: the run was started with other settings ({'; '.join(changed)}); "
                          "resume with the same flags, or start a new run with another --out")
@@ -722,7 +674,8 @@ def save_hf(path: str, model, tok, source: Optional[Path], rank: int) -> None:
     nn.Linear weights under the same names)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    # the plain model: the quantizers' state stays in the run's checkpoints
+    sd = _weights_only(get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)))
     if rank != 0:
         return
     out = Path(path)

@@ -15,6 +15,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// The name ending of a PyTorch module's extra state (`nn.Module.get_extra_state`), which
+/// `save_pretrained` stores beside the weights.
+pub const EXTRA_STATE_SUFFIX: &str = "._extra_state";
+
 /// Metadata key of the CRC-32 of the data section (lower-case hex, 8 digits).
 pub const CHECKSUM_KEY: &str = "tensor_crc32";
 
@@ -108,7 +112,8 @@ impl Checkpoint {
     }
 
     /// Parses safetensors bytes (F32, BF16 and F16 tensors, read as f32); `path` names the
-    /// file in errors.
+    /// file in errors. A module's serialized extra state (PyTorch's `*._extra_state`, such as
+    /// the quantizers' state `hif8lab.torch` keeps there) is not a weight and is passed over.
     pub fn from_bytes(path: &str, bytes: &[u8]) -> Result<Self, CheckpointError> {
         let err = |message: String| CheckpointError {
             path: path.to_owned(),
@@ -135,6 +140,9 @@ impl Checkpoint {
             .unwrap_or_default();
         let mut tensors = Vec::new();
         for name in meta.offset_keys() {
+            if name.ends_with(EXTRA_STATE_SUFFIX) {
+                continue;
+            }
             let view = st
                 .tensor(&name)
                 .map_err(|e| err(format!("tensor '{name}': {e}")))?;
@@ -464,6 +472,48 @@ pub fn write_source(src: &dyn CheckpointSource, w: &mut dyn std::io::Write) -> s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_modules_extra_state_is_passed_over_and_other_u8_tensors_are_refused() {
+        let w = [1.5f32, -2.0];
+        let state = [7u8, 0, 255];
+        let bytes = |extra: &str| {
+            safetensors::serialize(
+                vec![
+                    (
+                        "model.layers.0.mlp.up_proj.weight",
+                        safetensors::tensor::TensorView::new(
+                            safetensors::Dtype::F32,
+                            vec![1, 2],
+                            bytemuck_f32(&w),
+                        )
+                        .unwrap(),
+                    ),
+                    (
+                        extra,
+                        safetensors::tensor::TensorView::new(
+                            safetensors::Dtype::U8,
+                            vec![3],
+                            &state,
+                        )
+                        .unwrap(),
+                    ),
+                ],
+                None,
+            )
+            .unwrap()
+        };
+        let c = Checkpoint::from_bytes(
+            "m.safetensors",
+            &bytes("model.layers.0.mlp.up_proj._extra_state"),
+        )
+        .unwrap();
+        assert_eq!(c.tensors.len(), 1);
+        assert_eq!(c.tensors[0].data, w);
+        let e = Checkpoint::from_bytes("m.safetensors", &bytes("model.layers.0.mlp.up_proj.codes"))
+            .unwrap_err();
+        assert!(e.to_string().contains("model.layers.0.mlp.up_proj.codes"), "{e}");
+    }
 
     /// The bytes as the `safetensors` crate serializes them, header keys sorted and the
     /// data's CRC written over a placeholder: the reference [`Checkpoint::write_to`] must

@@ -1,0 +1,369 @@
+"""The quantizers of one model: their bank, which step the run is on, the per-call statistics
+waiting to be written, and the two things a training loop at scale does to them.
+
+**Recomputation.** Under activation checkpointing (``torch.utils.checkpoint``, re-entrant or
+not, and Hugging Face's ``gradient_checkpointing_enable``) a block's forward runs twice: once
+in the forward pass and again inside the backward pass to rebuild what it saved. The second
+run must see the first run's scales and must not record anything (Transformer Engine's rule:
+both forward phases see the same scales and amaxes). A forward call (roles A and W) that
+arrives while the autograd engine is executing a backward pass is such a recompute: it takes
+the scale the same quantizer used in this micro-batch's forward (in call order) and neither
+updates the history nor writes statistics. The output gradient's calls (role G) happen in
+backward by nature and are never replayed.
+
+**Fused amax reduction** (``amax_reduce="max"`` on several processes). With delayed scaling a
+call's scale comes from the history of *earlier* micro-batches, so this call's all-reduced
+amax is needed only when it enters the history, i.e. before the next micro-batch decides.
+Each A and G call therefore uses its rank-local amax for its own statistics, is queued, and
+one ``all_reduce(MAX)`` over the queue runs when the next micro-batch begins (or when
+statistics are drained or the state is saved), after which the histories are updated in
+call order with the reduced values and the queued trace rows get the reduced amax. W is
+never reduced: data-parallel ranks (DDP, FSDP's gathered weights) hold the same weights.
+Exact semantics are kept where this call's reduced amax decides this call: the ``current``
+estimator when it is the active one, a just-in-time cold start (the first call after a
+reset), and a ``current`` shadow when the target reaches the format's overflow threshold
+(its overflow count could then depend on the amax) each reduce that call at once. A quantizer
+called a second time in one micro-batch first flushes the queue (on every rank alike), so
+its second call sees its first call's reduced amax, as without fusion.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+
+from .bank import QuantBank
+from .fakequant import compiled, overflow_threshold, qdq, qdq_codec
+
+SQNR_CAP_DB = 300.0
+FORWARD_ROLES = ("A", "W")
+
+
+def in_backward() -> bool:
+    """Whether the autograd engine is executing a backward pass on this thread (a forward
+    call now is a checkpoint's recompute)."""
+    return torch._C._current_graph_task_id() != -1
+
+
+def _amax_nonfinite(x: torch.Tensor, amax_of=None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """max |x| over non-NaN elements (0 for an empty tensor) and the NaN/Inf count;
+    ``amax_of`` computes them for a non-empty tensor (``_amax_of``, or its compiled form)."""
+    if x.numel() == 0:
+        z = torch.zeros((), dtype=torch.float32, device=x.device)
+        return z, z.to(torch.float64)
+    return (amax_of or _amax_of)(x)
+
+
+def _amax_of(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    ax = x.detach().float().abs()
+    nan = torch.isnan(ax)
+    amax = torch.where(nan, torch.zeros_like(ax), ax).amax()
+    nonfinite = (~torch.isfinite(ax)).sum(dtype=torch.float64)
+    return amax, nonfinite
+
+
+class QatSession:
+    """The quantizers of one model: their bank, which step the run is on, and the per-call
+    statistics waiting to be written. ``ids[q]`` names quantizer q (block, module, role)."""
+
+    def __init__(self, recipe, ids: List, device, group=None):
+        self.recipe = recipe
+        self.ids = ids
+        self.bank = QuantBank(recipe.scaling_config(), len(ids), device)
+        self.estimators = self.bank.names
+        self.active = self.bank.active
+        self.threshold = overflow_threshold(recipe.format)
+        self.step = 0
+        self.micro = -1
+        self.qat = recipe.warmup_steps == 0
+        self.group = group
+        #: collectives this session issued (amax all-reduces), for tests and benchmarks
+        self.collectives = 0
+        #: what ``quantize`` placed (a ``placement.Summary``), when it made this session
+        self.summary = None
+        kinds = [s.kind for s in self.bank.specs]
+        current_shadow = "current" in kinds and kinds[self.active] != "current"
+        #: every A and G call reduces at once (no fusion possible; see the module's text)
+        self._reduce_each_call = not recipe.fuse_amax or kinds[self.active] == "current" or (
+            current_shadow and float(recipe.target) / self.bank.plan["margin_scale"] >= self.threshold)
+        self._pending: List[Tuple[int, int, int, int, torch.Tensor]] = []
+        self._queued: List[Tuple[int, torch.Tensor, Optional[torch.Tensor]]] = []
+        self._queued_q: set = set()
+        self._used: Dict[int, List[torch.Tensor]] = {}
+        self._replayed: Dict[int, int] = {}
+        self._started = False
+
+    # --- copies ------------------------------------------------------------------------
+
+    def __getstate__(self):
+        # A process group does not pickle (torch.save(model)); a loaded model reduces in the
+        # group its new process gives it (quantize's ``group``), or not at all.
+        state = dict(self.__dict__)
+        state["group"] = None
+        return state
+
+    def __deepcopy__(self, memo):
+        # ``copy.deepcopy(model)``: the copy gets its own session (histories, scales and
+        # queues copied), sharing only the process group.
+        new = QatSession.__new__(QatSession)
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            setattr(new, k, v if k == "group" else copy.deepcopy(v, memo))
+        return new
+
+    # --- the training loop's side ----------------------------------------------------------
+
+    def start_step(self, step: int) -> None:
+        """Tells the quantizers the optimizer step about to run (call before its first
+        micro-batch). Quantization switches on at ``warmup_steps`` with every history reset."""
+        self.flush()
+        qat = step >= self.recipe.warmup_steps
+        if qat and (not self.qat or not self._started):
+            self.bank.reset()
+        self.qat = qat
+        self._started = True
+        self.step = step
+        self.micro = -1
+
+    def begin_micro(self) -> None:
+        """A micro-batch's forward starts (called by a pre-hook on the model; a recompute
+        of the whole model inside backward is not a new micro-batch)."""
+        if in_backward():
+            return
+        self.flush()
+        self.micro += 1
+        self._used = {}
+        self._replayed = {}
+        if self.qat:
+            self.bank.begin_micro()
+
+    def _pre_hook(self, module, _args) -> None:
+        if module.training:
+            self.begin_micro()
+
+    def traced(self) -> bool:
+        return self.recipe.stats and self.step % self.recipe.trace_every == 0
+
+    def drain(self) -> List[dict]:
+        """The per-call records gathered since the last drain, as trace records (one
+        device→host copy for all of them)."""
+        self.flush()
+        if not self._pending:
+            return []
+        rows = torch.stack([p[4] for p in self._pending]).detach().cpu().numpy()
+        E = len(self.estimators)
+        out = []
+        for (q, step, micro, numel, _), row in zip(self._pending, rows):
+            qid = self.ids[q]
+            amax, signal, noise = row[0], row[1], row[2]
+            est = row[3:3 + E]
+            scale = row[3 + E:3 + 2 * E]
+            above = row[3 + 2 * E:3 + 3 * E]
+            over = row[3 + 3 * E:3 + 4 * E]
+            underflow, nonfinite = row[3 + 4 * E], row[4 + 4 * E]
+            a = self.active
+            out.append({
+                "step": step, "micro": micro, "block": qid.block, "module": qid.module,
+                "role": qid.role, "numel": numel, "amax": float(np.float32(amax)),
+                "estimator": self.estimators[a], "est": float(np.float32(est[a])),
+                "scale": float(np.float32(scale[a])), "above_est": int(above[a]),
+                "overflow": int(over[a]), "underflow": int(underflow), "nonfinite": int(nonfinite),
+                "sqnr_db": _sqnr_db(signal, noise),
+                "shadow": {
+                    name: {"est": float(np.float32(est[k])), "above_est": int(above[k]),
+                           "overflow": int(over[k])}
+                    for k, name in enumerate(self.estimators)
+                },
+            })
+        self._pending = []
+        return out
+
+    def header(self, config: Optional[dict] = None) -> dict:
+        """The trace header of this session."""
+        r = self.recipe
+        return {
+            "format": r.format, "target": float(np.float32(r.target)), "margin": r.margin,
+            "window": r.window, "estimator": self.estimators[self.active],
+            "estimators": list(self.estimators),
+            "config": {"recipe": r.as_dict(), "quantizers": [str(i) for i in self.ids],
+                       **(config or {})},
+        }
+
+    def state_dict(self) -> dict:
+        self.flush()
+        return {"bank": self.bank.state_dict(), "step": self.step, "qat": self.qat}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.bank.load_state_dict(state["bank"])
+        self.qat = bool(state["qat"])
+        self._started = True
+
+    def rows_state(self, qs: List[int]) -> dict:
+        """The state of quantizers ``qs`` (a QuantLinear's ``_extra_state``), by name."""
+        self.flush()
+        b = self.bank
+        return {
+            "version": 1, "estimators": list(self.estimators), "history_len": b.H, "qat": self.qat,
+            "quantizers": {
+                str(self.ids[q]): {"hist": b.hist[q].detach().cpu().clone(),
+                                   "scales": b.scales[q].detach().cpu().clone(),
+                                   "n": b.n[q], "pos": b.pos[q], "calls": b.calls[q]}
+                for q in qs
+            },
+        }
+
+    def load_rows(self, state: dict) -> None:
+        """Sets the quantizers ``state`` names (``rows_state``'s dict); refuses a state of
+        other estimators, another history length or unknown quantizers, naming them."""
+        b = self.bank
+        if state.get("version") != 1:
+            raise ValueError(f"hif8lab scaling state: version {state.get('version')!r}, expected 1")
+        if list(state.get("estimators", [])) != self.estimators:
+            raise ValueError(f"hif8lab scaling state: estimators {state.get('estimators')}, this recipe "
+                             f"{self.estimators}")
+        if state.get("history_len") != b.H:
+            raise ValueError(f"hif8lab scaling state: history length {state.get('history_len')}, this recipe {b.H}")
+        by_name = {str(i): q for q, i in enumerate(self.ids)}
+        rows = state.get("quantizers", {})
+        unknown = [n for n in rows if n not in by_name]
+        if unknown:
+            raise ValueError(f"hif8lab scaling state: quantizers {unknown} are not this model's")
+        E = len(self.estimators)
+        for name, row in rows.items():
+            q = by_name[name]
+            hist, scales = row["hist"], row["scales"]
+            if tuple(hist.shape) != (b.H,) or tuple(scales.shape) != (E,) or not (0 <= row["n"] <= b.H) \
+                    or not (0 <= row["pos"] < b.H):
+                raise ValueError(f"hif8lab scaling state: quantizer {name} has another shape")
+            b.hist[q] = hist.to(b.device, torch.float32)
+            b.scales[q] = scales.to(b.device, torch.float32)
+            b.n[q], b.pos[q], b.calls[q] = int(row["n"]), int(row["pos"]), int(row["calls"])
+            b._fresh[q] = False
+        self.qat = bool(state["qat"])
+        self._started = True
+
+    # --- amax reduction ----------------------------------------------------------------
+
+    def _reducing(self) -> bool:
+        return (self.recipe.amax_reduce == "max" and torch.distributed.is_available()
+                and torch.distributed.is_initialized())
+
+    def _all_reduce_max(self, t: torch.Tensor) -> None:
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX, group=self.group)
+        self.collectives += 1
+
+    def flush(self) -> None:
+        """Reduces the queued amaxes in one collective and enters them into the histories in
+        call order (every rank flushes at the same points of the same program)."""
+        if not self._queued:
+            return
+        queued, self._queued, self._queued_q = self._queued, [], set()
+        amaxes = torch.stack([a for _, a, _ in queued])
+        self._all_reduce_max(amaxes)
+        for (q, _, row), amax in zip(queued, amaxes):
+            # the history is as it was when the call decided, so deciding again with the
+            # reduced amax gives the call's scales, a current shadow's taken at that amax
+            est, scale = self.bank.decide(q, amax)
+            self.bank.observe(q, amax, scale)
+            if row is not None:
+                E = len(self.estimators)
+                row[0] = amax.double()
+                row[3:3 + E] = est.double()
+                row[3 + E:3 + 2 * E] = scale.double()
+
+    # --- one quantizer call -------------------------------------------------------------
+
+    def call(self, q: int, x: torch.Tensor) -> torch.Tensor:
+        """Quantizer q's call on x: amax, the estimators' decisions, the fake-quantized x
+        (f32) at the active scale, the statistics, and the history update (or, for a
+        forward call inside a backward pass, the replay of this micro-batch's first call)."""
+        r = self.recipe
+        role = self.ids[q].role
+        forward = role in FORWARD_ROLES
+        if forward and in_backward():
+            return self._replay(q, x)
+        if q in self._queued_q:
+            self.flush()
+        amax, nonfinite = _amax_nonfinite(x, self._fn("amax", _amax_of))
+        queue = False
+        if role != "W" and self._reducing():
+            if self._reduce_each_call or (self.bank.n[q] == 0 and self.bank.cold_start == "jit"):
+                self._all_reduce_max(amax)
+            else:
+                queue = True
+        est, scale = self.bank.decide(q, amax)
+        s = scale[self.active]
+        x32 = x.detach().float()
+        xq = self._quantize(x32, s)
+        row = self._record(q, x32, xq, amax, nonfinite, est, scale) if self.traced() else None
+        if queue:
+            self._queued.append((q, amax, row))
+            self._queued_q.add(q)
+        else:
+            self.bank.observe(q, amax, scale)
+        if forward:
+            self._used.setdefault(q, []).append(s)
+        return xq
+
+    def _replay(self, q: int, x: torch.Tensor) -> torch.Tensor:
+        """A recomputed forward call: the scale of this quantizer's matching first call."""
+        used = self._used.get(q, [])
+        k = self._replayed.get(q, 0)
+        if k >= len(used):
+            raise RuntimeError(
+                f"hif8lab: quantizer {self.ids[q]} recomputed inside backward without a first forward "
+                f"call in this micro-batch ({len(used)} call(s) to replay); checkpointed regions must "
+                "be recomputed in the micro-batch that ran them")
+        self._replayed[q] = k + 1
+        return self._quantize(x.detach().float(), used[k])
+
+    def _quantize(self, x32: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        r = self.recipe
+        if r.codec == "lab":
+            return self._fn("qdq", qdq)(x32, s, r.format, r.saturate)
+        return self._fn("qdq_codec", qdq_codec)(x32, s, r.format, r.saturate, r.codec)
+
+    def frozen(self, q: int, x: torch.Tensor) -> torch.Tensor:
+        """x fake-quantized at quantizer q's last active scale (evaluation: no history
+        update, nothing recorded)."""
+        with torch.no_grad():
+            s = self.bank.scales[q, self.active]
+            r = self.recipe
+            return qdq_codec(x.float(), s, r.format, r.saturate, r.codec).to(x.dtype)
+
+    def _record(self, q, x32, xq, amax, nonfinite, est, scale) -> torch.Tensor:
+        stats = self._fn("stats", _call_stats)
+        row = torch.cat([torch.stack([amax.double()]), stats(x32, xq, est, scale, self.threshold),
+                         nonfinite.double().reshape(1)])
+        self._pending.append((q, self.step, max(self.micro, 0), x32.numel(), row))
+        return row
+
+    def _fn(self, name, fn):
+        return compiled(fn, name) if self.recipe.compile else fn
+
+
+def _call_stats(x32, xq, est, scale, threshold: float):
+    """[signal, noise, est…, scale…, above…, overflow…, underflow] of one call (f64)."""
+    flat = x32.abs().reshape(-1, 1)
+    above = (flat > est.unsqueeze(0)).sum(dim=0, dtype=torch.float64)
+    over = ((flat * scale.unsqueeze(0)) >= threshold).sum(dim=0, dtype=torch.float64)
+    underflow = ((x32 != 0) & (xq == 0)).sum(dtype=torch.float64)
+    ok = torch.isfinite(x32) & torch.isfinite(xq)
+    x64 = torch.where(ok, x32, torch.zeros_like(x32)).double()
+    q64 = torch.where(ok, xq, torch.zeros_like(xq)).double()
+    signal = (x64 * x64).sum()
+    noise = ((x64 - q64) ** 2).sum()
+    return torch.cat([torch.stack([signal, noise]), est.double(), scale.double(), above, over,
+                      underflow.reshape(1)])
+
+
+def _sqnr_db(signal: float, noise: float) -> Optional[float]:
+    if not math.isfinite(signal) or signal <= 0 or not math.isfinite(noise):
+        return None
+    if noise <= 0:
+        return SQNR_CAP_DB
+    return float(np.float32(min(10 * math.log10(signal / noise), SQNR_CAP_DB)))

@@ -1,0 +1,427 @@
+"""What a GPU team taking the recipe to many GPUs relies on: activation checkpointing leaves the
+numerics alone, one amax collective per micro-batch, placement that names what it skips,
+the scaling state inside the model's state_dict (device moves, meta init, copies)."""
+
+import copy
+import io
+import os
+import socket
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+from hif8lab.torch import QuantLinear, Recipe, quantize
+
+
+def llama(layers=4, seed=0):
+    import transformers as t
+
+    cfg = t.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(seed)
+    return t.LlamaForCausalLM(cfg)
+
+
+def run_steps(model, session, steps=3, micro=2, seed=1):
+    """``steps`` optimizer steps of ``micro`` micro-batches (SGD, so every bit of the
+    gradients shows in the weights); returns the trace records and the gradients of the
+    last step before its update."""
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    model.train()
+    grads = None
+    for step in range(steps):
+        session.start_step(step)
+        for _ in range(micro):
+            x = torch.randint(0, 128, (2, 12), generator=g)
+            model(input_ids=x, labels=x, use_cache=False).loss.backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        opt.step()
+        opt.zero_grad()
+    return session.drain(), grads
+
+
+def same_records(a, b):
+    assert len(a) == len(b)
+    for r, s in zip(a, b):
+        assert {k: r[k] for k in ("step", "micro", "block", "module", "role", "amax", "est", "scale")} == \
+               {k: s[k] for k in ("step", "micro", "block", "module", "role", "amax", "est", "scale")}
+        assert r["shadow"] == s["shadow"] and r["overflow"] == s["overflow"]
+
+
+RECIPE = Recipe(window=4, compile=False)
+
+
+@pytest.mark.parametrize("how", ["hf-reentrant", "hf-non-reentrant", "torch-whole-model"])
+def test_checkpointing_leaves_calls_scales_and_gradients_alone(how):
+    plain = llama()
+    s0 = quantize(plain, RECIPE, skip_first=1, skip_last=1)
+    base_records, base_grads = run_steps(plain, s0)
+
+    ck = llama()
+    s1 = quantize(ck, RECIPE, skip_first=1, skip_last=1)
+    if how.startswith("hf"):
+        ck.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": how == "hf-reentrant"})
+    else:
+        inner = ck.forward
+
+        def forward(*args, **kw):
+            return checkpoint(inner, *args, use_reentrant=False, **kw)
+
+        ck.forward = forward
+    records, grads = run_steps(ck, s1)
+    # the same calls (not twice as many), the same scales and amaxes
+    assert len(records) == 3 * 2 * len(s1.ids)
+    same_records(records, base_records)
+    assert s1.bank.calls == s0.bank.calls
+    # and the gradients bit for bit (f32)
+    for a, b in zip(grads, base_grads):
+        assert torch.equal(a, b)
+
+
+def test_a_recompute_without_its_forward_is_refused():
+    model = llama()
+    session = quantize(model, RECIPE, skip_first=1, skip_last=1)
+    session.start_step(0)
+    lin = next(m for m in model.modules() if isinstance(m, QuantLinear))
+    x = torch.randn(3, 32, requires_grad=True)
+    y = torch.randn(3, 32, requires_grad=True)
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            lin(x)  # a forward call inside backward with nothing to replay
+            return g
+
+    with pytest.raises(RuntimeError, match="recomputed inside backward without a first forward"):
+        Probe.apply(y).sum().backward()
+
+
+# --- fused amax reduction ------------------------------------------------------------------
+
+@pytest.fixture
+def one_rank_group():
+    import torch.distributed as dist
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("layers", [4, 8])
+def test_one_collective_per_micro_batch_whatever_the_depth(one_rank_group, layers):
+    model = llama(layers)
+    session = quantize(model, Recipe(window=4, compile=False, amax_reduce="max"), skip_first=1, skip_last=1)
+    a_g = sum(1 for i in session.ids if i.role != "W")
+    run_steps(model, session, steps=1, micro=1)  # the just-in-time cold start: each A and G call at once
+    assert session.collectives == a_g
+    before = session.collectives
+    run_steps(model, session, steps=3, micro=2)
+    # steady state: 3 steps × 2 micro-batches, one collective each (the last flushed by drain)
+    assert session.collectives - before == 6
+    per_call = llama(layers)
+    s2 = quantize(per_call, Recipe(window=4, compile=False, amax_reduce="max", fuse_amax=False),
+                  skip_first=1, skip_last=1)
+    run_steps(per_call, s2, steps=1, micro=1)
+    before = s2.collectives
+    run_steps(per_call, s2, steps=3, micro=2)
+    assert s2.collectives - before == 6 * a_g
+
+
+def test_an_active_current_estimator_reduces_each_call(one_rank_group):
+    model = llama()
+    session = quantize(model, Recipe(estimator="current", compile=False, amax_reduce="max"),
+                       skip_first=1, skip_last=1)
+    a_g = sum(1 for i in session.ids if i.role != "W")
+    run_steps(model, session, steps=2, micro=1)
+    assert session.collectives == 2 * a_g
+
+
+# --- placement -----------------------------------------------------------------------------
+
+class Mlp(nn.Module):
+    def __init__(self, fused: bool, d=16, f=24):
+        super().__init__()
+        if fused:
+            self.gate_up_proj = nn.Linear(d, 2 * f, bias=False)
+        else:
+            self.gate_proj = nn.Linear(d, f, bias=False)
+            self.up_proj = nn.Linear(d, f, bias=False)
+        self.down_proj = nn.Linear(f, d, bias=False)
+        self.fused = fused
+
+    def forward(self, x):
+        if self.fused:
+            g, u = self.gate_up_proj(x).chunk(2, dim=-1)
+        else:
+            g, u = self.gate_proj(x), self.up_proj(x)
+        return x + self.down_proj(F.silu(g) * u)
+
+
+class Toy(nn.Module):
+    def __init__(self, fused: bool):
+        super().__init__()
+        self.layers = nn.ModuleList(Mlp(fused) for _ in range(2))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def test_a_fused_projection_is_the_unfused_model():
+    """The same quantizers, called in the same order on the same operands; only the fused
+    GEMM's f32 summation order may differ (a few ulps), so values are compared to 1e-5."""
+    torch.manual_seed(0)
+    fused = Toy(True)
+    plain = Toy(False)
+    with torch.no_grad():
+        for a, b in zip(fused.layers, plain.layers):
+            gate, up = a.gate_up_proj.weight.chunk(2, dim=0)
+            b.gate_proj.weight.copy_(gate)
+            b.up_proj.weight.copy_(up)
+            b.down_proj.weight.copy_(a.down_proj.weight)
+    sf = quantize(fused, RECIPE, skip_first=0, skip_last=0)
+    sp = quantize(plain, RECIPE, skip_first=0, skip_last=0)
+    assert [str(i) for i in sf.ids] == [str(i) for i in sp.ids]
+    assert [p.parts for p in sf.summary.placed][0] == (("gate", 24), ("up", 24))
+    g = torch.Generator().manual_seed(3)
+    opt_f = torch.optim.SGD(fused.parameters(), lr=1e-3)
+    opt_p = torch.optim.SGD(plain.parameters(), lr=1e-3)
+    for step in range(4):
+        sf.start_step(step)
+        sp.start_step(step)
+        for _ in range(2):
+            x = torch.randn(5, 16, generator=g)
+            yf, yp = fused(x), plain(x)
+            assert torch.isfinite(yf).all()
+            torch.testing.assert_close(yf, yp, rtol=1e-5, atol=0)
+            (yf ** 2).sum().backward()
+            (yp ** 2).sum().backward()
+        for a, b in zip(fused.layers, plain.layers):
+            ga, gb = a.gate_up_proj.weight.grad, torch.cat([b.gate_proj.weight.grad, b.up_proj.weight.grad])
+            torch.testing.assert_close(ga, gb, rtol=1e-5, atol=1e-7)
+        opt_f.step()
+        opt_p.step()
+        opt_f.zero_grad()
+        opt_p.zero_grad()
+    rf, rp = sf.drain(), sp.drain()
+    assert len(rf) == len(rp) == 4 * 2 * len(sf.ids)
+    for r, s in zip(rf, rp):
+        assert [r[k] for k in ("step", "micro", "block", "module", "role")] == \
+               [s[k] for k in ("step", "micro", "block", "module", "role")]
+        for k in ("amax", "est", "scale"):
+            assert r[k] == pytest.approx(s[k], rel=1e-5)
+
+
+def test_module_filter_fn_and_refusals_by_name():
+    model = llama(4)
+    session = quantize(model, RECIPE, module_filter_fn=lambda m, fqn: fqn == "model.layers.2.mlp.down_proj")
+    assert [p.fqn for p in session.summary.placed] == ["model.layers.2.mlp.down_proj"]
+    # the block's other MLP weights are named as left in high precision
+    assert session.summary.left_high_precision == ["model.layers.2.mlp.gate_proj.weight",
+                                                   "model.layers.2.mlp.up_proj.weight"]
+    with pytest.raises(ValueError, match="quantized already"):
+        quantize(model, RECIPE)
+    # a name mapped by the filter; an unknown one refused naming the linear
+    s2 = quantize(llama(4), RECIPE, module_filter_fn=lambda m, fqn: "o" if fqn.endswith("layers.1.self_attn.o_proj") else False)
+    assert [str(i) for i in s2.ids] == ["block1.o.A", "block1.o.W", "block1.o.G"]
+    with pytest.raises(ValueError, match="lm_head, which lies in no numbered block"):
+        quantize(llama(4), RECIPE, module_filter_fn=lambda m, fqn: fqn == "lm_head")
+    toy = Toy(False)
+    toy.layers[0].router = nn.Linear(16, 4)
+    with pytest.raises(ValueError, match="layers.0.router cannot be quantized .its name maps to none"):
+        quantize(toy, RECIPE, module_filter_fn=lambda m, fqn: fqn.endswith("router"))
+    with pytest.raises(ValueError, match="both map to block 1's module 'up'"):
+        quantize(llama(4), RECIPE, module_filter_fn=lambda m, fqn: "up" if fqn.startswith("model.layers.1.mlp.") and isinstance(m, nn.Linear) else False)
+
+
+def families():
+    import transformers as t
+
+    small = dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=6,
+                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    return t, small
+
+
+def test_phi3_fused_projections_are_quantized_whole():
+    t, small = families()
+    torch.manual_seed(0)
+    model = t.Phi3ForCausalLM(t.Phi3Config(**small, pad_token_id=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing left behind: no warning
+        session = quantize(model, RECIPE, skip_first=1, skip_last=1)
+    assert session.summary.left_high_precision == []
+    assert {i.module for i in session.ids} == {"gate", "up", "down"}
+    assert len(session.ids) == 4 * 3 * 3
+    s2 = quantize(t.Phi3ForCausalLM(t.Phi3Config(**small, pad_token_id=0)), RECIPE, modules=("qkv_proj",),
+                  skip_first=0, skip_last=0)
+    assert [p.parts for p in s2.summary.placed][0] == (("q", 32), ("k", 16), ("v", 16))
+    x = torch.randint(0, 128, (2, 9))
+    session.start_step(0)
+    model(input_ids=x, labels=x).loss.backward()
+    assert len(session.drain()) == len(session.ids)
+
+
+def test_moe_experts_left_in_high_precision_are_named_and_warned():
+    t, small = families()
+    cfg = t.Qwen2MoeConfig(**{**small, "intermediate_size": 64}, moe_intermediate_size=32,
+                           shared_expert_intermediate_size=32, num_experts=4, num_experts_per_tok=2,
+                           decoder_sparse_step=1, mlp_only_layers=[])
+    torch.manual_seed(0)
+    model = t.Qwen2MoeForCausalLM(cfg)
+    with pytest.warns(UserWarning, match="left in high precision"):
+        session = quantize(model, RECIPE, skip_first=1, skip_last=1)
+    left = session.summary.left_high_precision
+    assert left and all(".mlp." in n for n in left)
+    assert any("experts" in n for n in left)
+
+
+def test_opt_style_mlps_and_gpt2_conv1d():
+    import transformers as t
+
+    torch.manual_seed(0)
+    opt = t.OPTForCausalLM(t.OPTConfig(vocab_size=128, hidden_size=32, ffn_dim=64, num_hidden_layers=4,
+                                       num_attention_heads=4, max_position_embeddings=64, word_embed_proj_dim=32))
+    session = quantize(opt, RECIPE, skip_first=1, skip_last=1)
+    assert [p.fqn.rsplit(".", 1)[-1] for p in session.summary.placed] == ["fc1", "fc2", "fc1", "fc2"]
+    assert {i.module for i in session.ids} == {"up", "down"}
+    gpt2 = t.GPT2LMHeadModel(t.GPT2Config(vocab_size=128, n_embd=32, n_layer=4, n_head=4, n_positions=64))
+    with pytest.raises(ValueError, match="Conv1D"):
+        quantize(gpt2, RECIPE, modules=("c_fc",), skip_first=0, skip_last=0)
+
+
+# --- the scaling state travels with the model ------------------------------------------------
+
+def trained(seed=0):
+    model = llama()
+    session = quantize(model, RECIPE, skip_first=1, skip_last=1)
+    run_steps(model, session, steps=2)
+    return model, session
+
+
+def test_state_dict_carries_the_scaling_state():
+    model, session = trained()
+    sd = model.state_dict()
+    extra = [k for k in sd if k.endswith("_extra_state")]
+    assert len(extra) == 6 and all(sd[k].dtype == torch.uint8 for k in extra)
+    fresh = llama(seed=5)
+    s2 = quantize(fresh, RECIPE, skip_first=1, skip_last=1)
+    fresh.load_state_dict(sd)
+    assert torch.equal(s2.bank.hist, session.bank.hist) and torch.equal(s2.bank.scales, session.bank.scales)
+    assert s2.bank.n == session.bank.n and s2.bank.pos == session.bank.pos and s2.qat
+    # both continue identically
+    r1, _ = run_steps(model, session, steps=1, seed=9)
+    r2, _ = run_steps(fresh, s2, steps=1, seed=9)
+    same_records(r1, r2)
+    # another recipe's state is refused by name
+    other = llama()
+    quantize(other, Recipe(window=8, compile=False), skip_first=1, skip_last=1)
+    with pytest.raises(ValueError, match="scaling state: estimators"):
+        other.load_state_dict(sd)
+
+
+def test_save_pretrained_torch_save_and_deepcopy(tmp_path):
+    from safetensors import safe_open
+
+    model, session = trained()
+    model.save_pretrained(tmp_path / "hf")
+    with safe_open(str(tmp_path / "hf" / "model.safetensors"), "pt") as f:
+        assert sum(k.endswith("_extra_state") for k in f.keys()) == 6
+    buf = io.BytesIO()
+    torch.save(model, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    assert torch.equal(loaded.hif8lab_session.bank.hist, session.bank.hist)
+    twin = copy.deepcopy(model)
+    s2 = twin.hif8lab_session
+    assert s2 is not session
+    assert all(m.session is s2 for m in twin.modules() if isinstance(m, QuantLinear))
+    calls = list(session.bank.calls)
+    run_steps(twin, s2, steps=1)
+    assert session.bank.calls == calls and s2.bank.calls != calls
+
+
+def test_meta_device_build_then_to_empty():
+    ref = llama()
+    s_ref = quantize(ref, RECIPE, skip_first=1, skip_last=1)
+    with torch.device("meta"):
+        import transformers as t
+
+        meta = t.LlamaForCausalLM(ref.config)
+    s_meta = quantize(meta, RECIPE, skip_first=1, skip_last=1)
+    assert s_meta.bank.device.type == "meta"
+    meta.to_empty(device="cpu")
+    assert s_meta.bank.device.type == "cpu"
+    sd = {k: v for k, v in ref.state_dict().items() if not k.endswith("_extra_state")}
+    meta.load_state_dict(sd, strict=False)
+    meta.model.rotary_emb.inv_freq.copy_(ref.model.rotary_emb.inv_freq)
+    same_records(run_steps(meta, s_meta)[0], run_steps(ref, s_ref)[0])
+
+
+# --- the Hugging Face Trainer ----------------------------------------------------------------
+
+class Tokens(torch.utils.data.Dataset):
+    def __init__(self, n=48, seed=0):
+        g = torch.Generator().manual_seed(seed)
+        self.rows = torch.randint(0, 128, (n, 12), generator=g)
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return {"input_ids": self.rows[i], "labels": self.rows[i]}
+
+
+def hf_train(out, steps, resume=False, trace=None):
+    from transformers import Trainer, TrainingArguments
+
+    from hif8lab.torch import HfCallback
+
+    model = llama()
+    session = quantize(model, Recipe(window=4, warmup_steps=2, compile=False), skip_first=1, skip_last=1)
+    args = TrainingArguments(output_dir=str(out), max_steps=steps, per_device_train_batch_size=2,
+                             gradient_accumulation_steps=3, learning_rate=1e-3, lr_scheduler_type="constant",
+                             save_steps=3, save_strategy="steps", logging_steps=1, report_to=[], use_cpu=True,
+                             seed=0, data_seed=0, dataloader_num_workers=0, disable_tqdm=True)
+    cb = HfCallback(session, trace=trace, flush_every=2)
+    trainer = Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[cb])
+    trainer.train(resume_from_checkpoint=resume or None)
+    return model, session, cb
+
+
+def test_hf_trainer_switches_qat_on_and_resumes_with_the_scaling_state(tmp_path):
+    from hif8lab.scaling import read_trace
+
+    model, session, cb = hf_train(tmp_path / "a", 6, trace=tmp_path / "a" / "trace.jsonl")
+    # QAT from step 2 on (warmup 2); 3 micro-batches a step; every quantizer each micro-batch
+    records = read_trace(str(tmp_path / "a" / "trace.jsonl")).records
+    steps = sorted({r["step"] for r in records})
+    assert steps == [2, 3, 4, 5]
+    assert len(records) == 4 * 3 * len(session.ids)
+    assert sorted({r["micro"] for r in records}) == [0, 1, 2]
+    assert sorted(cb.counts) == steps and all(c["overflow"] == 0 for c in cb.counts.values())
+    # the checkpoint at step 3 holds the scaling state; a resumed run ends where the whole one did
+    ckpt = tmp_path / "a" / "checkpoint-3"
+    assert ckpt.is_dir()
+    import shutil
+
+    shutil.copytree(ckpt, tmp_path / "b" / "checkpoint-3")
+    resumed, s2, _ = hf_train(tmp_path / "b", 6, resume=True)
+    assert torch.equal(s2.bank.hist, session.bank.hist) and torch.equal(s2.bank.scales, session.bank.scales)
+    assert s2.bank.n == session.bank.n and s2.bank.calls == session.bank.calls
+    for (n, a), (_, b) in zip(model.named_parameters(), resumed.named_parameters()):
+        assert torch.equal(a, b), n
