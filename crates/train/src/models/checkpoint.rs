@@ -512,7 +512,10 @@ mod tests {
         assert_eq!(c.tensors[0].data, w);
         let e = Checkpoint::from_bytes("m.safetensors", &bytes("model.layers.0.mlp.up_proj.codes"))
             .unwrap_err();
-        assert!(e.to_string().contains("model.layers.0.mlp.up_proj.codes"), "{e}");
+        assert!(
+            e.to_string().contains("model.layers.0.mlp.up_proj.codes"),
+            "{e}"
+        );
     }
 
     /// The bytes as the `safetensors` crate serializes them, header keys sorted and the
