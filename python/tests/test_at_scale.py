@@ -425,3 +425,39 @@ def test_hf_trainer_switches_qat_on_and_resumes_with_the_scaling_state(tmp_path)
     assert s2.bank.n == session.bank.n and s2.bank.calls == session.bank.calls
     for (n, a), (_, b) in zip(model.named_parameters(), resumed.named_parameters()):
         assert torch.equal(a, b), n
+
+
+# --- torch.compile ---------------------------------------------------------------------------
+
+def test_a_whole_llama_compiles_with_qat_without_hitting_the_recompile_limit():
+    """The session's bookkeeping is not traced (one graph break per quantizer call), the
+    quantizer's ops see one flat detached operand (compiled once): a compiled model trains
+    and records what the eager one does; the recompiles are counted."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+        model = llama(4)
+        session = quantize(model, Recipe(window=4), skip_first=1, skip_last=1)
+        twin = llama(4)
+        s_twin = quantize(twin, Recipe(window=4, compile=False), skip_first=1, skip_last=1)
+        compiled = torch.compile(model)
+        g = torch.Generator().manual_seed(0)
+        for step in range(3):
+            session.start_step(step)
+            s_twin.start_step(step)
+            x = torch.randint(0, 128, (2, 12), generator=g)
+            a = compiled(input_ids=x, labels=x, use_cache=False).loss
+            b = twin(input_ids=x, labels=x, use_cache=False).loss
+            a.backward()
+            b.backward()
+            assert a.item() == pytest.approx(b.item(), rel=1e-5)
+        recompiles = sum(counters["recompiles"].values()) if "recompiles" in counters else 0
+    assert recompiles <= 8, dict(counters["recompiles"])
+    ra, rb = session.drain(), s_twin.drain()
+    assert len(ra) == len(rb) == 3 * len(session.ids)
+    for r, s in zip(ra, rb):
+        assert (r["block"], r["module"], r["role"]) == (s["block"], s["module"], s["role"])
+        assert r["scale"] == pytest.approx(s["scale"], rel=1e-5)

@@ -9,7 +9,10 @@ quantizers), ``qat`` (the paper's placement and recipe, every statistic of the t
 and, with ``--compile``, each under ``torch.compile``. Prints per arm the median step time,
 tokens/s and the ratio to ``eager`` with its range over rounds, and per quantized linear the
 number of aten operations (≈ GPU kernels in eager mode) of one training call, forward and
-backward, against the plain linear's. Weights are random (no download): the shape is what
+backward, against the plain linear's. Ratios are given by wall clock and by process CPU time
+(every thread's; what a loaded machine leaves honest), with the load average before and
+after, and the amax collectives per micro-batch with ``amax_reduce="max"`` (fused, and one
+per call). Weights are random (no download): the shape is what
 costs time.
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -60,11 +64,14 @@ class Arm:
         self.x = torch.randint(0, vocab, (batch, context + 1), generator=g).to(self.device)
         self.step_no = 0
         self.times: List[float] = []
+        #: process CPU time of each step (every thread), the measure a loaded machine leaves honest
+        self.cpu: List[float] = []
 
     def step(self) -> float:
         if self.session is not None:
             self.session.start_step(self.step_no)
         t = time.perf_counter()
+        c = time.process_time()
         with torch.autocast(self.device.type, dtype=self.autocast or torch.bfloat16, enabled=self.autocast is not None):
             logits = self.forward(input_ids=self.x[:, :-1], use_cache=False).logits
             loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
@@ -78,6 +85,7 @@ class Arm:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         dt = time.perf_counter() - t
+        self.cpu.append(time.process_time() - c)
         self.step_no += 1
         return dt
 
@@ -121,8 +129,9 @@ def main(argv: List[str] | None = None) -> int:
     p.add_argument("--shape", choices=sorted(SHAPES), default="smollm2-135m")
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--context", type=int, default=128)
-    p.add_argument("--steps", type=int, default=4, help="measured steps per arm and round")
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=1, help="measured steps per arm and round")
+    p.add_argument("--rounds", type=int, default=12,
+                   help="rounds; each times every arm (order alternating) and gives one ratio per arm")
     p.add_argument("--compile", action="store_true", help="also each arm under torch.compile")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     p.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
@@ -138,8 +147,15 @@ def main(argv: List[str] | None = None) -> int:
           f"{args.steps} steps, {args.rounds} rounds")
     for name, a in result["arms"].items():
         lo, hi = a["ratio_range"]
+        clo, chi = a["cpu_ratio_range"]
         print(f"  {name:16s} {a['step_s']:8.3f} s/step {a['tokens_per_s']:9.1f} tokens/s  "
-              f"×{a['ratio_to_eager']:.2f} of eager [{lo:.2f}, {hi:.2f}]")
+              f"×{a['ratio_to_eager']:.2f} of eager [{lo:.2f}, {hi:.2f}]; process CPU {a['cpu_s']:.3f} s "
+              f"×{a['cpu_ratio_to_eager']:.2f} [{clo:.2f}, {chi:.2f}]")
+    la = result["load_average"]
+    print(f"  load average before {la['before'][0]}, after {la['after'][0]} (1 min)")
+    c = result["collectives_per_micro_batch"]
+    print(f"  amax collectives per micro-batch (amax_reduce=max, {c['quantizers']} quantizers): fused {c['fused']}, "
+          f"one per call {c['per_call']}")
     ops = result["aten_ops_per_linear"]
     print(f"  aten ops per MLP projection, forward + backward: plain {ops['plain']}, "
           f"quantized {ops['qat']} (statistics on), {ops['qat-amax']} (statistics off)")
@@ -158,10 +174,15 @@ def run(args) -> dict:
         a.step()
         a.step()
     per_round: Dict[str, List[float]] = {a.name: [] for a in arms}
+    cpu_round: Dict[str, List[float]] = {a.name: [] for a in arms}
+    load_before = os.getloadavg()
     for r in range(args.rounds):
         order = arms if r % 2 == 0 else list(reversed(arms))
         for a in order:
+            a.cpu.clear()
             per_round[a.name].append(statistics.median(a.step() for _ in range(args.steps)))
+            cpu_round[a.name].append(statistics.median(a.cpu))
+    load_after = os.getloadavg()
     tokens = args.batch * args.context
     quantizers = len(arms[1].session.ids) if arms[1].session else 0
     base = per_round["eager"]
@@ -174,13 +195,54 @@ def run(args) -> dict:
         "aten_ops_per_linear": {"plain": aten_ops_per_linear(None), "qat": aten_ops_per_linear(recipe),
                                 "qat-amax": aten_ops_per_linear(specs[2][1])},
     }
+    cpu_base = cpu_round["eager"]
     for name, times in per_round.items():
         ratios = [t / b for t, b in zip(times, base)]
+        cpu_ratios = [t / b for t, b in zip(cpu_round[name], cpu_base)]
         result["arms"][name] = {
             "step_s": statistics.median(times), "tokens_per_s": tokens / statistics.median(times),
             "ratio_to_eager": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
+            "cpu_s": statistics.median(cpu_round[name]),
+            "cpu_ratio_to_eager": statistics.median(cpu_ratios), "cpu_ratio_range": [min(cpu_ratios), max(cpu_ratios)],
         }
+    result["load_average"] = {"before": [round(v, 2) for v in load_before], "after": [round(v, 2) for v in load_after]}
+    result["collectives_per_micro_batch"] = collectives_per_micro(args.shape, args.device)
     return result
+
+
+def collectives_per_micro(shape: str, device: str) -> dict:
+    """Amax collectives per micro-batch with ``amax_reduce="max"`` in steady state (after the
+    cold start), fused and one per call, in a one-process gloo group (the count does not
+    depend on the number of processes)."""
+    import socket
+
+    import torch.distributed as dist
+
+    mine = not dist.is_initialized()
+    if mine:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        out = {}
+        for name, fuse in (("fused", True), ("per_call", False)):
+            model = build(shape).to(device)
+            session = quantize(model, Recipe(amax_reduce="max", fuse_amax=fuse, stats=False))
+            x = torch.randint(0, model.config.vocab_size, (1, 9), device=device)
+            counts = []
+            for step in range(3):
+                session.start_step(step)
+                before = session.collectives
+                model(input_ids=x, labels=x, use_cache=False).loss.backward()
+                session.flush()
+                counts.append(session.collectives - before)
+            out[name] = counts[-1]
+            out["quantizers"] = len(session.ids)
+        return out
+    finally:
+        if mine:
+            dist.destroy_process_group()
 
 
 if __name__ == "__main__":

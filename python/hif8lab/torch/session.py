@@ -42,6 +42,12 @@ from .fakequant import compiled, overflow_threshold, qdq, qdq_codec
 SQNR_CAP_DB = 300.0
 FORWARD_ROLES = ("A", "W")
 
+#: The session's host-side bookkeeping (histories' positions, queues, which call this is) is
+#: plain Python that ``torch.compile`` would specialize on per quantizer and recompile for each
+#: until its limit: the model compiles around it (one graph break per quantizer call), and
+#: the quantizer's own ops run under their own compiled functions (``fakequant.compiled``).
+_not_traced = torch.compiler.disable
+
 
 def in_backward() -> bool:
     """Whether the autograd engine is executing a backward pass on this thread (a forward
@@ -129,6 +135,7 @@ class QatSession:
         self.step = step
         self.micro = -1
 
+    @_not_traced
     def begin_micro(self) -> None:
         """A micro-batch's forward starts (called by a pre-hook on the model; a recompute
         of the whole model inside backward is not a new micro-batch)."""
@@ -141,6 +148,7 @@ class QatSession:
         if self.qat:
             self.bank.begin_micro()
 
+    @_not_traced
     def _pre_hook(self, module, _args) -> None:
         if module.training:
             self.begin_micro()
@@ -256,6 +264,7 @@ class QatSession:
         torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX, group=self.group)
         self.collectives += 1
 
+    @_not_traced
     def flush(self) -> None:
         """Reduces the queued amaxes in one collective and enters them into the histories in
         call order (every rank flushes at the same points of the same program)."""
@@ -277,6 +286,7 @@ class QatSession:
 
     # --- one quantizer call -------------------------------------------------------------
 
+    @_not_traced
     def call(self, q: int, x: torch.Tensor) -> torch.Tensor:
         """Quantizer q's call on x: amax, the estimators' decisions, the fake-quantized x
         (f32) at the active scale, the statistics, and the history update (or, for a
@@ -288,7 +298,10 @@ class QatSession:
             return self._replay(q, x)
         if q in self._queued_q:
             self.flush()
-        amax, nonfinite = _amax_nonfinite(x, self._fn("amax", _amax_of))
+        # one flat, detached view: the compiled ops see one rank and no autograd, whatever
+        # the operand (a weight, an activation of any rank), so they compile once
+        flat = x.detach().reshape(-1)
+        amax, nonfinite = _amax_nonfinite(flat, self._fn("amax", _amax_of))
         queue = False
         if role != "W" and self._reducing():
             if self._reduce_each_call or (self.bank.n[q] == 0 and self.bank.cold_start == "jit"):
@@ -297,9 +310,10 @@ class QatSession:
                 queue = True
         est, scale = self.bank.decide(q, amax)
         s = scale[self.active]
-        x32 = x.detach().float()
+        x32 = flat.float()
         xq = self._quantize(x32, s)
         row = self._record(q, x32, xq, amax, nonfinite, est, scale) if self.traced() else None
+        xq = xq.view(x.shape)
         if queue:
             self._queued.append((q, amax, row))
             self._queued_q.add(q)
@@ -319,7 +333,7 @@ class QatSession:
                 f"call in this micro-batch ({len(used)} call(s) to replay); checkpointed regions must "
                 "be recomputed in the micro-batch that ran them")
         self._replayed[q] = k + 1
-        return self._quantize(x.detach().float(), used[k])
+        return self._quantize(x.detach().reshape(-1).float(), used[k]).view(x.shape)
 
     def _quantize(self, x32: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         r = self.recipe
@@ -327,6 +341,7 @@ class QatSession:
             return self._fn("qdq", qdq)(x32, s, r.format, r.saturate)
         return self._fn("qdq_codec", qdq_codec)(x32, s, r.format, r.saturate, r.codec)
 
+    @_not_traced
     def frozen(self, q: int, x: torch.Tensor) -> torch.Tensor:
         """x fake-quantized at quantizer q's last active scale (evaluation: no history
         update, nothing recorded)."""
