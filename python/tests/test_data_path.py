@@ -171,3 +171,18 @@ def test_the_new_flags_reach_the_run(tmp_path, corpus):
         (1, "te", ["most_recent", "ema(0.5)"], False)
     r = train(tmp_path / "bad", corpus, "--steps", "2", "--cold-start", "later", check=False)
     assert r.returncode == 2 and "--cold-start" in r.stderr
+
+
+def test_activation_checkpointing_from_the_command_line_changes_nothing(tmp_path, corpus):
+    from hif8lab.scaling import read_trace
+
+    common = ["--steps", "3", "--context", "32", "--skip-first", "1", "--skip-last", "1", "--lr", "1e-3",
+              "--global-batch", "4"]
+    train(tmp_path / "a", corpus, *common)
+    train(tmp_path / "b", corpus, *common, "--activation-checkpointing")
+    la = [json.loads(x)["loss"] for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    lb = [json.loads(x)["loss"] for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert la == lb
+    ta = read_trace(tmp_path / "a" / "trace.jsonl").records
+    tb = read_trace(tmp_path / "b" / "trace.jsonl").records
+    assert len(ta) == len(tb) == 3 * 2 * 4 * 9 and ta == tb

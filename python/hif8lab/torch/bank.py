@@ -262,6 +262,23 @@ class QuantBank:
         scale = torch.where(usable, scale, previous)
         return est, scale
 
+    def active_scale(self, q: int) -> torch.Tensor:
+        """The active estimator's scale for quantizer q's call, where it does not depend on
+        the call's amax (not ``current``, not a just-in-time cold start): the same bits as
+        ``decide(q, amax)[1][active]`` (the same f32 operations on one element)."""
+        a = self.active
+        if self.n[q] == 0:
+            raw = torch.full((), float("nan"), device=self.device)
+        else:
+            if not self._fresh[q]:
+                ordered, n = self.ordered([q])
+                self._estimates[q] = estimate_rows(ordered, n, self.specs)[0]
+                self._fresh[q] = True
+            raw = self._estimates[q, a]
+        scale = self._target / (raw + self._eps) / self._pow2
+        usable = torch.isfinite(raw) & (raw > 0) & torch.isfinite(scale) & (scale > 0)
+        return torch.where(usable, scale, self.scales[q, a])
+
     def observe(self, q: int, amax: torch.Tensor, scale: torch.Tensor) -> None:
         """Records quantizer q's finished call: its amax into the history, its scales."""
         self.scales[q] = scale

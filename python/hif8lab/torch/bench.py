@@ -66,12 +66,19 @@ class Arm:
         self.times: List[float] = []
         #: process CPU time of each step (every thread), the measure a loaded machine leaves honest
         self.cpu: List[float] = []
+        #: of it, the quantizers' (the session's own timer)
+        self.quant_cpu: List[float] = []
+        self.all_cpu: List[float] = []
+        self.all_quant: List[float] = []
+        if self.session is not None:
+            self.session.timing = True
 
     def step(self) -> float:
         if self.session is not None:
             self.session.start_step(self.step_no)
         t = time.perf_counter()
         c = time.process_time()
+        q0 = self.session.cpu_s if self.session is not None else 0.0
         with torch.autocast(self.device.type, dtype=self.autocast or torch.bfloat16, enabled=self.autocast is not None):
             logits = self.forward(input_ids=self.x[:, :-1], use_cache=False).logits
             loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
@@ -86,6 +93,8 @@ class Arm:
             torch.cuda.synchronize(self.device)
         dt = time.perf_counter() - t
         self.cpu.append(time.process_time() - c)
+        if self.session is not None:
+            self.quant_cpu.append(self.session.cpu_s - q0)
         self.step_no += 1
         return dt
 
@@ -151,6 +160,9 @@ def main(argv: List[str] | None = None) -> int:
         print(f"  {name:16s} {a['step_s']:8.3f} s/step {a['tokens_per_s']:9.1f} tokens/s  "
               f"×{a['ratio_to_eager']:.2f} of eager [{lo:.2f}, {hi:.2f}]; process CPU {a['cpu_s']:.3f} s "
               f"×{a['cpu_ratio_to_eager']:.2f} [{clo:.2f}, {chi:.2f}]")
+        if "quantizer_cpu_share" in a:
+            print(f"  {'':16s} the quantizers' share of its step's process CPU: {100 * a['quantizer_cpu_share']:.1f} % "
+                  f"(→ ×{a['overhead_from_share']:.3f} of the same step without them)")
     la = result["load_average"]
     print(f"  load average before {la['before'][0]}, after {la['after'][0]} (1 min)")
     c = result["collectives_per_micro_batch"]
@@ -180,8 +192,11 @@ def run(args) -> dict:
         order = arms if r % 2 == 0 else list(reversed(arms))
         for a in order:
             a.cpu.clear()
+            a.quant_cpu.clear()
             per_round[a.name].append(statistics.median(a.step() for _ in range(args.steps)))
             cpu_round[a.name].append(statistics.median(a.cpu))
+            a.all_cpu += a.cpu
+            a.all_quant += a.quant_cpu
     load_after = os.getloadavg()
     tokens = args.batch * args.context
     quantizers = len(arms[1].session.ids) if arms[1].session else 0
@@ -205,6 +220,13 @@ def run(args) -> dict:
             "cpu_s": statistics.median(cpu_round[name]),
             "cpu_ratio_to_eager": statistics.median(cpu_ratios), "cpu_ratio_range": [min(cpu_ratios), max(cpu_ratios)],
         }
+        arm = next(a for a in arms if a.name == name)
+        if arm.all_quant:
+            # the same steps' own split: robust to what the machine does between arms
+            shares = [qc / c for qc, c in zip(arm.all_quant, arm.all_cpu) if c > 0]
+            share = statistics.median(shares)
+            result["arms"][name]["quantizer_cpu_share"] = share
+            result["arms"][name]["overhead_from_share"] = 1 / (1 - share) if share < 1 else None
     result["load_average"] = {"before": [round(v, 2) for v in load_before], "after": [round(v, 2) for v in load_after]}
     result["collectives_per_micro_batch"] = collectives_per_micro(args.shape, args.device)
     return result

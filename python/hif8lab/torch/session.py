@@ -49,6 +49,28 @@ FORWARD_ROLES = ("A", "W")
 _not_traced = torch.compiler.disable
 
 
+def _timed(fn):
+    """Adds the process CPU time of the call to ``session.cpu_s`` while ``session.timing`` is
+    set (the benchmark's attribution of a step's time to the quantizers; nested calls count
+    once)."""
+    import functools
+    import time
+
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        if not self.timing or self._timing_depth:
+            return fn(self, *args, **kwargs)
+        self._timing_depth += 1
+        t = time.process_time()
+        try:
+            return fn(self, *args, **kwargs)
+        finally:
+            self.cpu_s += time.process_time() - t
+            self._timing_depth -= 1
+
+    return wrapper
+
+
 def in_backward() -> bool:
     """Whether the autograd engine is executing a backward pass on this thread (a forward
     call now is a checkpoint's recompute)."""
@@ -89,9 +111,15 @@ class QatSession:
         self.group = group
         #: collectives this session issued (amax all-reduces), for tests and benchmarks
         self.collectives = 0
+        #: with ``timing`` set: process CPU seconds spent in the quantizers (calls, estimates,
+        #: reductions)
+        self.timing = False
+        self.cpu_s = 0.0
+        self._timing_depth = 0
         #: what ``quantize`` placed (a ``placement.Summary``), when it made this session
         self.summary = None
         kinds = [s.kind for s in self.bank.specs]
+        self._active_current = kinds[self.active] == "current"
         current_shadow = "current" in kinds and kinds[self.active] != "current"
         #: every A and G call reduces at once (no fusion possible; see the module's text)
         self._reduce_each_call = not recipe.fuse_amax or kinds[self.active] == "current" or (
@@ -136,6 +164,7 @@ class QatSession:
         self.micro = -1
 
     @_not_traced
+    @_timed
     def begin_micro(self) -> None:
         """A micro-batch's forward starts (called by a pre-hook on the model; a recompute
         of the whole model inside backward is not a new micro-batch)."""
@@ -265,6 +294,7 @@ class QatSession:
         self.collectives += 1
 
     @_not_traced
+    @_timed
     def flush(self) -> None:
         """Reduces the queued amaxes in one collective and enters them into the histories in
         call order (every rank flushes at the same points of the same program)."""
@@ -287,6 +317,7 @@ class QatSession:
     # --- one quantizer call -------------------------------------------------------------
 
     @_not_traced
+    @_timed
     def call(self, q: int, x: torch.Tensor) -> torch.Tensor:
         """Quantizer q's call on x: amax, the estimators' decisions, the fake-quantized x
         (f32) at the active scale, the statistics, and the history update (or, for a
@@ -301,17 +332,24 @@ class QatSession:
         # one flat, detached view: the compiled ops see one rank and no autograd, whatever
         # the operand (a weight, an activation of any rank), so they compile once
         flat = x.detach().reshape(-1)
-        amax, nonfinite = _amax_nonfinite(flat, self._fn("amax", _amax_of))
-        queue = False
-        if role != "W" and self._reducing():
-            if self._reduce_each_call or (self.bank.n[q] == 0 and self.bank.cold_start == "jit"):
-                self._all_reduce_max(amax)
-            else:
-                queue = True
-        est, scale = self.bank.decide(q, amax)
-        s = scale[self.active]
+        cold = self.bank.n[q] == 0 and self.bank.cold_start == "jit"
+        reducing = role != "W" and self._reducing()
+        reduce_now = reducing and (self._reduce_each_call or cold)
         x32 = flat.float()
-        xq = self._quantize(x32, s)
+        if not (reduce_now or cold or self._active_current) and r.codec == "lab" and flat.numel():
+            # delayed scaling: the active scale does not depend on this call's amax, so one
+            # read of the tensor gives both (the amax and the quantization in one pass)
+            s = self.bank.active_scale(q)
+            amax, nonfinite, xq = self._fn("amax_qdq", _amax_qdq)(x32, s, r.format, r.saturate)
+            est, scale = self.bank.decide(q, amax)
+        else:
+            amax, nonfinite = _amax_nonfinite(flat, self._fn("amax", _amax_of))
+            if reduce_now:
+                self._all_reduce_max(amax)
+            est, scale = self.bank.decide(q, amax)
+            s = scale[self.active]
+            xq = self._quantize(x32, s)
+        queue = reducing and not reduce_now
         row = self._record(q, x32, xq, amax, nonfinite, est, scale) if self.traced() else None
         xq = xq.view(x.shape)
         if queue:
@@ -359,6 +397,12 @@ class QatSession:
 
     def _fn(self, name, fn):
         return compiled(fn, name) if self.recipe.compile else fn
+
+
+def _amax_qdq(x32, s, format: str, saturate: bool):
+    """amax, non-finite count and the fake quantization at ``s`` of one operand, in one pass."""
+    amax, nonfinite = _amax_of(x32)
+    return amax, nonfinite, qdq(x32, s, format, saturate)
 
 
 def _call_stats(x32, xq, est, scale, threshold: float):

@@ -99,7 +99,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-format", choices=["full", "sharded"], default="full",
                    help="full: model.pt and optimizer.pt gathered to rank 0; sharded: torch.distributed.checkpoint, "
                         "each rank writes its shards (use at scale; resumable on another number of processes)")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (where it works)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (the quantizers' bookkeeping stays eager: one graph break per call)")
+    p.add_argument("--activation-checkpointing", action="store_true",
+                   help="recompute each decoder layer's activations in backward (transformers' gradient "
+                        "checkpointing, non-reentrant); the quantizers replay the forward's scales")
     p.add_argument("--hif8lab", default=None, help="the hif8lab binary (for .gguf import); default: on PATH")
     p.add_argument("--quiet", action="store_true")
     add_recipe_arguments(p)
@@ -293,6 +297,11 @@ def run(args) -> int:
     if not args.no_qat:
         session = quantize(model, recipe, modules=[m.strip() for m in args.modules.split(",") if m.strip()],
                            skip_first=args.skip_first, skip_last=args.skip_last)
+    if args.activation_checkpointing:
+        if not hasattr(model, "gradient_checkpointing_enable"):
+            raise InputError("--activation-checkpointing: the model has no gradient_checkpointing_enable "
+                             "(a Hugging Face model is needed)")
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if world > 1 and args.parallel == "fsdp":
         from torch.distributed.fsdp import fully_shard
 
