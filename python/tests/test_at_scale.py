@@ -290,7 +290,7 @@ def test_moe_experts_left_in_high_precision_are_named_and_warned():
     assert any("experts" in n for n in left)
 
 
-def test_opt_style_mlps_and_gpt2_conv1d():
+def test_opt_neox_style_mlps_and_refused_layouts():
     import transformers as t
 
     torch.manual_seed(0)
@@ -299,6 +299,13 @@ def test_opt_style_mlps_and_gpt2_conv1d():
     session = quantize(opt, RECIPE, skip_first=1, skip_last=1)
     assert [p.fqn.rsplit(".", 1)[-1] for p in session.summary.placed] == ["fc1", "fc2", "fc1", "fc2"]
     assert {i.module for i in session.ids} == {"up", "down"}
+    neox = t.GPTNeoXForCausalLM(t.GPTNeoXConfig(vocab_size=128, hidden_size=32, intermediate_size=64,
+                                                 num_hidden_layers=4, num_attention_heads=4,
+                                                 max_position_embeddings=64))
+    s_neox = quantize(neox, RECIPE, skip_first=1, skip_last=1)
+    assert [p.fqn.rsplit(".", 1)[-1] for p in s_neox.summary.placed] == ["dense_h_to_4h", "dense_4h_to_h"] * 2
+    with pytest.raises(ValueError, match="interleaved per head"):
+        quantize(t.GPTNeoXForCausalLM(neox.config), RECIPE, modules=("query_key_value",))
     gpt2 = t.GPT2LMHeadModel(t.GPT2Config(vocab_size=128, n_embd=32, n_layer=4, n_head=4, n_positions=64))
     with pytest.raises(ValueError, match="Conv1D"):
         quantize(gpt2, RECIPE, modules=("c_fc",), skip_first=0, skip_last=0)
