@@ -135,6 +135,16 @@ def test_a_hostile_index_is_refused_naming_the_field(tmp_path, jsonl):
             continue
         # accepted: only where the damage did not change what is read
         assert key in ("source", "vocab", "tokenizer", "max_id") and bad != index, (key, value)
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / INDEX)
+    with pytest.raises(InputError, match="not a regular file"):
+        TokenShards(fifo)  # not opened: it would block
+    zero = tmp_path / "zero"
+    zero.mkdir()
+    (zero / INDEX).symlink_to("/dev/zero")
+    with pytest.raises(InputError, match="not a regular file"):
+        TokenShards(zero)
     (tmp_path / "trunc").mkdir()
     (tmp_path / "trunc" / INDEX).write_bytes((good / INDEX).read_bytes()[:40])
     with pytest.raises(InputError, match="not readable JSON"):

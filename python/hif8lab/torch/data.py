@@ -34,6 +34,8 @@ class InputError(Exception):
 
 INDEX = "index.json"
 TOKENS_VERSION = 1
+#: An index lists shards (a line each): 64 MiB is millions of shards.
+MAX_INDEX_BYTES = 64 << 20
 
 
 def read_corpus(path: Path) -> List[str]:
@@ -254,6 +256,11 @@ class TokenShards:
 
     def __init__(self, folder: Path):
         path = folder / INDEX
+        # a regular file of bounded size (a FIFO or /dev/zero under that name is not read)
+        if path.exists() and not path.is_file():
+            raise InputError(f"{path}: not a regular file")
+        if path.is_file() and path.stat().st_size > MAX_INDEX_BYTES:
+            raise InputError(f"{path}: {path.stat().st_size} bytes; an index is at most {MAX_INDEX_BYTES}")
         try:
             index = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
