@@ -141,6 +141,30 @@ def test_one_collective_per_micro_batch_whatever_the_depth(one_rank_group, layer
     assert s2.collectives - before == 6 * a_g
 
 
+def test_state_dict_runs_no_collective_and_keeps_the_queue(one_rank_group, monkeypatch):
+    import torch.distributed as dist
+
+    model = llama()
+    session = quantize(model, Recipe(window=4, compile=False, amax_reduce="max"), skip_first=1, skip_last=1)
+    run_steps(model, session, steps=2, micro=1)
+    session.start_step(2)
+    x = torch.randint(0, 128, (2, 12))
+    model(input_ids=x, labels=x, use_cache=False).loss.backward()
+    assert session._queued  # this micro-batch's A and G amaxes wait for the next one
+    calls = []
+    monkeypatch.setattr(dist, "all_reduce", lambda *a, **k: calls.append(a))
+    sd = model.state_dict()  # as a Trainer saving on rank 0 alone would
+    assert calls == []
+    monkeypatch.undo()
+    twin = llama(seed=3)
+    s2 = quantize(twin, Recipe(window=4, compile=False, amax_reduce="max"), skip_first=1, skip_last=1)
+    twin.load_state_dict(sd)
+    assert len(s2._queued) == len(session._queued)
+    session.flush()
+    s2.flush()
+    assert torch.equal(s2.bank.hist, session.bank.hist) and s2.bank.n == session.bank.n
+
+
 def test_an_active_current_estimator_reduces_each_call(one_rank_group):
     model = llama()
     session = quantize(model, Recipe(estimator="current", compile=False, amax_reduce="max"),

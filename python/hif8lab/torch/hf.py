@@ -64,6 +64,9 @@ class HfCallback(TrainerCallback):
         self.session.start_step(state.global_step)
 
     def on_step_end(self, args, state, control, **kwargs):
+        # every rank, before the Trainer saves on one: the fused amax reduction's collective
+        # runs here, not inside a rank-0-only state_dict
+        self.session.flush()
         if state.global_step % self.flush_every == 0 or state.global_step >= state.max_steps:
             self._drain()
 

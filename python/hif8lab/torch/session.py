@@ -240,15 +240,19 @@ class QatSession:
         self._started = True
 
     def rows_state(self, qs: List[int]) -> dict:
-        """The state of quantizers ``qs`` (a QuantLinear's ``_extra_state``), by name."""
-        self.flush()
+        """The state of quantizers ``qs`` (a QuantLinear's ``_extra_state``), by name. No
+        collective runs here (``state_dict`` is often called on one rank only): amaxes still
+        queued for the fused reduction are saved as queued, and queued again on load, so the
+        next micro-batch reduces them on every rank (``HfCallback`` flushes at each step's
+        end, so the Trainer's checkpoints hold none)."""
         b = self.bank
         return {
             "version": 1, "estimators": list(self.estimators), "history_len": b.H, "qat": self.qat,
             "quantizers": {
                 str(self.ids[q]): {"hist": b.hist[q].detach().cpu().clone(),
                                    "scales": b.scales[q].detach().cpu().clone(),
-                                   "n": b.n[q], "pos": b.pos[q], "calls": b.calls[q]}
+                                   "n": b.n[q], "pos": b.pos[q], "calls": b.calls[q],
+                                   "queued": [float(a) for qq, a, _ in self._queued if qq == q]}
                 for q in qs
             },
         }
@@ -280,6 +284,11 @@ class QatSession:
             b.scales[q] = scales.to(b.device, torch.float32)
             b.n[q], b.pos[q], b.calls[q] = int(row["n"]), int(row["pos"]), int(row["calls"])
             b._fresh[q] = False
+            self._queued = [e for e in self._queued if e[0] != q]
+            self._queued_q.discard(q)
+            for a in row.get("queued", []):
+                self._queued.append((q, torch.tensor(float(a), dtype=torch.float32, device=b.device), None))
+                self._queued_q.add(q)
         self.qat = bool(state["qat"])
         self._started = True
 
