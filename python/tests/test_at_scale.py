@@ -42,6 +42,7 @@ def run_steps(model, session, steps=3, micro=2, seed=1):
         grads = [p.grad.clone() for p in model.parameters()]
         opt.step()
         opt.zero_grad()
+    session.flush()
     return session.drain(), grads
 
 
@@ -130,7 +131,7 @@ def test_one_collective_per_micro_batch_whatever_the_depth(one_rank_group, layer
     assert session.collectives == a_g
     before = session.collectives
     run_steps(model, session, steps=3, micro=2)
-    # steady state: 3 steps × 2 micro-batches, one collective each (the last flushed by drain)
+    # steady state: 3 steps × 2 micro-batches, one collective each (the last by run_steps' flush)
     assert session.collectives - before == 6
     per_call = llama(layers)
     s2 = quantize(per_call, Recipe(window=4, compile=False, amax_reduce="max", fuse_amax=False),

@@ -15,8 +15,8 @@ backward by nature and are never replayed.
 call's scale comes from the history of *earlier* micro-batches, so this call's all-reduced
 amax is needed only when it enters the history, i.e. before the next micro-batch decides.
 Each A and G call therefore uses its rank-local amax for its own statistics, is queued, and
-one ``all_reduce(MAX)`` over the queue runs when the next micro-batch begins (or when
-statistics are drained or the state is saved), after which the histories are updated in
+one ``all_reduce(MAX)`` over the queue runs when the next micro-batch begins (or at an explicit ``flush()``, which every rank must
+call at the same point: the training loop before its last drain), after which the histories are updated in
 call order with the reduced values and the queued trace rows get the reduced amax. W is
 never reduced: data-parallel ranks (DDP, FSDP's gathered weights) hold the same weights.
 Exact semantics are kept where this call's reduced amax decides this call: the ``current``
@@ -187,14 +187,18 @@ class QatSession:
 
     def drain(self) -> List[dict]:
         """The per-call records gathered since the last drain, as trace records (one
-        device→host copy for all of them)."""
-        self.flush()
-        if not self._pending:
+        device→host copy for all of them). Runs no collective: the records of calls whose
+        amax still waits for the fused reduction are kept for a later drain (call ``flush()``
+        on every rank first to have them all, as at the end of a run)."""
+        held = {id(row) for _, _, row in self._queued if row is not None}
+        ready = [p for p in self._pending if id(p[4]) not in held]
+        self._pending = [p for p in self._pending if id(p[4]) in held]
+        if not ready:
             return []
-        rows = torch.stack([p[4] for p in self._pending]).detach().cpu().numpy()
+        rows = torch.stack([p[4] for p in ready]).detach().cpu().numpy()
         E = len(self.estimators)
         out = []
-        for (q, step, micro, numel, _), row in zip(self._pending, rows):
+        for (q, step, micro, numel, _), row in zip(ready, rows):
             qid = self.ids[q]
             amax, signal, noise = row[0], row[1], row[2]
             est = row[3:3 + E]
@@ -216,7 +220,6 @@ class QatSession:
                     for k, name in enumerate(self.estimators)
                 },
             })
-        self._pending = []
         return out
 
     def header(self, config: Optional[dict] = None) -> dict:
@@ -231,6 +234,8 @@ class QatSession:
         }
 
     def state_dict(self) -> dict:
+        """The whole bank (the run's per-rank checkpoint file). Flushes the fused amax
+        reduction first: a collective, so every rank calls it at the same point."""
         self.flush()
         return {"bank": self.bank.state_dict(), "step": self.step, "qat": self.qat}
 

@@ -400,6 +400,8 @@ def run(args) -> int:
         if rank == 0:
             log(f"step {step - 1}: loss {metric['loss']:.4f} lr {lr:.3g} grad_norm {metric['grad_norm']:.3f}")
         if flush:
+            if session is not None:
+                session.flush()  # every rank: the fused amax reduction's last collective
             records = session.drain() if session is not None else []
             if writer is not None:
                 writer.write(records)
