@@ -54,7 +54,8 @@ rm -rf "$trun" "$work/torch-hf"
 /usr/bin/time -f '%M' -o "$work/torch-rss.txt" env OMP_NUM_THREADS=1 PATH="$(dirname "$bin"):$PATH" \
   "$torch_venv/bin/python" -m torch.distributed.run --nproc_per_node 2 -m hif8lab.torch.train \
   --model "$gguf" --data "$text" --out "$trun" --steps 20 --context 128 --micro-batch 1 \
-  --lr 1e-5 --estimator max_window --window 64 --flush-every 5 --checkpoint-every 20 --out-hf "$work/torch-hf"
+  --lr 1e-5 --estimator max_window --window 64 --flush-every 5 --trace-every 1 --checkpoint-every 20 \
+  --out-hf "$work/torch-hf"
 echo "   peak resident of torchrun's process tree leader: $(( $(cat "$work/torch-rss.txt") / 1024 )) MiB"
 echo "==> the torch run folder opens in the app"
 "$app" --check-open "$trun"
