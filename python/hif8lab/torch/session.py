@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from .bank import QuantBank
-from .fakequant import compiled, overflow_threshold, qdq, qdq_codec
+from .fakequant import _ABS, _INF, compiled, overflow_threshold, qdq, qdq_codec
 
 SQNR_CAP_DB = 300.0
 FORWARD_ROLES = ("A", "W")
@@ -87,10 +87,13 @@ def _amax_nonfinite(x: torch.Tensor, amax_of=None) -> Tuple[torch.Tensor, torch.
 
 
 def _amax_of(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    ax = x.detach().float().abs()
-    nan = torch.isnan(ax)
-    amax = torch.where(nan, torch.zeros_like(ax), ax).amax()
-    nonfinite = (~torch.isfinite(ax)).sum(dtype=torch.float64)
+    """max |x| over non-NaN elements and the NaN/Inf count, on the f32 bits: |x| is the bits
+    without the sign, ordered as the floats are (+Inf the largest), NaN above +Inf. Integer
+    max and count reductions vectorize where a NaN-aware float max does not (measured on
+    884,736 elements, compiled, 2 threads: 0.85 ms against 8 ms)."""
+    a = x.detach().float().contiguous().view(torch.int32) & _ABS
+    amax = torch.where(a > _INF, torch.zeros_like(a), a).amax().view(torch.float32)
+    nonfinite = (a >= _INF).sum(dtype=torch.float64)
     return amax, nonfinite
 
 
