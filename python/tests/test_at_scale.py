@@ -331,6 +331,15 @@ def test_opt_neox_style_mlps_and_refused_layouts():
     assert [p.fqn.rsplit(".", 1)[-1] for p in s_neox.summary.placed] == ["dense_h_to_4h", "dense_4h_to_h"] * 2
     with pytest.raises(ValueError, match="interleaved per head"):
         quantize(t.GPTNeoXForCausalLM(neox.config), RECIPE, modules=("query_key_value",))
+    falcon = t.FalconForCausalLM(t.FalconConfig(vocab_size=128, hidden_size=32, num_hidden_layers=4,
+                                                num_attention_heads=4, ffn_hidden_size=64))
+    s_falcon = quantize(falcon, RECIPE, skip_first=1, skip_last=1)  # blocks named transformer.h.N
+    assert [(p.block, p.fqn.rsplit(".", 1)[-1]) for p in s_falcon.summary.placed] == \
+        [(1, "dense_h_to_4h"), (1, "dense_4h_to_h"), (2, "dense_h_to_4h"), (2, "dense_4h_to_h")]
+    x = torch.randint(0, 128, (2, 9))
+    s_falcon.start_step(0)
+    falcon(input_ids=x, labels=x).loss.backward()
+    assert len(s_falcon.drain()) == len(s_falcon.ids) == 12
     gpt2 = t.GPT2LMHeadModel(t.GPT2Config(vocab_size=128, n_embd=32, n_layer=4, n_head=4, n_positions=64))
     with pytest.raises(ValueError, match="Conv1D"):
         quantize(gpt2, RECIPE, modules=("c_fc",), skip_first=0, skip_last=0)

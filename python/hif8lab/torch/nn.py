@@ -112,7 +112,9 @@ class _QuantGrad(torch.autograd.Function):
     @staticmethod
     def forward(ctx, y, session, q):
         ctx.session, ctx.q = session, q
-        return y.view_as(y)
+        # a new tensor, not a view: models that add to a projection's output in place
+        # (Falcon) may not modify a custom Function's view (autograd forbids it)
+        return y.clone()
 
     @staticmethod
     def backward(ctx, grad):
