@@ -250,10 +250,7 @@ class QuantBank:
                 raw = torch.full((len(self.specs),), float("nan"), device=self.device)
             raw = torch.where(self._current, amax, raw)
         else:
-            if not self._fresh[q]:
-                ordered, n = self.ordered([q])
-                self._estimates[q] = estimate_rows(ordered, n, self.specs)[0]
-            raw = torch.where(self._current, amax, self._estimates[q])
+            raw = torch.where(self._current, amax, self._estimates_of(q))
         scale = self._target / (raw + self._eps) / self._pow2
         usable = torch.isfinite(raw) & (raw > 0) & torch.isfinite(scale) & (scale > 0)
         previous = self.scales[q]
@@ -261,6 +258,15 @@ class QuantBank:
         est = torch.where(usable, raw, implied)
         scale = torch.where(usable, scale, previous)
         return est, scale
+
+    def _estimates_of(self, q: int) -> torch.Tensor:
+        """Quantizer q's estimates from its history now: those of the micro-batch's start,
+        or its row recomputed once it has been called since."""
+        if not self._fresh[q]:
+            ordered, n = self.ordered([q])
+            self._estimates[q] = estimate_rows(ordered, n, self.specs)[0]
+            self._fresh[q] = True
+        return self._estimates[q]
 
     def active_scale(self, q: int) -> torch.Tensor:
         """The active estimator's scale for quantizer q's call, where it does not depend on
@@ -270,11 +276,7 @@ class QuantBank:
         if self.n[q] == 0:
             raw = torch.full((), float("nan"), device=self.device)
         else:
-            if not self._fresh[q]:
-                ordered, n = self.ordered([q])
-                self._estimates[q] = estimate_rows(ordered, n, self.specs)[0]
-                self._fresh[q] = True
-            raw = self._estimates[q, a]
+            raw = self._estimates_of(q)[a]
         scale = self._target / (raw + self._eps) / self._pow2
         usable = torch.isfinite(raw) & (raw > 0) & torch.isfinite(scale) & (scale > 0)
         return torch.where(usable, scale, self.scales[q, a])

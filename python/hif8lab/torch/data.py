@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator, List, Optional
 
 import numpy as np
 import torch
@@ -47,22 +47,8 @@ def read_corpus(path: Path) -> List[str]:
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: byte {e.start}: not UTF-8") from None
     if path.suffix == ".jsonl":
-        docs = []
-        for i, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"{path}:{i}: not JSON ({e.msg})") from None
-            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-                raise InputError(f"{path}:{i}: field 'text': missing or not a string")
-            try:
-                obj["text"].encode("utf-8")
-            except UnicodeEncodeError:
-                raise InputError(f"{path}:{i}: field 'text': not valid Unicode (a lone surrogate escape)") from None
-            docs.append(obj["text"])
-        return docs
+        docs = (_jsonl_text(path, i, line) for i, line in enumerate(text.splitlines(), 1))
+        return [d for d in docs if d is not None]
     return [text]
 
 
@@ -138,19 +124,27 @@ def iter_docs(path: Path) -> Iterator[str]:
             except UnicodeDecodeError as e:
                 raise InputError(f"{path}: byte {offset + e.start}: not UTF-8") from None
             offset += len(raw)
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"{path}:{i}: not JSON ({e.msg})") from None
-            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-                raise InputError(f"{path}:{i}: field 'text': missing or not a string")
-            try:
-                obj["text"].encode("utf-8")
-            except UnicodeEncodeError:
-                raise InputError(f"{path}:{i}: field 'text': not valid Unicode (a lone surrogate escape)") from None
-            yield obj["text"]
+            doc = _jsonl_text(path, i, line)
+            if doc is not None:
+                yield doc
+
+
+def _jsonl_text(path: Path, i: int, line: str) -> Optional[str]:
+    """Line i of a JSONL corpus: its ``text`` field, None for a blank line; anything else is
+    an input error naming the file and line."""
+    if not line.strip():
+        return None
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}:{i}: not JSON ({e.msg})") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+        raise InputError(f"{path}:{i}: field 'text': missing or not a string")
+    try:
+        obj["text"].encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(f"{path}:{i}: field 'text': not valid Unicode (a lone surrogate escape)") from None
+    return obj["text"]
 
 
 def tokenizer_fingerprint(tok) -> dict:

@@ -74,6 +74,14 @@ def split_list(text: str) -> List[str]:
     return [s for s in out if s]
 
 
+def roles_of(text: str) -> tuple:
+    """``--roles``: some of A, W, G, comma-separated (a ValueError naming the flag otherwise)."""
+    roles = tuple(split_list(text))
+    if not roles or any(r not in ROLES for r in roles):
+        raise ValueError(f"--roles {text!r}: expected some of A, W, G")
+    return roles
+
+
 def add_recipe_arguments(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("recipe (hif8lab.torch.Recipe's fields)")
     for name, f in _fields.items():
@@ -98,11 +106,9 @@ def recipe_from_args(args: argparse.Namespace) -> Recipe:
     kw = {}
     for name, f in _fields.items():
         v = getattr(args, name)
-        if isinstance(f.default, tuple):
+        if name == "roles":
+            v = roles_of(v)
+        elif isinstance(f.default, tuple):
             v = tuple(split_list(v))
-            if name == "roles":
-                bad = [r for r in v if r not in ROLES]
-                if bad or not v:
-                    raise ValueError(f"--roles {getattr(args, name)!r}: expected some of A, W, G")
         kw[name] = v
     return Recipe(**kw)

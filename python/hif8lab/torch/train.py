@@ -39,7 +39,7 @@ from ..scaling import TraceWriter, estimator_name
 from .data import InputError, Windows, hash_u32, read_corpus, open_tokens, tokenize  # noqa: F401
 from .nn import quantize
 from .placement import MLP_MODULES
-from .recipe_cli import add_recipe_arguments, recipe_from_args
+from .recipe_cli import add_recipe_arguments, recipe_from_args, roles_of
 
 
 # --- arguments -----------------------------------------------------------------------------
@@ -650,10 +650,10 @@ def check_numbers(args) -> None:
     if not (math.isfinite(args.lr_warmup_frac) and 0 <= args.lr_warmup_frac < 1):
         raise InputError(f"--lr-warmup-frac must be in [0, 1), got {args.lr_warmup_frac}")
     resolve_fidelity(args)
-    roles = [r.strip() for r in args.roles.split(",") if r.strip()]
-    bad = [r for r in roles if r not in ("A", "W", "G")]
-    if bad or not roles:
-        raise InputError(f"--roles {args.roles!r}: expected some of A, W, G")
+    try:
+        roles_of(args.roles)
+    except ValueError as e:
+        raise InputError(str(e)) from None
 
 
 def resolve_fidelity(args) -> None:
