@@ -360,7 +360,7 @@ class QatSession:
             amax, nonfinite, xq = self._fn("amax_qdq", _amax_qdq)(x32, s, r.format, r.saturate)
             est, scale = self.bank.decide(q, amax)
         else:
-            amax, nonfinite = _amax_nonfinite(flat, self._fn("amax", _amax_of))
+            amax, nonfinite = _amax_nonfinite(x32, self._fn("amax", _amax_of))
             if reduce_now:
                 self._all_reduce_max(amax)
             est, scale = self.bank.decide(q, amax)
