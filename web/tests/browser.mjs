@@ -450,13 +450,22 @@ async function responsive(port, name, flags, query) {
     const p0 = await page.evaluate(() => { window.__hif8lab_handle.pause_training(true); return [performance.now(), window.__hif8lab.steps]; });
     await wait(() => window.__hif8lab.paused === true, null, limit, `Pause did not take effect within ${limit} ms`);
     const pauseMs = (await page.evaluate(() => performance.now())) - p0[0];
-    // (Reports arrive at frames: wait a few of the longest waits seen, too.)
+    // (Reports arrive at frames: wait a few of the longest waits seen, too.) The step in
+    // flight may take longer than the one measured (the page drew flat out meanwhile, on the
+    // same cores): settled is `settle` without a new report, up to the steps in flight.
     const settle = Math.max(2500, 2500 * stepS, 3 * during.gap);
-    await page.waitForTimeout(settle);
-    const pausedSteps = (await snap()).steps;
+    let pausedSteps = (await snap()).steps;
+    for (let quiet = performance.now(), n = 0; performance.now() - quiet < settle; n++) {
+      await page.waitForTimeout(250);
+      const now = (await snap()).steps;
+      if (now !== pausedSteps) [pausedSteps, quiet] = [now, performance.now()];
+      if (n * 250 > 20 * settle) await fail(`steps still reported ${(n * 250 / 1000).toFixed(0)} s after Pause`);
+    }
     // The steps already under way (at most MAX_IN_FLIGHT = 3: enqueued ahead of their
     // reports) finish and are reported; none starts after, and none while it stays paused.
-    const inFlight = 3;
+    // (On the CPU a step is reported as it ends: the one under way, and one a frame had not
+    // drawn yet when Pause was pressed.)
+    const inFlight = s.backend === "cpu" ? 2 : 3;
     if (pausedSteps > p0[1] + inFlight) await fail(`${pausedSteps - p0[1]} steps reported after Pause`);
     const paused = await frameRate(page, Math.max(1000, 2000 * stepS, 2 * during.gap));
     const stillPaused = (await snap()).steps;

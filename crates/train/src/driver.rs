@@ -439,6 +439,12 @@ impl<B: Backend> Driver<B> {
             self.trainer.step()?;
             self.host += t.elapsed();
             if start.elapsed() >= budget {
+                // What is ready now goes with this slice, not behind the next step: on the
+                // CPU a step's report is ready as the step ends, and a caller that posts
+                // events after each slice (the browser's worker) would otherwise show every
+                // step one step late, and a Pause would be followed by two reports, not one.
+                let reports = self.trainer.poll()?;
+                self.deliver(reports, sink)?;
                 return Ok(Progress::Working);
             }
         }

@@ -128,6 +128,35 @@ fn schedule_runs_in_order_and_both_ways_of_driving_agree() {
     assert_eq!(framed.events.last().unwrap(), "weights");
 }
 
+/// A slice that runs a step on the CPU (its report is ready as it ends) reports it in the same
+/// slice: a caller that shows each slice's events (the browser's worker posts them after each)
+/// is never a step behind, and a Pause after a slice has nothing left to report.
+#[test]
+fn a_cpu_slice_reports_the_step_it_ran() {
+    let config = tiny();
+    let mut d = Driver::new(
+        Trainer::from_config(CpuBackend::new(), config.clone()).unwrap(),
+        Schedule {
+            max_in_flight: 3,
+            ..Schedule::default()
+        },
+    );
+    for step in 0..4 {
+        let mut log = Log::default();
+        let p = d
+            .advance(Control::Run, Duration::ZERO, false, &mut log)
+            .unwrap();
+        assert_eq!(p, Progress::Working);
+        assert_eq!(log.events, [format!("report {step}")], "slice {step}");
+        assert_eq!(d.trainer().in_flight(), 0);
+    }
+    let mut log = Log::default();
+    d.advance(Control::Pause, Duration::ZERO, false, &mut log)
+        .unwrap();
+    assert!(log.events.is_empty(), "nothing left for the pause: {:?}", log.events);
+    assert_eq!(d.trainer().steps_done(), 4);
+}
+
 #[test]
 fn stop_checkpoints_where_it_stopped_and_pause_enqueues_nothing() {
     let config = tiny();
