@@ -28,7 +28,7 @@ import http from "node:http";
 import fs from "node:fs";
 import path from "node:path";
 import os from "node:os";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "dist");
@@ -404,7 +404,7 @@ async function pointerFrameRate(page, ms) {
 // effect at once (the run bar's buttons, pressed through the page's handle). Measured on the
 // `small` preset on the CPU fallback (a step of seconds, trained in a Web Worker) and the
 // smoke preset on WebGPU.
-async function responsive(port, name, flags, query) {
+async function responsive(port, name, flags, query, busy) {
   const userDir = fs.mkdtempSync(path.join(os.tmpdir(), "hif8lab-chromium-"));
   const browser = await chromium.launchPersistentContext(userDir, {
     executablePath: chromiumPath,
@@ -413,6 +413,9 @@ async function responsive(port, name, flags, query) {
     headless: false,
     viewport: { width: 1280, height: 800 },
   });
+  // A process spinning on one core the whole time: Pause must land at the next step boundary
+  // whatever the load (no case may depend on an idle machine).
+  const spinner = busy ? spawn(process.execPath, ["-e", "for (;;) {}"], { stdio: "ignore" }) : null;
   const errors = [];
   try {
     const page = browser.pages()[0] || (await browser.newPage());
@@ -461,12 +464,16 @@ async function responsive(port, name, flags, query) {
       if (now !== pausedSteps) [pausedSteps, quiet] = [now, performance.now()];
       if (n * 250 > 20 * settle) await fail(`steps still reported ${(n * 250 / 1000).toFixed(0)} s after Pause`);
     }
-    // The steps already under way (at most MAX_IN_FLIGHT = 3: enqueued ahead of their
-    // reports) finish and are reported; none starts after, and none while it stays paused.
-    // (On the CPU a step is reported as it ends: the one under way, and one a frame had not
-    // drawn yet when Pause was pressed.)
-    const inFlight = s.backend === "cpu" ? 2 : 3;
+    // The steps already under way (at most MAX_IN_FLIGHT = 3 on WebGPU: enqueued ahead of
+    // their reports) finish and are reported; none starts after, and none while it stays
+    // paused. On the CPU a step is reported as it ends and the worker asks before each step:
+    // at most the one under way follows "Paused after step N".
+    const inFlight = 3;
     if (pausedSteps > p0[1] + inFlight) await fail(`${pausedSteps - p0[1]} steps reported after Pause`);
+    const said = /Paused after step (\d+)/.exec((await snap()).status || "");
+    if (!said) await fail("no \"Paused after step N\" in the status");
+    const pausedAt = Number(said[1]);
+    if (s.backend === "cpu" && pausedSteps > pausedAt + 1) await fail(`${pausedSteps - pausedAt} steps reported after "Paused after step ${pausedAt}" (at most the one under way)`);
     const paused = await frameRate(page, Math.max(1000, 2000 * stepS, 2 * during.gap));
     const stillPaused = (await snap()).steps;
     if (stillPaused !== pausedSteps) await fail(`${stillPaused - pausedSteps} steps while paused`);
@@ -485,8 +492,10 @@ async function responsive(port, name, flags, query) {
       `${during.app.toFixed(1)} app frames/s (longest wait ${during.gap.toFixed(0)} ms; a frame's CPU time ${ms(during.cpu)}, its UI ${ms(during.ui)}); ` +
       `with the pointer moving ${pointer.app.toFixed(1)} app frames/s (CPU ${ms(pointer.cpu)}); ` +
       `paused ${paused.app.toFixed(1)} app frames/s (CPU ${ms(paused.cpu)}, UI ${ms(paused.ui)}); ` +
-      `Pause shown after ${pauseMs.toFixed(0)} ms (${pausedSteps - p0[1]} step in flight reported), Stop after ${stopMs.toFixed(0)} ms (${stopped - q0[1]} after)`);
+      `Pause shown after ${pauseMs.toFixed(0)} ms (${pausedSteps - p0[1]} step in flight reported, ${pausedSteps - pausedAt} after "Paused after step ${pausedAt}"), Stop after ${stopMs.toFixed(0)} ms (${stopped - q0[1]} after)` +
+      (busy ? "; the other core busy all the while" : ""));
   } finally {
+    if (spinner) spinner.kill("SIGKILL");
     await browser.close();
     fs.rmSync(userDir, { recursive: true, force: true });
   }
@@ -557,12 +566,12 @@ const responsiveCases = [];
 // steps run in a worker: about 1.6 s and 6.4 s here; smoke's 40 steps are over in a second);
 // on SwiftShader's WebGPU the smoke preset (a step there is seconds).
 for (const preset of ["small", "medium"]) {
-  if (mode === "cpu" || mode === "all" || mode === "responsive") responsiveCases.push([`responsive-cpu-${preset}`, ["--disable-features=WebGPU"], `?preset=${preset}&autostart=1&backend=cpu`]);
+  if (mode === "cpu" || mode === "all" || mode === "responsive") responsiveCases.push([`responsive-cpu-${preset}`, ["--disable-features=WebGPU"], `?preset=${preset}&autostart=1&backend=cpu`, true]);
 }
 if (mode === "webgpu" || mode === "all" || mode === "responsive") responsiveCases.push(["responsive-webgpu-smoke", webgpuFlags, "?preset=smoke&autostart=1"]);
-for (const [name, flags, query] of responsiveCases) {
+for (const [name, flags, query, busy] of responsiveCases) {
   try {
-    await responsive(port, name, flags, query);
+    await responsive(port, name, flags, query, busy);
   } catch (e) {
     failed++;
     console.error(`browser ${name}: FAILED — ${e.message}`);

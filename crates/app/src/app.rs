@@ -357,6 +357,13 @@ impl HifApp {
         }
     }
 
+    /// Whether the live run trains in a Web Worker (the browser's CPU runs).
+    pub fn trains_in_worker(&self) -> bool {
+        self.jobs
+            .training(jobs::JobKind::Run)
+            .is_some_and(|t| t.in_worker())
+    }
+
     /// Pauses or resumes the live run and its baseline (the run bar's button).
     pub fn pause_live(&mut self, pause: bool) {
         use jobs::JobKind;
@@ -400,7 +407,7 @@ impl HifApp {
             "adapter": self.device.adapter,
             "running": self.jobs.running(JobKind::Run) && !self.paused(),
             "paused": self.paused(),
-            "in_worker": self.jobs.training(JobKind::Run).is_some_and(|t| t.in_worker()),
+            "in_worker": self.trains_in_worker(),
             "view": view.map(|v| v.name.clone()),
             "quantizer": self.selection.quantizer.as_ref().map(|q| q.to_string()),
             "steps": view.map(|v| v.loss.len()).unwrap_or(0),
@@ -464,6 +471,8 @@ impl HifApp {
         #[cfg(target_arch = "wasm32")]
         web::take_inputs(self);
         self.poll_jobs(ui.ctx());
+        #[cfg(target_arch = "wasm32")]
+        web::take_pause(self);
         self.frames.poll_ms = now.elapsed().as_secs_f32() * 1000.0;
         layout::begin(ui.ctx());
         // The UI's own time (in the browser, training's share of the frame is in poll).

@@ -306,6 +306,14 @@ fn create(cc: &eframe::CreationContext<'_>, options: &Options) -> HifApp {
     app
 }
 
+/// Applies a Pause or Resume pressed through the page's handle (at the start of a frame, or for
+/// a run in a worker once the frame has taken the worker's messages).
+pub fn take_pause(app: &mut HifApp) {
+    if let Some(pause) = PAUSE.with(|s| s.take()) {
+        app.pause_live(pause);
+    }
+}
+
 /// Takes what the page handed in since the last frame (files, fetched files, and the presses
 /// scripts made through the handle), at the start of a frame: before training advances, as a
 /// click on the button lands before the next frame's training does.
@@ -321,8 +329,11 @@ pub fn take_inputs(app: &mut HifApp) {
     if START.with(|s| s.replace(false)) {
         app.start(|| {});
     }
-    if let Some(pause) = PAUSE.with(|s| s.take()) {
-        app.pause_live(pause);
+    // A run in a worker trains outside the frame: its Pause lands after this frame has taken
+    // what the worker posted ([`take_pause`]), so "Paused after step N" counts every step
+    // reported before it and at most the one under way follows.
+    if !app.trains_in_worker() {
+        take_pause(app);
     }
     if STOP.with(|s| s.replace(false)) {
         app.stop_live();

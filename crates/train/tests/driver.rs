@@ -153,7 +153,11 @@ fn a_cpu_slice_reports_the_step_it_ran() {
     let mut log = Log::default();
     d.advance(Control::Pause, Duration::ZERO, false, &mut log)
         .unwrap();
-    assert!(log.events.is_empty(), "nothing left for the pause: {:?}", log.events);
+    assert!(
+        log.events.is_empty(),
+        "nothing left for the pause: {:?}",
+        log.events
+    );
     assert_eq!(d.trainer().steps_done(), 4);
 }
 
