@@ -63,6 +63,10 @@ enum Command {
     /// A model's knowledge on a multiple-choice probe set (the shipped general-knowledge set:
     /// 609 items over 209 clusters), scored like lm-eval-harness, with intervals.
     Probe(probe_cmd::ProbeArgs),
+    /// Calibrate the probes without training: damage a real base's quantized MLP weights at
+    /// known sizes (Gaussian noise, HiF8 with the scale too large), score each damaged model
+    /// and report the smallest damage each score detects, with intervals.
+    CalibrateProbe(calibrate_cmd::CalibrateArgs),
     /// Bring a model in (`import gguf FILE.gguf --out DIR` writes a Hugging Face folder), or
     /// a training log as CSV (`import log FILE --out steps.csv`).
     #[command(subcommand)]
@@ -89,6 +93,7 @@ fn run(command: Command) -> anyhow::Result<Outcome> {
         Command::Eval(args) => model_cmds::run_eval(args),
         Command::Sample(args) => model_cmds::run_sample(args),
         Command::Probe(args) => probe_cmd::run_probe(args),
+        Command::CalibrateProbe(args) => calibrate_cmd::run_calibrate(args),
         Command::Import(cmd) => import_cmd::run(cmd),
         Command::CompareEvals(args) => evals_cmd::run_compare_evals(args),
         Command::CompareLogs(args) => evals_cmd::run_compare_logs(args),

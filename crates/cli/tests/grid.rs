@@ -88,7 +88,8 @@ fn micro_grid_end_to_end_and_resumable() {
                 "**reproduced**",
                 "**not reproduced**",
                 "**inconclusive**",
-                "**not judged**"
+                "**not judged**",
+                "**not tested at this scale**"
             ]
             .contains(&cells[1]),
             "{r}"
@@ -96,7 +97,12 @@ fn micro_grid_end_to_end_and_resumable() {
         // An interval, or (one run per setting) the exact value of that run, said so.
         assert!(
             cells[3].starts_with('[')
-                || ["– (one run: no interval)", "– (not judged)"].contains(&cells[3]),
+                || [
+                    "– (one run: no interval)",
+                    "– (not judged)",
+                    "– (not tested)"
+                ]
+                .contains(&cells[3]),
             "interval: {r}"
         );
         if let Some(iv) = cells[3].strip_prefix('[') {
@@ -309,6 +315,9 @@ fn the_committed_report_follows_from_its_committed_data() {
         let _ = std::fs::remove_dir_all(&out);
         std::fs::create_dir_all(out.join("plots")).unwrap();
         std::fs::copy(committed.join("runs.jsonl.gz"), out.join("runs.jsonl.gz")).unwrap();
+        if committed.join("errata.md").is_file() {
+            std::fs::copy(committed.join("errata.md"), out.join("errata.md")).unwrap();
+        }
         for f in ["loss", "probes", "amax", "outlier"] {
             let f = format!("plots/{f}.png");
             if committed.join(&f).is_file() {
@@ -344,6 +353,13 @@ fn the_committed_report_follows_from_its_committed_data() {
         }
         let md = std::fs::read_to_string(out.join("results.md")).unwrap();
         assert!(md.contains(says), "{name}: {md}");
+        // Errata go under the title, above the text the data give.
+        if committed.join("errata.md").is_file() {
+            assert!(
+                md.starts_with("# hif8lab grid results\n\n## Errata ("),
+                "{name}"
+            );
+        }
         let _ = std::fs::remove_dir_all(&out);
     }
 }

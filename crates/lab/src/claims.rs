@@ -611,6 +611,7 @@ pub fn headline(claims: &[Claim], words: fn(Verdict3) -> &'static str) -> String
         Verdict3::Holds,
         Verdict3::Inconclusive,
         Verdict3::Fails,
+        Verdict3::NotTested,
         Verdict3::NotJudged,
     ];
     let parts: Vec<String> = order

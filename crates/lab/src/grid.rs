@@ -33,6 +33,7 @@ use {
 mod data;
 pub mod dose;
 mod judge;
+pub mod manipulation;
 #[cfg(not(target_arch = "wasm32"))]
 mod placebo;
 pub mod plan;

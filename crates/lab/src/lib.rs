@@ -7,6 +7,8 @@
 //! - [`lesson`]: the teaching scenarios with their claims, judged from runs;
 //! - [`evals`]: evaluations made by other tools (lm-eval-harness folders, training logs,
 //!   benchmark summaries) judged with the same claims, and the paper's own numbers;
+//! - [`calibrate`]: the probes calibrated without training (the real base's quantized weights
+//!   damaged at known sizes, and the dose–response of every probe score);
 //! - [`claims`]: a claim, its statistic, interval and threshold, fixed before the data — the
 //!   one type behind grid verdicts and lessons;
 //! - [`stats`]: intervals, paired and exact tests, power (with `hif8lab_train::eval::resample`'s
@@ -14,6 +16,8 @@
 //!
 //! Nothing here steps a trainer itself: runs go through `hif8lab_train::driver`.
 
+#[cfg(not(target_arch = "wasm32"))]
+pub mod calibrate;
 pub mod claims;
 pub mod evals;
 pub mod grid;

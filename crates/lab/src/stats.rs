@@ -30,26 +30,33 @@ pub enum Verdict3 {
     /// No data behind the claim (the runs it needs are missing): no verdict at all.
     #[serde(rename = "not judged")]
     NotJudged,
+    /// The data exist but do not contain what the claim is about (the manipulation check:
+    /// the arms of "saturation costs X" do not differ in saturation): no verdict.
+    #[serde(rename = "not tested")]
+    NotTested,
 }
 
 impl Verdict3 {
-    /// `"holds"`, `"fails"`, `"inconclusive"`, `"not judged"`.
+    /// `"holds"`, `"fails"`, `"inconclusive"`, `"not judged"`, `"not tested"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict3::Holds => "holds",
             Verdict3::Fails => "fails",
             Verdict3::Inconclusive => "inconclusive",
             Verdict3::NotJudged => "not judged",
+            Verdict3::NotTested => "not tested",
         }
     }
 
-    /// The grid report's words: reproduced / not reproduced / inconclusive / not judged.
+    /// The grid report's words: reproduced / not reproduced / inconclusive / not judged / not
+    /// tested at this scale.
     pub fn report_word(self) -> &'static str {
         match self {
             Verdict3::Holds => "reproduced",
             Verdict3::Fails => "not reproduced",
             Verdict3::Inconclusive => "inconclusive",
             Verdict3::NotJudged => "not judged",
+            Verdict3::NotTested => "not tested at this scale",
         }
     }
 

@@ -142,3 +142,124 @@ fn each_study_s_data_come_after_its_preregistration() {
         );
     }
 }
+
+/// What each pre-registration registers (endpoints, thresholds, units, tests and levels), as
+/// (the words of the pre-registration that register it, the words the study's report must
+/// say it with). The first must be in the pre-registration — the list follows the file — and
+/// the second in the report's files (its generated text, its errata, its README): an element
+/// the report drops, or a deviation it does not list, fails here.
+/// (the pre-registration, the report's files, its registered elements).
+type Registered = (
+    &'static str,
+    &'static [&'static str],
+    &'static [(&'static str, &'static str)],
+);
+
+const REGISTERED: [Registered; 2] = [
+    (
+        PREREG,
+        &[
+            "docs/results/real-smollm2-dose/results.md",
+            "docs/results/real-smollm2-dose/errata.md",
+        ],
+        &[
+            ("`knowledge_margin`", "mean knowledge margin"),
+            ("**δ₂ = 0.0183** nats per byte", "δ₂ = 0.0183 nats/byte"),
+            ("**δ₀.₄ = 0.0025**", "TOST at ±δ₀.₄ = 0.0025"),
+            ("paired t over the 4 orders", "paired t over data orders"),
+            ("two-sided 95 % interval of mean d", "95 % t interval"),
+            ("TOST against ±δ₂", "two one-sided tests"),
+            (
+                "**holds** when the 90 % t interval",
+                "TOST on the **90 %** interval",
+            ),
+            (
+                "the held-out loss (most_recent − max_window) per order",
+                "Held-out loss at the last dose, most_recent − max_window",
+            ),
+            ("the slope of d over the three doses", "slope of d"),
+            (
+                "the completion margin's contrast",
+                "completion-margin contrast",
+            ),
+            ("descriptive only", "descriptive"),
+            (
+                "c_o = mean margin(max_window-low at 160 steps)",
+                "Positive control (c = max_window − control",
+            ),
+            (
+                "\"unanswerable by this probe\"",
+                "unanswerable by this probe",
+            ),
+            (
+                "max_window-low in orders {0, 1} against orders {2, 3}",
+                "Placebo (max_window in orders 0, 1 minus 2, 3)",
+            ),
+            ("Holm at α = 0.05", "Holm over the three"),
+            ("orders 4–7 are added", "Rule for adding orders"),
+            (
+                "`grid --plan` prints, for each claim, the best-case",
+                "Reachability",
+            ),
+            (
+                "Deviations, if any, are listed in the report",
+                "Deviations from the pre-registration",
+            ),
+        ],
+    ),
+    (
+        "docs/results/prereg/real-smollm2-claim5.md",
+        &[
+            "docs/results/real-smollm2-claim5/results.md",
+            "docs/results/real-smollm2-claim5/README.md",
+        ],
+        &[
+            (
+                "knowledge acc_norm and completion acc_norm",
+                "completion acc_norm drop",
+            ),
+            ("each within ±2 %", "±2 %"),
+            ("the 90 % interval", "90 % interval (TOST)"),
+            ("fewer than 25 items differ", "exact paired interval"),
+            ("APE of its loss", "APE of the loss"),
+            ("below 1 % (t across the 2 orders)", "t over 2 orders"),
+            ("tested alone at α = 0.05", "judged alone at α = 0.05"),
+            ("best case ±0.88 %", "±0.88 %"),
+            ("**Determinism check**", "**Determinism check**"),
+            ("on the first 108 items alone", "on the first 108 items"),
+            ("and on the 189 new ones", "on the 189 new items"),
+        ],
+    ),
+];
+
+#[test]
+fn each_report_says_what_its_preregistration_registered() {
+    let flat = |t: String| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    for (prereg, report, elements) in REGISTERED {
+        let registered = flat(std::fs::read_to_string(root().join(prereg)).unwrap());
+        let said = flat(
+            report
+                .iter()
+                .map(|f| std::fs::read_to_string(root().join(f)).unwrap())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+        let missing: Vec<String> = elements
+            .iter()
+            .filter_map(|(reg, says)| {
+                assert!(
+                    registered.contains(&flat((*reg).to_owned())),
+                    "{prereg} does not say `{reg}`: the list of its registered elements is out of date"
+                );
+                (!said.contains(&flat((*says).to_owned())))
+                    .then(|| format!("`{reg}` (the report should say `{says}`)"))
+            })
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{} do not report what {prereg} registered, nor list it as a deviation: {}",
+            report.join(" and "),
+            missing.join("; ")
+        );
+    }
+}

@@ -157,7 +157,9 @@ pub(super) fn lessons(cx: &mut LessonsCtx<'_>, ui: &mut egui::Ui) {
             let colour = match c.verdict {
                 Verdict3::Holds => t.holds,
                 Verdict3::Fails => t.fails,
-                Verdict3::Inconclusive | Verdict3::NotJudged => t.inconclusive,
+                Verdict3::Inconclusive | Verdict3::NotJudged | Verdict3::NotTested => {
+                    t.inconclusive
+                }
             };
             // At a glance: the verdict, the claim, its statistic against the threshold; how it
             // was tested and the claim's data folded (the same words as the command line).

@@ -144,7 +144,7 @@ impl GridProgress for Printer {
 }
 
 /// The grid configuration of `--config FILE` or `--preset NAME`.
-fn grid_config(preset: &str, config: Option<&PathBuf>) -> Result<GridConfig> {
+pub(crate) fn grid_config(preset: &str, config: Option<&PathBuf>) -> Result<GridConfig> {
     Ok(match config {
         Some(path) => {
             let text =
@@ -260,6 +260,22 @@ fn plots_section(out: &std::path::Path, skipped: Option<String>) -> String {
     md
 }
 
+/// The file of a grid's folder whose corrections go at the top of its report, under the
+/// title, above the text the data give (kept as generated, so it stays auditable).
+pub const ERRATA_FILE: &str = "errata.md";
+
+/// `md` with the folder's [`ERRATA_FILE`] (when there is one) after its title line.
+fn with_errata(dir: &std::path::Path, md: String) -> Result<String> {
+    let path = dir.join(ERRATA_FILE);
+    let errata = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(md),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let (title, rest) = md.split_once("\n\n").unwrap_or((&md, ""));
+    Ok(format!("{title}\n\n{}\n\n{rest}", errata.trim_end()))
+}
+
 /// `hif8lab grid --recompute DIR`: the report again from the data beside it.
 fn recompute(dir: &std::path::Path) -> Result<()> {
     // Checked before the lock, which would create the folder.
@@ -289,7 +305,7 @@ fn recompute(dir: &std::path::Path) -> Result<()> {
     let _lock = hif8lab_train::lock::FolderLock::acquire(dir)
         .with_context(|| format!("--recompute {}", dir.display()))?;
     let results = grid::recompute(dir)?;
-    let mut md = results.markdown();
+    let mut md = with_errata(dir, results.markdown())?;
     md.push_str(&plots_section(dir, None));
     hif8lab_train::run::write_atomic(&dir.join("results.csv"), results.csv().as_bytes())?;
     hif8lab_train::run::write_atomic(&dir.join("results.md"), md.as_bytes())?;
@@ -334,7 +350,7 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
     });
     let summaries: Vec<_> = results.rows.iter().map(|r| r.summary.clone()).collect();
     let (_, skipped) = crate::commands::plots::grid_plots(&out, &summaries)?;
-    let mut md = results.markdown();
+    let mut md = with_errata(&out, results.markdown())?;
     md.push_str(&plots_section(&out, skipped));
     hif8lab_train::run::write_atomic(&out.join("results.md"), md.as_bytes())?;
     crate::output::outln!("{md}");
@@ -557,9 +573,9 @@ fn print_lesson(
     Ok(match report.verdict() {
         hif8lab_lab::stats::Verdict3::Holds => crate::output::Outcome::Ok,
         hif8lab_lab::stats::Verdict3::Fails => crate::output::Outcome::ClaimsFail,
-        hif8lab_lab::stats::Verdict3::Inconclusive | hif8lab_lab::stats::Verdict3::NotJudged => {
-            crate::output::Outcome::Inconclusive
-        }
+        hif8lab_lab::stats::Verdict3::Inconclusive
+        | hif8lab_lab::stats::Verdict3::NotJudged
+        | hif8lab_lab::stats::Verdict3::NotTested => crate::output::Outcome::Inconclusive,
     })
 }
 

@@ -6,6 +6,7 @@ pub mod bench_gemm;
 pub mod bench_kernels;
 pub mod bench_sample;
 pub mod bench_train;
+pub mod calibrate_cmd;
 pub mod codec;
 pub mod evals_cmd;
 pub mod grid_cmd;

@@ -257,3 +257,60 @@ pub fn trade_off_chart(path: &Path, series: &[Series]) -> Result<()> {
         series,
     )
 }
+
+/// The probe calibration's dose–response: per damage family, the change in `score` (the
+/// estimate and its 95 % bounds) against log10 of the damage's size.
+pub fn calibration_chart(
+    path: &Path,
+    records: &[hif8lab_lab::calibrate::Record],
+    score: hif8lab_train::eval::ProbeScore,
+    y_label: &str,
+) -> Result<()> {
+    if !font_ready() {
+        anyhow::bail!("no font for the plot's labels (install fonts-dejavu-core)");
+    }
+    let points = hif8lab_lab::calibrate::curve(records, score);
+    let mut series: Vec<Series> = Vec::new();
+    for family in ["noise", "hif8"] {
+        let mut pts: Vec<_> = points
+            .iter()
+            .filter(|p| p.perturbation.family() == family && p.relative_rms > 0.0)
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        pts.sort_by(|a, b| a.relative_rms.total_cmp(&b.relative_rms));
+        let line = |f: &dyn Fn(&hif8lab_lab::calibrate::Point) -> f64| {
+            pts.iter()
+                .map(|p| (p.relative_rms.log10(), f(p)))
+                .collect::<Vec<_>>()
+        };
+        series.push((family.to_owned(), line(&|p| p.change.value)));
+        series.push((
+            format!("{family}: 95 % low"),
+            line(&|p| p.change.interval[0]),
+        ));
+        series.push((
+            format!("{family}: 95 % high"),
+            line(&|p| p.change.interval[1]),
+        ));
+    }
+    series.push((
+        "no change".into(),
+        series
+            .iter()
+            .flat_map(|s| s.1.iter().map(|p| p.0))
+            .fold(Vec::new(), |mut v, x| {
+                v.push((x, 0.0));
+                v.sort_by(|a: &(f64, f64), b| a.0.total_cmp(&b.0));
+                v
+            }),
+    ));
+    line_chart(
+        path,
+        &format!("Probe calibration: {y_label} against the damage to the MLP weights"),
+        "log10 ‖ΔW‖/‖W‖ (damaged gate, up and down weights)",
+        y_label,
+        &series,
+    )
+}

@@ -19,6 +19,9 @@ impl GridResults {
         self.run_table(&mut md);
         self.shadow_and_sqnr(&mut md);
         md.push_str(&super::quantizers::markdown(&self.rows));
+        md.push_str(&super::manipulation::markdown(
+            super::manipulation::check(&self.rows).as_ref(),
+        ));
         md.push_str(&super::verdicts::claims_markdown(&self.verdicts));
         if let Some(reach) = self.reach() {
             md.push_str(&reach.markdown());

@@ -257,7 +257,6 @@ pub(super) const SQNR_ROLES: [hif8lab_scaling::Role; 3] = [
     hif8lab_scaling::Role::G,
 ];
 
-#[cfg(not(target_arch = "wasm32"))]
 /// A run's SQNR for one role over its seeds: (median of the seeds' medians, worst of all).
 pub(super) fn sqnr_of(r: &ResultRow, role: hif8lab_scaling::Role) -> Option<(f32, f32)> {
     let per: Vec<_> = r.seeds.iter().filter_map(|s| s.sqnr.get(&role)).collect();

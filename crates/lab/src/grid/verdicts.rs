@@ -6,6 +6,7 @@ use super::saturation::{
 };
 use super::*;
 use crate::claims::{Claim, Part, Side, Spread};
+use crate::stats::Verdict3;
 use crate::stats::exact::sign_flip;
 use crate::stats::{Arm, bootstrap_draws, bootstrap_draws_nested, cluster_totals, mean_sd};
 use hif8lab_train::eval::ProbeScore;
@@ -407,20 +408,74 @@ pub fn verdicts(rows: &[ResultRow], base: &[RunSummary], design: Design) -> Vec<
         claim_loss_hides(rows, design),
         claim_near_lossless(rows, design),
     ];
+    // The manipulation check: what saturation costs is judged only when the arms differ in
+    // saturation (docs/results/claims.md); otherwise claim 2 is not tested, its statistic
+    // shown but outside the family.
     crate::claims::judge_family(&mut out);
+    let untested = super::manipulation::check(rows)
+        .filter(|c| !c.differs && out[1].verdict != Verdict3::NotJudged)
+        .map(|c| {
+            let measured = std::iter::once(out[1].measured_words())
+                .chain(out[1].parts.iter().cloned())
+                .collect::<Vec<_>>()
+                .join("; ");
+            not_tested(
+                &out[1].claim,
+                &format!(
+                    "not tested at this scale: the arms do not differ in saturation ({}). Measured, not judged: {measured}.",
+                    c.why
+                ),
+            )
+        });
+    let original = out[1].clone();
+    if let Some(claim) = untested {
+        out[1] = claim;
+        judge(&mut out, &original);
+    }
     // "The loss hides it" speaks of a damage: without one found (neither saturation costing
     // knowledge nor forgetting reproduced) there is nothing to hide, and the claim is not
     // judged — never "reproduced" by default.
-    if out[1].verdict != crate::stats::Verdict3::Holds
-        && out[2].verdict != crate::stats::Verdict3::Holds
-    {
+    if out[1].verdict != Verdict3::Holds && out[2].verdict != Verdict3::Holds {
+        let (two, three) = (out[1].verdict.report_word(), out[2].verdict.report_word());
         out[3] = missing(
             &out[3].claim,
-            "no damage was found (claims 2 and 3 not reproduced): there is nothing for the loss to hide",
+            &format!(
+                "no damage was found (claim 2 {two}, claim 3 {three}): there is nothing for the loss to hide"
+            ),
         );
-        crate::claims::judge_family(&mut out);
+        judge(&mut out, &original);
     }
     out
+}
+
+/// Judges the family; a claim [`not_tested`] made (no parts: outside the family, which would
+/// call it "not judged") is then marked not tested and shows `original`'s statistic (what was
+/// measured, not judged: no interval, no p).
+fn judge(out: &mut [Claim], original: &Claim) {
+    crate::claims::judge_family(out);
+    for c in out.iter_mut().filter(|c| untested_claim(c)) {
+        c.verdict = Verdict3::NotTested;
+        c.measured.clone_from(&original.measured);
+        c.statistic = original.statistic;
+        c.unit.clone_from(&original.unit);
+        c.threshold.clone_from(&original.threshold);
+        c.test.clone_from(&original.test);
+    }
+}
+
+/// The evidence prefix of a claim [`not_tested`] made.
+const NOT_TESTED: &str = "not tested at this scale:";
+
+/// A claim whose data do not contain what it is about: no parts (outside the family), its
+/// verdict set to [`Verdict3::NotTested`] once the family is judged.
+fn not_tested(claim: &str, why: &str) -> Claim {
+    debug_assert!(why.starts_with(NOT_TESTED));
+    Claim::new(claim, Vec::new(), serde_json::Value::String(why.to_owned()))
+}
+
+fn untested_claim(c: &Claim) -> bool {
+    c.parts.is_empty()
+        && matches!(&c.evidence, serde_json::Value::String(s) if s.starts_with(NOT_TESTED))
 }
 
 /// The replicates of cell `key` (none when the grid lacks it: the claim is then not judged).

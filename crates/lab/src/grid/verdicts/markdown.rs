@@ -16,6 +16,21 @@ pub fn claims_markdown(claims: &[crate::claims::Claim]) -> String {
         .iter()
         .filter(|c| c.verdict == crate::stats::Verdict3::NotJudged)
         .count();
+    let not_tested = claims
+        .iter()
+        .filter(|c| c.verdict == crate::stats::Verdict3::NotTested)
+        .count();
+    if not_tested > 0 {
+        let table_head = md.rfind("\n\n| claim |").unwrap_or(md.len());
+        md.insert_str(
+            table_head,
+            &format!(
+                " {not_tested} claim(s) are **not tested at this scale**: the manipulation check \
+                 (above) finds that the arms they compare do not differ in what the claim is \
+                 about, so there is nothing for them to test; their statistic is shown, not judged."
+            ),
+        );
+    }
     if not_judged > 0 {
         // Said above the table's rows only when it applies (a grid of every run has none).
         let table_head = md.rfind("\n\n| claim |").unwrap_or(md.len());
@@ -30,6 +45,8 @@ pub fn claims_markdown(claims: &[crate::claims::Claim]) -> String {
     for c in claims {
         let interval = if c.confidence.is_none() {
             "– (one run: no interval)".to_string()
+        } else if c.verdict == crate::stats::Verdict3::NotTested {
+            "– (not tested)".to_string()
         } else if c.interval.iter().any(|v| v.is_nan()) {
             "– (not judged)".to_string()
         } else {
@@ -61,7 +78,10 @@ pub fn claims_markdown(claims: &[crate::claims::Claim]) -> String {
             serde_json::Value::String(_) | serde_json::Value::Null => String::new(),
             v => format!(" {v}"),
         };
-        if c.verdict == crate::stats::Verdict3::NotJudged {
+        if matches!(
+            c.verdict,
+            crate::stats::Verdict3::NotJudged | crate::stats::Verdict3::NotTested
+        ) {
             // No statistic to state, only why ([`missing`]: "not judged: …").
             let _ = writeln!(md, "- **{}** — {}", c.claim, evidence.trim());
             continue;

@@ -1,0 +1,792 @@
+//! The probe calibrated without training: the real base's quantized MLP weights (gate, up and
+//! down of the blocks QAT quantizes) damaged at known sizes, each damaged model scored on the
+//! grid's probes, and the dose–response of every probe score against the undamaged base.
+//!
+//! Two kinds of damage, each at several sizes ([`Perturbation`]):
+//!
+//! - `noise:F` — Gaussian noise of F × the tensor's RMS added to every element (seeded);
+//! - `hif8:K` — each tensor fake-quantized to HiF8 per tensor with its scale K× too large
+//!   (an estimate K× below the tensor's amax): K = 1 is plain W8 quantization, larger K pushes
+//!   the largest values into HiF8's coarser tiers (what an underestimated scale does), and
+//!   beyond 2,730 (the overflow threshold ÷ the target 15) the largest clip.
+//!
+//! Every record keeps the full per-item probe marks and margins, so the report
+//! ([`report`]) is rebuilt from `calibration.jsonl` byte for byte. The rule that calls a size
+//! *detected* is fixed here, before any data: the 95 % cluster-bootstrap interval of the
+//! score's change against the base lies wholly on the damage side of 0.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use hif8lab_format::{FakeQuant, Format, Overflow, hif8};
+use hif8lab_scaling::synth::SplitMix64;
+use hif8lab_train::TrainError;
+use hif8lab_train::config::{ModelConfig, QatConfig};
+use hif8lab_train::eval::resample::{Arm, Estimate, bootstrap};
+use hif8lab_train::eval::{ProbeScore, ProbeScores};
+use hif8lab_train::models::checkpoint::Checkpoint;
+use serde::{Deserialize, Serialize};
+
+use crate::stats::exact::seed_for;
+
+/// The file a calibration writes its records to (one JSON object per line).
+pub const DATA_FILE: &str = "calibration.jsonl";
+
+/// The sizes a calibration scores unless told otherwise.
+pub const DEFAULT_LEVELS: &str = "noise:0.003,noise:0.01,noise:0.03,noise:0.1,noise:0.3,hif8:1,hif8:64,hif8:1024,hif8:8192,hif8:65536";
+
+/// One damage of the base's quantized MLP weights.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Perturbation {
+    /// The undamaged base.
+    None,
+    /// Gaussian noise of this fraction of each tensor's RMS.
+    Noise(f64),
+    /// HiF8 per-tensor fake quantization with the scale this many times too large.
+    Tiers(f64),
+}
+
+impl Perturbation {
+    /// The name records and reports use (`none`, `noise:0.01`, `hif8:64`).
+    pub fn name(self) -> String {
+        match self {
+            Perturbation::None => "none".into(),
+            Perturbation::Noise(f) => format!("noise:{f}"),
+            Perturbation::Tiers(k) => format!("hif8:{k}"),
+        }
+    }
+
+    /// The family (`noise`, `hif8`; `none` for the base).
+    pub fn family(self) -> &'static str {
+        match self {
+            Perturbation::None => "none",
+            Perturbation::Noise(_) => "noise",
+            Perturbation::Tiers(_) => "hif8",
+        }
+    }
+
+    /// Whether the damage draws random numbers (a seed changes it).
+    pub fn seeded(self) -> bool {
+        matches!(self, Perturbation::Noise(_))
+    }
+
+    /// Parses a comma-separated list of sizes (`noise:0.01,hif8:64`); the error names the
+    /// entry and what is accepted.
+    pub fn parse_list(text: &str) -> Result<Vec<Perturbation>, String> {
+        text.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse())
+            .collect()
+    }
+}
+
+impl std::str::FromStr for Perturbation {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "`{s}`: expected noise:F (0 < F ≤ 10, Gaussian noise of F × each tensor's RMS) or hif8:K (1 ≤ K ≤ 1e6, HiF8 with the scale K× too large)"
+            )
+        };
+        if s == "none" {
+            return Ok(Perturbation::None);
+        }
+        let (kind, value) = s.split_once(':').ok_or_else(bad)?;
+        let v: f64 = value.parse().map_err(|_| bad())?;
+        match kind {
+            "noise" if v > 0.0 && v <= 10.0 => Ok(Perturbation::Noise(v)),
+            "hif8" if (1.0..=1e6).contains(&v) => Ok(Perturbation::Tiers(v)),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// What a damage did to the weights.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    /// Tensors changed.
+    pub tensors: usize,
+    /// Elements in them.
+    pub elements: usize,
+    /// ‖W′ − W‖ / ‖W‖ over all of them (the damage's size, measured).
+    pub relative_rms: f64,
+    /// Elements whose scaled value reached HiF8's overflow threshold (clamped to its largest
+    /// finite value); 0 for noise.
+    pub clipped: usize,
+}
+
+/// The names of the tensors a damage touches: gate, up and down of the blocks QAT quantizes
+/// by default ([`QatConfig::blocks_for`]).
+pub fn damaged_tensors(model: &ModelConfig) -> Vec<String> {
+    let qat = QatConfig::default();
+    qat.blocks_for(model.layers)
+        .into_iter()
+        .flat_map(|b| {
+            ["gate_proj", "up_proj", "down_proj"]
+                .map(|m| format!("model.layers.{b}.mlp.{m}.weight"))
+        })
+        .collect()
+}
+
+/// `weights` with `p` applied to [`damaged_tensors`] (seed `seed` for noise; HiF8's scale
+/// from `target`, the scaled amax of an exact estimate), and what changed.
+pub fn perturb(
+    weights: &Checkpoint,
+    model: &ModelConfig,
+    p: Perturbation,
+    target: f32,
+    seed: u64,
+) -> Result<(Checkpoint, Change), TrainError> {
+    let mut out = weights.clone();
+    let mut change = Change::default();
+    if p == Perturbation::None {
+        return Ok((out, change));
+    }
+    let (mut diff2, mut norm2) = (0.0f64, 0.0f64);
+    for name in damaged_tensors(model) {
+        let t = out
+            .tensors
+            .iter_mut()
+            .find(|t| t.name == name)
+            .ok_or_else(|| TrainError::Setting {
+                setting: "base.model".into(),
+                message: format!("no tensor {name} to perturb"),
+            })?;
+        let n = t.data.len().max(1);
+        let rms = (t.data.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>() / n as f64).sqrt();
+        let before = t.data.clone();
+        match p {
+            Perturbation::None => {}
+            Perturbation::Noise(f) => {
+                let mut rng = SplitMix64::new(seed_for(seed, &name));
+                for v in &mut t.data {
+                    *v += (f * rms * rng.normal()) as f32;
+                }
+            }
+            Perturbation::Tiers(k) => {
+                let amax = t.data.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                if amax > 0.0 {
+                    let scale = (f64::from(target) * k / f64::from(amax)) as f32;
+                    let q = FakeQuant::new(Format::HiF8).with_overflow(Overflow::Saturate);
+                    change.clipped += t
+                        .data
+                        .iter()
+                        .filter(|v| (**v * scale).abs() >= hif8::OVERFLOW_THRESHOLD)
+                        .count();
+                    q.qdq_slice(&mut t.data, scale);
+                }
+            }
+        }
+        for (a, b) in before.iter().zip(&t.data) {
+            diff2 += f64::from(b - a).powi(2);
+            norm2 += f64::from(*a).powi(2);
+        }
+        change.tensors += 1;
+        change.elements += t.data.len();
+    }
+    change.relative_rms = if norm2 > 0.0 {
+        (diff2 / norm2).sqrt()
+    } else {
+        0.0
+    };
+    Ok((out, change))
+}
+
+/// One scored model: the base (`none`) or a damaged one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// [`Perturbation::name`].
+    pub perturbation: String,
+    /// The damage's seed (0 where it draws nothing).
+    pub seed: u64,
+    /// What it did to the weights.
+    pub change: Change,
+    /// The probes' scores, with per-item marks and margins.
+    pub probes: ProbeScores,
+}
+
+impl Record {
+    /// The damage (`none` when the name does not parse, which [`read`] refuses).
+    pub fn perturbation(&self) -> Perturbation {
+        self.perturbation.parse().unwrap_or(Perturbation::None)
+    }
+}
+
+/// Reads `calibration.jsonl`; errors name the file and line.
+pub fn read(path: &Path) -> Result<Vec<Record>, TrainError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(TrainError::io(file.clone()))?;
+    parse(&file, &text)
+}
+
+/// Parses the text of a `calibration.jsonl` (see [`read`]).
+pub fn parse(file: &str, text: &str) -> Result<Vec<Record>, TrainError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let err = |message: String| TrainError::File {
+            file: format!("{file}:{}", i + 1),
+            message,
+        };
+        let r: Record = serde_json::from_str(line).map_err(|e| err(e.to_string()))?;
+        r.perturbation
+            .parse::<Perturbation>()
+            .map_err(|e| err(format!("perturbation {e}")))?;
+        let p = &r.probes;
+        for s in [ProbeScore::KnowledgeAccNorm, ProbeScore::KnowledgeMargin] {
+            if p.item_values(s)
+                .is_none_or(|v| v.len() != p.knowledge_items)
+            {
+                return Err(err(format!(
+                    "probes: no per-item {s} for its {} knowledge items",
+                    p.knowledge_items
+                )));
+            }
+        }
+        out.push(r);
+    }
+    if !out.iter().any(|r| r.perturbation == "none") {
+        return Err(TrainError::File {
+            file: file.to_owned(),
+            message: "no record of the undamaged base (perturbation \"none\")".into(),
+        });
+    }
+    Ok(out)
+}
+
+/// Appends `record` to the folder's data file, whole or not at all (the file is rewritten
+/// through a temporary and a rename).
+pub fn append(out: &Path, record: &Record) -> Result<(), TrainError> {
+    let path = out.join(DATA_FILE);
+    let io = TrainError::io(path.display().to_string());
+    let mut text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(io(e)),
+    };
+    let line = serde_json::to_string(record).map_err(|e| TrainError::File {
+        file: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    text.push_str(&line);
+    text.push('\n');
+    hif8lab_train::io::write_atomic(&path, text.as_bytes()).map_err(io)
+}
+
+/// Scores the base and every size of `levels` (`seeds` seeds for the seeded ones) of the
+/// grid's real base on its probes, appending each record to `out/calibration.jsonl` as it is
+/// made; a record already there (same size and seed) is kept, not scored again, so a killed
+/// calibration resumes. Returns every record, base first. The caller holds the folder's lock.
+pub fn run<B: hif8lab_engine::Backend>(
+    make: &dyn Fn() -> Result<B, TrainError>,
+    grid: &crate::grid::GridConfig,
+    levels: &[Perturbation],
+    seeds: u64,
+    out: &Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<Record>, TrainError> {
+    use crate::grid::real;
+    std::fs::create_dir_all(out).map_err(TrainError::io(out.display().to_string()))?;
+    let path = out.join(DATA_FILE);
+    let mut records = if path.exists() {
+        let text =
+            std::fs::read_to_string(&path).map_err(TrainError::io(path.display().to_string()))?;
+        // (Resuming: a file without its base record yet is fine here.)
+        let mut kept = Vec::new();
+        for (i, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            kept.push(
+                serde_json::from_str::<Record>(line).map_err(|e| TrainError::File {
+                    file: format!("{}:{}", path.display(), i + 1),
+                    message: e.to_string(),
+                })?,
+            );
+        }
+        kept
+    } else {
+        Vec::new()
+    };
+    let base = real::load(grid)?;
+    let probes = real::probe_set(&base.grid);
+    let target = base.grid.scaling.target;
+    let mut wanted = vec![(Perturbation::None, 0)];
+    for p in levels {
+        let n = if p.seeded() { seeds.max(1) } else { 1 };
+        wanted.extend((0..n).map(|seed| (*p, seed)));
+    }
+    let total = wanted.len();
+    for (i, (p, seed)) in wanted.into_iter().enumerate() {
+        let name = p.name();
+        if records
+            .iter()
+            .any(|r| r.perturbation == name && r.seed == seed)
+        {
+            progress(&format!(
+                "[{}/{total}] {name} seed {seed}: scored earlier, kept",
+                i + 1
+            ));
+            continue;
+        }
+        let clock = std::time::Instant::now();
+        let (weights, change) = perturb(&base.weights, &base.grid.model, p, target, seed)?;
+        let scores = real::score(
+            make()?,
+            &base.grid.model,
+            &weights,
+            &base.tokenizer,
+            &probes,
+            0,
+        )?;
+        let record = Record {
+            perturbation: name.clone(),
+            seed,
+            change,
+            probes: scores,
+        };
+        append(out, &record)?;
+        progress(&format!(
+            "[{}/{total}] {name} seed {seed}: ‖ΔW‖/‖W‖ {:.4}, knowledge acc_norm {:.3}, margin {:+.4}, held-out loss {:.4} ({:.0} s)",
+            i + 1,
+            record.change.relative_rms,
+            record.probes.knowledge_acc_norm,
+            record.probes.score(ProbeScore::KnowledgeMargin),
+            record.probes.heldout_loss,
+            clock.elapsed().as_secs_f64()
+        ));
+        records.push(record);
+    }
+    Ok(records)
+}
+
+/// The scores a calibration compares, with how each reads: (score, label, unit, whether a
+/// rise is damage).
+const SCORES: [(ProbeScore, &str, &str, bool); 5] = [
+    (
+        ProbeScore::KnowledgeAccNorm,
+        "knowledge acc_norm drop",
+        "% relative",
+        false,
+    ),
+    (
+        ProbeScore::KnowledgeMargin,
+        "knowledge margin shift",
+        "nats/byte",
+        false,
+    ),
+    (
+        ProbeScore::CompletionAccNorm,
+        "completion acc_norm drop",
+        "% relative",
+        false,
+    ),
+    (
+        ProbeScore::CompletionMargin,
+        "completion margin shift",
+        "nats/byte",
+        false,
+    ),
+    (ProbeScore::HeldoutLoss, "held-out loss rise", "nats", true),
+];
+
+/// A damage size's change in one score against the base: seeds pooled (per item, the mean
+/// over the size's seeds), cluster bootstrap over the base's items.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Point {
+    /// The damage.
+    pub perturbation: Perturbation,
+    /// Its measured size (mean ‖ΔW‖/‖W‖ over its seeds).
+    pub relative_rms: f64,
+    /// The change: a relative drop in % for acc_norm (positive = worse), base − damaged
+    /// for a margin (positive = smaller margin), damaged − base for the held-out loss.
+    pub change: Estimate,
+    /// Whether the interval lies wholly above 0 (the damage side): the size is detected.
+    pub detected: bool,
+}
+
+/// Per score of [`SCORES`], the change at each damage size, in the order of the records.
+pub fn curve(records: &[Record], score: ProbeScore) -> Vec<Point> {
+    let Some(base) = records.iter().find(|r| r.perturbation == "none") else {
+        return Vec::new();
+    };
+    let Some(base_values) = base.probes.item_values(score) else {
+        return Vec::new();
+    };
+    let groups = base.probes.groups(score);
+    let relative = matches!(
+        score,
+        ProbeScore::KnowledgeAccNorm
+            | ProbeScore::CompletionAccNorm
+            | ProbeScore::KnowledgeAcc
+            | ProbeScore::CompletionAcc
+    );
+    let mut sizes: Vec<String> = Vec::new();
+    for r in records {
+        if r.perturbation != "none" && !sizes.contains(&r.perturbation) {
+            sizes.push(r.perturbation.clone());
+        }
+    }
+    sizes
+        .iter()
+        .filter_map(|name| {
+            let runs: Vec<&Record> = records.iter().filter(|r| &r.perturbation == name).collect();
+            let values: Vec<Vec<f64>> = runs
+                .iter()
+                .filter_map(|r| r.probes.item_values(score))
+                .filter(|v| v.len() == base_values.len())
+                .collect();
+            if values.is_empty() {
+                return None;
+            }
+            let pooled: Vec<f64> = (0..base_values.len())
+                .map(|i| values.iter().map(|v| v[i]).sum::<f64>() / values.len() as f64)
+                .collect();
+            let arms = [
+                Arm {
+                    seeds: vec![base_values.clone()],
+                },
+                Arm {
+                    seeds: vec![pooled],
+                },
+            ];
+            let change = bootstrap(&groups, &arms, &|m| {
+                if relative {
+                    100.0 * (m[0] - m[1]) / m[0]
+                } else if score == ProbeScore::HeldoutLoss {
+                    m[1] - m[0]
+                } else {
+                    m[0] - m[1]
+                }
+            });
+            let relative_rms =
+                runs.iter().map(|r| r.change.relative_rms).sum::<f64>() / runs.len() as f64;
+            Some(Point {
+                perturbation: runs[0].perturbation(),
+                relative_rms,
+                change,
+                detected: change.interval[0] > 0.0,
+            })
+        })
+        .collect()
+}
+
+fn fmt_change(e: &Estimate, digits: usize) -> String {
+    format!(
+        "{:+.d$} [{:+.d$}, {:+.d$}]",
+        e.value,
+        e.interval[0],
+        e.interval[1],
+        d = digits
+    )
+}
+
+/// The report of a calibration: the base, a table per damage family, and for each score the
+/// smallest size detected. Rebuilt from the records alone (byte for byte).
+pub fn report(records: &[Record], source: &str) -> String {
+    let mut s = String::new();
+    let Some(base) = records.iter().find(|r| r.perturbation == "none") else {
+        return "# Probe calibration\n\nNo record of the undamaged base.\n".into();
+    };
+    let b = &base.probes;
+    let _ = writeln!(
+        s,
+        "# Probe calibration: how large a damage the probes see\n"
+    );
+    let _ = writeln!(
+        s,
+        "Base model: {source}: knowledge acc_norm {:.3} [{:.3}, {:.3}] on {} items, completion acc_norm {:.3} [{:.3}, {:.3}] on {} items, held-out loss {:.4}, mean knowledge margin {:+.4} nats/byte. The probes are the grid's (`real-smollm2*` presets), scored as the grid scores them.\n",
+        b.knowledge_acc_norm,
+        b.interval(ProbeScore::KnowledgeAccNorm)[0],
+        b.interval(ProbeScore::KnowledgeAccNorm)[1],
+        b.knowledge_items,
+        b.completion_acc_norm,
+        b.interval(ProbeScore::CompletionAccNorm)[0],
+        b.interval(ProbeScore::CompletionAccNorm)[1],
+        b.completion_items,
+        b.heldout_loss,
+        b.score(ProbeScore::KnowledgeMargin),
+    );
+    let _ = writeln!(
+        s,
+        "No training: the base's quantized MLP weights (gate, up and down of the blocks QAT quantizes) are damaged at known sizes and the damaged model is scored. `noise:F` adds Gaussian noise of F × each tensor's RMS (seeded; seeds pooled per item); `hif8:K` fake-quantizes each tensor to HiF8 per tensor with its scale K× too large, as an estimate K× below the amax would: K = 1 is plain W8 quantization, larger K moves the largest values into HiF8's coarser tiers, and K above 2,730 clips the largest at the overflow threshold. Size: ‖W′ − W‖ / ‖W‖ over the damaged tensors, measured.\n"
+    );
+    let _ = writeln!(
+        s,
+        "Each change is against the base on the same items: acc_norm as a relative drop in % (positive = worse), a margin as base − damaged (positive = the right answers' margin shrank), the held-out loss as damaged − base. Intervals: 95 % cluster bootstrap over the probe items (knowledge by entity, completion by family, held-out windows in blocks), with the base's per-item scores paired to the damaged model's. A size is **detected** by a score when its interval lies wholly above 0 — the rule was fixed in the code before any data.\n"
+    );
+    let curves: Vec<(usize, Vec<Point>)> = SCORES
+        .iter()
+        .enumerate()
+        .map(|(i, (score, ..))| (i, curve(records, *score)))
+        .collect();
+    for family in ["noise", "hif8"] {
+        let mut rows: Vec<usize> = curves[0]
+            .1
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.perturbation.family() == family)
+            .map(|(i, _)| i)
+            .collect();
+        rows.sort_by(|a, b| {
+            curves[0].1[*a]
+                .relative_rms
+                .total_cmp(&curves[0].1[*b].relative_rms)
+        });
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "## {}\n",
+            if family == "noise" {
+                "Gaussian noise"
+            } else {
+                "HiF8 with the scale too large (coarser tiers, then clipping)"
+            }
+        );
+        let _ = write!(s, "| damage | seeds | ‖ΔW‖/‖W‖ |");
+        if family == "hif8" {
+            let _ = write!(s, " clipped |");
+        }
+        for (_, label, unit, _) in SCORES {
+            let _ = write!(s, " {label} ({unit}) [95 %] |");
+        }
+        let _ = writeln!(s);
+        let cols = SCORES.len() + 3 + usize::from(family == "hif8");
+        let _ = writeln!(s, "|{}", "---|".repeat(cols));
+        for i in rows {
+            let p = curves[0].1[i];
+            let name = p.perturbation.name();
+            let runs: Vec<&Record> = records.iter().filter(|r| r.perturbation == name).collect();
+            let _ = write!(s, "| {name} | {} | {:.4} |", runs.len(), p.relative_rms);
+            if family == "hif8" {
+                let _ = write!(s, " {} |", runs[0].change.clipped);
+            }
+            for (k, (score, ..)) in SCORES.iter().enumerate() {
+                let q = curves[k].1.get(i).copied();
+                let cell = q.map_or("–".into(), |q| {
+                    let digits = if matches!(
+                        score,
+                        ProbeScore::KnowledgeAccNorm | ProbeScore::CompletionAccNorm
+                    ) {
+                        2
+                    } else {
+                        4
+                    };
+                    let text = fmt_change(&q.change, digits);
+                    if q.detected {
+                        format!("**{text}**")
+                    } else {
+                        text
+                    }
+                });
+                let _ = write!(s, " {cell} |");
+            }
+            let _ = writeln!(s);
+        }
+        let _ = writeln!(s);
+    }
+    let _ = writeln!(s, "## The smallest damage each score detects\n");
+    let _ = writeln!(
+        s,
+        "Per family, the smallest size (by ‖ΔW‖/‖W‖) whose interval lies above 0, and the relative knowledge acc_norm drop at that size (its 95 % interval): what a study on these probes can hope to see. Sizes below it were not detected; a larger one detected says nothing about the sizes between.\n"
+    );
+    for (k, (_, label, unit, _)) in SCORES.iter().enumerate() {
+        for family in ["noise", "hif8"] {
+            let mut pts: Vec<(usize, Point)> = curves[k]
+                .1
+                .iter()
+                .copied()
+                .enumerate()
+                .filter(|(_, p)| p.perturbation.family() == family)
+                .collect();
+            if pts.is_empty() {
+                continue;
+            }
+            pts.sort_by(|a, b| a.1.relative_rms.total_cmp(&b.1.relative_rms));
+            let line = match pts.iter().find(|(_, p)| p.detected) {
+                Some((i, p)) => {
+                    let knowledge = curves[0].1[*i].change;
+                    format!(
+                        "{} (‖ΔW‖/‖W‖ {:.4}): {label} {} {unit}; knowledge acc_norm drop there {:+.2} % [{:+.2}, {:+.2}]",
+                        p.perturbation.name(),
+                        p.relative_rms,
+                        fmt_change(&p.change, 4),
+                        knowledge.value,
+                        knowledge.interval[0],
+                        knowledge.interval[1]
+                    )
+                }
+                None => format!(
+                    "none of the {} sizes (up to ‖ΔW‖/‖W‖ {:.4})",
+                    pts.len(),
+                    pts.last().map_or(0.0, |(_, p)| p.relative_rms)
+                ),
+            };
+            let _ = writeln!(s, "- **{label}**, {family}: {line}");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\n## Plot\n\n![plots/calibration.png](plots/calibration.png)"
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use hif8lab_train::models::checkpoint::NamedTensor;
+
+    fn model() -> ModelConfig {
+        ModelConfig {
+            vocab: 16,
+            d_model: 8,
+            layers: 4,
+            heads: 2,
+            kv_heads: 1,
+            d_ff: 16,
+            context: 8,
+            norm_eps: 1e-5,
+            rope_theta: 10000.0,
+            tie_embeddings: true,
+            max_positions: None,
+            rope_scaling: None,
+        }
+    }
+
+    fn weights(m: &ModelConfig) -> Checkpoint {
+        let mut rng = SplitMix64::new(7);
+        Checkpoint {
+            tensors: hif8lab_train::model::param_specs(m)
+                .into_iter()
+                .map(|(name, shape, _)| NamedTensor {
+                    data: (0..shape.iter().product::<usize>())
+                        .map(|_| rng.normal() as f32 * 0.02)
+                        .collect(),
+                    name,
+                    shape,
+                })
+                .collect(),
+            metadata: Default::default(),
+        }
+    }
+
+    #[test]
+    fn sizes_parse_and_bad_ones_are_named() {
+        let l = Perturbation::parse_list(DEFAULT_LEVELS).unwrap();
+        assert_eq!(l.len(), 10);
+        assert_eq!(l[1], Perturbation::Noise(0.01));
+        assert_eq!(l[6].name(), "hif8:64");
+        for bad in ["noise", "noise:0", "noise:x", "hif8:0.5", "blur:1"] {
+            let e = bad.parse::<Perturbation>().unwrap_err();
+            assert!(e.contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn noise_has_the_size_asked_and_touches_only_the_mlp_of_quantized_blocks() {
+        let m = model();
+        let w = weights(&m);
+        let (out, change) = perturb(&w, &m, Perturbation::Noise(0.05), 15.0, 3).unwrap();
+        let names = damaged_tensors(&m);
+        assert_eq!(change.tensors, names.len());
+        assert!(
+            (change.relative_rms - 0.05).abs() < 0.01,
+            "{}",
+            change.relative_rms
+        );
+        for (a, b) in w.tensors.iter().zip(&out.tensors) {
+            assert_eq!(a.data != b.data, names.contains(&a.name), "{}", a.name);
+        }
+        // Another seed, another draw; the same seed, the same weights.
+        let (again, _) = perturb(&w, &m, Perturbation::Noise(0.05), 15.0, 3).unwrap();
+        let (other, _) = perturb(&w, &m, Perturbation::Noise(0.05), 15.0, 4).unwrap();
+        assert_eq!(again, out);
+        assert_ne!(other, out);
+    }
+
+    #[test]
+    fn a_scale_too_large_moves_values_into_coarser_tiers_then_clips() {
+        let m = model();
+        let w = weights(&m);
+        let sizes: Vec<Change> = [1.0, 64.0, 1024.0, 8192.0]
+            .iter()
+            .map(|k| perturb(&w, &m, Perturbation::Tiers(*k), 15.0, 0).unwrap().1)
+            .collect();
+        for pair in sizes.windows(2) {
+            assert!(pair[1].relative_rms > pair[0].relative_rms, "{sizes:?}");
+        }
+        assert_eq!(sizes[2].clipped, 0);
+        assert!(
+            sizes[3].clipped > 0,
+            "8192 × 15 is beyond the overflow threshold"
+        );
+    }
+
+    #[test]
+    fn a_damage_the_probe_sees_is_detected_and_none_is_not() {
+        use hif8lab_train::eval::ProbeMarks;
+        use hif8lab_train::eval::resample::pack_marks;
+        let n = 400;
+        let scores = |right: usize, margin: f32| {
+            let marks: Vec<bool> = (0..n).map(|i| i < right).collect();
+            ProbeScores {
+                knowledge_items: n,
+                knowledge_acc_norm: right as f64 / n as f64,
+                completion_items: 0,
+                marks: Some(ProbeMarks {
+                    knowledge_acc_norm: pack_marks(&marks),
+                    knowledge_acc: pack_marks(&marks),
+                    knowledge_margin: (0..n).map(|i| margin + (i % 7) as f32 * 0.01).collect(),
+                    ..ProbeMarks::default()
+                }),
+                ..ProbeScores::default()
+            }
+        };
+        let rec = |p: &str, right, margin| Record {
+            perturbation: p.into(),
+            seed: 0,
+            change: Change::default(),
+            probes: scores(right, margin),
+        };
+        let records = vec![
+            rec("none", 300, 0.5),
+            rec("noise:0.01", 300, 0.5),
+            rec("noise:0.1", 200, 0.3),
+        ];
+        let text: String = records
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap() + "\n")
+            .collect();
+        let back = parse("c.jsonl", &text).unwrap();
+        assert_eq!(back, records);
+        let k = curve(&back, ProbeScore::KnowledgeAccNorm);
+        assert_eq!(k.len(), 2);
+        assert!(!k[0].detected && k[0].change.value == 0.0);
+        assert!(k[1].detected && (k[1].change.value - 100.0 / 3.0).abs() < 1e-9);
+        let margin = curve(&back, ProbeScore::KnowledgeMargin);
+        assert!(margin[1].detected && (margin[1].change.value - 0.2).abs() < 1e-6);
+        let r = report(&back, "test");
+        assert!(
+            r.contains("**knowledge acc_norm drop**, noise: noise:0.1"),
+            "{r}"
+        );
+        assert_eq!(
+            report(&back, "test"),
+            r,
+            "the report is a function of the records"
+        );
+        // A file without the base, or with a bad name, is refused with its line.
+        let e = parse("c.jsonl", text.lines().nth(1).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("undamaged base"), "{e}");
+        let e = parse("c.jsonl", &text.replace("noise:0.1", "blur:2")).unwrap_err();
+        assert!(e.to_string().contains("c.jsonl:3"), "{e}");
+    }
+}
