@@ -426,6 +426,64 @@ mod tests {
         assert!(n == 0 || md.contains(&format!(" {n} claim(s) are **not judged**")));
     }
 
+    /// The manipulation check decides whether claim 2 is judged: with both arms' SQNR recorded
+    /// and no difference in saturation, it is "not tested at this scale" (its statistic shown,
+    /// outside the family); with most_recent clipping, the same data are judged.
+    #[test]
+    fn claim_2_is_judged_only_when_the_arms_differ_in_saturation() {
+        let runs = grid_runs();
+        let with = |overflow: u64| -> GridResults {
+            let summaries: Vec<Vec<RunSummary>> = runs
+                .iter()
+                .map(|r| {
+                    let lr = if r.high_lr { 1e-3 } else { 1e-4 };
+                    let est = r.estimator.map_or("none".to_string(), |e| e.to_string());
+                    let mut s = run(&r.name, lr, &est, &|_| true);
+                    if r.estimator.is_some() {
+                        for role in SQNR_ROLES {
+                            s.sqnr.insert(
+                                role,
+                                hif8lab_train::run::SqnrSummary {
+                                    calls: 10,
+                                    median_db: 31.5,
+                                    worst_db: 25.0,
+                                },
+                            );
+                        }
+                        if r.name == "most_recent-low" {
+                            s.overflow = overflow;
+                        }
+                    }
+                    vec![s]
+                })
+                .collect();
+            let base = run("base", 0.0, "none", &|_| true).probes.unwrap();
+            GridResults::compute(&runs, &summaries, base)
+        };
+        let same = with(0);
+        let two = same
+            .verdicts
+            .iter()
+            .find(|v| v.claim.starts_with("saturation costs knowledge"))
+            .unwrap();
+        assert_eq!(two.verdict, Verdict3::NotTested);
+        assert!(two.p_value.is_none() && two.interval[0].is_nan());
+        assert!(two.statistic.is_finite(), "the statistic is still shown");
+        let md = crate::grid::claims_markdown(&same.verdicts);
+        assert!(
+            md.contains("| **not tested at this scale** |")
+                && md.contains("1 claim(s) are **not tested at this scale**"),
+            "{md}"
+        );
+        assert!(same.markdown().contains("## Manipulation check"));
+        // most_recent clips 5,000 elements, max_window none: the arms differ, claim 2 judged.
+        let clipped = with(5000);
+        assert_eq!(
+            verdict(&clipped, "saturation costs knowledge"),
+            Verdict3::Fails
+        );
+    }
+
     /// The grid of [`grid`] whose QAT runs' calls above most_recent's and max_window's
     /// estimates are `per_quantizer` (pairs), on every QAT run alike.
     fn grid_with_counts(per_quantizer: &[(u64, u64)]) -> GridResults {
