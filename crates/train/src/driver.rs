@@ -193,12 +193,16 @@ pub struct Driver<B: Backend> {
     last_reports: Option<Instant>,
     /// A step's time, between consecutive reports (a moving average).
     step_time: Option<Duration>,
+    /// The backend computes as it is asked (the CPU): a step's report is ready as the step
+    /// ends, and goes with the slice that ran it.
+    synchronous: bool,
 }
 
 impl<B: Backend> Driver<B> {
     /// A driver of `trainer` (fresh, restored or loaded with base weights) on `schedule`.
     pub fn new(trainer: Trainer<B>, schedule: Schedule) -> Self {
         let steps = trainer.steps_done();
+        let synchronous = trainer.backend().info().kind == "cpu";
         let next_eval = match (
             &schedule.probes,
             schedule.eval_at_start,
@@ -222,6 +226,7 @@ impl<B: Backend> Driver<B> {
             done: None,
             last_reports: None,
             step_time: None,
+            synchronous,
         }
     }
 
@@ -439,12 +444,15 @@ impl<B: Backend> Driver<B> {
             self.trainer.step()?;
             self.host += t.elapsed();
             if start.elapsed() >= budget {
-                // What is ready now goes with this slice, not behind the next step: on the
-                // CPU a step's report is ready as the step ends, and a caller that posts
-                // events after each slice (the browser's worker) would otherwise show every
-                // step one step late, and a Pause would be followed by two reports, not one.
-                let reports = self.trainer.poll()?;
-                self.deliver(reports, sink)?;
+                // On the CPU a step's report is ready as the step ends: it goes with this
+                // slice, not behind the next step, or a caller that posts events after each
+                // slice (the browser's worker) would show every step a step late, and a
+                // Pause would be followed by two reports, not one. (On a GPU reports arrive
+                // on their own, between frames: the next slice takes them.)
+                if self.synchronous {
+                    let reports = self.trainer.poll()?;
+                    self.deliver(reports, sink)?;
+                }
                 return Ok(Progress::Working);
             }
         }
