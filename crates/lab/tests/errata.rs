@@ -69,6 +69,21 @@ fn cost_of_shift(margins: &[f64], d: f64) -> f64 {
     100.0 * (right - after) / right
 }
 
+/// Per data order at the last dose, mean `field` of max_window-low minus most_recent-low's.
+fn contrast(dose: &[Value], field: &str) -> Vec<f64> {
+    (0..4)
+        .map(|o| {
+            mean(&values(probes(dose, "max_window-low", o), field))
+                - mean(&values(probes(dose, "most_recent-low", o), field))
+        })
+        .collect()
+}
+
+/// `values` written by `f`, joined with commas.
+fn joined(values: &[f64], f: &dyn Fn(f64) -> String) -> String {
+    values.iter().map(|v| f(*v)).collect::<Vec<_>>().join(", ")
+}
+
 #[test]
 fn the_dose_errata_follow_from_the_committed_data() {
     // (Lines wrap anywhere: compared with every run of white space as one space.)
@@ -125,35 +140,17 @@ fn the_dose_errata_follow_from_the_committed_data() {
     says(format!("**{:.4}** nats/byte", mean(&deltas)));
     says(format!(
         "(per order {})",
-        deltas
-            .iter()
-            .map(|d| format!("{d:.4}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        joined(&deltas, &|d| format!("{d:.4}"))
     ));
     let costs: Vec<f64> = at_480.iter().map(|m| cost_of_shift(m, 0.0183)).collect();
     says(format!("**{:.1} %**", mean(&costs)));
     says(format!(
         "(per order {} %)",
-        costs
-            .iter()
-            .map(|c| format!("{c:.1}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        joined(&costs, &|c| format!("{c:.1}"))
     ));
 
     // The contrast d per order at 480 steps and its 90 % and 95 % t intervals (df 3).
-    let d: Vec<f64> = (0..4)
-        .map(|o| {
-            mean(&values(
-                probes(&dose, "max_window-low", o),
-                "knowledge_margin",
-            )) - mean(&values(
-                probes(&dose, "most_recent-low", o),
-                "knowledge_margin",
-            ))
-        })
-        .collect();
+    let d = contrast(&dose, "knowledge_margin");
     let i90 = t_interval(&d, 0.10);
     let i95 = t_interval(&d, 0.05);
     says(format!("({:+.4} to {:+.4})", i90[0], i90[1]).replace("(+", "("));
@@ -175,23 +172,10 @@ fn the_dose_errata_follow_from_the_committed_data() {
             .replace("interval +", "interval "),
     );
     // The completion-margin contrast.
-    let dc: Vec<f64> = (0..4)
-        .map(|o| {
-            mean(&values(
-                probes(&dose, "max_window-low", o),
-                "completion_margin",
-            )) - mean(&values(
-                probes(&dose, "most_recent-low", o),
-                "completion_margin",
-            ))
-        })
-        .collect();
+    let dc = contrast(&dose, "completion_margin");
     says(format!(
         "per order {}",
-        dc.iter()
-            .map(|v| format!("{v:+.4}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        joined(&dc, &|v| format!("{v:+.4}"))
     ));
     says(format!("mean **{:+.4}**", mean(&dc)));
     let ic = t_interval(&dc, 0.05);
