@@ -72,7 +72,7 @@ impl Perturbation {
 
     /// Parses a comma-separated list of sizes (`noise:0.01,hif8:64`); the error names the
     /// entry and what is accepted.
-    pub fn parse_list(text: &str) -> Result<Vec<Perturbation>, String> {
+    pub fn parse_list(text: &str) -> Result<Vec<Perturbation>, hif8lab_format::UnknownName> {
         text.split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
@@ -82,12 +82,14 @@ impl Perturbation {
 }
 
 impl std::str::FromStr for Perturbation {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = hif8lab_format::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = || {
-            format!(
-                "`{s}`: expected noise:F (0 < F ≤ 10, Gaussian noise of F × each tensor's RMS) or hif8:K (1 ≤ K ≤ 1e6, HiF8 with the scale K× too large)"
-            )
+            hif8lab_format::UnknownName {
+            kind: "damage size",
+            given: s.to_owned(),
+            expected: "noise:F (0 < F ≤ 10: Gaussian noise of F × each tensor's RMS), hif8:K (1 ≤ K ≤ 1e6: HiF8 with the scale K× too large)".into(),
+        }
         };
         if s == "none" {
             return Ok(Perturbation::None);
@@ -517,7 +519,7 @@ pub fn report(records: &[Record], source: &str) -> String {
     );
     let _ = writeln!(
         s,
-        "Each change is against the base on the same items: acc_norm as a relative drop in % (positive = worse), a margin as base − damaged (positive = the right answers' margin shrank), the held-out loss as damaged − base. Intervals: 95 % cluster bootstrap over the probe items (knowledge by entity, completion by family, held-out windows in blocks), with the base's per-item scores paired to the damaged model's. A size is **detected** by a score when its interval lies wholly above 0 — the rule was fixed in the code before any data.\n"
+        "Each change is against the base on the same items: acc_norm as a relative drop in % (positive = worse), a margin as base − damaged (positive = the right answers' margin shrank), the held-out loss as damaged − base. Intervals: 95 % cluster bootstrap over the probe items (knowledge by entity, completion by family, held-out windows in blocks), with the base's per-item scores paired to the damaged model's; a noise size's seeds are pooled per item (the mean of their 0/1 marks and margins), so its interval covers the items, not the draw of the noise — the per-seed accuracies beside it show how much the draw moves. A size is **detected** by a score when its interval lies wholly above 0 — the rule was fixed in the code before any data.\n"
     );
     let curves: Vec<(usize, Vec<Point>)> = SCORES
         .iter()
@@ -549,7 +551,10 @@ pub fn report(records: &[Record], source: &str) -> String {
                 "HiF8 with the scale too large (coarser tiers, then clipping)"
             }
         );
-        let _ = write!(s, "| damage | seeds | ‖ΔW‖/‖W‖ |");
+        let _ = write!(
+            s,
+            "| damage | seeds | ‖ΔW‖/‖W‖ | knowledge acc_norm by seed |"
+        );
         if family == "hif8" {
             let _ = write!(s, " clipped |");
         }
@@ -557,13 +562,23 @@ pub fn report(records: &[Record], source: &str) -> String {
             let _ = write!(s, " {label} ({unit}) [95 %] |");
         }
         let _ = writeln!(s);
-        let cols = SCORES.len() + 3 + usize::from(family == "hif8");
+        let cols = SCORES.len() + 4 + usize::from(family == "hif8");
         let _ = writeln!(s, "|{}", "---|".repeat(cols));
         for i in rows {
             let p = curves[0].1[i];
             let name = p.perturbation.name();
             let runs: Vec<&Record> = records.iter().filter(|r| r.perturbation == name).collect();
-            let _ = write!(s, "| {name} | {} | {:.4} |", runs.len(), p.relative_rms);
+            let by_seed = runs
+                .iter()
+                .map(|r| format!("{:.3}", r.probes.knowledge_acc_norm))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = write!(
+                s,
+                "| {name} | {} | {:.4} | {by_seed} |",
+                runs.len(),
+                p.relative_rms
+            );
             if family == "hif8" {
                 let _ = write!(s, " {} |", runs[0].change.clipped);
             }
@@ -685,8 +700,8 @@ mod tests {
         assert_eq!(l[1], Perturbation::Noise(0.01));
         assert_eq!(l[6].name(), "hif8:64");
         for bad in ["noise", "noise:0", "noise:x", "hif8:0.5", "blur:1"] {
-            let e = bad.parse::<Perturbation>().unwrap_err();
-            assert!(e.contains(bad), "{e}");
+            let e = bad.parse::<Perturbation>().unwrap_err().to_string();
+            assert!(e.contains(&format!("'{bad}'")), "{e}");
         }
     }
 
