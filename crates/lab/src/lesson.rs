@@ -10,6 +10,8 @@ mod sandbox;
 use sandbox::sandbox;
 pub use sandbox::{SANDBOX_KEYS, SANDBOX_SATURATION_LIMIT, sandbox_run};
 
+/// The saturation lesson's E4M3 twin of most_recent-low (saturating overflow: it clips).
+const E4M3_RUN: &str = "e4m3-saturate-most_recent-low";
 /// A lesson's data that cannot be read or judged (a shipped base, the committed real-model
 /// runs): the file it came from and what is wrong, said as one sentence that names the file.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -269,7 +271,7 @@ pub fn scenario(
                 run(CellKey::BASELINE_LOW),
                 run(CellKey::MOST_RECENT_LOW),
                 run(CellKey::MAX_WINDOW_LOW),
-                ("e4m3-saturate-most_recent-low".into(), e4m3),
+                (E4M3_RUN.into(), e4m3),
             ]
         }
         LessonId::Forgetting => vec![
@@ -315,7 +317,7 @@ fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, St
     let base = by_name(runs, s, &CellKey::BASELINE_LOW.name());
     let mr = by_name(runs, s, &CellKey::MOST_RECENT_LOW.name());
     let mw = by_name(runs, s, &CellKey::MAX_WINDOW_LOW.name());
-    let e4 = by_name(runs, s, "e4m3-saturate-most_recent-low");
+    let e4 = by_name(runs, s, E4M3_RUN);
     // Each run's own (active) estimator, on activations and gradients (where spikes hit),
     // plus the shadow of the other on the same calls and the weights' slow drift.
     let (mr_calls, mw_calls) = (
@@ -373,7 +375,11 @@ fn saturation(runs: &[(String, RunConfig)], s: &[RunSummary]) -> (Vec<Claim>, St
         Claim::new(
             "the loss barely moves: APE of the most_recent run vs its matched baseline < 2 %",
             vec![Part::exact(
-                "APE of most_recent-low vs baseline-low",
+                &format!(
+                    "APE of {} vs {}",
+                    CellKey::MOST_RECENT_LOW.name(),
+                    CellKey::BASELINE_LOW.name()
+                ),
                 "%",
                 mr_ape,
                 Side::Below,
@@ -539,13 +545,17 @@ fn fixes(base: ProbeScores, s: &[RunSummary]) -> (Vec<Claim>, String) {
         "a low LR alone is not enough: most_recent's estimate is still exceeded on activations and gradients ≥ 4× as often as in the fixed run (and on at least 10 calls)",
         vec![
             Part::exact(
-                "calls above the estimate, most_recent-low ÷ max_window-low-warmup",
+                &format!(
+                    "calls above the estimate, {} ÷ {}",
+                    CellKey::MOST_RECENT_LOW.name(),
+                    CellKey::MAX_WINDOW_LOW_WARMUP.name()
+                ),
                 "×",
                 mr_low as f64 / fix_calls.max(1) as f64,
                 Side::AtLeast,
                 4.0,
             ),
-            Part::exact("most_recent-low's calls above its estimate", " calls", mr_low as f64, Side::AtLeast, 10.0),
+            Part::exact(&format!("{}'s calls above its estimate", CellKey::MOST_RECENT_LOW.name()), " calls", mr_low as f64, Side::AtLeast, 10.0),
         ],
         serde_json::json!({"most_recent_low_calls_above_est": mr_low, "fix_calls_above_est": fix_calls}),
     ));
