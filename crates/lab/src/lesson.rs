@@ -12,6 +12,7 @@ pub use sandbox::{SANDBOX_KEYS, SANDBOX_SATURATION_LIMIT, sandbox_run};
 
 /// The saturation lesson's E4M3 twin of most_recent-low (saturating overflow: it clips).
 const E4M3_RUN: &str = "e4m3-saturate-most_recent-low";
+
 /// A lesson's data that cannot be read or judged (a shipped base, the committed real-model
 /// runs): the file it came from and what is wrong, said as one sentence that names the file.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
