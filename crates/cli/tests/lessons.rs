@@ -279,3 +279,25 @@ fn unknown_lesson_is_bad_input() {
         "{err}"
     );
 }
+
+/// `lesson base --check` writes nothing: an `--out` beside it is refused, not ignored.
+#[test]
+fn lesson_base_check_refuses_an_out_it_would_ignore() {
+    let o = Command::new(env!("CARGO_BIN_EXE_hif8lab"))
+        .args([
+            "lesson",
+            "base",
+            "--check",
+            "--out",
+            "elsewhere.safetensors",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--check") && err.contains("cannot be used with"),
+        "{err}"
+    );
+    assert!(!std::path::Path::new("elsewhere.safetensors").exists());
+}

@@ -382,8 +382,9 @@ pub struct LessonBaseArgs {
     /// Where to write the base (safetensors).
     #[arg(long, default_value = hif8lab_lab::lesson::base::FILE)]
     out: PathBuf,
-    /// Compare with the shipped base instead of writing.
-    #[arg(long)]
+    /// Compare with the shipped base instead of writing (nothing is written: `--out` is
+    /// refused beside it).
+    #[arg(long, conflicts_with = "out")]
     check: bool,
 }
 

@@ -245,6 +245,19 @@ fn check_counts(at: &str, s: &RunSummary) -> Result<(), String> {
             s.estimators.join(", ")
         ));
     }
+    // An amax is a largest magnitude: finite, at least 0, its minimum at most its maximum.
+    if let Some(q) = s.per_quantizer.iter().find(|q| {
+        !(q.amax_min.is_finite()
+            && q.amax_max.is_finite()
+            && q.amax_min >= 0.0
+            && q.amax_min <= q.amax_max)
+    }) {
+        return Err(format!(
+            "{at}: field 'summary.per_quantizer' of {} has amax {} to {}: an amax is a \
+             largest magnitude, finite and ≥ 0, its minimum at most its maximum",
+            q.quantizer, q.amax_min, q.amax_max
+        ));
+    }
     if let Some(q) = s
         .per_quantizer
         .iter()
@@ -410,7 +423,7 @@ mod hostile_tests {
     }
 
     #[test]
-    fn marks_that_are_not_hex_and_impossible_rates_are_refused() {
+    fn marks_that_are_not_hex_impossible_rates_and_negative_amax_are_refused() {
         let text = committed();
         GridData::from_jsonl("runs.jsonl", &text).expect("the committed data read");
         // A run line (not the first, the header of the bases): its marks and its rate.
@@ -429,6 +442,32 @@ mod hostile_tests {
         bad_marks[i] = v.to_string();
         let e = GridData::from_jsonl("runs.jsonl", &bad_marks.join("\n")).unwrap_err();
         assert!(e.to_string().contains("packed marks are hex digits"), "{e}");
+        // A negative amax (or one that is not a number) is refused, naming the quantizer;
+        // the same entry with a proper amax is read.
+        let q = lines
+            .iter()
+            .position(|l| l.contains("\"estimator\":\"most_recent\""))
+            .expect("a QAT run");
+        let with_amax = |amax: serde_json::Value| {
+            let mut v: serde_json::Value = serde_json::from_str(&lines[q]).unwrap();
+            let k = v["summary"]["estimators"].as_array().unwrap().len();
+            v["summary"]["per_quantizer"] = serde_json::json!([{
+                "quantizer": "block1.gate.A", "calls": 3, "amax_min": 0.5, "amax_max": amax,
+                "calls_above": vec![0; k], "overflow": vec![0; k],
+            }]);
+            let mut bad = lines.clone();
+            bad[q] = v.to_string();
+            GridData::from_jsonl("runs.jsonl", &bad.join("\n"))
+        };
+        with_amax(serde_json::json!(2.0)).expect("an amax of 0.5 to 2 is read");
+        for amax in [serde_json::json!(-2.5), serde_json::json!(0.25)] {
+            let e = with_amax(amax.clone()).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("field 'summary.per_quantizer' of block1.gate.A has amax"),
+                "{amax}: {e}"
+            );
+        }
         let mut v: serde_json::Value = serde_json::from_str(&lines[i]).unwrap();
         v["summary"]["lr"] = serde_json::json!(-1e-4);
         lines[i] = v.to_string();
