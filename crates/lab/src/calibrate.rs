@@ -411,7 +411,7 @@ pub struct Point {
     pub detected: bool,
 }
 
-/// Per score of [`SCORES`], the change at each damage size, in the order of the records.
+/// The change in `score` at each damage size, in the order of the records.
 pub fn curve(records: &[Record], score: ProbeScore) -> Vec<Point> {
     let Some(base) = records.iter().find(|r| r.perturbation == "none") else {
         return Vec::new();
@@ -627,14 +627,20 @@ pub fn report(records: &[Record], source: &str) -> String {
             let line = match pts.iter().find(|(_, p)| p.detected) {
                 Some((i, p)) => {
                     let knowledge = curves[0].1[*i].change;
+                    let digits = if unit.starts_with('%') { 2 } else { 4 };
+                    let there = if k == 0 {
+                        String::new()
+                    } else {
+                        format!(
+                            "; knowledge acc_norm drop there {:+.2} % [{:+.2}, {:+.2}]",
+                            knowledge.value, knowledge.interval[0], knowledge.interval[1]
+                        )
+                    };
                     format!(
-                        "{} (‖ΔW‖/‖W‖ {:.4}): {label} {} {unit}; knowledge acc_norm drop there {:+.2} % [{:+.2}, {:+.2}]",
+                        "{} (‖ΔW‖/‖W‖ {:.4}): {label} {} {unit}{there}",
                         p.perturbation.name(),
                         p.relative_rms,
-                        fmt_change(&p.change, 4),
-                        knowledge.value,
-                        knowledge.interval[0],
-                        knowledge.interval[1]
+                        fmt_change(&p.change, digits),
                     )
                 }
                 None => format!(
@@ -648,7 +654,7 @@ pub fn report(records: &[Record], source: &str) -> String {
     }
     let _ = writeln!(
         s,
-        "\n## Plot\n\n![plots/calibration.png](plots/calibration.png)"
+        "\n## Plots\n\n![plots/calibration.png](plots/calibration.png)\n\n![plots/calibration-margin.png](plots/calibration-margin.png)"
     );
     s
 }
