@@ -363,3 +363,51 @@ fn the_committed_report_follows_from_its_committed_data() {
         let _ = std::fs::remove_dir_all(&out);
     }
 }
+
+/// The committed probe calibration's report follows from its data, byte for byte; a data file
+/// without the base's record, or with a line that is not a record, is refused by name.
+#[test]
+fn the_committed_calibration_follows_from_its_data() {
+    let committed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs/results/probe-calibration");
+    let out = std::env::temp_dir().join(format!("hif8lab-calibration-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    let data = std::fs::read_to_string(committed.join("calibration.jsonl")).unwrap();
+    std::fs::write(out.join("calibration.jsonl"), &data).unwrap();
+    let recompute = |dir: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_hif8lab"))
+            .args(["calibrate-probe", "--recompute", dir.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let o = recompute(&out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        std::fs::read(out.join("results.md")).unwrap()
+            == std::fs::read(committed.join("results.md")).unwrap(),
+        "results.md differs from what docs/results/probe-calibration/calibration.jsonl gives"
+    );
+    let without_base: String = data
+        .lines()
+        .filter(|l| !l.contains("\"perturbation\":\"none\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(out.join("calibration.jsonl"), without_base).unwrap();
+    let o = recompute(&out);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("undamaged base"));
+    std::fs::write(
+        out.join("calibration.jsonl"),
+        format!("{data}{{\"perturbation\":1}}\n"),
+    )
+    .unwrap();
+    let o = recompute(&out);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("calibration.jsonl:{}", data.lines().count() + 1)),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
