@@ -35,7 +35,7 @@ struct Study {
     names_it: &'static str,
 }
 
-const STUDIES: [Study; 2] = [
+const STUDIES: [Study; 3] = [
     Study {
         prereg: PREREG,
         commit: PREREG_COMMIT,
@@ -47,6 +47,13 @@ const STUDIES: [Study; 2] = [
         commit: "aeab23dcd8a001892fb790212deec085853f2999",
         data: "docs/results/real-smollm2-claim5/runs.jsonl.gz",
         names_it: "docs/results/real-smollm2-claim5/README.md",
+    },
+    // Registered before its code and runs: until its data exist only the file is checked.
+    Study {
+        prereg: "docs/results/prereg/real-smollm2-perturb.md",
+        commit: "d493d4b70e776798ab8b18e4018161889b44ca3a",
+        data: "docs/results/real-smollm2-perturb/runs.jsonl.gz",
+        names_it: "docs/results/real-smollm2-perturb/results.md",
     },
 ];
 
