@@ -326,7 +326,11 @@ fn the_committed_report_follows_from_its_committed_data() {
         }
         // A flag of a run beside --recompute is refused (the data say what ran).
         if name == "grid-small" {
-            for extra in [["--seeds", "3"], ["--preset", "grid-micro"]] {
+            for extra in [
+                ["--seeds", "3"],
+                ["--first-order", "2"],
+                ["--preset", "grid-micro"],
+            ] {
                 let o = Command::new(env!("CARGO_BIN_EXE_hif8lab"))
                     .args(["grid", "--recompute", out.to_str().unwrap()])
                     .args(extra)

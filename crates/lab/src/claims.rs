@@ -19,7 +19,9 @@
 use serde::Serialize;
 
 use crate::stats::Verdict3;
-use crate::stats::exact::{normal_quantile, paired_exact, t_interval};
+#[cfg(doc)]
+use crate::stats::exact::{design_effect, paired_exact};
+use crate::stats::exact::{normal_quantile, paired_exact_clustered, t_interval};
 
 /// The family-wise error rate of a report's verdicts.
 pub const ALPHA: f64 = 0.05;
@@ -52,7 +54,8 @@ pub enum Spread {
     Seeds(Vec<f64>),
     /// A paired difference of two proportions on `n` items (pooled over seeds) with `b`
     /// items right only in the first arm and `c` only in the second, as the statistic
-    /// `offset + scale · (c − b) / n`: the exact interval of [`paired_exact`].
+    /// `offset + scale · (c − b) / n`: the exact interval of [`paired_exact_clustered`] (of
+    /// [`paired_exact`] when `deff` is 1: the items independent).
     PairedExact {
         /// Right only in the first arm.
         b: usize,
@@ -62,6 +65,9 @@ pub enum Spread {
         n: usize,
         /// Units per unit of difference.
         scale: f64,
+        /// The design effect of the pairs' clusters ([`design_effect`]): 1 when every
+        /// cluster holds at most one discordant pair.
+        deff: f64,
     },
     /// A difference of two proportions on independent samples (two runs' accuracies
     /// without per-document logs), `k_first` of `n_first` and `k_second` of `n_second`
@@ -142,8 +148,14 @@ impl Part {
             Spread::Draws(d) if d.is_empty() => [f64::NEG_INFINITY, f64::INFINITY],
             Spread::Draws(d) => [quantile(d, alpha / 2.0), quantile(d, 1.0 - alpha / 2.0)],
             Spread::Seeds(v) => t_interval(v, alpha),
-            Spread::PairedExact { b, c, n, scale } => {
-                let [lo, hi] = paired_exact(*b, *c, *n, alpha);
+            Spread::PairedExact {
+                b,
+                c,
+                n,
+                scale,
+                deff,
+            } => {
+                let [lo, hi] = paired_exact_clustered(*b, *c, *n, *deff, alpha);
                 let (x, y) = (scale * lo, scale * hi);
                 [x.min(y), x.max(y)]
             }

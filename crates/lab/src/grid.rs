@@ -58,7 +58,7 @@ pub use results::{
     GridResults, PAIRED_TEST, ResultRow, base_run, compare, drop_stat, forgetting_excess,
 };
 #[cfg(not(target_arch = "wasm32"))]
-pub use runner::{pretrain, recompute, results_of, run_grid, train_from_base};
+pub use runner::{pretrain, recompute, results_of, run_grid, run_grid_from, train_from_base};
 pub use verdicts::{
     APE_HIDES, APE_LOSSLESS, Design, FORGETTING_MARGIN, KNOWLEDGE_CHANCE, LOSSLESS_MARGIN,
     SATURATION_RATIO, arm_of, discordance, drop_part, forgetting_contrast, forgetting_vs_base,

@@ -269,4 +269,32 @@ mod tests {
             hi - lo
         );
     }
+
+    #[test]
+    fn the_design_effect_widens_the_exact_interval_only_for_clustered_pairs() {
+        use exact::{design_effect, paired_exact, paired_exact_clustered};
+        // Three discordant pairs in three clusters: independent, the interval unchanged.
+        assert_eq!(design_effect(&[-1.0, -1.0, 1.0], 3), 1.0);
+        assert_eq!(
+            paired_exact_clustered(2, 1, 594, 1.0, 0.1),
+            paired_exact(2, 1, 594, 0.1)
+        );
+        // The same three pairs, two of them one item's in two orders: Σ(b−c)² = 4 + 1 over 3.
+        let d = design_effect(&[-2.0, -1.0], 3);
+        assert!((d - 5.0 / 3.0).abs() < 1e-12, "{d}");
+        let [lo, hi] = paired_exact(3, 0, 594, 0.1);
+        let [lc, hc] = paired_exact_clustered(3, 0, 594, d, 0.1);
+        assert!(lc < lo && hc > hi, "[{lo}, {hi}] vs [{lc}, {hc}]");
+        // Pairs of one cluster that disagree in direction never narrow it (floored at 1).
+        assert_eq!(design_effect(&[0.0, 1.0], 3), 1.0);
+        assert_eq!(
+            paired_exact_clustered(2, 1, 300, 0.5, 0.1),
+            paired_exact(2, 1, 300, 0.1)
+        );
+        // Non-whole effective counts stay between the whole ones around them.
+        let [a, _] = exact::clopper_pearson(1, 100, 0.05);
+        let [b, _] = exact::clopper_pearson_real(1.5, 100.0, 0.05);
+        let [c, _] = exact::clopper_pearson(2, 100, 0.05);
+        assert!(a < b && b < c, "{a} {b} {c}");
+    }
 }

@@ -286,3 +286,67 @@ fn a_dose_study_probes_every_dose_and_runs_its_control() {
     assert_eq!(again.markdown(), results.markdown());
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// Fresh data orders (`grid --first-order`): the runs train at orders K, K+1, … (their
+/// `train.seed` = 7 + order, their folders named by order), the data record those orders,
+/// the report names them and `--recompute` gives it back; data whose runs do not share the
+/// same orders are refused by name.
+#[test]
+fn fresh_orders_start_where_they_are_told() {
+    let root = std::env::temp_dir().join(format!("hif8lab-fresh-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let model = root.join("model");
+    outlier_model(&model);
+    let text = grid_text(&model, "")
+        .replace("steps = 24", "steps = 6")
+        .replace("eval_every = 24", "eval_every = 6")
+        .replace("e4m3 = true", "e4m3 = false");
+    let config = GridConfig::parse(&text, "fixture fresh").unwrap();
+    let out = root.join("grid");
+    let make = || Ok::<_, TrainError>(CpuBackend::new());
+    let only = ["baseline-low", "max_window-low-warmup"].map(String::from);
+    let results = grid::run_grid_from(&make, &config, &out, 3, 2, 1, &only, &mut ()).unwrap();
+    assert_eq!(results.first_order, 3);
+    assert_eq!(results.seeds, 2);
+    let first = config
+        .runs()
+        .into_iter()
+        .find(|r| r.name == "baseline-low")
+        .unwrap();
+    let seed0 = config.run_config(&first).train.seed;
+    for (name, k) in [
+        ("baseline-low-seed3", 3),
+        ("max_window-low-warmup-seed4", 4),
+    ] {
+        let cfg = std::fs::read_to_string(out.join("runs").join(name).join("config.toml"))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(cfg.contains(&format!("seed = {}\n", seed0 + k)), "{cfg}");
+    }
+    assert!(!out.join("runs/baseline-low").exists());
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(
+        md.contains("Data orders 3–4 (fresh: orders 0–2 were not run here)"),
+        "{md}"
+    );
+    let again = grid::recompute(&out).unwrap();
+    assert_eq!(again.markdown(), results.markdown());
+
+    // One run's first order dropped: its orders no longer start where the others' do.
+    let path = out.join(grid::DATA_FILE);
+    let mut data = grid::GridData::read(&path).unwrap();
+    let k = data
+        .runs
+        .iter()
+        .position(|d| d.run == "baseline-low" && d.order == 3)
+        .unwrap();
+    data.runs.remove(k);
+    let bad = root.join("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::write(bad.join(grid::DATA_FILE), data.to_gzip_jsonl().unwrap()).unwrap();
+    let err = grid::recompute(&bad).unwrap_err().to_string();
+    assert!(
+        err.contains("run baseline-low lacks some data order"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -60,6 +60,11 @@ pub struct GridArgs {
     /// verdicts that use every seed.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=16))]
     seeds: u64,
+    /// `grid` only: the first data order of the runs (with `--seeds N`: orders K … K+N−1),
+    /// for a study that must not reuse the orders an earlier study saw (fresh orders). The
+    /// report names the orders it ran.
+    #[arg(long, value_name = "K", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    first_order: u64,
     /// `grid` only: pretrain the base this many times (seeds of the pretraining) and
     /// continue every run from each; intervals then cover the pretraining too.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=8))]
@@ -67,7 +72,7 @@ pub struct GridArgs {
     /// `grid` only: rebuild DIR/results.md and results.csv from DIR/runs.jsonl.gz (the data
     /// a grid writes next to its report) without training: the same report, byte for byte.
     /// Every other flag of a run (the data file says what was run) is refused with it.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "out", "runs", "seeds", "base_seeds", "preset", "backend"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "out", "runs", "seeds", "first_order", "base_seeds", "preset", "backend"])]
     recompute: Option<PathBuf>,
     /// `grid` only: do just these runs (comma-separated names, e.g.
     /// `baseline-low,most_recent-low,max_window-low`); verdicts that need others come out
@@ -197,10 +202,12 @@ pub fn run_pretrain(args: GridArgs) -> Result<()> {
     if !args.runs.is_empty() {
         return Err(grid_only("--runs", "the continued-training runs to do"));
     }
-    if args.seeds != 1 || args.base_seeds != 1 {
+    if args.seeds != 1 || args.base_seeds != 1 || args.first_order != 0 {
         return Err(grid_only(
             if args.seeds != 1 {
                 "--seeds"
+            } else if args.first_order != 0 {
+                "--first-order"
             } else {
                 "--base-seeds"
             },
@@ -345,8 +352,9 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
     // One writer per grid folder (its runs lock their own folders too).
     let (_lock, mut p) = writer(&out)?;
     let (seeds, base_seeds) = (args.seeds as usize, args.base_seeds as usize);
+    let first = args.first_order as usize;
     let results = on_backend!(&args.source.backend, make => {
-        grid::run_grid(make, &config, &out, seeds, base_seeds, &args.runs, &mut p)?
+        grid::run_grid_from(make, &config, &out, first, seeds, base_seeds, &args.runs, &mut p)?
     });
     let summaries: Vec<_> = results.rows.iter().map(|r| r.summary.clone()).collect();
     let (_, skipped) = crate::commands::plots::grid_plots(&out, &summaries)?;

@@ -65,6 +65,7 @@ fn no_discordant_item_still_gives_an_interval() {
             c: 0,
             n: 108,
             scale: 100.0,
+            deff: 1.0,
         },
         Side::Within,
         2.0,

@@ -86,6 +86,7 @@ impl GridResults {
             seeds,
             rows,
             verdicts,
+            first_order: 0,
             base_model: None,
             dose: None,
         }

@@ -116,6 +116,15 @@ impl GridResults {
             );
         }
         if self.base_model.is_some() {
+            if self.first_order > 0 {
+                let _ = writeln!(
+                    md,
+                    "Data orders {}–{} (fresh: orders 0–{} were not run here).\n",
+                    self.first_order,
+                    self.first_order + self.seeds - 1,
+                    self.first_order - 1
+                );
+            }
             let _ = writeln!(
                 md,
                 "{} data order(s) of continued training from the one real base = {} replicate(s) per run: a data order varies the order of the same training text. Each run is compared with the baseline of the same order and, for the baselines, with the base model. Scores are means over replicates with 95 % intervals from a cluster bootstrap (knowledge items resampled by cluster, completion items by family, held-out windows in blocks of 4; replicates resampled too). Drops are relative to the matched high-precision baseline or, for the baselines, to the base model; where fewer than 25 items differ (pooled over replicates) the interval is the exact paired one. The table's p-values are two-sided against no drop and not adjusted for multiplicity (they describe; the verdicts below are judged with Holm's adjustment). APE is mean ± standard deviation across replicates. Probes are scored in high precision with the final weights, in the model's own tokenizer with BOS (as lm-eval-harness scores).\n",

@@ -62,6 +62,9 @@ pub struct GridResults {
     pub bases: Vec<ProbeScores>,
     /// Replicates per run: data orders × pretrainings.
     pub seeds: usize,
+    /// The first data order of the runs (0 unless the grid ran fresh orders,
+    /// `grid --first-order`); the orders are this and the next ones.
+    pub first_order: usize,
     /// One row per run.
     pub rows: Vec<ResultRow>,
     /// One verdict per claim, judged together (Holm over the claims).

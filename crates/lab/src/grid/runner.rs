@@ -324,6 +324,23 @@ pub fn run_grid<B: Backend>(
     only: &[String],
     progress: &mut dyn GridProgress,
 ) -> Result<GridResults, TrainError> {
+    run_grid_from(make, grid, out, 0, seeds, base_seeds, only, progress)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+/// [`run_grid`] at the data orders `first_order` … `first_order + seeds − 1` (fresh orders
+/// for a study that must not reuse the orders an earlier one saw: `grid --first-order`).
+#[allow(clippy::too_many_arguments)]
+pub fn run_grid_from<B: Backend>(
+    make: &dyn Fn() -> Result<B, TrainError>,
+    grid: &GridConfig,
+    out: &Path,
+    first_order: usize,
+    seeds: usize,
+    base_seeds: usize,
+    only: &[String],
+    progress: &mut dyn GridProgress,
+) -> Result<GridResults, TrainError> {
     let known: Vec<String> = grid.runs().into_iter().map(|r| r.name).collect();
     if let Some(bad) = only.iter().find(|n| !known.contains(n)) {
         return Err(TrainError::Setting {
@@ -361,7 +378,7 @@ pub fn run_grid<B: Backend>(
     for j in 0..base_seeds {
         let mut configs: Vec<(String, RunConfig)> = Vec::new();
         let mut placed: Vec<(usize, usize)> = Vec::new();
-        for k in 0..seeds {
+        for k in first_order..first_order + seeds {
             for (i, r) in runs.iter().enumerate() {
                 // The positive control runs in its first data orders only.
                 if r.control && grid.control.as_ref().is_some_and(|c| k >= c.orders) {
@@ -454,6 +471,9 @@ pub fn results_of(source: &str, data: GridData) -> Result<GridResults, TrainErro
             ),
         });
     }
+    // Every run at the same data orders, from the first one the data hold (0 unless the grid
+    // ran fresh orders).
+    let first_order = data.runs.iter().map(|d| d.order).min().unwrap_or(0);
     // The positive control is the dose study's, not a cell of the paper's claims.
     let runs: Vec<GridRun> = all
         .into_iter()
@@ -464,12 +484,16 @@ pub fn results_of(source: &str, data: GridData) -> Result<GridResults, TrainErro
         let mut mine: Vec<&GridDataRun> = data.runs.iter().filter(|d| d.run == r.name).collect();
         // Replicate order k·B + j: replicate r continues from base r % B.
         mine.sort_by_key(|d| (d.order, d.base_seed));
-        let orders = mine.iter().map(|d| d.order).max().map_or(0, |m| m + 1);
+        let orders = mine
+            .iter()
+            .map(|d| d.order)
+            .max()
+            .map_or(0, |m| m + 1 - first_order);
         if mine.len() != orders * b
             || mine
                 .iter()
                 .enumerate()
-                .any(|(i, d)| d.order != i / b || d.base_seed != i % b)
+                .any(|(i, d)| d.order != first_order + i / b || d.base_seed != i % b)
         {
             return Err(TrainError::File {
                 file: source.to_owned(),
@@ -485,6 +509,7 @@ pub fn results_of(source: &str, data: GridData) -> Result<GridResults, TrainErro
     }
     let mut results = GridResults::compute_with_bases(&runs, &summaries, data.bases);
     results.base_model = data.base_model;
+    results.first_order = first_order;
     results.dose = super::dose::analyse(&data.runs);
     Ok(results)
 }

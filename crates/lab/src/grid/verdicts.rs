@@ -47,6 +47,13 @@ pub const PAIRED_BOOTSTRAP: &str = "paired cluster bootstrap (knowledge items by
 /// The test of a paired comparison of 0/1 marks with few discordant items.
 pub const PAIRED_EXACT: &str = "exact paired interval (Clopper–Pearson bounds on the discordant share and its direction, pooled over seeds; items taken as independent)";
 
+/// [`PAIRED_EXACT`] where some cluster holds several discordant pairs, in words.
+pub fn paired_exact_clustered_words(deff: f64) -> String {
+    format!(
+        "exact paired interval (Clopper–Pearson bounds on the discordant share and its direction, pooled over seeds), the counts divided by the design effect {deff:.2} of clusters holding several discordant pairs (an item across seeds, the items of one probe cluster: Durkalski's clustered McNemar)"
+    )
+}
+
 /// The replicates of each grid run: data orders × pretrainings of the base.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Design {
@@ -181,8 +188,13 @@ pub fn drop_part(
         let ref_mean =
             a.seeds.iter().flatten().sum::<f64>() / a.seeds.iter().flatten().count().max(1) as f64;
         if nb + nc < FEW_DISCORDANT && ref_mean > 0.0 {
-            // Exact: the statistic on the data, no resampling.
+            // Exact: the statistic on the data, no resampling; pairs in one cluster (an
+            // item's pairs across seeds, the items of a probe cluster) that moved together
+            // count as fewer independent ones.
             let (value, _) = statistic_and_draws(design, &runs, score, &drop_stat, 0)?;
+            let deff = groups_of(&runs, score).map_or(1.0, |g| {
+                crate::stats::exact::design_effect(&cluster_totals(&g, &a, &b), nb + nc)
+            });
             return Some(Part {
                 measured,
                 unit: "%".into(),
@@ -192,10 +204,15 @@ pub fn drop_part(
                     c: nc,
                     n,
                     scale: -100.0 / ref_mean,
+                    deff,
                 },
                 side,
                 threshold,
-                test: PAIRED_EXACT.into(),
+                test: if deff > 1.0 {
+                    paired_exact_clustered_words(deff)
+                } else {
+                    PAIRED_EXACT.into()
+                },
                 variation: design.variation(),
             });
         }
@@ -207,17 +224,29 @@ pub fn drop_part(
 
 /// Exact McNemar on the pooled discordant items and the cluster sign-flip test of the mean
 /// log-likelihood margin: the continuous statistic beside the 0/1 marks, in words.
+///
+/// With several replicates (data orders) per arm the intervals resample the replicates too,
+/// while the McNemar and sign-flip tests take the items pooled over them as the unit: their
+/// p-values are of another level and are not printed (an item-level p-value appears only
+/// beside an interval of the same level, one replicate against one).
 pub(super) fn paired_evidence(first: &[RunSummary], second: &[RunSummary], what: &str) -> String {
     let mut out = Vec::new();
+    let replicated = first.len() > 1 || second.len() > 1;
     if let (Some(a), Some(b)) = (
         arm_of(first, ProbeScore::KnowledgeAccNorm),
         arm_of(second, ProbeScore::KnowledgeAccNorm),
     ) {
         let (nb, nc, n) = discordance(&a, &b);
-        let p = crate::stats::mcnemar(nb, nc);
-        out.push(format!(
-            "{what}: {nb} knowledge items right only in the first, {nc} only in the second, of {n} paired (exact McNemar, two-sided, pooled over seeds: p = {p:.3})"
-        ));
+        if replicated {
+            out.push(format!(
+                "{what}: {nb} knowledge items right only in the first, {nc} only in the second, of {n} paired (pooled over seeds; no item-level p-value: the replicates, not the items, are this design's unit)"
+            ));
+        } else {
+            let p = crate::stats::mcnemar(nb, nc);
+            out.push(format!(
+                "{what}: {nb} knowledge items right only in the first, {nc} only in the second, of {n} paired (exact McNemar, two-sided: p = {p:.3})"
+            ));
+        }
     }
     for (score, unit, label) in [
         (
@@ -242,6 +271,14 @@ pub(super) fn paired_evidence(first: &[RunSummary], second: &[RunSummary], what:
         );
         draws.sort_by(f64::total_cmp);
         let q = |p: f64| crate::stats::percentile(&draws, p);
+        if replicated {
+            out.push(format!(
+                "{label}, second minus first {value:+.4}{unit} [95 %: {:+.4}, {:+.4}] (paired cluster bootstrap, replicates resampled too)",
+                q(0.025),
+                q(0.975),
+            ));
+            continue;
+        }
         let totals = cluster_totals(&groups, &a, &b);
         // Each test its own resamples: the seed follows from what it compares.
         let seed = crate::stats::exact::seed_for(CLAIM_SEED, &format!("{what} {label}"));

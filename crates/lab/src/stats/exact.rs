@@ -115,18 +115,25 @@ pub fn binomial_cdf(k: usize, n: usize, p: f64) -> f64 {
 /// Clopper–Pearson (exact) interval of a binomial proportion, `k` of `n`, two-sided at
 /// confidence 1 − `alpha`: never of zero width (0 of 108 still allows 3.4 % at 95 %).
 pub fn clopper_pearson(k: usize, n: usize, alpha: f64) -> [f64; 2] {
-    if n == 0 {
+    clopper_pearson_real(k as f64, n as f64, alpha)
+}
+
+/// [`clopper_pearson`] for counts that need not be whole (effective counts: counts divided
+/// by a design effect); `k` in [0, `n`].
+pub fn clopper_pearson_real(k: f64, n: f64, alpha: f64) -> [f64; 2] {
+    if n <= 0.0 {
         return [0.0, 1.0];
     }
-    let lo = if k == 0 {
+    let k = k.clamp(0.0, n);
+    let lo = if k <= 0.0 {
         0.0
     } else {
-        beta_quantile(alpha / 2.0, k as f64, (n - k) as f64 + 1.0)
+        beta_quantile(alpha / 2.0, k, n - k + 1.0)
     };
-    let hi = if k == n {
+    let hi = if k >= n {
         1.0
     } else {
-        beta_quantile(1.0 - alpha / 2.0, k as f64 + 1.0, (n - k) as f64)
+        beta_quantile(1.0 - alpha / 2.0, k + 1.0, n - k)
     };
     [lo, hi]
 }
@@ -282,11 +289,34 @@ pub fn t_interval(values: &[f64], alpha: f64) -> [f64; 2] {
 /// bounded over both (items independent). With no discordant item the interval is ±(the
 /// discordance the data still allow), never of zero width.
 pub fn paired_exact(b: usize, c: usize, n: usize, alpha: f64) -> [f64; 2] {
+    paired_exact_clustered(b, c, n, 1.0, alpha)
+}
+
+/// The design effect of paired 0/1 comparisons grouped in clusters (an item's pairs across
+/// seeds, the items of one probe cluster): Σₖ (bₖ − cₖ)² / Σₖ (bₖ + cₖ), where `net` holds
+/// each cluster's cₖ − bₖ and `discordant` = Σₖ (bₖ + cₖ). It is the ratio of the clustered
+/// variance of the net count to the variance McNemar assumes (Durkalski et al. 2003, "Analysis
+/// of clustered matched-pair data": their statistic is McNemar's with the counts divided by
+/// it). Floored at 1: clusters whose pairs disagree in direction never narrow the interval.
+pub fn design_effect(net: &[f64], discordant: usize) -> f64 {
+    if discordant == 0 {
+        return 1.0;
+    }
+    let squares: f64 = net.iter().map(|t| t * t).sum();
+    (squares / discordant as f64).max(1.0)
+}
+
+/// [`paired_exact`] for pairs grouped in clusters: `b`, `c` and `n` divided by the design
+/// effect `deff` ([`design_effect`]) before the same Clopper–Pearson bounds (a Rao–Scott
+/// correction); `deff` = 1 gives [`paired_exact`] exactly.
+pub fn paired_exact_clustered(b: usize, c: usize, n: usize, deff: f64, alpha: f64) -> [f64; 2] {
     if n == 0 {
         return [-1.0, 1.0];
     }
-    let [dl, dh] = clopper_pearson(b + c, n, alpha / 2.0);
-    let [pl, ph] = clopper_pearson(c, b + c, alpha / 2.0);
+    let deff = if deff.is_finite() { deff.max(1.0) } else { 1.0 };
+    let (b, c, n) = (b as f64 / deff, c as f64 / deff, n as f64 / deff);
+    let [dl, dh] = clopper_pearson_real(b + c, n, alpha / 2.0);
+    let [pl, ph] = clopper_pearson_real(c, b + c, alpha / 2.0);
     let bound = |s: f64, low: bool| {
         // d·s over d ∈ [dl, dh]: the extreme in the asked direction.
         if (s >= 0.0) == low { dl * s } else { dh * s }

@@ -200,6 +200,7 @@ pub(super) fn paired(
                 c: only_other,
                 n,
                 scale,
+                deff: 1.0,
             },
             "exact paired interval of the relative drop (discordant documents, items independent)",
             "documents",
