@@ -35,7 +35,7 @@ struct Study {
     names_it: &'static str,
 }
 
-const STUDIES: [Study; 3] = [
+const STUDIES: [Study; 4] = [
     Study {
         prereg: PREREG,
         commit: PREREG_COMMIT,
@@ -54,6 +54,12 @@ const STUDIES: [Study; 3] = [
         commit: "d493d4b70e776798ab8b18e4018161889b44ca3a",
         data: "docs/results/real-smollm2-perturb/runs.jsonl.gz",
         names_it: "docs/results/real-smollm2-perturb/results.md",
+    },
+    Study {
+        prereg: "docs/results/prereg/real-smollm2-claim5-fresh.md",
+        commit: "b59a5397060fa0e1fbc5fd42a333b83eef15add8",
+        data: "docs/results/real-smollm2-claim5-fresh/runs.jsonl.gz",
+        names_it: "docs/results/real-smollm2-claim5-fresh/README.md",
     },
 ];
 
