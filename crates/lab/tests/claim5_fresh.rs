@@ -130,7 +130,11 @@ fn the_fresh_study_s_readme_says_its_figures() {
             .map(|r| r.order)
             .collect();
         orders.sort_unstable();
-        assert_eq!(orders, (2..=7).collect::<Vec<_>>(), "{run}: the registered orders");
+        assert_eq!(
+            orders,
+            (2..=7).collect::<Vec<_>>(),
+            "{run}: the registered orders"
+        );
     }
     let readme =
         std::fs::read_to_string(root().join("docs/results/real-smollm2-claim5-fresh/README.md"))

@@ -110,7 +110,7 @@ impl EvalRun {
     }
 
     fn merge_results(&mut self, file: &Path) -> Result<(), EvalError> {
-        let bytes = std::fs::read(file).map_err(|e| EvalError::io(file, &e))?;
+        let bytes = read_input(file, false)?;
         let doc: Value = serde_json::from_slice(&bytes)
             .map_err(|e| EvalError::new(file, "", format!("not JSON ({e})")))?;
         let results = doc
@@ -215,9 +215,65 @@ fn number(v: &Value) -> Option<f64> {
     }
 }
 
+/// The most a results file or a per-document log may hold, read plain or inflated from gzip
+/// (lm-eval's largest logs are tens of MiB; a file beyond this is refused before it is held).
+pub const MAX_INPUT_BYTES: u64 = 1 << 30;
+
+/// The bytes of `file`: only a regular file is read (a FIFO would hang, a link to /dev/zero
+/// never end), at most [`MAX_INPUT_BYTES`] of it, and with `gz` every gzip member of it
+/// inflated up to the same bound (a small file that inflates to gigabytes is refused, not
+/// held).
+fn read_input(file: &Path, gz: bool) -> Result<Vec<u8>, EvalError> {
+    read_capped(file, gz, MAX_INPUT_BYTES)
+}
+
+/// [`read_input`] with the bound `cap`.
+fn read_capped(file: &Path, gz: bool, cap: u64) -> Result<Vec<u8>, EvalError> {
+    use std::io::Read;
+    let meta = std::fs::metadata(file).map_err(|e| EvalError::io(file, &e))?;
+    if !meta.is_file() {
+        return Err(EvalError::new(
+            file,
+            "",
+            "not a regular file (a FIFO, device or folder is not read)",
+        ));
+    }
+    let too_big = || {
+        EvalError::new(
+            file,
+            "",
+            format!(
+                "holds more than {} MiB{}: refused before it is read whole",
+                cap >> 20,
+                if gz { " inflated" } else { "" }
+            ),
+        )
+    };
+    if meta.len() > cap {
+        return Err(too_big());
+    }
+    let f = std::fs::File::open(file).map_err(|e| EvalError::io(file, &e))?;
+    let mut bytes = Vec::new();
+    if gz {
+        flate2::read::MultiGzDecoder::new(std::io::BufReader::new(f))
+            .take(cap + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| EvalError::new(file, "", format!("not gzip ({e})")))?;
+    } else {
+        f.take(cap + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| EvalError::io(file, &e))?;
+    }
+    if bytes.len() as u64 > cap {
+        return Err(too_big());
+    }
+    Ok(bytes)
+}
+
 /// The results files under `path`, oldest first.
 fn results_files(path: &Path) -> Result<Vec<PathBuf>, EvalError> {
-    if path.is_file() {
+    if path.exists() && !path.is_dir() {
+        // A file (or a FIFO or device, which `read_input` refuses by name).
         return Ok(vec![path.to_path_buf()]);
     }
     if !path.is_dir() {
@@ -276,14 +332,13 @@ fn read_samples(results: &Path, task: &str, stamp: &str) -> Result<Option<Sample
     let dir = results.parent().unwrap_or(Path::new("."));
     let plain = dir.join(format!("samples_{task}_{stamp}.jsonl"));
     let gz = dir.join(format!("samples_{task}_{stamp}.jsonl.gz"));
-    let (file, text) = if plain.is_file() {
-        let bytes = std::fs::read(&plain).map_err(|e| EvalError::io(&plain, &e))?;
+    // `exists` (not `is_file`): a FIFO or a link to a device of that name is refused by
+    // `read_input`, not taken for a missing log.
+    let (file, text) = if plain.exists() {
+        let bytes = read_input(&plain, false)?;
         (plain, bytes)
-    } else if gz.is_file() {
-        let packed = std::fs::read(&gz).map_err(|e| EvalError::io(&gz, &e))?;
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&packed[..]), &mut bytes)
-            .map_err(|e| EvalError::new(&gz, "", format!("not gzip ({e})")))?;
+    } else if gz.exists() {
+        let bytes = read_input(&gz, true)?;
         (gz, bytes)
     } else {
         return Ok(None);
@@ -367,4 +422,81 @@ fn read_samples(results: &Path, task: &str, stamp: &str) -> Result<Option<Sample
     }
     docs.sort_by(|a, b| (a.doc_id, &a.filter).cmp(&(b.doc_id, &b.filter)));
     Ok(Some(Samples { file, docs }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("hif8lab-lm-eval-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn gzip(members: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for m in members {
+            let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            z.write_all(m).unwrap();
+            out.extend(z.finish().unwrap());
+        }
+        out
+    }
+
+    #[test]
+    fn inputs_are_capped_before_they_are_held_and_every_gzip_member_is_read() {
+        let dir = scratch("cap");
+        // A small file that inflates past the bound: refused, naming the file.
+        let bomb = dir.join("samples_t_x.jsonl.gz");
+        std::fs::write(&bomb, gzip(&[&vec![b'{'; 1 << 20]])).unwrap();
+        assert!(std::fs::metadata(&bomb).unwrap().len() < 4096);
+        let e = read_capped(&bomb, true, 1 << 16).unwrap_err().to_string();
+        assert!(
+            e.contains("samples_t_x.jsonl.gz") && e.contains("inflated"),
+            "{e}"
+        );
+        // A plain file past the bound, refused from its size.
+        let big = dir.join("results_x.json");
+        std::fs::write(&big, vec![b' '; 1 << 17]).unwrap();
+        let e = read_capped(&big, false, 1 << 16).unwrap_err().to_string();
+        assert!(
+            e.contains("results_x.json") && e.contains("more than"),
+            "{e}"
+        );
+        // Two gzip members: both read, in order.
+        let two = dir.join("two.jsonl.gz");
+        std::fs::write(&two, gzip(&[b"{\"a\":1}\n", b"{\"b\":2}\n"])).unwrap();
+        assert_eq!(
+            read_capped(&two, true, 1 << 16).unwrap(),
+            b"{\"a\":1}\n{\"b\":2}\n"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_or_a_device_is_refused_not_read() {
+        let dir = scratch("fifo");
+        let zero = dir.join("results_zero.json");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let e = read_input(&zero, false).unwrap_err().to_string();
+        assert!(
+            e.contains("results_zero.json") && e.contains("not a regular file"),
+            "{e}"
+        );
+        let fifo = dir.join("results_fifo.json");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            // Read, it would block until a writer came: refused before it is opened.
+            let e = read_input(&fifo, false).unwrap_err().to_string();
+            assert!(e.contains("not a regular file"), "{e}");
+            let e = EvalRun::open(&fifo).unwrap_err().to_string();
+            assert!(e.contains("results_fifo.json"), "{e}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
