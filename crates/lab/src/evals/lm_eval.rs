@@ -223,7 +223,7 @@ pub const MAX_INPUT_BYTES: u64 = 1 << 30;
 /// never end), at most [`MAX_INPUT_BYTES`] of it, and with `gz` every gzip member of it
 /// inflated up to the same bound (a small file that inflates to gigabytes is refused, not
 /// held).
-fn read_input(file: &Path, gz: bool) -> Result<Vec<u8>, EvalError> {
+pub(crate) fn read_input(file: &Path, gz: bool) -> Result<Vec<u8>, EvalError> {
     read_capped(file, gz, MAX_INPUT_BYTES)
 }
 

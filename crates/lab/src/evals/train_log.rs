@@ -106,14 +106,30 @@ impl TrainLog {
 }
 
 /// Reads the log at `path`.
+/// Only a regular file of at most [`super::lm_eval::MAX_INPUT_BYTES`] is read.
 pub fn read_log(path: &Path, pattern: LogPattern) -> Result<TrainLog, EvalError> {
-    let bytes = std::fs::read(path).map_err(|e| EvalError::io(path, &e))?;
+    let bytes = super::lm_eval::read_input(path, false)?;
     parse_log(path, &bytes, pattern)
 }
+
+/// The most step records a log may hold (a run of 10⁶ optimizer steps logged at every step);
+/// beyond, the log is refused by name before its records fill memory (10⁷ lines once took 8
+/// GB).
+pub const MAX_LOG_RECORDS: usize = 1_000_000;
 
 /// Parses a log's bytes (`path` names it in errors). Invalid UTF-8 in lines that are not
 /// records is tolerated (logs mix in tool output); a record line must be text.
 pub fn parse_log(path: &Path, bytes: &[u8], pattern: LogPattern) -> Result<TrainLog, EvalError> {
+    parse_log_capped(path, bytes, pattern, MAX_LOG_RECORDS)
+}
+
+/// [`parse_log`] refusing more than `cap` step records.
+fn parse_log_capped(
+    path: &Path,
+    bytes: &[u8],
+    pattern: LogPattern,
+    cap: usize,
+) -> Result<TrainLog, EvalError> {
     let text = String::from_utf8_lossy(bytes);
     let first = text.lines().next().unwrap_or("");
     let is_csv_header = |l: &str| {
@@ -177,6 +193,14 @@ pub fn parse_log(path: &Path, bytes: &[u8], pattern: LogPattern) -> Result<Train
                 last_step = Some(last_step.map_or(r.step, |l| l.max(r.step)));
                 if by_step.insert(r.step, r).is_some() {
                     repeated += 1;
+                } else if by_step.len() > cap {
+                    return Err(EvalError::new(
+                        path,
+                        &at,
+                        format!(
+                            "more than {cap} step records: too many to hold (keep every n-th step, or split the log)"
+                        ),
+                    ));
                 }
             }
             None => other += 1,
@@ -360,6 +384,43 @@ mod tests {
     use super::*;
 
     const LINE: &str = "2026-05-06 02:18:14,897 [INFO] step=501/10000 | loss=5.2820 | lr=9.99e-06 | quant=ON | hif8_alg=max | samples=513,024";
+
+    #[test]
+    fn a_log_of_too_many_steps_is_refused_before_it_fills_memory() {
+        let text: String = (1..=1001).map(|i| format!("step={i} loss=1.5\n")).collect();
+        let e = parse_log_capped(
+            Path::new("big.log"),
+            text.as_bytes(),
+            LogPattern::Auto,
+            1000,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("big.log") && e.contains("line 1001") && e.contains("more than 1000"),
+            "{e}"
+        );
+        // At the bound it is read.
+        let log =
+            parse_log_capped(Path::new("ok.log"), text.as_bytes(), LogPattern::Auto, 1001).unwrap();
+        assert_eq!(log.records.len(), 1001);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_device_is_refused_not_read() {
+        let dir = std::env::temp_dir().join(format!("hif8lab-log-dev-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let zero = dir.join("train.log");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let e = read_log(&zero, LogPattern::Auto).unwrap_err().to_string();
+        assert!(
+            e.contains("train.log") && e.contains("not a regular file"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn reads_the_key_value_pattern() {
