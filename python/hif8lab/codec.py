@@ -32,6 +32,24 @@ def _scale(scale: Any) -> float:
     return float(s)
 
 
+#: Elements the codec takes per call: the array goes through in pieces of this size, so the
+#: bytes handed to the Rust core and back add a few MiB to the input and the output, not
+#: copies of the whole array (whole-array copies once peaked at 5.7× the input).
+CHUNK = 1 << 20
+
+
+def _chunked(a: np.ndarray, out_dtype: Any, convert: Any) -> np.ndarray:
+    """``convert(bytes of a piece) -> bytes`` over ``a`` (f32, contiguous) in pieces of
+    ``CHUNK`` elements, written into one output array of ``a``'s shape."""
+    flat = a.reshape(-1)
+    out = np.empty(flat.shape, dtype=out_dtype)
+    # At least one call, so an empty array still has its format checked by the core.
+    for start in range(0, max(flat.size, 1), CHUNK):
+        piece = flat[start:start + CHUNK]
+        out[start:start + piece.size] = np.frombuffer(convert(piece.tobytes()), dtype=out_dtype)
+    return out.reshape(a.shape)
+
+
 def qdq(x: Any, format: str = "hif8", scale: float = 1.0, saturate: bool = False) -> np.ndarray:
     """``Q(x·scale)/scale`` elementwise, both products in f32 (the lab's fake quantization).
 
@@ -39,15 +57,15 @@ def qdq(x: Any, format: str = "hif8", scale: float = 1.0, saturate: bool = False
     otherwise they become ±Inf (HiF8, E5M2) or NaN (E4M3, which has no Inf).
     """
     a = _f32(x)
-    out = _core.qdq(a.tobytes(), format, _scale(scale), bool(saturate))
-    return np.frombuffer(out, dtype=np.float32).reshape(a.shape).copy()
+    s, sat = _scale(scale), bool(saturate)
+    return _chunked(a, np.float32, lambda b: _core.qdq(b, format, s, sat))
 
 
 def encode(x: Any, format: str = "hif8", saturate: bool = False) -> np.ndarray:
     """The 8-bit code of each value (no scaling), as uint8."""
     a = _f32(x)
-    out = _core.encode(a.tobytes(), format, bool(saturate))
-    return np.frombuffer(out, dtype=np.uint8).reshape(a.shape).copy()
+    sat = bool(saturate)
+    return _chunked(a, np.uint8, lambda b: _core.encode(b, format, sat))
 
 
 def decode(codes: Any, format: str = "hif8") -> np.ndarray:

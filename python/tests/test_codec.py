@@ -121,3 +121,26 @@ def test_compiled_qdq_is_the_same_bits():
                 b = boundaries(fmt)
                 mine = fq(torch.from_numpy(b), torch.tensor(np.float32(1.0)), fmt, saturate).numpy()
                 assert same_bits(codec.qdq(b, fmt, 1.0, saturate), mine).all(), (fmt, saturate)
+
+
+def test_qdq_and_encode_hold_little_more_than_input_and_output():
+    """The codec goes through the array in pieces: its peak is the output plus a few MiB, not
+    copies of the whole input (once 5.7x the input)."""
+    import tracemalloc
+
+    x = np.random.default_rng(3).standard_normal(1 << 23, dtype=np.float32).reshape(1 << 11, -1)
+    for f, out_bytes in ((lambda a: codec.qdq(a, "hif8", 4.0), x.nbytes),
+                         (lambda a: codec.encode(a, "hif8"), x.size)):
+        tracemalloc.start()
+        y = f(x)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert y.shape == x.shape
+        assert peak < out_bytes + 24 * codec.CHUNK, (peak, x.nbytes)
+    # The pieces join up: the same bits as one piece of each element alone.
+    small = x.reshape(-1)[codec.CHUNK - 3:codec.CHUNK + 3]
+    assert np.array_equal(codec.qdq(x, "hif8", 4.0).reshape(-1)[codec.CHUNK - 3:codec.CHUNK + 3],
+                          np.array([codec.qdq(np.array([v]), "hif8", 4.0)[0] for v in small]))
+    with pytest.raises(ValueError, match="nosuch"):
+        codec.qdq(np.zeros(0, np.float32), "nosuch")
+
