@@ -328,6 +328,13 @@ fn fresh_orders_start_where_they_are_told() {
         md.contains("Data orders 3–4 (fresh: orders 0–2 were not run here)"),
         "{md}"
     );
+    // The placebo names the orders it compares, not orders 0 and 1.
+    assert!(
+        md.contains("orders 3 and 4 of the first pretraining")
+            && md.contains("order 3 (first) vs order 4 (second)")
+            && !md.contains("orders 0 and 1"),
+        "{md}"
+    );
     let again = grid::recompute(&out).unwrap();
     assert_eq!(again.markdown(), results.markdown());
 

@@ -90,7 +90,52 @@ pub(super) fn part_sentence(p: &Part, alpha: f64, v: Verdict3) -> String {
             number(lo, &p.unit),
             number(hi, &p.unit)
         ));
+        if let Spread::PairedExact { deff, .. } = p.spread
+            && deff > 1.0
+        {
+            s.push_str(&format!(
+                " (exact paired, the counts divided by the design effect {deff:.2})"
+            ));
+        }
     }
     s.push_str(&format!(" vs {}: {}", threshold_words(p), v.as_str()));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exact_part(deff: f64) -> Part {
+        Part {
+            measured: "relative knowledge drop".into(),
+            unit: "%".into(),
+            value: -0.04,
+            spread: Spread::PairedExact {
+                b: 4,
+                c: 5,
+                n: 3654,
+                scale: 100.0,
+                deff,
+            },
+            side: Side::Within,
+            threshold: 2.0,
+            test: String::new(),
+            variation: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_part_s_sentence_names_its_design_effect_when_it_widened_the_interval() {
+        let clustered = part_sentence(&exact_part(5.0 / 3.0), 0.05, Verdict3::Holds);
+        assert!(
+            clustered.contains("(exact paired, the counts divided by the design effect 1.67)"),
+            "{clustered}"
+        );
+        let independent = part_sentence(&exact_part(1.0), 0.05, Verdict3::Holds);
+        assert!(!independent.contains("design effect"), "{independent}");
+        // The wider interval is the one printed.
+        let width = |s: &str| s.split(" interval ").nth(1).unwrap_or("").to_owned();
+        assert_ne!(width(&clustered), width(&independent));
+    }
 }

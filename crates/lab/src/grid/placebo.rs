@@ -20,9 +20,9 @@ fn score(s: &RunSummary, what: ProbeScore) -> f64 {
     s.probes.as_ref().map_or(f64::NAN, |p| p.score(what))
 }
 
-/// The placebo section of a grid report (`bases` pretrainings; a replicate r is order r / B
-/// of pretraining r % B).
-pub fn markdown(rows: &[ResultRow], bases: usize) -> String {
+/// The placebo section of a grid report (`bases` pretrainings; a replicate r is order
+/// `first_order` + r / B of pretraining r % B).
+pub fn markdown(rows: &[ResultRow], bases: usize, first_order: usize) -> String {
     let mut md = String::new();
     let Some(row) = ARMS
         .iter()
@@ -41,14 +41,15 @@ pub fn markdown(rows: &[ResultRow], bases: usize) -> String {
         let _ = writeln!(md, "One data order per pretraining: no placebo.");
         return md;
     }
+    let (o0, o1) = (first_order, first_order + 1);
     let _ = writeln!(
         md,
-        "Nothing differs but the order of the same text. Item level (orders 0 and 1 of the first pretraining; items and windows as the unit, conditional on the two trained models — the tests the verdicts above show as evidence): {}.\n",
+        "Nothing differs but the order of the same text. Item level (orders {o0} and {o1} of the first pretraining; items and windows as the unit, conditional on the two trained models — the tests the verdicts above show as evidence): {}.\n",
         paired_evidence(
             &row.seeds[0..1],
             &row.seeds[b..b + 1],
-            "order 0 (first) vs order 1 (second)"
-        )
+            &format!("order {o0} (first) vs order {o1} (second)")
+        ),
     );
     // Replicate level: disjoint pairs of orders within each pretraining.
     let mut pairs: Vec<(usize, usize)> = Vec::new();

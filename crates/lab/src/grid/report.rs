@@ -26,7 +26,11 @@ impl GridResults {
         if let Some(reach) = self.reach() {
             md.push_str(&reach.markdown());
         }
-        md.push_str(&super::placebo::markdown(&self.rows, self.bases.len()));
+        md.push_str(&super::placebo::markdown(
+            &self.rows,
+            self.bases.len(),
+            self.first_order,
+        ));
         if let Some(d) = &self.dose {
             md.push_str(&d.markdown());
         }
