@@ -75,6 +75,21 @@ fn recurring(p: &BTreeMap<usize, (Vec<f64>, Vec<f64>)>) -> (usize, usize) {
     )
 }
 
+/// Per order, mean margin of the fix minus the baseline's; its mean and 95 % t interval.
+fn margin_contrast(d: &GridData, score: ProbeScore, label: &str) -> String {
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let diffs: Vec<f64> = pairs(d, score)
+        .values()
+        .map(|(x, y)| mean(y) - mean(x))
+        .collect();
+    let [lo, hi] = hif8lab_lab::stats::exact::t_interval(&diffs, 0.05);
+    format!(
+        "{label} margin, fix minus baseline, mean over {} orders {:+.4} nats/byte, 95 % t interval [{lo:+.4}, {hi:+.4}]",
+        diffs.len(),
+        mean(&diffs)
+    )
+}
+
 fn said(d: &GridData) -> Vec<String> {
     let c = pairs(d, ProbeScore::CompletionAccNorm);
     let k = pairs(d, ProbeScore::KnowledgeAccNorm);
@@ -93,6 +108,8 @@ fn said(d: &GridData) -> Vec<String> {
         ),
         format!("knowledge: {kd} items discordant in some order, {kr} of them in more than one"),
         format!("completion: {cd} items discordant in some order, {cr} of them in more than one"),
+        margin_contrast(d, ProbeScore::KnowledgeMargin, "knowledge"),
+        margin_contrast(d, ProbeScore::CompletionMargin, "completion"),
     ]
 }
 
@@ -118,10 +135,7 @@ fn the_first_look_s_figures_are_recomputed() {
 
 #[test]
 fn the_fresh_study_s_readme_says_its_figures() {
-    let Some(d) = data("real-smollm2-claim5-fresh") else {
-        eprintln!("the fresh study has not run yet");
-        return;
-    };
+    let d = data("real-smollm2-claim5-fresh").expect("the fresh study's data are committed");
     for run in [BASELINE, FIX] {
         let mut orders: Vec<usize> = d
             .runs

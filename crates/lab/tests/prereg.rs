@@ -168,7 +168,7 @@ type Registered = (
     &'static [(&'static str, &'static str)],
 );
 
-const REGISTERED: [Registered; 2] = [
+const REGISTERED: [Registered; 3] = [
     (
         PREREG,
         &[
@@ -241,6 +241,49 @@ const REGISTERED: [Registered; 2] = [
             ("**Determinism check**", "**Determinism check**"),
             ("on the first 108 items alone", "on the first 108 items"),
             ("and on the 189 new ones", "on the 189 new items"),
+        ],
+    ),
+    (
+        "docs/results/prereg/real-smollm2-claim5-fresh.md",
+        &[
+            "docs/results/real-smollm2-claim5-fresh/results.md",
+            "docs/results/real-smollm2-claim5-fresh/README.md",
+        ],
+        &[
+            ("**6 fresh data orders, 2–7**", "Data orders 2–7"),
+            (
+                "within ±2 % (two one-sided tests: the 90 % interval)",
+                "90 % interval (TOST)",
+            ),
+            (
+                "the 95 % t interval over the 6 orders, df 5",
+                "t over 6 orders, df 5",
+            ),
+            (
+                "tested alone at α = 0.05",
+                "judged on orders 2–7 alone at α = 0.05",
+            ),
+            ("the first look is not pooled in", "Data orders 2–7"),
+            ("divided by the design effect", "design effect 1.40"),
+            ("**Power**, computed before the runs", "registered power"),
+            (
+                "the completion part on the first 108 items (the old set)",
+                "first 108 items:",
+            ),
+            ("and on the 189 new ones", "189 new items:"),
+            (
+                "the knowledge and completion margins' contrasts with their intervals over orders",
+                "Margin contrasts over orders",
+            ),
+            ("the design effect of each accuracy part", "knowledge 1.67"),
+            (
+                "the number of items discordant in more than one order",
+                "in more than one",
+            ),
+            (
+                "Deviations, if any, are listed in that README",
+                "Deviations from the pre-registration",
+            ),
         ],
     ),
 ];
