@@ -306,6 +306,10 @@ fn the_committed_report_follows_from_its_committed_data() {
         ("real-smollm2-quick", "a real pretrained model"),
         ("real-smollm2-dose", "The dose study (pre-registered)"),
         ("real-smollm2-claim5", "on 297 regularity items"),
+        (
+            "real-smollm2-claim5-fresh",
+            "Data orders 2–7 (fresh: orders 0–1 were not run here)",
+        ),
     ] {
         let committed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../docs/results")

@@ -23,7 +23,10 @@ use crate::config::RunConfig;
 pub mod folder;
 mod quantizers;
 use crate::trainer::{ProbeScores, StepReport};
-pub use quantizers::{QuantizerSummary, quantizer_table};
+pub use quantizers::{
+    EXCESS_BINS_PER_OCTAVE, EXCESS_TIERS, QuantizerSummary, excess_bin, excess_tier,
+    quantizer_table,
+};
 
 mod summary;
 pub use summary::*;

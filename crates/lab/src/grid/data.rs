@@ -258,6 +258,26 @@ fn check_counts(at: &str, s: &RunSummary) -> Result<(), String> {
             q.quantizer, q.amax_min, q.amax_max
         ));
     }
+    // The exceeded calls' record: a ratio above 1 (or 0: none), at most the bins a ratio can
+    // fill, as many calls binned as sorted by tier.
+    if let Some(q) = s.per_quantizer.iter().find(|q| {
+        let binned: u64 = q.excess_hist.iter().map(|c| u64::from(*c)).sum();
+        let tiered: u64 = q.excess_tiers.iter().sum();
+        let none = binned == 0 && q.excess_max == 0.0;
+        !(q.excess_max.is_finite()
+            && (none || q.excess_max >= 1.0)
+            && q.excess_hist.len() <= hif8lab_train::run::excess_bin(f32::MAX) + 1
+            && binned == tiered)
+    }) {
+        return Err(format!(
+            "{at}: field 'summary.per_quantizer' of {} has excess_max {}, {} excess_hist              bins holding {} calls and excess_tiers {:?}: the ratio is 0 or at least 1,              the bins as many calls as the tiers",
+            q.quantizer,
+            q.excess_max,
+            q.excess_hist.len(),
+            q.excess_hist.iter().map(|c| u64::from(*c)).sum::<u64>(),
+            q.excess_tiers
+        ));
+    }
     if let Some(q) = s
         .per_quantizer
         .iter()
@@ -460,6 +480,33 @@ mod hostile_tests {
             GridData::from_jsonl("runs.jsonl", &bad.join("\n"))
         };
         with_amax(serde_json::json!(2.0)).expect("an amax of 0.5 to 2 is read");
+        // The exceeded calls' record: consistent is read, a ratio below 1 or bins that do not
+        // add up to the tiers refused by name.
+        let with_excess = |max: serde_json::Value, hist: serde_json::Value| {
+            let mut v: serde_json::Value = serde_json::from_str(&lines[q]).unwrap();
+            let k = v["summary"]["estimators"].as_array().unwrap().len();
+            v["summary"]["per_quantizer"] = serde_json::json!([{
+                "quantizer": "block1.gate.A", "calls": 3, "amax_min": 0.5, "amax_max": 2.0,
+                "calls_above": vec![0; k], "overflow": vec![0; k],
+                "excess_max": max, "excess_hist": hist, "excess_tiers": [1, 1, 0, 0],
+            }]);
+            let mut bad = lines.clone();
+            bad[q] = v.to_string();
+            GridData::from_jsonl("runs.jsonl", &bad.join("\n"))
+        };
+        with_excess(serde_json::json!(3.0), serde_json::json!([1, 0, 1]))
+            .expect("a consistent excess record is read");
+        for (max, hist) in [
+            (serde_json::json!(0.5), serde_json::json!([1, 0, 1])),
+            (serde_json::json!(3.0), serde_json::json!([1, 0, 5])),
+        ] {
+            let e = with_excess(max, hist).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("field 'summary.per_quantizer' of block1.gate.A has excess_max"),
+                "{e}"
+            );
+        }
         for amax in [serde_json::json!(-2.5), serde_json::json!(0.25)] {
             let e = with_amax(amax.clone()).unwrap_err();
             assert!(

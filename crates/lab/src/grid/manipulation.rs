@@ -111,12 +111,15 @@ pub fn check(rows: &[ResultRow]) -> Option<Check> {
     })
 }
 
-/// The report's section: the two arms side by side, the rule and its outcome. (Native only.)
+/// The report's section: the two arms side by side, the rule and its outcome, then how far
+/// above the estimate every QAT arm's exceeded calls went. (Native only.)
 #[cfg(not(target_arch = "wasm32"))]
-pub fn markdown(check: Option<&Check>) -> String {
+pub fn markdown(check: Option<&Check>, rows: &[ResultRow]) -> String {
     let mut md = String::from("\n## Manipulation check: do the arms differ in saturation?\n\n");
+    let excess = excess_markdown(rows);
     let Some(c) = check else {
         md.push_str("Not made: the grid lacks most_recent-low or max_window-low, or their runs predate the SQNR record it needs. A claim about what saturation costs is then judged on its interval alone.\n");
+        md.push_str(&excess);
         return md;
     };
     let _ = writeln!(
@@ -144,14 +147,150 @@ pub fn markdown(check: Option<&Check>) -> String {
     }
     let _ = writeln!(
         md,
-        "\nThe rule: {}. **The arms {}.** How far above the estimate the exceeded calls went (amax ÷ estimate) and which HiF8 tier their largest values reached are not in these data (the runs predate that record); the quantizer table above gives the outliers' calls above the estimate, overflow and worst SQNR.",
+        "\nThe rule: {}. **The arms {}.** {}",
         c.why,
         if c.differs {
             "differ in saturation: what saturation costs is judged"
         } else {
             "do not differ in saturation: what saturation costs is not tested at this scale"
+        },
+        if excess.is_empty() {
+            "How far above the estimate the exceeded calls went (amax ÷ estimate) and which HiF8 tier their largest values reached are not in these data (the runs predate that record); the quantizer table above gives the outliers' calls above the estimate, overflow and worst SQNR."
+        } else {
+            "How far above the estimate the exceeded calls went, and where their largest values landed, follows."
         }
     );
+    md.push_str(&excess);
+    md
+}
+
+/// One arm's exceeded calls of one group of quantizers, over its replicates.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Excess {
+    /// amax ÷ estimate in eighth-octave bins ([`hif8lab_train::run::excess_bin`]).
+    pub hist: Vec<u64>,
+    /// The largest amax ÷ estimate.
+    pub max: f32,
+    /// By tier of the largest value ([`hif8lab_train::run::EXCESS_TIERS`]).
+    pub tiers: [u64; 4],
+}
+
+impl Excess {
+    fn add(&mut self, q: &hif8lab_train::run::QuantizerSummary) {
+        if self.hist.len() < q.excess_hist.len() {
+            self.hist.resize(q.excess_hist.len(), 0);
+        }
+        for (h, c) in self.hist.iter_mut().zip(&q.excess_hist) {
+            *h += u64::from(*c);
+        }
+        self.max = self.max.max(q.excess_max);
+        for (t, c) in self.tiers.iter_mut().zip(q.excess_tiers) {
+            *t += c;
+        }
+    }
+
+    /// Calls recorded.
+    pub fn calls(&self) -> u64 {
+        self.hist.iter().sum()
+    }
+
+    /// The ratio at quantile `p` (0–1): the geometric middle of its eighth-octave bin (within
+    /// ±4.4 % of the exact value), capped at the largest ratio.
+    pub fn quantile(&self, p: f64) -> Option<f64> {
+        let n = self.calls();
+        if n == 0 {
+            return None;
+        }
+        let rank = ((p * n as f64).ceil() as u64).clamp(1, n);
+        let mut seen = 0;
+        let per = f64::from(hif8lab_train::run::EXCESS_BINS_PER_OCTAVE);
+        for (k, c) in self.hist.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                // Never beyond the largest ratio recorded, nor below 1.
+                let mid = ((k as f64 + 0.5) / per).exp2();
+                return Some(mid.min(f64::from(self.max)).max(1.0));
+            }
+        }
+        None
+    }
+}
+
+/// Per role A, W, G, then over the `outliers` named quantizers: the arm's exceeded calls.
+pub fn excess_of(row: &ResultRow, outliers: &[String]) -> ([Excess; 3], Excess) {
+    let mut roles: [Excess; 3] = Default::default();
+    let mut out = Excess::default();
+    for q in row.seeds.iter().flat_map(|s| &s.per_quantizer) {
+        let role = ROLES
+            .iter()
+            .position(|r| q.quantizer.ends_with(&format!(".{}", r.name())));
+        if let Some(i) = role {
+            roles[i].add(q);
+        }
+        if outliers.contains(&q.quantizer) {
+            out.add(q);
+        }
+    }
+    (roles, out)
+}
+
+/// The exceeded calls of every QAT arm that recorded them: empty where none did.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn excess_markdown(rows: &[ResultRow]) -> String {
+    let recorded = |r: &&ResultRow| {
+        r.seeds
+            .iter()
+            .flat_map(|s| &s.per_quantizer)
+            .any(|q| !q.excess_hist.is_empty())
+    };
+    let arms: Vec<&ResultRow> = rows.iter().filter(recorded).collect();
+    if arms.is_empty() {
+        return String::new();
+    }
+    let outliers = super::quantizers::outlier_names(rows, super::quantizers::OUTLIERS_FOLLOWED);
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "\nHow far above its own estimate each QAT arm's exceeded calls went (amax ÷ estimate; median and 99th percentile to within ±4.4 %, from eighth-octave bins; the largest exact), and where each such call's largest value landed at the scale it used (HiF8: the 3-bit tier holds magnitudes below 16, the 2-bit 16–256, the 1-bit 256–40,960, then overflow; a saturating format: in range or clipped), summed over replicates, per role and over the outlier quantizers ({}):\n",
+        if outliers.is_empty() {
+            "none".to_owned()
+        } else {
+            outliers.join(", ")
+        }
+    );
+    let _ = writeln!(
+        md,
+        "| run | quantizers | calls above its estimate | amax ÷ estimate: median | 99th pct | max | largest value in 3-bit / 2-bit / 1-bit / overflow |\n|---|---|---|---|---|---|---|"
+    );
+    for row in arms {
+        let (roles, out) = excess_of(row, &outliers);
+        let groups = ROLES
+            .iter()
+            .map(|r| r.name().to_owned())
+            .zip(roles.iter())
+            .chain(std::iter::once(("outliers".to_owned(), &out)));
+        for (label, e) in groups {
+            let x = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.2}×"));
+            let _ = writeln!(
+                md,
+                "| {} | {label} | {} | {} | {} | {} | {} |",
+                row.name,
+                e.calls(),
+                x(e.quantile(0.5)),
+                x(e.quantile(0.99)),
+                if e.calls() == 0 {
+                    "–".to_owned()
+                } else {
+                    format!("{:.2}×", e.max)
+                },
+                e.tiers
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            );
+        }
+    }
     md
 }
 
@@ -204,7 +343,7 @@ mod tests {
         // The committed real-model runs: no overflow, most_recent's SQNR no worse.
         let same = check(&[row(CellKey::MOST_RECENT_LOW, 0, 31.6, 31.2), mw.clone()]).unwrap();
         assert!(!same.differs, "{}", same.why);
-        assert!(markdown(Some(&same)).contains("not tested at this scale"));
+        assert!(markdown(Some(&same), &[]).contains("not tested at this scale"));
         // Overflow: 2 × 600 elements against none.
         let clips = check(&[row(CellKey::MOST_RECENT_LOW, 600, 31.6, 31.2), mw.clone()]).unwrap();
         assert!(clips.differs, "{}", clips.why);
@@ -219,6 +358,74 @@ mod tests {
         assert!(g.differs && g.why.contains("G +1.10 dB"), "{}", g.why);
         // Without an arm, no check.
         assert!(check(&[mw]).is_none());
-        assert!(markdown(None).contains("Not made"));
+        assert!(markdown(None, &[]).contains("Not made"));
+    }
+
+    #[test]
+    fn the_exceeded_calls_are_summarized_per_role_and_for_the_outliers() {
+        use hif8lab_train::run::{QuantizerSummary, excess_bin};
+        let quantizer = |name: &str, amax: f32, ratios: &[f32], tiers: [u64; 4]| {
+            let mut q = QuantizerSummary {
+                quantizer: name.into(),
+                amax_max: amax,
+                excess_tiers: tiers,
+                ..QuantizerSummary::default()
+            };
+            for r in ratios {
+                let b = excess_bin(*r);
+                if q.excess_hist.len() <= b {
+                    q.excess_hist.resize(b + 1, 0);
+                }
+                q.excess_hist[b] += 1;
+                q.excess_max = q.excess_max.max(*r);
+            }
+            q
+        };
+        let mut mr = row(CellKey::MOST_RECENT_LOW, 0, 31.6, 31.2);
+        for s in &mut mr.seeds {
+            s.per_quantizer = vec![
+                // The outlier: 99 calls just above (1.05×), one 40× above (1-bit tier).
+                quantizer(
+                    "block11.down.A",
+                    3000.0,
+                    &[[1.05; 99].as_slice(), &[40.0]].concat(),
+                    [99, 0, 1, 0],
+                ),
+                quantizer("block4.gate.A", 2.0, &[1.5], [0, 1, 0, 0]),
+                quantizer("block4.gate.W", 0.1, &[], [0; 4]),
+                quantizer("block4.gate.G", 0.01, &[2.0, 2.0], [0, 2, 0, 0]),
+            ];
+        }
+        let mw = row(CellKey::MAX_WINDOW_LOW, 0, 31.4, 30.1);
+        let rows = [mr.clone(), mw.clone()];
+        let (roles, out) = excess_of(&mr, &["block11.down.A".to_owned()]);
+        // Two replicates, each 101 A calls above: median 1.05× (its bin), 99th pct 1.05×, max 40×.
+        assert_eq!(roles[0].calls(), 202);
+        let q50 = roles[0].quantile(0.5).unwrap();
+        assert!((q50 / 1.05 - 1.0).abs() < 0.045, "{q50}");
+        assert!((roles[0].quantile(0.999).unwrap() / 40.0 - 1.0).abs() < 0.045);
+        assert_eq!(roles[0].max, 40.0);
+        assert_eq!(roles[0].tiers, [198, 2, 2, 0]);
+        assert_eq!(roles[1].calls(), 0);
+        assert!(roles[1].quantile(0.5).is_none());
+        assert_eq!(out.calls(), 200);
+        assert_eq!(out.tiers, [198, 0, 2, 0]);
+        let md = markdown(check(&rows).as_ref(), &rows);
+        assert!(
+            md.contains("| most_recent-low | A | 202 |")
+                && md.contains("| 40.00× | 198 / 2 / 2 / 0 |")
+                && md.contains("| most_recent-low | W | 0 | – | – | – | 0 / 0 / 0 / 0 |")
+                && md.contains(
+                    "| most_recent-low | G | 4 | 2.00× | 2.00× | 2.00× | 0 / 4 / 0 / 0 |"
+                )
+                && md.contains("| most_recent-low | outliers | 202 |")
+                && md.contains("(block11.down.A, block4.gate.A, block4.gate.W)")
+                && !md.contains("predate that record"),
+            "{md}"
+        );
+        // The arm without the record has no line; without any record, the old sentence.
+        assert!(!md.contains("| max_window-low | A |"), "{md}");
+        let old = [row(CellKey::MOST_RECENT_LOW, 0, 31.6, 31.2), mw];
+        assert!(markdown(check(&old).as_ref(), &old).contains("predate that record"));
     }
 }

@@ -30,21 +30,46 @@ fn db(v: Option<f32>) -> String {
     v.map_or("–".into(), |d| format!("{d:.1}"))
 }
 
-/// The section (empty when no run has per-quantizer figures).
-pub fn markdown(rows: &[ResultRow]) -> String {
-    let Some((lead_name, lead)) = [
+/// The run whose first replicate names the outliers (most_recent-low, else max_window-low,
+/// else the first with per-quantizer figures) and its quantizers, largest amax first.
+fn lead(
+    rows: &[ResultRow],
+) -> Option<(
+    &str,
+    &hif8lab_train::run::RunSummary,
+    Vec<&QuantizerSummary>,
+)> {
+    let (name, lead) = [
         super::CellKey::MOST_RECENT_LOW,
         super::CellKey::MAX_WINDOW_LOW,
     ]
     .iter()
     .filter_map(|k| rows.iter().find(|r| r.key == *k))
     .chain(rows)
-    .find_map(|r| first_replicate(r).map(|s| (r.name.as_str(), s))) else {
+    .find_map(|r| first_replicate(r).map(|s| (r.name.as_str(), s)))?;
+    let mut by_amax: Vec<&QuantizerSummary> = lead.per_quantizer.iter().collect();
+    by_amax.sort_by(|a, b| b.amax_max.total_cmp(&a.amax_max));
+    Some((name, lead, by_amax))
+}
+
+/// The `n` outlier quantizers the report follows (largest amax first; none without
+/// per-quantizer figures).
+pub fn outlier_names(rows: &[ResultRow], n: usize) -> Vec<String> {
+    lead(rows).map_or_else(Vec::new, |(_, _, by_amax)| {
+        by_amax
+            .iter()
+            .take(n)
+            .map(|q| q.quantizer.clone())
+            .collect()
+    })
+}
+
+/// The section (empty when no run has per-quantizer figures).
+pub fn markdown(rows: &[ResultRow]) -> String {
+    let Some((lead_name, lead, by_amax)) = lead(rows) else {
         return String::new();
     };
     let mut md = String::new();
-    let mut by_amax: Vec<&QuantizerSummary> = lead.per_quantizer.iter().collect();
-    by_amax.sort_by(|a, b| b.amax_max.total_cmp(&a.amax_max));
     let typical = median(lead.per_quantizer.iter().map(|q| q.amax_max).collect());
     let _ = writeln!(
         md,

@@ -21,6 +21,7 @@ impl GridResults {
         md.push_str(&super::quantizers::markdown(&self.rows));
         md.push_str(&super::manipulation::markdown(
             super::manipulation::check(&self.rows).as_ref(),
+            &self.rows,
         ));
         md.push_str(&super::verdicts::claims_markdown(&self.verdicts));
         if let Some(reach) = self.reach() {
