@@ -315,6 +315,14 @@ pub fn run<B: hif8lab_engine::Backend>(
         Vec::new()
     };
     let base = real::load(grid)?;
+    if base.damage.is_some() {
+        return Err(TrainError::Setting {
+            setting: "base.perturb".into(),
+            message: "calibrate-probe damages the undamaged base itself: give it a grid \
+                      without base.perturb"
+                .into(),
+        });
+    }
     let probes = real::probe_set(&base.grid);
     let target = base.grid.scaling.target;
     let mut wanted = vec![(Perturbation::None, 0)];

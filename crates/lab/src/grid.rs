@@ -89,7 +89,7 @@ pub fn seed_name(name: &str, k: usize) -> String {
 pub const GRID_CORPUS_SEED: u64 = 7;
 
 /// Grid presets compiled into the binary.
-pub const GRID_PRESETS: [(&str, &str); 6] = [
+pub const GRID_PRESETS: [(&str, &str); 7] = [
     (
         "grid-small",
         include_str!("../../../assets/presets/grid-small.toml"),
@@ -114,6 +114,10 @@ pub const GRID_PRESETS: [(&str, &str); 6] = [
         "real-smollm2-dose",
         include_str!("../../../assets/presets/real-smollm2-dose.toml"),
     ),
+    (
+        "real-smollm2-perturb",
+        include_str!("../../../assets/presets/real-smollm2-perturb.toml"),
+    ),
 ];
 
 /// A real pretrained model as the grid's base, in place of pretraining one.
@@ -123,6 +127,32 @@ pub struct BaseModel {
     /// A model name of `scripts/get-model.sh` (`smollm2-135m`: the file it puts in the
     /// cache folder) or the path of a GGUF file or a Hugging Face folder.
     pub model: String,
+    /// A damage applied to the model's weights once, before the base is probed and any run
+    /// continues from it, by the function `hif8lab calibrate-probe` uses
+    /// ([`crate::calibrate::perturb`]: gate, up and down of the quantized blocks):
+    /// `hif8:K` (HiF8 per tensor with its scale K× too large) or `noise:F` (Gaussian noise
+    /// of F × each tensor's RMS). Absent or `none`: the weights as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perturb: Option<String>,
+    /// The seed of a `noise:` damage (a `hif8:` damage draws nothing).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub perturb_seed: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl BaseModel {
+    /// The damage `perturb` names (`None` for none); the error names the field.
+    pub fn damage(&self) -> Result<crate::calibrate::Perturbation, String> {
+        match self.perturb.as_deref() {
+            None => Ok(crate::calibrate::Perturbation::None),
+            Some(text) => text
+                .parse()
+                .map_err(|e: hif8lab_format::UnknownName| format!("base.perturb: {e}")),
+        }
+    }
 }
 
 /// Pretraining phase.
@@ -157,6 +187,10 @@ pub struct ContinuePhase {
     /// clipping is seen beside HiF8 ([`e4m3_runs`]).
     #[serde(default)]
     pub e4m3: bool,
+    /// Also run the sham ([`sham_run`]): max_window-low with a window of 65 calls, a change
+    /// that should not matter, for a placebo judged within each data order.
+    #[serde(default)]
+    pub sham: bool,
 }
 
 /// A positive control: max_window(64) at the low rate with its estimate made 2^−`margin`
@@ -262,7 +296,9 @@ impl GridConfig {
                     "base.model must name a model (smollm2-135m or a path)".into()
                 ));
             }
-            (None, Some(_)) => {}
+            (None, Some(b)) => {
+                b.damage().map_err(err)?;
+            }
         }
         // Validate through the run configs it produces.
         for run in config.runs() {
@@ -305,6 +341,9 @@ impl GridConfig {
         }
         if self.control.is_some() {
             runs.push(control_run());
+        }
+        if self.cont.sham {
+            runs.push(sham_run());
         }
         runs
     }
@@ -461,6 +500,7 @@ const fn cell(
 
 const MR: Option<EstimatorSpec> = Some(EstimatorSpec::MostRecent);
 const MW: Option<EstimatorSpec> = Some(EstimatorSpec::MaxWindow(Some(64)));
+const MW65: Option<EstimatorSpec> = Some(EstimatorSpec::MaxWindow(Some(65)));
 
 impl CellKey {
     /// The high-precision baseline at the high rate.
@@ -485,10 +525,13 @@ impl CellKey {
     pub const MAX_WINDOW_LOW_E4M3: CellKey = cell(MW, false, false, Format::E4M3, false);
     /// The positive control (max_window(64) at the low rate, its estimate too small).
     pub const CONTROL_LOW: CellKey = cell(MW, false, false, Format::HiF8, true);
+    /// The sham: max_window with a window of 65 at the low rate (a change that should not
+    /// matter).
+    pub const SHAM_LOW: CellKey = cell(MW65, false, false, Format::HiF8, false);
 
     /// Every cell a grid may hold, with its name: the one table of cell names (runs,
     /// reports, lessons and the app name cells by it, and find them by key).
-    pub const TABLE: [(&'static str, CellKey); 11] = [
+    pub const TABLE: [(&'static str, CellKey); 12] = [
         ("baseline-high", CellKey::BASELINE_HIGH),
         ("baseline-low", CellKey::BASELINE_LOW),
         ("most_recent-high", CellKey::MOST_RECENT_HIGH),
@@ -500,6 +543,7 @@ impl CellKey {
         ("most_recent-low-e4m3", CellKey::MOST_RECENT_LOW_E4M3),
         ("max_window-low-e4m3", CellKey::MAX_WINDOW_LOW_E4M3),
         ("control-low", CellKey::CONTROL_LOW),
+        ("max_window65-low", CellKey::SHAM_LOW),
     ];
 
     /// The cell's name in [`Self::TABLE`] (a cell outside it: its fields, spelled out).
@@ -617,7 +661,18 @@ pub fn all_runs() -> Vec<GridRun> {
     let mut runs = grid_runs();
     runs.extend(e4m3_runs());
     runs.push(control_run());
+    runs.push(sham_run());
     runs
+}
+
+/// The sham (`continue.sham`): max_window-low with a window of 65 calls instead of 64, the
+/// only change; its contrast with max_window-low within each data order is a placebo that
+/// can fail.
+pub fn sham_run() -> GridRun {
+    GridRun::of(
+        CellKey::SHAM_LOW,
+        "sham: max-window(65), low rate, no warmup (a change that should not matter)",
+    )
 }
 
 /// The positive control ([`ControlPhase`]): max_window(64) at the low rate, no warmup, its

@@ -79,6 +79,13 @@ pub struct GridArgs {
     /// inconclusive.
     #[arg(long, value_delimiter = ',')]
     runs: Vec<String>,
+    /// `grid` only: damage the real base's weights once before it is probed and any run
+    /// continues from it (`[base] perturb`): `hif8:K` (HiF8 per tensor with its scale K×
+    /// too large) or `noise:F` (Gaussian noise of F × each tensor's RMS), on gate, up and
+    /// down of the quantized blocks, as `calibrate-probe` does; `none` for the weights as
+    /// they are. Replaces the grid's own setting.
+    #[arg(long, value_name = "DAMAGE", conflicts_with = "recompute")]
+    perturb: Option<String>,
     /// `grid` only: print what would run and what each claim can reach with this design
     /// (best-case intervals), then stop: nothing is trained.
     #[arg(long, conflicts_with = "recompute")]
@@ -201,6 +208,9 @@ pub fn run_pretrain(args: GridArgs) -> Result<()> {
     }
     if !args.runs.is_empty() {
         return Err(grid_only("--runs", "the continued-training runs to do"));
+    }
+    if args.perturb.is_some() {
+        return Err(grid_only("--perturb", "a damage of the real base"));
     }
     if args.seeds != 1 || args.base_seeds != 1 || args.first_order != 0 {
         return Err(grid_only(
@@ -330,7 +340,22 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
     if let Some(dir) = &args.recompute {
         return recompute(dir);
     }
-    let config = grid_config(args.preset(), args.source.config.as_ref())?;
+    let mut config = grid_config(args.preset(), args.source.config.as_ref())?;
+    if let Some(damage) = &args.perturb {
+        let Some(base) = config.base.as_mut() else {
+            anyhow::bail!(
+                "--perturb {damage}: this grid pretrains its base; only a real base \
+                 ([base] model) is damaged"
+            );
+        };
+        base.perturb = (damage != "none").then(|| damage.clone());
+        base.damage().map_err(|e| {
+            anyhow::anyhow!(
+                "--perturb {damage}: {}",
+                e.trim_start_matches("base.perturb: ")
+            )
+        })?;
+    }
     let known: Vec<String> = config.runs().into_iter().map(|r| r.name).collect();
     // An unknown run is refused before anything is planned or run.
     if let Some(bad) = args.runs.iter().find(|n| !known.contains(n)) {

@@ -71,6 +71,19 @@ pub struct RealBase {
     pub tokenizer: Tokenizer,
     /// The file or folder it was read from.
     pub source: PathBuf,
+    /// The damage applied to the weights (`[base] perturb`), in words with what it changed;
+    /// `None`: the weights as they are.
+    pub damage: Option<String>,
+}
+
+impl RealBase {
+    /// What the base is, for kept scores and reports: the model, and its damage if any.
+    pub fn identity(&self) -> String {
+        match &self.damage {
+            None => self.source.display().to_string(),
+            Some(d) => format!("{}, damaged: {d}", self.source.display()),
+        }
+    }
 }
 
 /// Where the grid's `[model]` differs from the model's own shape (its context aside: a run
@@ -159,11 +172,43 @@ pub fn load(grid: &GridConfig) -> Result<RealBase, TrainError> {
     }
     let mut grid = grid.clone();
     grid.data.tokenizer = opened.tokenizer_setting();
+    let p = base.damage().map_err(|message| TrainError::Setting {
+        setting: "base.perturb".into(),
+        message,
+    })?;
+    let (weights, damage) = if p == crate::calibrate::Perturbation::None {
+        (opened.model.weights, None)
+    } else {
+        let (w, change) = crate::calibrate::perturb(
+            &opened.model.weights,
+            &grid.model,
+            p,
+            grid.scaling.target,
+            base.perturb_seed,
+        )?;
+        let seed = if p.seeded() {
+            format!(" (seed {})", base.perturb_seed)
+        } else {
+            String::new()
+        };
+        (
+            w,
+            Some(format!(
+                "{}{seed} on {} tensors ({} elements): {:.2} % of their norm changed, {} elements clipped",
+                p.name(),
+                change.tensors,
+                change.elements,
+                100.0 * change.relative_rms,
+                change.clipped
+            )),
+        )
+    };
     Ok(RealBase {
         grid,
-        weights: opened.model.weights,
+        weights,
         tokenizer: opened.tokenizer,
         source,
+        damage,
     })
 }
 
@@ -210,15 +255,30 @@ pub fn base_scores<B: Backend>(
     }
     let dir = out.join("base");
     let path = dir.join("probes.json");
-    let model = real.source.display().to_string();
+    let model = real.identity();
     // Kept scores are of this model and of this probe set (the same items), else scored anew.
     if let Ok(text) = std::fs::read_to_string(&path)
         && let Ok(kept) = serde_json::from_str::<Kept>(&text)
-        && kept.model == model
-        && kept.probes.knowledge_items == probes.knowledge.len()
-        && kept.probes.completion_items == probes.completion.len()
     {
-        return Ok(kept.probes);
+        // A folder whose runs continued from the model damaged otherwise (or not at all)
+        // holds runs of another base: refused, not mixed.
+        let damaged = |m: &str| m.split_once(", damaged: ").map(|(_, d)| d.to_owned());
+        if damaged(&kept.model) != damaged(&model) {
+            return Err(TrainError::Setting {
+                setting: "base.perturb".into(),
+                message: format!(
+                    "{} holds runs from the base \"{}\", not \"{model}\": give another --out",
+                    out.display(),
+                    kept.model
+                ),
+            });
+        }
+        if kept.model == model
+            && kept.probes.knowledge_items == probes.knowledge.len()
+            && kept.probes.completion_items == probes.completion.len()
+        {
+            return Ok(kept.probes);
+        }
     }
     let scores = score(
         make()?,

@@ -366,12 +366,18 @@ pub fn run_grid_from<B: Backend>(
     };
     let grid = real.as_ref().map_or(grid, |r| &r.grid);
     let mut data = GridData {
+        // The model's file name, and the damage applied to it (`[base] perturb`) if any.
         base_model: real.as_ref().map(|r| {
-            r.source
+            let name = r
+                .source
                 .file_name()
                 .map_or(r.source.display().to_string(), |n| {
                     n.to_string_lossy().into_owned()
-                })
+                });
+            match &r.damage {
+                None => name,
+                Some(d) => format!("{name}, damaged before any run by {d}"),
+            }
         }),
         ..GridData::default()
     };
