@@ -67,6 +67,9 @@ enum Command {
     /// known sizes (Gaussian noise, HiF8 with the scale too large), score each damaged model
     /// and report the smallest damage each score detects, with intervals.
     CalibrateProbe(calibrate_cmd::CalibrateArgs),
+    /// The pre-registered perturb-then-train study: a damage training carries (the control),
+    /// a sham that should not matter, and saturation judged only when both allow it.
+    PerturbStudy(perturb_cmd::PerturbStudyArgs),
     /// Bring a model in (`import gguf FILE.gguf --out DIR` writes a Hugging Face folder), or
     /// a training log as CSV (`import log FILE --out steps.csv`).
     #[command(subcommand)]
@@ -94,6 +97,7 @@ fn run(command: Command) -> anyhow::Result<Outcome> {
         Command::Sample(args) => model_cmds::run_sample(args),
         Command::Probe(args) => probe_cmd::run_probe(args),
         Command::CalibrateProbe(args) => calibrate_cmd::run_calibrate(args),
+        Command::PerturbStudy(args) => perturb_cmd::run(args),
         Command::Import(cmd) => import_cmd::run(cmd),
         Command::CompareEvals(args) => evals_cmd::run_compare_evals(args),
         Command::CompareLogs(args) => evals_cmd::run_compare_logs(args),

@@ -22,4 +22,5 @@ pub mod claims;
 pub mod evals;
 pub mod grid;
 pub mod lesson;
+pub mod perturb_study;
 pub mod stats;

@@ -357,3 +357,137 @@ fn fresh_orders_start_where_they_are_told() {
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn perturb_then_train_damages_the_base_once_and_the_study_judges_it() {
+    use hif8lab_lab::perturb_study::{self, StudyData};
+    let root = std::env::temp_dir().join(format!("hif8lab-perturb-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let model = root.join("model");
+    outlier_model(&model);
+    let text = grid_text(&model, "")
+        .replace("steps = 24", "steps = 12")
+        .replace("eval_every = 24", "eval_every = 6")
+        .replace("e4m3 = true", "e4m3 = false\nsham = true");
+    let line = format!("model = \"{}\"\n", model.display());
+    let damaged_text = text.replace(&line, &format!("{line}perturb = \"hif8:1024\"\n"));
+    let undamaged = GridConfig::parse(&text, "fixture undamaged").unwrap();
+    let damaged = GridConfig::parse(&damaged_text, "fixture damaged").unwrap();
+    assert!(
+        GridConfig::parse(
+            &text.replace(&line, &format!("{line}perturb = \"hif8:0.5\"\n")),
+            "bad"
+        )
+        .unwrap_err()
+        .to_string()
+        .contains("base.perturb")
+    );
+    let make = || Ok::<_, TrainError>(CpuBackend::new());
+    let runs = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+    let go = |config: &GridConfig, dir: &str, seeds: usize, names: &[&str]| {
+        grid::run_grid_from(
+            &make,
+            config,
+            &root.join(dir),
+            0,
+            seeds,
+            1,
+            &runs(names),
+            &mut (),
+        )
+    };
+    let dose = go(
+        &undamaged,
+        "dose",
+        2,
+        &["most_recent-low", "max_window-low"],
+    )
+    .unwrap();
+    let p = go(&damaged, "damaged", 2, &["max_window-low"]).unwrap();
+    // The damage is applied once, before the base is probed: its scores differ, and the
+    // report names it.
+    let name = p.base_model.clone().unwrap();
+    assert!(
+        name.contains("damaged before any run by hif8:1024 on 12 tensors"),
+        "{name}"
+    );
+    assert_ne!(
+        dose.bases[0].heldout_loss, p.bases[0].heldout_loss,
+        "the damaged base scores as the undamaged one"
+    );
+    assert!(p.markdown().contains("damaged before any run by hif8:1024"));
+    // A folder of the damaged base is not reused for the undamaged one.
+    let err = go(&undamaged, "damaged", 2, &["max_window-low"])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("holds runs from the base"), "{err}");
+    let s = go(&undamaged, "sham", 2, &["max_window65-low"]).unwrap();
+    assert_eq!(s.rows[0].summary.estimator, "max_window(65)");
+    go(&undamaged, "rerun", 1, &["max_window-low"]).unwrap();
+
+    let read = |dir: &str| grid::GridData::read(&root.join(dir).join(grid::DATA_FILE)).unwrap();
+    let data = StudyData {
+        damaged: read("damaged"),
+        sham: read("sham"),
+        rerun: Some(read("rerun")),
+    };
+    let path = root.join("study.jsonl.gz");
+    std::fs::write(&path, data.to_gzip_jsonl().unwrap()).unwrap();
+    let back = StudyData::read(&path).unwrap();
+    assert_eq!(back, data);
+    let study = perturb_study::analyse(&read("dose"), &back).unwrap();
+    assert_eq!(study.orders, vec![0, 1]);
+    assert_eq!(study.doses, vec![6, 12]);
+    // The rerun by the same build reproduces U's order 0 exactly.
+    assert_eq!(study.rerun, Some((0.0, 12)));
+    assert!(study.control.iter().flatten().all(|c| c.is_finite()));
+    assert!(
+        study.control[1].iter().all(|c| *c != 0.0),
+        "training from the damaged base ended where the undamaged one did"
+    );
+    // Claim 3 is judged only when the control holds, the sham passes and the arms differ.
+    assert_eq!(
+        study.claims.len(),
+        1 + usize::from(study.saturation_not_judged.is_none())
+    );
+    let md = study.markdown();
+    for phrase in [
+        "Sham placebo",
+        "every loss identical",
+        "U − P",
+        "aturation costs knowledge at 12 steps",
+    ] {
+        assert!(md.contains(phrase), "{phrase}: {md}");
+    }
+    // A data file with an unknown arm, or without the sham, is refused by name.
+    let text = String::from_utf8({
+        use std::io::Read;
+        let mut s = Vec::new();
+        flate2::read::GzDecoder::new(&std::fs::read(&path).unwrap()[..])
+            .read_to_end(&mut s)
+            .unwrap();
+        s
+    })
+    .unwrap();
+    for (bad, says) in [
+        (
+            text.replacen("\"arm\":\"sham\"", "\"arm\":\"shame\"", 1),
+            "field 'arm' is \"shame\"",
+        ),
+        (
+            text.lines()
+                .filter(|l| !l.contains("\"arm\":\"sham\""))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            "no line of the arm \"sham\"",
+        ),
+    ] {
+        let p = root.join("bad.jsonl.gz");
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut z, bad.as_bytes()).unwrap();
+        std::fs::write(&p, z.finish().unwrap()).unwrap();
+        let e = StudyData::read(&p).unwrap_err().to_string();
+        assert!(e.contains(says) && e.contains("bad.jsonl.gz"), "{e}");
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}

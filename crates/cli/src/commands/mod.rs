@@ -12,6 +12,7 @@ pub mod evals_cmd;
 pub mod grid_cmd;
 pub mod import_cmd;
 pub mod model_cmds;
+pub mod perturb_cmd;
 pub mod plots;
 pub mod probe_cmd;
 pub mod scaling_cmds;

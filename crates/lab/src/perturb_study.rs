@@ -1,0 +1,712 @@
+//! The pre-registered perturb-then-train study (`docs/results/prereg/real-smollm2-perturb.md`,
+//! committed in [`PREREG_COMMIT`] before its code and its runs), analysed as registered.
+//!
+//! Arms, each in data orders 0–3, every contrast paired within an order:
+//! - **U**: max_window-low from the undamaged base: the dose study's committed runs;
+//! - **P**: max_window-low from the base damaged by `hif8:1024` (`grid --perturb`);
+//! - **S**: the sham, max_window(65)-low from the undamaged base;
+//! - the dose study's most_recent-low for the saturation contrast.
+//!
+//! Claims (Holm over 1 and 3 at α = 0.05; the sham is a check, not a claim):
+//! 1. **Control**: c = margin(U) − margin(P) at 480 steps; holds when the 95 % t interval
+//!    of mean c (df 3) lies at or above δ₂′, fails when wholly below, else inconclusive.
+//! 2. **Sham**: s = margin(U) − margin(S); must not be significant at α = 0.05.
+//! 3. **Saturation**: d = margin(max_window) − margin(most_recent) on the dose runs; judged
+//!    only when claim 1 holds, the sham is not significant and the manipulation check finds
+//!    the arms differ; otherwise "not tested at this scale" (or "unanswerable by this probe"
+//!    when the control did not hold).
+
+use std::fmt::Write as _;
+
+use crate::claims::{Claim, Part, Side, Spread, judge_family, number};
+use crate::grid::{CellKey, GridData, GridDataRun};
+use crate::stats::exact::{student_t_cdf, t_interval};
+use crate::stats::mean_sd;
+use hif8lab_train::ProbeScores;
+use hif8lab_train::eval::ProbeScore;
+use hif8lab_train::trainer::TrainError;
+
+/// The pre-registration.
+pub const PREREG: &str = "docs/results/prereg/real-smollm2-perturb.md";
+/// The commit that added it.
+pub const PREREG_COMMIT: &str = "d493d4b70e776798ab8b18e4018161889b44ca3a";
+/// δ₂′: the uniform margin shift that costs 2 % of max_window-low's knowledge acc_norm at
+/// 480 steps (nats per byte), fixed in the pre-registration.
+pub const DELTA2P: f64 = 0.0091;
+/// The study's data file: every new arm's grid data, each line tagged with its arm.
+pub const DATA_FILE: &str = "runs.jsonl.gz";
+/// The new arms, as tagged in [`DATA_FILE`].
+pub const ARMS: [&str; 3] = ["damaged", "sham", "rerun"];
+
+/// The study's new data: each arm's grid data.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StudyData {
+    /// P: max_window-low from the damaged base.
+    pub damaged: GridData,
+    /// S: the sham from the undamaged base.
+    pub sham: GridData,
+    /// U's order 0 again, by the build that ran P (the reproducibility check).
+    pub rerun: Option<GridData>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Tagged {
+    arm: String,
+    line: serde_json::Value,
+}
+
+impl StudyData {
+    /// The gzipped JSON lines: each arm's grid data lines, tagged `{"arm": …, "line": …}`.
+    pub fn to_gzip_jsonl(&self) -> Result<Vec<u8>, TrainError> {
+        use std::io::Write;
+        let mut text = String::new();
+        let arms = [Some(&self.damaged), Some(&self.sham), self.rerun.as_ref()];
+        for (arm, data) in ARMS.iter().zip(arms) {
+            let Some(data) = data else { continue };
+            for l in data.to_jsonl().lines() {
+                let line: serde_json::Value =
+                    serde_json::from_str(l).map_err(|e| TrainError::File {
+                        file: DATA_FILE.into(),
+                        message: e.to_string(),
+                    })?;
+                let tagged = Tagged {
+                    arm: (*arm).to_owned(),
+                    line,
+                };
+                text.push_str(&serde_json::to_string(&tagged).unwrap_or_default());
+                text.push('\n');
+            }
+        }
+        let io_err = TrainError::io(DATA_FILE);
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(text.as_bytes()).map_err(&io_err)?;
+        z.finish().map_err(io_err)
+    }
+
+    /// Reads [`DATA_FILE`] at `path`: each arm's lines through the grid data reader (every
+    /// check it makes), errors naming the file, the line and the field.
+    pub fn read(path: &std::path::Path) -> Result<Self, TrainError> {
+        let source = path.display().to_string();
+        let bytes =
+            crate::evals::lm_eval::read_input(path, true).map_err(|e| TrainError::File {
+                file: source.clone(),
+                message: e.to_string(),
+            })?;
+        let text = String::from_utf8(bytes).map_err(|e| TrainError::File {
+            file: source.clone(),
+            message: format!("not UTF-8 JSON lines: {e}"),
+        })?;
+        let mut arms: [String; 3] = Default::default();
+        for (i, l) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let t: Tagged = serde_json::from_str(l).map_err(|e| TrainError::File {
+                file: source.clone(),
+                message: format!("line {}: {e}", i + 1),
+            })?;
+            let k = ARMS
+                .iter()
+                .position(|a| *a == t.arm)
+                .ok_or_else(|| TrainError::File {
+                    file: source.clone(),
+                    message: format!(
+                        "line {}: field 'arm' is \"{}\" (arms: {})",
+                        i + 1,
+                        t.arm,
+                        ARMS.join(", ")
+                    ),
+                })?;
+            arms[k].push_str(&t.line.to_string());
+            arms[k].push('\n');
+        }
+        let grid =
+            |k: usize| GridData::from_jsonl(&format!("{source} (arm {})", ARMS[k]), &arms[k]);
+        for k in 0..2 {
+            if arms[k].is_empty() {
+                return Err(TrainError::File {
+                    file: source.clone(),
+                    message: format!("no line of the arm \"{}\"", ARMS[k]),
+                });
+            }
+        }
+        Ok(StudyData {
+            damaged: grid(0)?,
+            sham: grid(1)?,
+            rerun: if arms[2].is_empty() {
+                None
+            } else {
+                Some(grid(2)?)
+            },
+        })
+    }
+}
+
+/// A mean over orders with its 95 % t interval and two-sided p against 0.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Contrast {
+    /// Orders.
+    pub n: usize,
+    /// Mean.
+    pub mean: f64,
+    /// 95 % t interval (df n − 1).
+    pub interval: [f64; 2],
+    /// Two-sided p against 0.
+    pub p: f64,
+}
+
+impl Contrast {
+    fn of(values: &[f64]) -> Option<Self> {
+        let v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.len() < 2 {
+            return None;
+        }
+        let (m, sd) = mean_sd(&v);
+        let t = m / (sd / (v.len() as f64).sqrt()).max(1e-300);
+        Some(Contrast {
+            n: v.len(),
+            mean: m,
+            interval: t_interval(&v, 0.05),
+            p: 2.0 * (1.0 - student_t_cdf(t.abs(), (v.len() - 1) as f64)),
+        })
+    }
+
+    fn words(&self, unit: &str) -> String {
+        format!(
+            "{:+.4}{unit}, 95 % t interval [{:+.4}, {:+.4}] (df {}), p = {:.3}",
+            self.mean,
+            self.interval[0],
+            self.interval[1],
+            self.n - 1,
+            self.p
+        )
+    }
+}
+
+/// What the study found.
+#[derive(Clone, Debug)]
+pub struct PerturbStudy {
+    /// Orders with U, P and S.
+    pub orders: Vec<usize>,
+    /// The probed doses (steps).
+    pub doses: Vec<u64>,
+    /// Per dose, per order: c = margin(U) − margin(P).
+    pub control: Vec<Vec<f64>>,
+    /// Per dose, per order: s = margin(U) − margin(S).
+    pub sham: Vec<Vec<f64>>,
+    /// Per order at the last dose: d = margin(max_window) − margin(most_recent) (dose runs).
+    pub saturation: Vec<f64>,
+    /// Per arm (U, P, S), per order at the last dose: knowledge acc_norm, completion margin,
+    /// held-out loss.
+    pub arms: [Vec<(f64, f64, f64)>; 3],
+    /// Per order: the control contrast at matched held-out loss (P's margin interpolated
+    /// over its probes to U's held-out loss at the last dose), None where P's losses do not
+    /// reach it.
+    pub matched: Vec<Option<f64>>,
+    /// The sham's contrast at the last dose and whether it is significant.
+    pub sham_check: Option<(Contrast, bool)>,
+    /// The manipulation check on the dose runs: whether the arms differ, and why.
+    pub manipulation: Option<(bool, String)>,
+    /// The reproducibility check: per step, the rerun's loss minus U's order 0; the
+    /// largest absolute difference and the steps compared.
+    pub rerun: Option<(f64, usize)>,
+    /// The bases' scores: undamaged, damaged.
+    pub bases: [Option<ProbeScores>; 2],
+    /// The damaged base, as its data name it.
+    pub damage: String,
+    /// Claims 1 (control) and 3 (saturation), judged together; claim 3's verdict word when
+    /// it is not judged ("not tested at this scale", "unanswerable by this probe", …).
+    pub claims: Vec<Claim>,
+    /// Why claim 3 was not judged, if it was not.
+    pub saturation_not_judged: Option<String>,
+}
+
+fn margin(p: &ProbeScores) -> f64 {
+    p.score(ProbeScore::KnowledgeMargin)
+}
+
+fn doses_of(d: &GridDataRun) -> Vec<&ProbeScores> {
+    d.summary
+        .earlier_probes
+        .iter()
+        .chain(d.summary.probes.iter())
+        .collect()
+}
+
+fn arm(data: &GridData, key: CellKey) -> Vec<&GridDataRun> {
+    let name = key.name();
+    let mut v: Vec<&GridDataRun> = data
+        .runs
+        .iter()
+        .filter(|d| d.run == name && d.base_seed == 0)
+        .collect();
+    v.sort_by_key(|d| d.order);
+    v
+}
+
+fn at(d: &GridDataRun, step: u64, f: fn(&ProbeScores) -> f64) -> f64 {
+    doses_of(d)
+        .into_iter()
+        .find(|p| p.step == step)
+        .map_or(f64::NAN, f)
+}
+
+/// Linear interpolation of P's margin at U's held-out loss `target`, over P's probes in
+/// order of held-out loss; None where `target` lies outside their range.
+fn matched_margin(p: &GridDataRun, target: f64) -> Option<f64> {
+    let mut pts: Vec<(f64, f64)> = doses_of(p)
+        .into_iter()
+        .map(|s| (s.heldout_loss, margin(s)))
+        .filter(|(l, m)| l.is_finite() && m.is_finite())
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    pts.windows(2).find_map(|w| {
+        let ((l0, m0), (l1, m1)) = (w[0], w[1]);
+        (l0 <= target && target <= l1).then(|| {
+            if l1 > l0 {
+                m0 + (m1 - m0) * (target - l0) / (l1 - l0)
+            } else {
+                m0
+            }
+        })
+    })
+}
+
+/// The study from the dose study's data (U and most_recent-low) and the new arms'.
+pub fn analyse(dose: &GridData, new: &StudyData) -> Result<PerturbStudy, TrainError> {
+    let bad = |message: String| TrainError::File {
+        file: DATA_FILE.into(),
+        message,
+    };
+    let u = arm(dose, CellKey::MAX_WINDOW_LOW);
+    let mr = arm(dose, CellKey::MOST_RECENT_LOW);
+    let p = arm(&new.damaged, CellKey::MAX_WINDOW_LOW);
+    let s = arm(&new.sham, CellKey::SHAM_LOW);
+    if u.is_empty() || p.is_empty() || s.is_empty() {
+        return Err(bad(format!(
+            "the study needs max_window-low in the dose data ({} orders), max_window-low in \
+             the damaged arm ({}) and max_window65-low in the sham arm ({})",
+            u.len(),
+            p.len(),
+            s.len()
+        )));
+    }
+    if new
+        .damaged
+        .base_model
+        .as_deref()
+        .is_none_or(|m| !m.contains("damaged"))
+    {
+        return Err(bad(format!(
+            "the damaged arm's base is \"{}\": not a damaged base",
+            new.damaged.base_model.clone().unwrap_or_default()
+        )));
+    }
+    if new
+        .sham
+        .base_model
+        .as_deref()
+        .is_some_and(|m| m.contains("damaged"))
+    {
+        return Err(bad("the sham arm's base is damaged".into()));
+    }
+    let orders: Vec<usize> = u
+        .iter()
+        .map(|d| d.order)
+        .filter(|o| p.iter().any(|d| d.order == *o) && s.iter().any(|d| d.order == *o))
+        .collect();
+    fn find<'a>(v: &[&'a GridDataRun], o: usize) -> Option<&'a GridDataRun> {
+        v.iter().copied().find(|d| d.order == o)
+    }
+    let doses: Vec<u64> = doses_of(u[0]).iter().map(|q| q.step).collect();
+    let per_dose = |other: &[&GridDataRun]| -> Vec<Vec<f64>> {
+        doses
+            .iter()
+            .map(|step| {
+                orders
+                    .iter()
+                    .map(|o| match (find(&u, *o), find(other, *o)) {
+                        (Some(a), Some(b)) => at(a, *step, margin) - at(b, *step, margin),
+                        _ => f64::NAN,
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let control = per_dose(&p);
+    let sham = per_dose(&s);
+    let last = doses.last().copied().unwrap_or(0);
+    let saturation: Vec<f64> = orders
+        .iter()
+        .filter_map(|o| Some(at(find(&u, *o)?, last, margin) - at(find(&mr, *o)?, last, margin)))
+        .collect();
+    let figures = |v: &[&GridDataRun]| -> Vec<(f64, f64, f64)> {
+        orders
+            .iter()
+            .map(|o| {
+                find(v, *o).map_or((f64::NAN, f64::NAN, f64::NAN), |d| {
+                    (
+                        at(d, last, |q| q.score(ProbeScore::KnowledgeAccNorm)),
+                        at(d, last, |q| q.score(ProbeScore::CompletionMargin)),
+                        at(d, last, |q| q.heldout_loss),
+                    )
+                })
+            })
+            .collect()
+    };
+    let arms = [figures(&u), figures(&p), figures(&s)];
+    let matched: Vec<Option<f64>> = orders
+        .iter()
+        .map(|o| {
+            let (a, b) = (find(&u, *o)?, find(&p, *o)?);
+            let target = at(a, last, |q| q.heldout_loss);
+            Some(at(a, last, margin) - matched_margin(b, target)?)
+        })
+        .collect();
+    let sham_check = sham
+        .last()
+        .and_then(|v| Contrast::of(v))
+        .map(|c| (c, c.p < 0.05));
+    let manipulation = crate::grid::results_of("the dose study's data", dose.clone())
+        .ok()
+        .and_then(|r| crate::grid::manipulation::check(&r.rows))
+        .map(|c| (c.differs, c.why));
+    let rerun = new.rerun.as_ref().and_then(|r| {
+        let a = arm(r, CellKey::MAX_WINDOW_LOW)
+            .into_iter()
+            .find(|d| d.order == 0)?;
+        let b = find(&u, 0)?;
+        let n = a.summary.losses.len().min(b.summary.losses.len());
+        let worst = a.summary.losses[..n]
+            .iter()
+            .zip(&b.summary.losses[..n])
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f64::max);
+        Some((worst, n))
+    });
+    // Claim 1: the control, on its per-order contrast at the last dose.
+    let final_c = control.last().cloned().unwrap_or_default();
+    let part = |values: &[f64], measured: &str, side: Side, test: &str| Part {
+        measured: measured.into(),
+        unit: " nats/byte".into(),
+        value: mean_sd(values).0,
+        spread: Spread::Seeds(values.to_vec()),
+        side,
+        threshold: DELTA2P,
+        test: test.into(),
+        variation: format!(
+            "{} data orders (the unit), paired within each",
+            values.len()
+        ),
+    };
+    let mut claims = vec![Claim::new(
+        &format!(
+            "the probe sees a damage that training carries (control: margin(U) − margin(P) at {last} steps ≥ δ₂′ = {DELTA2P})"
+        ),
+        vec![part(
+            &final_c,
+            &format!("mean knowledge margin, undamaged − damaged base, at {last} steps"),
+            Side::AtLeast,
+            "paired t over data orders",
+        )],
+        serde_json::Value::Null,
+    )];
+    judge_family(&mut claims);
+    let control_holds = claims[0].holds;
+    let sham_significant = sham_check.is_some_and(|(_, sig)| sig);
+    let differs = manipulation.as_ref().is_some_and(|(d, _)| *d);
+    let saturation_not_judged = if !control_holds {
+        Some(format!(
+            "unanswerable by this probe: the control {} (claim 1 did not hold)",
+            claims[0].verdict.as_str()
+        ))
+    } else if sham_significant {
+        Some(
+            "not judged: the sham is significant, so within-order contrasts of this size are not interpretable at this design"
+                .into(),
+        )
+    } else if !differs {
+        Some(format!(
+            "not tested at this scale: the arms do not differ in saturation ({})",
+            manipulation
+                .as_ref()
+                .map_or("no manipulation check on the dose data".into(), |(_, w)| w
+                    .clone())
+        ))
+    } else {
+        None
+    };
+    if saturation_not_judged.is_none() {
+        claims.push(Claim::new(
+            &format!(
+                "saturation costs knowledge at {last} steps (margin(max_window) − margin(most_recent) ≥ δ₂′ = {DELTA2P})"
+            ),
+            vec![part(
+                &saturation,
+                &format!("mean knowledge margin, max_window − most_recent, at {last} steps"),
+                Side::AtLeast,
+                "paired t over data orders",
+            )],
+            serde_json::Value::Null,
+        ));
+        judge_family(&mut claims);
+    }
+    let base_of = |g: &GridData| g.bases.first().cloned();
+    Ok(PerturbStudy {
+        orders,
+        doses,
+        control,
+        sham,
+        saturation,
+        arms,
+        matched,
+        sham_check,
+        manipulation,
+        rerun,
+        bases: [base_of(&new.sham), base_of(&new.damaged)],
+        damage: new.damaged.base_model.clone().unwrap_or_default(),
+        claims,
+        saturation_not_judged,
+    })
+}
+
+fn mean(v: &[f64]) -> f64 {
+    let f: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if f.is_empty() {
+        f64::NAN
+    } else {
+        f.iter().sum::<f64>() / f.len() as f64
+    }
+}
+
+impl PerturbStudy {
+    /// The report (results.md).
+    pub fn markdown(&self) -> String {
+        let mut md = String::from("# The perturb-then-train study (real-smollm2-perturb)\n\n");
+        let last = self.doses.last().copied().unwrap_or(0);
+        let _ = writeln!(
+            md,
+            "Pre-registration: `{PREREG}`, commit `{PREREG_COMMIT}`, committed before this study's code and runs. Analysed as registered by `hif8lab perturb-study`; rebuilt from [runs.jsonl.gz](runs.jsonl.gz) (the new arms) and the dose study's committed data (`docs/results/real-smollm2-dose/runs.jsonl.gz`: U and most_recent-low) by `hif8lab perturb-study --recompute`.\n"
+        );
+        let _ = writeln!(
+            md,
+            "Arms, in data orders {} (the unit; every contrast paired within an order), {last} steps at 1e-5 from SmolLM2-135M-Instruct, probed at {} steps:\n\n- **U**: max_window-low from the undamaged base (the dose study's committed runs);\n- **P**: max_window-low from the damaged base: {};\n- **S**: the sham, max_window(65)-low from the undamaged base.\n",
+            self.orders
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.doses
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.damage
+        );
+        if let [Some(u), Some(p)] = &self.bases {
+            let _ = writeln!(
+                md,
+                "The bases before training: undamaged knowledge acc_norm {:.3}, margin {:.4} nats/byte, held-out loss {:.4}; damaged {:.3}, {:.4}, {:.4}.\n",
+                u.score(ProbeScore::KnowledgeAccNorm),
+                margin(u),
+                u.heldout_loss,
+                p.score(ProbeScore::KnowledgeAccNorm),
+                margin(p),
+                p.heldout_loss
+            );
+        }
+        let _ = writeln!(md, "## Verdicts\n");
+        for c in &self.claims {
+            let [lo, hi] = c.interval;
+            let _ = writeln!(
+                md,
+                "- **{}** — **{}**: {} {}, {} interval {} to {} (df {}), threshold ≥ δ₂′ = {DELTA2P} nats/byte{}; test: {}.",
+                c.claim,
+                c.verdict.as_str(),
+                c.measured,
+                number(c.statistic, &c.unit),
+                c.confidence
+                    .map_or("no".into(), |x| format!("{:.2} %", 100.0 * x)),
+                number(lo, &c.unit),
+                number(hi, &c.unit),
+                self.orders.len().saturating_sub(1),
+                c.p_value
+                    .map_or(String::new(), |p| format!("; p (Holm) = {p:.4}")),
+                c.test
+            );
+        }
+        match &self.sham_check {
+            Some((c, sig)) => {
+                let _ = writeln!(
+                    md,
+                    "- **Sham placebo** (a check, not a claim): mean knowledge margin, U − S, at {last} steps {}: {}.",
+                    c.words(" nats/byte"),
+                    if *sig {
+                        "**significant** — within-order contrasts of this size are not interpretable at this design"
+                    } else {
+                        "not significant, as a placebo must be"
+                    }
+                );
+            }
+            None => {
+                let _ = writeln!(md, "- **Sham placebo**: fewer than 2 orders, no test.");
+            }
+        }
+        let d = Contrast::of(&self.saturation);
+        match &self.saturation_not_judged {
+            Some(why) => {
+                let _ = writeln!(
+                    md,
+                    "- **Saturation costs knowledge at {last} steps** — {why}. Measured, not judged: mean knowledge margin, max_window − most_recent, {}. Its equivalence (TOST on the 90 % interval against ±δ₂′) is not reported either: it stands under the same condition.",
+                    d.map_or("–".into(), |c| c.words(" nats/byte"))
+                );
+            }
+            None => {
+                let d90 = t_interval(&self.saturation, 0.10);
+                let _ = writeln!(
+                    md,
+                    "- Equivalence beside it (TOST, the 90 % t interval against ±δ₂′): [{:+.4}, {:+.4}]: {}.",
+                    d90[0],
+                    d90[1],
+                    if d90[0] > -DELTA2P && d90[1] < DELTA2P {
+                        "within ±δ₂′"
+                    } else {
+                        "not shown within ±δ₂′"
+                    }
+                );
+            }
+        }
+        let _ = writeln!(md, "\n## Reported, not judged\n");
+        for (k, step) in self.doses.iter().enumerate() {
+            let c = Contrast::of(&self.control[k]).map_or("–".into(), |c| c.words(" nats/byte"));
+            let s = Contrast::of(&self.sham[k]).map_or("–".into(), |c| c.words(" nats/byte"));
+            let _ = writeln!(
+                md,
+                "- At {step} steps: control (U − P) {c}; sham (U − S) {s}."
+            );
+        }
+        let names = ["U", "P", "S"];
+        let _ = writeln!(
+            md,
+            "\nPer order at {last} steps (knowledge margin contrasts in nats/byte; acc_norm; completion margin; held-out loss):\n"
+        );
+        let _ = writeln!(
+            md,
+            "| order | c = U − P | s = U − S | d = max_window − most_recent | acc_norm U / P / S | completion margin U / P / S | held-out loss U / P / S | c at matched held-out loss |\n|---|---|---|---|---|---|---|---|"
+        );
+        let k = self.doses.len().saturating_sub(1);
+        for (i, o) in self.orders.iter().enumerate() {
+            let three = |f: fn(&(f64, f64, f64)) -> f64, d: usize| {
+                self.arms
+                    .iter()
+                    .map(|a| a.get(i).map_or("–".into(), |x| format!("{:.d$}", f(x))))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            };
+            let _ = writeln!(
+                md,
+                "| {o} | {:+.4} | {:+.4} | {} | {} | {} | {} | {} |",
+                self.control[k][i],
+                self.sham[k][i],
+                self.saturation
+                    .get(i)
+                    .map_or("–".into(), |v| format!("{v:+.4}")),
+                three(|x| x.0, 3),
+                three(|x| x.1, 4),
+                three(|x| x.2, 4),
+                self.matched[i]
+                    .map_or("P's losses do not reach U's".into(), |v| format!("{v:+.4}"))
+            );
+        }
+        let col = |j: usize, f: fn(&(f64, f64, f64)) -> f64| -> Vec<f64> {
+            self.arms[j].iter().map(f).collect()
+        };
+        let _ = writeln!(md);
+        for (label, f, d) in [
+            (
+                "knowledge acc_norm",
+                (|x: &(f64, f64, f64)| x.0) as fn(&(f64, f64, f64)) -> f64,
+                3,
+            ),
+            ("completion margin", |x| x.1, 4),
+            ("held-out loss", |x| x.2, 4),
+        ] {
+            let _ = writeln!(
+                md,
+                "- Mean {label} over orders: {}.",
+                names
+                    .iter()
+                    .enumerate()
+                    .map(|(j, n)| format!("{n} {:.d$}", mean(&col(j, f))))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        let diff = |j: usize, f: fn(&(f64, f64, f64)) -> f64| -> Vec<f64> {
+            col(0, f)
+                .iter()
+                .zip(col(j, f))
+                .map(|(a, b)| a - b)
+                .collect()
+        };
+        for (label, j) in [("U − P", 1), ("U − S", 2)] {
+            let _ = writeln!(
+                md,
+                "- Completion margin, {label}: {}; knowledge acc_norm, {label}: {}.",
+                Contrast::of(&diff(j, |x| x.1)).map_or("–".into(), |c| c.words(" nats/byte")),
+                Contrast::of(&diff(j, |x| x.0)).map_or("–".into(), |c| c.words(""))
+            );
+        }
+        let matched: Vec<f64> = self.matched.iter().flatten().copied().collect();
+        let _ = writeln!(
+            md,
+            "- Control at matched held-out loss (P's margin interpolated over its {} probes to U's held-out loss at {last} steps): {} of {} orders reachable{}.",
+            self.doses.len(),
+            matched.len(),
+            self.orders.len(),
+            Contrast::of(&matched).map_or(String::new(), |c| format!(
+                ", mean {}",
+                c.words(" nats/byte")
+            ))
+        );
+        match &self.manipulation {
+            Some((differs, why)) => {
+                let _ = writeln!(
+                    md,
+                    "- Manipulation check on the dose runs: {why}: the arms {}.",
+                    if *differs {
+                        "differ in saturation"
+                    } else {
+                        "do not differ in saturation"
+                    }
+                );
+            }
+            None => {
+                let _ = writeln!(md, "- Manipulation check on the dose runs: not made.");
+            }
+        }
+        match self.rerun {
+            Some((worst, n)) => {
+                let _ = writeln!(
+                    md,
+                    "- Reproducibility: U's order 0 rerun by the build that ran P and S: {} over {n} steps{}.",
+                    if worst == 0.0 {
+                        "every loss identical".to_owned()
+                    } else {
+                        format!("the losses differ by at most {worst:.3e}")
+                    },
+                    if worst == 0.0 {
+                        ""
+                    } else {
+                        " (a deviation: U and P, S ran on different builds)"
+                    }
+                );
+            }
+            None => {
+                let _ = writeln!(md, "- Reproducibility: U's order 0 was not rerun.");
+            }
+        }
+        md
+    }
+}
