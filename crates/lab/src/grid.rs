@@ -143,6 +143,7 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 impl BaseModel {
     /// The damage `perturb` names (`None` for none); the error names the field.
     pub fn damage(&self) -> Result<crate::calibrate::Perturbation, String> {
@@ -296,9 +297,13 @@ impl GridConfig {
                     "base.model must name a model (smollm2-135m or a path)".into()
                 ));
             }
+            // (A damage is applied natively only: the browser reads a grid's data.)
+            #[cfg(not(target_arch = "wasm32"))]
             (None, Some(b)) => {
                 b.damage().map_err(err)?;
             }
+            #[cfg(target_arch = "wasm32")]
+            (None, Some(_)) => {}
         }
         // Validate through the run configs it produces.
         for run in config.runs() {

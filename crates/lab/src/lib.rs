@@ -22,5 +22,6 @@ pub mod claims;
 pub mod evals;
 pub mod grid;
 pub mod lesson;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod perturb_study;
 pub mod stats;
