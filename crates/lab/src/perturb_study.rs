@@ -220,6 +220,9 @@ pub struct PerturbStudy {
     pub claims: Vec<Claim>,
     /// Why claim 3 was not judged, if it was not.
     pub saturation_not_judged: Option<String>,
+    /// Completion items each arm (U, P, S) was scored on; completion is compared only
+    /// where they match U's.
+    pub completion_items: [usize; 3],
 }
 
 fn margin(p: &ProbeScores) -> f64 {
@@ -341,14 +344,27 @@ pub fn analyse(dose: &GridData, new: &StudyData) -> Result<PerturbStudy, TrainEr
         .iter()
         .filter_map(|o| Some(at(find(&u, *o)?, last, margin) - at(find(&mr, *o)?, last, margin)))
         .collect();
+    // Completion is compared only on the same items: the dose study's runs were scored on
+    // an earlier, smaller completion set than runs made since.
+    let items = |v: &[&GridDataRun]| {
+        v.first()
+            .and_then(|d| d.summary.probes.as_ref())
+            .map_or(0, |q| q.completion_items)
+    };
+    let completion_items = [items(&u), items(&p), items(&s)];
     let figures = |v: &[&GridDataRun]| -> Vec<(f64, f64, f64)> {
+        let same = items(v) == completion_items[0];
         orders
             .iter()
             .map(|o| {
                 find(v, *o).map_or((f64::NAN, f64::NAN, f64::NAN), |d| {
                     (
                         at(d, last, |q| q.score(ProbeScore::KnowledgeAccNorm)),
-                        at(d, last, |q| q.score(ProbeScore::CompletionMargin)),
+                        if same {
+                            at(d, last, |q| q.score(ProbeScore::CompletionMargin))
+                        } else {
+                            f64::NAN
+                        },
                         at(d, last, |q| q.heldout_loss),
                     )
                 })
@@ -465,6 +481,7 @@ pub fn analyse(dose: &GridData, new: &StudyData) -> Result<PerturbStudy, TrainEr
         manipulation,
         rerun,
         bases: [base_of(&new.sham), base_of(&new.damaged)],
+        completion_items,
         damage: new.damaged.base_model.clone().unwrap_or_default(),
         claims,
         saturation_not_judged,
@@ -566,7 +583,7 @@ impl PerturbStudy {
                 let d90 = t_interval(&self.saturation, 0.10);
                 let _ = writeln!(
                     md,
-                    "- Equivalence beside it (TOST, the 90 % t interval against ±δ₂′): [{:+.4}, {:+.4}]: {}.",
+                    "- Equivalence beside it (TOST on the 90 % interval against ±δ₂′): [{:+.4}, {:+.4}]: {}.",
                     d90[0],
                     d90[1],
                     if d90[0] > -DELTA2P && d90[1] < DELTA2P {
@@ -600,7 +617,12 @@ impl PerturbStudy {
             let three = |f: fn(&(f64, f64, f64)) -> f64, d: usize| {
                 self.arms
                     .iter()
-                    .map(|a| a.get(i).map_or("–".into(), |x| format!("{:.d$}", f(x))))
+                    .map(|a| {
+                        a.get(i)
+                            .map(f)
+                            .filter(|v| v.is_finite())
+                            .map_or("–".into(), |v| format!("{v:.d$}"))
+                    })
                     .collect::<Vec<_>>()
                     .join(" / ")
             };
@@ -638,7 +660,14 @@ impl PerturbStudy {
                 names
                     .iter()
                     .enumerate()
-                    .map(|(j, n)| format!("{n} {:.d$}", mean(&col(j, f))))
+                    .map(|(j, n)| {
+                        let m = mean(&col(j, f));
+                        if m.is_finite() {
+                            format!("{n} {m:.d$}")
+                        } else {
+                            format!("{n} –")
+                        }
+                    })
                     .collect::<Vec<_>>()
                     .join(", ")
             );
@@ -656,6 +685,16 @@ impl PerturbStudy {
                 "- Completion margin, {label}: {}; knowledge acc_norm, {label}: {}.",
                 Contrast::of(&diff(j, |x| x.1)).map_or("–".into(), |c| c.words(" nats/byte")),
                 Contrast::of(&diff(j, |x| x.0)).map_or("–".into(), |c| c.words(""))
+            );
+        }
+        if self.completion_items[1..]
+            .iter()
+            .any(|n| *n != self.completion_items[0])
+        {
+            let _ = writeln!(
+                md,
+                "- Completion is not compared: U was scored on {} completion items (the dose study predates the larger set), P on {} and S on {}; a margin over other items is not the same quantity.",
+                self.completion_items[0], self.completion_items[1], self.completion_items[2]
             );
         }
         let matched: Vec<f64> = self.matched.iter().flatten().copied().collect();

@@ -168,7 +168,7 @@ type Registered = (
     &'static [(&'static str, &'static str)],
 );
 
-const REGISTERED: [Registered; 3] = [
+const REGISTERED: [Registered; 4] = [
     (
         PREREG,
         &[
@@ -282,6 +282,63 @@ const REGISTERED: [Registered; 3] = [
             ),
             (
                 "Deviations, if any, are listed in that README",
+                "Deviations from the pre-registration",
+            ),
+        ],
+    ),
+    (
+        "docs/results/prereg/real-smollm2-perturb.md",
+        &[
+            "docs/results/real-smollm2-perturb/results.md",
+            "docs/results/real-smollm2-perturb/README.md",
+        ],
+        &[
+            ("`hif8:1024`", "damaged before any run by hif8:1024"),
+            ("**δ₂′ = 0.0091** nats per byte", "δ₂′ = 0.0091"),
+            (
+                "c_o = margin(U, order o) − margin(P, order o) at 480 steps",
+                "undamaged − damaged base, at 480 steps",
+            ),
+            (
+                "s_o = margin(U, o) − margin(S, o) at 480 steps",
+                "mean knowledge margin, U − S, at 480 steps",
+            ),
+            (
+                "two-sided 95 % t interval of mean c_o over the 4 orders (df 3)",
+                "(df 3)",
+            ),
+            (
+                "it must not be significant at α = 0.05 (the interval covers 0)",
+                "Sham placebo",
+            ),
+            ("the same contrasts at 160 and 320 steps", "At 160 steps"),
+            ("knowledge acc_norm", "Mean knowledge acc_norm over orders"),
+            (
+                "the completion margin; the held-out loss per arm",
+                "Mean held-out loss over orders",
+            ),
+            (
+                "the control contrast at matched held-out loss",
+                "Control at matched held-out loss",
+            ),
+            (
+                "judged only if claim 1 holds and the manipulation check finds the arms differ",
+                "aturation costs knowledge at 480 steps",
+            ),
+            (
+                "Equivalence (TOST on the 90 % interval against ±δ₂′) reported beside it under the same condition",
+                "TOST on the 90 % interval against ±δ₂′",
+            ),
+            (
+                "claims 1 and 3 are one family, Holm at α = 0.05",
+                "p (Holm)",
+            ),
+            (
+                "the report states whether a rerun of order 0 by the build that runs `P` reproduces its losses",
+                "Reproducibility",
+            ),
+            (
+                "Deviations, if any, are listed in the report",
                 "Deviations from the pre-registration",
             ),
         ],
