@@ -231,11 +231,31 @@ fn real_base_configs_are_checked_by_field() {
         .to_string();
     assert!(err.contains("--base-seeds"), "{err}");
     // The shipped presets parse.
-    for p in ["real-smollm2", "real-smollm2-quick"] {
+    for p in ["real-smollm2", "real-smollm2-quick", "real-smollm2-perturb"] {
         let g = GridConfig::preset(p).unwrap();
         assert_eq!(g.base.as_ref().unwrap().model, "smollm2-135m");
         assert!(g.pretrain.is_none());
     }
+    // The perturb study's preset: the dose study's continued training, the sham on, the
+    // damage given on the command line (none by default).
+    let g = GridConfig::preset("real-smollm2-perturb").unwrap();
+    let dose = GridConfig::preset("real-smollm2-dose").unwrap();
+    assert!(g.cont.sham && g.base.as_ref().unwrap().perturb.is_none());
+    assert_eq!(
+        (g.cont.steps, g.cont.eval_every),
+        (dose.cont.steps, dose.cont.eval_every)
+    );
+    assert!(g.runs().iter().any(|r| r.name == "max_window65-low"));
+    // Its max_window-low is the dose study's run exactly (U and P differ in the base alone).
+    let mw = |c: &GridConfig| {
+        let r = c
+            .runs()
+            .into_iter()
+            .find(|r| r.name == "max_window-low")
+            .unwrap();
+        c.run_config(&r)
+    };
+    assert_eq!(mw(&g), mw(&dose));
     let _ = std::fs::remove_dir_all(&root);
 }
 
