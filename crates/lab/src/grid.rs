@@ -145,14 +145,11 @@ fn is_zero(v: &u64) -> bool {
 
 #[cfg(not(target_arch = "wasm32"))]
 impl BaseModel {
-    /// The damage `perturb` names (`None` for none); the error names the field.
-    pub fn damage(&self) -> Result<crate::calibrate::Perturbation, String> {
-        match self.perturb.as_deref() {
-            None => Ok(crate::calibrate::Perturbation::None),
-            Some(text) => text
-                .parse()
-                .map_err(|e: hif8lab_format::UnknownName| format!("base.perturb: {e}")),
-        }
+    /// The damage `perturb` names (`None` for none).
+    pub fn damage(&self) -> Result<crate::calibrate::Perturbation, hif8lab_format::UnknownName> {
+        self.perturb
+            .as_deref()
+            .map_or(Ok(crate::calibrate::Perturbation::None), str::parse)
     }
 }
 
@@ -300,7 +297,7 @@ impl GridConfig {
             // (A damage is applied natively only: the browser reads a grid's data.)
             #[cfg(not(target_arch = "wasm32"))]
             (None, Some(b)) => {
-                b.damage().map_err(err)?;
+                b.damage().map_err(|e| err(format!("base.perturb: {e}")))?;
             }
             #[cfg(target_arch = "wasm32")]
             (None, Some(_)) => {}

@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 
 use crate::claims::{Claim, Part, Side, Spread, judge_family, number};
 use crate::grid::{CellKey, GridData, GridDataRun};
-use crate::stats::exact::{student_t_cdf, t_interval};
+use crate::stats::exact::{t_interval, t_test};
 use crate::stats::mean_sd;
 use hif8lab_train::ProbeScores;
 use hif8lab_train::eval::ProbeScore;
@@ -159,16 +159,12 @@ pub struct Contrast {
 impl Contrast {
     fn of(values: &[f64]) -> Option<Self> {
         let v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-        if v.len() < 2 {
-            return None;
-        }
-        let (m, sd) = mean_sd(&v);
-        let t = m / (sd / (v.len() as f64).sqrt()).max(1e-300);
+        let (mean, interval, p) = t_test(&v, 0.05)?;
         Some(Contrast {
             n: v.len(),
-            mean: m,
-            interval: t_interval(&v, 0.05),
-            p: 2.0 * (1.0 - student_t_cdf(t.abs(), (v.len() - 1) as f64)),
+            mean,
+            interval,
+            p,
         })
     }
 

@@ -349,12 +349,8 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
             );
         };
         base.perturb = (damage != "none").then(|| damage.clone());
-        base.damage().map_err(|e| {
-            anyhow::anyhow!(
-                "--perturb {damage}: {}",
-                e.trim_start_matches("base.perturb: ")
-            )
-        })?;
+        base.damage()
+            .map_err(|e| anyhow::anyhow!("--perturb {damage}: {e}"))?;
     }
     let known: Vec<String> = config.runs().into_iter().map(|r| r.name).collect();
     // An unknown run is refused before anything is planned or run.

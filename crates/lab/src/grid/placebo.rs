@@ -8,8 +8,7 @@ use std::fmt::Write as _;
 
 use super::ResultRow;
 use super::verdicts::paired_evidence;
-use crate::stats::exact::{student_t_cdf, t_interval};
-use crate::stats::mean_sd;
+use crate::stats::exact::t_test;
 use hif8lab_train::eval::ProbeScore;
 use hif8lab_train::run::RunSummary;
 
@@ -76,18 +75,14 @@ pub fn markdown(rows: &[ResultRow], bases: usize, first_order: usize) -> String 
             .map(|(x, y)| score(&row.seeds[*y], what) - score(&row.seeds[*x], what))
             .filter(|v| v.is_finite())
             .collect();
-        if d.len() < 2 {
+        let Some((m, [lo, hi], p)) = t_test(&d, 0.05) else {
             let _ = writeln!(
                 md,
                 "- {label}: {} pair: no interval across orders (at least 4 orders are needed)",
                 d.len()
             );
             continue;
-        }
-        let (m, sd) = mean_sd(&d);
-        let [lo, hi] = t_interval(&d, 0.05);
-        let t = m / (sd / (d.len() as f64).sqrt()).max(1e-300);
-        let p = 2.0 * (1.0 - student_t_cdf(t.abs(), (d.len() - 1) as f64));
+        };
         let _ = writeln!(
             md,
             "- {label}, second minus first {m:+.4}{unit}, 95 % t interval [{lo:+.4}, {hi:+.4}] (df {}), p = {p:.3}: {}",

@@ -172,9 +172,9 @@ pub fn load(grid: &GridConfig) -> Result<RealBase, TrainError> {
     }
     let mut grid = grid.clone();
     grid.data.tokenizer = opened.tokenizer_setting();
-    let p = base.damage().map_err(|message| TrainError::Setting {
+    let p = base.damage().map_err(|e| TrainError::Setting {
         setting: "base.perturb".into(),
-        message,
+        message: e.to_string(),
     })?;
     let (weights, damage) = if p == crate::calibrate::Perturbation::None {
         (opened.model.weights, None)

@@ -282,6 +282,20 @@ pub fn t_interval(values: &[f64], alpha: f64) -> [f64; 2] {
     [m - half, m + half]
 }
 
+/// A one-sample t test of the mean of independent replicates against 0: the mean, its
+/// two-sided interval at confidence 1 − `alpha` ([`t_interval`]) and the two-sided p-value;
+/// `None` with fewer than two values.
+pub fn t_test(values: &[f64], alpha: f64) -> Option<(f64, [f64; 2], f64)> {
+    let n = values.len();
+    if n < 2 {
+        return None;
+    }
+    let (m, sd) = super::mean_sd(values);
+    let t = m / (sd / (n as f64).sqrt()).max(1e-300);
+    let p = 2.0 * (1.0 - student_t_cdf(t.abs(), (n - 1) as f64));
+    Some((m, t_interval(values, alpha), p))
+}
+
 /// Exact (conservative) two-sided interval at confidence 1 − `alpha` of the paired difference
 /// of two proportions on the same `n` items, (c − b) / n, where `b` items are right only in
 /// the first arm and `c` only in the second: the discordant fraction d and the share π = c /
