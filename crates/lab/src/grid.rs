@@ -129,7 +129,7 @@ pub struct BaseModel {
     pub model: String,
     /// A damage applied to the model's weights once, before the base is probed and any run
     /// continues from it, by the function `hif8lab calibrate-probe` uses
-    /// ([`crate::calibrate::perturb`]: gate, up and down of the quantized blocks):
+    /// ([`crate::damage::perturb`]: gate, up and down of the quantized blocks):
     /// `hif8:K` (HiF8 per tensor with its scale K× too large) or `noise:F` (Gaussian noise
     /// of F × each tensor's RMS). Absent or `none`: the weights as they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,10 +146,10 @@ fn is_zero(v: &u64) -> bool {
 #[cfg(not(target_arch = "wasm32"))]
 impl BaseModel {
     /// The damage `perturb` names (`None` for none).
-    pub fn damage(&self) -> Result<crate::calibrate::Perturbation, hif8lab_format::UnknownName> {
+    pub fn damage(&self) -> Result<crate::damage::Perturbation, hif8lab_format::UnknownName> {
         self.perturb
             .as_deref()
-            .map_or(Ok(crate::calibrate::Perturbation::None), str::parse)
+            .map_or(Ok(crate::damage::Perturbation::None), str::parse)
     }
 }
 

@@ -9,6 +9,8 @@
 //!   benchmark summaries) judged with the same claims, and the paper's own numbers;
 //! - [`calibrate`]: the probes calibrated without training (the real base's quantized weights
 //!   damaged at known sizes, and the dose–response of every probe score);
+//! - [`damage`]: a model's quantized weights damaged at a known size (the calibration's and
+//!   a perturbed grid base's one function);
 //! - [`claims`]: a claim, its statistic, interval and threshold, fixed before the data — the
 //!   one type behind grid verdicts and lessons;
 //! - [`stats`]: intervals, paired and exact tests, power (with `hif8lab_train::eval::resample`'s
@@ -19,6 +21,7 @@
 #[cfg(not(target_arch = "wasm32"))]
 pub mod calibrate;
 pub mod claims;
+pub mod damage;
 pub mod evals;
 pub mod grid;
 pub mod lesson;

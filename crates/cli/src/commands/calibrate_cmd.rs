@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 use hif8lab_engine::BackendChoice;
-use hif8lab_lab::calibrate::{self, DATA_FILE, Perturbation};
+use hif8lab_lab::calibrate::{self, DATA_FILE};
+use hif8lab_lab::damage::Perturbation;
 use hif8lab_train::TrainError;
 use hif8lab_train::eval::ProbeScore;
 

@@ -176,10 +176,10 @@ pub fn load(grid: &GridConfig) -> Result<RealBase, TrainError> {
         setting: "base.perturb".into(),
         message: e.to_string(),
     })?;
-    let (weights, damage) = if p == crate::calibrate::Perturbation::None {
+    let (weights, damage) = if p == crate::damage::Perturbation::None {
         (opened.model.weights, None)
     } else {
-        let (w, change) = crate::calibrate::perturb(
+        let (w, change) = crate::damage::perturb(
             &opened.model.weights,
             &grid.model,
             p,
