@@ -653,13 +653,13 @@ mod id_tests {
             p_value: 0.5,
         };
         let fix = e(3.0, 1.0, 5.0);
-        let s = unfixed_kept_more("max_window-low", &e(1.5, -0.5, 3.5), &fix);
+        let s = unfixed_kept_more(&CellKey::MAX_WINDOW_LOW.name(), &e(1.5, -0.5, 3.5), &fix);
         assert!(
             s.contains("drop 1.50 % [95 %: -0.50 to 3.50] against 3.00 % [1.00 to 5.00]"),
             "{s}"
         );
         assert!(s.contains("noise"), "{s}");
-        let s = unfixed_kept_more("max_window-low", &e(-2.0, -3.0, 0.5), &fix);
+        let s = unfixed_kept_more(&CellKey::MAX_WINDOW_LOW.name(), &e(-2.0, -3.0, 0.5), &fix);
         assert!(s.contains("do not overlap") && !s.contains("noise"), "{s}");
     }
 

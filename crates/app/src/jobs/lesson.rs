@@ -95,7 +95,7 @@ pub(crate) fn lesson_views(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::LessonProgress;
-    use hif8lab_lab::grid::GridProgress;
+    use hif8lab_lab::grid::{CellKey, GridProgress};
 
     #[test]
     fn lesson_progress_names_phase_step_run_and_time_left() {
@@ -106,7 +106,7 @@ mod tests {
         let t = text.lock().unwrap().clone();
         assert!(t.starts_with("Pretraining the base model"), "{t}");
         assert!(t.contains("step 5 of 10") && t.contains("s left"), "{t}");
-        p.start("max_window-low", 2, 12, false);
+        p.start(&CellKey::MAX_WINDOW_LOW.name(), 2, 12, false);
         p.step(0, 120, 1.0);
         let t = text.lock().unwrap().clone();
         assert!(

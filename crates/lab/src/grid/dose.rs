@@ -414,7 +414,7 @@ mod tests {
             .runs
             .iter()
             .find(|d| d.run == MAX_WINDOW.name())
-            .expect("max_window-low")
+            .expect("the max_window cell")
             .summary
             .clone();
         let probe_at = |step: u64, by: f32| {

@@ -237,9 +237,14 @@ mod tests {
         assert!(p.contains("claim 5 (completion, 108 paired items)"), "{p}");
         assert!(p.contains("UNREACHABLE"), "{p}");
         let dose = GridConfig::preset("real-smollm2-dose").unwrap();
-        let only = ["most_recent-low", "max_window-low", "control-low"].map(String::from);
+        let only = [
+            CellKey::MOST_RECENT_LOW,
+            CellKey::MAX_WINDOW_LOW,
+            CellKey::CONTROL_LOW,
+        ]
+        .map(CellKey::name);
         let p = plan(&dose, 4, &only);
-        assert!(p.contains("control-low"), "{p}");
+        assert!(p.contains(&CellKey::CONTROL_LOW.name()), "{p}");
         // 2 × 480 × 4 + 160 × 2 steps.
         assert!(p.contains("4160 optimizer steps"), "{p}");
         assert!(p.contains("dose claim 1"), "{p}");

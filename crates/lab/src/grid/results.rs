@@ -373,7 +373,11 @@ mod tests {
         // margin: the fix is near-lossless, and saturation cost less than 2 %.
         assert_eq!(verdict(&g, "max_window(64) + warmup"), Verdict3::Holds);
         assert_eq!(verdict(&g, "saturation costs knowledge"), Verdict3::Fails);
-        let row = g.rows.iter().find(|r| r.name == "baseline-high").unwrap();
+        let row = g
+            .rows
+            .iter()
+            .find(|r| r.key == CellKey::BASELINE_HIGH)
+            .unwrap();
         assert!(
             (row.knowledge.value - 50.0).abs() < 6.0,
             "{:?}",
@@ -402,7 +406,7 @@ mod tests {
         let partial: Vec<Vec<RunSummary>> = runs
             .iter()
             .map(|r| {
-                if r.name == "baseline-low" {
+                if r.key() == CellKey::BASELINE_LOW {
                     vec![run(&r.name, 1e-4, "none", &|_| true)]
                 } else {
                     Vec::new()
@@ -453,7 +457,7 @@ mod tests {
                                 },
                             );
                         }
-                        if r.name == "most_recent-low" {
+                        if r.key() == CellKey::MOST_RECENT_LOW {
                             s.overflow = overflow;
                         }
                     }
