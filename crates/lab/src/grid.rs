@@ -48,6 +48,8 @@ mod results;
 #[cfg(not(target_arch = "wasm32"))]
 mod runner;
 mod saturation;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod torch;
 mod verdicts;
 
 // The results' tests judge whole grids (judge.rs) and read the verdicts' table.
@@ -62,7 +64,10 @@ pub use results::{
     GridResults, PAIRED_TEST, ResultRow, base_run, compare, drop_stat, forgetting_excess,
 };
 #[cfg(not(target_arch = "wasm32"))]
-pub use runner::{pretrain, recompute, results_of, run_grid, run_grid_from, train_from_base};
+pub use runner::{
+    Engine, pretrain, recompute, results_of, run_grid, run_grid_from, run_grid_with,
+    train_from_base,
+};
 pub use verdicts::{
     APE_HIDES, APE_LOSSLESS, Design, FORGETTING_MARGIN, KNOWLEDGE_CHANCE, LOSSLESS_MARGIN,
     SATURATION_RATIO, arm_of, discordance, drop_part, forgetting_contrast, forgetting_vs_base,

@@ -25,7 +25,7 @@ mod quantizers;
 use crate::trainer::{ProbeScores, StepReport};
 pub use quantizers::{
     EXCESS_BINS_PER_OCTAVE, EXCESS_TIERS, QuantizerSummary, excess_bin, excess_tier,
-    quantizer_table,
+    quantizer_table, trace_counts,
 };
 
 mod summary;

@@ -324,9 +324,18 @@ class TokenShards:
         return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
 
 
-def open_tokens(data: Path, tok, vocab: int, source: str):
+def open_tokens(data: Path, tok, vocab: int, source: str, lab_stream: bool = False):
     """The run's token stream: a shard folder (checked against the model's vocabulary and
-    tokenizer) or a corpus file tokenized now."""
+    tokenizer) or a corpus file tokenized now. ``lab_stream``: a plain text file tokenized as
+    the lab's trainer tokenizes it (the whole text, no EOS added after it), so that the same
+    text gives the same stream, hence the same sequences, as ``hif8lab train`` draws."""
+    if lab_stream:
+        if data.is_dir() or data.suffix == ".jsonl":
+            raise InputError(f"--lab-stream: --data {data} must be one plain text file (the lab's stream of it)")
+        (text,) = read_corpus(data)
+        if tok is None:
+            return tokenize([text], None, vocab, source)
+        return np.asarray(tok(text, add_special_tokens=False)["input_ids"], dtype=np.int64)
     if data.is_dir():
         shards = TokenShards(data)
         if shards.max_id >= vocab:

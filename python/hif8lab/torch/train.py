@@ -57,6 +57,9 @@ def parser() -> argparse.ArgumentParser:
                    help="a Hugging Face folder, a .gguf file (imported with `hif8lab import gguf`), "
                         "or tiny:LAYERS,DIM,FF,HEADS,KV_HEADS,VOCAB for a fresh small Llama")
     p.add_argument("--data", required=True, help="a text file, or JSONL with a 'text' field per line")
+    p.add_argument("--lab-stream", action="store_true",
+                   help="tokenize a plain text --data file as the lab's trainer does (the whole text, no EOS "
+                        "appended), so the same text gives the same sequences as `hif8lab train` and `hif8lab grid`")
     p.add_argument("--tokenizer", choices=["auto", "bytes"], default="auto",
                    help="auto: the model folder's tokenizer (bytes when it has none); bytes: UTF-8 bytes")
     p.add_argument("--out", required=True, help="the run folder (one writer: rank 0)")
@@ -288,8 +291,8 @@ def run(args) -> int:
     vocab = model.config.vocab_size
     if args.tokenizer == "bytes":
         tok = None
-    windows = Windows(open_tokens(Path(args.data), tok, vocab, args.data), args.context, args.seed,
-                      args.data)
+    windows = Windows(open_tokens(Path(args.data), tok, vocab, args.data, args.lab_stream), args.context,
+                      args.seed, args.data)
     model.to(device)
     if args.weights_dtype == "bf16":
         model.to(torch.bfloat16)
@@ -556,7 +559,7 @@ def _load(path: Path):
 
 #: The flags that define a run: a resume must give the same values (the global batch is
 #: compared as the sequences a step draws; the micro-batch may change with the processes).
-RUN_DEFINING = ("model", "data", "tokenizer", "estimator", "window", "target", "format", "saturate",
+RUN_DEFINING = ("model", "data", "lab_stream", "tokenizer", "estimator", "window", "target", "format", "saturate",
                 "seed", "context", "roles", "modules", "skip_first",
                 "skip_last", "no_qat", "warmup_steps", "amax_reduce", "lr", "weight_decay",
                 "weights_dtype", "optimizer_dtype", "decay_all", "codec", "shadow", "margin", "cold_start")

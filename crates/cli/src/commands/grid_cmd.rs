@@ -72,7 +72,7 @@ pub struct GridArgs {
     /// `grid` only: rebuild DIR/results.md and results.csv from DIR/runs.jsonl.gz (the data
     /// a grid writes next to its report) without training: the same report, byte for byte.
     /// Every other flag of a run (the data file says what was run) is refused with it.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "out", "runs", "seeds", "first_order", "base_seeds", "preset", "backend"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "out", "runs", "seeds", "first_order", "base_seeds", "preset", "backend", "nproc", "python", "faithful"])]
     recompute: Option<PathBuf>,
     /// `grid` only: do just these runs (comma-separated names, e.g.
     /// `baseline-low,most_recent-low,max_window-low`); verdicts that need others come out
@@ -90,6 +90,34 @@ pub struct GridArgs {
     /// (best-case intervals), then stop: nothing is trained.
     #[arg(long, conflicts_with = "recompute")]
     plan: bool,
+    /// `grid` only: which trainer trains the continued runs: `lab` (this program's, on
+    /// `--backend`) or `torch` (`python -m hif8lab.torch.train`, under torchrun with
+    /// `--nproc` above 1; a real base only). Either way the lab scores every run with the
+    /// same probes and writes the same data and report, which names the engine.
+    #[arg(long, value_enum, default_value_t = Engine::Lab, conflicts_with = "recompute")]
+    engine: Engine,
+    /// `--engine torch`: processes per run (torchrun's `--nproc-per-node`; each takes an
+    /// equal share of the micro-batch, which they must divide).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    nproc: u64,
+    /// `--engine torch`: the Python interpreter that has `hif8lab` with PyTorch installed
+    /// (default: `$HIF8LAB_PYTHON`, else `python3`).
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
+    /// `--engine torch`: the authors' settings (`hif8lab.torch.train --faithful`: bf16
+    /// weights and AdamW moments, weight decay on every parameter, their repository's
+    /// fallback quantizer) instead of the lab's exact ones.
+    #[arg(long)]
+    faithful: bool,
+}
+
+/// `grid --engine`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Engine {
+    /// The lab's own trainer.
+    Lab,
+    /// `python -m hif8lab.torch.train`.
+    Torch,
 }
 
 /// The grid folder's lock (one writer) and the progress printer of its runs.
@@ -211,6 +239,12 @@ pub fn run_pretrain(args: GridArgs) -> Result<()> {
     }
     if args.perturb.is_some() {
         return Err(grid_only("--perturb", "a damage of the real base"));
+    }
+    if args.engine != Engine::Lab || args.nproc != 1 || args.python.is_some() || args.faithful {
+        return Err(grid_only(
+            "--engine/--nproc/--python/--faithful",
+            "the trainer of the continued runs",
+        ));
     }
     if args.seeds != 1 || args.base_seeds != 1 || args.first_order != 0 {
         return Err(grid_only(
@@ -374,8 +408,26 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
     let (_lock, mut p) = writer(&out)?;
     let (seeds, base_seeds) = (args.seeds as usize, args.base_seeds as usize);
     let first = args.first_order as usize;
+    let engine = match args.engine {
+        Engine::Lab => {
+            if args.nproc != 1 || args.python.is_some() || args.faithful {
+                anyhow::bail!("--nproc, --python and --faithful are options of --engine torch");
+            }
+            grid::Engine::Lab
+        }
+        Engine::Torch => grid::Engine::Torch(grid::torch::TorchEngine {
+            python: args
+                .python
+                .clone()
+                .or_else(|| std::env::var_os("HIF8LAB_PYTHON").map(PathBuf::from))
+                .unwrap_or_else(|| "python3".into()),
+            nproc: args.nproc as usize,
+            faithful: args.faithful,
+            hif8lab: std::env::current_exe().ok(),
+        }),
+    };
     let results = on_backend!(&args.source.backend, make => {
-        grid::run_grid_from(make, &config, &out, first, seeds, base_seeds, &args.runs, &mut p)?
+        grid::run_grid_with(make, &config, &out, first, seeds, base_seeds, &args.runs, &engine, &mut p)?
     });
     let summaries: Vec<_> = results.rows.iter().map(|r| r.summary.clone()).collect();
     let (_, skipped) = crate::commands::plots::grid_plots(&out, &summaries)?;

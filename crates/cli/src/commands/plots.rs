@@ -64,6 +64,13 @@ fn line_chart(
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), y| {
             (a.min(*y), b.max(*y))
         });
+    // No point to draw (no series, or none with a finite value): empty axes, not an
+    // infinite range (plotters would never finish its ticks).
+    let (x0, x1, y0, y1) = if [x0, x1, y0, y1].iter().all(|v| v.is_finite()) {
+        (x0, x1, y0, y1)
+    } else {
+        (0.0, 1.0, 0.0, 1.0)
+    };
     let pad = ((y1 - y0) * 0.05).max(1e-6);
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 24))
@@ -313,4 +320,35 @@ pub fn calibration_chart(
         y_label,
         &series,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A chart with nothing finite to draw (runs without probes, a NaN loss) is drawn with
+    /// empty axes: it once never finished (an infinite range for plotters' ticks).
+    #[test]
+    fn a_chart_of_no_points_is_drawn_and_ends() {
+        if !font_ready() {
+            eprintln!("no DejaVuSans.ttf: the chart cannot be drawn here");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("hif8lab-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (i, series) in [
+            Vec::<Series>::new(),
+            vec![("a".into(), Vec::new())],
+            vec![("b".into(), vec![(0.0, f64::NAN), (1.0, f64::INFINITY)])],
+        ]
+        .iter()
+        .enumerate()
+        {
+            let p = dir.join(format!("{i}.png"));
+            line_chart(&p, "t", "x", "y", series).unwrap();
+            assert!(std::fs::metadata(&p).unwrap().len() > 0);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -49,8 +49,13 @@ impl GridResults {
                 list.push(v.to_owned());
             }
         };
+        let mut torch: Vec<String> = Vec::new();
         for s in self.rows.iter().flat_map(|r| &r.seeds) {
             add(&mut precision, &s.precision);
+            if s.backend == "torch" {
+                add(&mut torch, &s.adapter);
+                continue;
+            }
             for k in s.gemm.split('+') {
                 add(&mut gemm, k);
             }
@@ -63,6 +68,12 @@ impl GridResults {
             })
             .collect();
         let precision = precision.join(" and ");
+        if !torch.is_empty() {
+            return format!(
+                "Engine (`grid --engine torch`): the continued runs were trained by {}; each was scored by this program's probes on its final weights, and every estimator's counts and the SQNR come from the first process's trace of every call. Numerics: precision {precision} (there: f32, or `torch.autocast` to bf16, which also keeps GEMM outputs and elementwise operations in bf16).",
+                torch.join("; ")
+            );
+        }
         format!(
             "Numerics: precision {precision} (`train.precision`; bf16 rounds every operand that is not fake-quantized to bf16, as PyTorch's autocast and the paper's BF16 baseline do, f32 keeps them), f32 master weights and optimizer; products of operands exact in bf16 on {} (`train.gemm`; the bf16 kernel computes the same products in another order of f32 accumulation).",
             kernels.join(" and ")

@@ -247,10 +247,22 @@ pub fn train_from_base<B: Backend>(
     runs: &[(String, RunConfig)],
     progress: &mut dyn GridProgress,
 ) -> Result<(ProbeScores, Vec<RunSummary>), TrainError> {
-    train_from_base_seed(make, grid, out, 0, runs, None, progress)
+    train_from_base_seed(make, grid, out, 0, runs, None, &Engine::Lab, progress)
+}
+
+/// Which trainer trains a grid's continued runs.
+#[cfg(not(target_arch = "wasm32"))]
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Engine {
+    /// The lab's own trainer on the grid's backend.
+    #[default]
+    Lab,
+    /// `python -m hif8lab.torch.train` (a real base only): [`super::torch`].
+    Torch(super::torch::TorchEngine),
 }
 
 #[cfg(not(target_arch = "wasm32"))]
+#[allow(clippy::too_many_arguments)]
 fn train_from_base_seed<B: Backend>(
     make: &dyn Fn() -> Result<B, TrainError>,
     grid: &GridConfig,
@@ -258,6 +270,7 @@ fn train_from_base_seed<B: Backend>(
     j: usize,
     runs: &[(String, RunConfig)],
     real: Option<&real::RealBase>,
+    engine: &Engine,
     progress: &mut dyn GridProgress,
 ) -> Result<(ProbeScores, Vec<RunSummary>), TrainError> {
     let pretrained;
@@ -291,17 +304,24 @@ fn train_from_base_seed<B: Backend>(
             s
         } else {
             progress.start(name, i, runs.len(), false);
-            train_run(
-                make()?,
-                config.clone(),
-                Some(base),
-                &probing,
-                grid.cont.eval_every,
-                false,
-                &dir,
-                progress,
-            )?
-            .0
+            match (engine, real, &probing) {
+                (Engine::Torch(torch), Some(r), Probing::Final(score)) => {
+                    super::torch::train_run(torch, config, &r.source, out, &dir, *score, progress)?
+                }
+                _ => {
+                    train_run(
+                        make()?,
+                        config.clone(),
+                        Some(base),
+                        &probing,
+                        grid.cont.eval_every,
+                        false,
+                        &dir,
+                        progress,
+                    )?
+                    .0
+                }
+            }
         };
         s.per_quantizer = hif8lab_train::run::quantizer_table(&dir, &s.estimators);
         summaries.push(s);
@@ -328,8 +348,7 @@ pub fn run_grid<B: Backend>(
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-/// [`run_grid`] at the data orders `first_order` … `first_order + seeds − 1` (fresh orders
-/// for a study that must not reuse the orders an earlier one saw: `grid --first-order`).
+/// [`run_grid_with`] on the lab's own trainer.
 #[allow(clippy::too_many_arguments)]
 pub fn run_grid_from<B: Backend>(
     make: &dyn Fn() -> Result<B, TrainError>,
@@ -339,6 +358,35 @@ pub fn run_grid_from<B: Backend>(
     seeds: usize,
     base_seeds: usize,
     only: &[String],
+    progress: &mut dyn GridProgress,
+) -> Result<GridResults, TrainError> {
+    run_grid_with(
+        make,
+        grid,
+        out,
+        first_order,
+        seeds,
+        base_seeds,
+        only,
+        &Engine::Lab,
+        progress,
+    )
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+/// [`run_grid`] at the data orders `first_order` … `first_order + seeds − 1` (fresh orders
+/// for a study that must not reuse the orders an earlier one saw: `grid --first-order`),
+/// its continued runs trained by `engine` (the grid's backend still scores the probes).
+#[allow(clippy::too_many_arguments)]
+pub fn run_grid_with<B: Backend>(
+    make: &dyn Fn() -> Result<B, TrainError>,
+    grid: &GridConfig,
+    out: &Path,
+    first_order: usize,
+    seeds: usize,
+    base_seeds: usize,
+    only: &[String],
+    engine: &Engine,
     progress: &mut dyn GridProgress,
 ) -> Result<GridResults, TrainError> {
     let known: Vec<String> = grid.runs().into_iter().map(|r| r.name).collect();
@@ -354,6 +402,9 @@ pub fn run_grid_from<B: Backend>(
         .filter(|r| only.is_empty() || only.contains(&r.name))
         .collect();
     let (seeds, base_seeds) = (seeds.max(1), base_seeds.max(1));
+    if let Engine::Torch(_) = engine {
+        super::torch::check_grid(grid)?;
+    }
     let real = match &grid.base {
         Some(_) if base_seeds > 1 => {
             return Err(TrainError::Setting {
@@ -414,8 +465,16 @@ pub fn run_grid_from<B: Backend>(
                 configs.push((name, c));
             }
         }
-        let (base_probes, flat) =
-            train_from_base_seed(make, grid, out, j, &configs, real.as_ref(), progress)?;
+        let (base_probes, flat) = train_from_base_seed(
+            make,
+            grid,
+            out,
+            j,
+            &configs,
+            real.as_ref(),
+            engine,
+            progress,
+        )?;
         data.bases.push(base_probes);
         for ((k, i), summary) in placed.iter().zip(flat) {
             data.runs.push(GridDataRun {

@@ -163,6 +163,64 @@ pub fn quantizer_table(dir: &Path, estimators: &[String]) -> Vec<QuantizerSummar
         .collect()
 }
 
+/// A run's counts and SQNR over every call of its `trace.jsonl` (with `trace_every = 1`, the
+/// same counts the trainer gathers as it steps): what a run folder written by another
+/// trainer (`hif8lab.torch.train`, whose `metrics.jsonl` carries the active estimator's
+/// counts only) is summarized from. Estimators in `estimators` order; a call's active
+/// estimator counted from its own columns where the shadow set lacks it. The error names the
+/// trace file.
+pub fn trace_counts(
+    dir: &Path,
+    estimators: &[String],
+) -> Result<
+    (
+        hif8lab_scaling::CallCounts,
+        BTreeMap<hif8lab_scaling::Role, Vec<f32>>,
+    ),
+    String,
+> {
+    let path = dir.join(super::RunDir::TRACE);
+    let file = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut counts = hif8lab_scaling::CallCounts::new(estimators.len());
+    let mut sqnr: BTreeMap<hif8lab_scaling::Role, Vec<f32>> = BTreeMap::new();
+    hif8lab_scaling::trace::stream_trace(&path, std::io::BufReader::new(file), |r| {
+        let n = estimators.len();
+        let mut call = hif8lab_scaling::CallRecord {
+            id: hif8lab_scaling::QuantizerId {
+                block: r.block,
+                module: r.module,
+                role: r.role,
+            },
+            step: r.step,
+            micro: r.micro,
+            numel: r.numel,
+            amax: r.amax,
+            est: vec![f32::NAN; n],
+            scales: vec![f32::NAN; n],
+            above_est: vec![0; n],
+            overflow: vec![0; n],
+            underflow: r.underflow,
+            nonfinite: r.nonfinite,
+            sqnr_db: r.sqnr_db,
+        };
+        for (k, e) in estimators.iter().enumerate() {
+            if let Some(s) = r.shadow.get(e) {
+                (call.est[k], call.above_est[k], call.overflow[k]) =
+                    (s.est, s.above_est, s.overflow);
+            } else if *e == r.estimator {
+                (call.est[k], call.above_est[k], call.overflow[k]) =
+                    (r.est, r.above_est, r.overflow);
+            }
+        }
+        counts.add(&call);
+        if let Some(db) = r.sqnr_db.filter(|d| d.is_finite()) {
+            sqnr.entry(r.role).or_default().push(db);
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    Ok((counts, sqnr))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
