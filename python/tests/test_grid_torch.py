@@ -1,8 +1,8 @@
 """`hif8lab grid --engine torch`: the grid's cells trained by hif8lab.torch.train under
 torchrun (2 gloo processes) from a tiny Hugging Face model, read back, scored by the lab's
 probes and reported with verdicts; the same cell on the lab's engine draws the same first
-batch through the same weights (the same first loss), and a second invocation reuses every
-run."""
+batch through the same weights (the same first loss); a second invocation reuses every run,
+and a run whose summary is missing resumes from its checkpoint."""
 
 import gzip
 import json
@@ -119,10 +119,16 @@ def test_the_grid_on_torchrun_is_reported_by_the_lab(tmp_path):
         "--out", str(out))
     assert (out / "results.md").read_text() == md
     assert (out / "runs" / "max_window-low" / "trace.jsonl").stat().st_mtime_ns == before
+    # A run the trainer began and the lab did not finish resumes from its newest checkpoint
+    # (here the last): the same summary, the same report.
+    (out / "runs" / "max_window-low" / "summary.json").unlink()
+    lab("grid", "--config", str(config), "--engine", "torch", "--nproc", "2", "--runs", RUNS,
+        "--out", str(out))
+    assert (out / "results.md").read_text() == md
 
 
 def test_what_the_torch_engine_cannot_run_is_refused_by_name(tmp_path):
     r = lab("grid", "--preset", "grid-micro", "--engine", "torch", "--out", str(tmp_path / "g"), check=False)
     assert r.returncode != 0 and "--engine torch" in r.stderr and "real base" in r.stderr, r.stderr
     r = lab("grid", "--preset", "grid-micro", "--nproc", "2", "--out", str(tmp_path / "g"), check=False)
-    assert r.returncode != 0 and "options of --engine torch" in r.stderr, r.stderr
+    assert r.returncode != 0 and "are options of --engine torch" in r.stderr, r.stderr

@@ -72,7 +72,7 @@ pub struct GridArgs {
     /// `grid` only: rebuild DIR/results.md and results.csv from DIR/runs.jsonl.gz (the data
     /// a grid writes next to its report) without training: the same report, byte for byte.
     /// Every other flag of a run (the data file says what was run) is refused with it.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "out", "runs", "seeds", "first_order", "base_seeds", "preset", "backend", "nproc", "python", "faithful"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["config", "out", "runs", "seeds", "first_order", "base_seeds", "preset", "backend", "nproc", "python", "faithful", "micro_batch", "data", "torch_arg"])]
     recompute: Option<PathBuf>,
     /// `grid` only: do just these runs (comma-separated names, e.g.
     /// `baseline-low,most_recent-low,max_window-low`); verdicts that need others come out
@@ -109,6 +109,20 @@ pub struct GridArgs {
     /// fallback quantizer) instead of the lab's exact ones.
     #[arg(long)]
     faithful: bool,
+    /// `--engine torch`: sequences per process per micro-batch (default: the grid's batch ÷
+    /// `--nproc`); the grid's batch is the global batch, the rest is gradient accumulation.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=65536))]
+    micro_batch: Option<u64>,
+    /// `--engine torch`: train on this text instead of the grid's generated corpus (a shard
+    /// folder of `python -m hif8lab.torch.tokenize`, or a text or JSONL file); the report
+    /// names it.
+    #[arg(long, value_name = "PATH")]
+    data: Option<PathBuf>,
+    /// `--engine torch`: a flag for `hif8lab.torch.train`, passed as given (repeat it:
+    /// `--torch-arg=--parallel --torch-arg=fsdp --torch-arg=--activation-checkpointing`); the
+    /// report names them. Flags the engine sets from the grid are refused.
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
+    torch_arg: Vec<String>,
 }
 
 /// `grid --engine`.
@@ -240,7 +254,14 @@ pub fn run_pretrain(args: GridArgs) -> Result<()> {
     if args.perturb.is_some() {
         return Err(grid_only("--perturb", "a damage of the real base"));
     }
-    if args.engine != Engine::Lab || args.nproc != 1 || args.python.is_some() || args.faithful {
+    if args.engine != Engine::Lab
+        || args.nproc != 1
+        || args.python.is_some()
+        || args.faithful
+        || args.micro_batch.is_some()
+        || args.data.is_some()
+        || !args.torch_arg.is_empty()
+    {
         return Err(grid_only(
             "--engine/--nproc/--python/--faithful",
             "the trainer of the continued runs",
@@ -410,8 +431,16 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
     let first = args.first_order as usize;
     let engine = match args.engine {
         Engine::Lab => {
-            if args.nproc != 1 || args.python.is_some() || args.faithful {
-                anyhow::bail!("--nproc, --python and --faithful are options of --engine torch");
+            if args.nproc != 1
+                || args.python.is_some()
+                || args.faithful
+                || args.micro_batch.is_some()
+                || args.data.is_some()
+                || !args.torch_arg.is_empty()
+            {
+                anyhow::bail!(
+                    "--nproc, --python, --faithful, --micro-batch, --data and --torch-arg are options of --engine torch"
+                );
             }
             grid::Engine::Lab
         }
@@ -424,6 +453,9 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
             nproc: args.nproc as usize,
             faithful: args.faithful,
             hif8lab: std::env::current_exe().ok(),
+            micro_batch: args.micro_batch.map(|m| m as usize),
+            data: args.data.clone(),
+            extra: args.torch_arg.clone(),
         }),
     };
     let results = on_backend!(&args.source.backend, make => {

@@ -12,8 +12,9 @@
 //!    SQNR from the trace ([`hif8lab_train::run::trace_counts`]), the per-quantizer table as
 //!    for its own runs;
 //! 3. scores the exported model with the grid's probes, removes the export, and writes
-//!    `config.toml` (the run's lab configuration, which a later grid compares before it
-//!    reuses the run) and `summary.json` last: a folder without them is trained again.
+//!    `probes.jsonl`, `config.toml` (the run's lab configuration, which a later grid compares
+//!    before it reuses the run) and `summary.json` last. A folder the torch trainer began
+//!    but the lab did not finish resumes from its newest checkpoint (`--resume`).
 //!
 //! What the torch trainer cannot express is refused by name before anything runs: explicit
 //! block lists with gaps, the clipped STE, AdamW settings other than its own, a batch that
@@ -44,6 +45,17 @@ pub struct TorchEngine {
     pub faithful: bool,
     /// The hif8lab binary (the torch trainer imports a GGUF base through it).
     pub hif8lab: Option<PathBuf>,
+    /// Sequences per process per micro-batch (default: the grid's batch ÷ `nproc`, one
+    /// micro-batch a step); the grid's batch (its global batch) must be a multiple of it ×
+    /// `nproc`, the rest is gradient accumulation.
+    pub micro_batch: Option<usize>,
+    /// The text to train on instead of the grid's generated corpus: a shard folder of
+    /// `python -m hif8lab.torch.tokenize`, or a text or JSONL file (the paper's scale). Its
+    /// sequences are then not the lab engine's.
+    pub data: Option<PathBuf>,
+    /// More flags for the torch trainer, passed as given (`--parallel fsdp`,
+    /// `--activation-checkpointing`, …); a flag the engine sets itself is refused.
+    pub extra: Vec<String>,
 }
 
 /// A refusal of the torch engine, naming the setting.
@@ -67,7 +79,17 @@ impl TorchEngine {
         } else {
             "the lab's exact settings (f32 weights and AdamW, HiF8 as defined)"
         };
-        format!("hif8lab.torch, {procs}, {fidelity}")
+        let mut d = format!("hif8lab.torch, {procs}, {fidelity}");
+        if let Some(data) = &self.data {
+            d.push_str(&format!(
+                ", trained on {} (not the grid's corpus)",
+                data.display()
+            ));
+        }
+        if !self.extra.is_empty() {
+            d.push_str(&format!(", with {}", self.extra.join(" ")));
+        }
+        d
     }
 
     /// The command line (program, then arguments) that trains `config` from the model at
@@ -92,12 +114,25 @@ impl TorchEngine {
             ));
         }
         let global = t.batch * t.grad_accum.max(1);
-        if self.nproc == 0 || !t.batch.is_multiple_of(self.nproc) {
+        let micro = match self.micro_batch {
+            Some(m) => m,
+            None if self.nproc > 0 && t.batch.is_multiple_of(self.nproc) => t.batch / self.nproc,
+            None => {
+                return Err(refuse(
+                    "--nproc",
+                    format!(
+                        "{} processes do not divide the micro-batch of {} sequences (or give --micro-batch)",
+                        self.nproc, t.batch
+                    ),
+                ));
+            }
+        };
+        if micro == 0 || !global.is_multiple_of(micro * self.nproc) {
             return Err(refuse(
-                "--nproc",
+                "--micro-batch",
                 format!(
-                    "{} processes do not divide the micro-batch of {} sequences",
-                    self.nproc, t.batch
+                    "the global batch of {global} sequences is not a multiple of {micro} sequences × {} processes",
+                    self.nproc
                 ),
             ));
         }
@@ -116,7 +151,10 @@ impl TorchEngine {
             a.push(v);
         };
         flag("model", model.display().to_string());
-        flag("data", corpus.display().to_string());
+        flag(
+            "data",
+            self.data.as_deref().unwrap_or(corpus).display().to_string(),
+        );
         flag("tokenizer", "auto".into());
         flag("out", dir.display().to_string());
         flag("out-hf", hf.display().to_string());
@@ -126,7 +164,7 @@ impl TorchEngine {
         flag("weight-decay", t.weight_decay.to_string());
         flag("grad-clip", t.grad_clip.to_string());
         flag("context", config.model.context.to_string());
-        flag("micro-batch", (t.batch / self.nproc).to_string());
+        flag("micro-batch", micro.to_string());
         flag("global-batch", global.to_string());
         flag("seed", t.seed.to_string());
         flag(
@@ -136,17 +174,33 @@ impl TorchEngine {
                 Precision::Bf16 => "bf16".into(),
             },
         );
-        flag("checkpoint-every", t.steps.max(1).to_string());
+        // Checkpoints as the grid's runs write them (at the end only unless it says), for
+        // a resume; `--torch-arg=--checkpoint-every …` sets another period.
+        let every = if t.checkpoint_every > 0 {
+            t.checkpoint_every
+        } else {
+            t.steps.max(1)
+        };
+        if !self
+            .extra
+            .iter()
+            .any(|e| e.starts_with("--checkpoint-every"))
+        {
+            flag("checkpoint-every", every.to_string());
+        }
         if let Some(bin) = &self.hif8lab {
             flag("hif8lab", bin.display().to_string());
         }
-        // The text tokenized as the lab tokenizes it: the same sequences in the same order.
-        a.push("--lab-stream".into());
+        // The grid's text tokenized as the lab tokenizes it: the same sequences in the same
+        // order.
+        if self.data.is_none() {
+            a.push("--lab-stream".into());
+        }
         let q = &config.qat;
         if !q.enabled {
             a.push("--no-qat".into());
             a.push("--quiet".into());
-            return Ok(self.with_fidelity(a));
+            return self.with_fidelity(a);
         }
         if q.clipped_ste {
             return Err(refuse(
@@ -211,14 +265,24 @@ impl TorchEngine {
             a.push("--saturate".into());
         }
         a.push("--quiet".into());
-        Ok(self.with_fidelity(a))
+        self.with_fidelity(a)
     }
 
-    fn with_fidelity(&self, mut a: Vec<String>) -> Vec<String> {
+    fn with_fidelity(&self, mut a: Vec<String>) -> Result<Vec<String>, TrainError> {
         if self.faithful {
             a.push("--faithful".into());
         }
-        a
+        for e in &self.extra {
+            let name = e.split('=').next().unwrap_or(e);
+            if name.starts_with("--") && a.iter().any(|x| x == name) {
+                return Err(refuse(
+                    "--torch-arg",
+                    format!("{e}: the engine sets {name} from the grid itself"),
+                ));
+            }
+        }
+        a.extend(self.extra.iter().cloned());
+        Ok(a)
     }
 }
 
@@ -285,14 +349,26 @@ pub fn train_run(
 ) -> Result<RunSummary, TrainError> {
     let name = RunDir::new(dir).name();
     let io = |p: &Path| TrainError::io(p.display().to_string());
-    let _ = std::fs::remove_dir_all(dir); // an unfinished run starts over
+    // A run the torch trainer began (its run.json) and the lab did not finish (no
+    // summary.json) resumes from its newest checkpoint; the trainer refuses a resume whose
+    // run-defining flags changed, naming them. Anything else there starts over.
+    let resume = dir.join("run.json").is_file() && !dir.join(RunDir::SUMMARY).is_file();
+    if !resume {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     std::fs::create_dir_all(dir.parent().unwrap_or(dir)).map_err(io(dir))?;
-    let corpus = corpus_file(config, out)?;
+    let corpus = match &engine.data {
+        Some(d) => d.clone(),
+        None => corpus_file(config, out)?,
+    };
     let hf = out.join("torch").join(format!("hf-{name}"));
     if hf.join(".hif8lab-out-hf").is_file() {
         let _ = std::fs::remove_dir_all(&hf); // an earlier attempt's export
     }
-    let argv = engine.command(config, model, &corpus, dir, &hf)?;
+    let mut argv = engine.command(config, model, &corpus, dir, &hf)?;
+    if resume {
+        argv.push("--resume".into());
+    }
     let steps = config.train.steps;
     let started = std::time::Instant::now();
     let mut child = Command::new(&argv[0])
@@ -442,6 +518,9 @@ mod tests {
             nproc,
             faithful: false,
             hif8lab: None,
+            micro_batch: None,
+            data: None,
+            extra: Vec::new(),
         }
     }
 
@@ -548,5 +627,58 @@ mod tests {
             .unwrap();
         assert_eq!(a.last().map(String::as_str), Some("--faithful"));
         assert!(faithful.describe().contains("authors' settings"));
+        // Gradient accumulation from --micro-batch, another text, flags passed through (not
+        // those the engine sets).
+        let mut scale = engine(2);
+        scale.micro_batch = Some(1);
+        scale.data = Some("shards".into());
+        scale.extra = vec!["--parallel".into(), "fsdp".into()];
+        c.train.batch = 8;
+        let a = scale
+            .command(
+                &c,
+                Path::new("m"),
+                Path::new("c"),
+                Path::new("d"),
+                Path::new("h"),
+            )
+            .unwrap();
+        assert_eq!(value(&a, "--micro-batch"), Some("1"));
+        assert_eq!(value(&a, "--global-batch"), Some("8"));
+        assert_eq!(value(&a, "--data"), Some("shards"));
+        assert!(!a.contains(&"--lab-stream".to_owned()));
+        assert_eq!(a[a.len() - 2..], ["--parallel", "fsdp"]);
+        assert!(
+            scale.describe().contains("trained on shards")
+                && scale.describe().contains("--parallel fsdp")
+        );
+        scale.micro_batch = Some(3);
+        let e = scale
+            .command(
+                &c,
+                Path::new("m"),
+                Path::new("c"),
+                Path::new("d"),
+                Path::new("h"),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--micro-batch") && e.contains("3 sequences × 2"),
+            "{e}"
+        );
+        scale.micro_batch = Some(1);
+        scale.extra = vec!["--lr=1e-3".into()];
+        let e = scale
+            .command(
+                &c,
+                Path::new("m"),
+                Path::new("c"),
+                Path::new("d"),
+                Path::new("h"),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--lr=1e-3") && e.contains("sets --lr"), "{e}");
     }
 }
