@@ -234,9 +234,9 @@ mod tests {
         )
     }
 
-    fn table(format: &str, records: &[String]) -> Vec<QuantizerSummary> {
+    fn trace_dir(tag: &str, format: &str, records: &[String]) -> std::path::PathBuf {
         let dir =
-            std::env::temp_dir().join(format!("hif8lab-excess-{format}-{}", std::process::id()));
+            std::env::temp_dir().join(format!("hif8lab-{tag}-{format}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let header = format!(
             r#"{{"hif8lab_trace":1,"format":"{format}","target":15.0,"margin":0,"window":64,"estimator":"max_window(64)","estimators":["max_window(64)"]}}"#
@@ -246,9 +246,45 @@ mod tests {
             .collect::<Vec<_>>()
             .join("\n");
         std::fs::write(dir.join(super::super::RunDir::TRACE), text + "\n").unwrap();
+        dir
+    }
+
+    fn table(format: &str, records: &[String]) -> Vec<QuantizerSummary> {
+        let dir = trace_dir("excess", format, records);
         let t = quantizer_table(&dir, &["max_window(64)".to_owned()]);
         let _ = std::fs::remove_dir_all(&dir);
         t
+    }
+
+    /// A trace's counts equal what the trainer counts call by call: each estimator from its
+    /// shadow column (the active one from the record's own where the shadows lack it), per
+    /// role, with the SQNR of every call.
+    #[test]
+    fn a_trace_counts_every_estimator_and_role() {
+        let shadowed = |role: &str, amax: f32, sqnr: &str| {
+            format!(
+                r#"{{"step":0,"micro":0,"block":4,"module":"down","role":"{role}","numel":8,"amax":{amax},"estimator":"max_window(64)","est":2.0,"scale":7.5,"above_est":{},"overflow":0,"underflow":1,"nonfinite":0,{sqnr}"shadow":{{"most_recent":{{"est":1.0,"above_est":5,"overflow":2}}}}}}"#,
+                u64::from(amax > 2.0)
+            )
+        };
+        let calls = [
+            shadowed("A", 3.0, r#""sqnr_db":30.5,"#),
+            shadowed("G", 1.5, r#""sqnr_db":20.0,"#),
+            shadowed("G", 2.5, ""),
+        ];
+        let dir = trace_dir("counts", "hif8", &calls);
+        let names = ["most_recent".to_owned(), "max_window(64)".to_owned()];
+        let (c, sqnr) = trace_counts(&dir, &names).unwrap();
+        assert_eq!((c.calls, c.underflow), (3, 3));
+        assert_eq!(c.calls_above(), [3, 2]);
+        assert_eq!(c.estimators[0].overflow, 6);
+        assert_eq!(c.calls_above_roles(&[hif8lab_scaling::Role::G]), [2, 1]);
+        assert_eq!(sqnr[&hif8lab_scaling::Role::A], [30.5]);
+        assert_eq!(sqnr[&hif8lab_scaling::Role::G], [20.0]);
+        let _ = std::fs::remove_dir_all(&dir);
+        // No trace: an error naming the file.
+        let e = trace_counts(&dir, &names).unwrap_err();
+        assert!(e.contains("trace.jsonl"), "{e}");
     }
 
     #[test]
