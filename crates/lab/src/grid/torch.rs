@@ -199,7 +199,6 @@ impl TorchEngine {
         let q = &config.qat;
         if !q.enabled {
             a.push("--no-qat".into());
-            a.push("--quiet".into());
             return self.with_fidelity(a);
         }
         if q.clipped_ste {
@@ -264,7 +263,6 @@ impl TorchEngine {
         if s.overflow == Overflow::Saturate {
             a.push("--saturate".into());
         }
-        a.push("--quiet".into());
         self.with_fidelity(a)
     }
 
@@ -386,10 +384,14 @@ pub fn train_run(
                 ),
             )
         })?;
-    // Progress from the metrics as they land (the trainer is quiet on stdout).
+    // Progress from the trainer's step lines (`step N: loss X …`, rank 0); anything else
+    // it prints goes to stderr as it comes.
     if let Some(stdout) = child.stdout.take() {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            eprintln!("{line}");
+            match step_line(&line) {
+                Some((step, loss)) => progress.step(step, steps, loss),
+                None => eprintln!("{line}"),
+            }
         }
     }
     let status = child.wait().map_err(io(dir))?;
@@ -413,9 +415,6 @@ pub fn train_run(
             file: run.file(RunDir::METRICS).display().to_string(),
             message: format!("{} steps recorded, the run has {steps}", lines.len()),
         });
-    }
-    for l in &lines {
-        progress.step(l.step, steps, l.loss);
     }
     let quantizers = run_json_quantizers(dir)?;
     let plan = config
@@ -489,6 +488,14 @@ pub fn train_run(
         .map_err(io(&config_path))?;
     summary.write(dir).map_err(io(&run.file(RunDir::SUMMARY)))?;
     Ok(summary)
+}
+
+/// A step line of the torch trainer's log (`step 3: loss 5.1234 lr …`): (step, loss).
+fn step_line(line: &str) -> Option<(u64, f32)> {
+    let rest = line.strip_prefix("step ")?;
+    let (step, rest) = rest.split_once(": loss ")?;
+    let loss = rest.split_whitespace().next()?;
+    Some((step.parse().ok()?, loss.parse().ok()?))
 }
 
 /// The number of quantizers the torch trainer placed (`run.json`'s `quantizers`).
@@ -580,6 +587,16 @@ mod tests {
         assert_eq!(value(&s, "--estimator"), Some("max_window(65)"));
         let m = argv_of(CellKey::MOST_RECENT_LOW, 1).unwrap();
         assert_eq!(value(&m, "--estimator"), Some("most_recent"));
+    }
+
+    #[test]
+    fn the_trainer_s_step_lines_are_its_progress() {
+        assert_eq!(
+            step_line("step 3: loss 5.1234 lr 1e-05 grad_norm 0.9"),
+            Some((3, 5.1234))
+        );
+        assert_eq!(step_line("step x: loss 1"), None);
+        assert_eq!(step_line("warning: resuming"), None);
     }
 
     #[test]
