@@ -26,7 +26,7 @@ esac
 # (the slow ones train whole runs, grids or real-model fixtures; measured in
 # docs/benchmarks.md).
 QUICK_TESTS=(properties estimators streaming traces kernels shaders model_ops module_cycles
-  format_fixtures codec scaling evals_compare evals_paper placebo prereg stats_reference)
+  format_fixtures codec scaling studies)
 
 # Each step says how long the ones before it took (and the end gives the table), so a slow
 # step shows in the log.
