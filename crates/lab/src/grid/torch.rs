@@ -519,6 +519,17 @@ mod tests {
     use super::*;
     use crate::grid::{CellKey, GridConfig, GridRun};
 
+    /// The engine's command for `c`, with placeholder paths.
+    fn cmd(e: &TorchEngine, c: &RunConfig) -> Result<Vec<String>, TrainError> {
+        e.command(
+            c,
+            Path::new("m"),
+            Path::new("c"),
+            Path::new("d"),
+            Path::new("h"),
+        )
+    }
+
     fn engine(nproc: usize) -> TorchEngine {
         TorchEngine {
             python: "py".into(),
@@ -535,13 +546,7 @@ mod tests {
         let grid = GridConfig::preset("real-smollm2-quick").unwrap();
         let run = GridRun::of(key, "");
         let c = grid.run_config(&run);
-        engine(nproc).command(
-            &c,
-            Path::new("m"),
-            Path::new("c.txt"),
-            Path::new("d"),
-            Path::new("h"),
-        )
+        cmd(&engine(nproc), &c)
     }
 
     fn value<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
@@ -606,42 +611,16 @@ mod tests {
         let grid = GridConfig::preset("real-smollm2-quick").unwrap();
         let mut c = grid.run_config(&GridRun::of(CellKey::MAX_WINDOW_LOW, ""));
         c.qat.blocks = Some(vec![3, 5]);
-        let e = engine(1)
-            .command(
-                &c,
-                Path::new("m"),
-                Path::new("c"),
-                Path::new("d"),
-                Path::new("h"),
-            )
-            .unwrap_err()
-            .to_string();
+        let e = cmd(&engine(1), &c).unwrap_err().to_string();
         assert!(e.contains("qat.blocks") && e.contains("contiguous"), "{e}");
         c.qat.blocks = None;
         c.train.beta2 = 0.999;
-        let e = engine(1)
-            .command(
-                &c,
-                Path::new("m"),
-                Path::new("c"),
-                Path::new("d"),
-                Path::new("h"),
-            )
-            .unwrap_err()
-            .to_string();
+        let e = cmd(&engine(1), &c).unwrap_err().to_string();
         assert!(e.contains("AdamW") && e.contains("0.999"), "{e}");
         c.train.beta2 = 0.95;
         let mut faithful = engine(1);
         faithful.faithful = true;
-        let a = faithful
-            .command(
-                &c,
-                Path::new("m"),
-                Path::new("c"),
-                Path::new("d"),
-                Path::new("h"),
-            )
-            .unwrap();
+        let a = cmd(&faithful, &c).unwrap();
         assert_eq!(a.last().map(String::as_str), Some("--faithful"));
         assert!(faithful.describe().contains("authors' settings"));
         // Gradient accumulation from --micro-batch, another text, flags passed through (not
@@ -651,15 +630,7 @@ mod tests {
         scale.data = Some("shards".into());
         scale.extra = vec!["--parallel".into(), "fsdp".into()];
         c.train.batch = 8;
-        let a = scale
-            .command(
-                &c,
-                Path::new("m"),
-                Path::new("c"),
-                Path::new("d"),
-                Path::new("h"),
-            )
-            .unwrap();
+        let a = cmd(&scale, &c).unwrap();
         assert_eq!(value(&a, "--micro-batch"), Some("1"));
         assert_eq!(value(&a, "--global-batch"), Some("8"));
         assert_eq!(value(&a, "--data"), Some("shards"));
@@ -670,32 +641,14 @@ mod tests {
                 && scale.describe().contains("--parallel fsdp")
         );
         scale.micro_batch = Some(3);
-        let e = scale
-            .command(
-                &c,
-                Path::new("m"),
-                Path::new("c"),
-                Path::new("d"),
-                Path::new("h"),
-            )
-            .unwrap_err()
-            .to_string();
+        let e = cmd(&scale, &c).unwrap_err().to_string();
         assert!(
             e.contains("--micro-batch") && e.contains("3 sequences × 2"),
             "{e}"
         );
         scale.micro_batch = Some(1);
         scale.extra = vec!["--lr=1e-3".into()];
-        let e = scale
-            .command(
-                &c,
-                Path::new("m"),
-                Path::new("c"),
-                Path::new("d"),
-                Path::new("h"),
-            )
-            .unwrap_err()
-            .to_string();
+        let e = cmd(&scale, &c).unwrap_err().to_string();
         assert!(e.contains("--lr=1e-3") && e.contains("sets --lr"), "{e}");
     }
 }
