@@ -81,11 +81,11 @@ impl CallRecord {
         }
     }
 
-    /// The call a trace line describes, estimators in `names` order (an estimator missing
-    /// from the line has NaN estimate and zero counts; scales other than the active one are
-    /// not in a trace and read NaN).
+    /// The call a trace line describes, estimators in `names` order, each as
+    /// [`TraceRecord::view`] reads it (an estimator missing from the line has NaN estimate
+    /// and zero counts; scales other than the active one are not in a trace and read NaN).
     pub fn from_trace(r: &TraceRecord, names: &[String]) -> Self {
-        let shadow = |name: &String| r.shadow.get(name);
+        let shadow = |name: &String| r.view(name);
         CallRecord {
             id: r.quantizer(),
             step: r.step,

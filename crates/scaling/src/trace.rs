@@ -142,6 +142,19 @@ impl TraceRecord {
             role: self.role,
         }
     }
+
+    /// What estimator `name` saw of this call: its shadow column, or the record's own
+    /// columns where `name` is the active estimator and the shadows lack it (`None`: the
+    /// line holds neither).
+    pub fn view(&self, name: &str) -> Option<ShadowRecord> {
+        self.shadow.get(name).copied().or_else(|| {
+            (name == self.estimator).then_some(ShadowRecord {
+                est: self.est,
+                above_est: self.above_est,
+                overflow: self.overflow,
+            })
+        })
+    }
 }
 
 /// Writes a trace line by line (each line whole, newline-terminated).

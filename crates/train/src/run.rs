@@ -95,6 +95,13 @@ impl SqnrSummary {
             worst_db: v[0],
         })
     }
+
+    /// Per role, [`Self::of`] its calls' values (a role without a finite one left out).
+    pub fn per_role(all: BTreeMap<Role, Vec<f32>>) -> BTreeMap<Role, Self> {
+        all.into_iter()
+            .filter_map(|(r, v)| Some((r, Self::of(&v)?)))
+            .collect()
+    }
 }
 
 impl MetricsLine {

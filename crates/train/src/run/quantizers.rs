@@ -120,12 +120,9 @@ pub fn quantizer_table(dir: &Path, estimators: &[String]) -> Vec<QuantizerSummar
             q.amax_max = q.amax_max.max(r.amax);
         }
         for (k, e) in estimators.iter().enumerate() {
-            if let Some(s) = r.shadow.get(e) {
-                q.calls_above[k] += u64::from(s.above_est > 0);
-                q.overflow[k] += s.overflow;
-            } else if *e == r.estimator {
-                q.calls_above[k] += u64::from(r.above_est > 0);
-                q.overflow[k] += r.overflow;
+            if let Some(v) = r.view(e) {
+                q.calls_above[k] += u64::from(v.above_est > 0);
+                q.overflow[k] += v.overflow;
             }
         }
         if let Some(db) = r.sqnr_db.filter(|d| d.is_finite()) {
@@ -163,19 +160,18 @@ pub fn quantizer_table(dir: &Path, estimators: &[String]) -> Vec<QuantizerSummar
         .collect()
 }
 
-/// A run's counts and SQNR over every call of its `trace.jsonl` (with `trace_every = 1`, the
+/// A run's counts and SQNR per role over every call of its `trace.jsonl` (with `trace_every = 1`, the
 /// same counts the trainer gathers as it steps): what a run folder written by another
 /// trainer (`hif8lab.torch.train`, whose `metrics.jsonl` carries the active estimator's
-/// counts only) is summarized from. Estimators in `estimators` order; a call's active
-/// estimator counted from its own columns where the shadow set lacks it. The error names the
-/// trace file.
+/// counts only) is summarized from. Each call as [`hif8lab_scaling::CallRecord::from_trace`]
+/// reads it, estimators in `estimators` order. The error names the trace file.
 pub fn trace_counts(
     dir: &Path,
     estimators: &[String],
 ) -> Result<
     (
         hif8lab_scaling::CallCounts,
-        BTreeMap<hif8lab_scaling::Role, Vec<f32>>,
+        BTreeMap<hif8lab_scaling::Role, super::SqnrSummary>,
     ),
     String,
 > {
@@ -184,41 +180,13 @@ pub fn trace_counts(
     let mut counts = hif8lab_scaling::CallCounts::new(estimators.len());
     let mut sqnr: BTreeMap<hif8lab_scaling::Role, Vec<f32>> = BTreeMap::new();
     hif8lab_scaling::trace::stream_trace(&path, std::io::BufReader::new(file), |r| {
-        let n = estimators.len();
-        let mut call = hif8lab_scaling::CallRecord {
-            id: hif8lab_scaling::QuantizerId {
-                block: r.block,
-                module: r.module,
-                role: r.role,
-            },
-            step: r.step,
-            micro: r.micro,
-            numel: r.numel,
-            amax: r.amax,
-            est: vec![f32::NAN; n],
-            scales: vec![f32::NAN; n],
-            above_est: vec![0; n],
-            overflow: vec![0; n],
-            underflow: r.underflow,
-            nonfinite: r.nonfinite,
-            sqnr_db: r.sqnr_db,
-        };
-        for (k, e) in estimators.iter().enumerate() {
-            if let Some(s) = r.shadow.get(e) {
-                (call.est[k], call.above_est[k], call.overflow[k]) =
-                    (s.est, s.above_est, s.overflow);
-            } else if *e == r.estimator {
-                (call.est[k], call.above_est[k], call.overflow[k]) =
-                    (r.est, r.above_est, r.overflow);
-            }
-        }
-        counts.add(&call);
+        counts.add(&hif8lab_scaling::CallRecord::from_trace(&r, estimators));
         if let Some(db) = r.sqnr_db.filter(|d| d.is_finite()) {
             sqnr.entry(r.role).or_default().push(db);
         }
     })
     .map_err(|e| e.to_string())?;
-    Ok((counts, sqnr))
+    Ok((counts, super::SqnrSummary::per_role(sqnr)))
 }
 
 #[cfg(test)]
@@ -279,8 +247,13 @@ mod tests {
         assert_eq!(c.calls_above(), [3, 2]);
         assert_eq!(c.estimators[0].overflow, 6);
         assert_eq!(c.calls_above_roles(&[hif8lab_scaling::Role::G]), [2, 1]);
-        assert_eq!(sqnr[&hif8lab_scaling::Role::A], [30.5]);
-        assert_eq!(sqnr[&hif8lab_scaling::Role::G], [20.0]);
+        let one = |db| super::super::SqnrSummary {
+            calls: 1,
+            median_db: db,
+            worst_db: db,
+        };
+        assert_eq!(sqnr[&hif8lab_scaling::Role::A], one(30.5));
+        assert_eq!(sqnr[&hif8lab_scaling::Role::G], one(20.0));
         let _ = std::fs::remove_dir_all(&dir);
         // No trace: an error naming the file.
         let e = trace_counts(&dir, &names).unwrap_err();

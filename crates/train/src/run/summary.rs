@@ -176,9 +176,7 @@ impl RunSummary {
                         all.entry(*role).or_default().extend_from_slice(v);
                     }
                 }
-                all.into_iter()
-                    .filter_map(|(r, v)| Some((r, SqnrSummary::of(&v)?)))
-                    .collect()
+                SqnrSummary::per_role(all)
             },
             per_quantizer: Vec::new(),
             precision: facts.config.train.precision().name().to_owned(),
