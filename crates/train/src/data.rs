@@ -170,6 +170,15 @@ pub fn training_text(d: &crate::config::DataConfig, seed: u64) -> Result<String,
     })
 }
 
+/// A run's training text: [`training_text`] at its corpus seed (`data.corpus_seed`, else
+/// `train.seed`). The lab's trainer and the torch engine's text file are this one text.
+pub fn run_text(config: &crate::RunConfig) -> Result<String, DataError> {
+    training_text(
+        &config.data,
+        config.data.corpus_seed.unwrap_or(config.train.seed),
+    )
+}
+
 /// Sequences of `context + 1` tokens drawn from a token stream at seeded offsets.
 #[derive(Clone, Debug)]
 pub struct Sampler {
@@ -231,10 +240,7 @@ impl RunData {
     /// The data `config` names: its corpus (generated, or a file) in its tokenizer, checked
     /// against the model's vocabulary and context.
     pub fn for_config(config: &crate::RunConfig) -> Result<Self, DataError> {
-        let text = training_text(
-            &config.data,
-            config.data.corpus_seed.unwrap_or(config.train.seed),
-        )?;
+        let text = run_text(config)?;
         let tokenizer = crate::models::tokenizer::Tokenizer::for_setting(&config.data.tokenizer)?;
         let ids = tokenizer.encode(&text)?;
         if let Some(max) = ids

@@ -234,14 +234,7 @@ impl TorchEngine {
                 .collect::<Vec<_>>()
                 .join(","),
         );
-        flag(
-            "roles",
-            q.roles
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
-        );
+        flag("roles", joined(&q.roles));
         flag("warmup-steps", q.warmup_steps.to_string());
         let s = &q.scaling;
         flag("estimator", s.estimator.to_string());
@@ -249,14 +242,7 @@ impl TorchEngine {
         flag("target", s.target.to_string());
         flag("margin", s.margin.to_string());
         flag("cold-start", s.cold_start.name().into());
-        flag(
-            "shadow",
-            s.shadow
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
-        );
+        flag("shadow", joined(&s.shadow));
         flag("format", s.format.name().into());
         // Every call traced: the report counts each estimator over every call.
         flag("trace-every", "1".into());
@@ -284,6 +270,15 @@ impl TorchEngine {
     }
 }
 
+/// `items` as the torch trainer's list flags take them (`A,W,G`).
+fn joined<T: ToString>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// What the torch engine needs of a grid, checked before anything is loaded or run: a real
 /// base taken as it is, and probes at each run's end only.
 pub fn check_grid(grid: &super::GridConfig) -> Result<(), TrainError> {
@@ -293,20 +288,17 @@ pub fn check_grid(grid: &super::GridConfig) -> Result<(), TrainError> {
             "this grid pretrains its base with the lab's trainer; the torch engine continues from a real base ([base] model)",
         ));
     };
-    if base.perturb.as_deref().is_some_and(|p| p != "none") {
+    let damage = base
+        .damage()
+        .map_err(|e| refuse("base.perturb", e.to_string()))?;
+    if damage != crate::damage::Perturbation::None {
         return Err(refuse(
             "base.perturb",
             "the torch engine trains from the model's file as it is; a damaged base runs on the lab's engine",
         ));
     }
-    let longest = grid
-        .control
-        .as_ref()
-        .map_or(grid.cont.steps, |c| c.steps.max(grid.cont.steps));
-    let shortest = grid
-        .control
-        .as_ref()
-        .map_or(grid.cont.steps, |c| c.steps.min(grid.cont.steps));
+    let control = grid.control.as_ref().map_or(grid.cont.steps, |c| c.steps);
+    let (shortest, longest) = (grid.cont.steps.min(control), grid.cont.steps.max(control));
     if grid.cont.eval_every > 0 && grid.cont.eval_every < shortest.max(1) {
         return Err(refuse(
             "continue.eval_every",
@@ -322,9 +314,8 @@ pub fn check_grid(grid: &super::GridConfig) -> Result<(), TrainError> {
 /// The grid's training text written once as `<out>/torch/corpus.txt` (what the lab's trainer
 /// draws its sequences from: the same text, so the same sequences in the same order).
 pub fn corpus_file(config: &RunConfig, out: &Path) -> Result<PathBuf, TrainError> {
-    let seed = config.data.corpus_seed.unwrap_or(config.train.seed);
-    let text = hif8lab_train::data::training_text(&config.data, seed)
-        .map_err(|e| refuse("data.corpus", e.to_string()))?;
+    let text =
+        hif8lab_train::data::run_text(config).map_err(|e| refuse("data.corpus", e.to_string()))?;
     let path = out.join("torch").join("corpus.txt");
     if std::fs::read(&path).ok().as_deref() != Some(text.as_bytes()) {
         let io = TrainError::io(path.display().to_string());
@@ -459,20 +450,12 @@ pub fn train_run(
         None,
     );
     if config.qat.enabled {
-        let (counts, sqnr) =
-            hif8lab_train::run::trace_counts(dir, &estimators).map_err(|message| {
-                TrainError::File {
-                    file: run.file(RunDir::TRACE).display().to_string(),
-                    message,
-                }
+        (summary.counts, summary.sqnr) = hif8lab_train::run::trace_counts(dir, &estimators)
+            .map_err(|message| TrainError::File {
+                file: run.file(RunDir::TRACE).display().to_string(),
+                message,
             })?;
-        summary.counts = counts;
-        summary.sqnr = sqnr
-            .into_iter()
-            .filter_map(|(r, v)| Some((r, hif8lab_train::run::SqnrSummary::of(&v)?)))
-            .collect();
     }
-    summary.precision = config.train.precision().name().to_owned();
     // The scores as the lab's own runs keep them (`probes.jsonl`), then the configuration
     // and the summary, which mark the run finished.
     if let Some(p) = &summary.probes {
