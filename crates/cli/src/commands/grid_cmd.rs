@@ -145,6 +145,11 @@ fn writer(out: &std::path::Path) -> Result<(hif8lab_train::lock::FolderLock, Pri
     Ok((lock, p))
 }
 
+mod torch_engine;
+
+/// The flags that only `--engine torch` reads.
+const TORCH_OPTIONS: &str = "--nproc, --python, --faithful, --micro-batch, --data and --torch-arg";
+
 impl GridArgs {
     /// The preset named, or `grid-small`.
     fn preset(&self) -> &str {
@@ -254,16 +259,9 @@ pub fn run_pretrain(args: GridArgs) -> Result<()> {
     if args.perturb.is_some() {
         return Err(grid_only("--perturb", "a damage of the real base"));
     }
-    if args.engine != Engine::Lab
-        || args.nproc != 1
-        || args.python.is_some()
-        || args.faithful
-        || args.micro_batch.is_some()
-        || args.data.is_some()
-        || !args.torch_arg.is_empty()
-    {
+    if args.engine != Engine::Lab || args.torch_options_given() {
         return Err(grid_only(
-            "--engine/--nproc/--python/--faithful",
+            &format!("--engine, {TORCH_OPTIONS}"),
             "the trainer of the continued runs",
         ));
     }
@@ -424,40 +422,12 @@ pub fn run_grid(args: GridArgs) -> Result<()> {
         );
         return Ok(());
     }
+    let engine = args.engine()?;
     let out = out_dir(&args);
     // One writer per grid folder (its runs lock their own folders too).
     let (_lock, mut p) = writer(&out)?;
     let (seeds, base_seeds) = (args.seeds as usize, args.base_seeds as usize);
     let first = args.first_order as usize;
-    let engine = match args.engine {
-        Engine::Lab => {
-            if args.nproc != 1
-                || args.python.is_some()
-                || args.faithful
-                || args.micro_batch.is_some()
-                || args.data.is_some()
-                || !args.torch_arg.is_empty()
-            {
-                anyhow::bail!(
-                    "--nproc, --python, --faithful, --micro-batch, --data and --torch-arg are options of --engine torch"
-                );
-            }
-            grid::Engine::Lab
-        }
-        Engine::Torch => grid::Engine::Torch(grid::torch::TorchEngine {
-            python: args
-                .python
-                .clone()
-                .or_else(|| std::env::var_os("HIF8LAB_PYTHON").map(PathBuf::from))
-                .unwrap_or_else(|| "python3".into()),
-            nproc: args.nproc as usize,
-            faithful: args.faithful,
-            hif8lab: std::env::current_exe().ok(),
-            micro_batch: args.micro_batch.map(|m| m as usize),
-            data: args.data.clone(),
-            extra: args.torch_arg.clone(),
-        }),
-    };
     let results = on_backend!(&args.source.backend, make => {
         grid::run_grid_with(make, &config, &out, first, seeds, base_seeds, &args.runs, &engine, &mut p)?
     });
