@@ -13,13 +13,13 @@ use hif8lab_lab::evals::lm_eval::EvalRun;
 use hif8lab_lab::stats::mcnemar;
 use serde_json::Value;
 
-fn fixture(arm: &str) -> PathBuf {
+pub(crate) fn fixture(arm: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures/lm-eval")
         .join(arm)
 }
 
-fn file_in(dir: &Path, prefix: &str) -> PathBuf {
+pub(crate) fn file_in(dir: &Path, prefix: &str) -> PathBuf {
     std::fs::read_dir(dir)
         .unwrap()
         .flatten()
@@ -28,7 +28,7 @@ fn file_in(dir: &Path, prefix: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("no {prefix}* in {}", dir.display()))
 }
 
-fn samples(dir: &Path) -> Vec<Value> {
+pub(crate) fn samples(dir: &Path) -> Vec<Value> {
     let mut text = String::new();
     flate2::read::GzDecoder::new(std::fs::File::open(file_in(dir, "samples_")).unwrap())
         .read_to_string(&mut text)
@@ -39,7 +39,7 @@ fn samples(dir: &Path) -> Vec<Value> {
 }
 
 /// A scratch copy of a fixture folder.
-fn copy(arm: &str, name: &str) -> PathBuf {
+pub(crate) fn copy(arm: &str, name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("hif8lab-evals-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -49,7 +49,7 @@ fn copy(arm: &str, name: &str) -> PathBuf {
     dir
 }
 
-fn write_samples(dir: &Path, rows: &[Value]) {
+pub(crate) fn write_samples(dir: &Path, rows: &[Value]) {
     let path = file_in(dir, "samples_");
     let mut gz = flate2::write::GzEncoder::new(
         std::fs::File::create(path).unwrap(),
@@ -61,7 +61,7 @@ fn write_samples(dir: &Path, rows: &[Value]) {
     gz.finish().unwrap();
 }
 
-fn open(dir: &Path) -> EvalRun {
+pub(crate) fn open(dir: &Path) -> EvalRun {
     EvalRun::open(dir).unwrap()
 }
 
@@ -145,16 +145,29 @@ fn runs_that_cannot_be_paired_are_refused_by_name() {
     .unwrap_err();
     assert!(e.to_string().contains("hif8lab_general_knowledge#7"), "{e}");
     assert!(e.to_string().contains("different documents"), "{e}");
-    // A missing document.
-    rows.remove(3);
-    rows[6]["doc_hash"] = samples(&fixture("qat"))[7]["doc_hash"].clone();
+    // Another document under another id (as many documents as the base).
+    rows[7]["doc_hash"] = samples(&fixture("qat"))[7]["doc_hash"].clone();
+    rows[3]["doc_id"] = Value::from(9999);
     write_samples(&dir, &rows);
     let e = compare(
         &[open(&fixture("base")), open(&dir)],
         &CompareOptions::default(),
     )
     .unwrap_err();
-    assert!(e.to_string().contains("#3 in one run only"), "{e}");
+    assert!(e.to_string().contains("#3, "), "{e}");
+    assert!(e.to_string().contains("#9999 in one run only"), "{e}");
+    // A missing document: the log no longer holds what `n-samples` says was scored.
+    rows.remove(3);
+    write_samples(&dir, &rows);
+    let e = compare(
+        &[open(&fixture("base")), open(&dir)],
+        &CompareOptions::default(),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("609 documents scored, but") && e.to_string().contains("logs 608"),
+        "{e}"
+    );
     // Another few-shot count.
     let dir = copy("qat", "shots");
     let results = file_in(&dir, "results_");
@@ -219,7 +232,7 @@ fn without_logs_the_comparison_is_unpaired_and_says_how_much_pairing_could_help(
 }
 
 /// A results file with several tasks (no logs), as lm-eval writes one per run.
-fn many_tasks(dir: &Path, scores: &[(&str, f64)]) {
+pub(crate) fn many_tasks(dir: &Path, scores: &[(&str, f64)]) {
     std::fs::create_dir_all(dir).unwrap();
     let mut results = serde_json::Map::new();
     let mut n = serde_json::Map::new();
@@ -330,7 +343,7 @@ fn damaged_folders_never_panic_and_name_the_file() {
 
 /// A folder with a group of two subtasks (MMLU's layout) and a task logged under two filters
 /// (GSM8K's), per-document logs included.
-fn grouped(dir: &Path, right: &[bool]) {
+pub(crate) fn grouped(dir: &Path, right: &[bool]) {
     std::fs::create_dir_all(dir).unwrap();
     let stamp = "2026-01-01T00-00-00";
     let mut results = serde_json::Map::new();
@@ -371,9 +384,10 @@ fn grouped(dir: &Path, right: &[bool]) {
         }
     }
     std::fs::write(dir.join(format!("samples_gsm_{stamp}.jsonl")), lines).unwrap();
+    let flexible = right.iter().take(30).filter(|r| **r).count() as f64 / 30.0;
     results.insert(
         "gsm".into(),
-        serde_json::json!({ "exact_match,strict-match": 0.0, "exact_match,flexible-extract": 0.5 }),
+        serde_json::json!({ "exact_match,strict-match": 0.0, "exact_match,flexible-extract": flexible }),
     );
     n.insert(
         "gsm".into(),

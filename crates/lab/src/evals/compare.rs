@@ -27,12 +27,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+mod docs;
 mod task_stats;
+use docs::{Docs, docs_of, facts, same_counts};
 pub use task_stats::{count_of, unpaired_intervals};
 use task_stats::{mean_of, other_metric, paired, unpaired};
 
 use super::EvalError;
-use super::lm_eval::{EvalRun, Sample, TaskResult};
+use super::lm_eval::{EvalRun, TaskResult};
 use crate::claims::{Claim, Part, Side, Spread, judge_family};
 
 /// Discordant documents below which the exact paired interval decides even where the task
@@ -139,6 +141,10 @@ pub struct TaskComparison {
     pub metric: String,
     /// Documents (the base's count).
     pub n: usize,
+    /// The task's documents where the runs scored only the first `n` of them (`lm_eval
+    /// --limit`, the same in both runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n_original: Option<u64>,
     /// Few-shot examples.
     pub n_shot: Option<u64>,
     /// The base's score (a fraction).
@@ -183,21 +189,88 @@ pub struct EvalReport {
     pub comparisons: Vec<Comparison>,
 }
 
-/// The tasks to compare: groups (their subtasks pooled) and the tasks outside any group.
-fn top_level(run: &EvalRun) -> Vec<String> {
+/// The tasks of a run outside any group (groups included).
+fn top_level(run: &EvalRun) -> BTreeSet<String> {
     let inside: BTreeSet<&String> = run.groups.values().flatten().collect();
     run.tasks
         .keys()
+        .chain(run.groups.keys())
         .filter(|t| !inside.contains(t))
         .cloned()
         .collect()
 }
 
-/// The metric key (`acc_norm,none`) to compare for `task`.
-fn metric_key(task: &TaskResult, options: &CompareOptions) -> Option<String> {
+/// What a comparison judges: each task with the leaf tasks it is scored on, and the tasks
+/// of one run only. A group is compared over its leaves (pooled, each leaf a cluster); a run
+/// that reports a group's leaves without the group (`--tasks mmlu_anatomy,…` against
+/// `--tasks mmlu`) is compared as the group too, never a group against nothing. A group that
+/// both runs report must have the same leaves in both.
+type Plan = (Vec<(String, Vec<String>)>, Vec<String>);
+
+fn tasks_to_compare(base: &EvalRun, other: &EvalRun) -> Result<Plan, EvalError> {
+    let tops: BTreeSet<String> = top_level(base)
+        .into_iter()
+        .chain(top_level(other))
+        .collect();
+    let both = |l: &String| base.tasks.contains_key(l) && other.tasks.contains_key(l);
+    let mut chosen: Vec<(String, Vec<String>)> = Vec::new();
+    let mut covered: BTreeSet<String> = BTreeSet::new();
+    for t in &tops {
+        let (bl, ol) = (
+            base.groups.contains_key(t).then(|| base.leaves(t)),
+            other.groups.contains_key(t).then(|| other.leaves(t)),
+        );
+        let leaves = match (bl, ol) {
+            (None, None) => continue,
+            (Some(b), Some(o)) => {
+                let (sb, so): (BTreeSet<&String>, BTreeSet<&String>) =
+                    (b.iter().collect(), o.iter().collect());
+                if sb != so {
+                    let only: Vec<String> = sb
+                        .symmetric_difference(&so)
+                        .take(5)
+                        .map(|s| s.to_string())
+                        .collect();
+                    return Err(EvalError::new(
+                        &other.path,
+                        &format!("group_subtasks.{t}"),
+                        format!(
+                            "the group {t} has other subtasks than in the base (e.g. {} in one run only): a pooled score over other documents is not comparable",
+                            only.join(", ")
+                        ),
+                    ));
+                }
+                b
+            }
+            (Some(l), None) | (None, Some(l)) => l,
+        };
+        if leaves.iter().all(both) {
+            covered.extend(leaves.iter().cloned());
+            chosen.push((t.clone(), leaves));
+        }
+    }
+    for t in &tops {
+        let grouped = chosen.iter().any(|(c, _)| c == t);
+        let group = base.groups.contains_key(t) || other.groups.contains_key(t);
+        if !grouped && !group && !covered.contains(t) && both(t) {
+            chosen.push((t.clone(), vec![t.clone()]));
+        }
+    }
+    chosen.sort();
+    let missing = tops
+        .iter()
+        .filter(|t| !covered.contains(*t) && !chosen.iter().any(|(c, _)| c == *t))
+        .cloned()
+        .collect();
+    Ok((chosen, missing))
+}
+
+/// The metric key (`acc_norm,none`) to compare for the task (or group) `name`, whose
+/// metrics `task` reports.
+fn metric_key(name: &str, task: &TaskResult, options: &CompareOptions) -> Option<String> {
     let wanted = options
         .metrics
-        .get(&task.name)
+        .get(name)
         .or_else(|| options.metrics.get("*"));
     let keys: Vec<&String> = task.metrics.keys().collect();
     let by_name = |name: &str| {
@@ -212,83 +285,6 @@ fn metric_key(task: &TaskResult, options: &CompareOptions) -> Option<String> {
             .or_else(|| by_name("acc"))
             .or_else(|| by_name("exact_match")),
     }
-}
-
-/// The documents of `task` (pooled over a group's subtasks, the subtask as cluster) for the
-/// metric `key`, keyed by (subtask, doc id): (value, doc hash, cluster, margin, what the
-/// cluster is).
-type Docs = BTreeMap<
-    (String, u64),
-    (
-        f64,
-        Option<String>,
-        Option<String>,
-        Option<f64>,
-        Option<&'static str>,
-    ),
->;
-
-fn docs_of(run: &EvalRun, task: &str, key: &str) -> Option<Docs> {
-    let (metric, filter) = key.split_once(',').unwrap_or((key, "none"));
-    let members: Vec<&String> = match run.groups.get(task) {
-        Some(subs) => subs.iter().collect(),
-        None => vec![],
-    };
-    let sources: Vec<(&str, bool)> = if members.is_empty() {
-        vec![(task, false)]
-    } else {
-        members.iter().map(|s| (s.as_str(), true)).collect()
-    };
-    let mut out = Docs::new();
-    for (name, grouped) in sources {
-        let samples = run.tasks.get(name)?.samples.as_ref()?;
-        for s in samples.docs.iter().filter(|s| s.filter == filter) {
-            let v = *s.metrics.get(metric)?;
-            let (cluster, by) = if grouped {
-                (Some(name.to_string()), Some("subtask"))
-            } else {
-                (s.cluster.clone(), s.cluster_field)
-            };
-            out.insert(
-                (name.to_string(), s.doc_id),
-                (v, s.doc_hash.clone(), cluster, loglik_margin(s), by),
-            );
-        }
-    }
-    (!out.is_empty()).then_some(out)
-}
-
-/// The right answer's log-likelihood minus the best wrong one's.
-fn loglik_margin(s: &Sample) -> Option<f64> {
-    let (ll, t) = (s.loglik.as_ref()?, s.target?);
-    let best_wrong = ll
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != t)
-        .map(|(_, v)| *v)
-        .fold(f64::NEG_INFINITY, f64::max);
-    Some(ll[t] - best_wrong)
-}
-
-/// A group's (or task's) count and few-shot setting and version.
-fn task_facts(run: &EvalRun, task: &str) -> (Option<u64>, Option<u64>, Option<String>) {
-    let t = run.tasks.get(task);
-    let mut n = t.and_then(|t| t.n);
-    if let Some(subs) = run.groups.get(task) {
-        let counts: Option<u64> = subs
-            .iter()
-            .map(|s| run.tasks.get(s).and_then(|t| t.n))
-            .sum();
-        n = n.or(counts);
-    }
-    let shot = t.and_then(|t| t.n_shot).or_else(|| {
-        run.groups
-            .get(task)
-            .and_then(|s| s.first())
-            .and_then(|s| run.tasks.get(s))
-            .and_then(|t| t.n_shot)
-    });
-    (n, shot, t.and_then(|t| t.version.clone()))
 }
 
 /// The relative drop (%); NaN from a base of 0 (undefined, never "no drop": a task whose
@@ -307,23 +303,22 @@ pub fn compare(runs: &[EvalRun], options: &CompareOptions) -> Result<EvalReport,
     let mut comparisons = Vec::new();
     let mut seed = SEED;
     for other in &runs[1..] {
-        let base_tasks = top_level(base);
-        let other_tasks: BTreeSet<String> = top_level(other).into_iter().collect();
-        let mut missing: Vec<String> = base_tasks
-            .iter()
-            .filter(|t| !other_tasks.contains(*t))
-            .cloned()
-            .collect();
-        missing.extend(
-            other_tasks
-                .iter()
-                .filter(|t| !base_tasks.contains(t))
-                .cloned(),
-        );
+        let (chosen, missing) = tasks_to_compare(base, other)?;
+        if chosen.is_empty() {
+            return Err(EvalError::new(
+                &other.path,
+                "results",
+                format!(
+                    "no task in common with the base {} (one run only: {}): nothing to compare",
+                    base.path.display(),
+                    missing.join(", ")
+                ),
+            ));
+        }
         let mut tasks = Vec::new();
-        for task in base_tasks.iter().filter(|t| other_tasks.contains(*t)) {
+        for (task, leaves) in &chosen {
             seed = seed.wrapping_add(0x9e37_79b9);
-            if let Some(t) = compare_task(base, other, task, options, seed)? {
+            if let Some(t) = compare_task(base, other, task, leaves, options, seed)? {
                 tasks.push(t);
             }
         }
@@ -418,23 +413,20 @@ pub(super) fn trim(x: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// One task: paired where both runs logged its documents, unpaired otherwise; `None` when
-/// the task has no 0/1 metric both runs report.
+/// One task (a group: over `leaves`): paired where both runs logged its documents,
+/// unpaired otherwise; `None` when the task has no 0/1 metric both runs report.
 fn compare_task(
     base: &EvalRun,
     other: &EvalRun,
     task: &str,
+    leaves: &[String],
     options: &CompareOptions,
     seed: u64,
 ) -> Result<Option<TaskComparison>, EvalError> {
     let (bt, ot) = (base.tasks.get(task), other.tasks.get(task));
-    let key_task = bt.or(ot).or_else(|| {
-        base.groups
-            .get(task)
-            .and_then(|s| s.first())
-            .and_then(|s| base.tasks.get(s))
-    });
-    let Some(key) = key_task.and_then(|t| metric_key(t, options)) else {
+    let first_leaf = leaves.first().and_then(|l| base.tasks.get(l));
+    let key_task = bt.or(ot).or(first_leaf);
+    let Some(key) = key_task.and_then(|t| metric_key(task, t, options)) else {
         // A metric asked for this task by name, and not there: refused, never dropped.
         if let (Some(m), Some(t)) = (options.metrics.get(task), key_task) {
             return Err(EvalError::new(
@@ -448,87 +440,101 @@ fn compare_task(
         }
         return Ok(None);
     };
-    let (bn, bshot, bver) = task_facts(base, task);
-    let (on, oshot, over) = task_facts(other, task);
-    let file = bt.map_or(base.path.clone(), |t| t.file.clone());
-    if bshot != oshot {
-        return Err(EvalError::new(
-            &file,
-            &format!("n-shot.{task}"),
-            format!(
-                "{task}: the runs used different few-shot counts ({} vs {} in {}): their scores are not comparable",
-                opt(bshot),
-                opt(oshot),
-                other.path.display()
-            ),
-        ));
-    }
-    // Every subtask of a group, not the first alone.
-    for sub in base.groups.get(task).into_iter().flatten() {
-        let shot = |run: &EvalRun| run.tasks.get(sub).and_then(|t| t.n_shot);
-        if shot(base) != shot(other) {
+    let (bf, of) = (
+        facts(base, task, leaves, &key),
+        facts(other, task, leaves, &key),
+    );
+    let file = bt
+        .or(first_leaf)
+        .map_or(base.path.clone(), |t| t.file.clone());
+    // The few-shot count and version of the task and of every leaf of a group, not the
+    // first alone; where a run reports a group's leaves without the group, its leaves.
+    let own = |run: &EvalRun, t: &str| run.tasks.get(t).map(|r| (r.n_shot, r.version.clone()));
+    let mut checked: Vec<&str> = vec![task];
+    checked.extend(leaves.iter().map(String::as_str).filter(|l| *l != task));
+    for t in checked {
+        let (Some((bshot, bver)), Some((oshot, over))) = (own(base, t), own(other, t)) else {
+            continue;
+        };
+        if bshot != oshot {
+            let what = if t == task {
+                format!("{task}: the runs")
+            } else {
+                format!("{task}: its subtask {t}")
+            };
             return Err(EvalError::new(
                 &file,
-                &format!("n-shot.{sub}"),
+                &format!("n-shot.{t}"),
                 format!(
-                    "{task}: its subtask {sub} used different few-shot counts ({} vs {} in {}): their scores are not comparable",
-                    opt(shot(base)),
-                    opt(shot(other)),
+                    "{what} used different few-shot counts ({} vs {} in {}): their scores are not comparable",
+                    opt(bshot),
+                    opt(oshot),
+                    other.path.display()
+                ),
+            ));
+        }
+        if bver != over {
+            return Err(EvalError::new(
+                &file,
+                &format!("versions.{t}"),
+                format!(
+                    "{t}: different task versions ({} vs {} in {}): their documents or scoring may differ",
+                    bver.as_deref().unwrap_or("none"),
+                    over.as_deref().unwrap_or("none"),
                     other.path.display()
                 ),
             ));
         }
     }
-    if bver != over {
-        return Err(EvalError::new(
-            &file,
-            &format!("versions.{task}"),
-            format!(
-                "{task}: different task versions ({} vs {} in {}): their documents or scoring may differ",
-                bver.as_deref().unwrap_or("none"),
-                over.as_deref().unwrap_or("none"),
-                other.path.display()
-            ),
-        ));
-    }
+    same_counts(base, other, task, leaves)?;
     let metric = key.split(',').next().unwrap_or(&key).to_string();
-    let score = |run: &EvalRun| {
-        run.tasks
-            .get(task)
-            .and_then(|t| t.metrics.get(&key))
-            .copied()
+    // A score is a proportion (or a mean of 0/1 marks): out of [0, 1] it is not one; a
+    // relative drop from 0 is undefined (every comparison would read "no drop"). Checked on
+    // the reported scores first, then on what the logs give.
+    let check = |bs: Option<f64>, os: Option<f64>| -> Result<(), EvalError> {
+        for (s, run) in [(bs, base), (os, other)] {
+            if let Some(s) = s
+                && !(0.0..=1.0).contains(&s)
+            {
+                return Err(EvalError::new(
+                    &run.path,
+                    &format!("results.{task}.{key}"),
+                    format!("{task}: {metric} {s} is not a score in [0, 1]"),
+                ));
+            }
+        }
+        if bs == Some(0.0) {
+            return Err(EvalError::new(
+                &file,
+                &format!("results.{task}.{key}"),
+                format!(
+                    "{task}: the base's {metric} is 0: a relative drop from it is undefined \
+                     (compare on another metric, --metric {task}=METRIC, or leave the task out)"
+                ),
+            ));
+        }
+        Ok(())
     };
-    let (bd, od) = (docs_of(base, task, &key), docs_of(other, task, &key));
+    check(bf.score, of.score)?;
+    let (bd, od) = (docs_of(base, leaves, &key)?, docs_of(other, leaves, &key)?);
     let (Some(bs), Some(os)) = (
-        score(base).or_else(|| bd.as_ref().map(mean_of)),
-        score(other).or_else(|| od.as_ref().map(mean_of)),
+        bf.score.or_else(|| bd.as_ref().map(mean_of)),
+        of.score.or_else(|| od.as_ref().map(mean_of)),
     ) else {
         return Ok(None);
     };
-    // A score is a proportion (or a mean of 0/1 marks): out of [0, 1] it is not one.
-    for (s, run) in [(bs, base), (os, other)] {
-        if !(0.0..=1.0).contains(&s) {
-            return Err(EvalError::new(
-                &run.path,
-                &format!("results.{task}.{key}"),
-                format!("{task}: {metric} {s} is not a score in [0, 1]"),
-            ));
-        }
-    }
-    // A relative drop from 0 is undefined: every comparison would read "no drop".
-    if bs == 0.0 {
-        return Err(EvalError::new(
-            &file,
-            &format!("results.{task}.{key}"),
-            format!(
-                "{task}: the base's {metric} is 0: a relative drop from it is undefined (compare \
-                 on another metric, --metric {task}=METRIC, or leave the task out)"
-            ),
-        ));
-    }
+    check(Some(bs), Some(os))?;
+    let limited = match (bf.n, bf.n_original) {
+        (Some(n), Some(orig)) if n < orig => Some(orig),
+        _ => None,
+    };
     if let (Some(bd), Some(od)) = (&bd, &od) {
-        let mut t = paired(task, &metric, bshot, bd, od, other, options, seed, &file)?;
-        // The other of acc / acc_norm on the same documents, described beside it.
+        let mut t = paired(
+            task, &metric, bf.n_shot, bd, od, other, options, seed, &file,
+        )?;
+        t.n_original = limited;
+        // The other of acc / acc_norm on the same documents, described beside it (a log
+        // that cannot serve it leaves it out: it is not what is judged).
         let filter = key.split_once(',').map_or("none", |(_, f)| f);
         let second = if metric == "acc_norm" {
             "acc"
@@ -536,25 +542,31 @@ fn compare_task(
             "acc_norm"
         };
         let key2 = format!("{second},{filter}");
-        if let (Some(p), Some(b2), Some(o2)) = (
-            t.paired.as_mut(),
-            docs_of(base, task, &key2),
-            docs_of(other, task, &key2),
-        ) {
+        let lenient = |run: &EvalRun| docs_of(run, leaves, &key2).ok().flatten();
+        if let (Some(p), Some(b2), Some(o2)) = (t.paired.as_mut(), lenient(base), lenient(other)) {
             p.also = other_metric(second, &b2, &o2);
         }
         return Ok(Some(t));
     }
-    let (Some(nb), Some(no)) = (bn, on) else {
+    let (Some(nb), Some(no)) = (bf.n, of.n) else {
         return Err(EvalError::new(
             &file,
             &format!("n-samples.{task}"),
             "no document count: an accuracy without its count carries no uncertainty",
         ));
     };
-    Ok(Some(unpaired(
-        task, &metric, bshot, bs, nb, os, no, other, options,
-    )))
+    if nb == 0 || no == 0 {
+        return Err(EvalError::new(
+            &file,
+            &format!("n-samples.{task}.effective"),
+            format!(
+                "{task}: a run scored 0 documents ({nb} in the base, {no} in the other): no score to compare"
+            ),
+        ));
+    }
+    let mut t = unpaired(task, &metric, bf.n_shot, bs, nb, os, no, other, options);
+    t.n_original = limited;
+    Ok(Some(t))
 }
 
 fn opt(v: Option<u64>) -> String {

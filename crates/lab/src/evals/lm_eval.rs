@@ -106,7 +106,73 @@ impl EvalRun {
         for file in &files {
             run.merge_results(file)?;
         }
+        // Every subtask a group lists is reported (as a task or a group): a group whose
+        // member is missing would be pooled over part of itself.
+        for (group, subs) in &run.groups {
+            if let Some(s) = subs
+                .iter()
+                .find(|s| !run.tasks.contains_key(*s) && !run.groups.contains_key(*s))
+            {
+                let file = files.last().map_or(path, PathBuf::as_path);
+                return Err(EvalError::new(
+                    file,
+                    &format!("group_subtasks.{group}"),
+                    format!("lists the subtask {s}, which the results do not report"),
+                ));
+            }
+        }
         Ok(run)
+    }
+
+    /// The tasks `task` scores documents of: itself where it is not a group, else its
+    /// subtasks' leaves (nested groups expanded), in the order listed. The groups are
+    /// acyclic (`open` refuses a cycle).
+    pub fn leaves(&self, task: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![task.to_string()];
+        while let Some(t) = stack.pop() {
+            match self.groups.get(&t) {
+                Some(subs) => stack.extend(subs.iter().rev().cloned()),
+                None => {
+                    if !out.contains(&t) {
+                        out.push(t);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// A group that reaches itself through `group_subtasks` (`a → b → a`), as its path.
+    fn cycle(&self) -> Option<Vec<String>> {
+        fn visit(
+            groups: &BTreeMap<String, Vec<String>>,
+            at: &str,
+            path: &mut Vec<String>,
+            done: &mut std::collections::BTreeSet<String>,
+        ) -> Option<Vec<String>> {
+            if let Some(i) = path.iter().position(|p| p == at) {
+                let mut cycle = path[i..].to_vec();
+                cycle.push(at.to_string());
+                return Some(cycle);
+            }
+            if done.contains(at) {
+                return None;
+            }
+            path.push(at.to_string());
+            for s in groups.get(at).into_iter().flatten() {
+                if let Some(c) = visit(groups, s, path, done) {
+                    return Some(c);
+                }
+            }
+            path.pop();
+            done.insert(at.to_string());
+            None
+        }
+        let mut done = std::collections::BTreeSet::new();
+        self.groups
+            .keys()
+            .find_map(|g| visit(&self.groups, g, &mut Vec::new(), &mut done))
     }
 
     fn merge_results(&mut self, file: &Path) -> Result<(), EvalError> {
@@ -138,6 +204,16 @@ impl EvalRun {
                     self.groups.insert(g.clone(), list);
                 }
             }
+            if let Some(cycle) = self.cycle() {
+                return Err(EvalError::new(
+                    file,
+                    "group_subtasks",
+                    format!(
+                        "the groups form a cycle ({}): a group cannot contain itself",
+                        cycle.join(" → ")
+                    ),
+                ));
+            }
         }
         let stamp = stamp_of(file, "results_");
         for (task, values) in results {
@@ -167,6 +243,16 @@ impl EvalRun {
                     }),
                 }
             };
+            let (n, n_original) = (count("effective")?, count("original")?);
+            if let (Some(e), Some(o)) = (n, n_original)
+                && e > o
+            {
+                return Err(EvalError::new(
+                    file,
+                    &format!("n-samples.{task}.effective"),
+                    format!("{e} documents scored of a task of {o}: impossible counts"),
+                ));
+            }
             let samples = match &stamp {
                 Some(s) => read_samples(file, task, s)?,
                 None => None,
@@ -176,8 +262,8 @@ impl EvalRun {
                 TaskResult {
                     name: task.clone(),
                     metrics,
-                    n: count("effective")?,
-                    n_original: count("original")?,
+                    n,
+                    n_original,
                     version: doc
                         .get("versions")
                         .and_then(|v| v.get(task))

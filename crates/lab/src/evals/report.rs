@@ -213,7 +213,8 @@ fn row(t: &TaskComparison) -> String {
         "| {} | {} | {} | {} | {} | {} | {:+.2} | {} | {} | {} | {} | {} |",
         t.task,
         t.metric,
-        t.n,
+        t.n_original
+            .map_or(t.n.to_string(), |o| format!("{} of {o} (--limit)", t.n)),
         t.n_shot.map_or("—".into(), |s| s.to_string()),
         pct(t.base),
         pct(t.other),

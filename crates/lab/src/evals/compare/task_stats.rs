@@ -16,7 +16,7 @@ use crate::stats::exact::paired_exact;
 use crate::stats::{Arm, Groups, RESAMPLES, bootstrap_draws, mcnemar, percentile};
 
 pub(super) fn mean_of(d: &Docs) -> f64 {
-    d.values().map(|v| v.0).sum::<f64>() / d.len().max(1) as f64
+    d.values().map(|v| v.value).sum::<f64>() / d.len().max(1) as f64
 }
 
 /// A second metric on the same documents (None when the documents differ or a value is
@@ -25,7 +25,7 @@ pub(super) fn other_metric(metric: &str, bd: &Docs, od: &Docs) -> Option<OtherMe
     if bd.len() != od.len() || bd.keys().any(|k| !od.contains_key(k)) {
         return None;
     }
-    let pairs: Vec<(f64, f64)> = bd.iter().map(|(k, v)| (v.0, od[k].0)).collect();
+    let pairs: Vec<(f64, f64)> = bd.iter().map(|(k, v)| (v.value, od[k].value)).collect();
     if pairs
         .iter()
         .any(|(a, b)| ![0.0, 1.0].contains(a) || ![0.0, 1.0].contains(b))
@@ -79,7 +79,7 @@ fn same_documents(
     }
     let changed: Vec<String> = bd
         .iter()
-        .filter(|(k, v)| matches!((&v.1, &od[*k].1), (Some(a), Some(b)) if a != b))
+        .filter(|(k, v)| matches!((&v.doc_hash, &od[*k].doc_hash), (Some(a), Some(b)) if a != b))
         .take(5)
         .map(|((t, id), _)| format!("{t}#{id}"))
         .collect();
@@ -94,13 +94,40 @@ fn same_documents(
             ),
         ));
     }
+    // The same prompts: lm-eval hashes each document's prompt (few-shot examples, template
+    // and chat template included); one run with another prompt is another evaluation.
+    let prompts: Vec<String> = bd
+        .iter()
+        .filter(
+            |(k, v)| matches!((&v.prompt_hash, &od[*k].prompt_hash), (Some(a), Some(b)) if a != b),
+        )
+        .map(|((t, id), _)| format!("{t}#{id}"))
+        .collect();
+    if !prompts.is_empty() {
+        return Err(EvalError::new(
+            file,
+            &format!("samples of {task}: prompt_hash"),
+            format!(
+                "the runs prompted {} of {} documents differently (e.g. {}; compare {}): another prompt template, chat template (--apply_chat_template) or few-shot sample (--fewshot_seed) is another evaluation, not a pair",
+                prompts.len(),
+                bd.len(),
+                prompts
+                    .iter()
+                    .take(5)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                other.path.display()
+            ),
+        ));
+    }
     Ok(())
 }
 
 /// The clusters of the task's documents, where every document names one (and there are
 /// more than one, fewer than documents).
 fn cluster_groups(bd: &Docs) -> Option<Groups> {
-    let names: Vec<Option<&String>> = bd.values().map(|v| v.2.as_ref()).collect();
+    let names: Vec<Option<&String>> = bd.values().map(|v| v.cluster.as_ref()).collect();
     if !names.iter().all(Option::is_some) {
         return None;
     }
@@ -126,7 +153,7 @@ fn margin_shift(
 ) -> (Option<f64>, Option<[f64; 2]>) {
     let margins: Option<(Vec<f64>, Vec<f64>)> = bd
         .iter()
-        .map(|(k, v)| Some((v.3?, od[k].3?)))
+        .map(|(k, v)| Some((v.margin?, od[k].margin?)))
         .collect::<Option<Vec<(f64, f64)>>>()
         .map(|v| v.into_iter().unzip());
     let Some((mb, mo)) = margins else {
@@ -157,7 +184,7 @@ pub(super) fn paired(
     file: &std::path::Path,
 ) -> Result<TaskComparison, EvalError> {
     same_documents(task, bd, od, other, file)?;
-    let values = |d: &Docs| d.values().map(|v| v.0).collect::<Vec<f64>>();
+    let values = |d: &Docs| d.values().map(|v| v.value).collect::<Vec<f64>>();
     let (bv, ov) = (values(bd), values(od));
     zero_one(file, &format!("samples of {task}: {metric}"), &bv, &ov)?;
     let n = bv.len();
@@ -211,6 +238,7 @@ pub(super) fn paired(
         task: task.to_string(),
         metric: metric.to_string(),
         n,
+        n_original: None,
         n_shot,
         base: bs,
         other: os,
@@ -224,7 +252,7 @@ pub(super) fn paired(
             clusters: groups.as_ref().map(Groups::len),
             clusters_by: groups
                 .as_ref()
-                .and_then(|_| bd.values().find_map(|v| v.4))
+                .and_then(|_| bd.values().find_map(|v| v.cluster_by))
                 .map(String::from),
             cluster_interval,
             decided_by: if use_clusters {
@@ -320,6 +348,7 @@ pub(super) fn unpaired(
         task: task.to_string(),
         metric: metric.to_string(),
         n: nb,
+        n_original: None,
         n_shot,
         base: bs,
         other: os,
