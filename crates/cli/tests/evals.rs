@@ -120,6 +120,27 @@ fn compare_evals_refuses_bad_input_with_exit_2() {
     let o = hif8lab(&["compare-evals", arg(&b), arg(&bad)]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("results_x.json: results"));
+    // The report never written into a run it reads (nor into a new folder inside one).
+    let copy = tmp("evals", "out-inside");
+    std::fs::create_dir_all(&copy).unwrap();
+    for e in std::fs::read_dir(&b).unwrap().flatten() {
+        std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
+    }
+    let before = std::fs::read_dir(&copy).unwrap().count();
+    for out in [copy.clone(), copy.join("report")] {
+        let o = hif8lab(&["compare-evals", arg(&copy), arg(&b), "--out", arg(&out)]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("which this comparison reads"),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(&copy).unwrap().count(),
+        before,
+        "nothing written"
+    );
 }
 
 #[test]
@@ -406,6 +427,13 @@ fn compare_logs_gives_no_verdict_on_nothing() {
     let text = ok(&hif8lab(&["compare-logs", arg(&base), arg(&stray)]));
     assert!(
         text.contains("2 steps in common, 598 in one log only") && text.contains("not judged"),
+        "{text}"
+    );
+    // Saying why, not a line of empty fields.
+    assert!(
+        text.contains(
+            "**not judged**: the quantized run's loss is systematically higher — 2 steps, fewer than two blocks"
+        ) && !text.contains("threshold \n"),
         "{text}"
     );
     // Logs that barely pair: the shorter's steps mostly missing from the other.

@@ -76,11 +76,48 @@ pub fn run_compare_evals(args: CompareEvalsArgs) -> Result<Outcome> {
         .iter()
         .map(|p| EvalRun::open(p))
         .collect::<Result<Vec<_>, _>>()?;
+    // The report never lands inside a run it reads (lm-eval's folders stay as lm-eval
+    // wrote them).
+    if let Some(out) = &args.out {
+        let mut at = out.as_path();
+        // The nearest folder that exists: --out may name one to be made.
+        let dir = loop {
+            match std::fs::canonicalize(at) {
+                Ok(d) => break Some(d),
+                Err(_) => match at.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => at = p,
+                    _ => break std::fs::canonicalize(".").ok(),
+                },
+            }
+        };
+        for run in &args.runs {
+            let folder = if run.is_file() {
+                run.parent().unwrap_or(Path::new("."))
+            } else {
+                run.as_path()
+            };
+            let folder = if folder.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                folder
+            };
+            if let (Some(dir), Ok(input)) = (&dir, std::fs::canonicalize(folder))
+                && dir.starts_with(&input)
+            {
+                bail!(
+                    "--out {}: inside the run {}, which this comparison reads; write the report elsewhere",
+                    out.display(),
+                    run.display()
+                );
+            }
+        }
+    }
     // A task named by --metric must be one of the runs' (a typo would drop it silently).
     for task in metrics.keys().filter(|t| *t != "*") {
-        if let Some(run) = runs
+        if runs
             .iter()
-            .find(|r| !r.tasks.contains_key(task) && !r.groups.contains_key(task))
+            .all(|r| !r.tasks.contains_key(task) && !r.groups.contains_key(task))
+            && let Some(run) = runs.first()
         {
             let known: Vec<&String> = run.tasks.keys().chain(run.groups.keys()).collect();
             bail!(

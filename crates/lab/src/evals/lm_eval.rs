@@ -192,14 +192,21 @@ impl EvalRun {
         }
         if let Some(groups) = doc.get("group_subtasks").and_then(Value::as_object) {
             for (g, subs) in groups {
-                let list: Vec<String> = subs
+                // A list of task names (lm-eval writes [] for a task that is no group).
+                let list = subs
                     .as_array()
-                    .map(|a| {
+                    .and_then(|a| {
                         a.iter()
-                            .filter_map(|s| s.as_str().map(String::from))
-                            .collect()
+                            .map(|s| s.as_str().map(String::from))
+                            .collect::<Option<Vec<String>>>()
                     })
-                    .unwrap_or_default();
+                    .ok_or_else(|| {
+                        EvalError::new(
+                            file,
+                            &format!("group_subtasks.{g}"),
+                            "not a list of task names",
+                        )
+                    })?;
                 if !list.is_empty() {
                     self.groups.insert(g.clone(), list);
                 }

@@ -39,6 +39,11 @@ fn p_text(p: f64) -> String {
 /// One line per claim: the verdict word, the statistic in its unit with the interval it was
 /// judged on, the threshold and the (Holm-adjusted) p-value.
 pub fn claim_line(c: &Claim) -> String {
+    // A claim with nothing measured (too little data to judge) says why, not empty fields.
+    if c.measured.is_empty() {
+        let why = c.evidence.as_str().unwrap_or("nothing measured");
+        return format!("**{}**: {} — {why}", c.verdict.as_str(), c.claim);
+    }
     let mut s = format!(
         "**{}**: {} — {} {}",
         c.verdict.as_str(),
