@@ -29,12 +29,15 @@ if ! "$venv/bin/python" -c "import torch, transformers, numpy, pytest" 2>/dev/nu
   echo "==> making the virtual environment $venv (PyTorch, transformers, pytest; once)"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --upgrade pip
-  "$venv/bin/pip" install --quiet torch transformers safetensors numpy pytest accelerate
+  "$venv/bin/pip" install --quiet torch transformers safetensors numpy pytest pytest-xdist accelerate
 fi
-# accelerate: the Hugging Face Trainer's dependency (HfCallback's test); added to older environments
-if ! "$venv/bin/python" -c "import accelerate" 2>/dev/null; then
-  "$venv/bin/pip" install --quiet accelerate
-fi
+# accelerate: the Hugging Face Trainer's dependency (HfCallback's test); pytest-xdist: the
+# tests in parallel workers. Added to older environments.
+for pkg in accelerate:accelerate xdist:pytest-xdist; do
+  if ! "$venv/bin/python" -c "import ${pkg%%:*}" 2>/dev/null; then
+    "$venv/bin/pip" install --quiet "${pkg#*:}"
+  fi
+done
 
 bin=${HIF8LAB_BIN:-$target/debug/hif8lab}
 if [ ! -x "$bin" ]; then
@@ -54,10 +57,14 @@ t_installed=$(date +%s)
 echo "==> environment and package ready in $((t_installed - t_start)) s"
 if $install_only; then exit 0; fi
 
-echo "==> python/tests"
+# One worker per core (at most 4; HIF8LAB_PYTEST_WORKERS overrides, 0 runs in this process):
+# each test's torch runs on one thread, and the multi-process tests pick their own ports. On 2
+# cores the suite took 671 s in one process and 361 s in two workers (docs/benchmarks.md).
+workers=${HIF8LAB_PYTEST_WORKERS:-$(n=$(nproc); echo $((n > 4 ? 4 : n)))}
+echo "==> python/tests ($workers workers)"
 t_tests=$(date +%s)
 # From the repository root, so that `import hif8lab` is the installed package, not the sources.
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} HIF8LAB_BIN="$bin" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-  python/tests "$@"
+  -n "$workers" python/tests "$@"
 t_end=$(date +%s)
 echo "==> Python step: $((t_end - t_start)) s (environment and package $((t_installed - t_start)) s, tests $((t_end - t_tests)) s)"

@@ -71,7 +71,14 @@ target=$(target_dir)
 # pile their files up in /tmp. Incremental compilation is off: it only pays back over edits,
 # and on a fresh target it would add gigabytes of caches.
 test_tmp=$(mktemp -d "${TMPDIR:-/tmp}/hif8lab-tests.XXXXXX")
-trap 'rm -rf "$test_tmp"' EXIT
+# Background steps (the wasm builds, the Python suite) end with the run, however it ends.
+# (Each is started with setsid, so its whole process group is stopped: cargo, rustc, pytest.)
+stop_jobs() {
+  local p
+  for p in $(jobs -p); do kill -TERM -- "-$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap 'stop_jobs; rm -rf "$test_tmp"' EXIT
 export TMPDIR="$test_tmp"
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # A full run from an empty target leaves 3.2 GB there, and its tests write a few hundred MB
@@ -115,7 +122,14 @@ if $quick; then
   exit 0
 fi
 
-say "cargo test with clippy's lints (workspace, every target, -D warnings; GPU tests on a real adapter — lavapipe here — and must not skip)"
+# The browser demo's two wasm builds start now, at the lowest priority: they take the CPU
+# the tests leave idle (test binaries that run on one core, waits of the kill/resume tests)
+# and never slow the tests by much. Their own step below waits for them.
+web_log="$test_tmp/build-web.log"
+setsid "${lint_env[@]}" nice -n 19 scripts/build-web.sh --opt >"$web_log" 2>&1 &
+web_pid=$!
+
+say "cargo test with clippy's lints (workspace, every target, -D warnings; GPU tests on a real adapter — lavapipe here — and must not skip; the wasm builds beside it at low priority)"
 "${lint_env[@]}" cargo test --workspace --locked
 
 say "dependency direction"
@@ -124,14 +138,16 @@ scripts/check-deps.sh
 say "API docs: cargo doc of the workspace's crates (warnings as errors: broken links, bad markup)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
-say "Python package: pip install ./python, its tests (torch vs the Rust codec and estimators, torchrun with 2 processes, the same run in torch and in the lab)"
-HIF8LAB_BIN="$target/debug/hif8lab" scripts/test-python.sh
-
 say "desktop app under Xvfb (smoke preset, autostart) and a non-blank screenshot"
 HIF8LAB_APP_BIN="$target/debug/hif8lab-app" scripts/app-screenshot.sh "$target/app-screenshot.png"
 
-say "browser demo: build with clippy's lints (wasm32, -D warnings; wasm-bindgen, wasm-opt -O2), the size budget (<= 3 MB gzipped), no SIMD in the baseline build"
-"${lint_env[@]}" scripts/build-web.sh --opt
+say "browser demo: the wasm builds (begun beside the Rust tests; clippy's lints on wasm32, -D warnings; wasm-bindgen, wasm-opt -O2), the size budget (<= 3 MB gzipped), no SIMD in the baseline build"
+if ! wait "$web_pid"; then
+  cat "$web_log" >&2
+  echo "error: scripts/build-web.sh --opt failed (its output above)" >&2
+  exit 1
+fi
+grep -v '^ *\(Compiling\|Checking\|Blocking\)' "$web_log" || true
 for wasm in web/dist/pkg/hif8lab_app_bg.wasm web/dist/pkg-nosimd/hif8lab_app_bg.wasm; do
   gz=$(gzip -9 -c "$wasm" | wc -c)
   if [ "$gz" -gt 3000000 ]; then
@@ -146,7 +162,12 @@ wasm-validate --disable-simd web/dist/pkg-nosimd/hif8lab_app_bg.wasm ||
   { echo "error: web/dist/pkg-nosimd holds SIMD instructions (wasm-validate --disable-simd)" >&2; exit 1; }
 wasm-validate web/dist/pkg/hif8lab_app_bg.wasm
 
-say "browser demo in headless Chromium: WebGPU (SwiftShader) and the CPU fallback"
+# The Python suite runs beside the browser cases, which wait on the page most of the time
+# (measured: 5.1 CPU-minutes in 9.8 minutes); its output is shown when both are done.
+say "Python package (pip install ./python and its tests: torch vs the Rust codec and estimators, torchrun with 2 processes, the same run in torch and in the lab) beside the browser demo in headless Chromium (WebGPU on SwiftShader, and the CPU fallback)"
+python_log="$test_tmp/python.log"
+setsid env HIF8LAB_BIN="$target/debug/hif8lab" scripts/test-python.sh >"$python_log" 2>&1 &
+python_pid=$!
 if [ ! -d web/tests/node_modules/playwright-core ]; then
   (cd web/tests && npm ci --no-audit --no-fund)
 fi
@@ -154,8 +175,17 @@ fi
 hf_tmp=$(mktemp -d)
 "$target/debug/hif8lab" train --preset smoke --backend cpu --quiet --out "$hf_tmp/run" --set train.steps=4
 "$target/debug/hif8lab" export hf "$hf_tmp/run" --out "$hf_tmp/hf"
-HIF8LAB_HF_DIR="$hf_tmp/hf" node web/tests/browser.mjs --mode all --shots "$target"
+browser_rc=0
+HIF8LAB_HF_DIR="$hf_tmp/hf" node web/tests/browser.mjs --mode all --shots "$target" || browser_rc=$?
 rm -rf "$hf_tmp"
+python_rc=0
+wait "$python_pid" || python_rc=$?
+echo "--- the Python step's output ---"
+cat "$python_log"
+if [ "$browser_rc" -ne 0 ] || [ "$python_rc" -ne 0 ]; then
+  echo "error: the browser cases exited $browser_rc, the Python step $python_rc" >&2
+  exit 1
+fi
 
 say "GPU benchmark script on the CPU adapter (--allow-cpu: small sizes, keeps the script working)"
 scripts/bench-gpu.sh --allow-cpu --bin "$target/debug/hif8lab" >"$target/bench-gpu.json"

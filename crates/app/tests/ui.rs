@@ -622,6 +622,63 @@ fn headless_lesson(
     .unwrap()
 }
 
+/// Several runs of a scenario trained at once (the browser trains one per core, each in its
+/// own worker) reach the verdict one at a time does, numbers and all, with the runs and their
+/// views in the scenario's order whatever order they finish in.
+#[test]
+fn a_scenario_trained_several_runs_at_once_is_judged_as_one_at_a_time() {
+    use hif8lab_app::scenario::ScenarioJob;
+    use hif8lab_lab::lesson::LessonId;
+    let mut h = harness(Options {
+        lesson: Some("forgetting".into()),
+        ..Default::default()
+    });
+    h.run_steps(1);
+    let lessons = &h.state().lessons;
+    assert_eq!(lessons.base_from, "shipped");
+    let (base, probes) = (
+        lessons.base.clone().unwrap(),
+        lessons.base_probes.clone().unwrap(),
+    );
+    let grid = hif8lab_lab::grid::GridConfig::preset("grid-lesson").unwrap();
+    let judge = |parallel: usize| {
+        let mut job = ScenarioJob::new(
+            LessonId::Forgetting,
+            &grid,
+            base.clone(),
+            probes.clone(),
+            None,
+            parallel,
+        )
+        .unwrap();
+        let mut said = Vec::new();
+        loop {
+            if let Some(report) = job.poll(std::time::Duration::from_millis(5)).unwrap() {
+                let views: Vec<(String, usize)> = job
+                    .views
+                    .iter()
+                    .map(|v| (v.name.clone(), v.loss.len()))
+                    .collect();
+                return (report, views, said);
+            }
+            said.push(job.progress());
+        }
+    };
+    let (one, views_one, _) = judge(1);
+    let (three, views_three, said) = judge(3);
+    assert_eq!(one, three, "the same verdict and numbers");
+    assert_eq!(views_one, views_three);
+    assert_eq!(views_one.len(), 4);
+    assert!(
+        said.iter().any(
+            |p| p.starts_with("Scenario runs 1 to 3 of 4 (3 at once, 0 done): step ")
+                && p.contains(" in all; about ")
+        ),
+        "{:?}",
+        &said[..said.len().min(5)]
+    );
+}
+
 /// The browser's way of running a lesson's judged scenario (in memory, stepped from the frame
 /// loop, no files, from the shipped base) reaches the same verdict, numbers and all, as
 /// `hif8lab lesson run` (which pretrains its base into its folder).

@@ -245,7 +245,10 @@ fn cyclic_groups_partial_groups_and_runs_with_nothing_in_common_are_refused() {
     grouped(&dir, &right);
     regroup(&dir, Some(serde_json::json!({ "mmlu": "mmlu_a" })), &[]);
     let e = EvalRun::open(&dir).unwrap_err().to_string();
-    assert!(e.contains("group_subtasks.mmlu: not a list of task names"), "{e}");
+    assert!(
+        e.contains("group_subtasks.mmlu: not a list of task names"),
+        "{e}"
+    );
     // A group listing a subtask the results do not report.
     let dir = root.join("absent");
     grouped(&dir, &right);

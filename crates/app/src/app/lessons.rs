@@ -61,9 +61,14 @@ impl HifApp {
         self.lessons.report = None;
         self.lessons.views.clear();
         let user = self.sandbox_settings();
-        if let Some(job) =
-            scenario::ScenarioJob::new(self.lessons.lesson.id, &grid, base, probes, user.as_ref())
-        {
+        if let Some(job) = scenario::ScenarioJob::new(
+            self.lessons.lesson.id,
+            &grid,
+            base,
+            probes,
+            user.as_ref(),
+            scenario::parallel_runs(),
+        ) {
             self.jobs
                 .start(JobKind::Scenario, Work::Scenario(Box::new(job)));
         }
