@@ -45,13 +45,15 @@ if [ ! -x "$bin" ]; then
   cargo build --quiet --locked -p hif8lab-cli
 fi
 
-echo "==> clippy on the package's Rust core (-D warnings)"
-CARGO_TARGET_DIR="$target/python" PYO3_PYTHON="$venv/bin/python" \
-  cargo clippy --quiet --locked --manifest-path python/Cargo.toml -- -D warnings
-
-echo "==> pip install ./python (maturin builds the Rust core)"
+echo "==> pip install ./python (maturin builds the Rust core, with clippy's lints as errors)"
 # The Rust core builds in the shared target folder (its own subfolder) so a rerun is quick.
-CARGO_TARGET_DIR="$target/python" "$venv/bin/pip" install --quiet --force-reinstall --no-deps ./python
+# Its own crate is compiled by clippy-driver (-D warnings) in that very build, as
+# scripts/test.sh does for the workspace: no second build of the dependencies in check mode.
+ensure_toolchain >/dev/null
+CARGO_TARGET_DIR="$target/python" \
+  CLIPPY_DRIVER="$(rustup which --toolchain "$(pinned_toolchain)" clippy-driver)" \
+  RUSTC_WORKSPACE_WRAPPER="$PWD/scripts/clippy-driver.sh" \
+  "$venv/bin/pip" install --quiet --force-reinstall --no-deps ./python
 
 t_installed=$(date +%s)
 echo "==> environment and package ready in $((t_installed - t_start)) s"

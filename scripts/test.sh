@@ -126,7 +126,10 @@ fi
 # the tests leave idle (test binaries that run on one core, waits of the kill/resume tests)
 # and never slow the tests by much. Their own step below waits for them.
 web_log="$test_tmp/build-web.log"
-setsid "${lint_env[@]}" nice -n 19 scripts/build-web.sh --opt >"$web_log" 2>&1 &
+# (A new session is a new scheduler autogroup where Linux has them: its nice value is set too,
+# or the builds would get half the CPU whatever their processes' nice.)
+setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null || true; exec nice -n 19 "$@"' low \
+  "${lint_env[@]}" scripts/build-web.sh --opt >"$web_log" 2>&1 &
 web_pid=$!
 
 say "cargo test with clippy's lints (workspace, every target, -D warnings; GPU tests on a real adapter — lavapipe here — and must not skip; the wasm builds beside it at low priority)"
