@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use super::docs::Doc;
 use super::{
     CompareOptions, Docs, FEW_DISCORDANT, OtherMetric, Paired, TaskComparison, Unpaired, drop_of,
     trim,
@@ -77,32 +78,21 @@ fn same_documents(
             ),
         ));
     }
-    let changed: Vec<String> = bd
-        .iter()
-        .filter(|(k, v)| matches!((&v.doc_hash, &od[*k].doc_hash), (Some(a), Some(b)) if a != b))
-        .take(5)
-        .map(|((t, id), _)| format!("{t}#{id}"))
-        .collect();
+    let changed = differing(bd, od, |d| &d.doc_hash);
     if !changed.is_empty() {
         return Err(EvalError::new(
             file,
             &format!("samples of {task}: doc_hash"),
             format!(
                 "the same document ids hold different documents ({}; compare {})",
-                changed.join(", "),
+                first_five(&changed),
                 other.path.display()
             ),
         ));
     }
     // The same prompts: lm-eval hashes each document's prompt (few-shot examples, template
     // and chat template included); one run with another prompt is another evaluation.
-    let prompts: Vec<String> = bd
-        .iter()
-        .filter(
-            |(k, v)| matches!((&v.prompt_hash, &od[*k].prompt_hash), (Some(a), Some(b)) if a != b),
-        )
-        .map(|((t, id), _)| format!("{t}#{id}"))
-        .collect();
+    let prompts = differing(bd, od, |d| &d.prompt_hash);
     if !prompts.is_empty() {
         return Err(EvalError::new(
             file,
@@ -111,17 +101,24 @@ fn same_documents(
                 "the runs prompted {} of {} documents differently (e.g. {}; compare {}): another prompt template, chat template (--apply_chat_template) or few-shot sample (--fewshot_seed) is another evaluation, not a pair",
                 prompts.len(),
                 bd.len(),
-                prompts
-                    .iter()
-                    .take(5)
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                first_five(&prompts),
                 other.path.display()
             ),
         ));
     }
     Ok(())
+}
+
+/// The documents (`task#id`) whose `hash` both runs logged and that differ.
+fn differing(bd: &Docs, od: &Docs, hash: impl Fn(&Doc) -> &Option<String>) -> Vec<String> {
+    bd.iter()
+        .filter(|(k, v)| matches!((hash(v), hash(&od[*k])), (Some(a), Some(b)) if a != b))
+        .map(|((t, id), _)| format!("{t}#{id}"))
+        .collect()
+}
+
+fn first_five(names: &[String]) -> String {
+    names.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
 }
 
 /// The clusters of the task's documents, where every document names one (and there are
