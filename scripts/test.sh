@@ -122,9 +122,10 @@ if $quick; then
   exit 0
 fi
 
-# The browser demo's two wasm builds start now, at the lowest priority: they take the CPU
-# the tests leave idle (test binaries that run on one core, waits of the kill/resume tests)
-# and never slow the tests by much. Their own step below waits for them.
+# The browser demo's two wasm builds start now, at the lowest priority: they may take the
+# CPU the tests leave idle and never slow the tests by much (measured on 2 cores: the tests
+# leave little idle, so this saves little; docs/benchmarks.md). Their own step below waits
+# for them.
 web_log="$test_tmp/build-web.log"
 # (A new session is a new scheduler autogroup where Linux has them: its nice value is set too,
 # or the builds would get half the CPU whatever their processes' nice.)

@@ -46,9 +46,8 @@ pub struct ScenarioJob {
     next: usize,
     /// Runs trained at once.
     parallel: usize,
-    /// Per run, once finished.
-    summaries: Vec<Option<RunSummary>>,
-    finished: Vec<Option<RunView>>,
+    /// Per run, once finished: its summary and its view.
+    finished: Vec<Option<(RunSummary, RunView)>>,
     /// The finished runs, for the small multiples (in the scenario's order, once judged).
     pub views: Vec<RunView>,
     started: Instant,
@@ -88,7 +87,6 @@ impl ScenarioJob {
         let runs = hif8lab_lab::lesson::scenario(lesson, grid, user)?;
         Some(ScenarioJob {
             lesson,
-            summaries: vec![None; runs.len()],
             finished: vec![None; runs.len()],
             runs,
             base,
@@ -107,9 +105,9 @@ impl ScenarioJob {
     pub fn progress(&self) -> String {
         let steps = |i: usize| self.runs[i].1.train.steps;
         let total: u64 = (0..self.runs.len()).map(steps).sum();
-        let done_runs = self.summaries.iter().filter(|s| s.is_some()).count();
+        let done_runs = self.finished.iter().flatten().count();
         let done: u64 = (0..self.runs.len())
-            .filter(|i| self.summaries[*i].is_some())
+            .filter(|i| self.finished[*i].is_some())
             .map(steps)
             .sum::<u64>()
             + self
@@ -181,8 +179,9 @@ impl ScenarioJob {
             ));
         }
         if self.current.is_empty() {
-            let summaries: Vec<RunSummary> = self.summaries.iter().flatten().cloned().collect();
-            self.views = self.finished.iter_mut().filter_map(Option::take).collect();
+            let (summaries, views): (Vec<RunSummary>, Vec<RunView>) =
+                self.finished.iter_mut().filter_map(Option::take).unzip();
+            self.views = views;
             return Ok(Some(hif8lab_lab::lesson::judge(
                 self.lesson,
                 self.base_probes.clone(),
@@ -253,15 +252,15 @@ impl ScenarioJob {
             active: cur.active,
             quantizers: cur.quantizers,
         };
-        self.summaries[i] = Some(sums.finish(
+        let summary = sums.finish(
             name,
             &facts,
             Some(cur.probes),
             cur.started.elapsed().as_secs_f64(),
-        ));
+        );
         let mut view = cur.view;
         view.set_config(config);
-        self.finished[i] = Some(view);
+        self.finished[i] = Some((summary, view));
         Ok(())
     }
 }

@@ -79,31 +79,13 @@ pub fn run_compare_evals(args: CompareEvalsArgs) -> Result<Outcome> {
     // The report never lands inside a run it reads (lm-eval's folders stay as lm-eval
     // wrote them).
     if let Some(out) = &args.out {
-        let mut at = out.as_path();
-        // The nearest folder that exists: --out may name one to be made.
-        let dir = loop {
-            match std::fs::canonicalize(at) {
-                Ok(d) => break Some(d),
-                Err(_) => match at.parent() {
-                    Some(p) if !p.as_os_str().is_empty() => at = p,
-                    _ => break std::fs::canonicalize(".").ok(),
-                },
-            }
-        };
         for run in &args.runs {
             let folder = if run.is_file() {
-                run.parent().unwrap_or(Path::new("."))
+                run.parent().unwrap_or(Path::new(""))
             } else {
                 run.as_path()
             };
-            let folder = if folder.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                folder
-            };
-            if let (Some(dir), Ok(input)) = (&dir, std::fs::canonicalize(folder))
-                && dir.starts_with(&input)
-            {
+            if inside(out, folder) {
                 bail!(
                     "--out {}: inside the run {}, which this comparison reads; write the report elsewhere",
                     out.display(),
@@ -365,18 +347,14 @@ pub struct JudgePaperArgs {
 pub fn run_judge_paper(args: JudgePaperArgs) -> Result<Outcome> {
     // The report never lands inside the extract it judges (it would replace a file the
     // next judgement checks).
-    if let Some(out) = &args.out {
-        let parent = out.parent().filter(|p| !p.as_os_str().is_empty());
-        let dir = std::fs::canonicalize(parent.unwrap_or(Path::new(".")));
-        if let (Ok(dir), Ok(extract)) = (dir, std::fs::canonicalize(&args.extract))
-            && dir.starts_with(&extract)
-        {
-            bail!(
-                "--out {}: inside the extract {}; write the report elsewhere",
-                out.display(),
-                args.extract.display()
-            );
-        }
+    if let Some(out) = &args.out
+        && inside(out.parent().unwrap_or(Path::new("")), &args.extract)
+    {
+        bail!(
+            "--out {}: inside the extract {}; write the report elsewhere",
+            out.display(),
+            args.extract.display()
+        );
     }
     let text = paper_report(&args.extract)?;
     match &args.out {
@@ -456,4 +434,29 @@ pub fn run_import_log(args: LogArgs) -> Result<Outcome> {
         );
     }
     Ok(Outcome::Ok)
+}
+
+/// Whether the folder `dir` (which need not exist yet: its nearest existing ancestor is
+/// taken) lies in `folder` or is it (`""` stands for the current folder in both).
+fn inside(dir: &Path, folder: &Path) -> bool {
+    let dot = |p: &Path| {
+        if p.as_os_str().is_empty() {
+            Path::new(".").to_path_buf()
+        } else {
+            p.to_path_buf()
+        }
+    };
+    let Ok(folder) = std::fs::canonicalize(dot(folder)) else {
+        return false;
+    };
+    let mut at = dot(dir);
+    loop {
+        if let Ok(d) = std::fs::canonicalize(&at) {
+            return d.starts_with(&folder);
+        }
+        match at.parent() {
+            Some(p) => at = dot(p),
+            None => return false,
+        }
+    }
 }

@@ -249,17 +249,18 @@ fn tasks_to_compare(base: &EvalRun, other: &EvalRun) -> Result<Plan, EvalError> 
             chosen.push((t.clone(), leaves));
         }
     }
+    // The tasks outside any group compared (every group was taken or not above).
     for t in &tops {
-        let grouped = chosen.iter().any(|(c, _)| c == t);
         let group = base.groups.contains_key(t) || other.groups.contains_key(t);
-        if !grouped && !group && !covered.contains(t) && both(t) {
+        if !group && !covered.contains(t) && both(t) {
             chosen.push((t.clone(), vec![t.clone()]));
         }
     }
     chosen.sort();
+    let compared: BTreeSet<&String> = chosen.iter().map(|(c, _)| c).collect();
     let missing = tops
         .iter()
-        .filter(|t| !covered.contains(*t) && !chosen.iter().any(|(c, _)| c == *t))
+        .filter(|t| !covered.contains(*t) && !compared.contains(t))
         .cloned()
         .collect();
     Ok((chosen, missing))

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::super::EvalError;
-use super::super::lm_eval::{EvalRun, Sample};
+use super::super::lm_eval::{EvalRun, Sample, TaskResult};
 
 /// One document's record for the metric compared.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,7 +39,8 @@ pub(crate) fn docs_of(
     key: &str,
 ) -> Result<Option<Docs>, EvalError> {
     let (metric, filter) = key.split_once(',').unwrap_or((key, "none"));
-    let grouped = leaves.len() > 1 || run.groups.contains_key(&leaves[0]);
+    // (A leaf is never a group: one leaf is the task itself, its documents' own clusters.)
+    let grouped = leaves.len() > 1;
     let mut out = Docs::new();
     for name in leaves {
         let Some(task) = run.tasks.get(name) else {
@@ -158,7 +159,7 @@ pub(crate) struct Facts {
 pub(crate) fn facts(run: &EvalRun, task: &str, leaves: &[String], key: &str) -> Facts {
     let own = run.tasks.get(task);
     let leaf = |l: &String| run.tasks.get(l);
-    let sum = |f: &dyn Fn(&crate::evals::lm_eval::TaskResult) -> Option<u64>| -> Option<u64> {
+    let sum = |f: &dyn Fn(&TaskResult) -> Option<u64>| -> Option<u64> {
         leaves.iter().map(|l| leaf(l).and_then(f)).sum()
     };
     let is_group = leaves.len() > 1 || leaves.first().is_some_and(|l| l != task);
@@ -218,7 +219,7 @@ pub(crate) fn same_counts(
         if let (Some(x), Some(y)) = (b.n, o.n)
             && x != y
         {
-            let of = |t: &crate::evals::lm_eval::TaskResult| match t.n_original {
+            let of = |t: &TaskResult| match t.n_original {
                 Some(orig) if orig != t.n.unwrap_or(orig) => {
                     format!(" of {orig} (lm_eval --limit)")
                 }
