@@ -156,6 +156,8 @@ struct GemmRow {
     f32_quantized_s: f64,
     bf16_quantized_s: Option<f64>,
     bf16_rounded_s: Option<f64>,
+    /// The fake-quantized product on each bf16 kernel this CPU has, best first.
+    by_kernel: Vec<(&'static str, f64)>,
 }
 
 /// `hif8lab bench gemm`: the CPU backend's GEMMs on the step shapes of a preset (and on
@@ -180,6 +182,12 @@ pub fn bench_gemm(
     )?;
     let kernel = hif8lab_engine::cpu::bf16::detect();
     let cpu = CpuBackend::new();
+    // Every kernel this CPU has, each on a backend of its own (tensors and banks are plain
+    // memory, shared by all).
+    let kernels: Vec<_> = hif8lab_engine::cpu::bf16::available()
+        .into_iter()
+        .map(|k| (k, CpuBackend::new().with_bf16_kernel(Some(k))))
+        .collect();
     let adapter = cpu.info().adapter;
     let scaling = hif8lab_scaling::ScalingConfig::default().plan()?;
     let estimators = scaling.estimators().len();
@@ -195,7 +203,7 @@ pub fn bench_gemm(
             cpu.upload(&filler(k * n, 2))?,
         );
         let c = cpu.zeros(m * n)?;
-        let time = |spec: &MatmulSpec| -> Result<f64> {
+        let time_on = |cpu: &CpuBackend, spec: &MatmulSpec| -> Result<f64> {
             // As in a training step: the statistics pass leaves each quantized operand's
             // fake-quantized copy, which the products then read.
             if spec.fuse_a.is_some() {
@@ -211,6 +219,7 @@ pub fn bench_gemm(
             }
             Ok(best)
         };
+        let time = |spec: &MatmulSpec| time_on(&cpu, spec);
         let plain = MatmulSpec::new(m, n, k, layout);
         let quantized = MatmulSpec {
             fuse_a: Some(0),
@@ -232,6 +241,10 @@ pub fn bench_gemm(
             f32_quantized_s: time(&quantized)?,
             bf16_quantized_s: kernel.map(|_| time(&units(quantized))).transpose()?,
             bf16_rounded_s: kernel.map(|_| time(&units(rounded))).transpose()?,
+            by_kernel: kernels
+                .iter()
+                .map(|(k, on)| Ok((k.name(), time_on(on, &units(quantized))?)))
+                .collect::<Result<_>>()?,
         });
     }
     let name = kernel.map_or("none", |k| k.name());
@@ -258,21 +271,32 @@ pub fn bench_gemm(
             .map(|r| {
                 let (m, n, k, layout) = r.shape;
                 format!(
-                    "{{\"m\":{m},\"n\":{n},\"k\":{k},\"layout\":\"{layout:?}\",\"calls_per_step\":{},\"gflops_f32\":{:.2},\"gflops_f32_quantized\":{:.2},\"gflops_bf16_quantized\":{},\"gflops_bf16_rounded\":{}}}",
+                    "{{\"m\":{m},\"n\":{n},\"k\":{k},\"layout\":\"{layout:?}\",\"calls_per_step\":{},\"gflops_f32\":{:.2},\"gflops_f32_quantized\":{:.2},\"gflops_bf16_quantized\":{},\"gflops_bf16_rounded\":{},\"gflops_bf16_quantized_by_kernel\":{{{}}}}}",
                     r.calls,
                     rate(r, r.f32_s),
                     rate(r, r.f32_quantized_s),
                     opt(r.bf16_quantized_s.map(|s| rate(r, s))),
                     opt(r.bf16_rounded_s.map(|s| rate(r, s))),
+                    r.by_kernel
+                        .iter()
+                        .map(|(name, s)| format!("{name:?}:{:.2}", rate(r, *s)))
+                        .collect::<Vec<_>>()
+                        .join(","),
                 )
             })
             .collect();
+        let by_kernel: Vec<String> = kernels
+            .iter()
+            .enumerate()
+            .map(|(i, (k, _))| format!("{:?}:{}", k.name(), opt(step(&|r| Some(r.by_kernel[i].1)))))
+            .collect();
         crate::output::outln!(
-            "{{\"cpu\":{adapter:?},\"threads\":{threads},\"gemm_kernel\":{name:?},\"preset\":{preset:?},\"step_gflops_f32\":{},\"step_gflops_f32_quantized\":{},\"step_gflops_bf16_quantized\":{},\"step_gflops_bf16_rounded\":{},\"shapes\":[{}]}}",
+            "{{\"cpu\":{adapter:?},\"threads\":{threads},\"gemm_kernel\":{name:?},\"preset\":{preset:?},\"step_gflops_f32\":{},\"step_gflops_f32_quantized\":{},\"step_gflops_bf16_quantized\":{},\"step_gflops_bf16_rounded\":{},\"step_gflops_bf16_quantized_by_kernel\":{{{}}},\"shapes\":[{}]}}",
             opt(step_f32),
             opt(step_f32_q),
             opt(step_bf16_q),
             opt(step_bf16_r),
+            by_kernel.join(","),
             list.join(",")
         );
         return Ok(());
@@ -311,6 +335,21 @@ pub fn bench_gemm(
         cell(step_bf16_q),
         cell(step_bf16_r)
     );
+    if kernels.len() > 1 {
+        // The quantized products on each kernel, side by side.
+        for (i, (k, _)) in kernels.iter().enumerate() {
+            let per_shape: Vec<String> = rows
+                .iter()
+                .map(|r| format!("{:.0}", rate(r, r.by_kernel[i].1)))
+                .collect();
+            crate::output::outln!(
+                "  bf16 quantized on {:<12} step {} GFLOP/s; per shape above: {}",
+                k.name(),
+                cell(step(&|r| Some(r.by_kernel[i].1))),
+                per_shape.join(" ")
+            );
+        }
+    }
     if kernel.is_none() {
         crate::output::outln!(
             "  (this CPU has no bf16 dot-product units (AVX512-BF16): its products run in f32)"

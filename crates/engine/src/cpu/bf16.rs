@@ -1,18 +1,25 @@
-//! The bf16 GEMM: products on the CPU's bf16 dot-product units, f32 accumulation.
+//! The bf16 GEMM: products on the CPU's bf16 matrix or dot-product units, f32 accumulation.
 //!
 //! Every HiF8, E4M3 and E5M2 value is exact in bf16 (at most 4 significant bits, exponents far
 //! inside bf16's range), and so is every value already rounded to bf16. For operands made only
 //! of such values a bf16 GEMM with f32 accumulation computes each product exactly, as 8-bit
 //! hardware does; only the order of the f32 additions differs from the f32 path's. This module
-//! runs it on AVX512-BF16 (`VDPBF16PS`, Intel since Cooper Lake, AMD since Zen 4), chosen at
-//! run time; [`reference`] is its scalar twin, bit for bit.
+//! runs it on AMX tiles (`TDPBF16PS`, Intel since Sapphire Rapids) or on AVX512-BF16
+//! (`VDPBF16PS`, Intel since Cooper Lake, AMD since Zen 4), the best the CPU has, chosen at
+//! run time; [`reference`] is their scalar twin, bit for bit.
 //!
-//! The order of accumulation, which both follow: each element of C is one f32 sum started at
-//! +0.0, over k in pairs `(2p, 2p+1)` for p ascending, the odd product added first, then the
-//! even one (`VDPBF16PS`'s definition: one rounding to nearest-even per addition, inputs'
-//! denormals read as zero, denormal results flushed to zero); an odd k is padded with a zero
-//! product. The sum is then multiplied by the caller's `factor` (one rounding) and added to C
-//! when accumulating. No split of k, no dependence on the thread count or the tiling.
+//! The order of accumulation, which the kernel and its twin follow: each element of C is one
+//! f32 sum started at +0.0 over k in pairs `(2p, 2p+1)`, p ascending, one rounding to
+//! nearest-even per addition, inputs' denormals read as zero, denormal results flushed to
+//! zero; an odd k is padded with a zero product. The two kernels group the additions as their
+//! instructions do:
+//! - AVX512-BF16 (`VDPBF16PS`): per pair, the odd product added first, then the even one.
+//! - AMX (`TDPBF16PS`): per chunk of 16 pairs (k padded with zeros to a multiple of 32), the
+//!   even products summed into one f32 and the odd ones into another, pairs ascending, and
+//!   their sum added to the element: `s ← s + (even + odd)`.
+//!
+//! The sum is then multiplied by the caller's `factor` (one rounding) and added to C when
+//! accumulating. No split of k, no dependence on the thread count or the tiling.
 
 #![allow(unsafe_code)]
 // Off x86-64 no kernel exists (`detect` finds none), so the packing and blocking code is
@@ -43,14 +50,21 @@ pub(crate) static FROM_COPY: std::sync::atomic::AtomicUsize =
 
 /// Rows of C per register block.
 const MR: usize = 8;
-/// Columns of C per register block (two 16-lane registers).
+/// Columns of C per register block (two 16-lane registers), and per AMX block (two tiles).
 const NR: usize = 32;
+/// Rows of C per AMX block (two tiles).
+const AMX_MR: usize = 32;
+/// Pairs of k per AMX tile (a row of 64 bytes): the chunk of k that `TDPBF16PS` sums.
+const AMX_KC: usize = 16;
 
-/// A bf16 GEMM kernel this machine can run.
+/// A bf16 GEMM kernel this machine can run (only [`detect`] and [`available`] make one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bf16Kernel {
     /// AVX-512 `VDPBF16PS` (16 f32 lanes, 32 products per instruction).
     Avx512Bf16,
+    /// AMX `TDPBF16PS` (a 16×16 tile of f32, 16 × 16 × 32 products per instruction); its
+    /// operands are packed with the AVX-512 packers, which every AMX CPU can run.
+    Amx,
 }
 
 impl Bf16Kernel {
@@ -58,24 +72,56 @@ impl Bf16Kernel {
     pub fn name(self) -> &'static str {
         match self {
             Bf16Kernel::Avx512Bf16 => "avx512-bf16",
+            Bf16Kernel::Amx => "amx-bf16",
         }
+    }
+
+    /// The kernel of that [`Bf16Kernel::name`], if this CPU can run it.
+    pub fn named(name: &str) -> Option<Bf16Kernel> {
+        available().into_iter().find(|k| k.name() == name)
     }
 }
 
-/// The best bf16 kernel this CPU has (detected once), if any. AMX tiles are not used yet:
-/// on a CPU with AMX this is the AVX512-BF16 kernel, which every AMX CPU also has.
-pub fn detect() -> Option<Bf16Kernel> {
+/// The bf16 kernels this CPU can run (detected once), best first: AMX where the CPU has
+/// AMX-TILE, AMX-BF16 and AVX512-BF16 and Linux lets the process use the tiles, then
+/// AVX512-BF16.
+pub fn available() -> Vec<Bf16Kernel> {
     #[cfg(target_arch = "x86_64")]
     {
-        static FOUND: std::sync::OnceLock<Option<Bf16Kernel>> = std::sync::OnceLock::new();
-        *FOUND.get_or_init(|| {
-            (std::arch::is_x86_feature_detected!("avx512bf16")
-                && std::arch::is_x86_feature_detected!("avx512f"))
-            .then_some(Bf16Kernel::Avx512Bf16)
-        })
+        static FOUND: std::sync::OnceLock<Vec<Bf16Kernel>> = std::sync::OnceLock::new();
+        FOUND
+            .get_or_init(|| {
+                let avx512 = std::arch::is_x86_feature_detected!("avx512bf16")
+                    && std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512bw");
+                let amx = avx512 && amx::on_cpu() && amx::permitted();
+                let mut found = Vec::new();
+                if amx {
+                    found.push(Bf16Kernel::Amx);
+                }
+                if avx512 {
+                    found.push(Bf16Kernel::Avx512Bf16);
+                }
+                found
+            })
+            .clone()
     }
     #[cfg(not(target_arch = "x86_64"))]
-    None
+    Vec::new()
+}
+
+/// The bf16 kernel runs use (detected once), if any: the best [`available`] one, or the one
+/// `HIF8LAB_BF16_KERNEL` names (`amx-bf16`, `avx512-bf16`; to compare them on one machine)
+/// where this CPU has it.
+pub fn detect() -> Option<Bf16Kernel> {
+    static CHOSEN: std::sync::OnceLock<Option<Bf16Kernel>> = std::sync::OnceLock::new();
+    *CHOSEN.get_or_init(|| {
+        let best = available().first().copied();
+        match std::env::var("HIF8LAB_BF16_KERNEL") {
+            Ok(name) if !name.is_empty() => Bf16Kernel::named(&name).or(best),
+            _ => best,
+        }
+    })
 }
 
 /// The bf16 bit pattern of `x`, rounded to nearest-even, as `VCVTNE2PS2BF16` converts: f32
@@ -124,9 +170,10 @@ fn el(x: Operand, i: usize, j: usize) -> f32 {
 }
 
 #[cfg(test)]
-/// The scalar twin of the kernels: `C (+)= factor · (A·B)` in the module's order of
-/// accumulation, element by element.
+/// The scalar twin of the kernels: `C (+)= factor · (A·B)` in `kernel`'s order of
+/// accumulation (the module's documentation), element by element.
 pub(crate) fn reference(
+    kernel: Bf16Kernel,
     (m, n, k): (usize, usize, usize),
     a: Operand,
     b: Operand,
@@ -138,14 +185,32 @@ pub(crate) fn reference(
     for i in 0..m {
         for j in 0..n {
             let mut s = 0.0f32;
-            for p in 0..k.div_ceil(2) {
-                let (k0, k1) = (2 * p, 2 * p + 1);
-                if k1 < k {
-                    s = ftz(s + ftz(pair(el(a, i, k1), el(b, k1, j))));
+            // The product of pair p's element 0 or 1 (zero past k).
+            let product = |p: usize, odd: usize| {
+                let kk = 2 * p + odd;
+                if kk < k {
+                    ftz(pair(el(a, i, kk), el(b, kk, j)))
                 } else {
-                    s = ftz(s + 0.0);
+                    0.0
                 }
-                s = ftz(s + ftz(pair(el(a, i, k0), el(b, k0, j))));
+            };
+            match kernel {
+                Bf16Kernel::Avx512Bf16 => {
+                    for p in 0..k.div_ceil(2) {
+                        s = ftz(s + product(p, 1));
+                        s = ftz(s + product(p, 0));
+                    }
+                }
+                Bf16Kernel::Amx => {
+                    for chunk in 0..k.div_ceil(2 * AMX_KC) {
+                        let (mut even, mut odd) = (0.0f32, 0.0f32);
+                        for p in chunk * AMX_KC..(chunk + 1) * AMX_KC {
+                            even = ftz(even + product(p, 0));
+                            odd = ftz(odd + product(p, 1));
+                        }
+                        s = ftz(s + ftz(even + odd));
+                    }
+                }
             }
             let o = &mut c[i * n + j];
             let v = s * factor;
@@ -239,7 +304,7 @@ fn pack(
 ) -> bool {
     match kernel {
         #[cfg(target_arch = "x86_64")]
-        Bf16Kernel::Avx512Bf16 if step == 1 => {
+        Bf16Kernel::Avx512Bf16 | Bf16Kernel::Amx if step == 1 => {
             let kp = k.div_ceil(2);
             assert!(rows == 0 || base + (rows - 1) * line + k <= data.len());
             assert!(rows == 0 || (kp - 1) * width + rows <= out.len());
@@ -248,7 +313,7 @@ fn pack(
             unsafe { avx512::pack_rows(data, base, line, rows, k, width, out, mul) }
         }
         #[cfg(target_arch = "x86_64")]
-        Bf16Kernel::Avx512Bf16 if line == 1 => {
+        Bf16Kernel::Avx512Bf16 | Bf16Kernel::Amx if line == 1 => {
             let kp = k.div_ceil(2);
             assert!(rows == 0 || base + (k - 1) * step + rows <= data.len());
             assert!(rows <= width && kp * width <= out.len());
@@ -275,12 +340,22 @@ pub(crate) struct Source<'a> {
     pub mul: f32,
 }
 
-/// Runs `f(index, chunk)` over the chunks of `out`, in parallel natively.
+/// Makes `out` `total` long and runs `f(index, chunk)` over its chunks of `len`, each chunk
+/// zeroed first (by the thread that then fills it, not in one pass before), in parallel
+/// natively. Whether an `f` answered `true`.
 fn chunks(
-    out: &mut [u32],
+    out: &mut Vec<u32>,
+    total: usize,
     len: usize,
     f: impl Fn(usize, &mut [u32]) -> bool + Sync + Send,
 ) -> bool {
+    // Kept from the last call: no allocation, and only a growth is filled here.
+    out.truncate(total);
+    out.resize(total, 0);
+    let f = |i: usize, c: &mut [u32]| {
+        c.fill(0);
+        f(i, c)
+    };
     #[cfg(not(target_arch = "wasm32"))]
     {
         use rayon::prelude::*;
@@ -295,39 +370,93 @@ fn chunks(
         .fold(false, |t, (i, c)| f(i, c) | t)
 }
 
-/// A packed in blocks of [`MR`] rows into `out`: per block, for each pair p, the MR rows'
-/// pairs, rows past m zero. Whether an element was a non-zero denormal.
-fn pack_a(kernel: Bf16Kernel, m: usize, k: usize, a: Source, out: &mut Vec<u32>) -> bool {
+/// The pairs of k a packed line holds: all `k.div_ceil(2)`, and for AMX zeros up to whole
+/// tiles.
+fn padded_pairs(kernel: Bf16Kernel, k: usize) -> usize {
     let kp = k.div_ceil(2);
-    out.clear();
-    out.resize(m.div_ceil(MR) * kp * MR, 0);
+    match kernel {
+        Bf16Kernel::Amx => kp.div_ceil(AMX_KC) * AMX_KC,
+        Bf16Kernel::Avx512Bf16 => kp,
+    }
+}
+
+/// A packed for `kernel` into `out`, rows past m and pairs past k zero. For AVX512-BF16 in
+/// blocks of [`MR`] rows: per block, for each pair p, the MR rows' pairs. For AMX in blocks of
+/// [`AMX_MR`] rows, each row's [`padded_pairs`] in a run (a tile's rows). Whether an element
+/// was a non-zero denormal.
+fn pack_a(kernel: Bf16Kernel, m: usize, k: usize, a: Source, out: &mut Vec<u32>) -> bool {
+    let kpad = padded_pairs(kernel, k);
+    let block_rows = match kernel {
+        Bf16Kernel::Amx => AMX_MR,
+        Bf16Kernel::Avx512Bf16 => MR,
+    };
     // A's lines are its rows: (row stride, k stride).
     let (line, step) = (a.x.rs as usize, a.x.cs as usize);
-    chunks(out, kp * MR, |ib, block| {
-        let rows = MR.min(m - ib * MR);
-        pack(
-            kernel,
-            a.x.data,
-            ib * MR * line,
-            (line, step),
-            rows,
-            k,
-            MR,
-            block,
-            a.mul,
-        )
+    let total = m.div_ceil(block_rows) * block_rows * kpad;
+    chunks(out, total, block_rows * kpad, |ib, block| {
+        let rows = block_rows.min(m - ib * block_rows);
+        let base = ib * block_rows * line;
+        match kernel {
+            Bf16Kernel::Avx512Bf16 => pack(
+                kernel,
+                a.x.data,
+                base,
+                (line, step),
+                rows,
+                k,
+                MR,
+                block,
+                a.mul,
+            ),
+            // Rows contiguous along k: each packed as a line of its own, into its run.
+            Bf16Kernel::Amx if step == 1 => (0..rows).fold(false, |tiny, r| {
+                let run = &mut block[r * kpad..(r + 1) * kpad];
+                pack(
+                    kernel,
+                    a.x.data,
+                    base + r * line,
+                    (line, step),
+                    1,
+                    k,
+                    1,
+                    run,
+                    a.mul,
+                ) | tiny
+            }),
+            // Rows side by side: packed pair-major, then each row's pairs gathered.
+            Bf16Kernel::Amx => {
+                let mut pairs = vec![0u32; kpad * AMX_MR];
+                let tiny = pack(
+                    kernel,
+                    a.x.data,
+                    base,
+                    (line, step),
+                    rows,
+                    k,
+                    AMX_MR,
+                    &mut pairs,
+                    a.mul,
+                );
+                // SAFETY: the kernel exists on this CPU (AVX-512F with it); kpad and AMX_MR
+                // are multiples of 16, `pairs` holds kpad·AMX_MR and `block` AMX_MR·kpad.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    avx512::gather_runs(&pairs, AMX_MR, rows, kpad, block)
+                };
+                tiny
+            }
+        }
     })
 }
 
-/// B packed in panels of [`NR`] columns into `out`: per panel, for each pair p, the NR
-/// columns' pairs, columns past n zero. Whether an element was a non-zero denormal.
+/// B packed in panels of [`NR`] columns into `out`: per panel, for each of the
+/// [`padded_pairs`] p, the NR columns' pairs (for AMX, a tile's row is 16 of them), columns
+/// past n and pairs past k zero. Whether an element was a non-zero denormal.
 fn pack_b(kernel: Bf16Kernel, n: usize, k: usize, b: Source, out: &mut Vec<u32>) -> bool {
-    let kp = k.div_ceil(2);
-    out.clear();
-    out.resize(n.div_ceil(NR) * kp * NR, 0);
+    let kpad = padded_pairs(kernel, k);
     // B's lines are its columns: (column stride, k stride).
     let (line, step) = (b.x.cs as usize, b.x.rs as usize);
-    chunks(out, kp * NR, |jp, panel| {
+    chunks(out, n.div_ceil(NR) * kpad * NR, kpad * NR, |jp, panel| {
         let cols = NR.min(n - jp * NR);
         pack(
             kernel,
@@ -395,36 +524,66 @@ fn gemm_packed(
     factor: f32,
 ) -> bool {
     let kp = k.div_ceil(2);
-    let tiny_a = pack_a(kernel, m, k, a, ap);
-    let tiny_b = pack_b(kernel, n, k, b, bp);
+    let kpad = padded_pairs(kernel, k);
+    // Both operands in one parallel region.
+    #[cfg(not(target_arch = "wasm32"))]
+    let (tiny_a, tiny_b) = rayon::join(
+        || pack_a(kernel, m, k, a, ap),
+        || pack_b(kernel, n, k, b, bp),
+    );
+    #[cfg(target_arch = "wasm32")]
+    let (tiny_a, tiny_b) = (pack_a(kernel, m, k, a, ap), pack_b(kernel, n, k, b, bp));
     if (tiny_a && a.mul != 1.0) || (tiny_b && b.mul != 1.0) {
         return false;
     }
+    let block_rows = match kernel {
+        Bf16Kernel::Amx => AMX_MR,
+        Bf16Kernel::Avx512Bf16 => MR,
+    };
     let (ap, bp) = (&*ap, &*bp);
     let c_at = c.as_mut_ptr() as usize;
     let c_len = c.len();
     let run = |jp: usize| {
         let j0 = jp * NR;
         let cols = NR.min(n - j0);
-        let panel = &bp[jp * kp * NR..(jp + 1) * kp * NR];
-        for ib in 0..m.div_ceil(MR) {
-            let rows = MR.min(m - ib * MR);
-            let mut sums = [[0.0f32; NR]; MR];
-            let block = &ap[ib * kp * MR..(ib + 1) * kp * MR];
-            match kernel {
-                // SAFETY: the kernel exists on this CPU (`detect` found it, the only source
-                // of a `Bf16Kernel`); `block` holds kp·MR pairs and `panel` kp·NR.
+        let panel = &bp[jp * kpad * NR..(jp + 1) * kpad * NR];
+        // SAFETY: the kernel exists on this CPU (`detect` or `available` found it, the only
+        // sources of a `Bf16Kernel`), which for AMX includes the process's permission.
+        #[cfg(target_arch = "x86_64")]
+        let tiles = (kernel == Bf16Kernel::Amx).then(|| unsafe { amx::Tiles::configure() });
+        #[cfg(not(target_arch = "x86_64"))]
+        let tiles: Option<()> = None;
+        let mut sums = [[0.0f32; NR]; AMX_MR];
+        for ib in 0..m.div_ceil(block_rows) {
+            let rows = block_rows.min(m - ib * block_rows);
+            let block = &ap[ib * block_rows * kpad..(ib + 1) * block_rows * kpad];
+            match (kernel, &tiles) {
+                // SAFETY: as above; `block` holds kp·MR pairs and `panel` kp·NR.
                 #[cfg(target_arch = "x86_64")]
-                Bf16Kernel::Avx512Bf16 => unsafe { avx512::block(kp, block, panel, &mut sums) },
-                #[cfg(not(target_arch = "x86_64"))]
-                _ => unreachable!("no bf16 kernel off x86-64"),
+                (Bf16Kernel::Avx512Bf16, _) => unsafe {
+                    let first = sums.first_chunk_mut::<MR>().expect("AMX_MR ≥ MR");
+                    avx512::block(kp, block, panel, first)
+                },
+                // SAFETY: the tiles are configured on this thread; `block` holds AMX_MR rows
+                // of kpad pairs and `panel` kpad·NR pairs, kpad a multiple of AMX_KC.
+                #[cfg(target_arch = "x86_64")]
+                (Bf16Kernel::Amx, Some(tiles)) => unsafe {
+                    tiles.block(
+                        kpad / AMX_KC,
+                        block.as_ptr(),
+                        kpad,
+                        panel.as_ptr(),
+                        &mut sums,
+                    )
+                },
+                _ => unreachable!("no bf16 kernel off x86-64, tiles configured for AMX"),
             }
             for (r, s) in sums.iter().enumerate().take(rows) {
-                let at = (ib * MR + r) * n + j0;
+                let at = (ib * block_rows + r) * n + j0;
                 debug_assert!(at + cols <= c_len);
-                // SAFETY: row ib·MR + r < m and columns j0..j0 + cols < n of the row-major
-                // m×n C, inside `c` (its length was checked by the caller); panels write
-                // disjoint columns, and `c` is a mutable borrow held for the whole call.
+                // SAFETY: row ib·block_rows + r < m and columns j0..j0 + cols < n of the
+                // row-major m×n C, inside `c` (its length was checked by the caller); panels
+                // write disjoint columns, and `c` is a mutable borrow held for the whole call.
                 let row =
                     unsafe { std::slice::from_raw_parts_mut((c_at as *mut f32).add(at), cols) };
                 for (o, v) in row.iter_mut().zip(s) {
@@ -445,200 +604,9 @@ fn gemm_packed(
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use super::{MR, NR};
-    use std::arch::x86_64::{
-        __m512, __m512bh, __m512i, _mm512_dpbf16_ps, _mm512_loadu_si512, _mm512_set1_epi32,
-        _mm512_setzero_ps, _mm512_storeu_ps,
-    };
-
-    /// [`super::pack_lines`] for lines contiguous along k: 32 elements of a line (16 pairs)
-    /// per conversion, times `mul`, and whether one was a non-zero denormal.
-    ///
-    /// # Safety
-    /// The CPU has AVX512-F, -BW and -BF16; line r's k elements start at `base + r·line`
-    /// inside `data`, and `out` holds `(kp − 1)·width + rows` pairs.
-    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn pack_rows(
-        data: &[f32],
-        base: usize,
-        line: usize,
-        rows: usize,
-        k: usize,
-        width: usize,
-        out: &mut [u32],
-        mul: f32,
-    ) -> bool {
-        use std::arch::x86_64::{
-            _CMP_LT_OQ, _CMP_NEQ_UQ, _mm512_abs_ps, _mm512_cmp_ps_mask, _mm512_cvtne2ps_pbh,
-            _mm512_maskz_loadu_ps, _mm512_mul_ps, _mm512_set1_ps, _mm512_setzero_ps,
-            _mm512_storeu_si512,
-        };
-        let kp = k.div_ceil(2);
-        let vmul = _mm512_set1_ps(mul);
-        let (zero, least) = (_mm512_setzero_ps(), _mm512_set1_ps(f32::MIN_POSITIVE));
-        let mut tiny = 0u16;
-        let mut pairs = [0u32; 16];
-        for r in 0..rows {
-            let row = base + r * line;
-            let mut kk = 0;
-            while kk < k {
-                let left = k - kk;
-                let m0 = if left >= 16 {
-                    0xffff
-                } else {
-                    (1u16 << left) - 1
-                };
-                let m1 = if left >= 32 {
-                    0xffff
-                } else if left > 16 {
-                    (1u16 << (left - 16)) - 1
-                } else {
-                    0
-                };
-                // SAFETY: the masks keep the loads inside the line's k elements (caller);
-                // the store writes the 16 u32 of `pairs`.
-                unsafe {
-                    let at = data.as_ptr().add(row + kk);
-                    let x0 = _mm512_maskz_loadu_ps(m0, at);
-                    let x1 = _mm512_maskz_loadu_ps(m1, at.wrapping_add(16));
-                    for x in [x0, x1] {
-                        let ax = _mm512_abs_ps(x);
-                        tiny |= _mm512_cmp_ps_mask::<_CMP_LT_OQ>(ax, least)
-                            & _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(ax, zero);
-                    }
-                    let bh = _mm512_cvtne2ps_pbh(_mm512_mul_ps(x1, vmul), _mm512_mul_ps(x0, vmul));
-                    _mm512_storeu_si512(
-                        pairs.as_mut_ptr().cast(),
-                        std::mem::transmute::<__m512bh, __m512i>(bh),
-                    );
-                }
-                let p0 = kk / 2;
-                for (i, pair) in pairs.iter().enumerate().take((kp - p0).min(16)) {
-                    out[(p0 + i) * width + r] = *pair;
-                }
-                kk += 32;
-            }
-        }
-        tiny != 0
-    }
-
-    /// [`super::pack_lines`] for lines side by side (line stride 1): per pair, the runs of
-    /// `rows` elements at k = 2p and 2p + 1, 16 lines per conversion, interleaved into pairs.
-    ///
-    /// # Safety
-    /// The CPU has AVX512-F, -BW and -BF16; the run at k starts at `base + k·step` inside
-    /// `data` and holds `rows` ≤ `width` elements; `out` holds `kp·width` pairs.
-    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn pack_runs(
-        data: &[f32],
-        base: usize,
-        step: usize,
-        rows: usize,
-        k: usize,
-        width: usize,
-        out: &mut [u32],
-        mul: f32,
-    ) -> bool {
-        use std::arch::x86_64::{
-            _CMP_LT_OQ, _CMP_NEQ_UQ, _mm512_abs_ps, _mm512_cmp_ps_mask, _mm512_cvtne2ps_pbh,
-            _mm512_loadu_si512, _mm512_mask_storeu_epi32, _mm512_maskz_loadu_ps, _mm512_mul_ps,
-            _mm512_permutexvar_epi16, _mm512_set1_ps, _mm512_setzero_ps,
-        };
-        // [lo0..lo15 | hi0..hi15] → lo0, hi0, lo1, hi1, …
-        const INTERLEAVE: [u16; 32] = {
-            let mut t = [0u16; 32];
-            let mut i = 0;
-            while i < 16 {
-                t[2 * i] = i as u16;
-                t[2 * i + 1] = i as u16 + 16;
-                i += 1;
-            }
-            t
-        };
-        let kp = k.div_ceil(2);
-        let vmul = _mm512_set1_ps(mul);
-        let (zero, least) = (_mm512_setzero_ps(), _mm512_set1_ps(f32::MIN_POSITIVE));
-        // SAFETY: 64 readable bytes.
-        let order = unsafe { _mm512_loadu_si512(INTERLEAVE.as_ptr().cast()) };
-        let mut tiny = 0u16;
-        for p in 0..kp {
-            let has_hi = 2 * p + 1 < k;
-            let mut r0 = 0;
-            while r0 < rows {
-                let left = rows - r0;
-                let mask = if left >= 16 {
-                    0xffff
-                } else {
-                    (1u16 << left) - 1
-                };
-                let hi_mask = if has_hi { mask } else { 0 };
-                // SAFETY: the masks keep the loads inside the runs (caller); the store writes
-                // `left.min(16)` pairs at p·width + r0 < kp·width.
-                unsafe {
-                    let lo_at = data.as_ptr().add(base + 2 * p * step + r0);
-                    let lo = _mm512_maskz_loadu_ps(mask, lo_at);
-                    let hi = _mm512_maskz_loadu_ps(hi_mask, lo_at.wrapping_add(step));
-                    for x in [lo, hi] {
-                        let ax = _mm512_abs_ps(x);
-                        tiny |= _mm512_cmp_ps_mask::<_CMP_LT_OQ>(ax, least)
-                            & _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(ax, zero);
-                    }
-                    let bh = _mm512_cvtne2ps_pbh(_mm512_mul_ps(hi, vmul), _mm512_mul_ps(lo, vmul));
-                    let pairs = _mm512_permutexvar_epi16(
-                        order,
-                        std::mem::transmute::<__m512bh, __m512i>(bh),
-                    );
-                    _mm512_mask_storeu_epi32(
-                        out.as_mut_ptr().add(p * width + r0).cast(),
-                        mask,
-                        pairs,
-                    );
-                }
-                r0 += 16;
-            }
-        }
-        tiny != 0
-    }
-
-    /// One MR×NR block of sums over all `kp` pairs.
-    ///
-    /// # Safety
-    /// The CPU has AVX512-F and AVX512-BF16; `a` holds `kp·MR` pairs, `b` `kp·NR`.
-    #[target_feature(enable = "avx512f,avx512bf16")]
-    pub(super) unsafe fn block(kp: usize, a: &[u32], b: &[u32], out: &mut [[f32; NR]; MR]) {
-        assert!(a.len() >= kp * MR && b.len() >= kp * NR);
-        let mut acc: [[__m512; 2]; MR] = [[_mm512_setzero_ps(); 2]; MR];
-        for p in 0..kp {
-            // SAFETY: p·NR + 32 ≤ kp·NR ≤ b.len() (checked above): two 64-byte loads.
-            let (b0, b1) = unsafe {
-                let at = b.as_ptr().add(p * NR);
-                (
-                    std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(at.cast())),
-                    std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(at.add(16).cast())),
-                )
-            };
-            let pairs = &a[p * MR..(p + 1) * MR];
-            for (accs, &pair) in acc.iter_mut().zip(pairs) {
-                // SAFETY: 64 bytes become 64 bytes (32 bf16).
-                let av = unsafe {
-                    std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(pair as i32))
-                };
-                accs[0] = _mm512_dpbf16_ps(accs[0], av, b0);
-                accs[1] = _mm512_dpbf16_ps(accs[1], av, b1);
-            }
-        }
-        for (accs, row) in acc.iter().zip(out.iter_mut()) {
-            // SAFETY: `row` is NR = 32 writable f32: two 16-lane stores.
-            unsafe {
-                _mm512_storeu_ps(row.as_mut_ptr(), accs[0]);
-                _mm512_storeu_ps(row.as_mut_ptr().add(16), accs[1]);
-            }
-        }
-    }
-}
+mod amx;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 
 #[cfg(test)]
 mod tests;

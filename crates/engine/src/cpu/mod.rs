@@ -194,6 +194,9 @@ pub struct CpuBackend {
     gemm_flops: [AtomicU64; 2],
     /// Per-op time, when profiling ([`CpuBackend::set_profiling`]).
     profile: Mutex<Option<std::collections::BTreeMap<&'static str, OpTime>>>,
+    /// The bf16 kernel its products may use, where not [`bf16::detect`]'s
+    /// ([`CpuBackend::with_bf16_kernel`]).
+    bf16: Option<Option<bf16::Bf16Kernel>>,
 }
 
 /// Calls and time of one op, summed ([`CpuBackend::profile`]).
@@ -237,6 +240,18 @@ impl CpuBackend {
     /// A CPU backend.
     pub fn new() -> Self {
         CpuBackend::default()
+    }
+
+    /// This backend with its bf16 products on `kernel` (`None`: on the f32 path) instead of
+    /// [`bf16::detect`]'s: to compare kernels in one process.
+    pub fn with_bf16_kernel(mut self, kernel: Option<bf16::Bf16Kernel>) -> Self {
+        self.bf16 = Some(kernel);
+        self
+    }
+
+    /// The bf16 kernel its products run on where a product asks for one.
+    pub fn bf16_kernel(&self) -> Option<bf16::Bf16Kernel> {
+        self.bf16.unwrap_or_else(bf16::detect)
     }
 
     /// Counts one operation that stands for a GPU dispatch, and times it while profiling.

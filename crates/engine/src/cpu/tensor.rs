@@ -83,7 +83,8 @@ impl TensorOps for CpuBackend {
             });
         }
         let exact = |fuse: Option<usize>| fuse.is_some() || spec.round_bf16;
-        if let Some(kernel) = super::bf16::detect()
+        if let Some(kernel) = self
+            .bf16_kernel()
             .filter(|_| spec.bf16_units && exact(spec.fuse_a) && exact(spec.fuse_b))
         {
             matmul_bf16(kernel, (a, b, c), spec, bank)?;
