@@ -125,4 +125,4 @@ def test_bf16_precision_matches_torch_autocast(tmp_path, corpus):
     summary = json.loads((tmp_path / "lab" / "summary.json").read_text())
     assert summary["precision"] == "bf16"
     segments = json.loads((tmp_path / "lab" / "segments.json").read_text())
-    assert segments[0]["gemm"] in ("f32", "avx512-bf16")
+    assert segments[0]["gemm"] in ("f32", "avx512-bf16", "amx-bf16")

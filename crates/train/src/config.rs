@@ -234,7 +234,7 @@ impl Gemm {
             Gemm::Auto => Ok(found),
             Gemm::Bf16 => found.map(Some).ok_or_else(|| crate::TrainError::Setting {
                 setting: "train.gemm = \"bf16\"".into(),
-                message: "this CPU has no bf16 dot-product units (AVX512-BF16); use \
+                message: "this CPU has no bf16 dot-product units (AMX or AVX512-BF16); use \
                               \"auto\" or \"f32\""
                     .into(),
             }),

@@ -188,7 +188,7 @@ pub struct Segment {
     #[serde(default)]
     pub from_checkpoint: Option<String>,
     /// The kernel of its CPU products whose operands are exact in bf16 (`train.gemm`): `f32`
-    /// or `avx512-bf16`; empty in segments written before it was recorded (they used `f32`).
+    /// `avx512-bf16` or `amx-bf16`; empty in segments written before it was recorded (they used `f32`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub gemm: String,
     /// Newer checkpoints it could not use, and why.

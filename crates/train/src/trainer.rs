@@ -200,7 +200,7 @@ impl<B: Backend> Trainer<B> {
     }
 
     /// The kernel of the products whose operands are exact in bf16: `f32`, or the bf16
-    /// kernel's name (`avx512-bf16`); what each segment of a run records.
+    /// kernel's name (`avx512-bf16`, `amx-bf16`); what each segment of a run records.
     pub fn gemm_kernel(&self) -> &'static str {
         self.gemm.map_or("f32", |k| k.name())
     }

@@ -352,7 +352,7 @@ pub fn bench_gemm(
     }
     if kernel.is_none() {
         crate::output::outln!(
-            "  (this CPU has no bf16 dot-product units (AVX512-BF16): its products run in f32)"
+            "  (this CPU has no bf16 dot-product units (AMX or AVX512-BF16): its products run in f32)"
         );
     }
     Ok(())

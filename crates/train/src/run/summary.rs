@@ -67,7 +67,7 @@ pub struct RunSummary {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub precision: String,
     /// The kernels its bf16-exact CPU products ran on, over its segments (`f32`,
-    /// `avx512-bf16`, or both joined by `+`); empty where not recorded.
+    /// `avx512-bf16`, `amx-bf16`, or two joined by `+`); empty where not recorded.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub gemm: String,
 }
