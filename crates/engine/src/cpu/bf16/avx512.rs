@@ -173,7 +173,7 @@ pub(super) unsafe fn gather_runs(
     out: &mut [u32],
 ) {
     use std::arch::x86_64::_mm512_storeu_si512;
-    assert!(kpad % 16 == 0 && width % 16 == 0 && rows <= width);
+    assert!(kpad.is_multiple_of(16) && width.is_multiple_of(16) && rows <= width);
     assert!(pairs.len() >= kpad * width && out.len() >= rows * kpad);
     for r0 in (0..rows).step_by(16) {
         for p0 in (0..kpad).step_by(16) {
