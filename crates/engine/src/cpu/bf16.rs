@@ -370,6 +370,14 @@ fn chunks(
         .fold(false, |t, (i, c)| f(i, c) | t)
 }
 
+/// Rows of C per block of `kernel`, and of A per packed block.
+fn block_rows(kernel: Bf16Kernel) -> usize {
+    match kernel {
+        Bf16Kernel::Amx => AMX_MR,
+        Bf16Kernel::Avx512Bf16 => MR,
+    }
+}
+
 /// The pairs of k a packed line holds: all `k.div_ceil(2)`, and for AMX zeros up to whole
 /// tiles.
 fn padded_pairs(kernel: Bf16Kernel, k: usize) -> usize {
@@ -386,10 +394,7 @@ fn padded_pairs(kernel: Bf16Kernel, k: usize) -> usize {
 /// was a non-zero denormal.
 fn pack_a(kernel: Bf16Kernel, m: usize, k: usize, a: Source, out: &mut Vec<u32>) -> bool {
     let kpad = padded_pairs(kernel, k);
-    let block_rows = match kernel {
-        Bf16Kernel::Amx => AMX_MR,
-        Bf16Kernel::Avx512Bf16 => MR,
-    };
+    let block_rows = block_rows(kernel);
     // A's lines are its rows: (row stride, k stride).
     let (line, step) = (a.x.rs as usize, a.x.cs as usize);
     let total = m.div_ceil(block_rows) * block_rows * kpad;
@@ -536,10 +541,7 @@ fn gemm_packed(
     if (tiny_a && a.mul != 1.0) || (tiny_b && b.mul != 1.0) {
         return false;
     }
-    let block_rows = match kernel {
-        Bf16Kernel::Amx => AMX_MR,
-        Bf16Kernel::Avx512Bf16 => MR,
-    };
+    let block_rows = block_rows(kernel);
     let (ap, bp) = (&*ap, &*bp);
     let c_at = c.as_mut_ptr() as usize;
     let c_len = c.len();

@@ -6,6 +6,27 @@ use std::arch::x86_64::{
     _mm512_setzero_ps, _mm512_storeu_ps,
 };
 
+/// The 32 elements of `x0` then `x1`, times `vmul`, converted to bf16 (`VCVTNE2PS2BF16`) as
+/// 16 u32 of two adjacent elements each, the earlier in the low half; `tiny` gains the lanes
+/// that held a non-zero denormal.
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+#[inline]
+fn bf16_of(x0: __m512, x1: __m512, vmul: __m512, tiny: &mut u16) -> __m512i {
+    use std::arch::x86_64::{
+        _CMP_LT_OQ, _CMP_NEQ_UQ, _mm512_abs_ps, _mm512_cmp_ps_mask, _mm512_cvtne2ps_pbh,
+        _mm512_mul_ps, _mm512_set1_ps,
+    };
+    let (zero, least) = (_mm512_setzero_ps(), _mm512_set1_ps(f32::MIN_POSITIVE));
+    for x in [x0, x1] {
+        let ax = _mm512_abs_ps(x);
+        *tiny |= _mm512_cmp_ps_mask::<_CMP_LT_OQ>(ax, least)
+            & _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(ax, zero);
+    }
+    let bh = _mm512_cvtne2ps_pbh(_mm512_mul_ps(x1, vmul), _mm512_mul_ps(x0, vmul));
+    // SAFETY: 64 bytes become 64 bytes.
+    unsafe { std::mem::transmute::<__m512bh, __m512i>(bh) }
+}
+
 /// 32 elements at `at` (the first `left` of them: masked loads) times `vmul`, converted to
 /// 16 bf16 pairs; `tiny` gains the lanes that held a non-zero denormal.
 ///
@@ -14,35 +35,15 @@ use std::arch::x86_64::{
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
 #[inline]
 unsafe fn convert(at: *const f32, left: usize, vmul: __m512, tiny: &mut u16) -> __m512i {
-    use std::arch::x86_64::{
-        _CMP_LT_OQ, _CMP_NEQ_UQ, _mm512_abs_ps, _mm512_cmp_ps_mask, _mm512_cvtne2ps_pbh,
-        _mm512_maskz_loadu_ps, _mm512_mul_ps, _mm512_set1_ps,
-    };
-    let m0 = if left >= 16 {
-        0xffff
-    } else {
-        (1u16 << left) - 1
-    };
-    let m1 = if left >= 32 {
-        0xffff
-    } else if left > 16 {
-        (1u16 << (left - 16)) - 1
-    } else {
-        0
-    };
-    let (zero, least) = (_mm512_setzero_ps(), _mm512_set1_ps(f32::MIN_POSITIVE));
+    use std::arch::x86_64::_mm512_maskz_loadu_ps;
     // SAFETY: the masks keep the loads inside the `left` elements (caller).
-    unsafe {
-        let x0 = _mm512_maskz_loadu_ps(m0, at);
-        let x1 = _mm512_maskz_loadu_ps(m1, at.wrapping_add(16));
-        for x in [x0, x1] {
-            let ax = _mm512_abs_ps(x);
-            *tiny |= _mm512_cmp_ps_mask::<_CMP_LT_OQ>(ax, least)
-                & _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(ax, zero);
-        }
-        let bh = _mm512_cvtne2ps_pbh(_mm512_mul_ps(x1, vmul), _mm512_mul_ps(x0, vmul));
-        std::mem::transmute::<__m512bh, __m512i>(bh)
-    }
+    let (x0, x1) = unsafe {
+        (
+            _mm512_maskz_loadu_ps(first(left), at),
+            _mm512_maskz_loadu_ps(first(left.saturating_sub(16)), at.wrapping_add(16)),
+        )
+    };
+    bf16_of(x0, x1, vmul, tiny)
 }
 
 /// Transposes 16 rows of 16 u32 in registers (four stages of 16 shuffles).
@@ -213,9 +214,7 @@ pub(super) unsafe fn pack_runs(
     mul: f32,
 ) -> bool {
     use std::arch::x86_64::{
-        _CMP_LT_OQ, _CMP_NEQ_UQ, _mm512_abs_ps, _mm512_cmp_ps_mask, _mm512_cvtne2ps_pbh,
-        _mm512_loadu_si512, _mm512_mask_storeu_epi32, _mm512_maskz_loadu_ps, _mm512_mul_ps,
-        _mm512_permutexvar_epi16, _mm512_set1_ps, _mm512_setzero_ps,
+        _mm512_mask_storeu_epi32, _mm512_maskz_loadu_ps, _mm512_permutexvar_epi16, _mm512_set1_ps,
     };
     // [lo0..lo15 | hi0..hi15] → lo0, hi0, lo1, hi1, …
     const INTERLEAVE: [u16; 32] = {
@@ -230,7 +229,6 @@ pub(super) unsafe fn pack_runs(
     };
     let kp = k.div_ceil(2);
     let vmul = _mm512_set1_ps(mul);
-    let (zero, least) = (_mm512_setzero_ps(), _mm512_set1_ps(f32::MIN_POSITIVE));
     // SAFETY: 64 readable bytes.
     let order = unsafe { _mm512_loadu_si512(INTERLEAVE.as_ptr().cast()) };
     let mut tiny = 0u16;
@@ -238,27 +236,15 @@ pub(super) unsafe fn pack_runs(
         let has_hi = 2 * p + 1 < k;
         let mut r0 = 0;
         while r0 < rows {
-            let left = rows - r0;
-            let mask = if left >= 16 {
-                0xffff
-            } else {
-                (1u16 << left) - 1
-            };
+            let mask = first(rows - r0);
             let hi_mask = if has_hi { mask } else { 0 };
             // SAFETY: the masks keep the loads inside the runs (caller); the store writes
-            // `left.min(16)` pairs at p·width + r0 < kp·width.
+            // the `mask`'s pairs (at most 16) at p·width + r0 < kp·width.
             unsafe {
                 let lo_at = data.as_ptr().add(base + 2 * p * step + r0);
                 let lo = _mm512_maskz_loadu_ps(mask, lo_at);
                 let hi = _mm512_maskz_loadu_ps(hi_mask, lo_at.wrapping_add(step));
-                for x in [lo, hi] {
-                    let ax = _mm512_abs_ps(x);
-                    tiny |= _mm512_cmp_ps_mask::<_CMP_LT_OQ>(ax, least)
-                        & _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(ax, zero);
-                }
-                let bh = _mm512_cvtne2ps_pbh(_mm512_mul_ps(hi, vmul), _mm512_mul_ps(lo, vmul));
-                let pairs =
-                    _mm512_permutexvar_epi16(order, std::mem::transmute::<__m512bh, __m512i>(bh));
+                let pairs = _mm512_permutexvar_epi16(order, bf16_of(lo, hi, vmul, &mut tiny));
                 _mm512_mask_storeu_epi32(out.as_mut_ptr().add(p * width + r0).cast(), mask, pairs);
             }
             r0 += 16;
