@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use hif8lab_format::{FakeQuant, Format, Overflow};
 use hif8lab_scaling::import::AmaxSeries;
 use hif8lab_scaling::replay::replay as replay_all;
+use hif8lab_scaling::stats::simd;
 use hif8lab_scaling::trace::{TraceHeader, TraceRecord, TraceWriter, read_trace};
 use hif8lab_scaling::{EstimatorKind, EstimatorSpec, QuantizerState, ScalingConfig, ScalingPlan};
 use pyo3::exceptions::{PyOSError, PyValueError};
@@ -150,6 +151,119 @@ fn tensor_stats(
         "sqnr_db": sqnr_db(s.signal, s.noise),
     })
     .to_string())
+}
+
+/// A borrowed f32 buffer of the caller's process: an address and a length, as
+/// `torch.Tensor.data_ptr()` and `numel()` give them for a contiguous CPU tensor.
+#[derive(Clone, Copy)]
+struct Span {
+    addr: usize,
+    len: usize,
+}
+
+impl Span {
+    fn check(self, what: &str) -> PyResult<Self> {
+        let bytes = self.len.checked_mul(4).filter(|b| *b <= isize::MAX as usize);
+        match bytes {
+            _ if self.len > 0 && self.addr == 0 => Err(value_error(format!("{what}: a null address"))),
+            _ if !self.addr.is_multiple_of(std::mem::align_of::<f32>()) => {
+                Err(value_error(format!("{what}: address {:#x} is not f32-aligned", self.addr)))
+            }
+            Some(b) if self.addr.checked_add(b).is_some() => Ok(self),
+            _ => Err(value_error(format!("{what}: {} f32 at {:#x} overflow the address space", self.len, self.addr))),
+        }
+    }
+
+    fn end(self) -> usize {
+        self.addr + self.len * 4
+    }
+}
+
+/// amax (over the non-NaN |x|), the NaN/±Inf count and `qdq(x·scale)/scale` of one operand in
+/// place of the caller's buffers: `n` f32 at address `src` are read, their fake-quantized
+/// values written to the `n` f32 at `dst`. The same bits as `qdq` and
+/// `hif8lab_scaling::stats::amax_and_nonfinite` (the codec and the amax pass of the lab's CPU
+/// backend), without copies and, for HiF8, in one read of the operand: the torch package's
+/// delayed scaling on the CPU, where a compiled torch function costs more to call than its
+/// work. One thread: torch's OpenMP workers spin on the other cores between operations, and
+/// a second thread here ran slower beside them (measured in a training step). The caller
+/// (``hif8lab.torch.fakequant.amax_qdq_cpu``) passes two contiguous f32 CPU tensors it keeps
+/// alive over the call; the ranges must not overlap (checked).
+#[pyfunction]
+#[pyo3(signature = (src, dst, n, scale, format="hif8", saturate=false))]
+fn amax_qdq_at(
+    py: Python<'_>,
+    src: usize,
+    dst: usize,
+    n: usize,
+    scale: f32,
+    format: &str,
+    saturate: bool,
+) -> PyResult<(f32, u64)> {
+    let quant = FakeQuant::new(format_of(format)?).with_overflow(overflow_of(saturate));
+    let (s, d) = (Span { addr: src, len: n }.check("src")?, Span { addr: dst, len: n }.check("dst")?);
+    if n > 0 && s.addr < d.end() && d.addr < s.end() {
+        return Err(value_error("amax_qdq_at: src and dst overlap"));
+    }
+    if n == 0 {
+        return Ok((0.0, 0));
+    }
+    // SAFETY: the caller owns two live, f32-aligned buffers of n f32 each at these addresses
+    // (checked above: non-null, aligned, within the address space, disjoint), and nothing
+    // else touches them during the call (the Python caller holds both tensors and waits).
+    #[allow(unsafe_code)]
+    let (x, out) = unsafe {
+        (
+            std::slice::from_raw_parts(s.addr as *const f32, n),
+            std::slice::from_raw_parts_mut(d.addr as *mut f32, n),
+        )
+    };
+    Ok(py.detach(|| simd::amax_qdq_into(x, out, &quant, scale)))
+}
+
+/// The statistics of one call on the caller's buffers (as [`amax_qdq_at`]): `n` f32 at `src`
+/// and their fake-quantized values at `quantized` (the call's output), one (est, scale) pair
+/// per estimator, the active scale and `reach` (the call's amax: bounds above it count
+/// nothing without a pass). Returns (signal, noise, above_est [..], overflow [..],
+/// underflow): `hif8lab_scaling::stats::tensor_counts_given`, the reference
+/// [`tensor_stats`] is held to, in one pass per eight bounds.
+#[pyfunction]
+#[pyo3(signature = (src, quantized, n, ests, scales, active_scale, reach, format="hif8", saturate=false))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn call_stats_at(
+    py: Python<'_>,
+    src: usize,
+    quantized: usize,
+    n: usize,
+    ests: Vec<f32>,
+    scales: Vec<f32>,
+    active_scale: f32,
+    reach: f32,
+    format: &str,
+    saturate: bool,
+) -> PyResult<(f64, f64, Vec<u64>, Vec<u64>, u64)> {
+    use hif8lab_scaling::stats::{CountBounds, Threshold};
+    if ests.len() != scales.len() {
+        return Err(value_error("ests and scales differ in length"));
+    }
+    let quant = FakeQuant::new(format_of(format)?).with_overflow(overflow_of(saturate));
+    let s = Span { addr: src, len: n }.check("src")?;
+    let q = Span { addr: quantized, len: n }.check("quantized")?;
+    if n == 0 {
+        return Ok((0.0, 0.0, vec![0; ests.len()], vec![0; ests.len()], 0));
+    }
+    // SAFETY: two live, f32-aligned buffers of n f32 each (checked: non-null, aligned,
+    // within the address space), only read here, held by the Python caller over the call.
+    #[allow(unsafe_code)]
+    let (x, xq) = unsafe {
+        (
+            std::slice::from_raw_parts(s.addr as *const f32, n),
+            std::slice::from_raw_parts(q.addr as *const f32, n),
+        )
+    };
+    let bounds = CountBounds::new(&Threshold::pairs(&ests, &scales), active_scale, &quant);
+    let t = py.detach(|| simd::tensor_counts_given(x, xq, &bounds, reach));
+    Ok((t.signal, t.noise, t.above_est, t.overflow, t.underflow))
 }
 
 /// `hif8lab_format::hash_u32(seed, index)` (the lab's data order and hybrid rounding).
@@ -406,6 +520,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_function(wrap_pyfunction!(facts, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(amax_qdq_at, m)?)?;
+    m.add_function(wrap_pyfunction!(call_stats_at, m)?)?;
     m.add_function(wrap_pyfunction!(hash_u32, m)?)?;
     m.add_function(wrap_pyfunction!(estimator_name, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_config, m)?)?;

@@ -60,6 +60,59 @@ def test_bank_equals_rust_call_by_call(window, cold, margin, active):
     assert checked > Q * calls * len(bank.names)
 
 
+@pytest.mark.parametrize("window,cold,margin,active", [
+    (64, "jit", 0, "max_window"), (16, "te", 2, "holt"), (5, "jit", -3, "mean_window"), (1, "te", 0, "ema(0.1)"),
+])
+def test_deferred_decisions_equal_rust_call_by_call(window, cold, margin, active):
+    """The path a CPU session runs under delayed scaling: each call reads its active scale
+    (``active_scale_host``) and queues its amax (``defer``); the decisions are taken for the
+    whole micro-batch at once (``commit``). Every call's scale, and after each commit every
+    estimator's scale and every history, equal the Rust quantizer's, call by call, with
+    quantizers called twice in a micro-batch (the second call sees the first's amax), cold
+    starts (a jit cold call decides at once, as the session does) and a reset."""
+    rng = np.random.default_rng(window * 3 + margin + 1)
+    config = rs.ScalingConfig(estimator=active, window=window, cold_start=cold, margin=margin,
+                              target=15.0, shadow=ALL)
+    Q, calls = 5, 120
+    amax = sequences(rng, Q, calls)
+    bank = QuantBank(config, Q)
+    refs = [rs.Quantizer(config) for _ in range(Q)]
+    checked = deferred = 0
+    last = [None] * Q
+    for t in range(calls):
+        if t == 70:
+            bank.reset()
+            for r in refs:
+                r.reset()
+            last = [None] * Q
+        bank.begin_micro()  # commits the previous micro-batch
+        for q in range(Q):
+            if last[q] is not None:
+                for k, d in enumerate(last[q]):
+                    assert bits(bank.scales[q, k].item()) == bits(d.scale), (t, q, bank.names[k])
+        for q in rng.permutation(Q):
+            q = int(q)
+            for _ in range(2 if (q == 1 and t % 7 == 0) else 1):
+                a = torch.tensor(amax[q, t])
+                if bank.count(q) == 0 and bank.cold_start == "jit":
+                    _, scale = bank.decide(q, a)
+                    bank.observe(q, a, scale)
+                    s = scale[bank.active].item()
+                else:
+                    s = bank.active_scale_host(q)
+                    bank.defer(q, a)
+                    deferred += 1
+                want = refs[q].call(float(amax[q, t]))
+                assert bits(s) == bits(want[bank.active].scale), f"call {t} quantizer {q}: {s!r} vs {want[bank.active].scale!r}"
+                last[q] = want
+                checked += 1
+        bank.commit()
+        for q in range(Q):
+            assert np.array_equal(np.asarray(bank.ordered([q])[0][0, -bank.n[q]:]),
+                                  np.asarray(refs[q].history(), dtype=np.float32)), (t, q)
+    assert deferred > Q * calls * 0.9 and checked >= Q * calls
+
+
 def test_a_wrong_estimator_would_be_caught():
     """The comparison can fail: a bank whose ema weight differs in the last bit disagrees."""
     config = rs.ScalingConfig(estimator="ema(0.1)", window=16, shadow=("ema(0.1)",))

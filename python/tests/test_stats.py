@@ -59,3 +59,81 @@ def test_call_statistics_equal_the_rust_reference(fmt, saturate):
         assert np.array_equal(want[~np.isnan(want)].view(np.uint32), got[~np.isnan(got)].view(np.uint32))
         compared += 1
     assert compared == 8
+
+
+def operands(rng):
+    """The statistics' operands and the sizes where the fused pass changes path (a 16-lane
+    tail, one lane, nothing)."""
+    yield from tensors(rng)
+    for n in (0, 1, 15, 16, 17, 33, 1001):
+        x = (rng.standard_normal(n) * 3).astype(np.float32)
+        if n > 3:
+            x[n // 2] = -np.inf
+            x[n // 3] = np.nan
+        yield x
+
+
+@pytest.mark.parametrize("fmt,saturate", [("hif8", False), ("hif8", True), ("e4m3", False), ("e5m2", True)])
+def test_the_cpu_pass_is_the_torch_ops_bit_for_bit(fmt, saturate):
+    """``amax_qdq_cpu`` (the Rust core on the tensor's memory, what a CPU session runs) and
+    ``_call_stats_cpu`` give what the torch ops a GPU session runs give: amax, non-finite
+    count and quantized bits equal, the counts equal, the energies to f64 summation order."""
+    from hif8lab.torch.fakequant import amax_qdq_cpu, overflow_threshold, qdq
+    from hif8lab.torch.session import _amax_nonfinite, _call_stats, _call_stats_cpu
+
+    rng = np.random.default_rng(11)
+    threshold = overflow_threshold(fmt)
+    overflowed = 0
+    for i, x in enumerate(operands(rng)):
+        t = torch.from_numpy(x.copy())
+        for s in (1.0, 0.004, 37.5):
+            amax, nonfinite, xq = amax_qdq_cpu(t, s, fmt, saturate)
+            want_amax, want_nonfinite = _amax_nonfinite(t)
+            want = qdq(t, torch.tensor(s, dtype=torch.float32), fmt, saturate)
+            assert amax.dtype == torch.float32 and nonfinite.dtype == torch.float64
+            assert amax.view(torch.int32).item() == want_amax.view(torch.int32).item(), (i, s)
+            assert nonfinite.item() == want_nonfinite.item(), (i, s)
+            assert torch.equal(torch.isnan(xq), torch.isnan(want)), (i, s)
+            ok = ~torch.isnan(want)
+            assert torch.equal(xq[ok].view(torch.int32), want[ok].view(torch.int32)), (i, s)
+            if x.size == 0:
+                continue
+            est = torch.tensor([float(amax), 2.5, 1e-3], dtype=torch.float32)
+            scale = torch.tensor([s, s * 8, s / 16], dtype=torch.float32)
+            row = _call_stats_cpu(t, xq, amax, nonfinite, est, scale, s, fmt, saturate)
+            ref = _call_stats(t, xq, est, scale, threshold)
+            E = 3
+            # [amax, signal, noise, est…, scale…, above…, over…, underflow, nonfinite]
+            assert row[0].item() == float(amax)
+            assert torch.equal(row[3:3 + 2 * E], ref[2:2 + 2 * E])
+            assert torch.equal(row[3 + 2 * E:4 + 4 * E], ref[2 + 2 * E:]), (i, s, row, ref)
+            overflowed += int(row[3 + 3 * E:3 + 4 * E].sum().item() > 0)
+            assert row[-1].item() == nonfinite.item()
+            for k in (1, 2):  # signal, noise: summed in another order
+                assert row[k].item() == pytest.approx(ref[k - 1].item(), rel=1e-9, abs=1e-30), (i, s, k)
+    assert overflowed > 0  # the overflow counts were exercised, not only zeros compared
+
+
+def test_the_cpu_pass_refuses_what_it_cannot_read():
+    """The raw-address entry points check what they are given: a non-f32 or non-CPU tensor
+    by the wrapper, a null, misaligned or overlapping range by the core (by name)."""
+    from hif8lab.torch.fakequant import amax_qdq_cpu
+
+    with pytest.raises(ValueError, match="float32 CPU tensor"):
+        amax_qdq_cpu(torch.zeros(4, dtype=torch.float64), 1.0)
+    x = torch.arange(64, dtype=torch.float32)
+    p = x.data_ptr()
+    with pytest.raises(ValueError, match="overlap"):
+        _core.amax_qdq_at(p, p + 16, 16, 1.0, "hif8", False)
+    with pytest.raises(ValueError, match="null"):
+        _core.amax_qdq_at(0, p, 4, 1.0, "hif8", False)
+    with pytest.raises(ValueError, match="aligned"):
+        _core.amax_qdq_at(p + 1, p + 128, 4, 1.0, "hif8", False)
+    with pytest.raises(ValueError, match="overflow the address space"):
+        _core.amax_qdq_at(p, p + 128, 2**62, 1.0, "hif8", False)
+    with pytest.raises(ValueError, match="differ in length"):
+        _core.call_stats_at(p, p, 4, [1.0], [1.0, 2.0], 1.0, 1.0, "hif8", False)
+    with pytest.raises(ValueError, match="unknown|format"):
+        _core.amax_qdq_at(p, p + 128, 4, 1.0, "fp7", False)
+    # an empty range reads nothing, wherever it points
+    assert _core.amax_qdq_at(p, p, 0, 1.0, "hif8", False) == (0.0, 0)

@@ -9,14 +9,16 @@
 //! - `underflow`: non-zero elements that quantize to 0 at the active scale.
 //!
 //! Plain Rust, the readable reference: [`errors`] (the quantization error and SQNR),
-//! [`counts`] (the counts from bounds), [`histogram`]. The CPU backend's SIMD passes
-//! (`hif8lab-engine`, `cpu::simd::stats`) are held to these in its tests.
+//! [`counts`] (the counts from bounds), [`histogram`]. The same passes in SIMD registers,
+//! [`simd`] (what the engine's CPU backend and the torch package's CPU path run), are held
+//! to these in its tests.
 
 use hif8lab_format::FakeQuant;
 
 pub mod counts;
 pub mod errors;
 pub mod histogram;
+pub mod simd;
 
 use counts::counted;
 pub use counts::{

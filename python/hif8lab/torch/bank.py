@@ -7,15 +7,25 @@ each micro-batch (``begin_micro``), in f32 torch ops in exactly the order of the
 estimators (``hif8lab_scaling::estimator``), so that they equal ``hif8lab.scaling.Quantizer``
 bit for bit. The bank executes the plan the Rust core resolves (``ScalingConfig.plan()``:
 the flat estimator descriptors the WGSL kernel also gets, the history length, the scale rule);
-it parses no estimator name and keeps no default of its own; a quantizer called twice in one micro-batch gets its row recomputed. Per call
-(``decide`` then ``observe``) only a few tiny ops run and nothing is read back: statistics
-stay on the device until ``drain`` hands them to the trace writer.
+it parses no estimator name and keeps no default of its own; a quantizer called twice in one
+micro-batch gets its row recomputed.
+
+Two ways to record a call. ``decide`` then ``observe``: a few tiny ops per call, the call's
+estimates and scales at hand (for its statistics). Or, under delayed scaling, where the
+active scale does not depend on the call's amax: ``active_scale`` (computed for every
+quantizer at ``begin_micro``: per call an index, or a host float on the CPU) and ``defer``,
+which only queues the amax; ``commit`` decides and records every queued call at once (the
+same f32 operations on rows as ``decide`` on one, so the same bits), and runs before
+anything reads the state (``begin_micro``, a second call of the same quantizer, the
+``hist``/``scales``/``n``/``pos``/``calls`` properties, ``state_dict``). Nothing is read
+back from the device per call: statistics stay there until ``drain`` hands them to the
+trace writer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -164,9 +174,11 @@ class QuantBank:
     def to(self, device) -> "QuantBank":
         device = torch.device(device)
         if device != self.device:
+            self.commit()
             self.device = device
-            for k in ("hist", "scales", "_target", "_pow2", "_eps", "_current", "_estimates"):
+            for k in ("_hist", "_scales", "_target", "_pow2", "_eps", "_current", "_estimates"):
                 setattr(self, k, getattr(self, k).to(device))
+            self._next_ok = [False] * self.Q
         return self
 
     def follow(self, device) -> None:
@@ -186,42 +198,98 @@ class QuantBank:
 
     def reset(self) -> None:
         """Forgets every history and scale (QAT switching on after warmup)."""
-        self.hist = torch.zeros(self.Q, self.H, dtype=torch.float32, device=self.device)
-        self.scales = torch.ones(self.Q, len(self.specs), dtype=torch.float32, device=self.device)
-        self.n = [0] * self.Q  # valid history entries (host)
-        self.pos = [0] * self.Q  # next ring slot (host)
-        self.calls = [0] * self.Q  # calls since creation (host)
+        self._hist = torch.zeros(self.Q, self.H, dtype=torch.float32, device=self.device)
+        self._scales = torch.ones(self.Q, len(self.specs), dtype=torch.float32, device=self.device)
+        self._n = [0] * self.Q  # valid history entries (host)
+        self._pos = [0] * self.Q  # next ring slot (host)
+        self._calls = [0] * self.Q  # calls since creation (host)
         self._fresh = [False] * self.Q
         self._estimates = torch.zeros(self.Q, len(self.specs), dtype=torch.float32, device=self.device)
+        self._deferred: List[Tuple[int, torch.Tensor]] = []
+        self._deferred_q: set = set()
+        #: the active scale of each quantizer's next call as begin_micro found it, valid
+        #: while its state has not changed since (``_next_ok``); a host copy on the CPU
+        self._next: List[torch.Tensor] = []
+        self._next_host: List[float] = []
+        self._next_ok = [False] * self.Q
+
+    # The state as a reader sees it: every deferred call committed first.
+
+    @property
+    def hist(self) -> torch.Tensor:
+        """The amax histories, a ring buffer [Q, H] (see ``ordered``)."""
+        self.commit()
+        return self._hist
+
+    @property
+    def scales(self) -> torch.Tensor:
+        """Each estimator's last scale [Q, E]."""
+        self.commit()
+        return self._scales
+
+    @property
+    def n(self) -> List[int]:
+        """Valid history entries per quantizer."""
+        self.commit()
+        return self._n
+
+    def count(self, q: int) -> int:
+        """Quantizer q's valid history entries (committing only a deferred call of q)."""
+        if q in self._deferred_q:
+            self.commit()
+        return self._n[q]
+
+    @property
+    def pos(self) -> List[int]:
+        """The next ring slot per quantizer."""
+        self.commit()
+        return self._pos
+
+    @property
+    def calls(self) -> List[int]:
+        """Calls recorded since the bank was made."""
+        self.commit()
+        return self._calls
 
     def ordered(self, rows: Optional[Sequence[int]] = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The histories oldest first, right-aligned ([R, H]) and their valid counts."""
+        self.commit()
         rows = list(range(self.Q)) if rows is None else list(rows)
         H = self.H
         idx = np.empty((len(rows), H), dtype=np.int64)
         base = np.arange(H)
         for i, q in enumerate(rows):
-            idx[i] = (self.pos[q] + base) % H
+            idx[i] = (self._pos[q] + base) % H
         idx_t = torch.from_numpy(idx).to(self.device, non_blocking=True)
-        hist = self.hist[torch.tensor(rows, device=self.device)] if len(rows) != self.Q else self.hist
-        n = torch.tensor([self.n[q] for q in rows], dtype=torch.int64).to(self.device, non_blocking=True)
+        hist = self._hist[torch.tensor(rows, device=self.device)] if len(rows) != self.Q else self._hist
+        n = torch.tensor([self._n[q] for q in rows], dtype=torch.int64).to(self.device, non_blocking=True)
         return torch.gather(hist, 1, idx_t), n
 
     def begin_micro(self) -> None:
-        """Computes every quantizer's estimates from its history (once per micro-batch)."""
+        """Computes every quantizer's estimates from its history, and the active scale of
+        its next call, once per micro-batch."""
+        self.commit()
         if self.Q == 0:
             return
         ordered, n = self.ordered()
         self._estimates = estimate_rows(ordered, n, self.specs)
         self._fresh = [True] * self.Q
+        a = self.active
+        cold = torch.tensor([c == 0 for c in self._n], device=self.device)
+        raw = torch.where(cold, torch.full_like(self._estimates[:, a], float("nan")), self._estimates[:, a])
+        nxt = self._active_of(raw, self._scales[:, a])
+        self._next = list(nxt.unbind())
+        self._next_host = nxt.tolist() if self.device.type == "cpu" else []
+        self._next_ok = [True] * self.Q
 
     def state_dict(self) -> dict:
+        self.commit()
         return {
-            "hist": self.hist.detach().cpu(),
-            "scales": self.scales.detach().cpu(),
-            "n": list(self.n),
-            "pos": list(self.pos),
-            "calls": list(self.calls),
+            "hist": self._hist.detach().cpu(),
+            "scales": self._scales.detach().cpu(),
+            "n": list(self._n),
+            "pos": list(self._pos),
+            "calls": list(self._calls),
             "estimators": list(self.names),
         }
 
@@ -233,17 +301,45 @@ class QuantBank:
         if tuple(state["hist"].shape) != (self.Q, self.H):
             raise ValueError(f"the saved scaling state has shape {tuple(state['hist'].shape)}, "
                              f"this model {(self.Q, self.H)}")
-        self.hist = state["hist"].to(self.device)
-        self.scales = state["scales"].to(self.device)
-        self.n, self.pos, self.calls = list(state["n"]), list(state["pos"]), list(state["calls"])
+        self._deferred, self._deferred_q = [], set()
+        self._hist = state["hist"].to(self.device)
+        self._scales = state["scales"].to(self.device)
+        self._n, self._pos, self._calls = list(state["n"]), list(state["pos"]), list(state["calls"])
         self._fresh = [False] * self.Q
+        self._next_ok = [False] * self.Q
+
+    def set_row(self, q: int, hist: torch.Tensor, scales: torch.Tensor, n: int, pos: int, calls: int) -> None:
+        """Sets quantizer q's whole state (a loaded checkpoint's row)."""
+        self.commit()
+        self._hist[q] = hist.to(self.device, torch.float32)
+        self._scales[q] = scales.to(self.device, torch.float32)
+        self._n[q], self._pos[q], self._calls[q] = int(n), int(pos), int(calls)
+        self._fresh[q] = False
+        self._next_ok[q] = False
 
     # --- one call ----------------------------------------------------------------------
+
+    def _settle(self, raw: torch.Tensor, previous: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(est, scale) from raw estimates and the previous scales, element by element: an
+        unusable estimate (not finite, not > 0, or a scale that is not) keeps the previous
+        scale and reports the estimate it implies."""
+        scale = self._target / (raw + self._eps) / self._pow2
+        usable = torch.isfinite(raw) & (raw > 0) & torch.isfinite(scale) & (scale > 0)
+        implied = self._target / (previous * self._pow2)
+        return torch.where(usable, raw, implied), torch.where(usable, scale, previous)
+
+    def _active_of(self, raw: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+        """``_settle``'s scale alone (the same f32 operations)."""
+        scale = self._target / (raw + self._eps) / self._pow2
+        usable = torch.isfinite(raw) & (raw > 0) & torch.isfinite(scale) & (scale > 0)
+        return torch.where(usable, scale, previous)
 
     def decide(self, q: int, amax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Every estimator's (est [E], scale [E]) for quantizer q's call whose amax is the
         0-d tensor ``amax`` (read only by just-in-time cold start and current scaling)."""
-        if self.n[q] == 0:
+        if q in self._deferred_q:
+            self.commit()
+        if self._n[q] == 0:
             if self.cold_start == "jit":
                 raw = amax.expand(len(self.specs))
             else:
@@ -251,13 +347,7 @@ class QuantBank:
             raw = torch.where(self._current, amax, raw)
         else:
             raw = torch.where(self._current, amax, self._estimates_of(q))
-        scale = self._target / (raw + self._eps) / self._pow2
-        usable = torch.isfinite(raw) & (raw > 0) & torch.isfinite(scale) & (scale > 0)
-        previous = self.scales[q]
-        implied = self._target / (previous * self._pow2)
-        est = torch.where(usable, raw, implied)
-        scale = torch.where(usable, scale, previous)
-        return est, scale
+        return self._settle(raw, self._scales[q])
 
     def _estimates_of(self, q: int) -> torch.Tensor:
         """Quantizer q's estimates from its history now: those of the micro-batch's start,
@@ -272,20 +362,84 @@ class QuantBank:
         """The active estimator's scale for quantizer q's call, where it does not depend on
         the call's amax (not ``current``, not a just-in-time cold start): the same bits as
         ``decide(q, amax)[1][active]`` (the same f32 operations on one element)."""
+        if q in self._deferred_q:
+            self.commit()
+        if self._next_ok[q]:
+            return self._next[q]
         a = self.active
-        if self.n[q] == 0:
+        if self._n[q] == 0:
             raw = torch.full((), float("nan"), device=self.device)
         else:
             raw = self._estimates_of(q)[a]
-        scale = self._target / (raw + self._eps) / self._pow2
-        usable = torch.isfinite(raw) & (raw > 0) & torch.isfinite(scale) & (scale > 0)
-        return torch.where(usable, scale, self.scales[q, a])
+        return self._active_of(raw, self._scales[q, a])
+
+    def active_scale_host(self, q: int) -> float:
+        """``active_scale(q)`` as a Python float (exactly the f32): from begin_micro's host
+        copy on the CPU, else read back."""
+        if q in self._deferred_q:
+            self.commit()
+        if self._next_ok[q] and self._next_host:
+            return self._next_host[q]
+        return self.active_scale(q).item()
 
     def observe(self, q: int, amax: torch.Tensor, scale: torch.Tensor) -> None:
         """Records quantizer q's finished call: its amax into the history, its scales."""
-        self.scales[q] = scale
-        self.hist[q, self.pos[q]] = amax
-        self.pos[q] = (self.pos[q] + 1) % self.H
-        self.n[q] = min(self.n[q] + 1, self.H)
-        self.calls[q] += 1
+        if q in self._deferred_q:
+            self.commit()
+        self._scales[q] = scale
+        self._hist[q, self._pos[q]] = amax
+        self._advance(q)
+
+    def _advance(self, q: int) -> None:
+        self._pos[q] = (self._pos[q] + 1) % self.H
+        self._n[q] = min(self._n[q] + 1, self.H)
+        self._calls[q] += 1
         self._fresh[q] = False
+        self._next_ok[q] = False
+
+    def defer(self, q: int, amax: torch.Tensor) -> None:
+        """Queues quantizer q's call (amax a 0-d f32 tensor) for ``commit``, which decides
+        it as ``decide`` would now and records it as ``observe`` would. Its estimates are
+        made current here (they are what ``commit`` decides from)."""
+        if q in self._deferred_q:
+            self.commit()
+        if self._n[q] > 0:
+            self._estimates_of(q)
+        self._deferred.append((q, amax))
+        self._deferred_q.add(q)
+
+    def commit(self) -> None:
+        """Decides and records every deferred call, all rows at once."""
+        if self._deferred:
+            calls, self._deferred, self._deferred_q = self._deferred, [], set()
+            self.record_rows([q for q, _ in calls], torch.stack([a for _, a in calls]))
+
+    def decide_rows(self, qs: Sequence[int], amax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``decide`` of the calls of distinct quantizers ``qs`` with amaxes ``amax`` [R],
+        on rows: (est [R, E], scale [R, E]), the same bits as R calls of ``decide``."""
+        rows = torch.tensor(list(qs), device=self.device)
+        E = len(self.specs)
+        for q in qs:
+            if self._n[q] > 0:
+                self._estimates_of(q)
+        raw = self._estimates.index_select(0, rows)
+        cold = [self._n[q] == 0 for q in qs]
+        a = amax.reshape(-1, 1)
+        if any(cold):
+            mask = torch.tensor(cold, device=self.device).unsqueeze(1)
+            first = a.expand(-1, E) if self.cold_start == "jit" else torch.full_like(raw, float("nan"))
+            raw = torch.where(mask, first, raw)
+        raw = torch.where(self._current.unsqueeze(0), a, raw)
+        return self._settle(raw, self._scales.index_select(0, rows))
+
+    def record_rows(self, qs: Sequence[int], amax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Decides the calls of distinct quantizers ``qs`` (``decide_rows``) and records them
+        (``observe``, row by row in one scatter); returns (est, scale)."""
+        est, scale = self.decide_rows(qs, amax)
+        rows = torch.tensor(list(qs), device=self.device)
+        slots = torch.tensor([self._pos[q] for q in qs], device=self.device)
+        self._scales.index_copy_(0, rows, scale)
+        self._hist.index_put_((rows, slots), amax.reshape(-1))
+        for q in qs:
+            self._advance(q)
+        return est, scale

@@ -14,13 +14,25 @@ backward, against the plain linear's. Ratios are given by wall clock and by proc
 after, and the amax collectives per micro-batch with ``amax_reduce="max"`` (fused, and one
 per call). Weights are random (no download): the shape is what
 costs time.
+
+The allocator matters on the CPU: glibc's defaults hand large freed blocks back to the
+kernel, so every step faults its tensors' pages in again (zeroed; the kernel's time, in
+process CPU), and a quantized step allocates more (its fake-quantized operands). With
+``--malloc keep`` the process keeps freed memory (glibc ``mallopt``: no mmap, no trimming),
+as PyTorch's CUDA caching allocator does on a GPU and jemalloc/tcmalloc, the usual CPU
+training set-up, do on the CPU; ``system`` (default) leaves the C library as it is. The
+report prints the allocator, and per arm the kernel's share of the CPU time and the page
+faults per step, so that the two costs are told apart.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -70,6 +82,9 @@ class Arm:
         self.quant_cpu: List[float] = []
         self.all_cpu: List[float] = []
         self.all_quant: List[float] = []
+        #: the kernel's CPU seconds and the minor page faults of each step (all threads)
+        self.sys: List[float] = []
+        self.faults: List[int] = []
         if self.session is not None:
             self.session.timing = True
 
@@ -78,6 +93,7 @@ class Arm:
             self.session.start_step(self.step_no)
         t = time.perf_counter()
         c = time.process_time()
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
         q0 = self.session.cpu_s if self.session is not None else 0.0
         with torch.autocast(self.device.type, dtype=self.autocast or torch.bfloat16, enabled=self.autocast is not None):
             logits = self.forward(input_ids=self.x[:, :-1], use_cache=False).logits
@@ -93,6 +109,9 @@ class Arm:
             torch.cuda.synchronize(self.device)
         dt = time.perf_counter() - t
         self.cpu.append(time.process_time() - c)
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        self.sys.append(r1.ru_stime - r0.ru_stime)
+        self.faults.append(r1.ru_minflt - r0.ru_minflt)
         if self.session is not None:
             self.quant_cpu.append(self.session.cpu_s - q0)
         self.step_no += 1
@@ -145,21 +164,29 @@ def main(argv: List[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     p.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
                    help="bf16: every arm under torch.autocast(device, torch.bfloat16)")
+    p.add_argument("--malloc", choices=["system", "keep"], default="system",
+                   help="keep: the process keeps freed memory (glibc mallopt), as a caching allocator does")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    try:
+        malloc = set_allocator(args.malloc)
+    except OSError as e:
+        p.error(f"--malloc {args.malloc}: {e}")
     result = run(args)
+    result["malloc"] = malloc
     if args.json:
         print(json.dumps(result))
         return 0
     print(f"{args.shape}, batch {args.batch} × context {args.context}, {result['threads']} threads, torch "
           f"{torch.__version__}, {result['device']} ({args.dtype}); {result['quantizers']} quantizers; median of "
-          f"{args.steps} steps, {args.rounds} rounds")
+          f"{args.steps} steps, {args.rounds} rounds; allocator: {malloc}")
     for name, a in result["arms"].items():
         lo, hi = a["ratio_range"]
         clo, chi = a["cpu_ratio_range"]
         print(f"  {name:16s} {a['step_s']:8.3f} s/step {a['tokens_per_s']:9.1f} tokens/s  "
               f"×{a['ratio_to_eager']:.2f} of eager [{lo:.2f}, {hi:.2f}]; process CPU {a['cpu_s']:.3f} s "
               f"×{a['cpu_ratio_to_eager']:.2f} [{clo:.2f}, {chi:.2f}]")
+        print(f"  {'':16s} of it the kernel's {a['sys_s']:.3f} s; {a['page_faults']:,} page faults per step")
         if "quantizer_cpu_share" in a:
             print(f"  {'':16s} the quantizers' share of its step's process CPU: {100 * a['quantizer_cpu_share']:.1f} % "
                   f"(→ ×{a['overhead_from_share']:.3f} of the same step without them)")
@@ -187,14 +214,20 @@ def run(args) -> dict:
         a.step()
     per_round: Dict[str, List[float]] = {a.name: [] for a in arms}
     cpu_round: Dict[str, List[float]] = {a.name: [] for a in arms}
+    sys_round: Dict[str, List[float]] = {a.name: [] for a in arms}
+    fault_round: Dict[str, List[int]] = {a.name: [] for a in arms}
     load_before = os.getloadavg()
     for r in range(args.rounds):
         order = arms if r % 2 == 0 else list(reversed(arms))
         for a in order:
             a.cpu.clear()
             a.quant_cpu.clear()
+            a.sys.clear()
+            a.faults.clear()
             per_round[a.name].append(statistics.median(a.step() for _ in range(args.steps)))
             cpu_round[a.name].append(statistics.median(a.cpu))
+            sys_round[a.name].append(statistics.median(a.sys))
+            fault_round[a.name].append(statistics.median(a.faults))
             a.all_cpu += a.cpu
             a.all_quant += a.quant_cpu
     load_after = os.getloadavg()
@@ -219,6 +252,7 @@ def run(args) -> dict:
             "ratio_to_eager": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
             "cpu_s": statistics.median(cpu_round[name]),
             "cpu_ratio_to_eager": statistics.median(cpu_ratios), "cpu_ratio_range": [min(cpu_ratios), max(cpu_ratios)],
+            "sys_s": statistics.median(sys_round[name]), "page_faults": int(statistics.median(fault_round[name])),
         }
         arm = next(a for a in arms if a.name == name)
         if arm.all_quant:
@@ -230,6 +264,26 @@ def run(args) -> dict:
     result["load_average"] = {"before": [round(v, 2) for v in load_before], "after": [round(v, 2) for v in load_after]}
     result["collectives_per_micro_batch"] = collectives_per_micro(args.shape, args.device)
     return result
+
+
+# glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_MAX = -1, -2, -4
+
+
+def set_allocator(mode: str) -> str:
+    """``system``: nothing changed. ``keep``: glibc keeps what is freed (no block from mmap,
+    the heap's top not handed back below 2 GiB, grown 256 MiB at a time); an error where the C
+    library is not glibc. Returns the allocator in words."""
+    if mode == "system":
+        return "the C library's defaults"
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    if libc is None or not hasattr(libc, "mallopt"):
+        raise OSError("needs glibc's mallopt (not found)")
+    ok = [libc.mallopt(_M_MMAP_MAX, 0), libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1), libc.mallopt(_M_TOP_PAD, 2**28)]
+    if not all(ok):
+        raise OSError(f"mallopt refused a parameter ({ok})")
+    return "glibc keeping freed memory (mallopt: M_MMAP_MAX 0, M_TRIM_THRESHOLD 2 GiB, M_TOP_PAD 256 MiB)"
 
 
 def collectives_per_micro(shape: str, device: str) -> dict:

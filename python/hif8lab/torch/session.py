@@ -36,8 +36,9 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
+from .. import _core
 from .bank import QuantBank
-from .fakequant import _ABS, _INF, compiled, overflow_threshold, qdq, qdq_codec
+from .fakequant import _ABS, _INF, amax_qdq_cpu, compiled, overflow_threshold, qdq, qdq_codec
 
 SQNR_CAP_DB = 300.0
 FORWARD_ROLES = ("A", "W")
@@ -288,10 +289,7 @@ class QatSession:
             if tuple(hist.shape) != (b.H,) or tuple(scales.shape) != (E,) or not (0 <= row["n"] <= b.H) \
                     or not (0 <= row["pos"] < b.H):
                 raise ValueError(f"hif8lab scaling state: quantizer {name} has another shape")
-            b.hist[q] = hist.to(b.device, torch.float32)
-            b.scales[q] = scales.to(b.device, torch.float32)
-            b.n[q], b.pos[q], b.calls[q] = int(row["n"]), int(row["pos"]), int(row["calls"])
-            b._fresh[q] = False
+            b.set_row(q, hist, scales, row["n"], row["pos"], row["calls"])
             self._queued = [e for e in self._queued if e[0] != q]
             self._queued_q.discard(q)
             for a in row.get("queued", []):
@@ -320,16 +318,24 @@ class QatSession:
         queued, self._queued, self._queued_q = self._queued, [], set()
         amaxes = torch.stack([a for _, a, _ in queued])
         self._all_reduce_max(amaxes)
-        for (q, _, row), amax in zip(queued, amaxes):
-            # the history is as it was when the call decided, so deciding again with the
-            # reduced amax gives the call's scales, a current shadow's taken at that amax
-            est, scale = self.bank.decide(q, amax)
-            self.bank.observe(q, amax, scale)
-            if row is not None:
-                E = len(self.estimators)
-                row[0] = amax.double()
-                row[3:3 + E] = est.double()
-                row[3 + E:3 + 2 * E] = scale.double()
+        E = len(self.estimators)
+        # the histories are as they were when the calls decided, so deciding again with the
+        # reduced amaxes gives the calls' scales (a current shadow's taken at that amax), all
+        # rows at once; a quantizer queued twice (a restored state) in separate runs
+        start = 0
+        while start < len(queued):
+            end, seen = start, set()
+            while end < len(queued) and queued[end][0] not in seen:
+                seen.add(queued[end][0])
+                end += 1
+            part = queued[start:end]
+            est, scale = self.bank.record_rows([q for q, _, _ in part], amaxes[start:end])
+            for i, (_, _, row) in enumerate(part):
+                if row is not None:
+                    row[0] = amaxes[start + i].double()
+                    row[3:3 + E] = est[i].double()
+                    row[3 + E:3 + 2 * E] = scale[i].double()
+            start = end
 
     # --- one quantizer call -------------------------------------------------------------
 
@@ -349,31 +355,43 @@ class QatSession:
         # one flat, detached view: the compiled ops see one rank and no autograd, whatever
         # the operand (a weight, an activation of any rank), so they compile once
         flat = x.detach().reshape(-1)
-        cold = self.bank.n[q] == 0 and self.bank.cold_start == "jit"
+        bank = self.bank
+        cold = bank.count(q) == 0 and bank.cold_start == "jit"
         reducing = role != "W" and self._reducing()
         reduce_now = reducing and (self._reduce_each_call or cold)
         x32 = flat.float()
-        if not (reduce_now or cold or self._active_current) and r.codec == "lab" and flat.numel():
-            # delayed scaling: the active scale does not depend on this call's amax, so one
-            # read of the tensor gives both (the amax and the quantization in one pass)
-            s = self.bank.active_scale(q)
-            amax, nonfinite, xq = self._fn("amax_qdq", _amax_qdq)(x32, s, r.format, r.saturate)
-            est, scale = self.bank.decide(q, amax)
+        traced = self.traced()
+        # delayed scaling: the active scale does not depend on this call's amax, so one read
+        # of the tensor gives both (the amax and the quantization in one pass), and the
+        # call's decision can wait for the bank's commit (all of a micro-batch's at once)
+        delayed = not (reduce_now or cold or self._active_current) and r.codec == "lab" and flat.numel() > 0
+        if delayed:
+            if x32.device.type == "cpu":
+                s = bank.active_scale_host(q)
+                amax, nonfinite, xq = amax_qdq_cpu(x32, s, r.format, r.saturate)
+            else:
+                s = bank.active_scale(q)
+                amax, nonfinite, xq = self._fn("amax_qdq", _amax_qdq)(x32, s, r.format, r.saturate)
+            est = scale = None
+            if traced:
+                est, scale = bank.decide(q, amax)
         else:
             amax, nonfinite = _amax_nonfinite(x32, self._fn("amax", _amax_of))
             if reduce_now:
                 self._all_reduce_max(amax)
-            est, scale = self.bank.decide(q, amax)
+            est, scale = bank.decide(q, amax)
             s = scale[self.active]
             xq = self._quantize(x32, s)
         queue = reducing and not reduce_now
-        row = self._record(q, x32, xq, amax, nonfinite, est, scale) if self.traced() else None
+        row = self._record(q, x32, xq, amax, nonfinite, est, scale) if traced else None
         xq = xq.view(x.shape)
         if queue:
             self._queued.append((q, amax, row))
             self._queued_q.add(q)
+        elif scale is None:
+            bank.defer(q, amax)
         else:
-            self.bank.observe(q, amax, scale)
+            bank.observe(q, amax, scale)
         if forward:
             self._used.setdefault(q, []).append(s)
         return xq
@@ -406,9 +424,13 @@ class QatSession:
             return qdq_codec(x.float(), s, r.format, r.saturate, r.codec).to(x.dtype)
 
     def _record(self, q, x32, xq, amax, nonfinite, est, scale) -> torch.Tensor:
-        stats = self._fn("stats", _call_stats)
-        row = torch.cat([torch.stack([amax.double()]), stats(x32, xq, est, scale, self.threshold),
-                         nonfinite.double().reshape(1)])
+        r = self.recipe
+        if x32.device.type == "cpu" and r.codec == "lab":
+            row = _call_stats_cpu(x32, xq, amax, nonfinite, est, scale, scale[self.active], r.format, r.saturate)
+        else:
+            stats = self._fn("stats", _call_stats)
+            row = torch.cat([torch.stack([amax.double()]), stats(x32, xq, est, scale, self.threshold),
+                             nonfinite.double().reshape(1)])
         self._pending.append((q, self.step, max(self.micro, 0), x32.numel(), row))
         return row
 
@@ -420,6 +442,19 @@ def _amax_qdq(x32, s, format: str, saturate: bool):
     """amax, non-finite count and the fake quantization at ``s`` of one operand, in one pass."""
     amax, nonfinite = _amax_of(x32)
     return amax, nonfinite, qdq(x32, s, format, saturate)
+
+
+def _call_stats_cpu(x32, xq, amax, nonfinite, est, scale, s, format: str, saturate: bool) -> torch.Tensor:
+    """``_record``'s row on the CPU by the Rust core's statistics on the tensors' memory
+    (``hif8lab._core.call_stats_at``: the reference the torch ops below are tested against;
+    the counts the same, the energies summed in another order)."""
+    x, q = x32.contiguous(), xq.contiguous()
+    ests, scales = est.tolist(), scale.tolist()
+    amax_v = amax.item()
+    signal, noise, above, over, under = _core.call_stats_at(
+        x.data_ptr(), q.data_ptr(), x.numel(), ests, scales, float(s), amax_v, format, saturate)
+    return torch.tensor([amax_v, signal, noise, *ests, *scales, *above, *over, under, nonfinite.item()],
+                        dtype=torch.float64)
 
 
 def _call_stats(x32, xq, est, scale, threshold: float):

@@ -9,7 +9,7 @@
 
 #![allow(unsafe_code)]
 
-pub(crate) mod stats;
+pub(crate) use hif8lab_scaling::stats::simd as stats;
 
 /// Lanes of [`F8`].
 pub(crate) const LANES: usize = 8;

@@ -34,7 +34,7 @@ pub fn quant_error(x: &[f32], first_index: u32, scale: f32, quant: &FakeQuant) -
 
 /// [`quant_error`] of `x` whose fake-quantized values `q` are already computed (same sums,
 /// same order: equal results when `q` is what the quantizer gives). The CPU backend runs
-/// the same sums in SIMD registers (`hif8lab-engine`'s `cpu::simd::stats`).
+/// the same sums in SIMD registers ([`super::simd`]).
 pub fn quant_error_of(x: &[f32], q: &[f32]) -> (f64, f64) {
     let q = &q[..x.len()];
     let given = |i: usize, _: f32| q[i];

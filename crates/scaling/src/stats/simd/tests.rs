@@ -1,6 +1,6 @@
 use super::*;
 use hif8lab_format::Format;
-use hif8lab_scaling::stats::Threshold;
+use crate::stats::Threshold;
 
 /// Values of every kind: signs, tiny to overflowing magnitudes, zeros, NaN and ±Inf.
 fn mixed(n: usize) -> Vec<f32> {
@@ -51,7 +51,7 @@ fn every_kernel_variant_gives_the_same_results() {
 
         let whole = n / ENERGY_LANES * ENERGY_LANES;
         let lanes_bits =
-            |(s, e): hif8lab_scaling::stats::Lanes| (s.map(f64::to_bits), e.map(f64::to_bits));
+            |(s, e): crate::stats::Lanes| (s.map(f64::to_bits), e.map(f64::to_bits));
         let plain = lanes_bits(reference::block_lanes(&x[..whole], &|i, _| q[i]));
         #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
         assert_eq!(
@@ -127,6 +127,43 @@ fn one_pass_quantization_and_counts_equal_the_two_calls() {
                         "{case}"
                     );
                 }
+            }
+        }
+    }
+}
+
+/// The one-pass amax and fake quantization equal the reference amax pass and the codec, bit
+/// for bit, for HiF8 in both overflow modes and for a format left to the two calls, at every
+/// length (every tail after the whole 16s, and past one 2^20 piece) and at scales that
+/// overflow, underflow and keep.
+#[test]
+fn one_pass_amax_and_quantization_equal_the_two_calls() {
+    use hif8lab_format::Overflow;
+    let quants = [
+        FakeQuant::new(Format::HiF8),
+        FakeQuant {
+            overflow: Overflow::Saturate,
+            ..FakeQuant::new(Format::HiF8)
+        },
+        FakeQuant::new(Format::E5M2),
+    ];
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    for quant in &quants {
+        for n in (0..70).chain([4099, (1 << 20) + 37]) {
+            let mut x = mixed(n);
+            if n == 33 {
+                // only NaN and finite values: the amax ignores the NaN
+                x.iter_mut().filter(|v| v.is_infinite()).for_each(|v| *v = f32::NAN);
+            }
+            for scale in [1.0, 15.0, 3.0e4] {
+                let mut q1 = vec![7.0f32; n];
+                let mut q2 = vec![9.0f32; n];
+                let got = amax_qdq_into(&x, &mut q1, quant, scale);
+                quant.qdq_into(&x, &mut q2, scale);
+                let want = reference::amax_and_nonfinite(&x);
+                let case = format!("{:?} n {n} scale {scale}", quant.format);
+                assert_eq!((got.0.to_bits(), got.1), (want.0.to_bits(), want.1), "{case}");
+                assert_eq!(bits(&q1), bits(&q2), "{case}");
             }
         }
     }

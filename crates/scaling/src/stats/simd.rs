@@ -1,17 +1,17 @@
-//! The statistics passes of the CPU backend in SIMD registers (AVX, AVX2, AVX-512 where the
-//! build targets them): amax and non-finite count, the error energies, the counts from
-//! bounds, and HiF8 fake quantization with its counts in one pass. Each gives exactly what
-//! its plain reference in `hif8lab_scaling::stats` gives (same lanes, same IEEE operations;
-//! counts and maxima in any order) — held to it in the tests below; elsewhere the
-//! reference runs.
+//! The statistics passes in SIMD registers (AVX, AVX2, AVX-512 where the build targets
+//! them): amax and non-finite count, the error energies, the counts from bounds, HiF8 fake
+//! quantization with its amax or its counts in one pass. Each gives exactly what its plain
+//! reference in [`crate::stats`] gives (same lanes, same IEEE operations; counts and maxima
+//! in any order) — held to it in the tests below; elsewhere the reference runs. The CPU
+//! backend of `hif8lab-engine` and the Python package's core both run these.
 
 use hif8lab_format::FakeQuant;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
-use hif8lab_scaling::stats::Lanes;
-use hif8lab_scaling::stats::{self as reference, CountBounds, ENERGY_LANES, TensorStats};
+use super::Lanes;
+use super::{self as reference, CountBounds, ENERGY_LANES, TensorStats};
 
 /// amax and non-finite count: [`reference::amax_and_nonfinite`].
-pub(crate) fn amax_and_nonfinite(x: &[f32]) -> (f32, u64) {
+pub fn amax_and_nonfinite(x: &[f32]) -> (f32, u64) {
     #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
     return amax_and_nonfinite_avx512(x);
     #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
@@ -19,7 +19,7 @@ pub(crate) fn amax_and_nonfinite(x: &[f32]) -> (f32, u64) {
 }
 
 /// The error energies of `x` against its quantized values `q`: [`reference::quant_error_of`].
-pub(crate) fn quant_error_of(x: &[f32], q: &[f32]) -> (f64, f64) {
+pub fn quant_error_of(x: &[f32], q: &[f32]) -> (f64, f64) {
     let q = &q[..x.len()];
     let given = |i: usize, _: f32| q[i];
     let whole = x.len() / ENERGY_LANES * ENERGY_LANES;
@@ -61,7 +61,7 @@ impl reference::CountN for Simd {
 }
 
 /// [`reference::tensor_counts_given`]: the energies and the counts in SIMD registers.
-pub(crate) fn tensor_counts_given(
+pub fn tensor_counts_given(
     x: &[f32],
     q: &[f32],
     bounds: &CountBounds,
@@ -78,10 +78,27 @@ pub(crate) fn tensor_counts_given(
     )
 }
 
+/// [`amax_and_nonfinite`] of `x` and `quant.qdq_into(x, out, scale)`: for HiF8 with
+/// round-to-nearest where the build has AVX-512, in one pass (each 16 elements loaded once,
+/// measured and quantized); elsewhere the two calls. The same results either way.
+pub fn amax_qdq_into(x: &[f32], out: &mut [f32], quant: &FakeQuant, scale: f32) -> (f32, u64) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    if let (hif8lab_format::Format::HiF8, hif8lab_format::Rounding::Nearest) =
+        (quant.format, quant.rounding)
+    {
+        let ob = hif8lab_format::hif8::overflow_magnitude_bits(quant.overflow);
+        return amax_qdq_hif8_avx512(x, out, scale, ob);
+    }
+    let n = x.len().min(out.len());
+    let r = amax_and_nonfinite(&x[..n]);
+    quant.qdq_into(x, out, scale);
+    r
+}
+
 /// `quant.qdq_into(x, q, scale)` and then [`tensor_counts_given`]`(x, q, bounds, reach)`: in
 /// one pass where the build has AVX-512 and `quant` is HiF8 with round-to-nearest (the common case) — each 16 elements quantized, counted and
 /// their energies added together, so the counting runs while the codec waits on memory.
-pub(crate) fn tensor_qdq_counts(
+pub fn tensor_qdq_counts(
     x: &[f32],
     q: &mut [f32],
     quant: &FakeQuant,
@@ -292,7 +309,7 @@ mod fused {
     use super::add_energies8;
     use hif8lab_format::hif8::Qdq16;
     use hif8lab_format::{FakeQuant, Format, Rounding};
-    use hif8lab_scaling::stats::{
+    use crate::stats::{
         CountBounds, ENERGY_LANES, GROUP, TensorStats, count_group, error_terms, live_bounds,
     };
     use std::arch::x86_64::{
@@ -502,6 +519,64 @@ fn count_group_avx512<const N: usize>(x: &[f32], bounds: &[f32; N]) -> [u64; N] 
         let tail = x[whole..].iter().filter(|v| v.abs() >= bounds[k]).count() as u64;
         lanes[k].iter().map(|c| u64::from(*c)).sum::<u64>() + tail
     })
+}
+
+/// [`amax_qdq_into`]'s HiF8 work in one pass, 16 lanes in AVX-512 registers: each load
+/// feeds the amax (the magnitude's bits, NaN's replaced by 0: an integer max), the count of
+/// NaN/±Inf and the codec (`hif8lab_format::hif8::Qdq16`, the bits of `qdq_branchless`);
+/// one read of the operand instead of two.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+#[allow(unsafe_code)]
+fn amax_qdq_hif8_avx512(x: &[f32], out: &mut [f32], scale: f32, overflow_bits: u32) -> (f32, u64) {
+    use std::arch::x86_64::{
+        _MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch, _mm512_and_si512, _mm512_castps_si512,
+        _mm512_cmpge_epi32_mask, _mm512_cmple_epi32_mask, _mm512_loadu_ps, _mm512_mask_add_epi32,
+        _mm512_maskz_mov_epi32, _mm512_max_epu32, _mm512_reduce_add_epi32, _mm512_reduce_max_epu32,
+        _mm512_set1_epi32, _mm512_setzero_si512, _mm512_storeu_ps,
+    };
+    use hif8lab_format::hif8::{Qdq16, qdq_branchless};
+    const L: usize = 16;
+    const INF: u32 = 0x7F80_0000;
+    const PREFETCH: usize = 512;
+    let n = x.len().min(out.len());
+    let codec = Qdq16::new(scale, overflow_bits);
+    let (mut amax_bits, mut nonfinite) = (0u32, 0u64);
+    // Pieces of 2^20 elements: per lane a 32-bit count that cannot wrap.
+    for (xs, os) in x[..n].chunks(1 << 20).zip(out[..n].chunks_mut(1 << 20)) {
+        let whole = xs.len() / L * L;
+        // SAFETY: AVX-512F is enabled for this build (the cfg above); each load reads the 16
+        // f32 of `s` and each store writes the 16 of `d`, chunks `chunks_exact` made 16
+        // long; a prefetch only hints at an address (formed with `wrapping_add`, never
+        // dereferenced) and cannot fault.
+        let (m, c) = unsafe {
+            let (abs, inf, one) = (
+                _mm512_set1_epi32(0x7FFF_FFFF),
+                _mm512_set1_epi32(INF as i32),
+                _mm512_set1_epi32(1),
+            );
+            let (mut m, mut c) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+            for (s, d) in xs[..whole].chunks_exact(L).zip(os[..whole].chunks_exact_mut(L)) {
+                _mm_prefetch::<_MM_HINT_ET0>(d.as_ptr().wrapping_add(PREFETCH).cast());
+                _mm_prefetch::<_MM_HINT_T0>(s.as_ptr().wrapping_add(PREFETCH).cast());
+                let v = _mm512_loadu_ps(s.as_ptr());
+                // Magnitudes are below 2^31: signed compares order them.
+                let a = _mm512_and_si512(_mm512_castps_si512(v), abs);
+                c = _mm512_mask_add_epi32(c, _mm512_cmpge_epi32_mask(a, inf), c, one);
+                m = _mm512_max_epu32(m, _mm512_maskz_mov_epi32(_mm512_cmple_epi32_mask(a, inf), a));
+                _mm512_storeu_ps(d.as_mut_ptr(), codec.qdq(v));
+            }
+            (_mm512_reduce_max_epu32(m), _mm512_reduce_add_epi32(c) as u32)
+        };
+        amax_bits = amax_bits.max(m);
+        nonfinite += u64::from(c);
+        for (o, v) in os[whole..].iter_mut().zip(&xs[whole..]) {
+            let a = v.to_bits() & 0x7FFF_FFFF;
+            nonfinite += u64::from(a >= INF);
+            amax_bits = amax_bits.max(if a <= INF { a } else { 0 });
+            *o = qdq_branchless(*v * scale, overflow_bits) / scale;
+        }
+    }
+    (f32::from_bits(amax_bits), nonfinite)
 }
 
 #[cfg(test)]
