@@ -5,8 +5,7 @@
 
 use std::path::PathBuf;
 
-mod common;
-use common::{arg, hif8lab, ok, tmp};
+use crate::common::{arg, hif8lab, ok, tmp};
 
 fn fixture(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

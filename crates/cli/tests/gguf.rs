@@ -5,11 +5,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
-mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{hif8lab, json_file, ok};
+use crate::common::{hif8lab, json_file, ok};
 use serde_json::Value;
 
 fn fixture(name: &str) -> PathBuf {
@@ -19,11 +18,11 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    common::tmp("cli-gguf", name)
+    crate::common::tmp("cli-gguf", name)
 }
 
 fn s(p: &Path) -> &str {
-    common::arg(p)
+    crate::common::arg(p)
 }
 
 fn text_file() -> PathBuf {

@@ -3,12 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
-mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{hif8lab, ok};
+use crate::common::{hif8lab, ok};
 use hif8lab_train::models::checkpoint::Checkpoint;
 use serde_json::Value;
 
@@ -19,7 +18,7 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    common::tmp("cli-hf", name)
+    crate::common::tmp("cli-hf", name)
 }
 
 fn fails(o: &Output, words: &[&str]) {
@@ -31,11 +30,11 @@ fn fails(o: &Output, words: &[&str]) {
 }
 
 fn json(path: &Path) -> Value {
-    common::json_file(path)
+    crate::common::json_file(path)
 }
 
 fn s(p: &Path) -> &str {
-    common::arg(p)
+    crate::common::arg(p)
 }
 
 /// The model tensors of a checkpoint (or an exported folder), by name.
@@ -54,7 +53,7 @@ fn model_tensors(ck: &Checkpoint) -> Vec<(String, Vec<u32>)> {
 fn train_from(dir: &str, out: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["--init-from", dir];
     args.extend(extra);
-    common::train_command(out, &args).output().unwrap()
+    crate::common::train_command(out, &args).output().unwrap()
 }
 
 fn eval_json(model: &Path, text: &Path, extra: &[&str]) -> Value {
@@ -260,7 +259,7 @@ fn init_from_export_and_back_is_bit_identical_and_eval_agrees() {
 #[test]
 fn byte_level_runs_export_the_byte_tokenizer_and_sharded_models_train() {
     let run = tmp("bytes");
-    ok(&common::train_command(&run, &["--set", "train.steps=2"])
+    ok(&crate::common::train_command(&run, &["--set", "train.steps=2"])
         .output()
         .unwrap());
     let out = tmp("bytes-export");

@@ -9,8 +9,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-mod common;
-use common::{hif8lab, train_command, wait_for_lines};
+use crate::common::{hif8lab, train_command, wait_for_lines};
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

@@ -5,13 +5,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
-mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{arg, tmp};
+use crate::common::{arg, tmp};
 use hif8lab_train::models::gguf::{self, GgufFile, file::MetaValue};
 
 fn fixture(name: &str) -> PathBuf {
@@ -132,10 +131,10 @@ fn an_f16_import_that_would_overflow_is_refused_and_a_killed_imports_leftovers_g
     std::fs::create_dir_all(&stale).unwrap();
     std::fs::write(stale.join("model.safetensors"), b"half").unwrap();
     let (b, o) = (arg(&big), arg(&out));
-    let r = common::hif8lab(&["import", "gguf", b, "--out", o, "--dtype", "f16"]);
+    let r = crate::common::hif8lab(&["import", "gguf", b, "--out", o, "--dtype", "f16"]);
     refused(&r, 2, &[b, "1 weights", "--allow-overflow"]);
     assert!(!out.exists(), "nothing written");
-    let r = common::hif8lab(&[
+    let r = crate::common::hif8lab(&[
         "import",
         "gguf",
         b,
@@ -152,7 +151,7 @@ fn an_f16_import_that_would_overflow_is_refused_and_a_killed_imports_leftovers_g
     assert!(out.join("model.safetensors").is_file());
     // The same file as f32 imports and loads back (the value is finite there).
     let out32 = dir.join("hf32");
-    let r = common::hif8lab(&["import", "gguf", b, "--out", arg(&out32)]);
+    let r = crate::common::hif8lab(&["import", "gguf", b, "--out", arg(&out32)]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let _ = which;
     let _ = std::fs::remove_dir_all(&dir);
@@ -162,7 +161,7 @@ fn an_f16_import_that_would_overflow_is_refused_and_a_killed_imports_leftovers_g
 fn qat_with_nothing_to_quantize_says_so_loudly() {
     // A 2-layer model: the default placement keeps both blocks in high precision.
     let out = tmp("hostile-gguf", "qat-nothing");
-    let r = common::hif8lab(&[
+    let r = crate::common::hif8lab(&[
         "train",
         "--init-from",
         arg(&fixture("tiny-llama.gguf")),
@@ -187,7 +186,7 @@ fn qat_with_nothing_to_quantize_says_so_loudly() {
             && e.contains("qat.blocks=[0]"),
         "{e}"
     );
-    let summary = common::json_file(&out.join("summary.json"));
+    let summary = crate::common::json_file(&out.join("summary.json"));
     assert_eq!(summary["quantizers"], 0);
     let _ = std::fs::remove_dir_all(&out);
 }
@@ -207,7 +206,7 @@ fn recompute_is_refused_where_it_cannot_mean_anything_and_creates_nothing() {
             "holds no runs.jsonl.gz",
         ),
     ] {
-        let r = common::hif8lab(&args);
+        let r = crate::common::hif8lab(&args);
         refused(&r, 2, &["--recompute", says]);
     }
     assert!(!dir.join("typo").exists(), "no folder made");
@@ -241,7 +240,7 @@ fn exit_codes_follow_one_rule_input_refused_is_2() {
         vec!["import", "gguf", arg(&missing), "--out", arg(&dir)],
         vec!["train", "--resume", arg(&missing)],
     ] {
-        let r = common::hif8lab(&args);
+        let r = crate::common::hif8lab(&args);
         let e = String::from_utf8_lossy(&r.stderr);
         assert_eq!(r.status.code(), Some(2), "{args:?}: {e}");
     }
@@ -258,7 +257,7 @@ fn exit_codes_follow_one_rule_input_refused_is_2() {
             vec!["eval", arg(model), "--text", arg(&set)],
             vec!["import", "gguf", arg(model), "--out", arg(&missing)],
         ] {
-            let r = common::hif8lab(&args);
+            let r = crate::common::hif8lab(&args);
             refused(&r, 2, &[arg(model), says]);
         }
     }

@@ -4,11 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
-mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{hif8lab, train_command, wait_for_lines};
+use crate::common::{hif8lab, train_command, wait_for_lines};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

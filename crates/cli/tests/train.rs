@@ -5,8 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-mod common;
-use common::{hif8lab, train_command, wait_for_lines};
+use crate::common::{hif8lab, train_command, wait_for_lines};
 
 fn out_dir(name: &str) -> PathBuf {
     let dir =
