@@ -163,14 +163,22 @@ struct Span {
 
 impl Span {
     fn check(self, what: &str) -> PyResult<Self> {
-        let bytes = self.len.checked_mul(4).filter(|b| *b <= isize::MAX as usize);
+        let bytes = self
+            .len
+            .checked_mul(4)
+            .filter(|b| *b <= isize::MAX as usize);
         match bytes {
-            _ if self.len > 0 && self.addr == 0 => Err(value_error(format!("{what}: a null address"))),
-            _ if !self.addr.is_multiple_of(std::mem::align_of::<f32>()) => {
-                Err(value_error(format!("{what}: address {:#x} is not f32-aligned", self.addr)))
+            _ if self.len > 0 && self.addr == 0 => {
+                Err(value_error(format!("{what}: a null address")))
             }
+            _ if !self.addr.is_multiple_of(std::mem::align_of::<f32>()) => Err(value_error(
+                format!("{what}: address {:#x} is not f32-aligned", self.addr),
+            )),
             Some(b) if self.addr.checked_add(b).is_some() => Ok(self),
-            _ => Err(value_error(format!("{what}: {} f32 at {:#x} overflow the address space", self.len, self.addr))),
+            _ => Err(value_error(format!(
+                "{what}: {} f32 at {:#x} overflow the address space",
+                self.len, self.addr
+            ))),
         }
     }
 
@@ -201,7 +209,10 @@ fn amax_qdq_at(
     saturate: bool,
 ) -> PyResult<(f32, u64)> {
     let quant = FakeQuant::new(format_of(format)?).with_overflow(overflow_of(saturate));
-    let (s, d) = (Span { addr: src, len: n }.check("src")?, Span { addr: dst, len: n }.check("dst")?);
+    let (s, d) = (
+        Span { addr: src, len: n }.check("src")?,
+        Span { addr: dst, len: n }.check("dst")?,
+    );
     if n > 0 && s.addr < d.end() && d.addr < s.end() {
         return Err(value_error("amax_qdq_at: src and dst overlap"));
     }
@@ -248,7 +259,11 @@ fn call_stats_at(
     }
     let quant = FakeQuant::new(format_of(format)?).with_overflow(overflow_of(saturate));
     let s = Span { addr: src, len: n }.check("src")?;
-    let q = Span { addr: quantized, len: n }.check("quantized")?;
+    let q = Span {
+        addr: quantized,
+        len: n,
+    }
+    .check("quantized")?;
     if n == 0 {
         return Ok((0.0, 0.0, vec![0; ests.len()], vec![0; ests.len()], 0));
     }

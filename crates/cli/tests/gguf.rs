@@ -5,7 +5,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
-
 use std::path::{Path, PathBuf};
 
 use crate::common::{hif8lab, json_file, ok};

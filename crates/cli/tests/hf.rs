@@ -3,7 +3,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -259,9 +258,11 @@ fn init_from_export_and_back_is_bit_identical_and_eval_agrees() {
 #[test]
 fn byte_level_runs_export_the_byte_tokenizer_and_sharded_models_train() {
     let run = tmp("bytes");
-    ok(&crate::common::train_command(&run, &["--set", "train.steps=2"])
-        .output()
-        .unwrap());
+    ok(
+        &crate::common::train_command(&run, &["--set", "train.steps=2"])
+            .output()
+            .unwrap(),
+    );
     let out = tmp("bytes-export");
     ok(&hif8lab(&[
         "export",

@@ -4,7 +4,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on bad fixtures
 
-
 use std::path::{Path, PathBuf};
 
 use crate::common::{hif8lab, train_command, wait_for_lines};

@@ -5,10 +5,10 @@
 //! in any order) — held to it in the tests below; elsewhere the reference runs. The CPU
 //! backend of `hif8lab-engine` and the Python package's core both run these.
 
-use hif8lab_format::FakeQuant;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
 use super::Lanes;
 use super::{self as reference, CountBounds, ENERGY_LANES, TensorStats};
+use hif8lab_format::FakeQuant;
 
 /// amax and non-finite count: [`reference::amax_and_nonfinite`].
 pub fn amax_and_nonfinite(x: &[f32]) -> (f32, u64) {
@@ -61,12 +61,7 @@ impl reference::CountN for Simd {
 }
 
 /// [`reference::tensor_counts_given`]: the energies and the counts in SIMD registers.
-pub fn tensor_counts_given(
-    x: &[f32],
-    q: &[f32],
-    bounds: &CountBounds,
-    reach: f32,
-) -> TensorStats {
+pub fn tensor_counts_given(x: &[f32], q: &[f32], bounds: &CountBounds, reach: f32) -> TensorStats {
     let (signal, noise) = quant_error_of(x, q);
     bounds.counted_with(
         x,
@@ -307,11 +302,11 @@ fn amax_and_nonfinite_avx512(x: &[f32]) -> (f32, u64) {
 #[allow(unsafe_code)]
 mod fused {
     use super::add_energies8;
-    use hif8lab_format::hif8::Qdq16;
-    use hif8lab_format::{FakeQuant, Format, Rounding};
     use crate::stats::{
         CountBounds, ENERGY_LANES, GROUP, TensorStats, count_group, error_terms, live_bounds,
     };
+    use hif8lab_format::hif8::Qdq16;
+    use hif8lab_format::{FakeQuant, Format, Rounding};
     use std::arch::x86_64::{
         __m512, __m512d, __m512i, _CMP_GE_OQ, _CMP_LT_OQ, _MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch,
         _mm256_castpd_ps, _mm512_abs_ps, _mm512_castps_pd, _mm512_castps512_ps256,
@@ -528,13 +523,13 @@ fn count_group_avx512<const N: usize>(x: &[f32], bounds: &[f32; N]) -> [u64; N] 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
 #[allow(unsafe_code)]
 fn amax_qdq_hif8_avx512(x: &[f32], out: &mut [f32], scale: f32, overflow_bits: u32) -> (f32, u64) {
+    use hif8lab_format::hif8::{Qdq16, qdq_branchless};
     use std::arch::x86_64::{
         _MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch, _mm512_and_si512, _mm512_castps_si512,
         _mm512_cmpge_epi32_mask, _mm512_cmple_epi32_mask, _mm512_loadu_ps, _mm512_mask_add_epi32,
         _mm512_maskz_mov_epi32, _mm512_max_epu32, _mm512_reduce_add_epi32, _mm512_reduce_max_epu32,
         _mm512_set1_epi32, _mm512_setzero_si512, _mm512_storeu_ps,
     };
-    use hif8lab_format::hif8::{Qdq16, qdq_branchless};
     const L: usize = 16;
     const INF: u32 = 0x7F80_0000;
     const PREFETCH: usize = 512;
@@ -555,17 +550,26 @@ fn amax_qdq_hif8_avx512(x: &[f32], out: &mut [f32], scale: f32, overflow_bits: u
                 _mm512_set1_epi32(1),
             );
             let (mut m, mut c) = (_mm512_setzero_si512(), _mm512_setzero_si512());
-            for (s, d) in xs[..whole].chunks_exact(L).zip(os[..whole].chunks_exact_mut(L)) {
+            for (s, d) in xs[..whole]
+                .chunks_exact(L)
+                .zip(os[..whole].chunks_exact_mut(L))
+            {
                 _mm_prefetch::<_MM_HINT_ET0>(d.as_ptr().wrapping_add(PREFETCH).cast());
                 _mm_prefetch::<_MM_HINT_T0>(s.as_ptr().wrapping_add(PREFETCH).cast());
                 let v = _mm512_loadu_ps(s.as_ptr());
                 // Magnitudes are below 2^31: signed compares order them.
                 let a = _mm512_and_si512(_mm512_castps_si512(v), abs);
                 c = _mm512_mask_add_epi32(c, _mm512_cmpge_epi32_mask(a, inf), c, one);
-                m = _mm512_max_epu32(m, _mm512_maskz_mov_epi32(_mm512_cmple_epi32_mask(a, inf), a));
+                m = _mm512_max_epu32(
+                    m,
+                    _mm512_maskz_mov_epi32(_mm512_cmple_epi32_mask(a, inf), a),
+                );
                 _mm512_storeu_ps(d.as_mut_ptr(), codec.qdq(v));
             }
-            (_mm512_reduce_max_epu32(m), _mm512_reduce_add_epi32(c) as u32)
+            (
+                _mm512_reduce_max_epu32(m),
+                _mm512_reduce_add_epi32(c) as u32,
+            )
         };
         amax_bits = amax_bits.max(m);
         nonfinite += u64::from(c);

@@ -1,6 +1,6 @@
 use super::*;
-use hif8lab_format::Format;
 use crate::stats::Threshold;
+use hif8lab_format::Format;
 
 /// Values of every kind: signs, tiny to overflowing magnitudes, zeros, NaN and ±Inf.
 fn mixed(n: usize) -> Vec<f32> {
@@ -50,8 +50,7 @@ fn every_kernel_variant_gives_the_same_results() {
         assert_eq!(count_group_avx512(&x, &bounds), counts, "avx512 {n}");
 
         let whole = n / ENERGY_LANES * ENERGY_LANES;
-        let lanes_bits =
-            |(s, e): crate::stats::Lanes| (s.map(f64::to_bits), e.map(f64::to_bits));
+        let lanes_bits = |(s, e): crate::stats::Lanes| (s.map(f64::to_bits), e.map(f64::to_bits));
         let plain = lanes_bits(reference::block_lanes(&x[..whole], &|i, _| q[i]));
         #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
         assert_eq!(
@@ -153,7 +152,9 @@ fn one_pass_amax_and_quantization_equal_the_two_calls() {
             let mut x = mixed(n);
             if n == 33 {
                 // only NaN and finite values: the amax ignores the NaN
-                x.iter_mut().filter(|v| v.is_infinite()).for_each(|v| *v = f32::NAN);
+                x.iter_mut()
+                    .filter(|v| v.is_infinite())
+                    .for_each(|v| *v = f32::NAN);
             }
             for scale in [1.0, 15.0, 3.0e4] {
                 let mut q1 = vec![7.0f32; n];
@@ -162,7 +163,11 @@ fn one_pass_amax_and_quantization_equal_the_two_calls() {
                 quant.qdq_into(&x, &mut q2, scale);
                 let want = reference::amax_and_nonfinite(&x);
                 let case = format!("{:?} n {n} scale {scale}", quant.format);
-                assert_eq!((got.0.to_bits(), got.1), (want.0.to_bits(), want.1), "{case}");
+                assert_eq!(
+                    (got.0.to_bits(), got.1),
+                    (want.0.to_bits(), want.1),
+                    "{case}"
+                );
                 assert_eq!(bits(&q1), bits(&q2), "{case}");
             }
         }
