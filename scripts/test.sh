@@ -136,6 +136,15 @@ web_pid=$!
 say "cargo test with clippy's lints (workspace, every target, -D warnings; GPU tests on a real adapter — lavapipe here — and must not skip; the wasm builds beside it at low priority)"
 "${lint_env[@]}" cargo test --workspace --locked
 
+# The Python package's environment and Rust core (a release build: about 2 minutes) start
+# now, beside the API docs, the desktop app and the rest of the wasm builds, at the same low
+# priority as those: the Python step's tests, the last step's longest part, then start at
+# once. Its output is shown with the Python step's.
+python_install_log="$test_tmp/python-install.log"
+setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null || true; exec nice -n 19 "$@"' low \
+  env HIF8LAB_BIN="$target/debug/hif8lab" scripts/test-python.sh --install-only >"$python_install_log" 2>&1 &
+python_install_pid=$!
+
 say "dependency direction"
 scripts/check-deps.sh
 
@@ -169,6 +178,12 @@ wasm-validate web/dist/pkg/hif8lab_app_bg.wasm
 # The Python suite runs beside the browser cases, which wait on the page most of the time
 # (measured: 5.1 CPU-minutes in 9.8 minutes); its output is shown when both are done.
 say "Python package (pip install ./python and its tests: torch vs the Rust codec and estimators, torchrun with 2 processes, the same run in torch and in the lab) beside the browser demo in headless Chromium (WebGPU on SwiftShader, and the CPU fallback)"
+if ! wait "$python_install_pid"; then
+  cat "$python_install_log" >&2
+  echo "error: scripts/test-python.sh --install-only failed (its output above)" >&2
+  exit 1
+fi
+cat "$python_install_log"
 python_log="$test_tmp/python.log"
 setsid env HIF8LAB_BIN="$target/debug/hif8lab" scripts/test-python.sh >"$python_log" 2>&1 &
 python_pid=$!
