@@ -23,8 +23,9 @@ fn counts_by_definition() {
     assert_eq!(s.underflow, 1); // 1e-12·15 < 2^-23
 }
 
-/// Values of every kind: signs, tiny to overflowing magnitudes, zeros, NaN and ±Inf.
-fn mixed(n: usize) -> Vec<f32> {
+/// Values of every kind: signs, tiny to overflowing magnitudes, zeros, NaN and ±Inf (the
+/// SIMD passes' tests use them too).
+pub(super) fn mixed(n: usize) -> Vec<f32> {
     let mut s = 0x9E37_79B9_7F4A_7C15u64;
     (0..n)
         .map(|i| {

@@ -1,27 +1,7 @@
 use super::*;
 use crate::stats::Threshold;
+use crate::stats::tests::mixed;
 use hif8lab_format::Format;
-
-/// Values of every kind: signs, tiny to overflowing magnitudes, zeros, NaN and ±Inf.
-fn mixed(n: usize) -> Vec<f32> {
-    let mut s = 0x9E37_79B9_7F4A_7C15u64;
-    (0..n)
-        .map(|i| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let u = (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-            match i % 23 {
-                5 => f32::NAN,
-                11 => f32::INFINITY,
-                17 => f32::NEG_INFINITY,
-                19 => 0.0,
-                20 => -0.0,
-                _ => u * 10f32.powi((i % 13) as i32 - 6),
-            }
-        })
-        .collect()
-}
 
 /// Every compiled variant of the counting, energy and amax kernels (AVX2, AVX-512) gives
 /// what the plain reference gives on the same data: a build runs one of each, all are
