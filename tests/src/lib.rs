@@ -207,3 +207,26 @@ pub fn fuzz(
     }
     (ok, rejected)
 }
+
+/// Panics unless every `tests/*.rs` file of the crate at `manifest_dir` runs: it is one of
+/// `modules` (the modules of the crate's folded test binary, `binary`) or a `[[test]]` of its
+/// own in the crate's Cargo.toml. A crate that folds its test files sets
+/// `autotests = false`, so a file in neither place would never run.
+pub fn assert_every_test_file_runs(manifest_dir: &str, modules: &[&str], binary: &str) {
+    let root = std::path::Path::new(manifest_dir);
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml"))
+        .unwrap_or_else(|e| panic!("{}: {e}", root.join("Cargo.toml").display()));
+    let files = std::fs::read_dir(root.join("tests"))
+        .unwrap_or_else(|e| panic!("{}: {e}", root.join("tests").display()));
+    for entry in files.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(stem) = name.strip_suffix(".rs") else {
+            continue;
+        };
+        let own_binary = manifest.contains(&format!("path = \"tests/{name}\""));
+        assert!(
+            modules.contains(&stem) || own_binary,
+            "tests/{name} is neither a module of tests/{binary}.rs nor a [[test]] of Cargo.toml: it would never run"
+        );
+    }
+}

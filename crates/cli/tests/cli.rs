@@ -36,18 +36,5 @@ const MODULES: [&str; 10] = [
 
 #[test]
 fn every_test_file_runs() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
-    let files = std::fs::read_dir(root.join("tests")).expect("tests/");
-    for entry in files.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(stem) = name.strip_suffix(".rs") else {
-            continue;
-        };
-        let own_binary = manifest.contains(&format!("path = \"tests/{name}\""));
-        assert!(
-            MODULES.contains(&stem) || own_binary,
-            "tests/{name} is neither a module of tests/cli.rs nor a [[test]] of Cargo.toml: it would never run"
-        );
-    }
+    hif8lab_tests::assert_every_test_file_runs(env!("CARGO_MANIFEST_DIR"), &MODULES, "cli");
 }
