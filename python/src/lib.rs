@@ -37,6 +37,11 @@ fn overflow_of(saturate: bool) -> Overflow {
     }
 }
 
+/// The fake quantizer of a format name and overflow choice, as every entry point takes them.
+fn quant_of(format: &str, saturate: bool) -> PyResult<FakeQuant> {
+    Ok(FakeQuant::new(format_of(format)?).with_overflow(overflow_of(saturate)))
+}
+
 fn f32s(data: &[u8]) -> PyResult<Vec<f32>> {
     if !data.len().is_multiple_of(4) {
         return Err(value_error(format!(
@@ -68,7 +73,7 @@ fn qdq<'py>(
     scale: f32,
     saturate: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let quant = FakeQuant::new(format_of(format)?).with_overflow(overflow_of(saturate));
+    let quant = quant_of(format, saturate)?;
     let src = f32s(data)?;
     let mut dst = vec![0.0f32; src.len()];
     py.detach(|| quant.qdq_into(&src, &mut dst, scale));
@@ -135,7 +140,7 @@ fn tensor_stats(
     if ests.len() != scales.len() {
         return Err(value_error("ests and scales differ in length"));
     }
-    let quant = FakeQuant::new(format_of(format)?).with_overflow(overflow_of(saturate));
+    let quant = quant_of(format, saturate)?;
     let x = f32s(data)?;
     let thresholds = Threshold::pairs(&ests, &scales);
     let s = stats_of(&x, &thresholds, active_scale, &quant);
@@ -208,7 +213,7 @@ fn amax_qdq_at(
     format: &str,
     saturate: bool,
 ) -> PyResult<(f32, u64)> {
-    let quant = FakeQuant::new(format_of(format)?).with_overflow(overflow_of(saturate));
+    let quant = quant_of(format, saturate)?;
     let (s, d) = (
         Span { addr: src, len: n }.check("src")?,
         Span { addr: dst, len: n }.check("dst")?,
@@ -257,7 +262,7 @@ fn call_stats_at(
     if ests.len() != scales.len() {
         return Err(value_error("ests and scales differ in length"));
     }
-    let quant = FakeQuant::new(format_of(format)?).with_overflow(overflow_of(saturate));
+    let quant = quant_of(format, saturate)?;
     let s = Span { addr: src, len: n }.check("src")?;
     let q = Span {
         addr: quantized,

@@ -319,19 +319,23 @@ class QuantBank:
 
     # --- one call ----------------------------------------------------------------------
 
+    def _scale_of(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The scale of raw estimates, element by element, and whether it is usable (the
+        estimate finite and > 0, and so the scale)."""
+        scale = self._target / (raw + self._eps) / self._pow2
+        return scale, torch.isfinite(raw) & (raw > 0) & torch.isfinite(scale) & (scale > 0)
+
     def _settle(self, raw: torch.Tensor, previous: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(est, scale) from raw estimates and the previous scales, element by element: an
         unusable estimate (not finite, not > 0, or a scale that is not) keeps the previous
         scale and reports the estimate it implies."""
-        scale = self._target / (raw + self._eps) / self._pow2
-        usable = torch.isfinite(raw) & (raw > 0) & torch.isfinite(scale) & (scale > 0)
+        scale, usable = self._scale_of(raw)
         implied = self._target / (previous * self._pow2)
         return torch.where(usable, raw, implied), torch.where(usable, scale, previous)
 
     def _active_of(self, raw: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
         """``_settle``'s scale alone (the same f32 operations)."""
-        scale = self._target / (raw + self._eps) / self._pow2
-        usable = torch.isfinite(raw) & (raw > 0) & torch.isfinite(scale) & (scale > 0)
+        scale, usable = self._scale_of(raw)
         return torch.where(usable, scale, previous)
 
     def decide(self, q: int, amax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -399,12 +403,10 @@ class QuantBank:
 
     def defer(self, q: int, amax: torch.Tensor) -> None:
         """Queues quantizer q's call (amax a 0-d f32 tensor) for ``commit``, which decides
-        it as ``decide`` would now and records it as ``observe`` would. Its estimates are
-        made current here (they are what ``commit`` decides from)."""
+        it as ``decide`` would now (q's state cannot change before: anything that would
+        change it commits first) and records it as ``observe`` would."""
         if q in self._deferred_q:
             self.commit()
-        if self._n[q] > 0:
-            self._estimates_of(q)
         self._deferred.append((q, amax))
         self._deferred_q.add(q)
 
@@ -433,8 +435,23 @@ class QuantBank:
         return self._settle(raw, self._scales.index_select(0, rows))
 
     def record_rows(self, qs: Sequence[int], amax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Decides the calls of distinct quantizers ``qs`` (``decide_rows``) and records them
-        (``observe``, row by row in one scatter); returns (est, scale)."""
+        """Decides the calls ``qs`` with amaxes ``amax`` [R] in order (``decide_rows``) and
+        records them (``observe``, in one scatter per run of distinct quantizers: a
+        quantizer's second call is decided after its first is recorded); returns (est [R, E],
+        scale [R, E])."""
+        runs, start = [], 0
+        while start < len(qs):
+            end, seen = start, set()
+            while end < len(qs) and qs[end] not in seen:
+                seen.add(qs[end])
+                end += 1
+            runs.append(self._record_distinct(qs[start:end], amax[start:end]))
+            start = end
+        if len(runs) == 1:
+            return runs[0]
+        return torch.cat([e for e, _ in runs]), torch.cat([c for _, c in runs])
+
+    def _record_distinct(self, qs: Sequence[int], amax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         est, scale = self.decide_rows(qs, amax)
         rows = torch.tensor(list(qs), device=self.device)
         slots = torch.tensor([self._pos[q] for q in qs], device=self.device)

@@ -321,21 +321,13 @@ class QatSession:
         E = len(self.estimators)
         # the histories are as they were when the calls decided, so deciding again with the
         # reduced amaxes gives the calls' scales (a current shadow's taken at that amax), all
-        # rows at once; a quantizer queued twice (a restored state) in separate runs
-        start = 0
-        while start < len(queued):
-            end, seen = start, set()
-            while end < len(queued) and queued[end][0] not in seen:
-                seen.add(queued[end][0])
-                end += 1
-            part = queued[start:end]
-            est, scale = self.bank.record_rows([q for q, _, _ in part], amaxes[start:end])
-            for i, (_, _, row) in enumerate(part):
-                if row is not None:
-                    row[0] = amaxes[start + i].double()
-                    row[3:3 + E] = est[i].double()
-                    row[3 + E:3 + 2 * E] = scale[i].double()
-            start = end
+        # rows at once (a quantizer queued twice, from a restored state, in call order)
+        est, scale = self.bank.record_rows([q for q, _, _ in queued], amaxes)
+        for i, (_, _, row) in enumerate(queued):
+            if row is not None:
+                row[0] = amaxes[i].double()
+                row[3:3 + E] = est[i].double()
+                row[3 + E:3 + 2 * E] = scale[i].double()
 
     # --- one quantizer call -------------------------------------------------------------
 

@@ -237,8 +237,21 @@ fn add_energies8(
 /// [`amax_and_nonfinite`] in AVX-512 registers, 16 lanes (a max and counts: the same
 /// result in any order).
 #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-#[allow(unsafe_code)]
 fn amax_and_nonfinite_avx512(x: &[f32]) -> (f32, u64) {
+    amax_pass_avx512(x, |_, _| {})
+}
+
+/// The amax pass in AVX-512 registers, and what else each load feeds: `block(i, v)` gets
+/// the 16 elements from `x[i]` as loaded, for every whole 16 (the elements past the last
+/// whole 16, at most 15, are the caller's: [`amax_qdq_hif8_avx512`] quantizes them after).
+/// Returns the amax over the non-NaN |x| and the NaN/±Inf count.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+#[allow(unsafe_code)]
+#[inline(always)]
+fn amax_pass_avx512(
+    x: &[f32],
+    mut block: impl FnMut(usize, std::arch::x86_64::__m512),
+) -> (f32, u64) {
     use std::arch::x86_64::{
         _MM_HINT_T0, _mm_prefetch, _mm512_and_si512, _mm512_castps_si512, _mm512_cmpge_epi32_mask,
         _mm512_cmple_epi32_mask, _mm512_loadu_ps, _mm512_mask_add_epi32, _mm512_maskz_mov_epi32,
@@ -247,13 +260,12 @@ fn amax_and_nonfinite_avx512(x: &[f32]) -> (f32, u64) {
     };
     const L: usize = 16;
     const INF: u32 = 0x7F80_0000;
-    const PREFETCH: usize = 512;
+    const BIG: usize = 1 << 20;
     let mut amax_bits = 0u32;
     let mut nonfinite = 0u64;
-    let one_of = |a: u32| (u32::from(a >= INF), if a <= INF { a } else { 0 });
     // Blocks of 2^20 elements: per lane a 32-bit count (at most 2^16) and a running max of
     // the magnitude's bits (NaN's bits replaced by 0).
-    for big in x.chunks(1 << 20) {
+    for (k, big) in x.chunks(BIG).enumerate() {
         let whole = big.len() / L * L;
         // SAFETY: AVX-512F is enabled for this build (the cfg above); each load reads 16
         // f32 of a block that `chunks_exact` made exactly 16 long; a prefetch only hints at
@@ -265,17 +277,19 @@ fn amax_and_nonfinite_avx512(x: &[f32]) -> (f32, u64) {
                 _mm512_set1_epi32(1),
             );
             let (mut m, mut n) = (_mm512_setzero_si512(), _mm512_setzero_si512());
-            for b in big[..whole].chunks_exact(L) {
+            for (j, b) in big[..whole].chunks_exact(L).enumerate() {
                 // 2 KiB ahead (a hint: past the end it does nothing); about 10 % of the
                 // pass in a training step, where the tensor is rarely still in cache.
                 _mm_prefetch::<_MM_HINT_T0>(b.as_ptr().wrapping_add(PREFETCH).cast());
+                let v = _mm512_loadu_ps(b.as_ptr());
                 // Magnitudes are below 2^31: signed compares order them.
-                let a = _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(b.as_ptr())), abs);
+                let a = _mm512_and_si512(_mm512_castps_si512(v), abs);
                 n = _mm512_mask_add_epi32(n, _mm512_cmpge_epi32_mask(a, inf), n, one);
                 m = _mm512_max_epu32(
                     m,
                     _mm512_maskz_mov_epi32(_mm512_cmple_epi32_mask(a, inf), a),
                 );
+                block(k * BIG + j * L, v);
             }
             (
                 _mm512_reduce_max_epu32(m),
@@ -285,13 +299,17 @@ fn amax_and_nonfinite_avx512(x: &[f32]) -> (f32, u64) {
         amax_bits = amax_bits.max(m);
         nonfinite += u64::from(n);
         for v in &big[whole..] {
-            let (c, a) = one_of(v.to_bits() & 0x7FFF_FFFF);
-            nonfinite += u64::from(c);
-            amax_bits = amax_bits.max(a);
+            let a = v.to_bits() & 0x7FFF_FFFF;
+            nonfinite += u64::from(a >= INF);
+            amax_bits = amax_bits.max(if a <= INF { a } else { 0 });
         }
     }
     (f32::from_bits(amax_bits), nonfinite)
 }
+
+/// How far ahead the AVX-512 passes prefetch (512 f32: 2 KiB).
+#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+const PREFETCH: usize = 512;
 
 /// [`tensor_qdq_counts`]' one pass in AVX-512 registers.
 #[cfg(all(
@@ -516,71 +534,32 @@ fn count_group_avx512<const N: usize>(x: &[f32], bounds: &[f32; N]) -> [u64; N] 
     })
 }
 
-/// [`amax_qdq_into`]'s HiF8 work in one pass, 16 lanes in AVX-512 registers: each load
-/// feeds the amax (the magnitude's bits, NaN's replaced by 0: an integer max), the count of
-/// NaN/±Inf and the codec (`hif8lab_format::hif8::Qdq16`, the bits of `qdq_branchless`);
-/// one read of the operand instead of two.
+/// [`amax_qdq_into`]'s HiF8 work in one pass, 16 lanes in AVX-512 registers: each load of
+/// [`amax_pass_avx512`] also feeds the codec (`hif8lab_format::hif8::Qdq16`, the bits of
+/// `qdq_branchless`); one read of the operand instead of two.
 #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
 #[allow(unsafe_code)]
 fn amax_qdq_hif8_avx512(x: &[f32], out: &mut [f32], scale: f32, overflow_bits: u32) -> (f32, u64) {
     use hif8lab_format::hif8::{Qdq16, qdq_branchless};
-    use std::arch::x86_64::{
-        _MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch, _mm512_and_si512, _mm512_castps_si512,
-        _mm512_cmpge_epi32_mask, _mm512_cmple_epi32_mask, _mm512_loadu_ps, _mm512_mask_add_epi32,
-        _mm512_maskz_mov_epi32, _mm512_max_epu32, _mm512_reduce_add_epi32, _mm512_reduce_max_epu32,
-        _mm512_set1_epi32, _mm512_setzero_si512, _mm512_storeu_ps,
-    };
-    const L: usize = 16;
-    const INF: u32 = 0x7F80_0000;
-    const PREFETCH: usize = 512;
+    use std::arch::x86_64::{_MM_HINT_ET0, _mm_prefetch, _mm512_storeu_ps};
     let n = x.len().min(out.len());
     let codec = Qdq16::new(scale, overflow_bits);
-    let (mut amax_bits, mut nonfinite) = (0u32, 0u64);
-    // Pieces of 2^20 elements: per lane a 32-bit count that cannot wrap.
-    for (xs, os) in x[..n].chunks(1 << 20).zip(out[..n].chunks_mut(1 << 20)) {
-        let whole = xs.len() / L * L;
-        // SAFETY: AVX-512F is enabled for this build (the cfg above); each load reads the 16
-        // f32 of `s` and each store writes the 16 of `d`, chunks `chunks_exact` made 16
-        // long; a prefetch only hints at an address (formed with `wrapping_add`, never
-        // dereferenced) and cannot fault.
-        let (m, c) = unsafe {
-            let (abs, inf, one) = (
-                _mm512_set1_epi32(0x7FFF_FFFF),
-                _mm512_set1_epi32(INF as i32),
-                _mm512_set1_epi32(1),
-            );
-            let (mut m, mut c) = (_mm512_setzero_si512(), _mm512_setzero_si512());
-            for (s, d) in xs[..whole]
-                .chunks_exact(L)
-                .zip(os[..whole].chunks_exact_mut(L))
-            {
-                _mm_prefetch::<_MM_HINT_ET0>(d.as_ptr().wrapping_add(PREFETCH).cast());
-                _mm_prefetch::<_MM_HINT_T0>(s.as_ptr().wrapping_add(PREFETCH).cast());
-                let v = _mm512_loadu_ps(s.as_ptr());
-                // Magnitudes are below 2^31: signed compares order them.
-                let a = _mm512_and_si512(_mm512_castps_si512(v), abs);
-                c = _mm512_mask_add_epi32(c, _mm512_cmpge_epi32_mask(a, inf), c, one);
-                m = _mm512_max_epu32(
-                    m,
-                    _mm512_maskz_mov_epi32(_mm512_cmple_epi32_mask(a, inf), a),
-                );
-                _mm512_storeu_ps(d.as_mut_ptr(), codec.qdq(v));
-            }
-            (
-                _mm512_reduce_max_epu32(m),
-                _mm512_reduce_add_epi32(c) as u32,
-            )
-        };
-        amax_bits = amax_bits.max(m);
-        nonfinite += u64::from(c);
-        for (o, v) in os[whole..].iter_mut().zip(&xs[whole..]) {
-            let a = v.to_bits() & 0x7FFF_FFFF;
-            nonfinite += u64::from(a >= INF);
-            amax_bits = amax_bits.max(if a <= INF { a } else { 0 });
-            *o = qdq_branchless(*v * scale, overflow_bits) / scale;
+    let (x, out) = (&x[..n], &mut out[..n]);
+    let r = amax_pass_avx512(x, |i, v| {
+        let d = &mut out[i..i + 16];
+        // SAFETY: AVX-512F is enabled for this build (the cfg above); the store writes the
+        // 16 f32 of `d`, a slice of exactly 16; a prefetch only hints at an address (formed
+        // with `wrapping_add`, never dereferenced) and cannot fault.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_ET0>(d.as_ptr().wrapping_add(PREFETCH).cast());
+            _mm512_storeu_ps(d.as_mut_ptr(), codec.qdq(v));
         }
+    });
+    let whole = n / 16 * 16;
+    for (o, v) in out[whole..].iter_mut().zip(&x[whole..]) {
+        *o = qdq_branchless(*v * scale, overflow_bits) / scale;
     }
-    (f32::from_bits(amax_bits), nonfinite)
+    r
 }
 
 #[cfg(test)]
