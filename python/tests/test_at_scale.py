@@ -106,6 +106,75 @@ def test_a_recompute_without_its_forward_is_refused():
         Probe.apply(y).sum().backward()
 
 
+# --- the CPU path's output memory --------------------------------------------------------
+
+
+class Repeat(nn.Module):
+    """One projection called ``calls`` times per forward (its quantizers as often)."""
+
+    def __init__(self, calls: int):
+        super().__init__()
+        torch.manual_seed(3)
+        self.calls = calls
+        self.layers = nn.ModuleList([nn.Module()])
+        self.layers[0].up_proj = nn.Linear(24, 24, bias=False)
+
+    def forward(self, x):
+        lin = self.layers[0].up_proj
+        for _ in range(self.calls - 1):
+            x = torch.tanh(lin(x))
+        return lin(x)
+
+
+def repeat_steps(reuse: bool, calls: int, together: bool, monkeypatch, steps=4):
+    """Steps of two micro-batches, their backward each after its forward or (``together``)
+    after both forwards (the first graph still holds its quantized operands while the second
+    forward runs); returns the outputs, the gradients, per step where each quantizer's kept
+    buffer lies, and the trace records."""
+    import hif8lab.torch.session as session_mod
+
+    if reuse:
+        monkeypatch.undo()
+    else:
+        monkeypatch.setattr(session_mod, "_unshared", lambda buf: False)
+    model = Repeat(calls)
+    session = quantize(model, Recipe(window=4, compile=False), modules=("up_proj",), skip_first=0, skip_last=0)
+    g = torch.Generator().manual_seed(5)
+    outs, grads, where = [], [], []
+    for step in range(steps):
+        session.start_step(step)
+        x0, x1 = torch.randn(6, 24, generator=g), torch.randn(6, 24, generator=g)
+        y0 = model(x0)
+        if not together:
+            y0.square().sum().backward()
+        y1 = model(x1)
+        outs += [y0.detach().clone(), y1.detach().clone()]
+        (y0.square().sum() + y1.sum() if together else y1.sum()).backward()
+        grads.append(model.layers[0].up_proj.weight.grad.clone())
+        model.zero_grad()
+        where.append({q: b.data_ptr() for q, b in session._outs.items()})
+    session.flush()
+    return outs, grads, where, session.drain()
+
+
+@pytest.mark.parametrize("calls,together", [(1, False), (2, False), (1, True), (2, True)])
+def test_cpu_output_memory_is_reused_only_when_nothing_holds_it(monkeypatch, calls, together):
+    """A CPU call writes its quantized operand into the memory its quantizer's last call
+    wrote, unless anything still holds it (a second call in the same forward, a second
+    micro-batch's forward while the first's graph waits for backward). Outputs, gradients
+    and trace records equal a run that never reuses memory, bit for bit; with one call per
+    micro-batch the memory is reused in steady state (the same addresses step after step)."""
+    fresh = repeat_steps(False, calls, together, monkeypatch)
+    reused = repeat_steps(True, calls, together, monkeypatch)
+    for a, b in zip(fresh[0] + fresh[1], reused[0] + reused[1]):
+        assert torch.equal(a, b)
+    same_records(fresh[3], reused[3])
+    assert len(reused[3]) == 4 * 2 * calls * 3
+    if calls == 1 and not together:
+        where = reused[2]
+        assert len(where[-1]) == 3 and where[-1] == where[-2], "no buffer reused from one step to the next"
+
+
 # --- fused amax reduction ------------------------------------------------------------------
 
 @pytest.fixture

@@ -66,8 +66,9 @@ def test_bank_equals_rust_call_by_call(window, cold, margin, active):
 def test_deferred_decisions_equal_rust_call_by_call(window, cold, margin, active):
     """The path a CPU session runs under delayed scaling: each call reads its active scale
     (``active_scale_host``) and queues its amax (``defer``); the decisions are taken for the
-    whole micro-batch at once (``commit``). Every call's scale, and after each commit every
-    estimator's scale and every history, equal the Rust quantizer's, call by call, with
+    whole micro-batch at once (``commit``); a traced call's every decision comes from the
+    host lists (``decision_host``). Every call's scale and decisions, and after each commit
+    every estimator's scale and every history, equal the Rust quantizer's, call by call, with
     quantizers called twice in a micro-batch (the second call sees the first's amax), cold
     starts (a jit cold call decides at once, as the session does) and a reset."""
     rng = np.random.default_rng(window * 3 + margin + 1)
@@ -77,7 +78,7 @@ def test_deferred_decisions_equal_rust_call_by_call(window, cold, margin, active
     amax = sequences(rng, Q, calls)
     bank = QuantBank(config, Q)
     refs = [rs.Quantizer(config) for _ in range(Q)]
-    checked = deferred = 0
+    checked = deferred = hosted = 0
     last = [None] * Q
     for t in range(calls):
         if t == 70:
@@ -98,12 +99,21 @@ def test_deferred_decisions_equal_rust_call_by_call(window, cold, margin, active
                     _, scale = bank.decide(q, a)
                     bank.observe(q, a, scale)
                     s = scale[bank.active].item()
+                    host = None
                 else:
                     s = bank.active_scale_host(q)
+                    # a traced CPU call's every decision: host lists (a current column from a)
+                    host = bank.decision_host(q, float(amax[q, t]))
                     bank.defer(q, a)
                     deferred += 1
                 want = refs[q].call(float(amax[q, t]))
                 assert bits(s) == bits(want[bank.active].scale), f"call {t} quantizer {q}: {s!r} vs {want[bank.active].scale!r}"
+                if host is not None:
+                    hosted += 1
+                    for k, d in enumerate(want):
+                        e, c = host[0][k], host[1][k]
+                        assert bits(e) == bits(d.est) or (np.isnan(d.est) and np.isnan(e)), (t, q, bank.names[k], e, d.est)
+                        assert bits(c) == bits(d.scale), (t, q, bank.names[k], c, d.scale)
                 last[q] = want
                 checked += 1
         bank.commit()
@@ -111,6 +121,8 @@ def test_deferred_decisions_equal_rust_call_by_call(window, cold, margin, active
             assert np.array_equal(np.asarray(bank.ordered([q])[0][0, -bank.n[q]:]),
                                   np.asarray(refs[q].history(), dtype=np.float32)), (t, q)
     assert deferred > Q * calls * 0.9 and checked >= Q * calls
+    # every first call of a micro-batch is served from the host lists; a second call is not
+    assert deferred > hosted > Q * calls * 0.85
 
 
 def test_a_wrong_estimator_would_be_caught():

@@ -147,6 +147,13 @@ def estimate_rows(ordered: torch.Tensor, n: torch.Tensor, specs: Sequence[Spec])
     return torch.stack(out, dim=1)
 
 
+def _amax_rows(amaxes: list, device) -> torch.Tensor:
+    """Amaxes given as 0-d f32 tensors or as Python floats (f32 values) as one f32 tensor."""
+    if all(isinstance(a, float) for a in amaxes):
+        return torch.tensor(amaxes, dtype=torch.float32, device=device)
+    return torch.stack([torch.as_tensor(a, dtype=torch.float32, device=device) for a in amaxes])
+
+
 class QuantBank:
     """The delayed-scaling state of ``count`` quantizers under one scaling config."""
 
@@ -169,7 +176,11 @@ class QuantBank:
         self._target = _f(plan["target"], self.device)
         self._pow2 = _f(plan["margin_scale"], self.device)
         self._eps = _f(plan["epsilon"], self.device)
+        self._target_host, self._pow2_host, self._eps_host = (
+            np.float32(plan[k]) for k in ("target", "margin_scale", "epsilon"))
         self._current = torch.tensor([s.kind == "current" for s in self.specs], device=self.device)
+        self._current_cols = [j for j, s in enumerate(self.specs) if s.kind == "current"]
+        self._has_current = bool(self._current_cols)
 
     def to(self, device) -> "QuantBank":
         device = torch.device(device)
@@ -212,6 +223,9 @@ class QuantBank:
         self._next: List[torch.Tensor] = []
         self._next_host: List[float] = []
         self._next_ok = [False] * self.Q
+        #: every estimator's (est, scale) of each quantizer's next call, host lists made on
+        #: the first ``decision_host`` after begin_micro (valid where ``_next_ok``)
+        self._decisions_host: Optional[Tuple[list, list]] = None
 
     # The state as a reader sees it: every deferred call committed first.
 
@@ -281,6 +295,7 @@ class QuantBank:
         self._next = list(nxt.unbind())
         self._next_host = nxt.tolist() if self.device.type == "cpu" else []
         self._next_ok = [True] * self.Q
+        self._decisions_host = None
 
     def state_dict(self) -> dict:
         self.commit()
@@ -386,6 +401,37 @@ class QuantBank:
             return self._next_host[q]
         return self.active_scale(q).item()
 
+    def decision_host(self, q: int, amax: float) -> Optional[Tuple[List[float], List[float]]]:
+        """``decide(q, amax)`` as host lists (est [E], scale [E]), on the CPU, where q's state
+        is begin_micro's and the call is not a just-in-time cold start: the estimates of
+        every row settled at once, made once per micro-batch, and the ``current``
+        estimators' columns from ``amax`` (the call's, an f32 value) by the same f32
+        operations in numpy scalars. Else None (call ``decide``)."""
+        if q in self._deferred_q:
+            self.commit()
+        if not self._next_ok[q] or self.device.type != "cpu" or (self._n[q] == 0 and self.cold_start == "jit"):
+            return None
+        if self._decisions_host is None:
+            # rows whose state changed since begin_micro are wrong here and never served;
+            # a current column's raw estimate is NaN here: it settles to the previous scale
+            # and the estimate that implies, what an unusable amax gives below
+            cold = torch.tensor([c == 0 for c in self._n], device=self.device).unsqueeze(1)
+            unknown = cold | self._current.unsqueeze(0)
+            raw = torch.where(unknown, torch.full_like(self._estimates, float("nan")), self._estimates)
+            est, scale = self._settle(raw, self._scales)
+            self._decisions_host = (est.tolist(), scale.tolist())
+        est, scale = self._decisions_host[0][q], self._decisions_host[1][q]
+        if not self._has_current:
+            return est, scale
+        est, scale = list(est), list(scale)
+        a = np.float32(amax)
+        with np.errstate(all="ignore"):  # inf and NaN as torch gives them, no warning
+            c = np.float32(self._target_host / (a + self._eps_host)) / self._pow2_host
+        if np.isfinite(a) and a > 0 and np.isfinite(c) and c > 0:
+            for j in self._current_cols:
+                est[j], scale[j] = float(a), float(c)
+        return est, scale
+
     def observe(self, q: int, amax: torch.Tensor, scale: torch.Tensor) -> None:
         """Records quantizer q's finished call: its amax into the history, its scales."""
         if q in self._deferred_q:
@@ -401,8 +447,9 @@ class QuantBank:
         self._fresh[q] = False
         self._next_ok[q] = False
 
-    def defer(self, q: int, amax: torch.Tensor) -> None:
-        """Queues quantizer q's call (amax a 0-d f32 tensor) for ``commit``, which decides
+    def defer(self, q: int, amax) -> None:
+        """Queues quantizer q's call (amax a 0-d f32 tensor, or a Python float holding an f32
+        value) for ``commit``, which decides
         it as ``decide`` would now (q's state cannot change before: anything that would
         change it commits first) and records it as ``observe`` would."""
         if q in self._deferred_q:
@@ -414,7 +461,7 @@ class QuantBank:
         """Decides and records every deferred call, all rows at once."""
         if self._deferred:
             calls, self._deferred, self._deferred_q = self._deferred, [], set()
-            self.record_rows([q for q, _ in calls], torch.stack([a for _, a in calls]))
+            self.record_rows([q for q, _ in calls], _amax_rows([a for _, a in calls], self.device))
 
     def decide_rows(self, qs: Sequence[int], amax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``decide`` of the calls of distinct quantizers ``qs`` with amaxes ``amax`` [R],

@@ -12,8 +12,13 @@ number of aten operations (≈ GPU kernels in eager mode) of one training call, 
 backward, against the plain linear's. Ratios are given by wall clock and by process CPU time
 (every thread's; what a loaded machine leaves honest), with the load average before and
 after, and the amax collectives per micro-batch with ``amax_reduce="max"`` (fused, and one
-per call). Weights are random (no download): the shape is what
-costs time.
+per call). Weights are random (no download): the shape is what costs time.
+
+Each arm runs in a process of its own (spawned; one runs a step at a time, the others wait),
+so each has its own allocator state and thread pool, as a real training run has: in one
+process (``--one-process``) the arms' allocations interleave, and which of them finds its
+memory already mapped changes from step to step (page faults per step of the same arm
+varied 150 k–370 k there).
 
 The allocator matters on the CPU: glibc's defaults hand large freed blocks back to the
 kernel, so every step faults its tensors' pages in again (zeroed; the kernel's time, in
@@ -80,8 +85,6 @@ class Arm:
         self.cpu: List[float] = []
         #: of it, the quantizers' (the session's own timer)
         self.quant_cpu: List[float] = []
-        self.all_cpu: List[float] = []
-        self.all_quant: List[float] = []
         #: the kernel's CPU seconds and the minor page faults of each step (all threads)
         self.sys: List[float] = []
         self.faults: List[int] = []
@@ -116,6 +119,71 @@ class Arm:
             self.quant_cpu.append(self.session.cpu_s - q0)
         self.step_no += 1
         return dt
+
+    def measure(self) -> dict:
+        """One step's figures: wall and process CPU seconds, the kernel's CPU seconds, minor
+        page faults, and the quantizers' CPU seconds (None without a session)."""
+        dt = self.step()
+        return {"wall": dt, "cpu": self.cpu[-1], "sys": self.sys[-1], "faults": self.faults[-1],
+                "quant": self.quant_cpu[-1] if self.session is not None else None}
+
+
+class ArmProcess:
+    """An ``Arm`` in a process of its own (spawned): its own allocator state and thread
+    pool, as a real training process has; only one arm's process runs a step at a time."""
+
+    def __init__(self, name: str, malloc: str, **kw):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self.name = name
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_arm_worker, args=(child, name, malloc, kw), daemon=True)
+        self.proc.start()
+        child.close()
+        self.session = None
+        self.quantizers = 0
+
+    def ready(self) -> None:
+        """Waits for the worker's model, its warm-up steps done."""
+        msg = self._recv()
+        self.quantizers = msg["quantizers"]
+
+    def measure(self) -> dict:
+        self.conn.send("step")
+        return self._recv()
+
+    def _recv(self) -> dict:
+        try:
+            msg = self.conn.recv()
+        except EOFError:
+            raise RuntimeError(f"bench arm {self.name}: its process ended (exit code {self.proc.exitcode})") from None
+        if "error" in msg:
+            raise RuntimeError(f"bench arm {self.name}: {msg['error']}")
+        return msg
+
+    def close(self) -> None:
+        try:
+            self.conn.send("stop")
+        except (BrokenPipeError, OSError):
+            pass
+        self.proc.join(timeout=30)
+        if self.proc.is_alive():
+            self.proc.kill()
+
+
+def _arm_worker(conn, name: str, malloc: str, kw: dict) -> None:
+    """An ``ArmProcess``'s process: builds its arm, warms it up, then runs a step per request."""
+    try:
+        set_allocator(malloc)
+        arm = Arm(name, **kw)
+        arm.step()
+        arm.step()
+        conn.send({"quantizers": len(arm.session.ids) if arm.session is not None else 0})
+        while conn.recv() == "step":
+            conn.send(arm.measure())
+    except Exception as e:  # noqa: BLE001 (reported to the parent, which names the arm)
+        conn.send({"error": f"{type(e).__name__}: {e}"})
 
 
 def aten_ops_per_linear(recipe: Recipe | None) -> int:
@@ -166,20 +234,23 @@ def main(argv: List[str] | None = None) -> int:
                    help="bf16: every arm under torch.autocast(device, torch.bfloat16)")
     p.add_argument("--malloc", choices=["system", "keep"], default="system",
                    help="keep: the process keeps freed memory (glibc mallopt), as a caching allocator does")
+    p.add_argument("--one-process", action="store_true",
+                   help="every arm in this process (one allocator state and thread pool for all), "
+                        "not each in a process of its own")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     try:
         malloc = set_allocator(args.malloc)
     except OSError as e:
         p.error(f"--malloc {args.malloc}: {e}")
-    result = run(args)
+    result = run(args, args.malloc)
     result["malloc"] = malloc
     if args.json:
         print(json.dumps(result))
         return 0
     print(f"{args.shape}, batch {args.batch} × context {args.context}, {result['threads']} threads, torch "
           f"{torch.__version__}, {result['device']} ({args.dtype}); {result['quantizers']} quantizers; median of "
-          f"{args.steps} steps, {args.rounds} rounds; allocator: {malloc}")
+          f"{args.steps} steps, {args.rounds} rounds; allocator: {malloc}; processes: {result['processes']}")
     for name, a in result["arms"].items():
         lo, hi = a["ratio_range"]
         clo, chi = a["cpu_ratio_range"]
@@ -201,64 +272,72 @@ def main(argv: List[str] | None = None) -> int:
     return 0
 
 
-def run(args) -> dict:
-    """The arms measured as ``args`` (the parsed options) say: one result dict."""
+def run(args, malloc: str = "system") -> dict:
+    """The arms measured as ``args`` (the parsed options) say: one result dict. Each arm runs
+    in a process of its own unless ``args.one_process``."""
     recipe = Recipe()  # the lab's defaults (the paper's recipe), read from the Rust core
     specs = [("eager", None), ("qat", recipe), ("qat-amax", Recipe(stats=False))]
-    kw = dict(device=args.device, dtype=args.dtype)
-    arms = [Arm(n, args.shape, r, False, args.batch, args.context, **kw) for n, r in specs]
-    if args.compile:
-        arms += [Arm(n + "+compile", args.shape, r, True, args.batch, args.context, **kw) for n, r in specs]
-    for a in arms:  # warm-up (allocations, first-call paths, compilation)
-        a.step()
-        a.step()
-    per_round: Dict[str, List[float]] = {a.name: [] for a in arms}
-    cpu_round: Dict[str, List[float]] = {a.name: [] for a in arms}
-    sys_round: Dict[str, List[float]] = {a.name: [] for a in arms}
-    fault_round: Dict[str, List[int]] = {a.name: [] for a in arms}
-    load_before = os.getloadavg()
-    for r in range(args.rounds):
-        order = arms if r % 2 == 0 else list(reversed(arms))
-        for a in order:
-            a.cpu.clear()
-            a.quant_cpu.clear()
-            a.sys.clear()
-            a.faults.clear()
-            per_round[a.name].append(statistics.median(a.step() for _ in range(args.steps)))
-            cpu_round[a.name].append(statistics.median(a.cpu))
-            sys_round[a.name].append(statistics.median(a.sys))
-            fault_round[a.name].append(statistics.median(a.faults))
-            a.all_cpu += a.cpu
-            a.all_quant += a.quant_cpu
-    load_after = os.getloadavg()
+    specs = [(n, r, False) for n, r in specs] + ([(n + "+compile", r, True) for n, r in specs] if args.compile else [])
+    kw = dict(shape=args.shape, batch=args.batch, context=args.context, device=args.device, dtype=args.dtype)
+    one_process = getattr(args, "one_process", False)
+    if one_process:
+        arms = [Arm(n, recipe=r, compiled=c, **kw) for n, r, c in specs]
+        for a in arms:  # warm-up (allocations, first-call paths, compilation)
+            a.step()
+            a.step()
+        quantizers = len(arms[1].session.ids)
+    else:
+        arms = [ArmProcess(n, malloc, recipe=r, compiled=c, **kw) for n, r, c in specs]
+    try:
+        if not one_process:
+            for a in arms:
+                a.ready()
+            quantizers = arms[1].quantizers
+        steps: Dict[str, List[List[dict]]] = {a.name: [] for a in arms}
+        load_before = os.getloadavg()
+        for r in range(args.rounds):
+            order = arms if r % 2 == 0 else list(reversed(arms))
+            for a in order:
+                if not one_process:
+                    time.sleep(0.05)  # the last arm's idle OpenMP workers stop spinning
+                steps[a.name].append([a.measure() for _ in range(args.steps)])
+        load_after = os.getloadavg()
+    finally:
+        if not one_process:
+            for a in arms:
+                a.close()
     tokens = args.batch * args.context
-    quantizers = len(arms[1].session.ids) if arms[1].session else 0
-    base = per_round["eager"]
     result = {
         "shape": args.shape, "batch": args.batch, "context": args.context, "threads": torch.get_num_threads(),
-        "torch": torch.__version__, "device": str(arms[0].device), "dtype": args.dtype,
-        "device_name": torch.cuda.get_device_name(arms[0].device) if arms[0].device.type == "cuda" else "cpu",
+        "torch": torch.__version__, "device": str(torch.device(args.device)), "dtype": args.dtype,
+        "device_name": torch.cuda.get_device_name(args.device) if torch.device(args.device).type == "cuda" else "cpu",
+        "processes": "one" if one_process else "one per arm",
         "quantizers": quantizers, "rounds": args.rounds, "steps": args.steps,
         "arms": {},
         "aten_ops_per_linear": {"plain": aten_ops_per_linear(None), "qat": aten_ops_per_linear(recipe),
                                 "qat-amax": aten_ops_per_linear(specs[2][1])},
     }
-    cpu_base = cpu_round["eager"]
-    for name, times in per_round.items():
+
+    def per_round(name: str, key: str) -> List[float]:
+        return [statistics.median(m[key] for m in rnd) for rnd in steps[name]]
+
+    base, cpu_base = per_round("eager", "wall"), per_round("eager", "cpu")
+    for name in steps:
+        times, cpu = per_round(name, "wall"), per_round(name, "cpu")
         ratios = [t / b for t, b in zip(times, base)]
-        cpu_ratios = [t / b for t, b in zip(cpu_round[name], cpu_base)]
+        cpu_ratios = [t / b for t, b in zip(cpu, cpu_base)]
         result["arms"][name] = {
             "step_s": statistics.median(times), "tokens_per_s": tokens / statistics.median(times),
             "ratio_to_eager": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
-            "cpu_s": statistics.median(cpu_round[name]),
+            "cpu_s": statistics.median(cpu),
             "cpu_ratio_to_eager": statistics.median(cpu_ratios), "cpu_ratio_range": [min(cpu_ratios), max(cpu_ratios)],
-            "sys_s": statistics.median(sys_round[name]), "page_faults": int(statistics.median(fault_round[name])),
+            "sys_s": statistics.median(per_round(name, "sys")),
+            "page_faults": int(statistics.median(per_round(name, "faults"))),
         }
-        arm = next(a for a in arms if a.name == name)
-        if arm.all_quant:
+        every = [m for rnd in steps[name] for m in rnd]
+        if every[0]["quant"] is not None:
             # the same steps' own split: robust to what the machine does between arms
-            shares = [qc / c for qc, c in zip(arm.all_quant, arm.all_cpu) if c > 0]
-            share = statistics.median(shares)
+            share = statistics.median(m["quant"] / m["cpu"] for m in every if m["cpu"] > 0)
             result["arms"][name]["quantizer_cpu_share"] = share
             result["arms"][name]["overhead_from_share"] = 1 / (1 - share) if share < 1 else None
     result["load_average"] = {"before": [round(v, 2) for v in load_before], "after": [round(v, 2) for v in load_after]}

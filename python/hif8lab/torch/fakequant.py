@@ -8,7 +8,7 @@ int32 bit operations. No per-element Python, no host synchronization.
 from __future__ import annotations
 
 import json
-from typing import Union
+from typing import Optional, Union
 
 import numpy as np
 import torch
@@ -169,19 +169,29 @@ def fake_quant(x: torch.Tensor, scale: Scale, format: str = "hif8", saturate: bo
     return _FakeQuant.apply(x, scale, format, bool(saturate))
 
 
-def amax_qdq_cpu(x32: torch.Tensor, scale: float, format: str = "hif8", saturate: bool = False):
+def amax_qdq_cpu(x32: torch.Tensor, scale: float, format: str = "hif8", saturate: bool = False,
+                 out: Optional[torch.Tensor] = None, host: bool = False):
     """amax over the non-NaN |x| (0-d f32), the NaN/±Inf count (0-d f64) and
     ``qdq(x·scale)/scale`` of a 1-d f32 CPU tensor, in one call of the Rust core on the
     tensor's own memory (the lab's codec and amax pass: the same bits as ``qdq`` and
     ``_amax_of``; for HiF8 one read of the operand). In a CPU training step a compiled torch
     function costs about as much to call as its work on a 135 M model's operand; this costs
-    microseconds to call and runs 3–4× faster than the compiled kernel."""
+    microseconds to call and runs 3–4× faster than the compiled kernel. ``out``: a 1-d
+    contiguous f32 CPU tensor of x's length to write the quantized values to (else a new
+    one). ``host``: the amax and the count as a Python float and int (no tensors made)."""
     if x32.dtype != torch.float32 or x32.device.type != "cpu":
         raise ValueError(f"amax_qdq_cpu: a float32 CPU tensor, got {x32.dtype} on {x32.device}")
     x = x32.contiguous()
-    out = torch.empty_like(x)
+    if out is None:
+        out = torch.empty_like(x)
+    elif (out.dtype != torch.float32 or out.device.type != "cpu" or out.dim() != 1 or not out.is_contiguous()
+          or out.numel() != x.numel()):
+        raise ValueError(f"amax_qdq_cpu: out must be a contiguous 1-d float32 CPU tensor of {x.numel()} "
+                         f"elements, got {out.dtype} {tuple(out.shape)} on {out.device}")
     amax, nonfinite = _core.amax_qdq_at(x.data_ptr(), out.data_ptr(), x.numel(), float(scale),
                                         check_format(format), bool(saturate))
+    if host:
+        return amax, nonfinite, out
     return (torch.tensor(amax, dtype=torch.float32), torch.tensor(float(nonfinite), dtype=torch.float64),
             out)
 

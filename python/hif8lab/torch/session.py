@@ -134,6 +134,8 @@ class QatSession:
         self._used: Dict[int, List[torch.Tensor]] = {}
         self._replayed: Dict[int, int] = {}
         self._started = False
+        #: per quantizer, the f32 buffer its last CPU call wrote its output to (``_out``)
+        self._outs: Dict[int, torch.Tensor] = {}
 
     # --- copies ------------------------------------------------------------------------
 
@@ -142,6 +144,7 @@ class QatSession:
         # group its new process gives it (quantize's ``group``), or not at all.
         state = dict(self.__dict__)
         state["group"] = None
+        state["_outs"] = {}  # scratch memory, not state
         return state
 
     def __deepcopy__(self, memo):
@@ -150,7 +153,7 @@ class QatSession:
         new = QatSession.__new__(QatSession)
         memo[id(self)] = new
         for k, v in self.__dict__.items():
-            setattr(new, k, v if k == "group" else copy.deepcopy(v, memo))
+            setattr(new, k, v if k == "group" else {} if k == "_outs" else copy.deepcopy(v, memo))
         return new
 
     # --- the training loop's side ----------------------------------------------------------
@@ -358,15 +361,21 @@ class QatSession:
         # call's decision can wait for the bank's commit (all of a micro-batch's at once)
         delayed = not (reduce_now or cold or self._active_current) and r.codec == "lab" and flat.numel() > 0
         if delayed:
+            est = scale = None
             if x32.device.type == "cpu":
+                # the amax a Python float (a 0-d tensor only where a collective needs one)
                 s = bank.active_scale_host(q)
-                amax, nonfinite, xq = amax_qdq_cpu(x32, s, r.format, r.saturate)
+                amax, nonfinite, xq = amax_qdq_cpu(x32, s, r.format, r.saturate, out=self._out(q, flat.numel()),
+                                                   host=True)
+                if traced:  # the host lists made once per micro-batch, where they can be
+                    est, scale = bank.decision_host(q, amax) or bank.decide(q, torch.tensor(amax, dtype=torch.float32))
+                if reducing:
+                    amax = torch.tensor(amax, dtype=torch.float32)
             else:
                 s = bank.active_scale(q)
                 amax, nonfinite, xq = self._fn("amax_qdq", _amax_qdq)(x32, s, r.format, r.saturate)
-            est = scale = None
-            if traced:
-                est, scale = bank.decide(q, amax)
+                if traced:
+                    est, scale = bank.decide(q, amax)
         else:
             amax, nonfinite = _amax_nonfinite(x32, self._fn("amax", _amax_of))
             if reduce_now:
@@ -380,13 +389,27 @@ class QatSession:
         if queue:
             self._queued.append((q, amax, row))
             self._queued_q.add(q)
-        elif scale is None:
+        elif delayed:
             bank.defer(q, amax)
         else:
             bank.observe(q, amax, scale)
         if forward:
             self._used.setdefault(q, []).append(s)
         return xq
+
+    def _out(self, q: int, n: int) -> torch.Tensor:
+        """Where quantizer q's CPU call writes its n outputs: the buffer its last call wrote
+        (its first n elements), unless anything still holds that buffer's memory (the
+        autograd graph of a micro-batch not yet through backward, a caller's reference, a
+        second call in this micro-batch); else a new one, kept for the next call. A weight's
+        quantized copy is thus the same memory every step (on the CPU, memory freed and taken
+        again is faulted in again, page by page: ≈ a quarter of a 135 M model's QAT
+        overhead), and nothing that could still be read is ever overwritten."""
+        buf = self._outs.get(q)
+        if buf is None or buf.numel() < n or not _unshared(buf):
+            buf = torch.empty(n, dtype=torch.float32)
+            self._outs[q] = buf
+        return buf[:n]
 
     def _replay(self, q: int, x: torch.Tensor) -> torch.Tensor:
         """A recomputed forward call: the scale of this quantizer's matching first call."""
@@ -436,16 +459,29 @@ def _amax_qdq(x32, s, format: str, saturate: bool):
     return amax, nonfinite, qdq(x32, s, format, saturate)
 
 
+def _unshared(buf: torch.Tensor) -> bool:
+    """Whether ``buf``'s memory is held by ``buf`` alone (no view, no other tensor on its
+    storage, nothing autograd saved): the storage's reference count, one for ``buf`` and one
+    for the storage object asked. False where this torch cannot tell."""
+    use_count = getattr(torch._C, "_storage_Use_Count", None)
+    if use_count is None:
+        return False
+    return use_count(buf.untyped_storage()._cdata) <= 2
+
+
 def _call_stats_cpu(x32, xq, amax, nonfinite, est, scale, s, format: str, saturate: bool) -> torch.Tensor:
     """``_record``'s row on the CPU by the Rust core's statistics on the tensors' memory
     (``hif8lab._core.call_stats_at``: the reference the torch ops below are tested against;
-    the counts the same, the energies summed in another order)."""
+    the counts the same, the energies summed in another order). ``est``, ``scale``: [E]
+    tensors or host lists."""
     x, q = x32.contiguous(), xq.contiguous()
-    ests, scales = est.tolist(), scale.tolist()
-    amax_v = amax.item()
+    ests = est.tolist() if isinstance(est, torch.Tensor) else est
+    scales = scale.tolist() if isinstance(scale, torch.Tensor) else scale
+    amax_v = float(amax)
+    nonfinite = float(nonfinite)
     signal, noise, above, over, under = _core.call_stats_at(
         x.data_ptr(), q.data_ptr(), x.numel(), ests, scales, float(s), amax_v, format, saturate)
-    return torch.tensor([amax_v, signal, noise, *ests, *scales, *above, *over, under, nonfinite.item()],
+    return torch.tensor([amax_v, signal, noise, *ests, *scales, *above, *over, under, nonfinite],
                         dtype=torch.float64)
 
 
