@@ -7,6 +7,8 @@
 //! `hif8lab_scaling::QuantizerState`, and traces are written and read by
 //! `hif8lab_scaling::trace` (no second trace format).
 
+mod omp;
+
 use std::fs::OpenOptions;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -198,8 +200,8 @@ impl Span {
 /// `hif8lab_scaling::stats::amax_and_nonfinite` (the codec and the amax pass of the lab's CPU
 /// backend), without copies and, for HiF8, in one read of the operand: the torch package's
 /// delayed scaling on the CPU, where a compiled torch function costs more to call than its
-/// work. One thread: torch's OpenMP workers spin on the other cores between operations, and
-/// a second thread here ran slower beside them (measured in a training step). The caller
+/// work. A long operand is split over torch's own OpenMP team ([`omp`]; threads of our own
+/// ran slower beside its spinning workers, measured in a training step). The caller
 /// (``hif8lab.torch.fakequant.amax_qdq_cpu``) passes two contiguous f32 CPU tensors it keeps
 /// alive over the call; the ranges must not overlap (checked).
 #[pyfunction]
@@ -234,7 +236,45 @@ fn amax_qdq_at(
             std::slice::from_raw_parts_mut(d.addr as *mut f32, n),
         )
     };
-    Ok(py.detach(|| simd::amax_qdq_into(x, out, &quant, scale)))
+    Ok(py.detach(|| amax_qdq_parallel(x, out, &quant, scale)))
+}
+
+/// The threads a long operand's CPU kernels are split over now: torch's OpenMP team where an
+/// OpenMP runtime is loaded (torch's `get_num_threads()`), else 1.
+#[pyfunction]
+fn omp_threads() -> usize {
+    omp::threads()
+}
+
+/// Operands at least this long are split over torch's OpenMP team ([`omp::parallel`]).
+const PARALLEL_MIN: usize = 1 << 16;
+
+/// [`simd::amax_qdq_into`] on the OpenMP team: contiguous parts of whole 64-element blocks,
+/// one per thread; the parts' amaxes combined by max and their counts by sum (the same
+/// results as one pass, whatever the split).
+fn amax_qdq_parallel(x: &[f32], out: &mut [f32], quant: &FakeQuant, scale: f32) -> (f32, u64) {
+    let threads = omp::threads();
+    if x.len() < PARALLEL_MIN || threads < 2 {
+        return simd::amax_qdq_into(x, out, quant, scale);
+    }
+    let chunk = x.len().div_ceil(threads).next_multiple_of(64);
+    let parts: Vec<_> = x
+        .chunks(chunk)
+        .zip(out.chunks_mut(chunk))
+        .map(|(x, out)| std::sync::Mutex::new((x, out, 0.0f32, 0u64)))
+        .collect();
+    omp::parallel(parts.len(), &|i| {
+        let mut part = parts[i].lock().unwrap_or_else(|e| e.into_inner());
+        let (x, out, ..) = &mut *part;
+        let (amax, nonfinite) = simd::amax_qdq_into(x, out, quant, scale);
+        (part.2, part.3) = (amax, nonfinite);
+    });
+    parts
+        .into_iter()
+        .fold((0.0f32, 0u64), |(amax, nonfinite), part| {
+            let (_, _, a, n) = part.into_inner().unwrap_or_else(|e| e.into_inner());
+            (amax.max(a), nonfinite + n)
+        })
 }
 
 /// The statistics of one call on the caller's buffers (as [`amax_qdq_at`]): `n` f32 at `src`
@@ -541,6 +581,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(facts, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_stats, m)?)?;
     m.add_function(wrap_pyfunction!(amax_qdq_at, m)?)?;
+    m.add_function(wrap_pyfunction!(omp_threads, m)?)?;
     m.add_function(wrap_pyfunction!(call_stats_at, m)?)?;
     m.add_function(wrap_pyfunction!(hash_u32, m)?)?;
     m.add_function(wrap_pyfunction!(estimator_name, m)?)?;

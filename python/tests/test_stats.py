@@ -63,13 +63,17 @@ def test_call_statistics_equal_the_rust_reference(fmt, saturate):
 
 def operands(rng):
     """The statistics' operands and the sizes where the fused pass changes path (a 16-lane
-    tail, one lane, nothing)."""
+    tail, one lane, nothing; split over torch's OpenMP team from 2¹⁶ on, the largest value
+    and the non-finite ones in the last part)."""
     yield from tensors(rng)
-    for n in (0, 1, 15, 16, 17, 33, 1001):
+    for n in (0, 1, 15, 16, 17, 33, 1001, 2**16 + 5, 2**20 + 37):
         x = (rng.standard_normal(n) * 3).astype(np.float32)
         if n > 3:
             x[n // 2] = -np.inf
             x[n // 3] = np.nan
+        if n > 2**16:
+            x[-3] = 1e4
+            x[-2] = np.nan
         yield x
 
 
@@ -112,6 +116,28 @@ def test_the_cpu_pass_is_the_torch_ops_bit_for_bit(fmt, saturate):
             for k in (1, 2):  # signal, noise: summed in another order
                 assert row[k].item() == pytest.approx(ref[k - 1].item(), rel=1e-9, abs=1e-30), (i, s, k)
     assert overflowed > 0  # the overflow counts were exercised, not only zeros compared
+
+
+def test_long_operands_run_on_torchs_openmp_team():
+    """The Rust core finds torch's OpenMP runtime (its team is what a long operand is split
+    over), follows torch.set_num_threads, and gives the same bits on 1 and 3 threads."""
+    from hif8lab.torch.fakequant import amax_qdq_cpu
+
+    before = torch.get_num_threads()
+    x = torch.from_numpy((np.random.default_rng(4).standard_normal(3 * 2**16 + 11) * 5).astype(np.float32))
+    x[-1] = float("inf")
+    x[7] = float("nan")
+    try:
+        out = {}
+        for n in (1, 3):
+            torch.set_num_threads(n)
+            assert _core.omp_threads() == n
+            amax, nonfinite, xq = amax_qdq_cpu(x, 3.25, "hif8", False, host=True)
+            out[n] = (np.float32(amax).view(np.uint32), nonfinite, xq.clone())
+    finally:
+        torch.set_num_threads(before)
+    assert out[1][:2] == out[3][:2] and out[1][1] == 2
+    assert torch.equal(out[1][2].view(torch.int32), out[3][2].view(torch.int32))
 
 
 def test_the_cpu_pass_refuses_what_it_cannot_read():
