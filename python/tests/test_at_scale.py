@@ -175,6 +175,20 @@ def test_cpu_output_memory_is_reused_only_when_nothing_holds_it(monkeypatch, cal
         assert len(where[-1]) == 3 and where[-1] == where[-2], "no buffer reused from one step to the next"
 
 
+def test_free_buffers_lets_the_kept_memory_go():
+    model = Repeat(1)
+    session = quantize(model, Recipe(window=4, compile=False), modules=("up_proj",), skip_first=0, skip_last=0)
+    for step in range(2):
+        session.start_step(step)
+        model(torch.randn(6, 24)).sum().backward()
+    # A [6, 24], W [24, 24], G [6, 24] in f32
+    assert session.free_buffers() == (6 * 24 + 24 * 24 + 6 * 24) * 4
+    assert session.free_buffers() == 0
+    session.start_step(2)
+    model(torch.randn(6, 24)).sum().backward()
+    assert len(session._outs) == 3
+
+
 # --- fused amax reduction ------------------------------------------------------------------
 
 @pytest.fixture

@@ -411,6 +411,15 @@ class QatSession:
             self._outs[q] = buf
         return buf[:n]
 
+    def free_buffers(self) -> int:
+        """Lets go of the output memory the CPU calls keep for the next step (``_out``: one
+        f32 buffer per quantizer, as large as its operand; the weights' copies for the most
+        part); the next calls allocate again. Returns the bytes let go (still held where a
+        graph or a caller holds them)."""
+        freed = sum(b.numel() * b.element_size() for b in self._outs.values())
+        self._outs = {}
+        return freed
+
     def _replay(self, q: int, x: torch.Tensor) -> torch.Tensor:
         """A recomputed forward call: the scale of this quantizer's matching first call."""
         used = self._used.get(q, [])
