@@ -67,6 +67,8 @@ def build(shape: str, seed: int = 0) -> nn.Module:
 
 
 class Arm:
+    """One arm in this process: its model, session and optimizer, stepped by ``step``."""
+
     def __init__(self, name: str, shape: str, recipe: Recipe | None, compiled: bool, batch: int, context: int,
                  device: str = "cpu", dtype: str = "f32"):
         self.name = name
@@ -74,24 +76,26 @@ class Arm:
         self.autocast = torch.bfloat16 if dtype == "bf16" else None
         self.model = build(shape).to(self.device)
         self.session = quantize(self.model, recipe) if recipe is not None else None
+        self.quantizers = len(self.session.ids) if self.session is not None else 0
         self.forward = torch.compile(self.model) if compiled else self.model
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-5, betas=(0.9, 0.95), weight_decay=0.1)
         vocab = self.model.config.vocab_size
         g = torch.Generator().manual_seed(1)
         self.x = torch.randint(0, vocab, (batch, context + 1), generator=g).to(self.device)
         self.step_no = 0
-        self.times: List[float] = []
-        #: process CPU time of each step (every thread), the measure a loaded machine leaves honest
-        self.cpu: List[float] = []
-        #: of it, the quantizers' (the session's own timer)
-        self.quant_cpu: List[float] = []
-        #: the kernel's CPU seconds and the minor page faults of each step (all threads)
-        self.sys: List[float] = []
-        self.faults: List[int] = []
         if self.session is not None:
             self.session.timing = True
 
-    def step(self) -> float:
+    def ready(self) -> None:
+        """Two warm-up steps (allocations, first-call paths, compilation)."""
+        self.step()
+        self.step()
+
+    def step(self) -> dict:
+        """One training step and its figures: wall and process CPU seconds (every thread; the
+        measure a loaded machine leaves honest), of it the kernel's CPU seconds, the minor
+        page faults (all threads), and the quantizers' CPU seconds (the session's own timer;
+        None without a session)."""
         if self.session is not None:
             self.session.start_step(self.step_no)
         t = time.perf_counter()
@@ -110,27 +114,20 @@ class Arm:
             self.session.drain()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        dt = time.perf_counter() - t
-        self.cpu.append(time.process_time() - c)
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
         r1 = resource.getrusage(resource.RUSAGE_SELF)
-        self.sys.append(r1.ru_stime - r0.ru_stime)
-        self.faults.append(r1.ru_minflt - r0.ru_minflt)
-        if self.session is not None:
-            self.quant_cpu.append(self.session.cpu_s - q0)
         self.step_no += 1
-        return dt
+        return {"wall": wall, "cpu": cpu, "sys": r1.ru_stime - r0.ru_stime, "faults": r1.ru_minflt - r0.ru_minflt,
+                "quant": self.session.cpu_s - q0 if self.session is not None else None}
 
-    def measure(self) -> dict:
-        """One step's figures: wall and process CPU seconds, the kernel's CPU seconds, minor
-        page faults, and the quantizers' CPU seconds (None without a session)."""
-        dt = self.step()
-        return {"wall": dt, "cpu": self.cpu[-1], "sys": self.sys[-1], "faults": self.faults[-1],
-                "quant": self.quant_cpu[-1] if self.session is not None else None}
+    def close(self) -> None:
+        pass
 
 
 class ArmProcess:
     """An ``Arm`` in a process of its own (spawned): its own allocator state and thread
-    pool, as a real training process has; only one arm's process runs a step at a time."""
+    pool, as a real training process has; only one arm's process runs a step at a time.
+    The same ``ready``/``step``/``close`` as ``Arm``."""
 
     def __init__(self, name: str, malloc: str, **kw):
         import multiprocessing as mp
@@ -141,15 +138,13 @@ class ArmProcess:
         self.proc = ctx.Process(target=_arm_worker, args=(child, name, malloc, kw), daemon=True)
         self.proc.start()
         child.close()
-        self.session = None
         self.quantizers = 0
 
     def ready(self) -> None:
-        """Waits for the worker's model, its warm-up steps done."""
-        msg = self._recv()
-        self.quantizers = msg["quantizers"]
+        """Waits for the worker's arm, its warm-up steps done."""
+        self.quantizers = self._recv()["quantizers"]
 
-    def measure(self) -> dict:
+    def step(self) -> dict:
         self.conn.send("step")
         return self._recv()
 
@@ -177,11 +172,10 @@ def _arm_worker(conn, name: str, malloc: str, kw: dict) -> None:
     try:
         set_allocator(malloc)
         arm = Arm(name, **kw)
-        arm.step()
-        arm.step()
-        conn.send({"quantizers": len(arm.session.ids) if arm.session is not None else 0})
+        arm.ready()
+        conn.send({"quantizers": arm.quantizers})
         while conn.recv() == "step":
-            conn.send(arm.measure())
+            conn.send(arm.step())
     except Exception as e:  # noqa: BLE001 (reported to the parent, which names the arm)
         conn.send({"error": f"{type(e).__name__}: {e}"})
 
@@ -284,19 +278,12 @@ def run(args, malloc: str = "system") -> dict:
     specs = [(n, r, False) for n, r in specs] + ([(n + "+compile", r, True) for n, r in specs] if args.compile else [])
     kw = dict(shape=args.shape, batch=args.batch, context=args.context, device=args.device, dtype=args.dtype)
     one_process = getattr(args, "one_process", False)
-    if one_process:
-        arms = [Arm(n, recipe=r, compiled=c, **kw) for n, r, c in specs]
-        for a in arms:  # warm-up (allocations, first-call paths, compilation)
-            a.step()
-            a.step()
-        quantizers = len(arms[1].session.ids)
-    else:
-        arms = [ArmProcess(n, malloc, recipe=r, compiled=c, **kw) for n, r, c in specs]
+    arms = [Arm(n, recipe=r, compiled=c, **kw) if one_process else ArmProcess(n, malloc, recipe=r, compiled=c, **kw)
+            for n, r, c in specs]
     try:
-        if not one_process:
-            for a in arms:
-                a.ready()
-            quantizers = arms[1].quantizers
+        for a in arms:
+            a.ready()
+        quantizers = arms[1].quantizers
         steps: Dict[str, List[List[dict]]] = {a.name: [] for a in arms}
         load_before = os.getloadavg()
         for r in range(args.rounds):
@@ -304,12 +291,11 @@ def run(args, malloc: str = "system") -> dict:
             for a in order:
                 if not one_process:
                     time.sleep(0.05)  # the last arm's idle OpenMP workers stop spinning
-                steps[a.name].append([a.measure() for _ in range(args.steps)])
+                steps[a.name].append([a.step() for _ in range(args.steps)])
         load_after = os.getloadavg()
     finally:
-        if not one_process:
-            for a in arms:
-                a.close()
+        for a in arms:
+            a.close()
     tokens = args.batch * args.context
     result = {
         "shape": args.shape, "batch": args.batch, "context": args.context, "threads": torch.get_num_threads(),
