@@ -475,6 +475,78 @@ impl Quantizer {
     }
 }
 
+/// Every estimator's raw estimate for rows of amax histories kept as ring buffers, executed by
+/// the Rust estimators themselves (the plan of a scaling config): what the torch bank computes
+/// at each micro-batch's start on the CPU (``hif8lab.torch.bank``; its torch-op twin
+/// ``estimate_rows`` runs on other devices and is tested against this, bit for bit).
+#[pyclass(module = "hif8lab._core")]
+struct RowEstimates {
+    estimators: Vec<hif8lab_scaling::ResolvedEstimator>,
+}
+
+#[pymethods]
+impl RowEstimates {
+    /// The estimators of a scaling config given as JSON (the plan's, in order).
+    #[new]
+    fn new(config_json: &str) -> PyResult<Self> {
+        Ok(RowEstimates {
+            estimators: plan_of(config_json)?.estimators().to_vec(),
+        })
+    }
+
+    /// `hist`: R rows of `h` f32 (little-endian bytes) as ring buffers, row r's next slot at
+    /// `pos[r]` and its `n[r]` valid entries just before it (wrapping); returns [R, E] f32
+    /// bytes, row by row: each estimator's estimate from the valid entries oldest first
+    /// (`Estimator::estimate`; `current` gives NaN: it needs the call's own amax), NaN for
+    /// a row with no entry.
+    fn ring<'py>(
+        &self,
+        py: Python<'py>,
+        hist: &[u8],
+        h: usize,
+        pos: Vec<usize>,
+        n: Vec<usize>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        use hif8lab_scaling::Estimator;
+        let rows = pos.len();
+        if n.len() != rows {
+            return Err(value_error(format!(
+                "ring: {} positions but {} counts",
+                rows,
+                n.len()
+            )));
+        }
+        if h == 0 || rows.checked_mul(h).and_then(|v| v.checked_mul(4)) != Some(hist.len()) {
+            return Err(value_error(format!(
+                "ring: {} bytes of history for {rows} rows of {h} f32",
+                hist.len()
+            )));
+        }
+        if let Some(r) = (0..rows).find(|&r| pos[r] >= h || n[r] > h) {
+            return Err(value_error(format!(
+                "ring: row {r}: position {} and count {} outside a ring of {h}",
+                pos[r], n[r]
+            )));
+        }
+        let hist = f32s(hist)?;
+        let mut out = Vec::with_capacity(rows * self.estimators.len());
+        let mut ordered = Vec::with_capacity(h);
+        for r in 0..rows {
+            let row = &hist[r * h..(r + 1) * h];
+            ordered.clear();
+            ordered.extend((0..n[r]).map(|k| row[(pos[r] + h - n[r] + k) % h]));
+            for e in &self.estimators {
+                out.push(if ordered.is_empty() || e.is_current() {
+                    f32::NAN
+                } else {
+                    e.estimate(&ordered, f32::NAN)
+                });
+            }
+        }
+        Ok(f32_bytes(py, &out))
+    }
+}
+
 /// `hif8lab replay` of amax sequences: `{quantizer: [amax…]}` as JSON in, the replay report
 /// (per quantizer and estimator: calls above, worst ratio, overflow, …) as JSON out. Unset
 /// settings take the lab's defaults.
@@ -594,6 +666,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_append, m)?)?;
     m.add_function(wrap_pyfunction!(trace_read, m)?)?;
     m.add_class::<Quantizer>()?;
+    m.add_class::<RowEstimates>()?;
     m.add("TRACE_VERSION", hif8lab_scaling::trace::TRACE_VERSION)?;
     Ok(())
 }

@@ -290,6 +290,78 @@ class Toy(nn.Module):
         return x
 
 
+def test_the_output_gradient_is_quantized_without_copying_the_output():
+    """Role G is a hook on the linear's own output: the forward makes no copy of it, a model
+    may add to it in place, and the gradient quantized is the one the linear's output had
+    (before that addition): dW = Q_G(dy)ᵀ · Q_A(x) at the trace's scales."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from hif8lab.torch.fakequant import qdq
+
+    class Copies(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            # a copy as large as the output (5 × 24); the bank's few-element updates aside
+            self.n += func in (torch.ops.aten.clone.default, torch.ops.aten.copy_.default,
+                               torch.ops.aten._to_copy.default) and out.numel() == 5 * 24
+            return out
+
+    holder = nn.Module()
+    holder.layers = nn.ModuleList([nn.Module()])
+    holder.layers[0].up_proj = nn.Linear(16, 24, bias=False)
+    session = quantize(holder, RECIPE, modules=("up_proj",), skip_first=0, skip_last=0)
+    lin = holder.layers[0].up_proj
+    g = torch.Generator().manual_seed(4)
+    for step in range(3):
+        session.start_step(step)
+        session.begin_micro()
+        x = torch.randn(5, 16, generator=g) * 3
+        w = torch.randn(5, 24, generator=g) * 1e-3
+        with Copies() as c:
+            y = lin(x)
+        assert c.n == 0
+        y.add_(1.0)  # in place on the quantized linear's output (as Falcon does)
+        lin.weight.grad = None
+        (y * w).sum().backward()
+        rec = {r["role"]: r for r in session.drain()}
+        gq = qdq(w, rec["G"]["scale"])
+        xq = qdq(x, rec["A"]["scale"])
+        assert not torch.equal(gq, w)  # the quantization shows in the gradient
+        torch.testing.assert_close(lin.weight.grad, gq.t() @ xq, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_operands_of_any_layout_are_read_as_their_values(dtype):
+    """The CPU path reads an operand's own memory only where it is a contiguous f32 tensor;
+    a transposed input, an expanded gradient (``y.sum()``'s: one element in memory) or a
+    bf16 operand is read through a contiguous f32 copy: the recorded amaxes are the
+    operands' own and the outputs their quantization, never what lies beyond them."""
+    from hif8lab.torch.fakequant import qdq
+
+    holder = nn.Module()
+    holder.layers = nn.ModuleList([nn.Module()])
+    holder.layers[0].up_proj = nn.Linear(16, 24, bias=False).to(dtype)
+    session = quantize(holder, RECIPE, modules=("up_proj",), skip_first=0, skip_last=0)
+    lin = holder.layers[0].up_proj
+    g = torch.Generator().manual_seed(6)
+    for step in range(3):
+        session.start_step(step)
+        session.begin_micro()
+        x = (torch.randn(16, 5, generator=g) * (step + 1)).to(dtype).t()  # not contiguous
+        assert not x.is_contiguous()
+        lin(x).sum().backward()  # the output's gradient: ones, expanded
+        rec = {r["role"]: r for r in session.drain()}
+        assert rec["A"]["amax"] == x.float().abs().max().item()
+        assert rec["W"]["amax"] == lin.weight.float().abs().max().item()
+        assert rec["G"]["amax"] == 1.0 and rec["G"]["nonfinite"] == 0
+    xq = session.call(lin.quantizers["A"], x)
+    assert torch.equal(xq.float(), qdq(x.float(), session.bank.scales[lin.quantizers["A"], session.active]))
+
+
 def test_a_fused_projection_is_the_unfused_model():
     """The same quantizers, called in the same order on the same operands; only the fused
     GEMM's f32 summation order may differ (a few ulps), so values are compared to 1e-5."""

@@ -25,13 +25,14 @@ def bits(v):
     (64, "jit", 0, "max_window"), (8, "jit", 0, "most_recent"), (16, "te", 2, "holt"),
     (5, "jit", -3, "mean_window"), (1, "jit", 0, "ema(0.1)"),
 ])
-def test_bank_equals_rust_call_by_call(window, cold, margin, active):
+@pytest.mark.parametrize("rows_by", ["rust", "torch"])
+def test_bank_equals_rust_call_by_call(window, cold, margin, active, rows_by):
     rng = np.random.default_rng(window * 7 + margin)
     config = rs.ScalingConfig(estimator=active, window=window, cold_start=cold, margin=margin,
                               target=15.0, shadow=ALL)
     Q, calls = 6, 150
     amax = sequences(rng, Q, calls)
-    bank = QuantBank(config, Q)
+    bank = QuantBank(config, Q, rows_by=rows_by)
     refs = [rs.Quantizer(config) for _ in range(Q)]
     assert bank.names == refs[0].estimators
     checked = 0
@@ -63,7 +64,8 @@ def test_bank_equals_rust_call_by_call(window, cold, margin, active):
 @pytest.mark.parametrize("window,cold,margin,active", [
     (64, "jit", 0, "max_window"), (16, "te", 2, "holt"), (5, "jit", -3, "mean_window"), (1, "te", 0, "ema(0.1)"),
 ])
-def test_deferred_decisions_equal_rust_call_by_call(window, cold, margin, active):
+@pytest.mark.parametrize("rows_by", ["rust", "torch"])
+def test_deferred_decisions_equal_rust_call_by_call(window, cold, margin, active, rows_by):
     """The path a CPU session runs under delayed scaling: each call reads its active scale
     (``active_scale_host``) and queues its amax (``defer``); the decisions are taken for the
     whole micro-batch at once (``commit``); a traced call's every decision comes from the
@@ -76,7 +78,7 @@ def test_deferred_decisions_equal_rust_call_by_call(window, cold, margin, active
                               target=15.0, shadow=ALL)
     Q, calls = 5, 120
     amax = sequences(rng, Q, calls)
-    bank = QuantBank(config, Q)
+    bank = QuantBank(config, Q, rows_by=rows_by)
     refs = [rs.Quantizer(config) for _ in range(Q)]
     checked = deferred = hosted = 0
     last = [None] * Q
@@ -128,7 +130,7 @@ def test_deferred_decisions_equal_rust_call_by_call(window, cold, margin, active
 def test_a_wrong_estimator_would_be_caught():
     """The comparison can fail: a bank whose ema weight differs in the last bit disagrees."""
     config = rs.ScalingConfig(estimator="ema(0.1)", window=16, shadow=("ema(0.1)",))
-    bank = QuantBank(config, 1)
+    bank = QuantBank(config, 1, rows_by="torch")  # the twin's spec is what is planted here
     bank.specs[0] = bank.specs[0].__class__("ema(0.1)", "ema", alpha=float(np.nextafter(np.float32(0.1), np.float32(1))))
     ref = rs.Quantizer(config)
     rng = np.random.default_rng(1)
@@ -149,7 +151,7 @@ def test_every_rust_kind_has_a_torch_twin(kind):
     config = rs.ScalingConfig(estimator=kind, window=7, shadow=(kind,))
     plan = config.plan()
     assert [e["kind_name"] for e in plan["estimators"]] == [kind]
-    bank = QuantBank(config, 2)
+    bank = QuantBank(config, 2, rows_by="torch")
     ref = rs.Quantizer(config)
     rng = np.random.default_rng(len(kind))
     amax = sequences(rng, 2, 60)
@@ -171,3 +173,51 @@ def test_the_bank_parses_no_names_and_keeps_no_defaults():
         rs.ScalingConfig(window=0).plan()
     with pytest.raises(ValueError, match="window"):
         rs.ScalingConfig(estimator="max_window(1099511627776)").plan()
+
+
+def test_rust_rows_equal_the_torch_twin_on_ring_buffers():
+    """``_core.RowEstimates.ring`` (the CPU bank's rows) and ``estimate_rows`` (the twin other
+    devices run) give the same bits on ring buffers at every position and fill, with NaN,
+    ±Inf, zeros and denormals in the histories; the ring's wrap is where a slip would show."""
+    from hif8lab import _core
+    from hif8lab.torch.bank import estimate_rows
+
+    config = rs.ScalingConfig(estimator="max_window", window=9, shadow=ALL)
+    bank = QuantBank(config, 1, rows_by="torch")
+    H, R = bank.H, 300
+    rng = np.random.default_rng(5)
+    hist = rng.lognormal(0, 3, (R, H)).astype(np.float32)
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, 1e-42, 3.4e38], dtype=np.float32)
+    mask = rng.random((R, H)) < 0.03
+    hist[mask] = rng.choice(special, mask.sum())
+    pos = rng.integers(0, H, R)
+    n = rng.integers(0, H + 1, R)
+    n[:H + 1] = np.arange(H + 1)  # every fill
+    raw = _core.RowEstimates(config.to_json()).ring(hist.tobytes(), H, pos.tolist(), n.tolist())
+    rust = np.frombuffer(raw, dtype=np.float32).reshape(R, -1)
+    idx = (pos[:, None] + np.arange(H)[None, :]) % H
+    ordered = torch.from_numpy(np.take_along_axis(hist, idx, 1))
+    twin = estimate_rows(ordered, torch.from_numpy(n), bank.specs).numpy()
+    has = n > 0
+    same = (rust.view(np.uint32) == twin.view(np.uint32)) | (np.isnan(rust) & np.isnan(twin))
+    assert same[has].all(), np.argwhere(~same & has[:, None])[:5]
+    assert np.isnan(rust[~has]).all()
+    # the comparison can fail: one entry of one ring changed changes that row's estimates
+    hist2 = hist.copy()
+    r = int(np.argmax(n == H))
+    hist2[r, (pos[r] + H - 1) % H] = 1e30  # its newest entry
+    moved = np.frombuffer(_core.RowEstimates(config.to_json()).ring(hist2.tobytes(), H, pos.tolist(), n.tolist()),
+                          dtype=np.float32).reshape(R, -1)
+    assert (moved[r] != rust[r]).any() and np.array_equal(np.delete(moved, r, 0), np.delete(rust, r, 0), equal_nan=True)
+
+
+@pytest.mark.parametrize("hist_len,pos,n,match", [
+    (4 * 8 - 1, [0], [1], "bytes of history"), (4 * 8, [8], [1], "position"), (4 * 8, [0], [9], "count"),
+    (4 * 8, [0, 1], [1], "positions"), (0, [0], [0], "bytes of history"),
+])
+def test_rust_rows_refuse_a_malformed_ring(hist_len, pos, n, match):
+    from hif8lab import _core
+
+    est = _core.RowEstimates(rs.ScalingConfig(window=8).to_json())
+    with pytest.raises(ValueError, match=match):
+        est.ring(b"\0" * hist_len, 8, pos, n)

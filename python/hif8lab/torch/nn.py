@@ -54,7 +54,7 @@ class Recipe:
     codec: str = "lab"
 
     def __post_init__(self):
-        check_format(self.format)
+        object.__setattr__(self, "format", check_format(self.format))  # the canonical spelling
         if self.codec not in CODECS:
             raise ValueError(f"codec must be one of {', '.join(CODECS)}, got '{self.codec}'")
         if self.codec == "authors-fallback" and self.format != "hif8":
@@ -106,21 +106,30 @@ class _QuantInput(torch.autograd.Function):
         return grad, None, None
 
 
-class _QuantGrad(torch.autograd.Function):
-    """Forward: identity; backward: the output gradient fake-quantized (role G)."""
+class _QuantGradHook:
+    """The hook on a projection's output that fake-quantizes its gradient (role G) on the way
+    into the linear's backward: with one part, quantizer ``qs[0]``; a fused projection's
+    gradient split along the output (``sizes``), each part by its own quantizer, in the order
+    the unfused model calls them. A tensor hook, not a custom Function: the output is the
+    linear's own tensor (no copy of it, no extra node), and a model that adds to it in place
+    (Falcon) still gets the gradient it had before that addition quantized, as autograd runs
+    hooks registered before an in-place change on the old value's gradient. One per module,
+    made once (what ``torch.compile`` sees is the same object every forward)."""
 
-    @staticmethod
-    def forward(ctx, y, session, q):
-        ctx.session, ctx.q = session, q
-        # a new tensor, not a view: models that add to a projection's output in place
-        # (Falcon) may not modify a custom Function's view (autograd forbids it)
-        return y.clone()
+    def __init__(self, session: QatSession, qs: List[int], sizes: List[int]):
+        self.session, self.qs, self.sizes = session, qs, sizes
 
-    @staticmethod
-    def backward(ctx, grad):
-        if not ctx.session.qat:
-            return grad, None, None
-        return ctx.session.call(ctx.q, grad).to(grad.dtype), None, None
+    def __call__(self, grad: torch.Tensor) -> torch.Tensor:
+        session, qs = self.session, self.qs
+        if not session.qat:
+            return grad
+        if len(qs) == 1:
+            return session.call(qs[0], grad).to(grad.dtype)
+        parts = torch.split(grad, self.sizes, dim=-1)
+        # the last part first: the order autograd runs the unfused model's projections in
+        # (of nodes ready together, the one made last runs first)
+        out = [session.call(q, g).to(g.dtype) for q, g in reversed(list(zip(qs, parts)))]
+        return torch.cat(out[::-1], dim=-1)
 
 
 class QuantLinear(nn.Linear):
@@ -145,6 +154,8 @@ class QuantLinear(nn.Linear):
         object.__setattr__(self, "session", session)
         #: [(lab module, rows along the output, {role: quantizer index})]
         self.parts = [(m, int(n), dict(q)) for m, n, q in parts]
+        g_qs = self._qs("G")
+        self._g_hook = _QuantGradHook(session, g_qs, [n for _, n, _ in self.parts]) if g_qs else None
 
     @property
     def quantizers(self) -> Dict[str, int]:
@@ -182,11 +193,7 @@ class QuantLinear(nn.Linear):
         xq = x if xq is None else xq
         y = F.linear(xq, wq[0] if len(wq) == 1 else torch.cat(wq, dim=0), self.bias)
         if g_qs and torch.is_grad_enabled() and y.requires_grad:
-            if len(g_qs) == 1:
-                y = _QuantGrad.apply(y, s, g_qs[0])
-            else:
-                ys = torch.split(y, [n for _, n, _ in self.parts], dim=-1)
-                y = torch.cat([_QuantGrad.apply(yi, s, q) for yi, q in zip(ys, g_qs)], dim=-1)
+            y.register_hook(self._g_hook)
         return y
 
     # --- the scaling state travels with the module ----------------------------------------

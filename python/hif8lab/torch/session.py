@@ -38,7 +38,7 @@ import torch
 
 from .. import _core
 from .bank import QuantBank
-from .fakequant import _ABS, _INF, amax_qdq_cpu, compiled, overflow_threshold, qdq, qdq_codec
+from .fakequant import _ABS, _INF, compiled, overflow_threshold, qdq, qdq_codec
 
 SQNR_CAP_DB = 300.0
 FORWARD_ROLES = ("A", "W")
@@ -347,45 +347,49 @@ class QatSession:
             return self._replay(q, x)
         if q in self._queued_q:
             self.flush()
-        # one flat, detached view: the compiled ops see one rank and no autograd, whatever
-        # the operand (a weight, an activation of any rank), so they compile once
-        flat = x.detach().reshape(-1)
         bank = self.bank
         cold = bank.count(q) == 0 and bank.cold_start == "jit"
         reducing = role != "W" and self._reducing()
         reduce_now = reducing and (self._reduce_each_call or cold)
-        x32 = flat.float()
         traced = self.traced()
         # delayed scaling: the active scale does not depend on this call's amax, so one read
         # of the tensor gives both (the amax and the quantization in one pass), and the
         # call's decision can wait for the bank's commit (all of a micro-batch's at once)
-        delayed = not (reduce_now or cold or self._active_current) and r.codec == "lab" and flat.numel() > 0
-        if delayed:
-            est = scale = None
-            if x32.device.type == "cpu":
-                # the amax a Python float (a 0-d tensor only where a collective needs one)
-                s = bank.active_scale_host(q)
-                amax, nonfinite, xq = amax_qdq_cpu(x32, s, r.format, r.saturate, out=self._out(q, flat.numel()),
-                                                   host=True)
-                if traced:  # the host lists made once per micro-batch, where they can be
-                    est, scale = bank.decision_host(q, amax) or bank.decide(q, torch.tensor(amax, dtype=torch.float32))
-                if reducing:
-                    amax = torch.tensor(amax, dtype=torch.float32)
-            else:
+        delayed = not (reduce_now or cold or self._active_current) and r.codec == "lab" and x.numel() > 0
+        est = scale = None
+        if delayed and x.is_cpu:
+            # the Rust core on the operand's own memory in its own shape (no view made, no
+            # copy of a contiguous f32 operand: in a training step every tensor operation
+            # here costs tens of µs, its memory evicted by the GEMMs between calls); the
+            # amax a Python float (a 0-d tensor only where a collective needs one)
+            x32 = x if x.dtype == torch.float32 and x.is_contiguous() else x.detach().float().contiguous()
+            s = bank.active_scale_host(q)
+            xq = self._out(q, x32)
+            amax, nonfinite = _core.amax_qdq_at(x32.data_ptr(), xq.data_ptr(), x32.numel(), s, r.format, r.saturate)
+            if traced:  # the host lists made once per micro-batch, where they can be
+                est, scale = bank.decision_host(q, amax) or bank.decide(q, torch.tensor(amax, dtype=torch.float32))
+            if reducing:
+                amax = torch.tensor(amax, dtype=torch.float32)
+        else:
+            # one flat, detached view: the compiled ops see one rank and no autograd, whatever
+            # the operand (a weight, an activation of any rank), so they compile once
+            x32 = x.detach().reshape(-1).float()
+            if delayed:
                 s = bank.active_scale(q)
                 amax, nonfinite, xq = self._fn("amax_qdq", _amax_qdq)(x32, s, r.format, r.saturate)
                 if traced:
                     est, scale = bank.decide(q, amax)
-        else:
-            amax, nonfinite = _amax_nonfinite(x32, self._fn("amax", _amax_of))
-            if reduce_now:
-                self._all_reduce_max(amax)
-            est, scale = bank.decide(q, amax)
-            s = scale[self.active]
-            xq = self._quantize(x32, s)
+            else:
+                amax, nonfinite = _amax_nonfinite(x32, self._fn("amax", _amax_of))
+                if reduce_now:
+                    self._all_reduce_max(amax)
+                est, scale = bank.decide(q, amax)
+                s = scale[self.active]
+                xq = self._quantize(x32, s)
         queue = reducing and not reduce_now
         row = self._record(q, x32, xq, amax, nonfinite, est, scale) if traced else None
-        xq = xq.view(x.shape)
+        if xq.dim() != x.dim():
+            xq = xq.view(x.shape)
         if queue:
             self._queued.append((q, amax, row))
             self._queued_q.add(q)
@@ -397,20 +401,26 @@ class QatSession:
             self._used.setdefault(q, []).append(s)
         return xq
 
-    def _out(self, q: int, n: int) -> torch.Tensor:
-        """Where quantizer q's CPU call writes its n outputs: the buffer its last call wrote
-        (its first n elements), unless anything still holds that buffer's memory (the
-        autograd graph of a micro-batch not yet through backward, a caller's reference, a
-        second call in this micro-batch); else a new one, kept for the next call. A weight's
-        quantized copy is thus the same memory every step (on the CPU, memory freed and taken
-        again is faulted in again, page by page: 62 k page faults a step at the 135 M shape
-        under glibc's defaults, most of QAT's extra ones), and nothing that could still be
-        read is ever overwritten."""
+    def _out(self, q: int, like: torch.Tensor) -> torch.Tensor:
+        """Where quantizer q's CPU call writes its output (f32, ``like``'s shape): the buffer
+        its last call wrote (as it is, or its first elements for a smaller operand), unless
+        anything still holds that buffer's memory (the autograd graph of a micro-batch not
+        yet through backward, a caller's reference, a second call in this micro-batch); else
+        a new one, kept for the next call. A weight's quantized copy is thus the same memory
+        every step (on the CPU, memory freed and taken again is faulted in again, page by
+        page: 62 k page faults a step at the 135 M shape under glibc's defaults, most of
+        QAT's extra ones), and nothing that could still be read is ever overwritten."""
         buf = self._outs.get(q)
-        if buf is None or buf.numel() < n or not _unshared(buf):
-            buf = torch.empty(n, dtype=torch.float32)
-            self._outs[q] = buf
-        return buf[:n]
+        if buf is not None and _unshared(buf):
+            # an alias, never the buffer itself: whatever holds the output holds the
+            # memory through a tensor of its own (its reference the count above sees)
+            if buf.shape == like.shape:
+                return buf.detach()
+            if buf.numel() >= like.numel():
+                return buf.view(-1)[:like.numel()].view(like.shape)
+        buf = torch.empty(like.shape, dtype=torch.float32)
+        self._outs[q] = buf
+        return buf.detach()
 
     def free_buffers(self) -> int:
         """Lets go of the output memory the CPU calls keep for the next step (``_out``: one
