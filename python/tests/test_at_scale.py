@@ -4,7 +4,6 @@ the scaling state inside the model's state_dict (device moves, meta init, copies
 
 import copy
 import io
-import os
 import socket
 import warnings
 
@@ -291,9 +290,9 @@ class Toy(nn.Module):
 
 
 def test_the_output_gradient_is_quantized_without_copying_the_output():
-    """Role G is a hook on the linear's own output: the forward makes no copy of it, a model
-    may add to it in place, and the gradient quantized is the one the linear's output had
-    (before that addition): dW = Q_G(dy)ᵀ · Q_A(x) at the trace's scales."""
+    """The forward makes no copy of the linear's output, a model may add to it in place, and
+    the gradient quantized (role G) is the one the linear's output had (before that
+    addition): dW = Q_G(dy)ᵀ · Q_A(x) at the trace's scales."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from hif8lab.torch.fakequant import qdq
@@ -332,6 +331,43 @@ def test_the_output_gradient_is_quantized_without_copying_the_output():
         xq = qdq(x, rec["A"]["scale"])
         assert not torch.equal(gq, w)  # the quantization shows in the gradient
         torch.testing.assert_close(lin.weight.grad, gq.t() @ xq, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_a_quantized_linear_is_one_node_with_the_linears_gradients(autocast):
+    """A training call is one autograd node between the input's and the parameters'
+    gradients, and its gradients are the ones autograd gives the plain linear on the
+    quantized operands with the quantized output gradient (straight through), bit for bit,
+    in f32 and under bf16 autocast (the backward's products on the forward's casts)."""
+    from hif8lab.torch.fakequant import qdq
+
+    holder = nn.Module()
+    holder.layers = nn.ModuleList([nn.Module()])
+    holder.layers[0].up_proj = nn.Linear(16, 24, bias=True)
+    session = quantize(holder, RECIPE, modules=("up_proj",), skip_first=0, skip_last=0)
+    lin = holder.layers[0].up_proj
+    g = torch.Generator().manual_seed(8)
+    for step in range(3):
+        session.start_step(step)
+        session.begin_micro()
+        x = (torch.randn(2, 5, 16, generator=g) * 3).requires_grad_()
+        dy = torch.randn(2, 5, 24, generator=g) * 1e-2
+        lin.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            y = lin(x)
+        assert [type(f).__name__ for f, _ in y.grad_fn.next_functions if f is not None] == \
+               ["AccumulateGrad"] * 3  # x, W and b: nothing between them and the one node
+        y.backward(dy.to(y.dtype))
+        rec = {r["role"]: r for r in session.drain()}
+        xq = qdq(x.detach(), rec["A"]["scale"]).requires_grad_()
+        wq = qdq(lin.weight.detach(), rec["W"]["scale"]).requires_grad_()
+        b = lin.bias.detach().clone().requires_grad_()
+        gq = qdq(dy.to(y.dtype).float(), rec["G"]["scale"]).to(y.dtype)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            ref = F.linear(xq, wq, b)
+        ref.backward(gq)
+        assert torch.equal(x.grad, xq.grad) and torch.equal(lin.bias.grad, b.grad)
+        torch.testing.assert_close(lin.weight.grad, wq.grad, rtol=1e-6 if not autocast else 0, atol=0)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
