@@ -289,6 +289,15 @@ class Toy(nn.Module):
         return x
 
 
+def one_projection(bias: bool = False, dtype=torch.float32):
+    """One quantized up_proj (16 → 24) in block 0 with its session."""
+    holder = nn.Module()
+    holder.layers = nn.ModuleList([nn.Module()])
+    holder.layers[0].up_proj = nn.Linear(16, 24, bias=bias).to(dtype)
+    session = quantize(holder, RECIPE, modules=("up_proj",), skip_first=0, skip_last=0)
+    return session, holder.layers[0].up_proj
+
+
 def test_the_output_gradient_is_quantized_without_copying_the_output():
     """The forward makes no copy of the linear's output, a model may add to it in place, and
     the gradient quantized (role G) is the one the linear's output had (before that
@@ -309,11 +318,7 @@ def test_the_output_gradient_is_quantized_without_copying_the_output():
                                torch.ops.aten._to_copy.default) and out.numel() == 5 * 24
             return out
 
-    holder = nn.Module()
-    holder.layers = nn.ModuleList([nn.Module()])
-    holder.layers[0].up_proj = nn.Linear(16, 24, bias=False)
-    session = quantize(holder, RECIPE, modules=("up_proj",), skip_first=0, skip_last=0)
-    lin = holder.layers[0].up_proj
+    session, lin = one_projection()
     g = torch.Generator().manual_seed(4)
     for step in range(3):
         session.start_step(step)
@@ -341,11 +346,7 @@ def test_a_quantized_linear_is_one_node_with_the_linears_gradients(autocast):
     in f32 and under bf16 autocast (the backward's products on the forward's casts)."""
     from hif8lab.torch.fakequant import qdq
 
-    holder = nn.Module()
-    holder.layers = nn.ModuleList([nn.Module()])
-    holder.layers[0].up_proj = nn.Linear(16, 24, bias=True)
-    session = quantize(holder, RECIPE, modules=("up_proj",), skip_first=0, skip_last=0)
-    lin = holder.layers[0].up_proj
+    session, lin = one_projection(bias=True)
     g = torch.Generator().manual_seed(8)
     for step in range(3):
         session.start_step(step)
@@ -378,11 +379,7 @@ def test_operands_of_any_layout_are_read_as_their_values(dtype):
     operands' own and the outputs their quantization, never what lies beyond them."""
     from hif8lab.torch.fakequant import qdq
 
-    holder = nn.Module()
-    holder.layers = nn.ModuleList([nn.Module()])
-    holder.layers[0].up_proj = nn.Linear(16, 24, bias=False).to(dtype)
-    session = quantize(holder, RECIPE, modules=("up_proj",), skip_first=0, skip_last=0)
-    lin = holder.layers[0].up_proj
+    session, lin = one_projection(dtype=dtype)
     g = torch.Generator().manual_seed(6)
     for step in range(3):
         session.start_step(step)
