@@ -48,3 +48,12 @@ def test_each_arm_runs_in_its_own_process_and_reports_every_figure():
 def test_an_arm_that_fails_is_named():
     with pytest.raises(RuntimeError, match=r"bench arm eager: .*nowhere"):
         bench.run(args(device="nowhere", rounds=1), "system")
+
+
+def test_only_the_goals_setting_is_judged():
+    """The goals were fixed for one setting (the 135 M shape, batch 2 × context 128, f32,
+    CPU): a bench of any other batch, context, dtype, device or shape prints no verdict."""
+    base = dict(shape="smollm2-135m", batch=2, context=128, dtype="f32", device="cpu")
+    assert bench.goal_setting(argparse.Namespace(**base))
+    for k, v in (("batch", 8), ("context", 512), ("dtype", "bf16"), ("device", "cuda"), ("shape", "tiny")):
+        assert not bench.goal_setting(argparse.Namespace(**{**base, k: v})), k

@@ -6,10 +6,11 @@ the device). Estimates of every quantizer and estimator are computed at once at 
 each micro-batch (``begin_micro``): on the CPU by the Rust estimators themselves
 (``hif8lab_scaling::estimator``, through ``_core.RowEstimates``), elsewhere by their twin in
 f32 torch ops in exactly the Rust order (``estimate_rows``), so that they equal
-``hif8lab.scaling.Quantizer`` bit for bit (the tests run both on every call). The bank executes the plan the Rust core resolves (``ScalingConfig.plan()``:
-the flat estimator descriptors the WGSL kernel also gets, the history length, the scale rule);
-it parses no estimator name and keeps no default of its own; a quantizer called twice in one
-micro-batch gets its row recomputed.
+``hif8lab.scaling.Quantizer`` bit for bit (the tests run both on every call). The bank
+executes the plan the Rust core resolves (``ScalingConfig.plan()``: the flat estimator
+descriptors the WGSL kernel also gets, the history length, the scale rule); it parses no
+estimator name and keeps no default of its own; a quantizer called twice in one micro-batch
+gets its row recomputed.
 
 Two ways to record a call. ``decide`` then ``observe``: a few tiny ops per call, the call's
 estimates and scales at hand (for its statistics). Or, under delayed scaling, where the
