@@ -202,7 +202,7 @@ impl Span {
 /// delayed scaling on the CPU, where a compiled torch function costs more to call than its
 /// work. A long operand is split over torch's own OpenMP team ([`omp`]; threads of our own
 /// ran slower beside its spinning workers, measured in a training step). The caller
-/// (``hif8lab.torch.fakequant.amax_qdq_cpu``) passes two contiguous f32 CPU tensors it keeps
+/// (``hif8lab.torch.fakequant._amax_qdq_into``) passes two contiguous f32 CPU tensors it keeps
 /// alive over the call; the ranges must not overlap (checked).
 #[pyfunction]
 #[pyo3(signature = (src, dst, n, scale, format="hif8", saturate=false))]

@@ -8,7 +8,7 @@ int32 bit operations. No per-element Python, no host synchronization.
 from __future__ import annotations
 
 import json
-from typing import Optional, Union
+from typing import Union
 
 import numpy as np
 import torch
@@ -169,31 +169,30 @@ def fake_quant(x: torch.Tensor, scale: Scale, format: str = "hif8", saturate: bo
     return _FakeQuant.apply(x, scale, format, bool(saturate))
 
 
-def amax_qdq_cpu(x32: torch.Tensor, scale: float, format: str = "hif8", saturate: bool = False,
-                 out: Optional[torch.Tensor] = None, host: bool = False):
+def amax_qdq_cpu(x32: torch.Tensor, scale: float, format: str = "hif8", saturate: bool = False):
     """amax over the non-NaN |x| (0-d f32), the NaN/±Inf count (0-d f64) and
-    ``qdq(x·scale)/scale`` of a 1-d f32 CPU tensor, in one call of the Rust core on the
-    tensor's own memory (the lab's codec and amax pass: the same bits as ``qdq`` and
-    ``_amax_of``; for HiF8 one read of the operand). In a CPU training step a compiled torch
-    function costs about as much to call as its work on a 135 M model's operand; this costs
-    microseconds to call and runs 3–4× faster than the compiled kernel. ``out``: a 1-d
-    contiguous f32 CPU tensor of x's length to write the quantized values to (else a new
-    one). ``host``: the amax and the count as a Python float and int (no tensors made)."""
+    ``qdq(x·scale)/scale`` of an f32 CPU tensor (in x's shape), in one call of the Rust core
+    on the tensor's own memory (``_amax_qdq_into``, what a CPU session runs: the lab's codec
+    and amax pass, the same bits as ``qdq`` and ``_amax_of``; for HiF8 one read of the
+    operand). In a CPU training step a compiled torch function costs about as much to call as
+    its work on a 135 M model's operand; this costs microseconds to call and runs 3–4× faster
+    than the compiled kernel."""
     if x32.dtype != torch.float32 or x32.device.type != "cpu":
         raise ValueError(f"amax_qdq_cpu: a float32 CPU tensor, got {x32.dtype} on {x32.device}")
     x = x32.contiguous()
-    if out is None:
-        out = torch.empty_like(x)
-    elif (out.dtype != torch.float32 or out.device.type != "cpu" or out.dim() != 1 or not out.is_contiguous()
-          or out.numel() != x.numel()):
-        raise ValueError(f"amax_qdq_cpu: out must be a contiguous 1-d float32 CPU tensor of {x.numel()} "
-                         f"elements, got {out.dtype} {tuple(out.shape)} on {out.device}")
-    amax, nonfinite = _core.amax_qdq_at(x.data_ptr(), out.data_ptr(), x.numel(), float(scale),
-                                        check_format(format), bool(saturate))
-    if host:
-        return amax, nonfinite, out
+    out = torch.empty_like(x)
+    amax, nonfinite = _amax_qdq_into(x, out, float(scale), check_format(format), bool(saturate))
     return (torch.tensor(amax, dtype=torch.float32), torch.tensor(float(nonfinite), dtype=torch.float64),
             out)
+
+
+def _amax_qdq_into(x: torch.Tensor, out: torch.Tensor, scale: float, format: str, saturate: bool):
+    """The Rust core's amax, non-finite count and fake quantization of ``x`` written to
+    ``out``: (amax as a Python float holding the f32, count as an int). Unchecked (a session's
+    call costs no more than this): both contiguous f32 CPU tensors of one length, ``format``
+    canonical; the caller holds both over the call (the core refuses a null, misaligned or
+    overlapping range)."""
+    return _core.amax_qdq_at(x.data_ptr(), out.data_ptr(), x.numel(), scale, format, saturate)
 
 
 _COMPILED = {}

@@ -189,10 +189,11 @@ class QuantLinear(nn.Linear):
     def _qs(self, role: str) -> List[int]:
         return [q[role] for _, _, q in self.parts if role in q]
 
-    def _weight_parts(self) -> List[torch.Tensor]:
+    def _weight_parts(self, weight: torch.Tensor) -> List[torch.Tensor]:
+        """``weight`` split into the parts' rows (itself for a one-part linear)."""
         if len(self.parts) == 1:
-            return [self.weight]
-        return list(torch.split(self.weight, [n for _, n, _ in self.parts], dim=0))
+            return [weight]
+        return list(torch.split(weight, self._sizes, dim=0))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         s = self.session
@@ -201,7 +202,7 @@ class QuantLinear(nn.Linear):
         if self.training:
             return _QuantLinearFn.apply(x, self.weight, self.bias, self)
         a_qs, w_qs = self._qs("A"), self._qs("W")
-        w_parts = self._weight_parts()
+        w_parts = self._weight_parts(self.weight)
         # evaluation: the last scales, frozen (no history update, nothing recorded)
         xq = s.frozen(a_qs[0], x) if a_qs else x
         wq = [s.frozen(q, w) for q, w in zip(w_qs, w_parts)] if w_qs else w_parts
@@ -213,9 +214,8 @@ class QuantLinear(nn.Linear):
         order. Every part's A quantizer sees the same input; their histories are equal, so
         are their scales and outputs: the first one's is used."""
         s = self.session
-        w_parts = [weight] if len(self.parts) == 1 else list(torch.split(weight, self._sizes, dim=0))
         xq, wq = None, []
-        for (_, _, qs), w in zip(self.parts, w_parts):
+        for (_, _, qs), w in zip(self.parts, self._weight_parts(weight)):
             if "A" in qs:
                 xi = s.call(qs["A"], x)
                 xq = xi.to(x.dtype) if xq is None else xq

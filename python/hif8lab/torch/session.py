@@ -38,7 +38,7 @@ import torch
 
 from .. import _core
 from .bank import QuantBank
-from .fakequant import _ABS, _INF, compiled, overflow_threshold, qdq, qdq_codec
+from .fakequant import _ABS, _INF, _amax_qdq_into, compiled, overflow_threshold, qdq, qdq_codec
 
 SQNR_CAP_DB = 300.0
 FORWARD_ROLES = ("A", "W")
@@ -365,7 +365,7 @@ class QatSession:
             x32 = x if x.dtype == torch.float32 and x.is_contiguous() else x.detach().float().contiguous()
             s = bank.active_scale_host(q)
             xq = self._out(q, x32)
-            amax, nonfinite = _core.amax_qdq_at(x32.data_ptr(), xq.data_ptr(), x32.numel(), s, r.format, r.saturate)
+            amax, nonfinite = _amax_qdq_into(x32, xq, s, r.format, r.saturate)
             if traced:  # the host lists made once per micro-batch, where they can be
                 est, scale = bank.decision_host(q, amax) or bank.decide(q, torch.tensor(amax, dtype=torch.float32))
             if reducing:
