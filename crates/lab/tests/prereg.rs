@@ -35,7 +35,7 @@ struct Study {
     names_it: &'static str,
 }
 
-const STUDIES: [Study; 4] = [
+const STUDIES: [Study; 5] = [
     Study {
         prereg: PREREG,
         commit: PREREG_COMMIT,
@@ -60,6 +60,13 @@ const STUDIES: [Study; 4] = [
         commit: "b59a5397060fa0e1fbc5fd42a333b83eef15add8",
         data: "docs/results/real-smollm2-claim5-fresh/runs.jsonl.gz",
         names_it: "docs/results/real-smollm2-claim5-fresh/README.md",
+    },
+    // The overhead bench of `hif8lab.torch` (python/hif8lab/torch/bench.py): one decisive run.
+    Study {
+        prereg: "docs/results/prereg/torch-bench-overhead.md",
+        commit: "9b9a084664c41e974a6fb2cbb94a9da2e4ae4f0c",
+        data: "docs/results/torch-bench-overhead/result.json",
+        names_it: "docs/results/torch-bench-overhead/README.md",
     },
 ];
 
